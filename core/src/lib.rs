@@ -1,0 +1,16 @@
+//! `silas-core`: the pure heart of Silas — the domain model (spec §3), the
+//! canonical JSON module every hash and signature goes through, the hash
+//! projections built on it, the error taxonomy (§18.1) and the configuration
+//! schema with its startup validation (§11). Nothing here does I/O beyond
+//! reading environment variables handed in by the caller; nothing here knows
+//! about actors, storage or the network.
+
+pub mod b64;
+pub mod canonical;
+pub mod error;
+pub mod model;
+pub mod time;
+
+pub use b64::Base64Bytes;
+pub use error::{Coded, ErrorCode};
+pub use time::Timestamp;

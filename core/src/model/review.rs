@@ -1,0 +1,1 @@
+//! Spec §3 models (being written).
