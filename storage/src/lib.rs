@@ -1,1 +1,82 @@
-//! placeholder
+//! `silas-storage`: every byte Silas keeps lives here, in one redb file.
+//!
+//! Typed tables for work items, chronicle, nonces, audit entries and
+//! checkpoints, persona state and events, memory records, service connections
+//! and pending cards; the hash-chained [`audit::AuditLog`]; and the schema
+//! version record that makes startup refuse a store it did not write
+//! ([`schema`]). Values are versioned JSON ([`codec`]). Every multi-record
+//! change is a single write transaction, so a crash leaves either all of it or
+//! none of it.
+//!
+//! **Architecture invariant:** this crate knows nothing about actors, the
+//! network or LLMs; it depends only on `silas-core` for the model and the
+//! canonical JSON module.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod audit;
+
+pub mod codec;
+pub mod error;
+
+pub mod schema;
+
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::Database;
+
+pub use audit::{AuditEntry, AuditLog, ChainBreak, ChainVerification, Checkpoint};
+
+pub use error::{StoreError, StoreResult};
+
+
+
+/// File name of the store inside the data dir.
+pub const STORE_FILE: &str = "silas.redb";
+
+/// A handle to the open store. Cheap to clone; all clones share one database.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if absent) the store file at `path`, checking or stamping
+    /// its schema record.
+    pub fn open(path: impl AsRef<Path>) -> StoreResult<Store> {
+        let path = path.as_ref().to_path_buf();
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+                path: path.display().to_string(),
+            },
+            other => StoreError::from(other),
+        })?;
+        let txn = db.begin_write()?;
+        schema::check_or_stamp(&txn)?;
+        txn.commit()?;
+        Ok(Store { db: Arc::new(db), path })
+    }
+
+    /// Open the store inside a data dir.
+    pub fn open_in(data_dir: impl AsRef<Path>) -> StoreResult<Store> {
+        Store::open(data_dir.as_ref().join(STORE_FILE))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn audit(&self) -> AuditLog {
+        AuditLog::new(self.db.clone())
+    }
+
+
+    /// Raw database access, for tests that tamper with stored bytes.
+    #[doc(hidden)]
+    pub fn raw_database(&self) -> &Database {
+        &self.db
+    }
+}

@@ -1,0 +1,391 @@
+//! The hash-chained audit log (spec §4.16; meao M1.5/M3 NEVER_LOG).
+//!
+//! Entry `n` stores `prev_hash` = entry `n-1`'s `entry_hash` (a fixed genesis
+//! value for entry 0) and `entry_hash = SHA-256(canonical JSON of the entry
+//! without entry_hash)`, computed through `silas_core::canonical`. Entries are
+//! keyed by their sequence number, starting at 0, so the position of an entry
+//! is its index. Every append is its own durable write transaction: a crash
+//! leaves whole entries or none. Before anything is stored the data passes
+//! the NEVER_LOG sanitiser (content fields removed, secrets redacted, errors
+//! cut to 500 chars).
+//!
+//! Verification reports the index of the first bad entry: a modified entry
+//! fails its own hash; a deleted entry shows as a gap at its index; a
+//! reordered pair shows as a key/sequence mismatch; a truncated tail is caught
+//! by a checkpoint that covers entries which no longer exist.
+
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use silas_core::model::JsonObject;
+use silas_core::{Timestamp, canonical, never_log};
+
+use crate::codec;
+use crate::error::{StoreError, StoreResult};
+use crate::schema::{AUDIT, AUDIT_CHECKPOINTS, META};
+
+/// `prev_hash` of the first entry.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const LATEST_CHECKPOINT_KEY: &str = "audit_latest_checkpoint";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub seq: u64,
+    pub timestamp: Timestamp,
+    pub event: String,
+    pub data: JsonObject,
+    pub prev_hash: String,
+    pub entry_hash: String,
+}
+
+/// The hashed part of an entry: everything but `entry_hash`.
+#[derive(Serialize)]
+struct HashedFields<'a> {
+    seq: u64,
+    timestamp: &'a Timestamp,
+    event: &'a str,
+    data: &'a JsonObject,
+    prev_hash: &'a str,
+}
+
+impl AuditEntry {
+    /// The entry ID the spec's `log` returns: the sequence number as text.
+    pub fn id(&self) -> String {
+        self.seq.to_string()
+    }
+
+    pub fn compute_hash(&self) -> StoreResult<String> {
+        entry_hash(self.seq, &self.timestamp, &self.event, &self.data, &self.prev_hash)
+    }
+}
+
+fn entry_hash(seq: u64, timestamp: &Timestamp, event: &str, data: &JsonObject, prev_hash: &str) -> StoreResult<String> {
+    let fields = HashedFields {
+        seq,
+        timestamp,
+        event,
+        data,
+        prev_hash,
+    };
+    canonical::hash_of(&fields).map_err(|e| StoreError::Encoding {
+        table: "audit",
+        detail: e.to_string(),
+    })
+}
+
+/// A recorded chain head, against which later verification detects truncation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub checkpoint_id: String,
+    pub head_seq: u64,
+    pub head_hash: String,
+    pub created_at: Timestamp,
+}
+
+/// Where and why a chain failed verification.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainBreak {
+    /// Index (= sequence number) of the first bad entry.
+    pub index: u64,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainVerification {
+    pub valid: bool,
+    pub entries_checked: u64,
+    pub first_bad: Option<ChainBreak>,
+}
+
+impl ChainVerification {
+    fn ok(entries_checked: u64) -> Self {
+        ChainVerification {
+            valid: true,
+            entries_checked,
+            first_bad: None,
+        }
+    }
+
+    fn broken(entries_checked: u64, index: u64, reason: String) -> Self {
+        ChainVerification {
+            valid: false,
+            entries_checked,
+            first_bad: Some(ChainBreak { index, reason }),
+        }
+    }
+}
+
+/// Append-only, hash-chained audit log over the store.
+#[derive(Clone)]
+pub struct AuditLog {
+    db: Arc<Database>,
+}
+
+fn check_event_name(event: &str) -> StoreResult<()> {
+    let ok = !event.is_empty()
+        && event.len() <= 128
+        && event
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b':' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "audit event name {event:?} must be 1-128 chars of [a-z0-9_.:-]"
+        )))
+    }
+}
+
+impl AuditLog {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        AuditLog { db }
+    }
+
+    /// Append one entry (sanitised) in its own durable transaction; returns its ID.
+    pub fn log(&self, event: &str, data: JsonObject) -> StoreResult<String> {
+        let entries = self.log_batch(vec![(event.to_string(), data)])?;
+        entries
+            .into_iter()
+            .next()
+            .map(|e| e.id())
+            .ok_or_else(|| StoreError::Invalid("empty batch".into()))
+    }
+
+    /// Append several entries in one transaction (all or none).
+    pub fn log_batch(&self, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<AuditEntry>> {
+        for (event, _) in &events {
+            check_event_name(event)?;
+        }
+        let txn = self.db.begin_write()?;
+        let entries = append_in(&txn, events)?;
+        txn.commit()?;
+        Ok(entries)
+    }
+
+    /// The last `n` entries, oldest first.
+    pub fn tail(&self, n: usize) -> StoreResult<Vec<AuditEntry>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let mut out = Vec::with_capacity(n.min(1024));
+        for row in table.iter()?.rev().take(n) {
+            let (_, v) = row?;
+            out.push(codec::decode("audit", v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    pub fn len(&self) -> StoreResult<u64> {
+        let txn = self.db.begin_read()?;
+        Ok(txn.open_table(AUDIT)?.len()?)
+    }
+
+    pub fn is_empty(&self) -> StoreResult<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Verify the whole chain from entry 0, then every checkpoint against it.
+    pub fn verify_chain(&self) -> StoreResult<ChainVerification> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let walked = walk(table.iter()?, 0, GENESIS_HASH.to_string())?;
+        if !walked.valid {
+            return Ok(walked);
+        }
+        let checkpoints = txn.open_table(AUDIT_CHECKPOINTS)?;
+        for row in checkpoints.iter()? {
+            let (_, v) = row?;
+            let cp: Checkpoint = codec::decode("audit_checkpoints", v.value())?;
+            if let Some(broken) = check_checkpoint(&table, &cp, walked.entries_checked)? {
+                return Ok(broken);
+            }
+        }
+        Ok(walked)
+    }
+
+    /// Record the current chain head; returns the checkpoint ID.
+    pub fn write_checkpoint(&self) -> StoreResult<String> {
+        let txn = self.db.begin_write()?;
+        let head = {
+            let table = txn.open_table(AUDIT)?;
+            let last = table.last()?;
+            match last {
+                Some((_, v)) => codec::decode::<AuditEntry>("audit", v.value())?,
+                None => return Err(StoreError::Invalid("cannot checkpoint an empty audit log".into())),
+            }
+        };
+        let cp = Checkpoint {
+            checkpoint_id: format!("cp-{}-{}", head.seq, &head.entry_hash[..12.min(head.entry_hash.len())]),
+            head_seq: head.seq,
+            head_hash: head.entry_hash.clone(),
+            created_at: Timestamp::now(),
+        };
+        {
+            let mut cps = txn.open_table(AUDIT_CHECKPOINTS)?;
+            cps.insert(cp.checkpoint_id.as_str(), codec::encode("audit_checkpoints", &cp)?.as_slice())?;
+            let mut meta = txn.open_table(META)?;
+            meta.insert(LATEST_CHECKPOINT_KEY, cp.checkpoint_id.as_str())?;
+        }
+        txn.commit()?;
+        Ok(cp.checkpoint_id)
+    }
+
+    pub fn latest_checkpoint(&self) -> StoreResult<Option<Checkpoint>> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        let Some(id) = meta.get(LATEST_CHECKPOINT_KEY)?.map(|v| v.value().to_string()) else {
+            return Ok(None);
+        };
+        let cps = txn.open_table(AUDIT_CHECKPOINTS)?;
+        let found = cps.get(id.as_str())?;
+        match found {
+            Some(v) => Ok(Some(codec::decode("audit_checkpoints", v.value())?)),
+            None => Err(StoreError::Corrupt(format!("latest audit checkpoint {id} is missing"))),
+        }
+    }
+
+    /// Verify from a checkpoint (the latest when `None`) to the current head.
+    /// With no checkpoint at all this is a full verification.
+    pub fn verify_from_checkpoint(&self, checkpoint_id: Option<&str>) -> StoreResult<ChainVerification> {
+        let cp = match checkpoint_id {
+            Some(id) => {
+                let txn = self.db.begin_read()?;
+                let cps = txn.open_table(AUDIT_CHECKPOINTS)?;
+                let found = cps.get(id)?;
+                match found {
+                    Some(v) => codec::decode::<Checkpoint>("audit_checkpoints", v.value())?,
+                    None => {
+                        return Err(StoreError::NotFound {
+                            what: "audit checkpoint",
+                            id: id.to_string(),
+                        });
+                    }
+                }
+            }
+            None => match self.latest_checkpoint()? {
+                Some(cp) => cp,
+                None => return self.verify_chain(),
+            },
+        };
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let len = table.len()?;
+        if let Some(broken) = check_checkpoint(&table, &cp, len)? {
+            return Ok(broken);
+        }
+        let mut walked = walk(table.range((cp.head_seq + 1)..)?, cp.head_seq + 1, cp.head_hash.clone())?;
+        walked.entries_checked += 1; // the checkpointed head itself
+        Ok(walked)
+    }
+}
+
+/// Append entries inside an open write transaction (also used by other stores
+/// that must audit in the same transaction as their own change).
+pub(crate) fn append_in(txn: &WriteTransaction, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<AuditEntry>> {
+    let mut table = txn.open_table(AUDIT)?;
+    let (mut next_seq, mut prev_hash) = match table.last()? {
+        Some((k, v)) => {
+            let last: AuditEntry = codec::decode("audit", v.value())?;
+            (k.value() + 1, last.entry_hash)
+        }
+        None => (0, GENESIS_HASH.to_string()),
+    };
+    let mut out = Vec::with_capacity(events.len());
+    for (event, mut data) in events {
+        never_log::sanitize(&mut data);
+        let timestamp = Timestamp::now();
+        let hash = entry_hash(next_seq, &timestamp, &event, &data, &prev_hash)?;
+        let entry = AuditEntry {
+            seq: next_seq,
+            timestamp,
+            event,
+            data,
+            prev_hash,
+            entry_hash: hash,
+        };
+        table.insert(next_seq, codec::encode("audit", &entry)?.as_slice())?;
+        prev_hash = entry.entry_hash.clone();
+        next_seq += 1;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+type AuditRow<'a> = Result<(redb::AccessGuard<'a, u64>, redb::AccessGuard<'a, &'static [u8]>), redb::StorageError>;
+
+/// Walk rows in key order, expecting `start_seq` first and `prev` as its prev_hash.
+fn walk<'a>(rows: impl Iterator<Item = AuditRow<'a>>, start_seq: u64, prev: String) -> StoreResult<ChainVerification> {
+    let mut expected_seq = start_seq;
+    let mut expected_prev = prev;
+    let mut checked = 0u64;
+    for row in rows {
+        let (k, v) = row?;
+        let key = k.value();
+        let entry: AuditEntry = match codec::decode("audit", v.value()) {
+            Ok(e) => e,
+            Err(e) => return Ok(ChainVerification::broken(checked, key, format!("undecodable entry: {e}"))),
+        };
+        if key != expected_seq {
+            return Ok(ChainVerification::broken(
+                checked,
+                expected_seq,
+                format!("entry {expected_seq} is missing (next stored entry is {key})"),
+            ));
+        }
+        if entry.seq != key {
+            return Ok(ChainVerification::broken(
+                checked,
+                key,
+                format!("entry stored at position {key} claims sequence {} (reordered)", entry.seq),
+            ));
+        }
+        if entry.prev_hash != expected_prev {
+            return Ok(ChainVerification::broken(
+                checked,
+                key,
+                "prev_hash does not match the previous entry's hash".into(),
+            ));
+        }
+        let recomputed = entry.compute_hash()?;
+        if recomputed != entry.entry_hash {
+            return Ok(ChainVerification::broken(
+                checked,
+                key,
+                "entry_hash does not match the entry's contents (modified)".into(),
+            ));
+        }
+        expected_prev = entry.entry_hash;
+        expected_seq += 1;
+        checked += 1;
+    }
+    Ok(ChainVerification::ok(checked))
+}
+
+/// `None` when the checkpoint agrees with the stored chain.
+fn check_checkpoint(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    cp: &Checkpoint,
+    chain_len: u64,
+) -> StoreResult<Option<ChainVerification>> {
+    let found = table.get(cp.head_seq)?;
+    let Some(v) = found else {
+        return Ok(Some(ChainVerification::broken(
+            chain_len,
+            chain_len.min(cp.head_seq),
+            format!(
+                "truncated: checkpoint {} covers entry {} but the chain has only {} entries",
+                cp.checkpoint_id, cp.head_seq, chain_len
+            ),
+        )));
+    };
+    let entry: AuditEntry = codec::decode("audit", v.value())?;
+    if entry.entry_hash != cp.head_hash || entry.compute_hash()? != cp.head_hash {
+        return Ok(Some(ChainVerification::broken(
+            0,
+            cp.head_seq,
+            format!("entry {} does not match checkpoint {}", cp.head_seq, cp.checkpoint_id),
+        )));
+    }
+    Ok(None)
+}

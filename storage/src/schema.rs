@@ -1,0 +1,176 @@
+//! Table definitions and the schema version record (spec §6.1, adapted to redb).
+//!
+//! The store carries `schema_version` and `schema_checksum` in its `meta`
+//! table. The checksum is SHA-256 over a descriptor listing every table with
+//! its key/value types and record version, so a build whose table layout
+//! differs from the one that wrote the file is detected even when someone
+//! forgot to bump the version. Rules, adapted from §6.1's migration strategy:
+//! a fresh file is stamped with this build's schema; the same version with the
+//! same checksum opens; an older version opens only through a registered,
+//! forward-only migration; a newer or unknown version, a checksum mismatch, or
+//! a file that has tables but no schema record is refused, naming both
+//! versions. Nothing is repaired implicitly.
+
+use redb::{MultimapTableDefinition, ReadableTable, TableDefinition, WriteTransaction};
+use silas_core::canonical;
+
+use crate::codec::RECORD_V1;
+use crate::error::{StoreError, StoreResult};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
+pub(crate) const WORK_ITEMS_BY_STATUS: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("work_items_by_status");
+pub(crate) const WORK_ITEMS_BY_PARENT: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("work_items_by_parent");
+pub(crate) const WORK_ITEMS_BY_FOLLOW_UP: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("work_items_by_follow_up");
+/// (scope_id, created_at µs, seq) → ContextItem
+pub(crate) const CHRONICLE: TableDefinition<(&str, i64, u64), &[u8]> = TableDefinition::new("chronicle");
+/// (created_at µs, scope_id, seq) → () — time index for retention pruning.
+pub(crate) const CHRONICLE_BY_TIME: TableDefinition<(i64, &str, u64), ()> =
+    TableDefinition::new("chronicle_by_time");
+/// "{domain}:{binding}" → recorded_at µs
+pub(crate) const NONCES: TableDefinition<&str, i64> = TableDefinition::new("nonces");
+pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+pub(crate) const AUDIT_CHECKPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("audit_checkpoints");
+pub(crate) const PERSONA_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("persona_state");
+/// (scope_id, created_at µs, event_id) → PersonaEvent
+pub(crate) const PERSONA_EVENTS: TableDefinition<(&str, i64, &str), &[u8]> =
+    TableDefinition::new("persona_events");
+pub(crate) const MEMORY: TableDefinition<&str, &[u8]> = TableDefinition::new("memory");
+pub(crate) const CONNECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("connections");
+pub(crate) const PENDING_CARDS: TableDefinition<&str, &[u8]> = TableDefinition::new("pending_cards");
+/// Monotonic counters (chronicle sequence, …).
+pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// Every table of this schema: (name, key type, value type, record version).
+const TABLES: &[(&str, &str, &str, u8)] = &[
+    ("meta", "str", "str", 0),
+    ("work_items", "str", "record", RECORD_V1),
+    ("work_items_by_status", "str", "multi:str", 0),
+    ("work_items_by_parent", "str", "multi:str", 0),
+    ("work_items_by_follow_up", "str", "multi:str", 0),
+    ("chronicle", "(str,i64,u64)", "record", RECORD_V1),
+    ("chronicle_by_time", "(i64,str,u64)", "unit", 0),
+    ("nonces", "str", "i64", 0),
+    ("audit", "u64", "record", RECORD_V1),
+    ("audit_checkpoints", "str", "record", RECORD_V1),
+    ("persona_state", "str", "record", RECORD_V1),
+    ("persona_events", "(str,i64,str)", "record", RECORD_V1),
+    ("memory", "str", "record", RECORD_V1),
+    ("connections", "str", "record", RECORD_V1),
+    ("pending_cards", "str", "record", RECORD_V1),
+    ("counters", "str", "u64", 0),
+];
+
+/// The text the checksum is computed over.
+pub fn schema_descriptor() -> String {
+    let mut s = format!("silas-schema-v{SCHEMA_VERSION}");
+    for (name, k, v, rv) in TABLES {
+        s.push_str(&format!(";{name}:{k}->{v}@{rv}"));
+    }
+    s
+}
+
+pub fn schema_checksum() -> String {
+    canonical::sha256_hex(schema_descriptor().as_bytes())
+}
+
+/// A forward-only migration from `from` to `from + 1`.
+struct Migration {
+    from: u32,
+    run: fn(&WriteTransaction) -> StoreResult<()>,
+}
+
+/// Registered migrations. Schema 1 is the first release, so there are none
+/// yet; a future schema 2 adds `Migration { from: 1, run: … }` here.
+const MIGRATIONS: &[Migration] = &[];
+
+fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(WORK_ITEMS)?;
+    txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
+    txn.open_multimap_table(WORK_ITEMS_BY_PARENT)?;
+    txn.open_multimap_table(WORK_ITEMS_BY_FOLLOW_UP)?;
+    txn.open_table(CHRONICLE)?;
+    txn.open_table(CHRONICLE_BY_TIME)?;
+    txn.open_table(NONCES)?;
+    txn.open_table(AUDIT)?;
+    txn.open_table(AUDIT_CHECKPOINTS)?;
+    txn.open_table(PERSONA_STATE)?;
+    txn.open_table(PERSONA_EVENTS)?;
+    txn.open_table(MEMORY)?;
+    txn.open_table(CONNECTIONS)?;
+    txn.open_table(PENDING_CARDS)?;
+    txn.open_table(COUNTERS)?;
+    Ok(())
+}
+
+/// Check (or stamp) the schema record inside an open write transaction.
+/// The caller commits only on `Ok`.
+pub(crate) fn check_or_stamp(txn: &WriteTransaction) -> StoreResult<()> {
+    let had_tables = txn.list_tables()?.count() > 0 || txn.list_multimap_tables()?.count() > 0;
+    let (version, checksum) = {
+        let meta = txn.open_table(META)?;
+        let version = meta.get("schema_version")?.map(|v| v.value().to_string());
+        let checksum = meta.get("schema_checksum")?.map(|v| v.value().to_string());
+        (version, checksum)
+    };
+    let expected = format!("v{SCHEMA_VERSION}");
+    match version {
+        None if had_tables => Err(StoreError::SchemaMismatch {
+            stored: "unknown (the file has tables but no schema record)".into(),
+            expected,
+            detail: "refusing to open a store this build did not write".into(),
+        }),
+        None => {
+            let mut meta = txn.open_table(META)?;
+            meta.insert("schema_version", SCHEMA_VERSION.to_string().as_str())?;
+            meta.insert("schema_checksum", schema_checksum().as_str())?;
+            drop(meta);
+            create_all_tables(txn)
+        }
+        Some(v) => {
+            let stored: u32 = v.parse().map_err(|_| StoreError::SchemaMismatch {
+                stored: format!("{v:?}"),
+                expected: expected.clone(),
+                detail: "unreadable schema version".into(),
+            })?;
+            if stored > SCHEMA_VERSION {
+                return Err(StoreError::SchemaMismatch {
+                    stored: format!("v{stored}"),
+                    expected,
+                    detail: "the store was written by a newer Silas; upgrade this binary".into(),
+                });
+            }
+            if stored == SCHEMA_VERSION {
+                let ours = schema_checksum();
+                return match checksum {
+                    Some(c) if c == ours => Ok(()),
+                    other => Err(StoreError::SchemaMismatch {
+                        stored: format!("v{stored} (checksum {})", other.unwrap_or_else(|| "missing".into())),
+                        expected: format!("v{SCHEMA_VERSION} (checksum {ours})"),
+                        detail: "same version, different table layout; no implicit repair".into(),
+                    }),
+                };
+            }
+            let mut at = stored;
+            while at < SCHEMA_VERSION {
+                let m = MIGRATIONS.iter().find(|m| m.from == at).ok_or_else(|| StoreError::SchemaMismatch {
+                    stored: format!("v{stored}"),
+                    expected: expected.clone(),
+                    detail: format!("no migration registered from v{at} to v{}", at + 1),
+                })?;
+                (m.run)(txn)?;
+                at += 1;
+            }
+            let mut meta = txn.open_table(META)?;
+            meta.insert("schema_version", SCHEMA_VERSION.to_string().as_str())?;
+            meta.insert("schema_checksum", schema_checksum().as_str())?;
+            drop(meta);
+            create_all_tables(txn)
+        }
+    }
+}

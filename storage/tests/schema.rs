@@ -1,0 +1,99 @@
+//! Schema version record: a store written by another schema is refused with
+//! an error naming both versions; nothing is repaired implicitly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use redb::{Database, TableDefinition};
+use silas_core::{Coded, ErrorCode};
+use silas_storage::schema::{SCHEMA_VERSION, schema_checksum};
+use silas_storage::{STORE_FILE, Store, StoreError};
+
+const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+
+fn set_meta(path: &std::path::Path, key: &str, value: &str) {
+    let db = Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(META).unwrap().insert(key, value).unwrap();
+    txn.commit().unwrap();
+}
+
+fn open_err(path: &std::path::Path) -> StoreError {
+    match Store::open(path) {
+        Ok(_) => panic!("store opened but should have been refused"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn fresh_store_is_stamped_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let s = Store::open(&path).unwrap();
+        s.audit().log("store.created", Default::default()).unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.audit().len().unwrap(), 1);
+    assert_eq!(schema_checksum().len(), 64);
+}
+
+#[test]
+fn newer_schema_is_refused_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    set_meta(&path, "schema_version", &(SCHEMA_VERSION + 1).to_string());
+    let err = open_err(&path);
+    assert_eq!(err.code(), ErrorCode::EDbSchemaMismatch);
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("v{}", SCHEMA_VERSION + 1)), "{msg}");
+    assert!(msg.contains(&format!("v{SCHEMA_VERSION}")), "{msg}");
+    assert!(msg.contains("newer"), "{msg}");
+}
+
+#[test]
+fn older_schema_without_migration_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    set_meta(&path, "schema_version", "0");
+    let msg = open_err(&path).to_string();
+    assert!(msg.contains("v0") && msg.contains(&format!("v{SCHEMA_VERSION}")), "{msg}");
+    assert!(msg.contains("no migration"), "{msg}");
+}
+
+#[test]
+fn checksum_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    set_meta(&path, "schema_checksum", "deadbeef");
+    let msg = open_err(&path).to_string();
+    assert!(msg.contains("deadbeef") && msg.contains(&schema_checksum()), "{msg}");
+}
+
+#[test]
+fn foreign_redb_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let def: TableDefinition<u64, u64> = TableDefinition::new("someone_elses");
+        txn.open_table(def).unwrap().insert(1, 2).unwrap();
+        txn.commit().unwrap();
+    }
+    let err = open_err(&path);
+    assert_eq!(err.code(), ErrorCode::EDbSchemaMismatch);
+    assert!(err.to_string().contains("unknown"), "{err}");
+}
+
+#[test]
+fn second_open_in_the_same_process_reports_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = Store::open_in(dir.path()).unwrap();
+    let err = match Store::open_in(dir.path()) {
+        Ok(_) => panic!("opened twice"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, StoreError::InUse { .. }), "{err}");
+}
