@@ -5,6 +5,9 @@
 //! reading environment variables handed in by the caller; nothing here knows
 //! about actors, storage or the network.
 
+// Tests may unwrap: a panic there is a test failure, which is what we want.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod b64;
 pub mod canonical;
 pub mod error;
