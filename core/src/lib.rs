@@ -10,8 +10,11 @@
 
 pub mod b64;
 pub mod canonical;
+pub mod config;
 pub mod error;
 pub mod model;
+pub mod never_log;
+pub mod secrets;
 pub mod time;
 
 pub use b64::Base64Bytes;

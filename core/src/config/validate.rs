@@ -1,0 +1,642 @@
+//! Startup validation (§11 "Startup validation rules", plus the additions
+//! listed in the module docs of [`super`]). Every rule yields at most one
+//! [`ConfigError`] per offending key; `Config::validate` reports the first,
+//! `Config::validation_errors` all of them in rule order.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::Path;
+
+use crate::model::agents::InteractionRegister;
+
+use super::Config;
+use super::error::ConfigError;
+use super::paths::{resolve_path, world_writable_mode};
+use super::providers;
+use super::sections::{APPROVAL_STRENGTHS, MOOD_DIMENSIONS, PERSONALITY_AXES, RISK_LEVELS};
+
+/// Maximum of `context.skill_metadata_budget_pct` (§11).
+pub const MAX_SKILL_METADATA_BUDGET_PCT: f64 = 0.10;
+
+/// Reingestion tiers (§3.8) accepted for `memory.raw_reingestion_default_tier`.
+pub const REINGESTION_TIERS: [&str; 2] = ["active", "low_reingestion"];
+
+/// Memory portability bundle formats this build can write.
+pub const PORTABILITY_BUNDLE_FORMATS: [&str; 1] = ["jsonl-v1"];
+
+/// `true` for `localhost`, any 127.0.0.0/8 address and `::1` (also in
+/// brackets, and IPv4-mapped forms such as `::ffff:127.0.0.1`).
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim();
+    let h = h
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(h);
+    if h.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    h.parse::<IpAddr>()
+        .is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
+fn is_env_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+fn blank(v: &Option<String>) -> bool {
+    v.as_deref().is_none_or(|s| s.trim().is_empty())
+}
+
+struct Checker {
+    errors: Vec<ConfigError>,
+}
+
+impl Checker {
+    fn fail(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError::invalid(key, message));
+    }
+
+    fn positive(&mut self, key: &str, value: u64) {
+        if value == 0 {
+            self.fail(key, "must be greater than 0");
+        }
+    }
+
+    /// A value in `[lo, hi]` (NaN is refused).
+    fn within(&mut self, key: &str, value: f64, lo: f64, hi: f64) {
+        if !(lo..=hi).contains(&value) {
+            self.fail(key, format!("must be within [{lo}, {hi}], got {value}"));
+        }
+    }
+
+    /// Keys of a delta/preset map must name known dimensions; values within range.
+    fn dimension_map<'a>(
+        &mut self,
+        key: &str,
+        map: impl IntoIterator<Item = (&'a String, &'a f64)>,
+        allowed: &[&str],
+        what: &str,
+        lo: f64,
+        hi: f64,
+    ) {
+        for (name, value) in map {
+            let k = format!("{key}.{name}");
+            if allowed.contains(&name.as_str()) {
+                self.within(&k, *value, lo, hi);
+            } else {
+                self.errors.push(ConfigError::unknown_key(
+                    k,
+                    format!("unknown {what} (expected one of {})", allowed.join(", ")),
+                ));
+            }
+        }
+    }
+}
+
+/// Runs every rule. `cwd` anchors relative paths.
+pub(crate) fn collect(cfg: &Config, cwd: &Path) -> Vec<ConfigError> {
+    let mut c = Checker { errors: Vec::new() };
+    spec_rules(cfg, cwd, &mut c);
+    additional_rules(cfg, &mut c);
+    c.errors
+}
+
+/// The thirteen §11 rules, in spec order.
+fn spec_rules(cfg: &Config, cwd: &Path, c: &mut Checker) {
+    // 1. A non-loopback web host requires an auth token (the spec names
+    //    0.0.0.0; any address reachable from other hosts is treated alike).
+    let web = &cfg.channels.web;
+    if !is_loopback_host(&web.host) && blank(&web.auth_token) {
+        c.fail(
+            "channels.web.auth_token",
+            format!(
+                "required when channels.web.host is not a loopback address (got {:?})",
+                web.host
+            ),
+        );
+    }
+
+    // 2. verify_dir and customer_context_dir resolve to different canonical
+    //    paths (and, stricter than the spec, neither contains the other).
+    let data = resolve_path(&cfg.data_dir, cwd);
+    let verify = resolve_path(&cfg.verify_dir(), cwd);
+    let customer = resolve_path(&cfg.customer_context_dir(), cwd);
+    if verify == customer {
+        c.fail(
+            "sandbox.verify_dir",
+            format!(
+                "must resolve to a different directory than sandbox.customer_context_dir \
+                 (both resolve to {:?})",
+                verify.display().to_string()
+            ),
+        );
+    } else if verify.starts_with(&customer) || customer.starts_with(&verify) {
+        c.fail(
+            "sandbox.verify_dir",
+            format!(
+                "must not be nested with sandbox.customer_context_dir ({:?} vs {:?})",
+                verify.display().to_string(),
+                customer.display().to_string()
+            ),
+        );
+    }
+
+    // 3. customer_context_dir strictly inside data_dir and not world-writable
+    //    (checked on every existing directory from data_dir down to it).
+    if !(customer.starts_with(&data) && customer != data) {
+        c.fail(
+            "sandbox.customer_context_dir",
+            format!(
+                "must be inside data_dir ({:?}), got {:?}",
+                data.display().to_string(),
+                customer.display().to_string()
+            ),
+        );
+    } else {
+        let mut chain: Vec<&Path> = customer
+            .ancestors()
+            .take_while(|p| p.starts_with(&data))
+            .collect();
+        chain.reverse();
+        if let Some((dir, mode)) = chain
+            .into_iter()
+            .find_map(|p| world_writable_mode(p).map(|m| (p, m)))
+        {
+            c.fail(
+                "sandbox.customer_context_dir",
+                format!(
+                    "must not be world-writable ({:?} has mode {mode:04o})",
+                    dir.display().to_string()
+                ),
+            );
+        }
+    }
+
+    // 4. Every context profile: each pct in [0, 1], sum <= 0.80.
+    for (name, profile) in &cfg.context.profiles {
+        if let Err(e) = profile.validate() {
+            c.fail(format!("context.profiles.{name}"), e.to_string());
+        }
+    }
+
+    // 5. Skill metadata budget.
+    c.within(
+        "context.skill_metadata_budget_pct",
+        cfg.context.skill_metadata_budget_pct,
+        0.0,
+        MAX_SKILL_METADATA_BUDGET_PCT,
+    );
+
+    // 6. search.provider without search.api_key is not an error: web_search
+    //    is simply not registered (`Config::web_search_enabled`).
+
+    // 7. Every interaction register has a default mode.
+    let missing: Vec<&str> = InteractionRegister::ALL
+        .iter()
+        .filter(|r| !cfg.interaction.default_mode_by_register.contains_key(r))
+        .map(InteractionRegister::as_str)
+        .collect();
+    if !missing.is_empty() {
+        c.fail(
+            "interaction.default_mode_by_register",
+            format!(
+                "must define every register; missing: {}",
+                missing.join(", ")
+            ),
+        );
+    }
+
+    // 8. Hysteresis between widening and tightening.
+    let a = &cfg.autonomy;
+    // `partial_cmp` so that NaN (incomparable) fails too.
+    if a.widen_correction_rate_max
+        .partial_cmp(&a.tighten_correction_rate_min)
+        != Some(std::cmp::Ordering::Less)
+    {
+        c.fail(
+            "autonomy.widen_correction_rate_max",
+            format!(
+                "must be less than autonomy.tighten_correction_rate_min (hysteresis required; got {} >= {})",
+                a.widen_correction_rate_max, a.tighten_correction_rate_min
+            ),
+        );
+    }
+
+    // 9. Batch review sizing.
+    if a.max_batch_review_size < cfg.batch_review.default_size {
+        c.fail(
+            "autonomy.max_batch_review_size",
+            format!(
+                "must be >= batch_review.default_size (got {} < {})",
+                a.max_batch_review_size, cfg.batch_review.default_size
+            ),
+        );
+    }
+
+    // 10. Suggestions run on the scheduler's heartbeat.
+    if cfg.suggestions.enabled && !cfg.scheduler.enabled {
+        c.fail(
+            "suggestions.enabled",
+            "requires scheduler.enabled (suggestions run on the scheduler heartbeat)",
+        );
+    }
+
+    // 11. External skill imports always produce a transform report.
+    let import = &cfg.skills.import;
+    if import.allow_external && !import.require_transform_report {
+        c.fail(
+            "skills.import.require_transform_report",
+            "must be true when skills.import.allow_external is true",
+        );
+    }
+
+    // 12. Description length bounds.
+    let v = &cfg.skills.validation;
+    if v.description_min_chars > v.description_max_chars {
+        c.fail(
+            "skills.validation.description_min_chars",
+            format!(
+                "must be <= skills.validation.description_max_chars (got {} > {})",
+                v.description_min_chars, v.description_max_chars
+            ),
+        );
+    }
+
+    // 13. `fail_on_process_heavy_description` requires deterministic lint
+    //     rules. The skill linter is deterministic by construction (fixed
+    //     pattern rules, no model call), and the schema has no key that
+    //     could configure a model-based evaluator, so this rule cannot fail.
+    //     Should such a key be added, it must be refused here whenever
+    //     `skills.validation.fail_on_process_heavy_description` is true.
+}
+
+/// Rules beyond §11 that keep obviously broken configurations from starting.
+fn additional_rules(cfg: &Config, c: &mut Checker) {
+    if cfg.owner_id.trim().is_empty() {
+        c.fail("owner_id", "must not be empty");
+    }
+
+    // Providers and model strings.
+    for (name, p) in &cfg.providers {
+        if name.is_empty() || name.contains(':') {
+            c.fail(
+                format!("providers.{name}"),
+                "provider names must be non-empty and must not contain ':'",
+            );
+        }
+        if p.base_url.is_empty() {
+            c.fail(
+                format!("providers.{name}.base_url"),
+                format!("required (provider {name:?} has no built-in default)"),
+            );
+        } else if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+            c.fail(
+                format!("providers.{name}.base_url"),
+                format!("must be an http:// or https:// URL, got {:?}", p.base_url),
+            );
+        }
+        if let Some(var) = &p.api_key_env
+            && !is_env_var_name(var)
+        {
+            c.fail(
+                format!("providers.{name}.api_key_env"),
+                format!(
+                    "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got {var:?}"
+                ),
+            );
+        }
+    }
+    let m = &cfg.models;
+    for (key, spec) in [
+        ("models.proxy", &m.proxy),
+        ("models.planner", &m.planner),
+        ("models.executor", &m.executor),
+        ("models.scorer", &m.scorer),
+        ("gates.llm_defaults.model", &cfg.gates.llm_defaults.model),
+    ] {
+        if let Err(message) = providers::resolve(&cfg.providers, spec) {
+            c.fail(key, message);
+        }
+    }
+
+    // Search (checked whether or not web_search ends up enabled).
+    let search = &cfg.search;
+    c.positive("search.timeout_seconds", search.timeout_seconds);
+    c.positive("search.max_results", search.max_results.into());
+    c.positive("search.max_query_chars", search.max_query_chars.into());
+
+    // Context budget.
+    let ctx = &cfg.context;
+    if !ctx.profiles.contains_key(&ctx.default_profile) {
+        let known: Vec<&str> = ctx.profiles.keys().map(String::as_str).collect();
+        c.fail(
+            "context.default_profile",
+            format!(
+                "must name a profile in context.profiles, got {:?} (profiles: {})",
+                ctx.default_profile,
+                known.join(", ")
+            ),
+        );
+    }
+    c.positive("context.total_tokens", ctx.total_tokens);
+    if ctx.system_max >= ctx.total_tokens {
+        c.fail(
+            "context.system_max",
+            format!(
+                "must be less than context.total_tokens (got {} >= {})",
+                ctx.system_max, ctx.total_tokens
+            ),
+        );
+    }
+    c.positive(
+        "context.max_subscription_tokens",
+        ctx.max_subscription_tokens,
+    );
+    if !(ctx.eviction_threshold_pct > 0.0 && ctx.eviction_threshold_pct <= 1.0) {
+        c.fail(
+            "context.eviction_threshold_pct",
+            format!("must be within (0, 1], got {}", ctx.eviction_threshold_pct),
+        );
+    }
+    if !(ctx.scorer_threshold_pct >= ctx.eviction_threshold_pct && ctx.scorer_threshold_pct <= 1.0)
+    {
+        c.fail(
+            "context.scorer_threshold_pct",
+            format!(
+                "must be within [context.eviction_threshold_pct, 1] = [{}, 1], got {}",
+                ctx.eviction_threshold_pct, ctx.scorer_threshold_pct
+            ),
+        );
+    }
+
+    // Memory.
+    let mem = &cfg.memory;
+    c.positive("memory.embedding_dim", mem.embedding_dim.into());
+    c.positive(
+        "memory.consolidation_interval_minutes",
+        mem.consolidation_interval_minutes.into(),
+    );
+    if !REINGESTION_TIERS.contains(&mem.raw_reingestion_default_tier.as_str()) {
+        c.fail(
+            "memory.raw_reingestion_default_tier",
+            format!(
+                "must be one of {}, got {:?}",
+                REINGESTION_TIERS.join(", "),
+                mem.raw_reingestion_default_tier
+            ),
+        );
+    }
+    if !PORTABILITY_BUNDLE_FORMATS.contains(&mem.portability_bundle_format.as_str()) {
+        c.fail(
+            "memory.portability_bundle_format",
+            format!(
+                "must be one of {}, got {:?}",
+                PORTABILITY_BUNDLE_FORMATS.join(", "),
+                mem.portability_bundle_format
+            ),
+        );
+    }
+
+    // Personality.
+    let p = &cfg.personality;
+    if p.directive_tokens_min > p.directive_tokens_max {
+        c.fail(
+            "personality.directive_tokens_min",
+            format!(
+                "must be <= personality.directive_tokens_max (got {} > {})",
+                p.directive_tokens_min, p.directive_tokens_max
+            ),
+        );
+    }
+    c.within(
+        "personality.decay_rate_per_hour",
+        p.decay_rate_per_hour,
+        0.0,
+        1.0,
+    );
+    for (axis, value) in p.baseline.fields() {
+        c.within(&format!("personality.baseline.{axis}"), value, 0.0, 1.0);
+    }
+    for (dim, value) in p.mood.neutral.fields() {
+        c.within(&format!("personality.mood.neutral.{dim}"), value, 0.0, 1.0);
+    }
+    for (name, deltas) in &p.contexts {
+        let key = format!("personality.contexts.{name}");
+        c.dimension_map(
+            &key,
+            deltas,
+            &PERSONALITY_AXES,
+            "personality axis",
+            -1.0,
+            1.0,
+        );
+    }
+    for (name, preset) in &p.presets {
+        let key = format!("personality.presets.{name}");
+        c.dimension_map(
+            &key,
+            preset,
+            &PERSONALITY_AXES,
+            "personality axis",
+            0.0,
+            1.0,
+        );
+    }
+    for (event, w) in &p.mood.event_weights {
+        let key = format!("personality.mood.event_weights.{event}");
+        c.dimension_map(
+            &format!("{key}.mood"),
+            &w.mood,
+            &MOOD_DIMENSIONS,
+            "mood dimension",
+            -1.0,
+            1.0,
+        );
+        c.dimension_map(
+            &format!("{key}.axes"),
+            &w.axes,
+            &PERSONALITY_AXES,
+            "personality axis",
+            -1.0,
+            1.0,
+        );
+    }
+
+    c.within(
+        "interaction.high_initiative_min",
+        cfg.interaction.high_initiative_min,
+        0.0,
+        1.0,
+    );
+
+    // Channels.
+    let web = &cfg.channels.web;
+    if web.host.trim().is_empty() {
+        c.fail("channels.web.host", "must not be empty");
+    }
+    let tg = &cfg.channels.telegram;
+    if tg.enabled {
+        if blank(&tg.token) {
+            c.fail(
+                "channels.telegram.token",
+                "required when channels.telegram.enabled is true (set SILAS_TELEGRAM_TOKEN)",
+            );
+        }
+        if blank(&tg.owner_chat_id) {
+            c.fail(
+                "channels.telegram.owner_chat_id",
+                "required when channels.telegram.enabled is true (set SILAS_TELEGRAM_OWNER_ID)",
+            );
+        }
+    }
+
+    // Limits and backpressure.
+    for (field, value) in cfg.limits.fields() {
+        c.positive(&format!("limits.{field}"), value.into());
+    }
+    let bp = &cfg.backpressure;
+    c.positive(
+        "backpressure.max_pending_turns_per_scope",
+        bp.max_pending_turns_per_scope.into(),
+    );
+    c.positive(
+        "backpressure.max_pending_turns_total",
+        bp.max_pending_turns_total.into(),
+    );
+    if bp.max_pending_turns_per_scope > bp.max_pending_turns_total {
+        c.fail(
+            "backpressure.max_pending_turns_per_scope",
+            format!(
+                "must be <= backpressure.max_pending_turns_total (got {} > {})",
+                bp.max_pending_turns_per_scope, bp.max_pending_turns_total
+            ),
+        );
+    }
+
+    // Sandbox resources.
+    c.positive(
+        "sandbox.default_memory_mb",
+        cfg.sandbox.default_memory_mb.into(),
+    );
+    c.positive(
+        "sandbox.default_cpu_seconds",
+        cfg.sandbox.default_cpu_seconds.into(),
+    );
+
+    // Approval and nonce store.
+    let ap = &cfg.approval;
+    c.positive(
+        "approval.default_ttl_minutes",
+        ap.default_ttl_minutes.into(),
+    );
+    c.positive("approval.max_executions", ap.max_executions.into());
+    for (i, level) in ap.auto_approve_risk_levels.iter().enumerate() {
+        if !RISK_LEVELS.contains(&level.as_str()) {
+            c.fail(
+                format!("approval.auto_approve_risk_levels[{i}]"),
+                format!("must be one of {}, got {level:?}", RISK_LEVELS.join(", ")),
+            );
+        }
+    }
+    for (scope, strength) in &ap.scope_min_strength {
+        if !APPROVAL_STRENGTHS.contains(&strength.as_str()) {
+            c.fail(
+                format!("approval.scope_min_strength.{scope}"),
+                format!(
+                    "must be one of {}, got {strength:?}",
+                    APPROVAL_STRENGTHS.join(", ")
+                ),
+            );
+        }
+    }
+    let ns = &cfg.nonce_store;
+    if ns.ttl_minutes < ap.default_ttl_minutes {
+        c.fail(
+            "nonce_store.ttl_minutes",
+            format!(
+                "must be >= approval.default_ttl_minutes so nonces outlive the tokens they protect (got {} < {})",
+                ns.ttl_minutes, ap.default_ttl_minutes
+            ),
+        );
+    }
+    c.positive(
+        "nonce_store.prune_interval_minutes",
+        ns.prune_interval_minutes.into(),
+    );
+
+    c.positive(
+        "connections.recovery_max_attempts",
+        cfg.connections.recovery_max_attempts.into(),
+    );
+
+    // Batch review and autonomy.
+    c.positive(
+        "batch_review.default_size",
+        cfg.batch_review.default_size.into(),
+    );
+    let conf = &cfg.batch_review.confidence;
+    c.within("batch_review.confidence.high_min", conf.high_min, 0.0, 1.0);
+    c.within(
+        "batch_review.confidence.medium_min",
+        conf.medium_min,
+        0.0,
+        1.0,
+    );
+    if conf.medium_min > conf.high_min {
+        c.fail(
+            "batch_review.confidence.medium_min",
+            format!(
+                "must be <= batch_review.confidence.high_min (got {} > {})",
+                conf.medium_min, conf.high_min
+            ),
+        );
+    }
+    let a = &cfg.autonomy;
+    c.positive("autonomy.min_samples", a.min_samples.into());
+    c.positive("autonomy.window_actions", a.window_actions.into());
+    c.positive("autonomy.window_days", a.window_days.into());
+    c.within(
+        "autonomy.widen_correction_rate_max",
+        a.widen_correction_rate_max,
+        0.0,
+        1.0,
+    );
+    c.within(
+        "autonomy.tighten_correction_rate_min",
+        a.tighten_correction_rate_min,
+        0.0,
+        1.0,
+    );
+    c.within("autonomy.hysteresis_delta", a.hysteresis_delta, 0.0, 1.0);
+    c.within(
+        "autonomy.min_high_confidence",
+        a.min_high_confidence,
+        0.0,
+        1.0,
+    );
+
+    // Gates.
+    let mut names = BTreeSet::new();
+    for (i, gate) in cfg.gates.system.iter().enumerate() {
+        match gate.get("name").and_then(|n| n.as_str()) {
+            Some(name) if !name.trim().is_empty() => {
+                if !names.insert(name) {
+                    c.fail(
+                        format!("gates.system[{i}].name"),
+                        format!("duplicate gate name {name:?}"),
+                    );
+                }
+            }
+            _ => c.fail(
+                format!("gates.system[{i}].name"),
+                "every system gate needs a non-empty string name",
+            ),
+        }
+    }
+    let llm = &cfg.gates.llm_defaults;
+    c.within("gates.llm_defaults.temperature", llm.temperature, 0.0, 2.0);
+    c.positive("gates.llm_defaults.timeout_seconds", llm.timeout_seconds);
+    c.positive("gates.llm_defaults.max_tokens", llm.max_tokens.into());
+}
