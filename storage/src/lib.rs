@@ -15,12 +15,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod audit;
-
+pub mod chronicle;
 pub mod codec;
 pub mod error;
-
+pub mod records;
 pub mod schema;
-
+pub mod work_items;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,8 +28,11 @@ use std::sync::Arc;
 use redb::Database;
 
 pub use audit::{AuditEntry, AuditLog, ChainBreak, ChainVerification, Checkpoint};
+pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
+pub use records::{Keyed, PendingCard, PersonaEvents, Records};
+pub use work_items::WorkItemStore;
 
 
 
@@ -71,6 +74,23 @@ impl Store {
 
     pub fn audit(&self) -> AuditLog {
         AuditLog::new(self.db.clone())
+    }
+
+    pub fn work_items(&self) -> WorkItemStore {
+        WorkItemStore::new(self.db.clone())
+    }
+
+    pub fn chronicle(&self) -> ChronicleStore {
+        ChronicleStore::new(self.db.clone())
+    }
+
+    /// Persona state, memory records, connections or pending cards.
+    pub fn records<T: Keyed>(&self) -> Records<T> {
+        Records::new(self.db.clone())
+    }
+
+    pub fn persona_events(&self) -> PersonaEvents {
+        PersonaEvents::new(self.db.clone())
     }
 
 

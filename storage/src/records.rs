@@ -1,0 +1,186 @@
+//! Keyed record tables for the remaining durable state: persona state (per
+//! scope), memory records, service connections and pending cards, plus the
+//! append-only persona event log. One generic [`Records`] handle serves every
+//! `id → record` table; the [`Keyed`] impls bind each model type to its table.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use silas_core::Timestamp;
+use silas_core::model::JsonObject;
+use silas_core::model::connections::Connection;
+use silas_core::model::memory::MemoryItem;
+use silas_core::model::personality::{PersonaEvent, PersonaState};
+
+use crate::codec;
+use crate::error::{StoreError, StoreResult};
+use crate::schema::{CONNECTIONS, MEMORY, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE};
+
+/// A record stored under its own string key.
+pub trait Keyed: Serialize + DeserializeOwned {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]>;
+    const NAME: &'static str;
+    fn key(&self) -> &str;
+}
+
+impl Keyed for PersonaState {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = PERSONA_STATE;
+    const NAME: &'static str = "persona_state";
+    fn key(&self) -> &str {
+        &self.scope_id
+    }
+}
+
+impl Keyed for MemoryItem {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = MEMORY;
+    const NAME: &'static str = "memory";
+    fn key(&self) -> &str {
+        &self.memory_id
+    }
+}
+
+impl Keyed for Connection {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = CONNECTIONS;
+    const NAME: &'static str = "connections";
+    fn key(&self) -> &str {
+        &self.connection_id
+    }
+}
+
+/// A card awaiting the owner's answer (plan approval, gate approval, batch
+/// review, decision, secure input). Persisted so a restart neither loses the
+/// question nor lets an answer arrive for a card that was never asked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingCard {
+    pub request_id: String,
+    pub scope_id: String,
+    /// Card type, e.g. `approval_request`, `gate_approval`, `batch_review`.
+    pub card_type: String,
+    pub payload: JsonObject,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+impl Keyed for PendingCard {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = PENDING_CARDS;
+    const NAME: &'static str = "pending_cards";
+    fn key(&self) -> &str {
+        &self.request_id
+    }
+}
+
+/// Typed access to one keyed table.
+pub struct Records<T> {
+    db: Arc<Database>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Records<T> {
+    fn clone(&self) -> Self {
+        Records {
+            db: self.db.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Keyed> Records<T> {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        Records { db, _t: PhantomData }
+    }
+
+    pub fn put(&self, record: &T) -> StoreResult<()> {
+        if record.key().is_empty() {
+            return Err(StoreError::Invalid(format!("{} key must not be empty", T::NAME)));
+        }
+        let txn = self.db.begin_write()?;
+        txn.open_table(T::TABLE)?
+            .insert(record.key(), codec::encode(T::NAME, record)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn get(&self, key: &str) -> StoreResult<Option<T>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(T::TABLE)?;
+        let found = table.get(key)?;
+        match found {
+            Some(v) => Ok(Some(codec::decode(T::NAME, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Remove a record; returns it if it existed.
+    pub fn delete(&self, key: &str) -> StoreResult<Option<T>> {
+        let txn = self.db.begin_write()?;
+        let old = {
+            let mut table = txn.open_table(T::TABLE)?;
+            let removed = table.remove(key)?;
+            match removed {
+                Some(v) => Some(codec::decode(T::NAME, v.value())?),
+                None => None,
+            }
+        };
+        txn.commit()?;
+        Ok(old)
+    }
+
+    /// Every record, in key order.
+    pub fn list(&self) -> StoreResult<Vec<T>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(T::TABLE)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (_, v) = row?;
+            out.push(codec::decode(T::NAME, v.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn len(&self) -> StoreResult<u64> {
+        let txn = self.db.begin_read()?;
+        Ok(txn.open_table(T::TABLE)?.len()?)
+    }
+
+    pub fn is_empty(&self) -> StoreResult<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// Append-only persona event log (spec §3.10, §5.15).
+#[derive(Clone)]
+pub struct PersonaEvents {
+    db: Arc<Database>,
+}
+
+impl PersonaEvents {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        PersonaEvents { db }
+    }
+
+    pub fn append(&self, event: &PersonaEvent) -> StoreResult<()> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(PERSONA_EVENTS)?.insert(
+            (event.scope_id.as_str(), event.created_at.as_micros(), event.event_id.as_str()),
+            codec::encode("persona_events", event)?.as_slice(),
+        )?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Events of one scope at or after `since`, oldest first.
+    pub fn since(&self, scope_id: &str, since: Timestamp) -> StoreResult<Vec<PersonaEvent>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(PERSONA_EVENTS)?;
+        let mut out = Vec::new();
+        for row in table.range((scope_id, since.as_micros(), "")..=(scope_id, i64::MAX, "\u{10FFFF}"))? {
+            let (_, v) = row?;
+            out.push(codec::decode("persona_events", v.value())?);
+        }
+        Ok(out)
+    }
+}
