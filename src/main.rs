@@ -1,1 +1,39 @@
-fn main() {}
+//! The `silas` binary: parses the command line, runs the command, and turns
+//! any error into one line on stderr and a non-zero exit code. No command
+//! panics on bad input; a panic that escapes anyway is reported on one line.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod commands;
+mod daemon;
+mod error;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error[E_INTERNAL]: internal error{at}: {msg}");
+    }));
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli::report_parse_error(e),
+    };
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", e.one_line());
+            e.exit_code()
+        }
+    }
+}

@@ -46,7 +46,8 @@ impl Serialize for Base64Bytes {
 impl<'de> Deserialize<'de> for Base64Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Base64Bytes::decode(&s).map_err(|e| serde::de::Error::custom(format!("invalid base64: {e}")))
+        Base64Bytes::decode(&s)
+            .map_err(|e| serde::de::Error::custom(format!("invalid base64: {e}")))
     }
 }
 

@@ -258,14 +258,23 @@ mod tests {
 
     #[test]
     fn integers_and_literals() {
-        assert_eq!(canon(json!([0, -1, u64::MAX, i64::MIN, true, false, null])), format!("[0,-1,{},{},true,false,null]", u64::MAX, i64::MIN));
+        assert_eq!(
+            canon(json!([0, -1, u64::MAX, i64::MIN, true, false, null])),
+            format!("[0,-1,{},{},true,false,null]", u64::MAX, i64::MIN)
+        );
     }
 
     #[test]
     fn non_finite_floats_are_refused() {
         let mut out = Vec::new();
-        assert_eq!(write_float(&mut out, f64::NAN), Err(CanonicalError::NonFiniteFloat));
-        assert_eq!(write_float(&mut out, f64::INFINITY), Err(CanonicalError::NonFiniteFloat));
+        assert_eq!(
+            write_float(&mut out, f64::NAN),
+            Err(CanonicalError::NonFiniteFloat)
+        );
+        assert_eq!(
+            write_float(&mut out, f64::INFINITY),
+            Err(CanonicalError::NonFiniteFloat)
+        );
     }
 
     #[test]

@@ -144,7 +144,11 @@ mod tests {
 
     #[test]
     fn serde_name_matches_as_str() {
-        for code in [ErrorCode::ECfgInvalid, ErrorCode::EDbSchemaMismatch, ErrorCode::EApprovalNonce] {
+        for code in [
+            ErrorCode::ECfgInvalid,
+            ErrorCode::EDbSchemaMismatch,
+            ErrorCode::EApprovalNonce,
+        ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
         }
@@ -155,6 +159,9 @@ mod tests {
         assert_eq!(ErrorCode::ECfgUnknownKey.family(), ErrorFamily::Cfg);
         assert_eq!(ErrorCode::EDbCorrupt.family(), ErrorFamily::Db);
         assert_eq!(ErrorCode::EApprovalExpired.family(), ErrorFamily::Approval);
-        assert_eq!(ErrorCode::ESandboxUnavailable.family(), ErrorFamily::Sandbox);
+        assert_eq!(
+            ErrorCode::ESandboxUnavailable.family(),
+            ErrorFamily::Sandbox
+        );
     }
 }

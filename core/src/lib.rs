@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod model;
 pub mod never_log;
+pub mod projections;
 pub mod secrets;
 pub mod time;
 

@@ -35,7 +35,13 @@ const SENSITIVE_PARENTS: &[&str] = &["message", "tool", "file", "memory", "respo
 const CONTENT_LEAVES: &[&str] = &["content", "text", "output", "body", "value"];
 
 /// Error-carrying fields: redacted and truncated to [`MAX_ERROR_CHARS`].
-const ERROR_FIELDS: &[&str] = &["error", "error_message", "errorMessage", "last_error", "reason"];
+const ERROR_FIELDS: &[&str] = &[
+    "error",
+    "error_message",
+    "errorMessage",
+    "last_error",
+    "reason",
+];
 pub const MAX_ERROR_CHARS: usize = 500;
 
 /// Key under which the sanitiser lists the paths it removed.
@@ -55,11 +61,20 @@ pub fn sanitize(data: &mut JsonObject) -> Vec<String> {
     removed
 }
 
-fn sanitize_object(obj: &mut JsonObject, parent: Option<&str>, prefix: &str, removed: &mut Vec<String>) {
+fn sanitize_object(
+    obj: &mut JsonObject,
+    parent: Option<&str>,
+    prefix: &str,
+    removed: &mut Vec<String>,
+) {
     let parent_sensitive = parent.is_some_and(|p| SENSITIVE_PARENTS.contains(&p));
     let keys: Vec<String> = obj.keys().cloned().collect();
     for key in keys {
-        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         let forbidden = ALWAYS_REMOVED.contains(&key.as_str())
             || (parent_sensitive && CONTENT_LEAVES.contains(&key.as_str()));
         if forbidden {
@@ -135,7 +150,14 @@ mod tests {
         }));
         sanitize(&mut d);
         let text = serde_json::to_string(&d).unwrap();
-        for leaked in ["file listing", "file body", "remembered", "agent reply", "\"flat\"", "\"out\""] {
+        for leaked in [
+            "file listing",
+            "file body",
+            "remembered",
+            "agent reply",
+            "\"flat\"",
+            "\"out\"",
+        ] {
             assert!(!text.contains(leaked), "{leaked} leaked: {text}");
         }
         assert_eq!(d["tool"]["name"], "shell_exec");
@@ -144,7 +166,10 @@ mod tests {
 
     #[test]
     fn error_messages_are_redacted_and_cut_to_500_chars() {
-        let long = format!("failed with ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 {}", "x".repeat(1000));
+        let long = format!(
+            "failed with ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 {}",
+            "x".repeat(1000)
+        );
         let mut d = obj(json!({"error": long}));
         sanitize(&mut d);
         let e = d["error"].as_str().unwrap();

@@ -52,10 +52,19 @@ fn always(_: &str) -> bool {
     true
 }
 
+/// (kind, confidence, regex, secret capture group, acceptance filter)
+type PatternSpec = (
+    &'static str,
+    Confidence,
+    &'static str,
+    usize,
+    fn(&str) -> bool,
+);
+
 fn patterns() -> &'static [Pattern] {
     static PATTERNS: OnceLock<Vec<Pattern>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
-        let spec: &[(&'static str, Confidence, &str, usize, fn(&str) -> bool)] = &[
+        let spec: &[PatternSpec] = &[
             (
                 "private_key",
                 Confidence::Definite,
@@ -128,7 +137,8 @@ fn data_uri_regex() -> Option<&'static Regex> {
 fn uuid_regex() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$").ok()
+        Regex::new(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+            .ok()
     })
     .as_ref()
 }
@@ -174,7 +184,8 @@ pub fn scan(text: &str) -> Vec<SecretFinding> {
     let data_uris: Vec<(usize, usize)> = data_uri_regex()
         .map(|re| re.find_iter(text).map(|m| (m.start(), m.end())).collect())
         .unwrap_or_default();
-    let inside_data_uri = |s: usize, e: usize| data_uris.iter().any(|(ds, de)| s >= *ds && e <= *de);
+    let inside_data_uri =
+        |s: usize, e: usize| data_uris.iter().any(|(ds, de)| s >= *ds && e <= *de);
 
     let mut candidates: Vec<SecretFinding> = Vec::new();
     for p in patterns() {
@@ -194,7 +205,12 @@ pub fn scan(text: &str) -> Vec<SecretFinding> {
             });
         }
     }
-    candidates.sort_by(|a, b| b.confidence.cmp(&a.confidence).then(b.len.cmp(&a.len)).then(a.start.cmp(&b.start)));
+    candidates.sort_by(|a, b| {
+        b.confidence
+            .cmp(&a.confidence)
+            .then(b.len.cmp(&a.len))
+            .then(a.start.cmp(&b.start))
+    });
     let mut chosen: Vec<SecretFinding> = Vec::new();
     for c in candidates {
         let overlaps = chosen
@@ -245,16 +261,25 @@ mod tests {
         let cases = [
             ("key AKIAIOSFODNN7EXAMPLE here", "aws_access_key_id"),
             ("ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", "github_token"),
-            ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345", "llm_api_key"),
+            (
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345",
+                "llm_api_key",
+            ),
             ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
             ("xoxb-1234567890-abcdefghij", "slack_token"),
             (
                 "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
                 "jwt",
             ),
-            ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "private_key"),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+                "private_key",
+            ),
             ("AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "google_api_key"),
-            ("123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1", "telegram_bot_token"),
+            (
+                "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1",
+                "telegram_bot_token",
+            ),
         ];
         for (text, kind) in cases {
             assert_eq!(kinds(text), vec![kind], "{text}");
@@ -270,7 +295,10 @@ mod tests {
         let (r, _) = redact("Authorization: Bearer abcdefghijklmnopqrstuvwxyz123");
         assert_eq!(r, "Authorization: Bearer [REDACTED:bearer_token]");
         let (r, _) = redact("postgres://admin:hunter2pass@db.local/app");
-        assert_eq!(r, "postgres://admin:[REDACTED:url_credentials]@db.local/app");
+        assert_eq!(
+            r,
+            "postgres://admin:[REDACTED:url_credentials]@db.local/app"
+        );
         let (r, _) = redact(r#"password: "correct-horse""#);
         assert_eq!(r, r#"password: "[REDACTED:password_assignment]""#);
     }
@@ -287,7 +315,11 @@ mod tests {
             "path/to/some_really_long_module_name_without_digits.rs",
         ];
         for text in benign {
-            assert!(scan(text).is_empty(), "false positive in {text:?}: {:?}", scan(text));
+            assert!(
+                scan(text).is_empty(),
+                "false positive in {text:?}: {:?}",
+                scan(text)
+            );
         }
     }
 

@@ -17,7 +17,9 @@ pub struct Timestamp(DateTime<Utc>);
 
 /// Why a timestamp string was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid timestamp {input:?}: expected RFC 3339 with a UTC offset (e.g. 2026-01-15T10:00:00Z)")]
+#[error(
+    "invalid timestamp {input:?}: expected RFC 3339 with a UTC offset (e.g. 2026-01-15T10:00:00Z)"
+)]
 pub struct TimestampError {
     pub input: String,
 }
@@ -55,11 +57,19 @@ impl Timestamp {
 
     /// Saturating addition; far-future overflow clamps to the maximum instant.
     pub fn plus(&self, d: Duration) -> Self {
-        Timestamp(self.0.checked_add_signed(d).unwrap_or(DateTime::<Utc>::MAX_UTC))
+        Timestamp(
+            self.0
+                .checked_add_signed(d)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
     }
 
     pub fn minus(&self, d: Duration) -> Self {
-        Timestamp(self.0.checked_sub_signed(d).unwrap_or(DateTime::<Utc>::MIN_UTC))
+        Timestamp(
+            self.0
+                .checked_sub_signed(d)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC),
+        )
     }
 }
 

@@ -41,6 +41,11 @@ fn canonical_output_is_a_fixed_point() {
         serde_json::from_str(include_str!("../../tests/golden/canonical_vectors.json")).unwrap();
     for v in &vectors {
         let value: Value = serde_json::from_str(&v.canonical).unwrap();
-        assert_eq!(canonical::to_string(&value).unwrap(), v.canonical, "vector {}", v.name);
+        assert_eq!(
+            canonical::to_string(&value).unwrap(),
+            v.canonical,
+            "vector {}",
+            v.name
+        );
     }
 }

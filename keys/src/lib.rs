@@ -27,8 +27,13 @@ use zeroize::Zeroizing;
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("keystore {path}: {source}")]
-    Io { path: String, source: std::io::Error },
-    #[error("keystore {path}: key file is accessible by group or others (mode {mode:o}); run `chmod 600 {path}`")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "keystore {path}: key file is accessible by group or others (mode {mode:o}); run `chmod 600 {path}`"
+    )]
     InsecurePermissions { path: String, mode: u32 },
     #[error("keystore {path}: malformed key file: {detail}")]
     Malformed { path: String, detail: String },
@@ -82,7 +87,8 @@ pub fn verify(key: &VerifyingKey, message: &[u8], signature: &[u8]) -> bool {
     let Ok(bytes) = <[u8; 64]>::try_from(signature) else {
         return false;
     };
-    key.verify_strict(message, &Signature::from_bytes(&bytes)).is_ok()
+    key.verify_strict(message, &Signature::from_bytes(&bytes))
+        .is_ok()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -167,13 +173,18 @@ impl FileKeystore {
             secret_key: Base64Bytes(key.signing.to_bytes().to_vec()),
             created_at: Timestamp::now(),
         };
-        let body = Zeroizing::new(
-            serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Malformed {
-                path: self.path.display().to_string(),
-                detail: e.to_string(),
-            })?,
-        );
-        let target = if replace { self.path.with_extension("key.new") } else { self.path.clone() };
+        let body =
+            Zeroizing::new(
+                serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Malformed {
+                    path: self.path.display().to_string(),
+                    detail: e.to_string(),
+                })?,
+            );
+        let target = if replace {
+            self.path.with_extension("key.new")
+        } else {
+            self.path.clone()
+        };
         if replace {
             let _ = fs::remove_file(&target);
         }
@@ -195,7 +206,9 @@ impl FileKeystore {
         let path = self.path.display().to_string();
         let meta = match fs::metadata(&self.path) {
             Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(KeyError::Missing { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(KeyError::Missing { path });
+            }
             Err(e) => return Err(self.io(e)),
         };
         let mode = meta.permissions().mode() & 0o777;
@@ -208,10 +221,13 @@ impl FileKeystore {
             detail: e.to_string(),
         })?;
         let secret = Zeroizing::new(file.secret_key.0);
-        let seed: [u8; 32] = secret.as_slice().try_into().map_err(|_| KeyError::Malformed {
-            path: path.clone(),
-            detail: "secret key is not 32 bytes".into(),
-        })?;
+        let seed: [u8; 32] = secret
+            .as_slice()
+            .try_into()
+            .map_err(|_| KeyError::Malformed {
+                path: path.clone(),
+                detail: "secret key is not 32 bytes".into(),
+            })?;
         let key = OwnerKey {
             signing: SigningKey::from_bytes(&seed),
         };
@@ -233,13 +249,26 @@ mod tests {
     fn init_creates_a_0600_key_and_keeps_it_on_rerun() {
         let dir = tempfile::tempdir().unwrap();
         let ks = FileKeystore::in_data_dir(dir.path());
-        let InitOutcome::Created { public_key } = ks.init(false).unwrap() else { panic!("not created") };
+        let InitOutcome::Created { public_key } = ks.init(false).unwrap() else {
+            panic!("not created")
+        };
         let mode = fs::metadata(ks.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let dir_mode = fs::metadata(ks.path().parent().unwrap()).unwrap().permissions().mode() & 0o777;
+        let dir_mode = fs::metadata(ks.path().parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(dir_mode, 0o700);
-        assert_eq!(ks.init(false).unwrap(), InitOutcome::KeptExisting { public_key: public_key.clone() });
-        let InitOutcome::Replaced { public_key: new } = ks.init(true).unwrap() else { panic!("not replaced") };
+        assert_eq!(
+            ks.init(false).unwrap(),
+            InitOutcome::KeptExisting {
+                public_key: public_key.clone()
+            }
+        );
+        let InitOutcome::Replaced { public_key: new } = ks.init(true).unwrap() else {
+            panic!("not replaced")
+        };
         assert_ne!(new, public_key);
         assert_eq!(ks.load().unwrap().public_key_hex(), new);
     }
@@ -264,7 +293,10 @@ mod tests {
         let ks = FileKeystore::in_data_dir(dir.path());
         ks.init(false).unwrap();
         fs::set_permissions(ks.path(), fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(ks.load(), Err(KeyError::InsecurePermissions { .. })));
+        assert!(matches!(
+            ks.load(),
+            Err(KeyError::InsecurePermissions { .. })
+        ));
     }
 
     #[test]

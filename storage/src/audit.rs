@@ -56,11 +56,23 @@ impl AuditEntry {
     }
 
     pub fn compute_hash(&self) -> StoreResult<String> {
-        entry_hash(self.seq, &self.timestamp, &self.event, &self.data, &self.prev_hash)
+        entry_hash(
+            self.seq,
+            &self.timestamp,
+            &self.event,
+            &self.data,
+            &self.prev_hash,
+        )
     }
 }
 
-fn entry_hash(seq: u64, timestamp: &Timestamp, event: &str, data: &JsonObject, prev_hash: &str) -> StoreResult<String> {
+fn entry_hash(
+    seq: u64,
+    timestamp: &Timestamp,
+    event: &str,
+    data: &JsonObject,
+    prev_hash: &str,
+) -> StoreResult<String> {
     let fields = HashedFields {
         seq,
         timestamp,
@@ -125,9 +137,9 @@ pub struct AuditLog {
 fn check_event_name(event: &str) -> StoreResult<()> {
     let ok = !event.is_empty()
         && event.len() <= 128
-        && event
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b':' | b'-'));
+        && event.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b':' | b'-')
+        });
     if ok {
         Ok(())
     } else {
@@ -212,18 +224,29 @@ impl AuditLog {
             let last = table.last()?;
             match last {
                 Some((_, v)) => codec::decode::<AuditEntry>("audit", v.value())?,
-                None => return Err(StoreError::Invalid("cannot checkpoint an empty audit log".into())),
+                None => {
+                    return Err(StoreError::Invalid(
+                        "cannot checkpoint an empty audit log".into(),
+                    ));
+                }
             }
         };
         let cp = Checkpoint {
-            checkpoint_id: format!("cp-{}-{}", head.seq, &head.entry_hash[..12.min(head.entry_hash.len())]),
+            checkpoint_id: format!(
+                "cp-{}-{}",
+                head.seq,
+                &head.entry_hash[..12.min(head.entry_hash.len())]
+            ),
             head_seq: head.seq,
             head_hash: head.entry_hash.clone(),
             created_at: Timestamp::now(),
         };
         {
             let mut cps = txn.open_table(AUDIT_CHECKPOINTS)?;
-            cps.insert(cp.checkpoint_id.as_str(), codec::encode("audit_checkpoints", &cp)?.as_slice())?;
+            cps.insert(
+                cp.checkpoint_id.as_str(),
+                codec::encode("audit_checkpoints", &cp)?.as_slice(),
+            )?;
             let mut meta = txn.open_table(META)?;
             meta.insert(LATEST_CHECKPOINT_KEY, cp.checkpoint_id.as_str())?;
         }
@@ -234,20 +257,28 @@ impl AuditLog {
     pub fn latest_checkpoint(&self) -> StoreResult<Option<Checkpoint>> {
         let txn = self.db.begin_read()?;
         let meta = txn.open_table(META)?;
-        let Some(id) = meta.get(LATEST_CHECKPOINT_KEY)?.map(|v| v.value().to_string()) else {
+        let Some(id) = meta
+            .get(LATEST_CHECKPOINT_KEY)?
+            .map(|v| v.value().to_string())
+        else {
             return Ok(None);
         };
         let cps = txn.open_table(AUDIT_CHECKPOINTS)?;
         let found = cps.get(id.as_str())?;
         match found {
             Some(v) => Ok(Some(codec::decode("audit_checkpoints", v.value())?)),
-            None => Err(StoreError::Corrupt(format!("latest audit checkpoint {id} is missing"))),
+            None => Err(StoreError::Corrupt(format!(
+                "latest audit checkpoint {id} is missing"
+            ))),
         }
     }
 
     /// Verify from a checkpoint (the latest when `None`) to the current head.
     /// With no checkpoint at all this is a full verification.
-    pub fn verify_from_checkpoint(&self, checkpoint_id: Option<&str>) -> StoreResult<ChainVerification> {
+    pub fn verify_from_checkpoint(
+        &self,
+        checkpoint_id: Option<&str>,
+    ) -> StoreResult<ChainVerification> {
         let cp = match checkpoint_id {
             Some(id) => {
                 let txn = self.db.begin_read()?;
@@ -274,7 +305,11 @@ impl AuditLog {
         if let Some(broken) = check_checkpoint(&table, &cp, len)? {
             return Ok(broken);
         }
-        let mut walked = walk(table.range((cp.head_seq + 1)..)?, cp.head_seq + 1, cp.head_hash.clone())?;
+        let mut walked = walk(
+            table.range((cp.head_seq + 1)..)?,
+            cp.head_seq + 1,
+            cp.head_hash.clone(),
+        )?;
         walked.entries_checked += 1; // the checkpointed head itself
         Ok(walked)
     }
@@ -282,7 +317,10 @@ impl AuditLog {
 
 /// Append entries inside an open write transaction (also used by other stores
 /// that must audit in the same transaction as their own change).
-pub(crate) fn append_in(txn: &WriteTransaction, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<AuditEntry>> {
+pub(crate) fn append_in(
+    txn: &WriteTransaction,
+    events: Vec<(String, JsonObject)>,
+) -> StoreResult<Vec<AuditEntry>> {
     let mut table = txn.open_table(AUDIT)?;
     let (mut next_seq, mut prev_hash) = match table.last()? {
         Some((k, v)) => {
@@ -312,19 +350,34 @@ pub(crate) fn append_in(txn: &WriteTransaction, events: Vec<(String, JsonObject)
     Ok(out)
 }
 
-type AuditRow<'a> = Result<(redb::AccessGuard<'a, u64>, redb::AccessGuard<'a, &'static [u8]>), redb::StorageError>;
+type AuditRow<'a> = Result<
+    (
+        redb::AccessGuard<'a, u64>,
+        redb::AccessGuard<'a, &'static [u8]>,
+    ),
+    redb::StorageError,
+>;
 
 /// Walk rows in key order, expecting `start_seq` first and `prev` as its prev_hash.
-fn walk<'a>(rows: impl Iterator<Item = AuditRow<'a>>, start_seq: u64, prev: String) -> StoreResult<ChainVerification> {
-    let mut expected_seq = start_seq;
+fn walk<'a>(
+    rows: impl Iterator<Item = AuditRow<'a>>,
+    start_seq: u64,
+    prev: String,
+) -> StoreResult<ChainVerification> {
     let mut expected_prev = prev;
     let mut checked = 0u64;
-    for row in rows {
+    for (expected_seq, row) in (start_seq..).zip(rows) {
         let (k, v) = row?;
         let key = k.value();
         let entry: AuditEntry = match codec::decode("audit", v.value()) {
             Ok(e) => e,
-            Err(e) => return Ok(ChainVerification::broken(checked, key, format!("undecodable entry: {e}"))),
+            Err(e) => {
+                return Ok(ChainVerification::broken(
+                    checked,
+                    key,
+                    format!("undecodable entry: {e}"),
+                ));
+            }
         };
         if key != expected_seq {
             return Ok(ChainVerification::broken(
@@ -337,7 +390,10 @@ fn walk<'a>(rows: impl Iterator<Item = AuditRow<'a>>, start_seq: u64, prev: Stri
             return Ok(ChainVerification::broken(
                 checked,
                 key,
-                format!("entry stored at position {key} claims sequence {} (reordered)", entry.seq),
+                format!(
+                    "entry stored at position {key} claims sequence {} (reordered)",
+                    entry.seq
+                ),
             ));
         }
         if entry.prev_hash != expected_prev {
@@ -356,7 +412,6 @@ fn walk<'a>(rows: impl Iterator<Item = AuditRow<'a>>, start_seq: u64, prev: Stri
             ));
         }
         expected_prev = entry.entry_hash;
-        expected_seq += 1;
         checked += 1;
     }
     Ok(ChainVerification::ok(checked))
@@ -384,7 +439,10 @@ fn check_checkpoint(
         return Ok(Some(ChainVerification::broken(
             0,
             cp.head_seq,
-            format!("entry {} does not match checkpoint {}", cp.head_seq, cp.checkpoint_id),
+            format!(
+                "entry {} does not match checkpoint {}",
+                cp.head_seq, cp.checkpoint_id
+            ),
         )));
     }
     Ok(None)

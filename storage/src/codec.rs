@@ -28,10 +28,12 @@ pub fn encode<T: Serialize>(table: &'static str, value: &T) -> StoreResult<Vec<u
 
 pub fn decode<T: DeserializeOwned>(table: &'static str, bytes: &[u8]) -> StoreResult<T> {
     match bytes.split_first() {
-        Some((&RECORD_V1, json)) => serde_json::from_slice(json).map_err(|e| StoreError::Encoding {
-            table,
-            detail: e.to_string(),
-        }),
+        Some((&RECORD_V1, json)) => {
+            serde_json::from_slice(json).map_err(|e| StoreError::Encoding {
+                table,
+                detail: e.to_string(),
+            })
+        }
         Some((v, _)) => Err(StoreError::Encoding {
             table,
             detail: format!("unknown record version {v}"),

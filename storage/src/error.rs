@@ -29,7 +29,9 @@ pub enum StoreError {
 impl Coded for StoreError {
     fn code(&self) -> ErrorCode {
         match self {
-            StoreError::Io(_) | StoreError::InUse { .. } | StoreError::Invalid(_) => ErrorCode::EDbIo,
+            StoreError::Io(_) | StoreError::InUse { .. } | StoreError::Invalid(_) => {
+                ErrorCode::EDbIo
+            }
             StoreError::Corrupt(_) => ErrorCode::EDbCorrupt,
             StoreError::SchemaMismatch { .. } => ErrorCode::EDbSchemaMismatch,
             StoreError::Encoding { .. } => ErrorCode::EDbEncoding,

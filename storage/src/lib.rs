@@ -34,8 +34,6 @@ pub use error::{StoreError, StoreResult};
 pub use records::{Keyed, PendingCard, PersonaEvents, Records};
 pub use work_items::WorkItemStore;
 
-
-
 /// File name of the store inside the data dir.
 pub const STORE_FILE: &str = "silas.redb";
 
@@ -60,7 +58,10 @@ impl Store {
         let txn = db.begin_write()?;
         schema::check_or_stamp(&txn)?;
         txn.commit()?;
-        Ok(Store { db: Arc::new(db), path })
+        Ok(Store {
+            db: Arc::new(db),
+            path,
+        })
     }
 
     /// Open the store inside a data dir.
@@ -92,7 +93,6 @@ impl Store {
     pub fn persona_events(&self) -> PersonaEvents {
         PersonaEvents::new(self.db.clone())
     }
-
 
     /// Raw database access, for tests that tamper with stored bytes.
     #[doc(hidden)]

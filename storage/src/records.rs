@@ -7,9 +7,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use silas_core::Timestamp;
 use silas_core::model::JsonObject;
 use silas_core::model::connections::Connection;
@@ -90,12 +90,18 @@ impl<T> Clone for Records<T> {
 
 impl<T: Keyed> Records<T> {
     pub(crate) fn new(db: Arc<Database>) -> Self {
-        Records { db, _t: PhantomData }
+        Records {
+            db,
+            _t: PhantomData,
+        }
     }
 
     pub fn put(&self, record: &T) -> StoreResult<()> {
         if record.key().is_empty() {
-            return Err(StoreError::Invalid(format!("{} key must not be empty", T::NAME)));
+            return Err(StoreError::Invalid(format!(
+                "{} key must not be empty",
+                T::NAME
+            )));
         }
         let txn = self.db.begin_write()?;
         txn.open_table(T::TABLE)?
@@ -165,7 +171,11 @@ impl PersonaEvents {
     pub fn append(&self, event: &PersonaEvent) -> StoreResult<()> {
         let txn = self.db.begin_write()?;
         txn.open_table(PERSONA_EVENTS)?.insert(
-            (event.scope_id.as_str(), event.created_at.as_micros(), event.event_id.as_str()),
+            (
+                event.scope_id.as_str(),
+                event.created_at.as_micros(),
+                event.event_id.as_str(),
+            ),
             codec::encode("persona_events", event)?.as_slice(),
         )?;
         txn.commit()?;
@@ -177,7 +187,9 @@ impl PersonaEvents {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(PERSONA_EVENTS)?;
         let mut out = Vec::new();
-        for row in table.range((scope_id, since.as_micros(), "")..=(scope_id, i64::MAX, "\u{10FFFF}"))? {
+        for row in
+            table.range((scope_id, since.as_micros(), "")..=(scope_id, i64::MAX, "\u{10FFFF}"))?
+        {
             let (_, v) = row?;
             out.push(codec::decode("persona_events", v.value())?);
         }

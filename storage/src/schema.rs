@@ -28,21 +28,25 @@ pub(crate) const WORK_ITEMS_BY_PARENT: MultimapTableDefinition<&str, &str> =
 pub(crate) const WORK_ITEMS_BY_FOLLOW_UP: MultimapTableDefinition<&str, &str> =
     MultimapTableDefinition::new("work_items_by_follow_up");
 /// (scope_id, created_at µs, seq) → ContextItem
-pub(crate) const CHRONICLE: TableDefinition<(&str, i64, u64), &[u8]> = TableDefinition::new("chronicle");
+pub(crate) const CHRONICLE: TableDefinition<(&str, i64, u64), &[u8]> =
+    TableDefinition::new("chronicle");
 /// (created_at µs, scope_id, seq) → () — time index for retention pruning.
 pub(crate) const CHRONICLE_BY_TIME: TableDefinition<(i64, &str, u64), ()> =
     TableDefinition::new("chronicle_by_time");
 /// "{domain}:{binding}" → recorded_at µs
 pub(crate) const NONCES: TableDefinition<&str, i64> = TableDefinition::new("nonces");
 pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
-pub(crate) const AUDIT_CHECKPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("audit_checkpoints");
-pub(crate) const PERSONA_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("persona_state");
+pub(crate) const AUDIT_CHECKPOINTS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("audit_checkpoints");
+pub(crate) const PERSONA_STATE: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("persona_state");
 /// (scope_id, created_at µs, event_id) → PersonaEvent
 pub(crate) const PERSONA_EVENTS: TableDefinition<(&str, i64, &str), &[u8]> =
     TableDefinition::new("persona_events");
 pub(crate) const MEMORY: TableDefinition<&str, &[u8]> = TableDefinition::new("memory");
 pub(crate) const CONNECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("connections");
-pub(crate) const PENDING_CARDS: TableDefinition<&str, &[u8]> = TableDefinition::new("pending_cards");
+pub(crate) const PENDING_CARDS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("pending_cards");
 /// Monotonic counters (chronicle sequence, …).
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
@@ -150,7 +154,10 @@ pub(crate) fn check_or_stamp(txn: &WriteTransaction) -> StoreResult<()> {
                 return match checksum {
                     Some(c) if c == ours => Ok(()),
                     other => Err(StoreError::SchemaMismatch {
-                        stored: format!("v{stored} (checksum {})", other.unwrap_or_else(|| "missing".into())),
+                        stored: format!(
+                            "v{stored} (checksum {})",
+                            other.unwrap_or_else(|| "missing".into())
+                        ),
                         expected: format!("v{SCHEMA_VERSION} (checksum {ours})"),
                         detail: "same version, different table layout; no implicit repair".into(),
                     }),
@@ -158,10 +165,12 @@ pub(crate) fn check_or_stamp(txn: &WriteTransaction) -> StoreResult<()> {
             }
             let mut at = stored;
             while at < SCHEMA_VERSION {
-                let m = MIGRATIONS.iter().find(|m| m.from == at).ok_or_else(|| StoreError::SchemaMismatch {
-                    stored: format!("v{stored}"),
-                    expected: expected.clone(),
-                    detail: format!("no migration registered from v{at} to v{}", at + 1),
+                let m = MIGRATIONS.iter().find(|m| m.from == at).ok_or_else(|| {
+                    StoreError::SchemaMismatch {
+                        stored: format!("v{stored}"),
+                        expected: expected.clone(),
+                        detail: format!("no migration registered from v{at} to v{}", at + 1),
+                    }
                 })?;
                 (m.run)(txn)?;
                 at += 1;

@@ -12,7 +12,9 @@ use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemStatus};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
-use crate::schema::{WORK_ITEMS, WORK_ITEMS_BY_FOLLOW_UP, WORK_ITEMS_BY_PARENT, WORK_ITEMS_BY_STATUS};
+use crate::schema::{
+    WORK_ITEMS, WORK_ITEMS_BY_FOLLOW_UP, WORK_ITEMS_BY_PARENT, WORK_ITEMS_BY_STATUS,
+};
 
 const TABLE: &str = "work_items";
 
@@ -56,7 +58,10 @@ fn put_in(txn: &WriteTransaction, item: &WorkItem, old: Option<&WorkItem>) -> St
     Ok(())
 }
 
-fn get_in(table: &impl ReadableTable<&'static str, &'static [u8]>, id: &str) -> StoreResult<Option<WorkItem>> {
+fn get_in(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    id: &str,
+) -> StoreResult<Option<WorkItem>> {
     match table.get(id)? {
         Some(v) => Ok(Some(codec::decode(TABLE, v.value())?)),
         None => Ok(None),
@@ -96,7 +101,11 @@ impl WorkItemStore {
         get_in(&txn.open_table(WORK_ITEMS)?, id)
     }
 
-    fn list_by(&self, index: redb::MultimapTableDefinition<&str, &str>, key: &str) -> StoreResult<Vec<WorkItem>> {
+    fn list_by(
+        &self,
+        index: redb::MultimapTableDefinition<&str, &str>,
+        key: &str,
+    ) -> StoreResult<Vec<WorkItem>> {
         let txn = self.db.begin_read()?;
         let idx = txn.open_multimap_table(index)?;
         let table = txn.open_table(WORK_ITEMS)?;
@@ -129,7 +138,12 @@ impl WorkItemStore {
     }
 
     /// Update status and budget atomically (§4.13).
-    pub fn update_status(&self, id: &str, status: WorkItemStatus, budget_used: &BudgetUsed) -> StoreResult<WorkItem> {
+    pub fn update_status(
+        &self,
+        id: &str,
+        status: WorkItemStatus,
+        budget_used: &BudgetUsed,
+    ) -> StoreResult<WorkItem> {
         self.update(id, |item| {
             item.status = status;
             item.budget_used = budget_used.clone();
@@ -139,16 +153,23 @@ impl WorkItemStore {
 
     /// Read-modify-write one work item in a single transaction. `f` may refuse
     /// the change by returning an error, in which case nothing is written.
-    pub fn update(&self, id: &str, f: impl FnOnce(&mut WorkItem) -> StoreResult<()>) -> StoreResult<WorkItem> {
+    pub fn update(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut WorkItem) -> StoreResult<()>,
+    ) -> StoreResult<WorkItem> {
         let txn = self.db.begin_write()?;
-        let old = get_in(&txn.open_table(WORK_ITEMS)?, id)?.ok_or_else(|| StoreError::NotFound {
-            what: "work item",
-            id: id.to_string(),
-        })?;
+        let old =
+            get_in(&txn.open_table(WORK_ITEMS)?, id)?.ok_or_else(|| StoreError::NotFound {
+                what: "work item",
+                id: id.to_string(),
+            })?;
         let mut new = old.clone();
         f(&mut new)?;
         if new.id != old.id {
-            return Err(StoreError::Invalid("an update may not change the work item id".into()));
+            return Err(StoreError::Invalid(
+                "an update may not change the work item id".into(),
+            ));
         }
         put_in(&txn, &new, Some(&old))?;
         txn.commit()?;

@@ -23,7 +23,12 @@ fn store_with(n: u64) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
     let batch = (0..n)
-        .map(|i| ("turn.processed".to_string(), obj(json!({"i": i, "scope_id": "owner"}))))
+        .map(|i| {
+            (
+                "turn.processed".to_string(),
+                obj(json!({"i": i, "scope_id": "owner"})),
+            )
+        })
         .collect();
     store.audit().log_batch(batch).unwrap();
     (dir, store)
@@ -64,7 +69,10 @@ fn intact_chain_verifies() {
     assert!(v.valid, "{v:?}");
     assert_eq!(v.entries_checked, 201);
     let tail = audit.tail(3).unwrap();
-    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![198, 199, 200]);
+    assert_eq!(
+        tail.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![198, 199, 200]
+    );
     assert_eq!(tail[1].entry_hash, tail[2].prev_hash);
 }
 
@@ -74,7 +82,8 @@ fn first_entry_links_to_genesis_and_hash_is_over_canonical_json() {
     let e = &store.audit().tail(1).unwrap()[0];
     assert_eq!(e.prev_hash, silas_storage::audit::GENESIS_HASH);
     let body = json!({"seq": e.seq, "timestamp": e.timestamp, "event": e.event, "data": e.data, "prev_hash": e.prev_hash});
-    let expected = silas_core::canonical::sha256_hex(&silas_core::canonical::to_bytes(&body).unwrap());
+    let expected =
+        silas_core::canonical::sha256_hex(&silas_core::canonical::to_bytes(&body).unwrap());
     assert_eq!(e.entry_hash, expected);
 }
 
@@ -146,7 +155,10 @@ fn truncated_tail_is_detected_against_a_checkpoint() {
     });
     // Without the checkpoint a clean truncation would look like a shorter,
     // valid chain; with it, both verifications catch it.
-    for v in [audit.verify_chain().unwrap(), audit.verify_from_checkpoint(Some(&cp)).unwrap()] {
+    for v in [
+        audit.verify_chain().unwrap(),
+        audit.verify_from_checkpoint(Some(&cp)).unwrap(),
+    ] {
         assert!(!v.valid);
         let b = v.first_bad.unwrap();
         assert_eq!(b.index, 150);
@@ -159,7 +171,9 @@ fn verify_from_checkpoint_checks_only_the_suffix_but_catches_tampering_there() {
     let (_d, store) = store_with(100);
     let audit = store.audit();
     audit.write_checkpoint().unwrap();
-    let batch = (0..50).map(|i| ("x.y".to_string(), obj(json!({"j": i})))).collect();
+    let batch = (0..50)
+        .map(|i| ("x.y".to_string(), obj(json!({"j": i}))))
+        .collect();
     audit.log_batch(batch).unwrap();
     let v = audit.verify_from_checkpoint(None).unwrap();
     assert!(v.valid);
@@ -169,7 +183,15 @@ fn verify_from_checkpoint_checks_only_the_suffix_but_catches_tampering_there() {
     tamper(&store, |t| {
         t.insert(120, encode(&e).as_slice()).unwrap();
     });
-    assert_eq!(audit.verify_from_checkpoint(None).unwrap().first_bad.unwrap().index, 120);
+    assert_eq!(
+        audit
+            .verify_from_checkpoint(None)
+            .unwrap()
+            .first_bad
+            .unwrap()
+            .index,
+        120
+    );
 }
 
 #[test]
@@ -208,12 +230,20 @@ fn never_log_content_and_secret_canaries_never_reach_the_store_file() {
             .unwrap();
         let stored = &audit.tail(1).unwrap()[0];
         assert_eq!(stored.data["message"]["channel"], "web");
-        assert!(stored.data["error"].as_str().unwrap().contains("[REDACTED:github_token]"));
+        assert!(
+            stored.data["error"]
+                .as_str()
+                .unwrap()
+                .contains("[REDACTED:github_token]")
+        );
         assert!(audit.verify_chain().unwrap().valid);
     }
     let bytes = std::fs::read(dir.path().join(silas_storage::STORE_FILE)).unwrap();
     for canary in [canary_content.as_bytes(), b"CANARYsecret"] {
-        assert!(!bytes.windows(canary.len()).any(|w| w == canary), "canary found in store file");
+        assert!(
+            !bytes.windows(canary.len()).any(|w| w == canary),
+            "canary found in store file"
+        );
     }
 }
 
@@ -241,7 +271,9 @@ const CRASH_TOTAL: u64 = 10_000;
 #[test]
 #[ignore = "helper process for sigkill_mid_append_leaves_a_verifiable_store"]
 fn crash_child_appender() {
-    let Ok(dir) = std::env::var("SILAS_CRASH_DIR") else { return };
+    let Ok(dir) = std::env::var("SILAS_CRASH_DIR") else {
+        return;
+    };
     let store = Store::open_in(&dir).unwrap();
     let audit = store.audit();
     let mut out = std::io::stdout().lock();
@@ -256,7 +288,13 @@ fn crash_child_appender() {
 fn sigkill_mid_append_leaves_a_verifiable_store() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child_appender", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child_appender",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("SILAS_CRASH_DIR", dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -282,14 +320,21 @@ fn sigkill_mid_append_leaves_a_verifiable_store() {
     }
     child.wait().unwrap();
     let last_committed = last_committed.expect("child never committed");
-    assert!(last_committed < CRASH_TOTAL - 1, "child finished before the kill; test proves nothing");
+    assert!(
+        last_committed < CRASH_TOTAL - 1,
+        "child finished before the kill; test proves nothing"
+    );
 
     let store = Store::open_in(dir.path()).unwrap();
     let v = store.audit().verify_chain().unwrap();
     assert!(v.valid, "{v:?}");
     // Every entry the child saw committed is present; at most one more (the
     // append in flight when killed) may have landed, and nothing partial.
-    assert!(v.entries_checked > last_committed, "{} <= {last_committed}", v.entries_checked);
+    assert!(
+        v.entries_checked > last_committed,
+        "{} <= {last_committed}",
+        v.entries_checked
+    );
     assert!(v.entries_checked <= last_committed + 2);
     let tail = store.audit().tail(1).unwrap();
     assert_eq!(tail[0].seq + 1, v.entries_checked);

@@ -57,7 +57,10 @@ fn older_schema_without_migration_is_refused() {
     drop(Store::open(&path).unwrap());
     set_meta(&path, "schema_version", "0");
     let msg = open_err(&path).to_string();
-    assert!(msg.contains("v0") && msg.contains(&format!("v{SCHEMA_VERSION}")), "{msg}");
+    assert!(
+        msg.contains("v0") && msg.contains(&format!("v{SCHEMA_VERSION}")),
+        "{msg}"
+    );
     assert!(msg.contains("no migration"), "{msg}");
 }
 
@@ -68,7 +71,10 @@ fn checksum_mismatch_is_refused() {
     drop(Store::open(&path).unwrap());
     set_meta(&path, "schema_checksum", "deadbeef");
     let msg = open_err(&path).to_string();
-    assert!(msg.contains("deadbeef") && msg.contains(&schema_checksum()), "{msg}");
+    assert!(
+        msg.contains("deadbeef") && msg.contains(&schema_checksum()),
+        "{msg}"
+    );
 }
 
 #[test]

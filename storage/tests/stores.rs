@@ -51,7 +51,10 @@ fn work_item_with_approval_token_round_trips_losslessly() {
     let t = back.approval_token.unwrap();
     assert_eq!(t.executions_used, 2);
     assert_eq!(t.execution_nonces, vec!["e-1", "e-2"]);
-    assert_eq!(t.signature.as_slice(), &[0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03, 0xff]);
+    assert_eq!(
+        t.signature.as_slice(),
+        &[0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03, 0xff]
+    );
     // The signature is stored as a base64 string, not a byte array.
     let raw = serde_json::to_value(s.work_items().get("wi-1").unwrap().unwrap()).unwrap();
     assert_eq!(raw["approval_token"]["signature"], "3q2+7wABAgP/");
@@ -62,9 +65,19 @@ fn work_item_with_approval_token_round_trips_losslessly() {
 fn status_and_parent_indexes_follow_updates() {
     let (_d, s) = store();
     let ws = s.work_items();
-    ws.save_all(&[work_item("p", None), work_item("c1", Some("p")), work_item("c2", Some("p"))]).unwrap();
+    ws.save_all(&[
+        work_item("p", None),
+        work_item("c1", Some("p")),
+        work_item("c2", Some("p")),
+    ])
+    .unwrap();
     assert_eq!(ws.list_by_status(WorkItemStatus::Pending).unwrap().len(), 3);
-    let mut kids: Vec<String> = ws.list_by_parent("p").unwrap().into_iter().map(|w| w.id).collect();
+    let mut kids: Vec<String> = ws
+        .list_by_parent("p")
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
     kids.sort();
     assert_eq!(kids, vec!["c1", "c2"]);
 
@@ -75,7 +88,9 @@ fn status_and_parent_indexes_follow_updates() {
         executor_runs: 1,
         ..Default::default()
     };
-    let updated = ws.update_status("c1", WorkItemStatus::Running, &used).unwrap();
+    let updated = ws
+        .update_status("c1", WorkItemStatus::Running, &used)
+        .unwrap();
     assert_eq!(updated.status, WorkItemStatus::Running);
     assert_eq!(ws.get("c1").unwrap().unwrap().budget_used, used);
     assert_eq!(ws.list_by_status(WorkItemStatus::Pending).unwrap().len(), 2);
@@ -96,7 +111,9 @@ fn status_and_parent_indexes_follow_updates() {
 fn update_of_missing_item_and_refused_update_change_nothing() {
     let (_d, s) = store();
     let ws = s.work_items();
-    let err = ws.update_status("ghost", WorkItemStatus::Done, &BudgetUsed::default()).unwrap_err();
+    let err = ws
+        .update_status("ghost", WorkItemStatus::Done, &BudgetUsed::default())
+        .unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }));
     ws.save(&work_item("a", None)).unwrap();
     let err = ws
@@ -106,7 +123,10 @@ fn update_of_missing_item_and_refused_update_change_nothing() {
         })
         .unwrap_err();
     assert!(matches!(err, StoreError::Invalid(_)));
-    assert_eq!(ws.get("a").unwrap().unwrap().status, WorkItemStatus::Pending);
+    assert_eq!(
+        ws.get("a").unwrap().unwrap().status,
+        WorkItemStatus::Pending
+    );
     assert!(ws.list_by_status(WorkItemStatus::Done).unwrap().is_empty());
 }
 
@@ -123,20 +143,35 @@ fn chronicle_is_per_scope_time_ordered_and_prunable() {
     let (_d, s) = store();
     let c = s.chronicle();
     // Appended out of order; read back in time order.
-    c.append("owner", &chron("3", "2026-11-03T00:00:00Z", "third")).unwrap();
-    c.append("owner", &chron("1", "2026-11-01T00:00:00Z", "first")).unwrap();
-    c.append("owner", &chron("2", "2026-11-02T00:00:00Z", "second")).unwrap();
-    c.append("conn-9", &chron("x", "2026-10-01T00:00:00Z", "other scope")).unwrap();
+    c.append("owner", &chron("3", "2026-11-03T00:00:00Z", "third"))
+        .unwrap();
+    c.append("owner", &chron("1", "2026-11-01T00:00:00Z", "first"))
+        .unwrap();
+    c.append("owner", &chron("2", "2026-11-02T00:00:00Z", "second"))
+        .unwrap();
+    c.append("conn-9", &chron("x", "2026-10-01T00:00:00Z", "other scope"))
+        .unwrap();
     // Same timestamp twice: both kept (sequence disambiguates).
-    c.append("owner", &chron("3b", "2026-11-03T00:00:00Z", "third again")).unwrap();
+    c.append("owner", &chron("3b", "2026-11-03T00:00:00Z", "third again"))
+        .unwrap();
 
-    let recent: Vec<String> = c.get_recent("owner", 3).unwrap().into_iter().map(|i| i.content).collect();
+    let recent: Vec<String> = c
+        .get_recent("owner", 3)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.content)
+        .collect();
     assert_eq!(recent, vec!["second", "third", "third again"]);
     assert_eq!(c.get_recent("owner", 100).unwrap().len(), 4);
-    assert_eq!(c.get_recent("conn-9", 10).unwrap()[0].content, "other scope");
+    assert_eq!(
+        c.get_recent("conn-9", 10).unwrap()[0].content,
+        "other scope"
+    );
     assert!(c.get_recent("nobody", 10).unwrap().is_empty());
 
-    let removed = c.prune_before(Timestamp::parse("2026-11-02T00:00:00Z").unwrap()).unwrap();
+    let removed = c
+        .prune_before(Timestamp::parse("2026-11-02T00:00:00Z").unwrap())
+        .unwrap();
     assert_eq!(removed, 2); // "first" and the other scope's entry
     assert_eq!(c.get_recent("owner", 10).unwrap().len(), 3);
     assert!(c.get_recent("conn-9", 10).unwrap().is_empty());
@@ -192,7 +227,13 @@ fn keyed_records_and_persona_events() {
         .map(|e| e.event_id)
         .collect();
     assert_eq!(got, vec!["e1", "e2"]);
-    assert_eq!(events.since("owner", Timestamp::parse("2026-11-01T12:00:00Z").unwrap()).unwrap().len(), 1);
+    assert_eq!(
+        events
+            .since("owner", Timestamp::parse("2026-11-01T12:00:00Z").unwrap())
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -201,9 +242,14 @@ fn state_survives_reopen() {
     {
         let s = Store::open_in(dir.path()).unwrap();
         s.work_items().save(&work_item("keep", None)).unwrap();
-        s.chronicle().append("owner", &chron("c", "2026-11-01T00:00:00Z", "hello")).unwrap();
+        s.chronicle()
+            .append("owner", &chron("c", "2026-11-01T00:00:00Z", "hello"))
+            .unwrap();
     }
     let s = Store::open_in(dir.path()).unwrap();
     assert!(s.work_items().get("keep").unwrap().is_some());
-    assert_eq!(s.chronicle().get_recent("owner", 5).unwrap()[0].content, "hello");
+    assert_eq!(
+        s.chronicle().get_recent("owner", 5).unwrap()[0].content,
+        "hello"
+    );
 }

@@ -35,7 +35,10 @@ pub enum WebError {
     #[error("channels.web.auth_token: required to bind non-loopback address {host}")]
     RemoteBindWithoutToken { host: String },
     #[error("cannot bind {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 impl Coded for WebError {
@@ -66,7 +69,9 @@ impl HealthState {
         // Saturating: a stray close never wraps the counter.
         let _ = self
             .connections
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
     }
 }
 
@@ -94,8 +99,14 @@ pub struct BoundServer {
 }
 
 /// Bind the listener (port 0 picks a free port).
-pub async fn bind(settings: &WebSettings, health: Arc<HealthState>) -> Result<BoundServer, WebError> {
-    let has_token = settings.auth_token.as_deref().is_some_and(|t| !t.is_empty());
+pub async fn bind(
+    settings: &WebSettings,
+    health: Arc<HealthState>,
+) -> Result<BoundServer, WebError> {
+    let has_token = settings
+        .auth_token
+        .as_deref()
+        .is_some_and(|t| !t.is_empty());
     if !is_loopback_host(&settings.host) && !has_token {
         return Err(WebError::RemoteBindWithoutToken {
             host: settings.host.clone(),
@@ -121,17 +132,27 @@ impl BoundServer {
     /// Serve until `shutdown` resolves; in-flight requests finish first.
     pub fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
         let routes = routes(self.health);
-        tokio::spawn(warp::serve(routes).incoming(self.listener).graceful(shutdown).run())
+        tokio::spawn(
+            warp::serve(routes)
+                .incoming(self.listener)
+                .graceful(shutdown)
+                .run(),
+        )
     }
 }
 
-fn routes(health: Arc<HealthState>) -> impl Filter<Extract = (impl warp::Reply,), Error = warp::Rejection> + Clone {
-    warp::path("health").and(warp::path::end()).and(warp::get()).map(move || {
-        warp::reply::json(&HealthBody {
-            status: "ok",
-            connections: health.connections(),
+fn routes(
+    health: Arc<HealthState>,
+) -> impl Filter<Extract = (impl warp::Reply,), Error = warp::Rejection> + Clone {
+    warp::path("health")
+        .and(warp::path::end())
+        .and(warp::get())
+        .map(move || {
+            warp::reply::json(&HealthBody {
+                status: "ok",
+                connections: health.connections(),
+            })
         })
-    })
 }
 
 #[cfg(test)]
@@ -140,7 +161,14 @@ mod tests {
 
     #[test]
     fn loopback_detection() {
-        for h in ["127.0.0.1", "127.8.9.10", "localhost", "::1", "[::1]", "LOCALHOST"] {
+        for h in [
+            "127.0.0.1",
+            "127.8.9.10",
+            "localhost",
+            "::1",
+            "[::1]",
+            "LOCALHOST",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
         for h in ["0.0.0.0", "192.168.1.10", "::", "example.org", ""] {

@@ -16,7 +16,9 @@ fn settings(host: &str, token: Option<&str>) -> WebSettings {
 #[tokio::test]
 async fn health_reports_ok_and_connection_count() {
     let health = Arc::new(HealthState::default());
-    let server = bind(&settings("127.0.0.1", None), health.clone()).await.unwrap();
+    let server = bind(&settings("127.0.0.1", None), health.clone())
+        .await
+        .unwrap();
     let addr = server.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = server.serve(async {
@@ -34,14 +36,21 @@ async fn health_reports_ok_and_connection_count() {
     let body: serde_json::Value = client.get(&url).send().await.unwrap().json().await.unwrap();
     assert_eq!(body["connections"], 1);
 
-    let missing = client.get(format!("http://{addr}/nope")).send().await.unwrap();
+    let missing = client
+        .get(format!("http://{addr}/nope"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 404);
     let wrong_method = client.post(&url).send().await.unwrap();
     assert_eq!(wrong_method.status(), 405);
 
     tx.send(()).unwrap();
     handle.await.unwrap();
-    assert!(client.get(&url).send().await.is_err(), "server still answering after shutdown");
+    assert!(
+        client.get(&url).send().await.is_err(),
+        "server still answering after shutdown"
+    );
 }
 
 #[tokio::test]
@@ -51,6 +60,13 @@ async fn non_loopback_bind_requires_a_token() {
         Ok(_) => panic!("bound 0.0.0.0 without a token"),
     };
     assert!(matches!(err, WebError::RemoteBindWithoutToken { .. }));
-    assert!(err.to_string().starts_with("channels.web.auth_token:"), "{err}");
-    assert!(bind(&settings("0.0.0.0", Some("")), Arc::default()).await.is_err());
+    assert!(
+        err.to_string().starts_with("channels.web.auth_token:"),
+        "{err}"
+    );
+    assert!(
+        bind(&settings("0.0.0.0", Some("")), Arc::default())
+            .await
+            .is_err()
+    );
 }

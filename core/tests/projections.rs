@@ -1,0 +1,404 @@
+//! Hash projections: field classification is complete, included fields bind,
+//! excluded fields do not, and the spawn-policy/batch normalisation rules hold.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use silas_core::model::approval::ApprovalToken;
+use silas_core::model::work::WorkItem;
+use silas_core::projections::{self, PLAN_HASH_EXCLUDED, PLAN_HASH_INCLUDED};
+use silas_core::{Timestamp, canonical};
+
+fn base_goal() -> Value {
+    json!({
+        "id": "goal-1", "type": "goal", "title": "Keep the site healthy",
+        "agent": "ephemeral", "body": "Check the site; fix what is broken.",
+        "schedule": "*/30 * * * *",
+        "verify": [
+            {"name": "up", "run": "curl -fsS http://127.0.0.1:8080/health", "expect": {"exit_code": 0}},
+            {"name": "fast", "run": "cat latency", "expect": {"output_lt": 250.0}},
+        ],
+        "gates": [
+            {"name": "budget", "on": "on_tool_call", "type": "numeric_range", "extract": "usd",
+             "auto_approve": {"min": 0.0, "max": 5.0}, "on_block": "page_owner"},
+            {"name": "pii", "on": "every_agent_response", "provider": "guardrails_ai", "check": "pii"},
+        ],
+        "skills": ["coding", "ops"],
+        "escalation": {
+            "report": {"action": "report", "message": "Site check failed"},
+            "page_owner": {"action": "escalate_human", "message": "Budget gate blocked"},
+            "unused": {"action": "retry"},
+        },
+        "failure_context": "Fix these failures: $failed_checks",
+        "tasks": ["t1"], "depends_on": ["d1"],
+        "created_at": "2026-11-01T00:00:00Z",
+    })
+}
+
+fn item(v: &Value) -> WorkItem {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+fn plan_hash(v: &Value) -> String {
+    projections::plan_hash(&item(v)).unwrap()
+}
+
+fn token_json() -> Value {
+    json!({
+        "token_id": "tok-1", "plan_hash": "ab".repeat(32), "work_item_id": "goal-1",
+        "scope": "standing", "verdict": "approved", "signature": "AAEC",
+        "issued_at": "2026-11-22T10:00:00Z", "expires_at": "2026-11-22T10:30:00Z",
+        "nonce": "n-1", "approval_strength": "tap",
+        "conditions": {"spawn_policy_hash": "cd".repeat(32)},
+        "executions_used": 0, "max_executions": 10, "execution_nonces": [],
+    })
+}
+
+#[test]
+fn every_work_item_field_is_classified_exactly_once() {
+    let dumped = serde_json::to_value(item(&base_goal())).unwrap();
+    let keys: BTreeSet<&str> = dumped
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let inc: BTreeSet<&str> = PLAN_HASH_INCLUDED.iter().copied().collect();
+    let exc: BTreeSet<&str> = PLAN_HASH_EXCLUDED.iter().copied().collect();
+    assert!(inc.is_disjoint(&exc));
+    assert_eq!(
+        keys,
+        inc.union(&exc).copied().collect(),
+        "a WorkItem field is unclassified"
+    );
+}
+
+#[test]
+fn every_token_field_is_signed_or_runtime_managed() {
+    let dumped =
+        serde_json::to_value(serde_json::from_value::<ApprovalToken>(token_json()).unwrap())
+            .unwrap();
+    let keys: BTreeSet<&str> = dumped
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let signed: BTreeSet<&str> = projections::TOKEN_SIGNED_FIELDS.iter().copied().collect();
+    let unsigned: BTreeSet<&str> = projections::TOKEN_UNSIGNED_FIELDS.iter().copied().collect();
+    assert!(signed.is_disjoint(&unsigned));
+    assert_eq!(keys, signed.union(&unsigned).copied().collect());
+}
+
+#[test]
+fn plan_hash_is_sha256_of_the_canonical_projection() {
+    let wi = item(&base_goal());
+    let bytes = projections::plan_hash_bytes(&wi).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(
+        text.starts_with("{\"access_levels\":{},\"agent\":\"ephemeral\",\"body\":"),
+        "{text}"
+    );
+    for excluded in PLAN_HASH_EXCLUDED {
+        assert!(
+            !text.contains(&format!("\"{excluded}\":")),
+            "{excluded} leaked into projection"
+        );
+    }
+    assert_eq!(
+        projections::plan_hash(&wi).unwrap(),
+        canonical::sha256_hex(&bytes)
+    );
+}
+
+/// One mutation per included field; each yields a valid, different WorkItem.
+fn mutate_included(v: &mut Value, field: &str, s: &str) {
+    let o = v.as_object_mut().unwrap();
+    let s = format!("{s}~");
+    match field {
+        "id" | "title" | "body" | "on_failure" | "on_stuck" => {
+            let old = o
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            o.insert(field.into(), json!(format!("{old}{s}")));
+        }
+        "type" => {
+            o.insert(field.into(), json!("project"));
+        }
+        "parent" | "spawned_by" | "follow_up_of" | "domain" | "schedule" => {
+            o.insert(field.into(), json!(s));
+        }
+        "failure_context" => {
+            o.insert(field.into(), json!(format!("Fix: {s} $failed_checks")));
+        }
+        "agent" => {
+            o.insert(field.into(), json!("stream"));
+        }
+        "budget" => {
+            o.insert(
+                field.into(),
+                json!({"max_tokens": 200_001 + s.len() as u64}),
+            );
+        }
+        "interaction_mode" => {
+            o.insert(field.into(), json!("act_and_report"));
+        }
+        "input_artifacts_from" | "skills" | "tasks" | "depends_on" => {
+            let mut list = o
+                .get(field)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            list.push(json!(s));
+            o.insert(field.into(), Value::Array(list));
+        }
+        "verify" => {
+            o["verify"][0]["run"] = json!(format!("echo {s}"));
+        }
+        "gates" => {
+            o["gates"][1]["check"] = json!(s);
+        }
+        "access_levels" => {
+            o.insert(
+                field.into(),
+                json!({ s.clone(): {"description": "d", "tools": ["shell_exec"]} }),
+            );
+        }
+        "escalation" => {
+            o["escalation"]["report"]["message"] = json!(s);
+        }
+        other => panic!("no mutation for included field {other}"),
+    }
+}
+
+fn mutate_excluded(v: &mut Value, field: &str, n: u64) {
+    let o = v.as_object_mut().unwrap();
+    match field {
+        "approval_token" => {
+            o.insert(field.into(), token_json());
+        }
+        "needs_approval" => {
+            o.insert(field.into(), json!(false));
+        }
+        "status" => {
+            o.insert(field.into(), json!("running"));
+        }
+        "attempts" => {
+            o.insert(field.into(), json!(n + 1));
+        }
+        "budget_used" => {
+            o.insert(
+                field.into(),
+                json!({"tokens": n + 1, "attempts": 1, "executor_runs": 2}),
+            );
+        }
+        "verification_results" => {
+            o.insert(
+                field.into(),
+                json!([{"name": "up", "passed": false, "n": n}]),
+            );
+        }
+        "created_at" => {
+            let t = Timestamp::from_micros(1_700_000_000_000_000 + n as i64).unwrap();
+            o.insert(field.into(), json!(t));
+        }
+        other => panic!("no mutation for excluded field {other}"),
+    }
+}
+
+#[test]
+fn mutation_tables_cover_every_field() {
+    for f in PLAN_HASH_INCLUDED {
+        let mut v = base_goal();
+        mutate_included(&mut v, f, "x");
+        item(&v);
+    }
+    for f in PLAN_HASH_EXCLUDED {
+        let mut v = base_goal();
+        mutate_excluded(&mut v, f, 1);
+        item(&v);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn changing_an_included_field_changes_the_plan_hash(
+        idx in 0..PLAN_HASH_INCLUDED.len(),
+        s in "[a-zA-Z0-9 é日🙂_.-]{0,24}",
+    ) {
+        let base = base_goal();
+        let mut changed = base.clone();
+        mutate_included(&mut changed, PLAN_HASH_INCLUDED[idx], &s);
+        prop_assert_ne!(plan_hash(&base), plan_hash(&changed), "field {}", PLAN_HASH_INCLUDED[idx]);
+    }
+
+    #[test]
+    fn changing_excluded_fields_keeps_the_plan_hash(
+        picks in proptest::collection::vec(0..PLAN_HASH_EXCLUDED.len(), 1..8),
+        n in 0u64..1_000_000,
+    ) {
+        let base = base_goal();
+        let mut changed = base.clone();
+        for i in picks {
+            mutate_excluded(&mut changed, PLAN_HASH_EXCLUDED[i], n);
+        }
+        prop_assert_eq!(plan_hash(&base), plan_hash(&changed));
+    }
+
+    #[test]
+    fn batch_hash_binds_order_membership_and_action(
+        ids in proptest::collection::vec("[a-z0-9]{1,6}", 2..10),
+    ) {
+        let h = projections::batch_hash("g", "archive", &ids).unwrap();
+        prop_assert_eq!(&h, &projections::batch_hash("g", "archive", &ids).unwrap());
+        prop_assert_ne!(&h, &projections::batch_hash("g", "delete", &ids).unwrap());
+        prop_assert_ne!(&h, &projections::batch_hash("g2", "archive", &ids).unwrap());
+        let mut fewer = ids.clone();
+        fewer.pop();
+        prop_assert_ne!(&h, &projections::batch_hash("g", "archive", &fewer).unwrap());
+        let mut rotated = ids.clone();
+        rotated.rotate_left(1);
+        if rotated != ids {
+            prop_assert_ne!(&h, &projections::batch_hash("g", "archive", &rotated).unwrap());
+        }
+    }
+}
+
+#[test]
+fn spawn_policy_hash_normalises_lists_and_ignores_unreferenced_escalations() {
+    let base = base_goal();
+    let h = projections::spawn_policy_hash(&item(&base)).unwrap();
+
+    let mut reordered = base.clone();
+    reordered["skills"] = json!(["ops", "coding", "ops"]);
+    let gates = reordered["gates"].as_array().unwrap().clone();
+    reordered["gates"] = json!([gates[1], gates[0]]);
+    let verify = reordered["verify"].as_array().unwrap().clone();
+    reordered["verify"] = json!([verify[1], verify[0]]);
+    assert_eq!(
+        projections::spawn_policy_hash(&item(&reordered)).unwrap(),
+        h
+    );
+
+    // Escalations nobody references, and plan fields outside the policy, do not bind.
+    let mut unrelated = base.clone();
+    unrelated["escalation"]["unused"]["max_retries"] = json!(9);
+    unrelated["title"] = json!("renamed");
+    unrelated["body"] = json!("another briefing");
+    assert_eq!(
+        projections::spawn_policy_hash(&item(&unrelated)).unwrap(),
+        h
+    );
+
+    for change in [
+        json!({"failure_context": "Fix: $failed_checks now"}),
+        json!({"skills": ["coding"]}),
+    ] {
+        let mut v = base.clone();
+        for (k, val) in change.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        assert_ne!(
+            projections::spawn_policy_hash(&item(&v)).unwrap(),
+            h,
+            "{change}"
+        );
+    }
+    let mut esc = base.clone();
+    esc["escalation"]["page_owner"]["message"] = json!("changed"); // referenced by a gate's on_block
+    assert_ne!(projections::spawn_policy_hash(&item(&esc)).unwrap(), h);
+    let mut esc = base.clone();
+    esc["escalation"]["report"]["message"] = json!("changed"); // referenced by on_failure
+    assert_ne!(projections::spawn_policy_hash(&item(&esc)).unwrap(), h);
+    let mut gate = base.clone();
+    gate["gates"][0]["auto_approve"]["max"] = json!(50.0);
+    assert_ne!(projections::spawn_policy_hash(&item(&gate)).unwrap(), h);
+    let mut check = base;
+    check["verify"][0]["expect"] = json!({"exit_code": 1});
+    assert_ne!(projections::spawn_policy_hash(&item(&check)).unwrap(), h);
+}
+
+#[test]
+fn spawn_policy_projection_shape() {
+    let bytes = projections::spawn_policy_bytes(&item(&base_goal())).unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        v["failure_context_template"],
+        "Fix these failures: $failed_checks"
+    );
+    assert_eq!(v["skills"], json!(["coding", "ops"]));
+    assert_eq!(v["gates"].as_array().unwrap().len(), 2);
+    assert!(
+        v["gates"][0].is_string(),
+        "gates are canonical JSON strings"
+    );
+    let esc: Vec<&String> = v["escalation_config"].as_object().unwrap().keys().collect();
+    assert_eq!(esc, vec!["page_owner", "report"]);
+}
+
+#[test]
+fn token_payload_covers_signed_fields_only() {
+    let mut t: ApprovalToken = serde_json::from_value(token_json()).unwrap();
+    let p = projections::token_signing_payload(&t).unwrap();
+    t.executions_used = 5;
+    t.execution_nonces.push("e".into());
+    t.signature = silas_core::Base64Bytes(vec![9; 64]);
+    assert_eq!(projections::token_signing_payload(&t).unwrap(), p);
+    t.max_executions = 11;
+    assert_ne!(projections::token_signing_payload(&t).unwrap(), p);
+}
+
+#[test]
+fn signed_message_payload_is_canonical_json() {
+    let ts = Timestamp::parse("2026-01-15T10:00:00Z").unwrap();
+    let p = projections::signed_message_payload("Deploy ✅ \"now\"", &ts, "n-1").unwrap();
+    assert_eq!(
+        String::from_utf8(p).unwrap(),
+        r#"{"nonce":"n-1","text":"Deploy ✅ \"now\"","timestamp":"2026-01-15T10:00:00Z"}"#
+    );
+}
+
+#[test]
+fn autonomy_binding_covers_changes_and_evidence() {
+    let p: silas_core::model::review::AutonomyThresholdProposal = serde_json::from_value(json!({
+        "proposal_id": "ap-1", "scope_id": "owner", "goal_id": "g-1",
+        "changes": [
+            {"key": "standing.max_executions", "current_value": "10", "proposed_value": "20", "direction": "widen"},
+            {"key": "batch_review.default_size", "current_value": "10", "proposed_value": "15", "direction": "widen"},
+        ],
+        "sample_size": 50, "correction_rate": 0.02, "evidence_window": "last 50 batches / 14 days",
+        "rationale": "few corrections", "risk_level": "medium",
+    }))
+    .unwrap();
+    let h = projections::autonomy_threshold_hash(&p).unwrap();
+    let mut q = p.clone();
+    q.rationale = "other words".into();
+    q.proposal_id = "ap-2".into();
+    assert_eq!(
+        projections::autonomy_threshold_hash(&q).unwrap(),
+        h,
+        "metadata outside the binding"
+    );
+    let mut q = p.clone();
+    q.changes.reverse();
+    assert_ne!(
+        projections::autonomy_threshold_hash(&q).unwrap(),
+        h,
+        "order binds"
+    );
+    let mut q = p.clone();
+    q.changes[0].proposed_value = "21".into();
+    assert_ne!(projections::autonomy_threshold_hash(&q).unwrap(), h);
+    let mut q = p.clone();
+    q.sample_size = 51;
+    assert_ne!(projections::autonomy_threshold_hash(&q).unwrap(), h);
+    let mut q = p;
+    q.correction_rate = 0.03;
+    assert_ne!(projections::autonomy_threshold_hash(&q).unwrap(), h);
+}

@@ -1,0 +1,94 @@
+//! Command-line surface (spec §12): `init`, `start`, `audit verify|tail`,
+//! `config check`, with the global `--config` and `--data-dir` options.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "silas",
+    version,
+    about = "Silas — a self-hosted AI agent that does things securely"
+)]
+pub struct Cli {
+    /// Configuration file (default: ./config/silas.yaml if present, else built-in defaults).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Data directory; overrides `data_dir` from the configuration.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Initialise the data dir, store, sandbox dirs and owner signing key (idempotent).
+    Init(InitArgs),
+    /// Run the daemon until SIGINT/SIGTERM (initialises first if needed).
+    Start,
+    /// Inspect the hash-chained audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Replace an existing owner signing key (outstanding approvals become invalid).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Verify the hash chain (the whole chain, or from a checkpoint).
+    Verify {
+        /// Verify only from the latest checkpoint (or the one named) to the head.
+        #[arg(long, value_name = "CHECKPOINT_ID", num_args = 0..=1, default_missing_value = "latest")]
+        from_checkpoint: Option<String>,
+    },
+    /// Print the most recent entries, oldest first.
+    Tail {
+        /// How many entries.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        /// One JSON object per line instead of the readable form.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Load and validate the configuration; report every problem, one per line.
+    Check,
+}
+
+/// Help and version go to stdout as usual; a usage error becomes one line.
+pub fn report_parse_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {first} (see `silas --help`)");
+            ExitCode::from(2)
+        }
+    }
+}

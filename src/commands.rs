@@ -1,0 +1,229 @@
+//! The CLI commands: configuration loading, `init`, `audit`, `config check`,
+//! and the hand-off to the daemon for `start`.
+
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::json;
+use silas_core::ErrorCode;
+use silas_core::config::{Config, ProcessEnv};
+use silas_keys::{FileKeystore, InitOutcome, OwnerKey};
+use silas_storage::Store;
+
+use crate::cli::{AuditCommand, Cli, Command, ConfigCommand};
+use crate::daemon;
+use crate::error::CliError;
+
+pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.command {
+        Command::Config(ConfigCommand::Check) => config_check(cli.config.as_deref(), cli.data_dir),
+        Command::Init(args) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let init = initialise(&cfg, args.force)?;
+            print_init_report(&cfg, &init);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Start => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let init = initialise(&cfg, false)?;
+            if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
+                print_init_report(&cfg, &init);
+            }
+            daemon::start(cfg, init.store, init.owner_key)
+        }
+        Command::Audit(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let store = open_existing_store(&cfg.data_dir)?;
+            audit(&store, cmd)
+        }
+    }
+}
+
+/// Load, apply `--data-dir`, validate.
+pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
+    let mut cfg = Config::load(path, &ProcessEnv)?;
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn config_source(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None if Path::new(silas_core::config::DEFAULT_CONFIG_PATH).is_file() => {
+            silas_core::config::DEFAULT_CONFIG_PATH.to_string()
+        }
+        None => "built-in defaults".to_string(),
+    }
+}
+
+fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
+    let mut cfg = Config::load(path, &ProcessEnv)?;
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    let errors = cfg.validation_errors();
+    if errors.is_empty() {
+        println!("config ok: {}", config_source(path));
+        println!("  data_dir:   {}", cfg.data_dir.display());
+        println!(
+            "  web:        http://{}:{}{}",
+            cfg.channels.web.host,
+            cfg.channels.web.port,
+            if cfg.channels.web.auth_token.is_some() {
+                " (auth token set)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "  web_search: {}",
+            if cfg.web_search_enabled() {
+                "enabled"
+            } else {
+                "disabled (no search provider key)"
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for e in &errors {
+        eprintln!("error[{}]: {e}", silas_core::Coded::code(e));
+    }
+    Ok(ExitCode::from(2))
+}
+
+/// Everything `init` set up; `start` continues with it.
+pub struct Initialised {
+    pub store: Store,
+    pub owner_key: OwnerKey,
+    pub key_outcome: InitOutcome,
+    pub keystore: FileKeystore,
+}
+
+fn create_private_dir(path: &Path) -> Result<(), CliError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| {
+            CliError::new(
+                ErrorCode::ECfgIo,
+                format!("cannot create directory {}: {e}", path.display()),
+            )
+        })
+}
+
+/// `silas init`: idempotent; never replaces the owner key unless `force`.
+pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
+    create_private_dir(&cfg.data_dir)?;
+    let store = Store::open_in(&cfg.data_dir)?;
+    create_private_dir(&cfg.verify_dir())?;
+    create_private_dir(&cfg.customer_context_dir())?;
+    let keystore = FileKeystore::in_data_dir(&cfg.data_dir);
+    let key_outcome = keystore.init(force)?;
+    let owner_key = keystore.load()?;
+    let (event, outcome) = match &key_outcome {
+        InitOutcome::Created { .. } => ("init.owner_key_created", "created"),
+        InitOutcome::KeptExisting { .. } => ("init.checked", "kept_existing"),
+        InitOutcome::Replaced { .. } => ("init.owner_key_replaced", "replaced"),
+    };
+    let data = json!({
+        "keystore": "file",
+        "key_outcome": outcome,
+        "public_key": owner_key.public_key_hex(),
+        "schema_version": silas_storage::schema::SCHEMA_VERSION,
+    });
+    if let serde_json::Value::Object(data) = data {
+        store.audit().log(event, data)?;
+    }
+    Ok(Initialised {
+        store,
+        owner_key,
+        key_outcome,
+        keystore,
+    })
+}
+
+fn print_init_report(cfg: &Config, init: &Initialised) {
+    let key_line = match &init.key_outcome {
+        InitOutcome::Created { .. } => "created",
+        InitOutcome::KeptExisting { .. } => "kept (already present)",
+        InitOutcome::Replaced { .. } => "REPLACED (--force): earlier approvals no longer verify",
+    };
+    println!("Silas initialised in {}", cfg.data_dir.display());
+    println!(
+        "  store:                {} (schema v{})",
+        init.store.path().display(),
+        silas_storage::schema::SCHEMA_VERSION
+    );
+    println!(
+        "  owner signing key:    {key_line}, in the {}",
+        init.keystore.describe()
+    );
+    println!(
+        "  owner public key:     {}",
+        init.owner_key.public_key_hex()
+    );
+    println!("  verification dir:     {}", cfg.verify_dir().display());
+    println!(
+        "  customer context dir: {}",
+        cfg.customer_context_dir().display()
+    );
+    println!(
+        "  web search:           {}",
+        if cfg.web_search_enabled() {
+            "enabled"
+        } else {
+            "disabled (no search.api_key)"
+        }
+    );
+}
+
+fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
+    let path = data_dir.join(silas_storage::STORE_FILE);
+    if !path.is_file() {
+        return Err(CliError::new(
+            ErrorCode::EDbNotFound,
+            format!("no store at {}; run `silas init` first", path.display()),
+        ));
+    }
+    Ok(Store::open(path)?)
+}
+
+fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
+    let audit = store.audit();
+    match cmd {
+        AuditCommand::Verify { from_checkpoint } => {
+            let v = match from_checkpoint.as_deref() {
+                None => audit.verify_chain()?,
+                Some("latest") => audit.verify_from_checkpoint(None)?,
+                Some(id) => audit.verify_from_checkpoint(Some(id))?,
+            };
+            match v.first_bad {
+                None => {
+                    println!("audit chain ok: {} entries verified", v.entries_checked);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(b) => Err(CliError::new(
+                    ErrorCode::EDbAuditChainBroken,
+                    format!("audit chain broken at entry {}: {}", b.index, b.reason),
+                )),
+            }
+        }
+        AuditCommand::Tail { lines, json } => {
+            for e in audit.tail(lines)? {
+                if json {
+                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                } else {
+                    let data = serde_json::to_string(&e.data).unwrap_or_default();
+                    println!("#{:<6} {} {:<28} {data}", e.seq, e.timestamp, e.event);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

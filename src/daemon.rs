@@ -1,0 +1,119 @@
+//! `silas start`: the long-running daemon. Serves the web channel until
+//! SIGINT/SIGTERM, then shuts down in the order of spec §18.2 (stop intake,
+//! let in-flight requests finish within the grace period, audit, checkpoint).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use silas_core::ErrorCode;
+use silas_core::config::Config;
+use silas_keys::OwnerKey;
+use silas_storage::Store;
+use silas_web::{HealthState, WebSettings};
+use tokio::sync::watch;
+
+use crate::error::CliError;
+
+pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::new(
+                ErrorCode::ECfgIo,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })?;
+    runtime.block_on(run(cfg, store, owner_key))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SILAS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
+    let data = match data {
+        serde_json::Value::Object(o) => o,
+        _ => Default::default(),
+    };
+    if let Err(e) = store.audit().log(event, data) {
+        tracing::error!(code = %silas_core::Coded::code(&e), "audit write failed: {e}");
+    }
+}
+
+async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+    let health = Arc::new(HealthState::default());
+    let settings = WebSettings {
+        host: cfg.channels.web.host.clone(),
+        port: cfg.channels.web.port,
+        auth_token: cfg.channels.web.auth_token.clone(),
+    };
+    let server = silas_web::bind(&settings, health.clone()).await?;
+    let addr = server.local_addr().ok_or_else(|| {
+        CliError::new(
+            ErrorCode::EChannelProtocol,
+            "web listener has no local address",
+        )
+    })?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server_stop = stop_rx;
+    let server_task = server.serve(async move {
+        let _ = server_stop.wait_for(|s| *s).await;
+    });
+
+    audit_event(
+        &store,
+        "daemon.started",
+        json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_key.public_key_hex()}),
+    );
+    println!(
+        "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."
+    );
+    tracing::info!(%addr, data_dir = %cfg.data_dir.display(), "silas started");
+
+    let signal = wait_for_shutdown_signal().await?;
+    tracing::info!(signal, "shutting down");
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);
+    let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+
+    audit_event(
+        &store,
+        "daemon.stopped",
+        json!({"signal": signal, "drained": drained}),
+    );
+    let checkpoint = store.audit().write_checkpoint()?;
+    tracing::info!(%checkpoint, "audit checkpoint written; bye");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_shutdown_signal() -> Result<&'static str, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot install SIGTERM handler: {e}"),
+        )
+    })?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot install SIGINT handler: {e}"),
+        )
+    })?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}

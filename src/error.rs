@@ -1,0 +1,57 @@
+//! The binary's error: any library error, carried with its taxonomy code and
+//! rendered as exactly one line.
+
+use std::process::ExitCode;
+
+use silas_core::{Coded, ErrorCode};
+
+#[derive(Debug)]
+pub struct CliError {
+    code: ErrorCode,
+    message: String,
+    exit: u8,
+}
+
+impl CliError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let exit = match code.family() {
+            silas_core::error::ErrorFamily::Cfg => 2,
+            _ => 1,
+        };
+        CliError {
+            code,
+            message: message.into(),
+            exit,
+        }
+    }
+
+    pub fn one_line(&self) -> String {
+        let flat: String = self.message.replace(['\n', '\r'], " ");
+        format!("error[{}]: {flat}", self.code)
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.exit)
+    }
+}
+
+/// Any coded library error converts, keeping its code and message.
+pub fn coded<E: Coded + std::fmt::Display>(e: E) -> CliError {
+    CliError::new(e.code(), e.to_string())
+}
+
+macro_rules! from_coded {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CliError {
+            fn from(e: $t) -> Self {
+                coded(e)
+            }
+        }
+    )*};
+}
+from_coded!(
+    silas_core::config::ConfigError,
+    silas_storage::StoreError,
+    silas_keys::KeyError,
+    silas_web::WebError
+);
