@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use silas_actors::housekeeper::{Housekeeper, HousekeeperArgs};
+use silas_actors::restart::RestartPolicy;
+use silas_actors::supervisor::{ChildSpec, RestartMode, RootSupervisor, SupervisorArgs};
 use silas_core::ErrorCode;
 use silas_core::config::Config;
 use silas_keys::OwnerKey;
@@ -72,6 +75,35 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         let _ = server_stop.wait_for(|s| *s).await;
     });
 
+    let housekeeper = HousekeeperArgs {
+        store: store.clone(),
+        retention_days: cfg.chronicle.retention_days,
+        checkpoint_interval: Duration::from_secs(
+            u64::from(cfg.audit.checkpoint_interval_minutes) * 60,
+        ),
+        tick_every: Duration::from_secs(60),
+    };
+    let children = vec![ChildSpec::new(
+        "housekeeper",
+        RestartMode::Permanent,
+        move || (Housekeeper, housekeeper.clone()),
+    )];
+    let (root, mut root_join) = ractor::Actor::spawn(
+        Some("silas.root".into()),
+        RootSupervisor,
+        SupervisorArgs {
+            children,
+            policy: RestartPolicy::default(),
+        },
+    )
+    .await
+    .map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot start the actor system: {e}"),
+        )
+    })?;
+
     audit_event(
         &store,
         "daemon.started",
@@ -82,38 +114,56 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     );
     tracing::info!(%addr, data_dir = %cfg.data_dir.display(), "silas started");
 
-    let signal = wait_for_shutdown_signal().await?;
-    tracing::info!(signal, "shutting down");
+    // Either a signal asks us to stop, or the supervision tree gave up
+    // (restart intensity exceeded): both end in an orderly shutdown, the
+    // latter with a non-zero exit code.
+    let signals = shutdown_signals()?;
+    let (reason, escalated) = tokio::select! {
+        signal = signals => (signal, false),
+        _ = &mut root_join => ("supervisor escalation", true),
+    };
+    tracing::info!(reason, "shutting down");
     let _ = stop_tx.send(true);
     let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);
     let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+    if !escalated {
+        root.stop(Some("shutdown".into()));
+        let _ = tokio::time::timeout(grace, root_join).await;
+    }
 
     audit_event(
         &store,
         "daemon.stopped",
-        json!({"signal": signal, "drained": drained}),
+        json!({"reason": reason, "drained": drained, "escalated": escalated}),
     );
     let checkpoint = store.audit().write_checkpoint()?;
     tracing::info!(%checkpoint, "audit checkpoint written; bye");
+    if escalated {
+        return Err(CliError::new(
+            ErrorCode::EDbIo,
+            "a supervised component kept failing (restart intensity exceeded); see the log above",
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_shutdown_signal() -> Result<&'static str, CliError> {
+/// A future resolving to the name of the first SIGTERM/SIGINT received.
+fn shutdown_signals() -> Result<impl std::future::Future<Output = &'static str>, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).map_err(|e| {
-        CliError::new(
-            ErrorCode::ECfgIo,
-            format!("cannot install SIGTERM handler: {e}"),
-        )
-    })?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| {
-        CliError::new(
-            ErrorCode::ECfgIo,
-            format!("cannot install SIGINT handler: {e}"),
-        )
-    })?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+    let install = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| {
+            CliError::new(
+                ErrorCode::ECfgIo,
+                format!("cannot install {name} handler: {e}"),
+            )
+        })
+    };
+    let mut term = install(SignalKind::terminate(), "SIGTERM")?;
+    let mut int = install(SignalKind::interrupt(), "SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
     })
 }

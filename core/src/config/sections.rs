@@ -161,6 +161,36 @@ impl Default for RehydrationConfig {
     }
 }
 
+/// `chronicle:` — conversation-history retention (§4.14). Not in the spec's
+/// YAML; §4.14 names a configurable retention with a 90-day default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChronicleConfig {
+    pub retention_days: u32,
+}
+
+impl Default for ChronicleConfig {
+    fn default() -> Self {
+        ChronicleConfig { retention_days: 90 }
+    }
+}
+
+/// `audit:` — periodic checkpoints of the hash chain (§4.16), so routine
+/// verification and truncation detection run from the latest checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    pub checkpoint_interval_minutes: u32,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            checkpoint_interval_minutes: 60,
+        }
+    }
+}
+
 /// `memory:` — embeddings, consolidation and raw re-ingestion.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -323,6 +323,14 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
 
     // Search (checked whether or not web_search ends up enabled).
     let search = &cfg.search;
+    c.positive(
+        "chronicle.retention_days",
+        cfg.chronicle.retention_days.into(),
+    );
+    c.positive(
+        "audit.checkpoint_interval_minutes",
+        cfg.audit.checkpoint_interval_minutes.into(),
+    );
     c.positive("search.timeout_seconds", search.timeout_seconds);
     c.positive("search.max_results", search.max_results.into());
     c.positive("search.max_query_chars", search.max_query_chars.into());
