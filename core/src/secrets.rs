@@ -17,7 +17,7 @@
 
 use std::sync::OnceLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -128,6 +128,18 @@ fn patterns() -> &'static [Pattern] {
     })
 }
 
+/// All patterns in one automaton: one pass decides whether any can match, so
+/// the common case (no secret) costs a single scan instead of sixteen.
+fn prefilter() -> Option<&'static RegexSet> {
+    static SET: OnceLock<Option<RegexSet>> = OnceLock::new();
+    SET.get_or_init(|| RegexSet::new(patterns().iter().map(|p| p.regex.as_str())).ok())
+        .as_ref()
+}
+
+/// No pattern can match text shorter than this (the shortest, a quoted
+/// four-character password after `pwd=`, needs ten bytes).
+const MIN_CANDIDATE_LEN: usize = 10;
+
 fn data_uri_regex() -> Option<&'static Regex> {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| Regex::new(r"data:[a-zA-Z]+/[a-zA-Z0-9.+-]+;base64,[A-Za-z0-9+/=]+").ok())
@@ -181,6 +193,16 @@ fn high_entropy(s: &str) -> bool {
 /// Scan text for secrets. Overlapping candidates are resolved in favour of the
 /// higher-confidence (then longer) finding.
 pub fn scan(text: &str) -> Vec<SecretFinding> {
+    if text.len() < MIN_CANDIDATE_LEN {
+        return Vec::new();
+    }
+    let Some(set) = prefilter() else {
+        return Vec::new();
+    };
+    let hits = set.matches(text);
+    if !hits.matched_any() {
+        return Vec::new();
+    }
     let data_uris: Vec<(usize, usize)> = data_uri_regex()
         .map(|re| re.find_iter(text).map(|m| (m.start(), m.end())).collect())
         .unwrap_or_default();
@@ -188,7 +210,10 @@ pub fn scan(text: &str) -> Vec<SecretFinding> {
         |s: usize, e: usize| data_uris.iter().any(|(ds, de)| s >= *ds && e <= *de);
 
     let mut candidates: Vec<SecretFinding> = Vec::new();
-    for p in patterns() {
+    for (i, p) in patterns().iter().enumerate() {
+        if !hits.matched(i) {
+            continue;
+        }
         for caps in p.regex.captures_iter(text) {
             let Some(m) = caps.get(p.group) else { continue };
             if m.as_str().is_empty() || !(p.accept)(m.as_str()) {
@@ -351,5 +376,13 @@ mod tests {
     #[test]
     fn all_patterns_compile() {
         assert_eq!(patterns().len(), 16);
+        assert_eq!(prefilter().map(RegexSet::len), Some(16));
+    }
+
+    #[test]
+    fn shortest_secret_pattern_is_not_cut_by_the_length_shortcut() {
+        let text = "pwd='abcd'";
+        assert_eq!(text.len(), MIN_CANDIDATE_LEN);
+        assert_eq!(kinds(text), vec!["password_assignment"]);
     }
 }
