@@ -8,6 +8,7 @@
 // Tests may unwrap: a panic there is a test failure, which is what we want.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod approval;
 pub mod b64;
 pub mod canonical;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod model;
 pub mod never_log;
 pub mod projections;
 pub mod secrets;
+pub mod taint;
 pub mod time;
 
 pub use b64::Base64Bytes;

@@ -18,6 +18,7 @@ pub mod audit;
 pub mod chronicle;
 pub mod codec;
 pub mod error;
+pub mod nonces;
 pub mod records;
 pub mod schema;
 pub mod work_items;
@@ -31,6 +32,7 @@ pub use audit::{AuditEntry, AuditLog, ChainBreak, ChainVerification, Checkpoint}
 pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
+pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{Keyed, PendingCard, PersonaEvents, Records};
 pub use work_items::WorkItemStore;
 
@@ -83,6 +85,14 @@ impl Store {
 
     pub fn chronicle(&self) -> ChronicleStore {
         ChronicleStore::new(self.db.clone())
+    }
+
+    pub fn nonces(&self) -> NonceStore {
+        NonceStore::new(self.db.clone())
+    }
+
+    pub fn approvals(&self) -> ApprovalLedger {
+        ApprovalLedger::new(self.db.clone())
     }
 
     /// Persona state, memory records, connections or pending cards.

@@ -47,6 +47,9 @@ pub(crate) const MEMORY: TableDefinition<&str, &[u8]> = TableDefinition::new("me
 pub(crate) const CONNECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("connections");
 pub(crate) const PENDING_CARDS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("pending_cards");
+/// token_id → ApprovalToken: the authoritative token state (usage counters).
+pub(crate) const APPROVAL_TOKENS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("approval_tokens");
 /// Monotonic counters (chronicle sequence, …).
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
@@ -60,6 +63,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("chronicle", "(str,i64,u64)", "record", RECORD_V1),
     ("chronicle_by_time", "(i64,str,u64)", "unit", 0),
     ("nonces", "str", "i64", 0),
+    ("approval_tokens", "str", "record", RECORD_V1),
     ("audit", "u64", "record", RECORD_V1),
     ("audit_checkpoints", "str", "record", RECORD_V1),
     ("persona_state", "str", "record", RECORD_V1),
@@ -101,6 +105,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(CHRONICLE)?;
     txn.open_table(CHRONICLE_BY_TIME)?;
     txn.open_table(NONCES)?;
+    txn.open_table(APPROVAL_TOKENS)?;
     txn.open_table(AUDIT)?;
     txn.open_table(AUDIT_CHECKPOINTS)?;
     txn.open_table(PERSONA_STATE)?;

@@ -38,7 +38,11 @@ fn index_insert(t: &mut MultimapTable<&str, &str>, key: Option<&str>, id: &str) 
 }
 
 /// Write `item`, replacing `old`'s index entries, inside `txn`.
-fn put_in(txn: &WriteTransaction, item: &WorkItem, old: Option<&WorkItem>) -> StoreResult<()> {
+pub(crate) fn put_in(
+    txn: &WriteTransaction,
+    item: &WorkItem,
+    old: Option<&WorkItem>,
+) -> StoreResult<()> {
     let id = item.id.as_str();
     {
         let mut by_status = txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
@@ -58,7 +62,7 @@ fn put_in(txn: &WriteTransaction, item: &WorkItem, old: Option<&WorkItem>) -> St
     Ok(())
 }
 
-fn get_in(
+pub(crate) fn get_in(
     table: &impl ReadableTable<&'static str, &'static [u8]>,
     id: &str,
 ) -> StoreResult<Option<WorkItem>> {
