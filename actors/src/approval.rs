@@ -140,13 +140,14 @@ impl ApprovalService {
         let payload = projections::token_signing_payload(&token)
             .map_err(|e| ApprovalError::Issue(IssueError::Unhashable(e.to_string())))?;
         token.signature = Base64Bytes(self.key.sign(&payload).to_bytes().to_vec());
-        self.store.approvals().record_issued(&token)?;
-        self.audit(
-            "approval.issued",
-            json!({"token_id": token.token_id, "work_item_id": token.work_item_id, "scope": token.scope,
-                   "plan_hash": token.plan_hash, "expires_at": token.expires_at,
-                   "max_executions": token.max_executions, "approval_strength": token.approval_strength}),
-        )?;
+        let audit = obj(
+            json!({"token_id": token.token_id, "work_item_id": token.work_item_id,
+            "scope": token.scope, "plan_hash": token.plan_hash, "expires_at": token.expires_at,
+            "max_executions": token.max_executions, "approval_strength": token.approval_strength}),
+        );
+        self.store
+            .approvals()
+            .record_issued(&token, ("approval.issued".into(), audit))?;
         Ok(token)
     }
 
@@ -184,20 +185,18 @@ impl ApprovalService {
         now: Timestamp,
     ) -> Result<ApprovalToken, ApprovalError> {
         let exec_nonce = random_id()?;
-        match self
-            .store
-            .approvals()
-            .consume_execution(token, exec_hash, &exec_nonce, now)?
-        {
-            Ok(updated) => {
-                self.audit(
-                    "approval.verified",
-                    json!({"token_id": updated.token_id, "work_item_id": updated.work_item_id,
-                           "exec_hash": exec_hash, "executions_used": updated.executions_used,
-                           "max_executions": updated.max_executions}),
-                )?;
-                Ok(updated)
-            }
+        let audit = |t: &ApprovalToken| {
+            let data = json!({"token_id": t.token_id, "work_item_id": t.work_item_id,
+                              "exec_hash": exec_hash, "executions_used": t.executions_used,
+                              "max_executions": t.max_executions});
+            ("approval.verified".to_string(), obj(data))
+        };
+        let consumed =
+            self.store
+                .approvals()
+                .consume_execution(token, exec_hash, &exec_nonce, now, audit)?;
+        match consumed {
+            Ok(updated) => Ok(updated),
             Err(d) => self.deny("verify", token, d),
         }
     }

@@ -347,6 +347,17 @@ fn standing_token_path_spends_one_nonce_per_spawned_task() {
             .executions_used,
         2
     );
+    // Each consumption was audited in its own transaction, with the new count.
+    let verified: Vec<u64> = f
+        .store
+        .audit()
+        .tail(20)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "approval.verified")
+        .map(|e| e.data["executions_used"].as_u64().unwrap())
+        .collect();
+    assert_eq!(verified, vec![1, 2]);
 }
 
 #[test]
@@ -463,15 +474,16 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
         .issue_token(Subject::WorkItem(&g), &five, ApprovalScope::Standing, now())
         .unwrap();
     let h = projections::plan_hash(&spawned(&g, "r", "r")).unwrap();
+    let audit = |_: &ApprovalToken| ("approval.verified".to_string(), Default::default());
     f.store
         .approvals()
-        .consume_execution(&st5, &h, "exec-nonce-1", now())
+        .consume_execution(&st5, &h, "exec-nonce-1", now(), audit)
         .unwrap()
         .unwrap();
     let d = f
         .store
         .approvals()
-        .consume_execution(&st5, &h, "exec-nonce-1", now())
+        .consume_execution(&st5, &h, "exec-nonce-1", now(), audit)
         .unwrap()
         .unwrap_err();
     assert_eq!(d, Denial::Replay);

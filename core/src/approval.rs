@@ -505,3 +505,10 @@ pub fn same_signed_token(a: &ApprovalToken, b: &ApprovalToken) -> bool {
         (Ok(x), Ok(y)) if x == y
     ) && a.signature == b.signature
 }
+
+/// §3.2 / §5.1.2: the agent's `needs_approval` is advisory. `false` is
+/// honoured only when the work item already carries a valid token (a
+/// pre-verified standing approval); otherwise approval is required.
+pub fn effective_needs_approval(agent_says: bool, has_valid_token: bool) -> bool {
+    agent_says || !has_valid_token
+}

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use silas_core::Timestamp;
 use silas_core::approval::{Denial, same_signed_token};
+use silas_core::model::JsonObject;
 use silas_core::model::approval::ApprovalToken;
 
 use crate::codec;
@@ -133,9 +134,15 @@ impl ApprovalLedger {
         ApprovalLedger { db }
     }
 
-    /// Record a freshly issued token. Refuses a duplicate `token_id`.
-    pub fn record_issued(&self, token: &ApprovalToken) -> StoreResult<()> {
+    /// Record a freshly issued token, with its audit entry in the same
+    /// transaction. Refuses a duplicate `token_id`.
+    pub fn record_issued(
+        &self,
+        token: &ApprovalToken,
+        audit: (String, JsonObject),
+    ) -> StoreResult<()> {
         let txn = self.db.begin_write()?;
+        crate::audit::append_in(&txn, vec![audit])?;
         {
             let mut t = txn.open_table(APPROVAL_TOKENS)?;
             if t.get(token.token_id.as_str())?.is_some() {
@@ -165,6 +172,7 @@ impl ApprovalLedger {
 
     /// §5.11 steps 6–8 in one transaction: the presented token must be the
     /// issued one, have executions left, and the execution nonce must be new.
+    /// `audit` builds the entry recorded with the change (same transaction).
     /// Returns the updated token, or the denial (nothing written).
     pub fn consume_execution(
         &self,
@@ -172,6 +180,7 @@ impl ApprovalLedger {
         exec_hash: &str,
         exec_nonce: &str,
         now: Timestamp,
+        audit: impl FnOnce(&ApprovalToken) -> (String, JsonObject),
     ) -> StoreResult<Result<ApprovalToken, Denial>> {
         let txn = self.db.begin_write()?;
         let updated = {
@@ -218,6 +227,7 @@ impl ApprovalLedger {
             new.approval_token = Some(updated.clone());
             put_in(&txn, &new, Some(&old))?;
         }
+        crate::audit::append_in(&txn, vec![audit(&updated)])?;
         txn.commit()?;
         Ok(Ok(updated))
     }

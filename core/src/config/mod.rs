@@ -53,6 +53,11 @@
 //!   meaning `{data_dir}/verify` and `{data_dir}/customer_context`
 //!   ([`Config::verify_dir`], [`Config::customer_context_dir`]).
 //! * `skills_dir` defaults to `./skills`.
+//! * `keystore:` — where the owner signing key lives (§5.8 names only the
+//!   OS keyring): `backend` `file` (default) or `keyring`; `path` (null:
+//!   `{data_dir}/keys/owner.key`); `kek_credential` / `kek_env`, the systemd
+//!   credential and then the environment variable a key-encryption key is
+//!   read from ([`Config::keystore_path`]).
 //!
 //! # Validation
 //!
@@ -74,6 +79,9 @@
 //!   deterministic lint rules: the skill linter is deterministic by
 //!   construction and no key can configure a model-based evaluator, so the
 //!   rule holds trivially.
+//! * `keystore.kek_env` must be an environment variable name and
+//!   `keystore.kek_credential` a plain file name (no `/`, not `.`/`..`);
+//!   `keystore.path`, when set, must not be empty.
 
 mod env;
 mod error;
@@ -157,8 +165,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// Flat skill namespace: one directory per skill.
     pub skills_dir: PathBuf,
-    // The `keystore:` section is owned by the key-manager work and is added
-    // here by it.
+    /// Where the owner signing key lives (§5.8).
+    pub keystore: KeystoreConfig,
 }
 
 impl Default for Config {
@@ -192,6 +200,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             skills: SkillsConfig::default(),
             skills_dir: PathBuf::from("./skills"),
+            keystore: KeystoreConfig::default(),
         }
     }
 }
@@ -308,6 +317,14 @@ impl Config {
             .customer_context_dir
             .clone()
             .unwrap_or_else(|| self.data_dir.join("customer_context"))
+    }
+
+    /// `keystore.path`, or `{data_dir}/keys/owner.key` when unset.
+    pub fn keystore_path(&self) -> PathBuf {
+        self.keystore
+            .path
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("keys").join("owner.key"))
     }
 
     /// The profile named by `context.default_profile` (always present in a

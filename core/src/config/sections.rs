@@ -765,6 +765,59 @@ impl Default for SandboxConfig {
 }
 
 // ---------------------------------------------------------------------------
+// keystore
+
+/// `keystore.backend`: where the owner's Ed25519 signing key lives (§5.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeystoreBackend {
+    /// A 0600 file (`keystore.path`), encrypted when a key-encryption key
+    /// is available. Works on headless servers.
+    #[default]
+    File,
+    /// The OS keystore (Secret Service over D-Bus); needs a desktop session.
+    Keyring,
+}
+
+impl KeystoreBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeystoreBackend::File => "file",
+            KeystoreBackend::Keyring => "keyring",
+        }
+    }
+}
+
+/// `keystore:` — the owner signing key's store. Not in the spec's YAML: §5.8
+/// names only the OS keyring, which a headless server often lacks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeystoreConfig {
+    pub backend: KeystoreBackend,
+    /// Key file for the `file` backend. `None` means
+    /// `{data_dir}/keys/owner.key`; use
+    /// [`Config::keystore_path`](super::Config::keystore_path).
+    pub path: Option<std::path::PathBuf>,
+    /// Environment variable holding the key-encryption key (the second
+    /// source, after the systemd credential).
+    pub kek_env: String,
+    /// File name of the key-encryption key in `$CREDENTIALS_DIRECTORY`
+    /// (systemd `LoadCredential=`), looked up first.
+    pub kek_credential: String,
+}
+
+impl Default for KeystoreConfig {
+    fn default() -> Self {
+        KeystoreConfig {
+            backend: KeystoreBackend::File,
+            path: None,
+            kek_env: s("SILAS_KEYSTORE_KEK"),
+            kek_credential: s("silas-kek"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
 // approval / nonce store / connections / batch review / autonomy
 
 /// Approval-strength tiers in increasing order (§5: `tap < biometric <

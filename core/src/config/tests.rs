@@ -360,7 +360,7 @@ fn unknown_yaml_key_names_full_path() {
             "silas:\n  channels:\n    web:\n      prot: 1\n",
             "channels.web.prot",
         ),
-        ("silas:\n  keystore: {}\n", "keystore"),
+        ("silas:\n  keystore:\n    kek: x\n", "keystore.kek"),
         ("silas: {}\nextra: 1\n", "extra"),
         (
             "silas:\n  context:\n    profiles:\n      coding: { chronicle_pct: 0.1, memory_pct: 0.1, workspace_pct: 0.1, name: x }\n",
@@ -966,4 +966,98 @@ fn error_codes() {
     assert_eq!(unknown.code(), ErrorCode::ECfgUnknownKey);
     let invalid = load_err("silas: { owner_id: [] }", &empty());
     assert_eq!(invalid.code(), ErrorCode::ECfgInvalid);
+}
+
+// ---------------------------------------------------------------------------
+// keystore
+
+#[test]
+fn keystore_defaults() {
+    let cfg = Config::from_yaml_str(DEFAULT_CONFIG_YAML, &empty()).unwrap();
+    assert_eq!(cfg.keystore, KeystoreConfig::default());
+    assert_eq!(cfg.keystore.backend, KeystoreBackend::File);
+    assert_eq!(cfg.keystore.backend.as_str(), "file");
+    assert_eq!(cfg.keystore.path, None);
+    assert_eq!(cfg.keystore.kek_env, "SILAS_KEYSTORE_KEK");
+    assert_eq!(cfg.keystore.kek_credential, "silas-kek");
+    assert_eq!(cfg.keystore_path(), PathBuf::from("./data/keys/owner.key"));
+    // Missing section, and an empty one, mean the same defaults.
+    assert_eq!(load("silas: {}").keystore, KeystoreConfig::default());
+    assert_eq!(
+        load("silas:\n  keystore: {}\n").keystore,
+        KeystoreConfig::default()
+    );
+}
+
+#[test]
+fn keystore_keys_load() {
+    let cfg = load(
+        "silas:\n  data_dir: /srv/silas\n  keystore:\n    backend: keyring\n    kek_env: MY_KEK\n    kek_credential: kek.bin\n",
+    );
+    assert_eq!(cfg.keystore.backend, KeystoreBackend::Keyring);
+    assert_eq!(cfg.keystore.kek_env, "MY_KEK");
+    assert_eq!(cfg.keystore.kek_credential, "kek.bin");
+    assert_eq!(
+        cfg.keystore_path(),
+        PathBuf::from("/srv/silas/keys/owner.key")
+    );
+    assert!(errors(&cfg).is_empty(), "{:?}", errors(&cfg));
+
+    let cfg = load("silas:\n  keystore:\n    path: /etc/silas/owner.key\n");
+    assert_eq!(cfg.keystore_path(), PathBuf::from("/etc/silas/owner.key"));
+
+    let env = MapEnv::new().with("SILAS__KEYSTORE__BACKEND", "keyring");
+    let cfg = Config::from_yaml_str(DEFAULT_CONFIG_YAML, &env).unwrap();
+    assert_eq!(cfg.keystore.backend, KeystoreBackend::Keyring);
+}
+
+#[test]
+fn unknown_keystore_backend_names_the_key() {
+    let e = load_err("silas:\n  keystore:\n    backend: tpm\n", &empty());
+    assert_eq!(e.code(), ErrorCode::ECfgInvalid, "{e}");
+    assert_eq!(e.key(), Some("keystore.backend"), "{e}");
+    assert!(e.to_string().starts_with("keystore.backend: "), "{e}");
+    assert!(e.to_string().contains("`file`"), "{e}");
+
+    let env = MapEnv::new().with("SILAS__KEYSTORE__BACKEND", "keyutils");
+    let e = load_err("silas: {}", &env);
+    assert_eq!(e.key(), Some("keystore.backend"), "{e}");
+    assert!(e.to_string().contains("SILAS__KEYSTORE__BACKEND"), "{e}");
+}
+
+#[test]
+fn keystore_validation_names_its_keys() {
+    let bad_env = ["", "1KEK", "MY-KEK", "KEK VAR", "${X}"];
+    for v in bad_env {
+        let mut cfg = Config::default();
+        cfg.keystore.kek_env = v.into();
+        let errs = errors(&cfg);
+        assert_eq!(errs.len(), 1, "{v:?}: {errs:?}");
+        assert_eq!(errs[0].key(), Some("keystore.kek_env"), "{v:?}");
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("keystore.kek_env: must be an environment variable name")
+        );
+    }
+    let bad_cred = ["", ".", "..", "../kek", "a/b", "/etc/kek", "a\\b", "a\0b"];
+    for v in bad_cred {
+        let mut cfg = Config::default();
+        cfg.keystore.kek_credential = v.into();
+        let errs = errors(&cfg);
+        assert_eq!(errs.len(), 1, "{v:?}: {errs:?}");
+        assert_eq!(errs[0].key(), Some("keystore.kek_credential"), "{v:?}");
+        assert!(!errs[0].to_string().contains('\n'));
+    }
+    for ok in ["silas-kek", "kek.bin", "..kek", "KEK_1"] {
+        let mut cfg = Config::default();
+        cfg.keystore.kek_credential = ok.into();
+        assert!(errors(&cfg).is_empty(), "{ok:?}");
+    }
+    let mut cfg = Config::default();
+    cfg.keystore.path = Some(PathBuf::new());
+    let errs = errors(&cfg);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].key(), Some("keystore.path"));
+    assert_eq!(errs[0].code(), ErrorCode::ECfgInvalid);
 }

@@ -643,6 +643,33 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
             ),
         }
     }
+    // Keystore.
+    let ks = &cfg.keystore;
+    if !is_env_var_name(&ks.kek_env) {
+        c.fail(
+            "keystore.kek_env",
+            format!(
+                "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got {:?}",
+                ks.kek_env
+            ),
+        );
+    }
+    // A credential name is joined to $CREDENTIALS_DIRECTORY: anything but a
+    // plain file name could read outside it.
+    let cred = ks.kek_credential.as_str();
+    if cred.is_empty() || cred == "." || cred == ".." || cred.contains(['/', '\\', '\0']) {
+        c.fail(
+            "keystore.kek_credential",
+            format!("must be a plain file name (no '/', not '.' or '..'), got {cred:?}"),
+        );
+    }
+    if ks.path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+        c.fail(
+            "keystore.path",
+            "must not be empty (use null for {data_dir}/keys/owner.key)",
+        );
+    }
+
     let llm = &cfg.gates.llm_defaults;
     c.within("gates.llm_defaults.temperature", llm.temperature, 0.0, 2.0);
     c.positive("gates.llm_defaults.timeout_seconds", llm.timeout_seconds);
