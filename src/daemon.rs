@@ -35,7 +35,10 @@ pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SILAS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // warp logs every client connection error (including idle keep-alive
+        // connections cancelled by a graceful shutdown) at ERROR; those are
+        // per-client noise, not daemon faults. `SILAS_LOG` overrides this.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,warp::server=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -55,6 +58,9 @@ fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
 }
 
 async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+    // Handlers first: once the readiness line is printed, a signal must
+    // always mean an orderly shutdown.
+    let signals = shutdown_signals()?;
     let health = Arc::new(HealthState::default());
     let settings = WebSettings {
         host: cfg.channels.web.host.clone(),
@@ -78,6 +84,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let housekeeper = HousekeeperArgs {
         store: store.clone(),
         retention_days: cfg.chronicle.retention_days,
+        nonce_ttl: Duration::from_secs(u64::from(cfg.nonce_store.ttl_minutes) * 60),
         checkpoint_interval: Duration::from_secs(
             u64::from(cfg.audit.checkpoint_interval_minutes) * 60,
         ),
@@ -117,7 +124,6 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     // Either a signal asks us to stop, or the supervision tree gave up
     // (restart intensity exceeded): both end in an orderly shutdown, the
     // latter with a non-zero exit code.
-    let signals = shutdown_signals()?;
     let (reason, escalated) = tokio::select! {
         signal = signals => (signal, false),
         _ = &mut root_join => ("supervisor escalation", true),

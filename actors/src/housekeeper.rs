@@ -1,5 +1,6 @@
 //! The Housekeeper: periodic maintenance of durable state. On each tick it
-//! applies the chronicle retention policy (§4.14, default 90 days) and writes
+//! applies the chronicle retention policy (§4.14, default 90 days), prunes
+//! nonce records older than the nonce TTL (§4.5), and writes
 //! an audit checkpoint (§4.16) when the chain has grown and the interval has
 //! passed. It keeps nothing that redb does not also have: on (re)start it
 //! reads the latest checkpoint back, so a restart neither skips nor repeats
@@ -31,6 +32,8 @@ pub fn checkpoint_due(
 pub struct HousekeeperArgs {
     pub store: Store,
     pub retention_days: u32,
+    /// Nonce records older than this are unreplayable by definition (§4.5).
+    pub nonce_ttl: Duration,
     pub checkpoint_interval: Duration,
     pub tick_every: Duration,
 }
@@ -38,6 +41,7 @@ pub struct HousekeeperArgs {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HousekeepingReport {
     pub chronicle_pruned: u64,
+    pub nonces_pruned: u64,
     pub checkpoint: Option<String>,
 }
 
@@ -70,6 +74,10 @@ impl HousekeeperState {
                 store.audit().log("chronicle.pruned", data)?;
             }
         }
+        let nonce_cutoff = Timestamp::now().minus(
+            chrono::Duration::from_std(self.args.nonce_ttl).unwrap_or(chrono::Duration::MAX),
+        );
+        let nonces_pruned = store.nonces().prune_expired(nonce_cutoff)?;
         let audit = store.audit();
         let len = audit.len()?;
         let mut checkpoint = None;
@@ -86,6 +94,7 @@ impl HousekeeperState {
         }
         Ok(HousekeepingReport {
             chronicle_pruned: pruned,
+            nonces_pruned,
             checkpoint,
         })
     }

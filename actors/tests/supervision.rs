@@ -193,16 +193,26 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
         .unwrap();
     store.chronicle().append("owner", &chron(now)).unwrap();
     store.audit().log("test.event", Default::default()).unwrap();
+    let nonces = store.nonces();
+    use silas_storage::NonceDomain;
+    nonces
+        .record(NonceDomain::Msg, "old", now.minus(chrono_days(1)))
+        .unwrap();
+    nonces.record(NonceDomain::Msg, "fresh", now).unwrap();
 
     let args = HousekeeperArgs {
         store: store.clone(),
         retention_days: 90,
+        nonce_ttl: Duration::from_secs(40 * 60),
         checkpoint_interval: Duration::from_secs(3600),
         tick_every: Duration::from_secs(3600),
     };
     let (hk, join) = Actor::spawn(None, Housekeeper, args.clone()).await.unwrap();
     let r = call_t!(hk, HousekeeperMsg::RunNow, 2000).unwrap();
     assert_eq!(r.chronicle_pruned, 1);
+    assert_eq!(r.nonces_pruned, 1);
+    assert!(!nonces.is_used(NonceDomain::Msg, "old").unwrap());
+    assert!(nonces.is_used(NonceDomain::Msg, "fresh").unwrap());
     let cp = r.checkpoint.expect("checkpoint written");
     assert_eq!(
         store
