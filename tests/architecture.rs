@@ -10,11 +10,21 @@ use std::process::Command;
 #[test]
 fn workspace_dependencies_point_only_downward() {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let packages = meta["packages"].as_array().unwrap();
 
@@ -39,7 +49,11 @@ fn workspace_dependencies_point_only_downward() {
                 && !is_dev
             {
                 checked += 1;
-                assert!(dl < layer[name], "{name} (layer {}) depends on {dep} (layer {dl})", layer[name]);
+                assert!(
+                    dl < layer[name],
+                    "{name} (layer {}) depends on {dep} (layer {dl})",
+                    layer[name]
+                );
             }
         }
     }
@@ -48,9 +62,19 @@ fn workspace_dependencies_point_only_downward() {
 
 #[test]
 fn core_has_no_io_or_runtime_dependencies() {
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/core/Cargo.toml")).unwrap();
-    let deps = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/core/Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap();
     for forbidden in ["tokio", "redb", "ractor", "warp", "reqwest", "async-openai"] {
-        assert!(!deps.contains(&format!("{forbidden}.workspace")), "silas-core depends on {forbidden}");
+        assert!(
+            !deps.contains(&format!("{forbidden}.workspace")),
+            "silas-core depends on {forbidden}"
+        );
     }
 }
