@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use serde_json::json;
 use silas_core::ErrorCode;
-use silas_core::config::{Config, ProcessEnv};
-use silas_keys::{FileKeystore, InitOutcome, OwnerKey};
+use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
+use silas_keys::{FileKeystore, InitOutcome, KekSources, KeyringKeystore, OwnerKey, OwnerKeystore};
 use silas_storage::Store;
 
 use crate::cli::{AuditCommand, Cli, Command, ConfigCommand};
@@ -101,7 +101,22 @@ pub struct Initialised {
     pub store: Store,
     pub owner_key: OwnerKey,
     pub key_outcome: InitOutcome,
-    pub keystore: FileKeystore,
+    pub keystore: OwnerKeystore,
+}
+
+/// The owner keystore selected by `keystore:`. The file backend reads its
+/// key-encryption key from the real process environment (systemd's
+/// `$CREDENTIALS_DIRECTORY`, then `keystore.kek_env`).
+pub fn keystore_from_config(cfg: &Config) -> OwnerKeystore {
+    let ks = &cfg.keystore;
+    match ks.backend {
+        KeystoreBackend::File => FileKeystore::new(
+            cfg.keystore_path(),
+            KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
+        )
+        .into(),
+        KeystoreBackend::Keyring => KeyringKeystore::secret_service(&cfg.owner_id).into(),
+    }
 }
 
 fn create_private_dir(path: &Path) -> Result<(), CliError> {
@@ -123,16 +138,18 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
     let store = Store::open_in(&cfg.data_dir)?;
     create_private_dir(&cfg.verify_dir())?;
     create_private_dir(&cfg.customer_context_dir())?;
-    let keystore = FileKeystore::in_data_dir(&cfg.data_dir);
-    let key_outcome = keystore.init(force)?;
-    let owner_key = keystore.load()?;
+    let keystore = keystore_from_config(cfg);
+    let (key_outcome, owner_key) = keystore.open(force)?;
     let (event, outcome) = match &key_outcome {
         InitOutcome::Created { .. } => ("init.owner_key_created", "created"),
         InitOutcome::KeptExisting { .. } => ("init.checked", "kept_existing"),
         InitOutcome::Replaced { .. } => ("init.owner_key_replaced", "replaced"),
+        InitOutcome::Encrypted { .. } => ("init.owner_key_encrypted", "encrypted"),
     };
+    // Backend name and encryption state only: never a path's content or a KEK.
     let data = json!({
-        "keystore": "file",
+        "keystore": keystore.backend(),
+        "keystore_encrypted": keystore.encrypted_at_rest(),
         "key_outcome": outcome,
         "public_key": owner_key.public_key_hex(),
         "schema_version": silas_storage::schema::SCHEMA_VERSION,
@@ -153,6 +170,7 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
         InitOutcome::Created { .. } => "created",
         InitOutcome::KeptExisting { .. } => "kept (already present)",
         InitOutcome::Replaced { .. } => "REPLACED (--force): earlier approvals no longer verify",
+        InitOutcome::Encrypted { .. } => "kept, and now encrypted at rest (re-encrypted in place)",
     };
     println!("Silas initialised in {}", cfg.data_dir.display());
     println!(
