@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use silas_actors::approval::{ApprovalEngine, ApprovalService};
 use silas_actors::housekeeper::{Housekeeper, HousekeeperArgs};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::supervisor::{ChildSpec, RestartMode, RootSupervisor, SupervisorArgs};
@@ -90,11 +91,20 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         ),
         tick_every: Duration::from_secs(60),
     };
-    let children = vec![ChildSpec::new(
-        "housekeeper",
-        RestartMode::Permanent,
-        move || (Housekeeper, housekeeper.clone()),
-    )];
+    let approvals = ApprovalService::new(
+        store.clone(),
+        Arc::new(owner_key),
+        silas_core::approval::IssuePolicy::from_config(&cfg),
+    );
+    let owner_public_key = approvals.owner_public_key_hex();
+    let children = vec![
+        ChildSpec::new("housekeeper", RestartMode::Permanent, move || {
+            (Housekeeper, housekeeper.clone())
+        }),
+        ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
+            (ApprovalEngine, approvals.clone())
+        }),
+    ];
     let (root, mut root_join) = ractor::Actor::spawn(
         Some("silas.root".into()),
         RootSupervisor,
@@ -114,7 +124,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     audit_event(
         &store,
         "daemon.started",
-        json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_key.public_key_hex()}),
+        json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_public_key}),
     );
     println!(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."

@@ -102,6 +102,11 @@ impl ApprovalService {
         ApprovalService { store, key, policy }
     }
 
+    /// The owner's public key (hex), for logs and the audit trail.
+    pub fn owner_public_key_hex(&self) -> String {
+        self.key.public_key_hex()
+    }
+
     fn sig_ok(&self) -> impl Fn(&[u8], &[u8]) -> bool + '_ {
         let vk = self.key.verifying_key();
         move |payload: &[u8], sig: &[u8]| silas_keys::verify(&vk, payload, sig)

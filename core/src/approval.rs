@@ -512,3 +512,49 @@ pub fn same_signed_token(a: &ApprovalToken, b: &ApprovalToken) -> bool {
 pub fn effective_needs_approval(agent_says: bool, has_valid_token: bool) -> bool {
     agent_says || !has_valid_token
 }
+
+impl IssuePolicy {
+    /// The issuance policy from `approval.*` and `autonomy.max_standing_executions`.
+    /// Unknown scope or strength names were already refused by config validation;
+    /// any that slip through are ignored here, which can only leave `tap`.
+    pub fn from_config(cfg: &crate::config::Config) -> IssuePolicy {
+        fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Option<T> {
+            serde_json::from_value(Value::String(s.to_string())).ok()
+        }
+        IssuePolicy {
+            default_ttl_minutes: cfg.approval.default_ttl_minutes,
+            max_executions: cfg.approval.max_executions,
+            max_standing_executions: cfg.autonomy.max_standing_executions,
+            scope_min_strength: cfg
+                .approval
+                .scope_min_strength
+                .iter()
+                .filter_map(|(scope, strength)| Some((parse(scope)?, parse(strength)?)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_from_default_config() {
+        let p = IssuePolicy::from_config(&crate::config::Config::default());
+        assert_eq!(p.default_ttl_minutes, 30);
+        assert_eq!(p.max_executions, 1);
+        assert_eq!(p.max_standing_executions, 100);
+        assert_eq!(p.scope_min_strength.len(), 5);
+        assert!(
+            p.scope_min_strength
+                .contains(&(ApprovalScope::SelfUpdate, ApprovalStrength::Tap))
+        );
+        for scope in ApprovalScope::ALL {
+            assert_eq!(
+                resolve_strength(&p, *scope, ApprovalStrength::Tap),
+                ApprovalStrength::Tap
+            );
+        }
+    }
+}
