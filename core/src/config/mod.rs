@@ -82,6 +82,13 @@
 //! * `keystore.kek_env` must be an environment variable name and
 //!   `keystore.kek_credential` a plain file name (no `/`, not `.`/`..`);
 //!   `keystore.path`, when set, must not be empty.
+//! * `llm:` — model-call settings (not in §11): `timeout_seconds`,
+//!   `max_retries`, `backoff_initial_ms`/`backoff_max_ms` (bounded
+//!   exponential backoff), `max_tool_rounds`, `offline_fallback` and
+//!   `prices` (`provider:model` → USD per million input/output tokens).
+//! * The provider name `offline` is reserved for the built-in rule-based
+//!   responder (`offline:rules`): it resolves without a `providers:` entry
+//!   and cannot be defined there.
 
 mod env;
 mod error;
@@ -167,6 +174,8 @@ pub struct Config {
     pub skills_dir: PathBuf,
     /// Where the owner signing key lives (§5.8).
     pub keystore: KeystoreConfig,
+    /// How model calls are made (timeouts, retries, prices, offline fallback).
+    pub llm: LlmConfig,
 }
 
 impl Default for Config {
@@ -201,6 +210,7 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             skills_dir: PathBuf::from("./skills"),
             keystore: KeystoreConfig::default(),
+            llm: LlmConfig::default(),
         }
     }
 }

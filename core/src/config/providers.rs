@@ -105,7 +105,9 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
     Ok(out)
 }
 
-/// Splits `provider:model` at the first `:` and looks the provider up.
+/// Splits `provider:model` at the first `:` and looks the provider up. The
+/// reserved provider `offline` resolves to an endpoint with an empty
+/// `base_url` and no key.
 /// The error is the bare rule text; callers attach the key or the spec.
 pub(crate) fn resolve(
     providers: &BTreeMap<String, ProviderConfig>,
@@ -120,6 +122,15 @@ pub(crate) fn resolve(
         return Err(format!(
             "expected \"provider:model\" with both parts non-empty, got {spec:?}"
         ));
+    }
+    if provider == super::sections::OFFLINE_PROVIDER {
+        // The built-in rule-based responder: no endpoint, no key.
+        return Ok(ModelEndpoint {
+            provider: provider.to_owned(),
+            base_url: String::new(),
+            api_key_env: None,
+            model: model.to_owned(),
+        });
     }
     let Some(p) = providers.get(provider) else {
         let known: Vec<&str> = providers.keys().map(String::as_str).collect();

@@ -1099,3 +1099,62 @@ pub struct SkillsConfig {
     pub validation: SkillValidationConfig,
     pub import: SkillImportConfig,
 }
+
+// ---------------------------------------------------------------------------
+// llm (an addition to §11)
+
+/// The provider name of the built-in offline responder (`offline:rules`).
+/// Reserved: it needs no `providers:` entry and cannot be redefined there.
+pub const OFFLINE_PROVIDER: &str = "offline";
+
+/// Price of one model in USD per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input_per_mtok_usd: f64,
+    pub output_per_mtok_usd: f64,
+}
+
+/// `llm:` — how model calls are made: per-request timeout, bounded
+/// exponential backoff on 429/5xx/connection errors, the executor's tool-loop
+/// request cap, the offline fallback and the price table that turns reported
+/// token usage into `BudgetUsed.cost_usd`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Per HTTP request, including reading the whole response.
+    pub timeout_seconds: u64,
+    /// Retries after the first attempt on 429, 5xx and connection errors.
+    pub max_retries: u32,
+    /// First backoff delay; doubled per retry up to `backoff_max_ms`.
+    pub backoff_initial_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Model requests one executor tool loop may make.
+    pub max_tool_rounds: u32,
+    /// `silas start` uses the built-in offline responder when the configured
+    /// provider's API key variable is unset (false: refuse to start).
+    pub offline_fallback: bool,
+    /// `provider:model` → price. A model without an entry costs 0 (token
+    /// budgets still apply).
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        let price = |i, o| ModelPrice {
+            input_per_mtok_usd: i,
+            output_per_mtok_usd: o,
+        };
+        LlmConfig {
+            timeout_seconds: 60,
+            max_retries: 3,
+            backoff_initial_ms: 500,
+            backoff_max_ms: 8000,
+            max_tool_rounds: 20,
+            offline_fallback: true,
+            prices: [(s(HAIKU), price(1.0, 5.0)), (s(SONNET), price(3.0, 15.0))]
+                .into_iter()
+                .collect(),
+        }
+    }
+}

@@ -1061,3 +1061,100 @@ fn keystore_validation_names_its_keys() {
     assert_eq!(errs[0].key(), Some("keystore.path"));
     assert_eq!(errs[0].code(), ErrorCode::ECfgInvalid);
 }
+
+// ---------------------------------------------------------------------------
+// llm / offline provider
+
+#[test]
+fn llm_defaults_and_offline_provider() {
+    let cfg = Config::default();
+    assert_eq!(cfg.llm.timeout_seconds, 60);
+    assert_eq!(cfg.llm.max_retries, 3);
+    assert!(cfg.llm.offline_fallback);
+    let haiku = cfg.llm.prices["openrouter:anthropic/claude-haiku-4-5"];
+    assert_eq!(haiku.input_per_mtok_usd, 1.0);
+    assert_eq!(haiku.output_per_mtok_usd, 5.0);
+    // `offline` resolves without a providers: entry, with no URL and no key.
+    let e = cfg.resolve_model("offline:rules").unwrap();
+    assert_eq!(e.provider, OFFLINE_PROVIDER);
+    assert_eq!(e.base_url, "");
+    assert_eq!(e.api_key_env, None);
+    assert_eq!(e.model, "rules");
+    let mut cfg = Config::default();
+    cfg.models.proxy = "offline:rules".into();
+    assert!(errors(&cfg).is_empty(), "{:?}", errors(&cfg));
+}
+
+#[test]
+fn llm_section_loads_from_yaml() {
+    let cfg = load(
+        "silas:\n  llm:\n    timeout_seconds: 5\n    max_retries: 0\n    offline_fallback: false\n    prices:\n      \"ollama:llama3\": { input_per_mtok_usd: 0, output_per_mtok_usd: 0.5 }\n",
+    );
+    assert_eq!(cfg.llm.timeout_seconds, 5);
+    assert_eq!(cfg.llm.max_retries, 0);
+    assert!(!cfg.llm.offline_fallback);
+    assert_eq!(cfg.llm.prices.len(), 1);
+    assert_eq!(cfg.llm.prices["ollama:llama3"].output_per_mtok_usd, 0.5);
+    assert_eq!(cfg.llm.backoff_max_ms, 8000, "unset keys keep defaults");
+    let e = load_err(
+        "silas:\n  llm:\n    prices:\n      \"a:b\": { input_per_mtok_usd: 1, output: 2 }\n",
+        &empty(),
+    );
+    assert_eq!(e.code(), ErrorCode::ECfgUnknownKey);
+    let e = load_err("silas:\n  llm:\n    retries: 2\n", &empty());
+    assert_eq!(e.key(), Some("llm.retries"));
+}
+
+#[test]
+fn llm_validation_names_the_key() {
+    type Mutate = fn(&mut Config);
+    let cases: &[(&str, Mutate)] = &[
+        ("llm.timeout_seconds", |c| c.llm.timeout_seconds = 0),
+        ("llm.backoff_initial_ms", |c| {
+            c.llm.backoff_initial_ms = 0;
+        }),
+        ("llm.max_tool_rounds", |c| c.llm.max_tool_rounds = 0),
+        ("llm.backoff_max_ms", |c| c.llm.backoff_max_ms = 100),
+        ("llm.prices.nocolon", |c| {
+            c.llm.prices.insert(
+                "nocolon".into(),
+                ModelPrice {
+                    input_per_mtok_usd: 1.0,
+                    output_per_mtok_usd: 1.0,
+                },
+            );
+        }),
+        ("llm.prices.a:b.input_per_mtok_usd", |c| {
+            c.llm.prices.insert(
+                "a:b".into(),
+                ModelPrice {
+                    input_per_mtok_usd: -1.0,
+                    output_per_mtok_usd: 1.0,
+                },
+            );
+        }),
+        ("llm.prices.a:b.output_per_mtok_usd", |c| {
+            c.llm.prices.insert(
+                "a:b".into(),
+                ModelPrice {
+                    input_per_mtok_usd: 1.0,
+                    output_per_mtok_usd: f64::NAN,
+                },
+            );
+        }),
+        ("providers.offline", |c| {
+            c.providers.insert(
+                OFFLINE_PROVIDER.into(),
+                c.providers["ollama"].clone(),
+            );
+        }),
+    ];
+    for (key, mutate) in cases {
+        let mut cfg = Config::default();
+        mutate(&mut cfg);
+        let errs = errors(&cfg);
+        assert_eq!(errs.len(), 1, "{key}: {errs:?}");
+        assert_eq!(errs[0].key(), Some(*key), "{errs:?}");
+        assert_eq!(errs[0].code(), ErrorCode::ECfgInvalid);
+    }
+}

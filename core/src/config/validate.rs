@@ -280,6 +280,12 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
 
     // Providers and model strings.
     for (name, p) in &cfg.providers {
+        if name == super::sections::OFFLINE_PROVIDER {
+            c.fail(
+                format!("providers.{name}"),
+                "the provider name \"offline\" is reserved for the built-in offline responder",
+            );
+        }
         if name.is_empty() || name.contains(':') {
             c.fail(
                 format!("providers.{name}"),
@@ -320,6 +326,8 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
             c.fail(key, message);
         }
     }
+
+    llm_rules(&cfg.llm, c);
 
     // Search (checked whether or not web_search ends up enabled).
     let search = &cfg.search;
@@ -674,4 +682,38 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
     c.within("gates.llm_defaults.temperature", llm.temperature, 0.0, 2.0);
     c.positive("gates.llm_defaults.timeout_seconds", llm.timeout_seconds);
     c.positive("gates.llm_defaults.max_tokens", llm.max_tokens.into());
+}
+
+/// `llm:`: positive limits, an ordered backoff window, well-formed price keys
+/// and finite, non-negative prices.
+fn llm_rules(llm: &super::sections::LlmConfig, c: &mut Checker) {
+    c.positive("llm.timeout_seconds", llm.timeout_seconds);
+    c.positive("llm.backoff_initial_ms", llm.backoff_initial_ms);
+    c.positive("llm.max_tool_rounds", llm.max_tool_rounds.into());
+    if llm.backoff_max_ms < llm.backoff_initial_ms {
+        c.fail(
+            "llm.backoff_max_ms",
+            format!(
+                "must be at least llm.backoff_initial_ms ({})",
+                llm.backoff_initial_ms
+            ),
+        );
+    }
+    for (spec, price) in &llm.prices {
+        let key = format!("llm.prices.{spec}");
+        if !spec.split_once(':').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()) {
+            c.fail(&key, "price keys are \"provider:model\" strings");
+        }
+        for (field, v) in [
+            ("input_per_mtok_usd", price.input_per_mtok_usd),
+            ("output_per_mtok_usd", price.output_per_mtok_usd),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                c.fail(
+                    format!("{key}.{field}"),
+                    format!("must be a finite number >= 0, got {v}"),
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,36 @@
+//! `silas-llm`: the model layer (spec §4.24, §5.1.0, §5.7 scorer, §7).
+//!
+//! * [`provider`] — our chat request/response types and the [`Provider`]
+//!   trait; [`openai`] implements it for any OpenAI-compatible endpoint via
+//!   async-openai, [`offline`] for the rule-based offline responder.
+//! * [`structured`] — `run_structured_agent`: schema-guided output, one
+//!   repair retry, then the per-call deterministic fallback.
+//! * [`toolset`] — the wrapper chain `SkillToolset → PreparedToolset →
+//!   FilteredToolset → ApprovalRequiredToolset`; [`tool_loop`] — the
+//!   executor's tool-calling loop over it.
+//! * [`agents`], [`prompts`] — Proxy, Planner, Executor and Scorer with
+//!   their versioned system prompts; [`interaction`] — the single
+//!   `resolve_interaction_mode`.
+//! * [`select`] — which provider `silas start` uses, and whether it fell
+//!   back to offline.
+//!
+//! **Architecture invariant:** every structured model answer is validated
+//! against the core model types before anything uses it; no code path hands
+//! unvalidated model output onward. API keys are read from the environment
+//! only and never logged.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod error;
+pub mod openai;
+pub mod provider;
+pub mod schema;
+pub mod structured;
+
+pub use error::LlmError;
+pub use provider::{
+    BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, ResponseSchema, RetryPolicy,
+    ToolCall, ToolSpec, Usage,
+};
+pub mod tool_loop;
+pub mod toolset;

@@ -1,0 +1,293 @@
+//! [`OpenAiProvider`]: any OpenAI-compatible chat-completions endpoint
+//! (OpenRouter, OpenAI, Ollama, llama.cpp, vLLM) through async-openai.
+//!
+//! Each attempt runs under the configured timeout (`E_LLM_TIMEOUT`, not
+//! retried); 429, 5xx and connection errors are retried with bounded
+//! exponential backoff ([`RetryPolicy`]), then reported as
+//! `E_LLM_RATE_LIMITED` / `E_LLM_API`.
+//!
+//! The API key is read once from the environment variable the provider names
+//! and handed to async-openai only. async-openai's own environment defaults
+//! (`OPENAI_API_KEY`, `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`) are overridden so
+//! one provider's credentials can never be sent to another's endpoint.
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestToolMessage, ChatCompletionRequestUserMessage, ChatCompletionTool,
+    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall,
+    FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
+};
+use silas_core::config::{EnvSource, ModelEndpoint};
+
+use crate::error::LlmError;
+use crate::provider::{
+    BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage,
+    is_retryable,
+};
+
+/// An OpenAI-compatible HTTP provider.
+pub struct OpenAiProvider {
+    name: String,
+    client: Client<OpenAIConfig>,
+    policy: RetryPolicy,
+    /// Send `response_format: json_schema` (most endpoints accept it; turn
+    /// off for servers that reject it — validation happens on our side
+    /// either way).
+    send_response_format: bool,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never prints the client (its config holds the key).
+        f.debug_struct("OpenAiProvider")
+            .field("name", &self.name)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProvider {
+    /// Builds a provider for a resolved endpoint, reading its key from `env`.
+    /// A provider that names a key variable requires it to be set.
+    pub fn from_endpoint(
+        endpoint: &ModelEndpoint,
+        env: &dyn EnvSource,
+        policy: RetryPolicy,
+    ) -> Result<Self, LlmError> {
+        let key = match &endpoint.api_key_env {
+            None => String::new(),
+            Some(var) => match env.var(var) {
+                Some(k) if !k.trim().is_empty() => k.trim().to_owned(),
+                _ => {
+                    return Err(LlmError::MissingKey {
+                        provider: endpoint.provider.clone(),
+                        var: var.clone(),
+                    });
+                }
+            },
+        };
+        // async-openai builds the Authorization header with `unwrap`; refuse a
+        // key that could not be a header value instead of panicking later.
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(LlmError::Api {
+                status: None,
+                message: format!(
+                    "the API key in {} contains characters not allowed in an HTTP header",
+                    endpoint.api_key_env.as_deref().unwrap_or("?")
+                ),
+            });
+        }
+        let config = OpenAIConfig::new()
+            .with_api_base(endpoint.base_url.trim_end_matches('/'))
+            .with_api_key(key)
+            .with_org_id("")
+            .with_project_id("");
+        Ok(OpenAiProvider {
+            name: endpoint.provider.clone(),
+            client: Client::with_config(config),
+            policy,
+            send_response_format: true,
+        })
+    }
+
+    /// Whether to send `response_format` (default true).
+    pub fn with_response_format(mut self, send: bool) -> Self {
+        self.send_response_format = send;
+        self
+    }
+
+    async fn attempt(&self, request: &CreateChatCompletionRequest) -> Result<ChatResponse, LlmError> {
+        let chat = self.client.chat();
+        match tokio::time::timeout(self.policy.timeout, chat.create(request.clone())).await {
+            Err(_) => Err(LlmError::Timeout {
+                seconds: self.policy.timeout.as_secs(),
+            }),
+            Ok(Err(e)) => Err(map_error(e)),
+            Ok(Ok(resp)) => from_response(resp),
+        }
+    }
+
+    async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let wire = to_wire(request, self.send_response_format);
+        let mut retry = 0u32;
+        loop {
+            match self.attempt(&wire).await {
+                Ok(r) => return Ok(r),
+                Err(e) if is_retryable(&e) && retry < self.policy.max_retries => {
+                    let delay = self.policy.backoff(retry);
+                    tracing::warn!(
+                        provider = %self.name,
+                        retry = retry + 1,
+                        delay_ms = delay.as_millis() as u64,
+                        error = %e,
+                        "model call failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    retry += 1;
+                }
+                Err(LlmError::Api {
+                    status: Some(429),
+                    message,
+                }) => {
+                    return Err(LlmError::RateLimited {
+                        attempts: retry + 1,
+                        message,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(self.complete_with_retries(request))
+    }
+}
+
+fn map_error(e: OpenAIError) -> LlmError {
+    match e {
+        OpenAIError::ApiError(resp) => LlmError::Api {
+            status: Some(resp.status_code.as_u16()),
+            message: resp.api_error.message,
+        },
+        OpenAIError::Reqwest(e) => LlmError::Api {
+            status: e.status().map(|s| s.as_u16()),
+            // Without the URL: it is configuration, and keeps logs short.
+            message: e.without_url().to_string(),
+        },
+        OpenAIError::JSONDeserialize(err, _) => LlmError::Parse {
+            message: err.to_string(),
+        },
+        other => LlmError::Api {
+            status: None,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Our request → async-openai's.
+pub(crate) fn to_wire(req: &ChatRequest, send_response_format: bool) -> CreateChatCompletionRequest {
+    let messages = req.messages.iter().map(message_to_wire).collect();
+    let tools = (!req.tools.is_empty()).then(|| {
+        req.tools
+            .iter()
+            .map(|t| {
+                ChatCompletionTools::Function(ChatCompletionTool {
+                    function: FunctionObject {
+                        name: t.name.clone(),
+                        description: Some(t.description.clone()),
+                        parameters: Some(t.parameters.clone()),
+                        strict: None,
+                    },
+                })
+            })
+            .collect()
+    });
+    let response_format = req
+        .response_schema
+        .as_ref()
+        .filter(|_| send_response_format)
+        .map(|s| ResponseFormat::JsonSchema {
+            json_schema: ResponseFormatJsonSchema {
+                description: None,
+                name: s.name.clone(),
+                schema: s.schema.clone(),
+                // Not strict: strict mode requires every property to be
+                // required, which the spec's optional fields are not. We
+                // validate on our side regardless.
+                strict: Some(false),
+            },
+        });
+    CreateChatCompletionRequest {
+        messages,
+        model: req.model.clone(),
+        tools,
+        response_format,
+        max_completion_tokens: req.max_completion_tokens,
+        temperature: req.temperature,
+        ..Default::default()
+    }
+}
+
+fn message_to_wire(m: &ChatMessage) -> ChatCompletionRequestMessage {
+    match m {
+        ChatMessage::System(t) => ChatCompletionRequestSystemMessage::from(t.as_str()).into(),
+        ChatMessage::User(t) => ChatCompletionRequestUserMessage::from(t.as_str()).into(),
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => ChatCompletionRequestAssistantMessage {
+            content: content
+                .as_ref()
+                .map(|c| ChatCompletionRequestAssistantMessageContent::Text(c.clone())),
+            tool_calls: (!tool_calls.is_empty()).then(|| {
+                tool_calls
+                    .iter()
+                    .map(|c| {
+                        ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+                            id: c.id.clone(),
+                            function: FunctionCall {
+                                name: c.name.clone(),
+                                arguments: c.arguments.clone(),
+                            },
+                        })
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }
+        .into(),
+        ChatMessage::Tool { call_id, content } => ChatCompletionRequestToolMessage {
+            content: content.as_str().into(),
+            tool_call_id: call_id.clone(),
+        }
+        .into(),
+    }
+}
+
+fn from_response(resp: CreateChatCompletionResponse) -> Result<ChatResponse, LlmError> {
+    let usage = resp
+        .usage
+        .as_ref()
+        .map(|u| Usage {
+            prompt_tokens: u.prompt_tokens.into(),
+            completion_tokens: u.completion_tokens.into(),
+        })
+        .unwrap_or_default();
+    let Some(choice) = resp.choices.into_iter().next() else {
+        return Err(LlmError::Parse {
+            message: "the response has no choices".to_owned(),
+        });
+    };
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| match c {
+            ChatCompletionMessageToolCalls::Function(f) => Some(ToolCall {
+                id: f.id,
+                name: f.function.name,
+                arguments: f.function.arguments,
+            }),
+            // Custom (free-form) tools are never offered, so never accepted.
+            ChatCompletionMessageToolCalls::Custom(_) => None,
+        })
+        .collect();
+    Ok(ChatResponse {
+        content: choice.message.content,
+        tool_calls,
+        usage,
+    })
+}

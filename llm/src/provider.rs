@@ -1,0 +1,275 @@
+//! The provider abstraction: a chat-completion request/response in our own
+//! small types, the [`Provider`] trait every backend implements (the
+//! OpenAI-compatible HTTP one in [`crate::openai`], the rule-based one in
+//! [`crate::offline`]), the retry policy, and the cost arithmetic that turns
+//! reported usage into [`BudgetUsed`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde_json::Value;
+use silas_core::config::{LlmConfig, ModelPrice};
+use silas_core::model::work::BudgetUsed;
+
+use crate::error::LlmError;
+
+/// A boxed, sendable future (keeps [`Provider`] and
+/// [`ToolExecutor`](crate::tool_loop::ToolExecutor) object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One tool invocation requested by the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The model's id for the call, echoed back with the result.
+    pub id: String,
+    pub name: String,
+    /// The raw JSON arguments text as the model produced it.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// The arguments parsed as JSON (`Null` when they are not JSON).
+    pub fn arguments_json(&self) -> Value {
+        serde_json::from_str(&self.arguments).unwrap_or(Value::Null)
+    }
+}
+
+/// One message of the conversation sent to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatMessage {
+    System(String),
+    User(String),
+    /// An assistant turn: text and/or tool calls.
+    Assistant {
+        content: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool { call_id: String, content: String },
+}
+
+/// A tool as offered to the model (OpenAI function tool).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// Structured-output request: the JSON Schema the answer must follow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseSchema {
+    /// `[A-Za-z0-9_-]{1,64}`; the offline responder dispatches on it.
+    pub name: String,
+    pub schema: Value,
+}
+
+/// One chat-completion request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// Provider-side model id (the part after `provider:`).
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub response_schema: Option<ResponseSchema>,
+    pub max_completion_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+impl ChatRequest {
+    /// A request with a system prompt and one user message.
+    pub fn new(model: impl Into<String>, system: impl Into<String>, user: impl Into<String>) -> Self {
+        ChatRequest {
+            model: model.into(),
+            messages: vec![ChatMessage::System(system.into()), ChatMessage::User(user.into())],
+            tools: Vec::new(),
+            response_schema: None,
+            max_completion_tokens: None,
+            temperature: None,
+        }
+    }
+}
+
+/// Token usage as reported by the endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+    }
+}
+
+/// The first choice of a chat completion.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatResponse {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+}
+
+/// A chat-completion backend. Object-safe so agents hold `Arc<dyn Provider>`.
+pub trait Provider: Send + Sync {
+    /// `openrouter`, `ollama`, `offline`, …
+    fn name(&self) -> &str;
+    /// True only for the rule-based offline responder (it is not an LLM and
+    /// must never be presented as one).
+    fn is_offline(&self) -> bool {
+        false
+    }
+    /// Performs one chat completion, including the provider's own bounded
+    /// retries.
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+}
+
+/// Timeout and bounded exponential backoff for one provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+}
+
+impl RetryPolicy {
+    pub fn from_config(llm: &LlmConfig) -> Self {
+        RetryPolicy {
+            timeout: Duration::from_secs(llm.timeout_seconds),
+            max_retries: llm.max_retries,
+            backoff_initial: Duration::from_millis(llm.backoff_initial_ms),
+            backoff_max: Duration::from_millis(llm.backoff_max_ms),
+        }
+    }
+
+    /// Delay before retry number `retry` (0-based): `initial · 2^retry`,
+    /// capped at `backoff_max`. Deterministic (no jitter) so tests can rely
+    /// on it; one daemon makes few concurrent calls per endpoint.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let factor = 1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX);
+        self.backoff_initial
+            .checked_mul(factor)
+            .unwrap_or(self.backoff_max)
+            .min(self.backoff_max)
+    }
+}
+
+/// Whether a failed attempt is worth retrying: 429, 5xx and connection-level
+/// failures (no status) are; timeouts are not (the caller's latency budget is
+/// already spent), nor are other 4xx (retrying a bad request cannot help).
+pub fn is_retryable(err: &LlmError) -> bool {
+    match err {
+        LlmError::RateLimited { .. } => true,
+        LlmError::Api { status: None, .. } => true,
+        LlmError::Api {
+            status: Some(s), ..
+        } => *s == 429 || (500..=599).contains(s),
+        LlmError::Timeout { .. } | LlmError::Parse { .. } | LlmError::MissingKey { .. } => false,
+    }
+}
+
+/// USD cost of `usage` at `price` (per million tokens).
+pub fn cost_usd(price: Option<&ModelPrice>, usage: Usage) -> f64 {
+    match price {
+        None => 0.0,
+        Some(p) => {
+            // u64 → f64 is exact below 2^53 tokens.
+            (usage.prompt_tokens as f64 * p.input_per_mtok_usd
+                + usage.completion_tokens as f64 * p.output_per_mtok_usd)
+                / 1_000_000.0
+        }
+    }
+}
+
+/// Adds one call's tokens and cost to a work item's consumption.
+pub fn charge(used: &mut BudgetUsed, usage: Usage, cost: f64) {
+    used.tokens = used.tokens.saturating_add(usage.total());
+    used.cost_usd += cost;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            timeout: Duration::from_secs(1),
+            max_retries: 5,
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = policy();
+        let table = [(0, 100), (1, 200), (2, 400), (3, 800), (4, 1000), (10, 1000), (40, 1000)];
+        for (retry, ms) in table {
+            assert_eq!(p.backoff(retry), Duration::from_millis(ms), "retry {retry}");
+        }
+    }
+
+    #[test]
+    fn retryable_classification() {
+        let api = |s: Option<u16>| LlmError::Api {
+            status: s,
+            message: String::new(),
+        };
+        let table: &[(LlmError, bool)] = &[
+            (api(Some(429)), true),
+            (api(Some(500)), true),
+            (api(Some(503)), true),
+            (api(None), true),
+            (api(Some(400)), false),
+            (api(Some(401)), false),
+            (api(Some(404)), false),
+            (LlmError::Timeout { seconds: 1 }, false),
+            (LlmError::Parse { message: String::new() }, false),
+        ];
+        for (e, want) in table {
+            assert_eq!(is_retryable(e), *want, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn cost_math() {
+        let price = ModelPrice {
+            input_per_mtok_usd: 3.0,
+            output_per_mtok_usd: 15.0,
+        };
+        let table = [
+            ((0, 0), 0.0),
+            ((1_000_000, 0), 3.0),
+            ((0, 1_000_000), 15.0),
+            ((1000, 500), 0.0105),
+        ];
+        for ((p, c), want) in table {
+            let u = Usage {
+                prompt_tokens: p,
+                completion_tokens: c,
+            };
+            assert!((cost_usd(Some(&price), u) - want).abs() < 1e-12, "{p}/{c}");
+        }
+        let u = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 10,
+        };
+        assert_eq!(cost_usd(None, u), 0.0, "unpriced models cost 0");
+        let mut used = BudgetUsed::default();
+        charge(&mut used, u, 0.5);
+        charge(&mut used, u, 0.25);
+        assert_eq!(used.tokens, 40);
+        assert!((used.cost_usd - 0.75).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,214 @@
+//! The executor's tool loop (§7.3): the model calls tools through OpenAI
+//! tool calling; every call goes through the wrapper chain
+//! ([`crate::toolset`]); approval-sensitive calls pause the loop and return
+//! control to the runtime ([`ToolLoopOutcome::ApprovalRequired`]) instead of
+//! executing. The loop checks the work item's budget (`BudgetUsed::exceeds`,
+//! `>=`) and its request cap before **every** model request, and charges
+//! each response's tokens and cost to the budget.
+//!
+//! Tool execution itself is the [`ToolExecutor`] trait, implemented by the
+//! execution layer (sandbox); tests use a double.
+
+use silas_core::model::work::{Budget, BudgetUsed};
+
+use crate::error::LlmError;
+use crate::provider::{BoxFuture, ChatMessage, ChatRequest, Provider, ToolCall, Usage, charge};
+use crate::toolset::{CallDecision, ToolDef, Toolset};
+
+/// What a tool run returns to the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub success: bool,
+    /// Text given back to the model as the tool message (untrusted).
+    pub content: String,
+}
+
+/// Runs tools. Implemented by the execution layer; its errors become a failed
+/// tool result the model can react to.
+pub trait ToolExecutor: Send + Sync {
+    fn execute<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// Limits of one loop run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopLimits {
+    /// Model requests this run may make (`llm.max_tool_rounds`).
+    pub max_requests: u32,
+    pub budget: Budget,
+    /// USD per token pair, from the price table: `(input, output)` per
+    /// million tokens. `None` prices at 0.
+    pub price: Option<silas_core::config::ModelPrice>,
+}
+
+/// A run paused for approval: everything needed to resume it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PausedRun {
+    pub request: ChatRequest,
+    /// The call awaiting approval.
+    pub call: ToolCall,
+    /// Calls of the same model turn not yet handled (run after the decision).
+    pub remaining: Vec<ToolCall>,
+    pub requests_made: u32,
+}
+
+/// The runtime's answer to a paused call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ApprovalResolution {
+    /// Approved: run it (through the executor) and continue.
+    Approved,
+    /// Declined: tell the model and continue without running it.
+    Declined { reason: String },
+}
+
+/// How a loop run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolLoopOutcome {
+    /// The model answered without (further) tool calls.
+    Finished {
+        content: Option<String>,
+        request: ChatRequest,
+        requests_made: u32,
+    },
+    /// A call needs approval; nothing was executed for it.
+    ApprovalRequired(Box<PausedRun>),
+    /// The budget was exhausted before the next request.
+    BudgetExhausted { requests_made: u32 },
+    /// `max_requests` reached before the model finished.
+    RequestLimit { requests_made: u32 },
+    /// The provider failed (after its retries).
+    Failed { error: LlmError, requests_made: u32 },
+}
+
+/// Runs the loop from a fresh request.
+pub async fn run_tool_loop(
+    provider: &dyn Provider,
+    toolset: &dyn Toolset,
+    executor: &dyn ToolExecutor,
+    request: ChatRequest,
+    limits: &LoopLimits,
+    used: &mut BudgetUsed,
+    usage: &mut Usage,
+) -> ToolLoopOutcome {
+    drive(provider, toolset, executor, request, Vec::new(), 0, limits, used, usage).await
+}
+
+/// Resumes a paused run after the runtime's decision.
+#[allow(clippy::too_many_arguments)]
+pub async fn resume_tool_loop(
+    provider: &dyn Provider,
+    toolset: &dyn Toolset,
+    executor: &dyn ToolExecutor,
+    paused: PausedRun,
+    resolution: ApprovalResolution,
+    limits: &LoopLimits,
+    used: &mut BudgetUsed,
+    usage: &mut Usage,
+) -> ToolLoopOutcome {
+    let PausedRun {
+        mut request,
+        call,
+        remaining,
+        requests_made,
+    } = paused;
+    let content = match resolution {
+        ApprovalResolution::Approved => match toolset.decide(&call) {
+            // Re-checked: access may have changed while paused.
+            CallDecision::Execute(tool) | CallDecision::ApprovalRequired(tool) => {
+                executor.execute(&call, &tool).await.content
+            }
+            CallDecision::Refused { reason } => format!("refused: {reason}"),
+        },
+        ApprovalResolution::Declined { reason } => format!("declined by the owner: {reason}"),
+    };
+    request.messages.push(ChatMessage::Tool {
+        call_id: call.id.clone(),
+        content,
+    });
+    drive(
+        provider,
+        toolset,
+        executor,
+        request,
+        remaining,
+        requests_made,
+        limits,
+        used,
+        usage,
+    )
+    .await
+}
+
+/// Handles pending calls of the current model turn, then asks the model
+/// again, until it finishes, pauses or hits a limit.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    provider: &dyn Provider,
+    toolset: &dyn Toolset,
+    executor: &dyn ToolExecutor,
+    mut request: ChatRequest,
+    mut pending: Vec<ToolCall>,
+    mut requests_made: u32,
+    limits: &LoopLimits,
+    used: &mut BudgetUsed,
+    usage: &mut Usage,
+) -> ToolLoopOutcome {
+    loop {
+        // 1. Handle the calls of the last model turn, in order.
+        while !pending.is_empty() {
+            let call = pending.remove(0);
+            let content = match toolset.decide(&call) {
+                CallDecision::Execute(tool) => executor.execute(&call, &tool).await.content,
+                CallDecision::Refused { reason } => format!("refused: {reason}"),
+                CallDecision::ApprovalRequired(_) => {
+                    return ToolLoopOutcome::ApprovalRequired(Box::new(PausedRun {
+                        request,
+                        call,
+                        remaining: pending,
+                        requests_made,
+                    }));
+                }
+            };
+            request.messages.push(ChatMessage::Tool {
+                call_id: call.id.clone(),
+                content,
+            });
+        }
+        // 2. Limits are checked before every request.
+        if used.exceeds(&limits.budget) {
+            return ToolLoopOutcome::BudgetExhausted { requests_made };
+        }
+        if requests_made >= limits.max_requests {
+            return ToolLoopOutcome::RequestLimit { requests_made };
+        }
+        // 3. Ask the model, offering exactly what the chain allows now.
+        request.tools = toolset.specs();
+        requests_made += 1;
+        let resp = match provider.complete(&request).await {
+            Ok(r) => r,
+            Err(error) => {
+                return ToolLoopOutcome::Failed {
+                    error,
+                    requests_made,
+                };
+            }
+        };
+        usage.add(resp.usage);
+        charge(
+            used,
+            resp.usage,
+            crate::provider::cost_usd(limits.price.as_ref(), resp.usage),
+        );
+        if resp.tool_calls.is_empty() {
+            return ToolLoopOutcome::Finished {
+                content: resp.content,
+                request,
+                requests_made,
+            };
+        }
+        request.messages.push(ChatMessage::Assistant {
+            content: resp.content,
+            tool_calls: resp.tool_calls.clone(),
+        });
+        pending = resp.tool_calls;
+    }
+}
