@@ -1,0 +1,204 @@
+//! The daemon side: [`SubprocessSandbox`] starts the launcher, hands it the
+//! spec on stdin, decodes its frames, and keeps an outer deadline (the spec's
+//! timeout plus a grace period) after which the launcher's whole process group
+//! is SIGKILLed — so even a wedged launcher cannot outlive its budget.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use crate::launcher::{Report, SANDBOX_GID, SANDBOX_UID, TAG_REPORT, TAG_STDERR, TAG_STDOUT};
+use crate::spec::{SandboxError, SandboxOutput, SandboxSpec};
+
+/// Extra time the launcher gets beyond the command's timeout to clean up.
+const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+
+/// How to start the launcher: a program and leading arguments, e.g.
+/// `silas __sandbox-exec` or the `silas-sandbox-exec` binary.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl Launcher {
+    /// The running executable in launcher mode (`<exe> __sandbox-exec`).
+    pub fn current_exe() -> Result<Launcher, SandboxError> {
+        let program = std::env::current_exe().map_err(|e| {
+            SandboxError::Launcher(format!("cannot locate the silas executable: {e}"))
+        })?;
+        Ok(Launcher {
+            program,
+            args: vec![crate::LAUNCHER_ARG.to_string()],
+        })
+    }
+}
+
+/// The default sandbox backend (§9.1): one launcher process per execution.
+#[derive(Clone, Debug)]
+pub struct SubprocessSandbox {
+    launcher: Launcher,
+}
+
+impl SubprocessSandbox {
+    pub fn new(launcher: Launcher) -> Self {
+        SubprocessSandbox { launcher }
+    }
+
+    /// A fresh, private work directory `base/<execution_id>` for one run,
+    /// owned by the sandbox user when the daemon runs as root.
+    pub fn fresh_work_dir(&self, base: &Path, execution_id: &str) -> Result<PathBuf, SandboxError> {
+        let safe = !execution_id.is_empty()
+            && execution_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !safe {
+            return Err(SandboxError::Invalid(format!(
+                "unsafe execution id {execution_id:?}"
+            )));
+        }
+        let dir = base.join(execution_id);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(base)
+            .and_then(|_| std::fs::DirBuilder::new().mode(0o700).create(&dir))
+            .map_err(|e| {
+                SandboxError::Invalid(format!("cannot create work dir {}: {e}", dir.display()))
+            })?;
+        if rustix::process::geteuid().is_root() {
+            rustix::fs::chown(
+                &dir,
+                Some(rustix::fs::Uid::from_raw(SANDBOX_UID)),
+                Some(rustix::fs::Gid::from_raw(SANDBOX_GID)),
+            )
+            .map_err(|e| {
+                SandboxError::Invalid(format!(
+                    "cannot hand {} to the sandbox user: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        Ok(dir)
+    }
+
+    /// Run one command. Errors mean it did not run as asked; a command that
+    /// ran and failed is an `Ok` with its termination.
+    pub async fn run(&self, spec: &SandboxSpec) -> Result<SandboxOutput, SandboxError> {
+        let started = Instant::now();
+        let input = serde_json::to_vec(spec).map_err(|e| SandboxError::Invalid(e.to_string()))?;
+        let mut child = Command::new(&self.launcher.program)
+            .args(&self.launcher.args)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                SandboxError::Launcher(format!(
+                    "cannot start {}: {e}",
+                    self.launcher.program.display()
+                ))
+            })?;
+        let pid = child.id();
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(&input)
+                .await
+                .map_err(|e| SandboxError::Launcher(format!("cannot send the spec: {e}")))?;
+        }
+        let mut stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| SandboxError::Launcher("launcher has no stdout".into()))?;
+
+        let budget = spec.timeout + LAUNCHER_GRACE;
+        let frames =
+            tokio::time::timeout(budget, read_frames(&mut stdout, spec.max_output_bytes)).await;
+        let frames = match frames {
+            Ok(f) => f,
+            Err(_) => {
+                // The launcher leads its own process group (setsid): kill all of it.
+                if let Some(p) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill().await;
+                return Err(SandboxError::Timeout(spec.timeout.as_secs()));
+            }
+        };
+        let _ = child.wait().await;
+        let (stdout_bytes, stderr_bytes, report) = frames?;
+        let report = report
+            .ok_or_else(|| SandboxError::Launcher("launcher ended without a report".into()))?;
+        let termination = report.result?;
+        Ok(SandboxOutput {
+            termination,
+            stdout: with_marker(stdout_bytes, report.stdout_dropped),
+            stderr: with_marker(stderr_bytes, report.stderr_dropped),
+            stdout_dropped: report.stdout_dropped,
+            stderr_dropped: report.stderr_dropped,
+            duration: started.elapsed(),
+        })
+    }
+}
+
+type Frames = (Vec<u8>, Vec<u8>, Option<Report>);
+
+async fn read_frames(
+    src: &mut (impl AsyncReadExt + Unpin),
+    cap: usize,
+) -> Result<Frames, SandboxError> {
+    let (mut out, mut err, mut report) = (Vec::new(), Vec::new(), None);
+    loop {
+        let mut header = [0u8; 5];
+        match src.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => {
+                return Err(SandboxError::Launcher(format!(
+                    "reading launcher output: {e}"
+                )));
+            }
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if len > 1 << 20 {
+            return Err(SandboxError::Launcher(format!(
+                "oversized frame ({len} bytes)"
+            )));
+        }
+        let mut payload = vec![0u8; len];
+        src.read_exact(&mut payload)
+            .await
+            .map_err(|e| SandboxError::Launcher(format!("truncated frame: {e}")))?;
+        match header[0] {
+            TAG_STDOUT if out.len() + len <= cap => out.extend_from_slice(&payload),
+            TAG_STDERR if err.len() + len <= cap => err.extend_from_slice(&payload),
+            TAG_STDOUT | TAG_STDERR => {
+                return Err(SandboxError::Launcher(
+                    "launcher exceeded the output cap".into(),
+                ));
+            }
+            TAG_REPORT => {
+                report = Some(
+                    serde_json::from_slice(&payload)
+                        .map_err(|e| SandboxError::Launcher(format!("malformed report: {e}")))?,
+                );
+            }
+            t => return Err(SandboxError::Launcher(format!("unknown frame tag {t}"))),
+        }
+    }
+    Ok((out, err, report))
+}
+
+fn with_marker(bytes: Vec<u8>, dropped: u64) -> String {
+    let mut s = String::from_utf8_lossy(&bytes).into_owned();
+    if dropped > 0 {
+        s.push_str(&format!("\n[output truncated: {dropped} more bytes]"));
+    }
+    s
+}

@@ -1,0 +1,134 @@
+//! What a sandboxed execution is asked to do and what it reports back.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use silas_core::{Coded, ErrorCode};
+
+/// Resource limits applied with `setrlimit` before the command runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Address space (RLIMIT_AS), MiB.
+    pub memory_mb: u64,
+    /// CPU time (RLIMIT_CPU), seconds.
+    pub cpu_seconds: u64,
+    /// Processes the sandbox may add (RLIMIT_NPROC, on top of what its user already runs).
+    pub max_processes: u64,
+    /// Largest file it may write (RLIMIT_FSIZE), MiB.
+    pub file_size_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 512,
+            cpu_seconds: 60,
+            max_processes: 64,
+            file_size_mb: 64,
+        }
+    }
+}
+
+/// One execution. `argv[0]` is run directly (never through a shell unless the
+/// caller's tool *is* a shell, in which case the script is one argv element).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    pub argv: Vec<String>,
+    /// The complete environment of the command (nothing is inherited).
+    pub env: Vec<(String, String)>,
+    /// Working directory; readable, writable and executable.
+    pub work_dir: PathBuf,
+    /// Extra read-only paths.
+    pub read_paths: Vec<PathBuf>,
+    /// Extra read-write paths.
+    pub write_paths: Vec<PathBuf>,
+    /// `false` runs the command in a new, empty network namespace.
+    pub network: bool,
+    pub limits: Limits,
+    pub timeout: Duration,
+    /// Per stream; the rest is counted and dropped.
+    pub max_output_bytes: usize,
+}
+
+impl SandboxSpec {
+    /// A spec with the defaults: no network, default limits, 60 s, 100 kB output.
+    pub fn new(argv: Vec<String>, work_dir: PathBuf) -> Self {
+        SandboxSpec {
+            argv,
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            work_dir,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            network: false,
+            limits: Limits::default(),
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 100_000,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Termination {
+    Exited {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+    },
+    /// Killed (with every descendant) when the timeout passed.
+    TimedOut,
+}
+
+/// Captured output of one execution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxOutput {
+    pub termination: Termination,
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes the command wrote beyond `max_output_bytes` (0 = complete).
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
+    pub duration: Duration,
+}
+
+impl SandboxOutput {
+    pub fn success(&self) -> bool {
+        self.termination == Termination::Exited { code: 0 }
+    }
+}
+
+/// Why a command could not be run as asked. Never a silent unsandboxed run.
+// Externally tagged: newtype variants cannot be internally tagged, and this
+// crosses the launcher → daemon pipe.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxError {
+    /// The kernel cannot enforce what was requested (fail closed).
+    #[error("E_SANDBOX_UNAVAILABLE: {what}: {detail}")]
+    Unavailable { what: String, detail: String },
+    /// The command itself could not be started.
+    #[error("E_SANDBOX_FAILED: cannot start {program}: {detail}")]
+    Spawn { program: String, detail: String },
+    /// The request was malformed.
+    #[error("E_SANDBOX_FAILED: invalid request: {0}")]
+    Invalid(String),
+    /// The launcher broke its protocol or died unexpectedly.
+    #[error("E_SANDBOX_FAILED: sandbox launcher failed: {0}")]
+    Launcher(String),
+    /// The launcher itself had to be killed at the outer deadline.
+    #[error("E_SANDBOX_TIMEOUT: timeout after {0}s")]
+    Timeout(u64),
+}
+
+impl Coded for SandboxError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            SandboxError::Unavailable { .. } => ErrorCode::ESandboxUnavailable,
+            SandboxError::Timeout(_) => ErrorCode::ESandboxTimeout,
+            _ => ErrorCode::ESandboxFailed,
+        }
+    }
+}

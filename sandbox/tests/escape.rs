@@ -1,0 +1,303 @@
+//! Escape attempts from inside the sandbox, from the attacker's side: each
+//! must fail. Plus the fail-closed path: when the kernel refuses an isolation
+//! step, the command does not run at all.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use silas_sandbox::{Launcher, SandboxError, SandboxSpec, SubprocessSandbox, Termination};
+
+fn sandbox() -> SubprocessSandbox {
+    SubprocessSandbox::new(Launcher {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_silas-sandbox-exec")),
+        args: Vec::new(),
+    })
+}
+
+struct Run {
+    _base: tempfile::TempDir,
+    work: PathBuf,
+}
+
+fn workdir() -> Run {
+    let base = tempfile::tempdir().unwrap();
+    let work = sandbox().fresh_work_dir(base.path(), "exec-1").unwrap();
+    Run { _base: base, work }
+}
+
+fn sh(script: &str, work: &Path) -> SandboxSpec {
+    SandboxSpec::new(
+        vec!["/bin/sh".into(), "-c".into(), script.into()],
+        work.to_path_buf(),
+    )
+}
+
+async fn run(spec: &SandboxSpec) -> silas_sandbox::SandboxOutput {
+    sandbox().run(spec).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_plain_command_runs_with_only_the_given_environment() {
+    let w = workdir();
+    let mut spec = sh("echo hello; echo err >&2; env | sort; pwd; exit 3", &w.work);
+    spec.env.push(("GREETING".into(), "hi".into()));
+    let out = run(&spec).await;
+    assert_eq!(out.termination, Termination::Exited { code: 3 });
+    assert!(out.stdout.starts_with("hello\n"), "{}", out.stdout);
+    assert!(out.stdout.contains("GREETING=hi"));
+    assert!(
+        !out.stdout.contains("HOME="),
+        "inherited environment leaked: {}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(w.work.to_str().unwrap()));
+    assert_eq!(out.stderr, "err\n");
+}
+
+#[tokio::test]
+async fn connecting_to_a_host_loopback_listener_fails_without_network() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let w = workdir();
+    let probe = format!(
+        "python3 -c 'import socket,sys\ntry:\n socket.create_connection((\"127.0.0.1\",{port}),timeout=2); print(\"CONNECTED\")\nexcept Exception as e: print(\"refused\", e)'"
+    );
+    let out = run(&sh(&probe, &w.work)).await;
+    assert!(out.stdout.contains("refused"), "{out:?}");
+    assert!(!out.stdout.contains("CONNECTED"));
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached the host listener"
+    );
+
+    // Control: with network requested, the same probe connects.
+    let mut allowed = sh(&probe, &w.work);
+    allowed.network = true;
+    let out = run(&allowed).await;
+    assert!(out.stdout.contains("CONNECTED"), "{out:?}");
+}
+
+#[tokio::test]
+async fn writing_outside_the_work_dir_fails() {
+    let w = workdir();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("pwned");
+    // World-writable target dir: only landlock stands in the way.
+    std::fs::set_permissions(
+        outside.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let script = format!(
+        "echo x > {t} || echo DENIED1; echo y > /tmp/silas-escape-$$ || echo DENIED2; echo ok > inside.txt && echo WROTE",
+        t = target.display()
+    );
+    let out = run(&sh(&script, &w.work)).await;
+    assert!(
+        out.stdout.contains("DENIED1") && out.stdout.contains("DENIED2"),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("WROTE"));
+    assert!(!target.exists());
+    assert_eq!(
+        std::fs::read_to_string(w.work.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[tokio::test]
+async fn reading_a_file_in_a_directory_not_granted_fails() {
+    let w = workdir();
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("owner.key");
+    std::fs::write(&secret, "TOP-SECRET").unwrap();
+    // World-readable: only landlock stands in the way.
+    std::fs::set_permissions(
+        secret_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = run(&sh(
+        &format!("cat {} || echo DENIED", secret.display()),
+        &w.work,
+    ))
+    .await;
+    assert!(out.stdout.contains("DENIED"), "{out:?}");
+    assert!(!out.stdout.contains("TOP-SECRET"));
+
+    // Granting the directory read-only makes it readable, still not writable.
+    let mut granted = sh(
+        &format!("cat {s}; echo x >> {s} || echo RO", s = secret.display()),
+        &w.work,
+    );
+    granted.read_paths.push(secret_dir.path().to_path_buf());
+    let out = run(&granted).await;
+    assert!(
+        out.stdout.contains("TOP-SECRET") && out.stdout.contains("RO"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_and_cleaned_up() {
+    let w = workdir();
+    let mut spec = sh(
+        "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived",
+        &w.work,
+    );
+    spec.limits.max_processes = 32;
+    spec.timeout = Duration::from_secs(5);
+    let t0 = Instant::now();
+    let out = run(&spec).await;
+    assert!(t0.elapsed() < Duration::from_secs(12));
+    assert!(
+        out.stderr.contains("fork")
+            || out.stderr.contains("Resource temporarily unavailable")
+            || out.termination == Termination::TimedOut,
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_gigabyte_of_output_is_capped() {
+    let w = workdir();
+    let mut spec = sh("head -c 1000000000 /dev/zero | tr '\\0' a", &w.work);
+    spec.max_output_bytes = 4096;
+    spec.timeout = Duration::from_secs(30);
+    let out = run(&spec).await;
+    assert!(out.stdout.starts_with(&"a".repeat(4096)));
+    assert!(
+        out.stdout.contains("[output truncated: "),
+        "{}",
+        &out.stdout[4096..]
+    );
+    assert_eq!(out.stdout_dropped, 1_000_000_000 - 4096);
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_grandchild_ignoring_sigterm_is_killed_at_the_timeout() {
+    let w = workdir();
+    let mut spec = sh(
+        "(trap '' TERM; exec sleep 300) & echo $!; setsid sleep 300 & echo $!; sleep 300",
+        &w.work,
+    );
+    spec.timeout = Duration::from_millis(800);
+    let t0 = Instant::now();
+    let out = run(&spec).await;
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let pids: Vec<u32> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "{out:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    for pid in pids {
+        assert!(!alive(pid), "descendant {pid} survived the timeout");
+    }
+}
+
+#[tokio::test]
+async fn background_jobs_do_not_outlive_a_finished_command() {
+    let w = workdir();
+    let out = run(&sh("setsid sleep 300 & echo $!", &w.work)).await;
+    assert!(out.success());
+    let pid: u32 = out.stdout.trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!alive(pid), "escaped background job {pid} survived");
+}
+
+#[tokio::test]
+async fn when_the_kernel_refuses_a_network_namespace_nothing_runs() {
+    // An unprivileged launcher cannot create a network namespace here (no
+    // user namespace): the request must fail closed, never run unconfined.
+    if !rustix::process::geteuid().is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("needs root and setpriv to start the launcher unprivileged; skipped");
+        return;
+    }
+    let w = workdir();
+    let marker = w.work.join("ran");
+    let sb = SubprocessSandbox::new(Launcher {
+        program: PathBuf::from("/usr/bin/setpriv"),
+        args: vec![
+            "--reuid=65534".into(),
+            "--regid=65534".into(),
+            "--clear-groups".into(),
+            env!("CARGO_BIN_EXE_silas-sandbox-exec").into(),
+        ],
+    });
+    let spec = sh(&format!("touch {}", marker.display()), &w.work);
+    let err = sb.run(&spec).await.unwrap_err();
+    match &err {
+        SandboxError::Unavailable { what, .. } => {
+            assert!(what.contains("network namespace"), "{err}")
+        }
+        other => panic!("expected fail-closed, got {other:?}"),
+    }
+    assert!(err.to_string().starts_with("E_SANDBOX_UNAVAILABLE"));
+    assert!(
+        !marker.exists(),
+        "the command ran although isolation failed"
+    );
+}
+
+#[tokio::test]
+async fn malformed_requests_are_refused() {
+    let w = workdir();
+    let mut empty = sh("true", &w.work);
+    empty.argv.clear();
+    assert!(matches!(
+        sandbox().run(&empty).await,
+        Err(SandboxError::Invalid(_))
+    ));
+    let mut missing = sh("true", &w.work);
+    missing.read_paths.push("/definitely/not/here".into());
+    assert!(matches!(
+        sandbox().run(&missing).await,
+        Err(SandboxError::Invalid(_))
+    ));
+    let nope = SandboxSpec::new(vec!["/no/such/program".into()], w.work.clone());
+    assert!(matches!(
+        sandbox().run(&nope).await,
+        Err(SandboxError::Spawn { .. })
+    ));
+    assert!(
+        sandbox()
+            .fresh_work_dir(w.work.as_path(), "../escape")
+            .is_err()
+    );
+}
+
+#[test]
+fn launcher_reads_spec_from_stdin_only() {
+    // Sanity: the launcher binary with garbage input reports, never panics.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_silas-sandbox-exec"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdin.take());
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(out[0], b'S');
+    assert!(String::from_utf8_lossy(&out[5..]).contains("malformed spec"));
+}
