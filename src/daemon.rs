@@ -59,6 +59,11 @@ fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
 }
 
 async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+    // Which model serves the agents: offline (labelled, not an LLM) when the
+    // configured provider's key is unset, unless llm.offline_fallback is off.
+    let model = silas_llm::choose_provider(&cfg, &silas_core::config::ProcessEnv)
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    println!("{}", model.startup_line(&cfg));
     // Handlers first: once the readiness line is printed, a signal must
     // always mean an orderly shutdown.
     let signals = shutdown_signals()?;

@@ -70,7 +70,12 @@ mod tests {
                 },
                 "E_LLM_API",
             ),
-            (LlmError::Parse { message: "x".into() }, "E_LLM_PARSE"),
+            (
+                LlmError::Parse {
+                    message: "x".into(),
+                },
+                "E_LLM_PARSE",
+            ),
         ];
         for (e, code) in cases {
             assert_eq!(e.code().as_str(), code, "{e}");

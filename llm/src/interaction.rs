@@ -55,7 +55,11 @@ pub fn resolve_interaction_mode(
 
 /// [`resolve_interaction_mode`] with the thresholds from `interaction:`.
 pub fn resolve_with_config(inputs: &ModeInputs, cfg: &InteractionConfig) -> InteractionMode {
-    resolve_interaction_mode(inputs, cfg.high_initiative_min, &cfg.default_mode_by_register)
+    resolve_interaction_mode(
+        inputs,
+        cfg.high_initiative_min,
+        &cfg.default_mode_by_register,
+    )
 }
 
 #[cfg(test)]
@@ -84,54 +88,98 @@ mod tests {
             i
         };
         let table: Vec<(&str, ModeInputs, InteractionMode)> = vec![
-            ("risk beats everything", w(|i| {
-                i.risk_requires_confirmation = true;
-                i.planner_override = Some(ActAndReport);
-                i.work_item_mode = Some(ActAndReport);
-                i.proxy_mode = Some(ActAndReport);
-                i.initiative_level = 1.0;
-                i.interaction_register = Execution;
-            }), ConfirmOnlyWhenRequired),
-            ("planner override beats work item", w(|i| {
-                i.planner_override = Some(DefaultAndOffer);
-                i.work_item_mode = Some(ActAndReport);
-                i.proxy_mode = Some(ConfirmOnlyWhenRequired);
-            }), DefaultAndOffer),
-            ("work item beats proxy", w(|i| {
-                i.work_item_mode = Some(ActAndReport);
-                i.proxy_mode = Some(DefaultAndOffer);
-            }), ActAndReport),
-            ("proxy beats initiative", w(|i| {
-                i.proxy_mode = Some(ConfirmOnlyWhenRequired);
-                i.initiative_level = 0.99;
-                i.interaction_register = Execution;
-            }), ConfirmOnlyWhenRequired),
-            ("high initiative + execution", w(|i| {
-                i.initiative_level = 0.65;
-                i.interaction_register = Execution;
-            }), ActAndReport),
-            ("high initiative + exploration", w(|i| {
-                i.initiative_level = 0.9;
-                i.interaction_register = Exploration;
-            }), DefaultAndOffer),
-            ("high initiative + review falls to the map", w(|i| {
-                i.initiative_level = 0.9;
-                i.interaction_register = Review;
-            }), ConfirmOnlyWhenRequired),
-            ("high initiative + status falls to the map", w(|i| {
-                i.initiative_level = 0.9;
-            }), ConfirmOnlyWhenRequired),
-            ("just below the threshold uses the map", w(|i| {
-                i.initiative_level = 0.6499;
-                i.interaction_register = Exploration;
-            }), DefaultAndOffer),
-            ("low initiative execution uses the map", w(|i| {
-                i.initiative_level = 0.1;
-                i.interaction_register = Execution;
-            }), ActAndReport),
+            (
+                "risk beats everything",
+                w(|i| {
+                    i.risk_requires_confirmation = true;
+                    i.planner_override = Some(ActAndReport);
+                    i.work_item_mode = Some(ActAndReport);
+                    i.proxy_mode = Some(ActAndReport);
+                    i.initiative_level = 1.0;
+                    i.interaction_register = Execution;
+                }),
+                ConfirmOnlyWhenRequired,
+            ),
+            (
+                "planner override beats work item",
+                w(|i| {
+                    i.planner_override = Some(DefaultAndOffer);
+                    i.work_item_mode = Some(ActAndReport);
+                    i.proxy_mode = Some(ConfirmOnlyWhenRequired);
+                }),
+                DefaultAndOffer,
+            ),
+            (
+                "work item beats proxy",
+                w(|i| {
+                    i.work_item_mode = Some(ActAndReport);
+                    i.proxy_mode = Some(DefaultAndOffer);
+                }),
+                ActAndReport,
+            ),
+            (
+                "proxy beats initiative",
+                w(|i| {
+                    i.proxy_mode = Some(ConfirmOnlyWhenRequired);
+                    i.initiative_level = 0.99;
+                    i.interaction_register = Execution;
+                }),
+                ConfirmOnlyWhenRequired,
+            ),
+            (
+                "high initiative + execution",
+                w(|i| {
+                    i.initiative_level = 0.65;
+                    i.interaction_register = Execution;
+                }),
+                ActAndReport,
+            ),
+            (
+                "high initiative + exploration",
+                w(|i| {
+                    i.initiative_level = 0.9;
+                    i.interaction_register = Exploration;
+                }),
+                DefaultAndOffer,
+            ),
+            (
+                "high initiative + review falls to the map",
+                w(|i| {
+                    i.initiative_level = 0.9;
+                    i.interaction_register = Review;
+                }),
+                ConfirmOnlyWhenRequired,
+            ),
+            (
+                "high initiative + status falls to the map",
+                w(|i| {
+                    i.initiative_level = 0.9;
+                }),
+                ConfirmOnlyWhenRequired,
+            ),
+            (
+                "just below the threshold uses the map",
+                w(|i| {
+                    i.initiative_level = 0.6499;
+                    i.interaction_register = Exploration;
+                }),
+                DefaultAndOffer,
+            ),
+            (
+                "low initiative execution uses the map",
+                w(|i| {
+                    i.initiative_level = 0.1;
+                    i.interaction_register = Execution;
+                }),
+                ActAndReport,
+            ),
         ];
         for (name, inputs, want) in table {
-            assert_eq!(resolve_interaction_mode(&inputs, 0.65, &defaults), want, "{name}");
+            assert_eq!(
+                resolve_interaction_mode(&inputs, 0.65, &defaults),
+                want,
+                "{name}"
+            );
         }
         // A register missing from the map → default_and_offer.
         let empty = BTreeMap::new();
@@ -140,7 +188,10 @@ mod tests {
             DefaultAndOffer
         );
         assert_eq!(
-            resolve_with_config(&w(|i| i.interaction_register = Review), &InteractionConfig::default()),
+            resolve_with_config(
+                &w(|i| i.interaction_register = Review),
+                &InteractionConfig::default()
+            ),
             ConfirmOnlyWhenRequired
         );
     }

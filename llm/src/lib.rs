@@ -32,5 +32,16 @@ pub use provider::{
     BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, ResponseSchema, RetryPolicy,
     ToolCall, ToolSpec, Usage,
 };
+pub mod agents;
+pub mod interaction;
+pub mod offline;
+pub mod prompts;
+pub mod select;
 pub mod tool_loop;
 pub mod toolset;
+
+pub use agents::{Agent, Agents, ExecutorOutcome};
+pub use interaction::{ModeInputs, resolve_interaction_mode};
+pub use offline::OfflineProvider;
+pub use select::{ProviderChoice, build_agents, choose_provider};
+pub use structured::{CallKind, Structured, StructuredContext, run_structured_agent};

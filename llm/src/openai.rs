@@ -14,6 +14,7 @@
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
+use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -89,7 +90,10 @@ impl OpenAiProvider {
             .with_project_id("");
         Ok(OpenAiProvider {
             name: endpoint.provider.clone(),
-            client: Client::with_config(config),
+            // async-openai's default executor retries 429/5xx on its own;
+            // the plain service leaves retrying to our bounded policy, so a
+            // call makes exactly the attempts `RetryPolicy` allows.
+            client: Client::with_config(config).with_http_service(ReqwestService::default()),
             policy,
             send_response_format: true,
         })
@@ -101,7 +105,10 @@ impl OpenAiProvider {
         self
     }
 
-    async fn attempt(&self, request: &CreateChatCompletionRequest) -> Result<ChatResponse, LlmError> {
+    async fn attempt(
+        &self,
+        request: &CreateChatCompletionRequest,
+    ) -> Result<ChatResponse, LlmError> {
         let chat = self.client.chat();
         match tokio::time::timeout(self.policy.timeout, chat.create(request.clone())).await {
             Err(_) => Err(LlmError::Timeout {
@@ -150,7 +157,10 @@ impl Provider for OpenAiProvider {
         &self.name
     }
 
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(self.complete_with_retries(request))
     }
 }
@@ -177,7 +187,10 @@ fn map_error(e: OpenAIError) -> LlmError {
 }
 
 /// Our request → async-openai's.
-pub(crate) fn to_wire(req: &ChatRequest, send_response_format: bool) -> CreateChatCompletionRequest {
+pub(crate) fn to_wire(
+    req: &ChatRequest,
+    send_response_format: bool,
+) -> CreateChatCompletionRequest {
     let messages = req.messages.iter().map(message_to_wire).collect();
     let tools = (!req.tools.is_empty()).then(|| {
         req.tools

@@ -46,7 +46,10 @@ pub enum ChatMessage {
         tool_calls: Vec<ToolCall>,
     },
     /// The result of one tool call.
-    Tool { call_id: String, content: String },
+    Tool {
+        call_id: String,
+        content: String,
+    },
 }
 
 /// A tool as offered to the model (OpenAI function tool).
@@ -80,10 +83,17 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// A request with a system prompt and one user message.
-    pub fn new(model: impl Into<String>, system: impl Into<String>, user: impl Into<String>) -> Self {
+    pub fn new(
+        model: impl Into<String>,
+        system: impl Into<String>,
+        user: impl Into<String>,
+    ) -> Self {
         ChatRequest {
             model: model.into(),
-            messages: vec![ChatMessage::System(system.into()), ChatMessage::User(user.into())],
+            messages: vec![
+                ChatMessage::System(system.into()),
+                ChatMessage::User(user.into()),
+            ],
             tools: Vec::new(),
             response_schema: None,
             max_completion_tokens: None,
@@ -131,7 +141,10 @@ pub trait Provider: Send + Sync {
     }
     /// Performs one chat completion, including the provider's own bounded
     /// retries.
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
 }
 
 /// Timeout and bounded exponential backoff for one provider.
@@ -214,7 +227,15 @@ mod tests {
     #[test]
     fn backoff_doubles_and_caps() {
         let p = policy();
-        let table = [(0, 100), (1, 200), (2, 400), (3, 800), (4, 1000), (10, 1000), (40, 1000)];
+        let table = [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (10, 1000),
+            (40, 1000),
+        ];
         for (retry, ms) in table {
             assert_eq!(p.backoff(retry), Duration::from_millis(ms), "retry {retry}");
         }
@@ -235,7 +256,12 @@ mod tests {
             (api(Some(401)), false),
             (api(Some(404)), false),
             (LlmError::Timeout { seconds: 1 }, false),
-            (LlmError::Parse { message: String::new() }, false),
+            (
+                LlmError::Parse {
+                    message: String::new(),
+                },
+                false,
+            ),
         ];
         for (e, want) in table {
             assert_eq!(is_retryable(e), *want, "{e:?}");

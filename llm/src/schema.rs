@@ -256,7 +256,10 @@ mod tests {
         };
         let v = serde_json::to_value(&d).unwrap();
         assert_eq!(props(&s, ""), keys(&v));
-        assert_eq!(props(&s, "/properties/response/anyOf/0"), keys(&v["response"]));
+        assert_eq!(
+            props(&s, "/properties/response/anyOf/0"),
+            keys(&v["response"])
+        );
         let required: BTreeSet<String> = s["required"]
             .as_array()
             .unwrap()
@@ -278,7 +281,10 @@ mod tests {
             def_enum(&s, "InteractionRegister"),
             strs(core::InteractionRegister::ALL)
         );
-        assert_eq!(def_enum(&s, "InteractionMode"), strs(core::InteractionMode::ALL));
+        assert_eq!(
+            def_enum(&s, "InteractionMode"),
+            strs(core::InteractionMode::ALL)
+        );
     }
 
     #[test]
@@ -303,10 +309,16 @@ mod tests {
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(props(&s, ""), keys(&v));
-        assert_eq!(props(&s, "/$defs/MemoryQuery"), keys(&v["memory_queries"][0]));
+        assert_eq!(
+            props(&s, "/$defs/MemoryQuery"),
+            keys(&v["memory_queries"][0])
+        );
         assert_eq!(props(&s, "/$defs/MemoryOp"), keys(&v["memory_ops"][0]));
         assert_eq!(props(&s, "/$defs/PlanAction"), keys(&v["plan_action"]));
-        assert_eq!(def_enum(&s, "PlanActionType"), strs(core::PlanActionType::ALL));
+        assert_eq!(
+            def_enum(&s, "PlanActionType"),
+            strs(core::PlanActionType::ALL)
+        );
         assert_eq!(def_enum(&s, "MemoryOpType"), strs(core::MemoryOpType::ALL));
         assert_eq!(
             def_enum(&s, "MemoryQueryStrategy"),

@@ -115,13 +115,11 @@ pub trait StructuredOutput: Sized + DeserializeOwned {
 }
 
 /// The user-visible text of the proxy fallback.
-pub const PROXY_FALLBACK_MESSAGE: &str =
-    "Sorry — I couldn't process that message (my language model returned an unusable answer). \
+pub const PROXY_FALLBACK_MESSAGE: &str = "Sorry — I couldn't process that message (my language model returned an unusable answer). \
      Please try again or rephrase.";
 
 /// The planner fallback's message.
-pub const PLANNER_FALLBACK_MESSAGE: &str =
-    "I couldn't produce a valid plan for this (the planning output failed validation twice), \
+pub const PLANNER_FALLBACK_MESSAGE: &str = "I couldn't produce a valid plan for this (the planning output failed validation twice), \
      so nothing was planned. Please try again or rephrase the request.";
 
 impl StructuredOutput for RouteDecision {
@@ -271,14 +269,10 @@ pub fn summarize(error: &str) -> String {
 pub fn repair_request(request: &ChatRequest, summary: &str) -> ChatRequest {
     let mut repaired = request.clone();
     let suffix = format!("{REPAIR_MARKER}{}", summarize(summary));
-    match repaired
-        .messages
-        .iter_mut()
-        .rev()
-        .find_map(|m| match m {
-            ChatMessage::User(text) => Some(text),
-            _ => None,
-        }) {
+    match repaired.messages.iter_mut().rev().find_map(|m| match m {
+        ChatMessage::User(text) => Some(text),
+        _ => None,
+    }) {
         Some(text) => text.push_str(&suffix),
         None => repaired
             .messages
@@ -436,7 +430,10 @@ mod tests {
                 "user prompt\n\n[SCHEMA VALIDATION ERROR]\nmissing field `route`".into()
             )
         );
-        assert_eq!((r.model, r.tools, r.max_completion_tokens), (req.model, req.tools, req.max_completion_tokens));
+        assert_eq!(
+            (r.model, r.tools, r.max_completion_tokens),
+            (req.model, req.tools, req.max_completion_tokens)
+        );
         let long = "x".repeat(5000);
         let r = repair_request(&ChatRequest::new("m", "s", "u"), &long);
         let ChatMessage::User(t) = &r.messages[1] else {

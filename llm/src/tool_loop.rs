@@ -89,7 +89,18 @@ pub async fn run_tool_loop(
     used: &mut BudgetUsed,
     usage: &mut Usage,
 ) -> ToolLoopOutcome {
-    drive(provider, toolset, executor, request, Vec::new(), 0, limits, used, usage).await
+    drive(
+        provider,
+        toolset,
+        executor,
+        request,
+        Vec::new(),
+        0,
+        limits,
+        used,
+        usage,
+    )
+    .await
 }
 
 /// Resumes a paused run after the runtime's decision.

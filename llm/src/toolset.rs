@@ -180,7 +180,9 @@ pub fn prepare_tool(tool: &ToolDef, prep: &Preparation) -> Option<ToolDef> {
     };
     let skill_ok = match &tool.source {
         ToolSource::Core => true,
-        ToolSource::Skill(s) => prep.role == AgentRole::Executor && prep.work_item_skills.contains(s),
+        ToolSource::Skill(s) => {
+            prep.role == AgentRole::Executor && prep.work_item_skills.contains(s)
+        }
     };
     if !(role_ok && skill_ok) {
         return None;
@@ -479,7 +481,11 @@ mod tests {
     #[test]
     fn executor_descriptions_are_prepared() {
         let p = PreparedToolset::new(skills(), prep(AgentRole::Executor, &[]));
-        let shell = p.definitions().into_iter().find(|d| d.spec.name == SHELL_EXEC).unwrap();
+        let shell = p
+            .definitions()
+            .into_iter()
+            .find(|d| d.spec.name == SHELL_EXEC)
+            .unwrap();
         assert!(shell.spec.description.contains("sandbox only"));
     }
 
@@ -488,7 +494,12 @@ mod tests {
         let chain = build_chain(
             skills(),
             prep(AgentRole::Executor, &["coding"]),
-            AllowedTools::only([SHELL_EXEC, PYTHON_EXEC, "run_skill_script__coding", CONTEXT_INSPECT]),
+            AllowedTools::only([
+                SHELL_EXEC,
+                PYTHON_EXEC,
+                "run_skill_script__coding",
+                CONTEXT_INSPECT,
+            ]),
             Arc::new(ApprovalByName::new([SHELL_EXEC])),
         );
         assert_eq!(
@@ -506,10 +517,10 @@ mod tests {
             (SHELL_EXEC, "approval"),
             (PYTHON_EXEC, "execute"),
             ("run_skill_script__coding", "execute"),
-            (WEB_SEARCH, "refused"),       // filtered by access level
-            (CONTEXT_INSPECT, "refused"),  // not prepared for the role
+            (WEB_SEARCH, "refused"),               // filtered by access level
+            (CONTEXT_INSPECT, "refused"),          // not prepared for the role
             ("run_skill_script__mail", "refused"), // skill not in the work item
-            ("rm_rf", "refused"),          // hallucinated
+            ("rm_rf", "refused"),                  // hallucinated
         ];
         for (name, want) in table {
             let got = match chain.decide(&call(name)) {
@@ -537,10 +548,19 @@ mod tests {
             arguments: "{}".into(),
         };
         assert_eq!(names(&outer.definitions()), [PYTHON_EXEC]);
-        assert!(matches!(outer.decide(&call(PYTHON_EXEC)), CallDecision::Execute(_)));
-        assert!(matches!(outer.decide(&call(SHELL_EXEC)), CallDecision::Refused { .. }));
+        assert!(matches!(
+            outer.decide(&call(PYTHON_EXEC)),
+            CallDecision::Execute(_)
+        ));
+        assert!(matches!(
+            outer.decide(&call(SHELL_EXEC)),
+            CallDecision::Refused { .. }
+        ));
         r.revoke();
         assert!(outer.definitions().is_empty());
-        assert!(matches!(outer.decide(&call(PYTHON_EXEC)), CallDecision::Refused { .. }));
+        assert!(matches!(
+            outer.decide(&call(PYTHON_EXEC)),
+            CallDecision::Refused { .. }
+        ));
     }
 }

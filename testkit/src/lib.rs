@@ -102,7 +102,11 @@ impl Reply {
                 .iter()
                 .enumerate()
                 .map(|(i, (name, args))| {
-                    (format!("call_{}", i + 1), (*name).to_owned(), args.to_string())
+                    (
+                        format!("call_{}", i + 1),
+                        (*name).to_owned(),
+                        args.to_string(),
+                    )
                 })
                 .collect(),
         ))
@@ -316,14 +320,16 @@ fn routes(
         .and(warp::path::full())
         .and(warp::header::optional::<String>("authorization"))
         .and(warp::body::bytes())
-        .and_then(move |path: warp::path::FullPath, auth, bytes: warp::hyper::body::Bytes| {
-            let shared = shared.clone();
-            async move {
-                Ok::<_, std::convert::Infallible>(
-                    handle(&shared, path.as_str(), auth, &bytes).await,
-                )
-            }
-        })
+        .and_then(
+            move |path: warp::path::FullPath, auth, bytes: warp::hyper::body::Bytes| {
+                let shared = shared.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        handle(&shared, path.as_str(), auth, &bytes).await,
+                    )
+                }
+            },
+        )
 }
 
 async fn handle(
@@ -359,7 +365,8 @@ async fn handle(
 }
 
 fn error_response(status: u16, message: &str) -> warp::reply::Response {
-    let body = json!({"error": {"message": message, "type": "fake_error", "param": null, "code": null}});
+    let body =
+        json!({"error": {"message": message, "type": "fake_error", "param": null, "code": null}});
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     warp::http::Response::builder()
         .status(code)
@@ -381,10 +388,7 @@ fn render(reply: &Reply, model: &str) -> warp::reply::Response {
     let (message, finish) = match &reply.body {
         ReplyBody::Error { status, message } => return error_response(*status, message),
         ReplyBody::Raw(raw) => return ok_response(raw.clone()),
-        ReplyBody::Content(text) => (
-            json!({"role": "assistant", "content": text}),
-            "stop",
-        ),
+        ReplyBody::Content(text) => (json!({"role": "assistant", "content": text}), "stop"),
         ReplyBody::ToolCalls(calls) => (
             json!({
                 "role": "assistant",
@@ -436,7 +440,10 @@ mod tests {
             .push(Reply::tool_call("shell_exec", &json!({"command": "ls"})))
             .push(Reply::rate_limited());
         let (s, b) = post(&fake, json!({"model": "m", "messages": []})).await;
-        assert_eq!((s, b["choices"][0]["message"]["content"].as_str()), (200, Some("hi")));
+        assert_eq!(
+            (s, b["choices"][0]["message"]["content"].as_str()),
+            (200, Some("hi"))
+        );
         let (_, b) = post(&fake, json!({"model": "m"})).await;
         let call = &b["choices"][0]["message"]["tool_calls"][0];
         assert_eq!(call["function"]["name"], "shell_exec");

@@ -1143,10 +1143,8 @@ fn llm_validation_names_the_key() {
             );
         }),
         ("providers.offline", |c| {
-            c.providers.insert(
-                OFFLINE_PROVIDER.into(),
-                c.providers["ollama"].clone(),
-            );
+            c.providers
+                .insert(OFFLINE_PROVIDER.into(), c.providers["ollama"].clone());
         }),
     ];
     for (key, mutate) in cases {

@@ -701,7 +701,10 @@ fn llm_rules(llm: &super::sections::LlmConfig, c: &mut Checker) {
     }
     for (spec, price) in &llm.prices {
         let key = format!("llm.prices.{spec}");
-        if !spec.split_once(':').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()) {
+        if !spec
+            .split_once(':')
+            .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+        {
             c.fail(&key, "price keys are \"provider:model\" strings");
         }
         for (field, v) in [

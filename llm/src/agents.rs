@@ -1,0 +1,316 @@
+//! The four agents of §7 — Proxy, Planner, Executor, Scorer — as thin
+//! wrappers binding a provider, a model, its price and a system prompt to
+//! `run_structured_agent` and the tool loop. Every call charges its tokens
+//! and cost to the `BudgetUsed` it is given.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use silas_core::config::{Config, ModelPrice};
+use silas_core::model::agents::{AgentResponse, RouteDecision};
+use silas_core::model::execution::ExecutorAgentOutput;
+use silas_core::model::work::{Budget, BudgetUsed};
+
+use crate::error::LlmError;
+use crate::prompts::{self, RenderedContext};
+use crate::provider::{
+    ChatMessage, ChatRequest, Provider, ResponseSchema, Usage, charge, cost_usd,
+};
+use crate::schema::ScorerOutput;
+use crate::structured::{
+    FallbackCause, REPAIR_MARKER, Structured, StructuredContext, StructuredOutput, StructuredRun,
+    parse_output, run_structured_agent, summarize,
+};
+use crate::tool_loop::{
+    ApprovalResolution, LoopLimits, PausedRun, ToolExecutor, ToolLoopOutcome, resume_tool_loop,
+    run_tool_loop,
+};
+use crate::toolset::Toolset;
+
+/// The scorer's hard timeout (§5.7).
+pub const SCORER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One model binding.
+#[derive(Clone)]
+pub struct Agent {
+    pub provider: Arc<dyn Provider>,
+    /// Provider-side model id.
+    pub model: String,
+    /// Price per million tokens, if listed in `llm.prices`.
+    pub price: Option<ModelPrice>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("provider", &self.provider.name())
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    fn request(&self, system: String, user: &str) -> ChatRequest {
+        ChatRequest::new(self.model.clone(), system, user)
+    }
+
+    async fn structured<T: StructuredOutput>(
+        &self,
+        request: ChatRequest,
+        ctx: &StructuredContext,
+        used: &mut BudgetUsed,
+    ) -> StructuredRun<T> {
+        let run = run_structured_agent::<T>(self.provider.as_ref(), request, ctx).await;
+        charge(used, run.usage, cost_usd(self.price.as_ref(), run.usage));
+        run
+    }
+}
+
+/// How an executor run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExecutorOutcome {
+    /// The model finished: a valid output or the executor fallback (the
+    /// attempt fails with `executor_structured_output_invalid`).
+    Completed(Structured<ExecutorAgentOutput>),
+    /// A tool call awaits the owner's approval; resume with
+    /// [`Agents::resume_executor`].
+    ApprovalRequired(Box<PausedRun>),
+    /// Budget reached before the next request (`>=`).
+    BudgetExhausted,
+    /// `llm.max_tool_rounds` reached.
+    RequestLimit,
+}
+
+/// The configured agents.
+#[derive(Clone, Debug)]
+pub struct Agents {
+    pub proxy: Agent,
+    pub planner: Agent,
+    pub executor: Agent,
+    pub scorer: Agent,
+    pub ctx: StructuredContext,
+    pub max_tool_rounds: u32,
+}
+
+impl Agents {
+    /// Binds each `models.*` spec to `provider_for(spec)`.
+    pub fn from_config(
+        cfg: &Config,
+        mut provider_for: impl FnMut(&str) -> Result<(Arc<dyn Provider>, String), LlmError>,
+    ) -> Result<Agents, LlmError> {
+        let mut bind = |spec: &str| -> Result<Agent, LlmError> {
+            let (provider, model) = provider_for(spec)?;
+            Ok(Agent {
+                provider,
+                model,
+                price: cfg.llm.prices.get(spec).copied(),
+            })
+        };
+        Ok(Agents {
+            proxy: bind(&cfg.models.proxy)?,
+            planner: bind(&cfg.models.planner)?,
+            executor: bind(&cfg.models.executor)?,
+            scorer: bind(&cfg.models.scorer)?,
+            ctx: StructuredContext::from_config(cfg),
+            max_tool_rounds: cfg.llm.max_tool_rounds,
+        })
+    }
+
+    /// True when the agents run on the offline responder (for the UI label).
+    pub fn is_offline(&self) -> bool {
+        self.proxy.provider.is_offline()
+    }
+
+    /// Proxy: classify a turn (§7.1).
+    pub async fn route(
+        &self,
+        context: &RenderedContext,
+        message: &str,
+        used: &mut BudgetUsed,
+    ) -> StructuredRun<RouteDecision> {
+        let req = self.proxy.request(prompts::proxy_system(context), message);
+        self.proxy.structured(req, &self.ctx, used).await
+    }
+
+    /// Planner: respond/plan (§7.2). Counts one planner call.
+    pub async fn plan(
+        &self,
+        context: &RenderedContext,
+        message: &str,
+        used: &mut BudgetUsed,
+    ) -> StructuredRun<AgentResponse> {
+        used.planner_calls = used.planner_calls.saturating_add(1);
+        let req = self
+            .planner
+            .request(prompts::planner_system(context), message);
+        self.planner.structured(req, &self.ctx, used).await
+    }
+
+    /// Scorer (§5.7) under its 2-second hard timeout; a timeout is a
+    /// provider failure and yields the heuristic-eviction fallback.
+    pub async fn score(
+        &self,
+        current_goal: &str,
+        recent_turns: &str,
+        blocks: &str,
+        used: &mut BudgetUsed,
+    ) -> StructuredRun<ScorerOutput> {
+        let prompt = prompts::scorer_prompt(current_goal, recent_turns, blocks);
+        let req = self.scorer.request(String::new(), &prompt);
+        let req = ChatRequest {
+            messages: vec![ChatMessage::User(prompt)],
+            ..req
+        };
+        match tokio::time::timeout(SCORER_TIMEOUT, self.scorer.structured(req, &self.ctx, used))
+            .await
+        {
+            Ok(run) => run,
+            Err(_) => StructuredRun {
+                outcome: Structured::Fallback {
+                    value: ScorerOutput::fallback(&self.ctx),
+                    cause: FallbackCause::Provider(LlmError::Timeout {
+                        seconds: SCORER_TIMEOUT.as_secs(),
+                    }),
+                },
+                requests: 1,
+                usage: Usage::default(),
+            },
+        }
+    }
+
+    fn limits(&self, budget: &Budget) -> LoopLimits {
+        LoopLimits {
+            max_requests: self.max_tool_rounds,
+            budget: budget.clone(),
+            price: self.executor.price,
+        }
+    }
+
+    /// Executor (§7.3): runs the tool loop over `toolset` for a work item's
+    /// briefing, then validates the final answer as `ExecutorAgentOutput`
+    /// (one repair round inside the same limits, then the fallback).
+    pub async fn execute(
+        &self,
+        briefing: &str,
+        skills: &[String],
+        toolset: &dyn Toolset,
+        tools: &dyn ToolExecutor,
+        budget: &Budget,
+        used: &mut BudgetUsed,
+    ) -> ExecutorOutcome {
+        used.executor_runs = used.executor_runs.saturating_add(1);
+        let mut req = self.executor.request(
+            prompts::executor_system(briefing, skills),
+            "Carry out the briefing now.",
+        );
+        req.response_schema = Some(ResponseSchema {
+            name: ExecutorAgentOutput::SCHEMA_NAME.to_owned(),
+            schema: ExecutorAgentOutput::schema(),
+        });
+        let limits = self.limits(budget);
+        let mut usage = Usage::default();
+        let out = run_tool_loop(
+            self.executor.provider.as_ref(),
+            toolset,
+            tools,
+            req,
+            &limits,
+            used,
+            &mut usage,
+        )
+        .await;
+        self.finish(out, toolset, tools, &limits, used, false).await
+    }
+
+    /// Resumes an executor run paused for approval.
+    pub async fn resume_executor(
+        &self,
+        paused: PausedRun,
+        resolution: ApprovalResolution,
+        toolset: &dyn Toolset,
+        tools: &dyn ToolExecutor,
+        budget: &Budget,
+        used: &mut BudgetUsed,
+    ) -> ExecutorOutcome {
+        let limits = self.limits(budget);
+        let mut usage = Usage::default();
+        let out = resume_tool_loop(
+            self.executor.provider.as_ref(),
+            toolset,
+            tools,
+            paused,
+            resolution,
+            &limits,
+            used,
+            &mut usage,
+        )
+        .await;
+        self.finish(out, toolset, tools, &limits, used, false).await
+    }
+
+    async fn finish(
+        &self,
+        mut out: ToolLoopOutcome,
+        toolset: &dyn Toolset,
+        tools: &dyn ToolExecutor,
+        limits: &LoopLimits,
+        used: &mut BudgetUsed,
+        mut repaired: bool,
+    ) -> ExecutorOutcome {
+        loop {
+            match out {
+                ToolLoopOutcome::ApprovalRequired(p) => {
+                    return ExecutorOutcome::ApprovalRequired(p);
+                }
+                ToolLoopOutcome::BudgetExhausted { .. } => return ExecutorOutcome::BudgetExhausted,
+                ToolLoopOutcome::RequestLimit { .. } => return ExecutorOutcome::RequestLimit,
+                ToolLoopOutcome::Failed { error, .. } => {
+                    return ExecutorOutcome::Completed(Structured::Fallback {
+                        value: ExecutorAgentOutput::fallback(&self.ctx),
+                        cause: FallbackCause::Provider(error),
+                    });
+                }
+                ToolLoopOutcome::Finished {
+                    content,
+                    mut request,
+                    ..
+                } => match parse_output::<ExecutorAgentOutput>(content.as_deref(), &self.ctx) {
+                    Ok(value) => {
+                        return ExecutorOutcome::Completed(Structured::Valid { value, repaired });
+                    }
+                    Err(summary) if repaired => {
+                        return ExecutorOutcome::Completed(Structured::Fallback {
+                            value: ExecutorAgentOutput::fallback(&self.ctx),
+                            cause: FallbackCause::InvalidOutput(summary),
+                        });
+                    }
+                    Err(summary) => {
+                        // One repair round, same tools and limits: the
+                        // answer, then the error summary as the prompt.
+                        repaired = true;
+                        request.messages.push(ChatMessage::Assistant {
+                            content,
+                            tool_calls: Vec::new(),
+                        });
+                        request.messages.push(ChatMessage::User(format!(
+                            "{}{}",
+                            REPAIR_MARKER.trim_start(),
+                            summarize(&summary)
+                        )));
+                        let mut usage = Usage::default();
+                        out = run_tool_loop(
+                            self.executor.provider.as_ref(),
+                            toolset,
+                            tools,
+                            request,
+                            limits,
+                            used,
+                            &mut usage,
+                        )
+                        .await;
+                    }
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! System prompts (§7) as versioned files under `llm/prompts/`, embedded at
+//! build time and rendered from the context manager's output.
+//!
+//! Each file starts with `<!-- version: N -->`; [`prompt_version`] reads it so
+//! audit records can name the exact prompt used. Placeholders are
+//! `{{name}}`; rendering is a single pass, so text substituted into a prompt
+//! (user content, memory) can never introduce further placeholders.
+
+pub const CONSTITUTION: &str = include_str!("../prompts/constitution.md");
+pub const PROXY: &str = include_str!("../prompts/proxy.md");
+pub const PLANNER: &str = include_str!("../prompts/planner.md");
+pub const EXECUTOR: &str = include_str!("../prompts/executor.md");
+pub const SCORER: &str = include_str!("../prompts/scorer.md");
+
+/// What the context manager hands the prompts: rendered context blocks and
+/// the turn's facts. (The context manager itself is another component.)
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RenderedContext {
+    /// The rendered zones (chronicle, memory, workspace), in order.
+    pub blocks: Vec<String>,
+    pub access_level: String,
+    /// Names of the tools this agent is offered.
+    pub tools: Vec<String>,
+    /// Skill metadata lines (`name: description`) or full SKILL.md text.
+    pub skills: Vec<String>,
+    /// Configured context profile names.
+    pub profiles: Vec<String>,
+}
+
+/// The `N` of a `<!-- version: N -->` first line.
+pub fn prompt_version(template: &str) -> Option<u32> {
+    template
+        .lines()
+        .next()?
+        .trim()
+        .strip_prefix("<!-- version:")?
+        .strip_suffix("-->")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Replaces `{{key}}` placeholders in one left-to-right pass; unknown
+/// placeholders are left as they are. The version line is dropped.
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let body = match template.split_once('\n') {
+        Some((first, rest)) if first.trim_start().starts_with("<!-- version:") => rest,
+        _ => template,
+    };
+    let mut out = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let key = &after[..end];
+                match vars.iter().find(|(k, _)| *k == key) {
+                    Some((_, v)) => out.push_str(v),
+                    None => {
+                        out.push_str("{{");
+                        out.push_str(key);
+                        out.push_str("}}");
+                    }
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn constitution() -> String {
+    render(CONSTITUTION, &[])
+}
+
+/// The Proxy's system prompt.
+pub fn proxy_system(ctx: &RenderedContext) -> String {
+    render(
+        PROXY,
+        &[
+            ("constitution", &constitution()),
+            ("profiles", &list(&ctx.profiles)),
+            ("access_level", &ctx.access_level),
+            ("tools", &list(&ctx.tools)),
+            ("skills", &list(&ctx.skills)),
+            ("context", &ctx.blocks.join("\n\n")),
+        ],
+    )
+}
+
+/// The Planner's system prompt.
+pub fn planner_system(ctx: &RenderedContext) -> String {
+    render(
+        PLANNER,
+        &[
+            ("constitution", &constitution()),
+            ("skills", &ctx.skills.join("\n\n")),
+            ("context", &ctx.blocks.join("\n\n")),
+        ],
+    )
+}
+
+/// The Executor's system prompt: the work item's briefing plus its skills.
+pub fn executor_system(briefing: &str, skills: &[String]) -> String {
+    render(
+        EXECUTOR,
+        &[("briefing", briefing), ("skills", &skills.join("\n\n"))],
+    )
+}
+
+/// The scorer prompt (§5.7).
+pub fn scorer_prompt(current_goal: &str, recent_turns: &str, blocks: &str) -> String {
+    render(
+        SCORER,
+        &[
+            ("current_goal", current_goal),
+            ("recent_turns", recent_turns),
+            ("blocks", blocks),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_prompt_is_versioned() {
+        for (name, p) in [
+            ("constitution", CONSTITUTION),
+            ("proxy", PROXY),
+            ("planner", PLANNER),
+            ("executor", EXECUTOR),
+            ("scorer", SCORER),
+        ] {
+            assert_eq!(prompt_version(p), Some(1), "{name}");
+        }
+    }
+
+    #[test]
+    fn render_table() {
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let table: &[Case] = &[
+            ("a {{x}} b", &[("x", "1")], "a 1 b"),
+            ("{{x}}{{x}}", &[("x", "ab")], "abab"),
+            ("{{unknown}}", &[], "{{unknown}}"),
+            ("open {{ only", &[], "open {{ only"),
+            // Single pass: substituted text is not re-expanded.
+            ("{{x}}", &[("x", "{{y}}"), ("y", "boom")], "{{y}}"),
+            ("<!-- version: 3 -->\nbody {{x}}", &[("x", "v")], "body v"),
+        ];
+        for (tpl, vars, want) in table {
+            assert_eq!(render(tpl, vars), *want, "{tpl}");
+        }
+    }
+
+    #[test]
+    fn prompts_render_context() {
+        let ctx = RenderedContext {
+            blocks: vec!["[owner] owner: hi".into()],
+            access_level: "owner".into(),
+            tools: vec!["memory_search".into()],
+            skills: vec!["coding: write code".into()],
+            profiles: vec!["conversation".into(), "coding".into()],
+        };
+        let p = proxy_system(&ctx);
+        assert!(p.contains("# Constitution"));
+        assert!(p.contains("[owner] owner: hi"));
+        assert!(p.contains("conversation, coding"));
+        assert!(p.contains("Access level: owner"));
+        assert!(!p.contains("{{"), "{p}");
+        let p = planner_system(&ctx);
+        assert!(p.contains("coding: write code") && !p.contains("{{"));
+        let p = executor_system("Create notes.txt", &[]);
+        assert!(p.contains("Create notes.txt") && !p.contains("{{"));
+        let p = scorer_prompt("goal", "turns", "b1: x");
+        assert!(p.starts_with("You are a context relevance scorer"));
+        assert!(p.contains("Current goal: goal"));
+    }
+}
