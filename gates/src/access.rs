@@ -123,7 +123,7 @@ pub fn apply_expiry(
     if now < granted + Duration::try_seconds(secs).unwrap_or(Duration::MAX) {
         return None;
     }
-    let from = std::mem::replace(state, AccessState::default()).level;
+    let from = std::mem::take(state).level;
     Some(Transition {
         from,
         to: PUBLIC.to_owned(),

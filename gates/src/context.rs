@@ -147,7 +147,7 @@ pub fn merge_mutation(ctx: &mut JsonObject, accepted: &JsonObject) -> Vec<Merged
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use serde_json::json;
 
     use super::*;

@@ -232,7 +232,7 @@ fn step(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use super::EscalationStep::*;
     use super::*;
 

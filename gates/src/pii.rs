@@ -55,7 +55,7 @@ pub fn luhn_valid(s: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Known card issuer prefixes and lengths (IIN ranges as published by the
@@ -280,7 +280,7 @@ mod tests {
             ("30569309025904", true),    // Diners
             ("4111111111111112", false), // Luhn fails
             ("1234567812345670", false), // Luhn ok, no issuer
-            ("3782 822463 10005", true),         // separators ignored by the validator
+            ("3782 822463 10005", true), // separators ignored by the validator
             ("411111111111", false),     // too short
         ];
         for (s, want) in cases {

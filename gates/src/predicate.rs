@@ -371,7 +371,7 @@ impl GateCheckProvider for PredicateProvider {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
     use serde_json::json;
 
     use super::*;

@@ -22,7 +22,14 @@ fn lvl(tools: &[&str], requires: &[&str], expires: Option<u64>) -> AccessLevel {
 fn levels() -> BTreeMap<String, AccessLevel> {
     let mut m = BTreeMap::new();
     m.insert("public".into(), lvl(&["faq"], &[], None));
-    m.insert("customer".into(), lvl(&["faq", "orders"], &["email_otp", "order_number"], Some(900)));
+    m.insert(
+        "customer".into(),
+        lvl(
+            &["faq", "orders"],
+            &["email_otp", "order_number"],
+            Some(900),
+        ),
+    );
     m
 }
 
@@ -38,7 +45,11 @@ fn only(tools: &[&str]) -> AllowedTools {
 fn level_needs_all_gates_and_expires() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::write(dir.path().join("c42.json"), r#"{"name": "Ada", "tier": "gold"}"#).unwrap();
+    std::fs::write(
+        dir.path().join("c42.json"),
+        r#"{"name": "Ada", "tier": "gold"}"#,
+    )
+    .unwrap();
     let mut ac = AccessController::new("conn-1", false, levels(), dir.path().to_path_buf());
     assert_eq!(ac.allowed_tools(t0()).0, only(&["faq"]));
 
@@ -63,8 +74,14 @@ fn level_needs_all_gates_and_expires() {
     assert_eq!(audit[0].data["reason"], "expired");
     assert!(ac.customer_context().is_none());
     // Re-verification needed: one gate is not enough after demotion.
-    assert!(ac.gate_passed("order_number", None, t0() + Duration::seconds(901)).is_empty());
-    assert_eq!(ac.allowed_tools(t0() + Duration::seconds(901)).0, only(&["faq"]));
+    assert!(
+        ac.gate_passed("order_number", None, t0() + Duration::seconds(901))
+            .is_empty()
+    );
+    assert_eq!(
+        ac.allowed_tools(t0() + Duration::seconds(901)).0,
+        only(&["faq"])
+    );
 }
 
 #[test]
@@ -76,7 +93,10 @@ fn owner_bypasses_levels() {
     let mut ac = AccessController::new("owner", true, levels(), dir.path().to_path_buf());
     assert_eq!(ac.allowed_tools(t0()).0, AllowedTools::All);
     assert!(ac.gate_passed("email_otp", None, t0()).is_empty());
-    assert_eq!(ac.allowed_tools(t0() + Duration::days(30)).0, AllowedTools::All);
+    assert_eq!(
+        ac.allowed_tools(t0() + Duration::days(30)).0,
+        AllowedTools::All
+    );
 }
 
 #[test]
@@ -84,7 +104,11 @@ fn customer_context_only_from_a_safe_dir() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("evil.json"), r#"{"x": 1}"#).unwrap();
-    std::os::unix::fs::symlink(outside.path().join("evil.json"), dir.path().join("link.json")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("evil.json"),
+        dir.path().join("link.json"),
+    )
+    .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     for id in ["../x", "link", "missing"] {
         let mut ac = AccessController::new("c", false, levels(), dir.path().to_path_buf());
@@ -101,7 +125,12 @@ fn customer_context_only_from_a_safe_dir() {
     let mut ac = AccessController::new("c", false, levels(), dir.path().to_path_buf());
     ac.gate_passed("email_otp", Some("ok"), t0());
     let audit = ac.gate_passed("order_number", None, t0());
-    assert!(audit[0].data["error"].as_str().unwrap().contains("writable"));
+    assert!(
+        audit[0].data["error"]
+            .as_str()
+            .unwrap()
+            .contains("writable")
+    );
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use silas_core::model::JsonObject;
-use silas_core::model::gates::{Gate, GateAction, GateLane, GateProvider, GateResult, GateTrigger, GateType};
+use silas_core::model::gates::{
+    Gate, GateAction, GateLane, GateProvider, GateResult, GateTrigger, GateType,
+};
 use silas_gates::audit::names;
 use silas_gates::provider::result;
 use silas_gates::{
-    ActiveGateSet, BoxFuture, GateCheckProvider, GateRunner, GuardProvider, JudgeError, JudgeRequest,
-    LlmProvider, PredicateProvider, QualityJudge, TurnBudget,
+    ActiveGateSet, BoxFuture, GateCheckProvider, GateRunner, GuardProvider, JudgeError,
+    JudgeRequest, LlmProvider, PredicateProvider, QualityJudge, TurnBudget,
 };
 
 fn obj(v: Value) -> JsonObject {
@@ -32,12 +34,22 @@ fn runner_with(dirs: Vec<PathBuf>) -> GateRunner {
     r
 }
 
-async fn run(r: &GateRunner, gates: &[Gate], t: GateTrigger, ctx: Value) -> silas_gates::GateOutcome {
-    r.check_gates(gates, t, None, obj(ctx), &mut TurnBudget::new(32)).await
+async fn run(
+    r: &GateRunner,
+    gates: &[Gate],
+    t: GateTrigger,
+    ctx: Value,
+) -> silas_gates::GateOutcome {
+    r.check_gates(gates, t, None, obj(ctx), &mut TurnBudget::new(32))
+        .await
 }
 
 fn events<'a>(o: &'a silas_gates::GateOutcome, name: &str) -> Vec<&'a JsonObject> {
-    o.audit.iter().filter(|e| e.event == name).map(|e| &e.data).collect()
+    o.audit
+        .iter()
+        .filter(|e| e.event == name)
+        .map(|e| &e.data)
+        .collect()
 }
 
 #[tokio::test]
@@ -60,7 +72,13 @@ async fn numeric_range_boundaries_through_the_runner() {
         (json!(null), GateAction::Block),
     ];
     for (v, want) in cases {
-        let o = run(&r, std::slice::from_ref(&g), GateTrigger::OnToolCall, json!({"tool_args": {"position_usd": v}})).await;
+        let o = run(
+            &r,
+            std::slice::from_ref(&g),
+            GateTrigger::OnToolCall,
+            json!({"tool_args": {"position_usd": v}}),
+        )
+        .await;
         assert_eq!(o.policy_results[0].action, want, "{v}");
     }
 }
@@ -68,19 +86,52 @@ async fn numeric_range_boundaries_through_the_runner() {
 #[tokio::test]
 async fn string_match_regex_and_approval_always() {
     let r = runner_with(vec![]);
-    let sm = gate(json!({"name": "side", "on": "on_tool_call", "extract": "side",
-        "allowed_values": ["buy"], "approval_values": ["sell"]}));
-    for (v, want) in [("buy", GateAction::Continue), ("sell", GateAction::RequireApproval), ("short", GateAction::Block)] {
-        let o = run(&r, std::slice::from_ref(&sm), GateTrigger::OnToolCall, json!({"tool_args": {"side": v}})).await;
+    let sm = gate(
+        json!({"name": "side", "on": "on_tool_call", "extract": "side",
+        "allowed_values": ["buy"], "approval_values": ["sell"]}),
+    );
+    for (v, want) in [
+        ("buy", GateAction::Continue),
+        ("sell", GateAction::RequireApproval),
+        ("short", GateAction::Block),
+    ] {
+        let o = run(
+            &r,
+            std::slice::from_ref(&sm),
+            GateTrigger::OnToolCall,
+            json!({"tool_args": {"side": v}}),
+        )
+        .await;
         assert_eq!(o.policy_results[0].action, want, "{v}");
     }
-    let re = gate(json!({"name": "ticker", "on": "every_user_message", "type": "regex", "config": {"pattern": "^[A-Z]{1,5}$"}}));
-    for (v, want) in [("AAPL", GateAction::Continue), ("aapl", GateAction::Block), ("TOOLONG", GateAction::Block)] {
-        let o = run(&r, std::slice::from_ref(&re), GateTrigger::EveryUserMessage, json!({"message": v})).await;
+    let re = gate(
+        json!({"name": "ticker", "on": "every_user_message", "type": "regex", "config": {"pattern": "^[A-Z]{1,5}$"}}),
+    );
+    for (v, want) in [
+        ("AAPL", GateAction::Continue),
+        ("aapl", GateAction::Block),
+        ("TOOLONG", GateAction::Block),
+    ] {
+        let o = run(
+            &r,
+            std::slice::from_ref(&re),
+            GateTrigger::EveryUserMessage,
+            json!({"message": v}),
+        )
+        .await;
         assert_eq!(o.policy_results[0].action, want, "{v}");
     }
     let aa = gate(json!({"name": "pay", "on": "on_tool_call", "type": "approval_always"}));
-    let o = run(&r, &[aa.clone(), aa.clone()].map(|mut g| { g.name.push('x'); g }), GateTrigger::OnToolCall, json!({})).await;
+    let o = run(
+        &r,
+        &[aa.clone(), aa.clone()].map(|mut g| {
+            g.name.push('x');
+            g
+        }),
+        GateTrigger::OnToolCall,
+        json!({}),
+    )
+    .await;
     // Never short-circuits: both evaluated, both ask for approval.
     assert_eq!(o.approvals_required().count(), 2);
     assert!(o.blocked().is_none());
@@ -98,24 +149,60 @@ async fn file_valid_path_escapes() {
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), work.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(outside.path(), work.join("dirlink")).unwrap();
     let r = runner_with(vec![work.clone()]);
-    let g = gate(json!({"name": "f", "on": "after_step", "type": "file_valid", "extract": "path",
-        "config": {"max_size_bytes": 1024}}));
+    let g = gate(
+        json!({"name": "f", "on": "after_step", "type": "file_valid", "extract": "path",
+        "config": {"max_size_bytes": 1024}}),
+    );
     let abs_ok = work.join("ok.txt").to_string_lossy().into_owned();
-    let abs_else = outside.path().join("secret.txt").to_string_lossy().into_owned();
+    let abs_else = outside
+        .path()
+        .join("secret.txt")
+        .to_string_lossy()
+        .into_owned();
     let cases = [
         ("ok.txt", GateAction::Continue, ""),
         (abs_ok.as_str(), GateAction::Continue, ""),
-        ("../work/ok.txt", GateAction::Block, "Path outside permitted directories"),
-        ("sub/../ok.txt", GateAction::Block, "Path outside permitted directories"),
-        ("link.txt", GateAction::Block, "Path outside permitted directories"),
-        ("dirlink/secret.txt", GateAction::Block, "Path outside permitted directories"),
-        (abs_else.as_str(), GateAction::Block, "Path outside permitted directories"),
-        ("/etc/passwd", GateAction::Block, "Path outside permitted directories"),
+        (
+            "../work/ok.txt",
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
+        (
+            "sub/../ok.txt",
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
+        (
+            "link.txt",
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
+        (
+            "dirlink/secret.txt",
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
+        (
+            abs_else.as_str(),
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
+        (
+            "/etc/passwd",
+            GateAction::Block,
+            "Path outside permitted directories",
+        ),
         ("missing.txt", GateAction::Block, "File not found"),
         ("big.txt", GateAction::Block, "File larger than 1024 bytes"),
     ];
     for (p, want, reason) in cases {
-        let o = run(&r, std::slice::from_ref(&g), GateTrigger::AfterStep, json!({"path": p})).await;
+        let o = run(
+            &r,
+            std::slice::from_ref(&g),
+            GateTrigger::AfterStep,
+            json!({"path": p}),
+        )
+        .await;
         let res = &o.policy_results[0];
         assert_eq!(res.action, want, "{p}: {}", res.reason);
         if !reason.is_empty() {
@@ -154,20 +241,35 @@ async fn on_tool_call_fires_only_for_tool_calls_and_rewrites_merge_left_to_right
     let mut rewrite = Gate::new("rewrite", GateTrigger::OnToolCall);
     rewrite.provider = GateProvider::Custom;
     // A later predicate gate sees the rewritten args (left-to-right merge).
-    let check = gate(json!({"name": "cmd", "on": "on_tool_call", "extract": "command",
-        "allowed_values": ["npm test --no-coverage"]}));
+    let check = gate(
+        json!({"name": "cmd", "on": "on_tool_call", "extract": "command",
+        "allowed_values": ["npm test --no-coverage"]}),
+    );
     let gates = [rewrite, check];
 
     // Not fired by other triggers (the tool has not been dispatched).
-    for t in [GateTrigger::EveryUserMessage, GateTrigger::EveryAgentResponse, GateTrigger::AfterStep] {
+    for t in [
+        GateTrigger::EveryUserMessage,
+        GateTrigger::EveryAgentResponse,
+        GateTrigger::AfterStep,
+    ] {
         let o = run(&r, &gates, t, json!({"tool_args": {"command": "npm test"}})).await;
         assert!(o.policy_results.is_empty());
     }
     assert_eq!(p.calls.load(Ordering::SeqCst), 0);
 
-    let o = run(&r, &gates, GateTrigger::OnToolCall, json!({"tool_args": {"command": "npm test", "cwd": "/w"}})).await;
+    let o = run(
+        &r,
+        &gates,
+        GateTrigger::OnToolCall,
+        json!({"tool_args": {"command": "npm test", "cwd": "/w"}}),
+    )
+    .await;
     assert_eq!(p.calls.load(Ordering::SeqCst), 1);
-    assert_eq!(o.merged_context["tool_args"], json!({"command": "npm test --no-coverage", "cwd": "/w"}));
+    assert_eq!(
+        o.merged_context["tool_args"],
+        json!({"command": "npm test --no-coverage", "cwd": "/w"})
+    );
     assert!(!o.merged_context.contains_key("approval_token"));
     assert!(!o.merged_context.contains_key("budget"));
     assert_eq!(o.policy_results[1].action, GateAction::Continue);
@@ -175,7 +277,10 @@ async fn on_tool_call_fires_only_for_tool_calls_and_rewrites_merge_left_to_right
         .iter()
         .map(|d| (d["gate"].as_str().unwrap(), d["key"].as_str().unwrap()))
         .collect();
-    assert_eq!(rejected, [("rewrite", "approval_token"), ("rewrite", "budget")]);
+    assert_eq!(
+        rejected,
+        [("rewrite", "approval_token"), ("rewrite", "budget")]
+    );
     let m = events(&o, names::GATE_MUTATION);
     assert_eq!(m.len(), 1);
     assert_eq!(m[0]["original"], "npm test");
@@ -190,7 +295,13 @@ async fn first_block_short_circuits_but_all_policy_gates_run() {
     let ok = gate(json!({"name": "ok", "on": "every_user_message", "allowed_values": ["hi"]}));
     let mut nope = Gate::new("nope", GateTrigger::EveryUserMessage);
     nope.provider = GateProvider::Custom;
-    let o = run(&r, &[ok, b1, b2, nope], GateTrigger::EveryUserMessage, json!({"message": "hi"})).await;
+    let o = run(
+        &r,
+        &[ok, b1, b2, nope],
+        GateTrigger::EveryUserMessage,
+        json!({"message": "hi"}),
+    )
+    .await;
     assert_eq!(o.policy_results.len(), 4);
     assert_eq!(o.blocked().unwrap().gate_name, "b1");
     assert_eq!(events(&o, names::GATE_BLOCKED).len(), 1);
@@ -202,19 +313,36 @@ async fn first_block_short_circuits_but_all_policy_gates_run() {
 #[tokio::test]
 async fn system_gates_run_before_work_item_gates_and_pii_is_redacted() {
     let cfg = silas_core::config::GatesConfig::default();
-    let work = vec![gate(json!({"name": "len", "on": "every_agent_response", "type": "regex",
-        "config": {"pattern": "REDACTED"}}))];
+    let work = vec![gate(
+        json!({"name": "len", "on": "every_agent_response", "type": "regex",
+        "config": {"pattern": "REDACTED"}}),
+    )];
     let set = ActiveGateSet::compile(&cfg.system, &work).unwrap();
     let r = runner_with(vec![]);
-    let o = run(&r, set.gates(), GateTrigger::EveryAgentResponse,
-        json!({"response": "Card 4111 1111 1111 1111 is on file."})).await;
-    let order: Vec<&str> = o.policy_results.iter().map(|r| r.gate_name.as_str()).collect();
+    let o = run(
+        &r,
+        set.gates(),
+        GateTrigger::EveryAgentResponse,
+        json!({"response": "Card 4111 1111 1111 1111 is on file."}),
+    )
+    .await;
+    let order: Vec<&str> = o
+        .policy_results
+        .iter()
+        .map(|r| r.gate_name.as_str())
+        .collect();
     assert_eq!(order, ["pii_scrub", "len"]);
     // The work-item gate saw the redacted text (it matches only after redaction).
     assert_eq!(o.policy_results[1].action, GateAction::Continue);
-    assert_eq!(o.merged_context["response"], "Card [REDACTED:credit_card] is on file.");
+    assert_eq!(
+        o.merged_context["response"],
+        "Card [REDACTED:credit_card] is on file."
+    );
     let m = events(&o, names::GATE_MUTATION);
-    assert!(m[0].get("original").is_none(), "response text must not reach the audit");
+    assert!(
+        m[0].get("original").is_none(),
+        "response text must not reach the audit"
+    );
 }
 
 struct FakeJudge(Value);
@@ -236,22 +364,39 @@ impl QualityJudge for FakeJudge {
 
 fn llm_runner(output: Value) -> GateRunner {
     let mut r = runner_with(vec![]);
-    r.register("llm", Arc::new(LlmProvider::new(Arc::new(FakeJudge(output)), Duration::from_millis(200))));
+    r.register(
+        "llm",
+        Arc::new(LlmProvider::new(
+            Arc::new(FakeJudge(output)),
+            Duration::from_millis(200),
+        )),
+    );
     r
 }
 
 fn llm_gate(promote: bool) -> Gate {
-    gate(json!({"name": "medical", "on": "every_agent_response", "provider": "llm",
-        "check": "Does this contain medical advice?", "promote_to_policy": promote}))
+    gate(
+        json!({"name": "medical", "on": "every_agent_response", "provider": "llm",
+        "check": "Does this contain medical advice?", "promote_to_policy": promote}),
+    )
 }
 
 #[tokio::test]
 async fn quality_gate_scores_and_flags() {
     let r = llm_runner(json!({"score": 0.7, "flags": ["verbose"], "reason": "long"}));
-    let o = run(&r, &[llm_gate(false)], GateTrigger::EveryAgentResponse, json!({"response": "x"})).await;
+    let o = run(
+        &r,
+        &[llm_gate(false)],
+        GateTrigger::EveryAgentResponse,
+        json!({"response": "x"}),
+    )
+    .await;
     assert!(o.policy_results.is_empty());
     let q = &o.quality_results[0];
-    assert_eq!((q.action, q.score, q.flags.clone()), (GateAction::Continue, Some(0.7), vec!["verbose".to_owned()]));
+    assert_eq!(
+        (q.action, q.score, q.flags.clone()),
+        (GateAction::Continue, Some(0.7), vec!["verbose".to_owned()])
+    );
 }
 
 #[tokio::test]
@@ -268,7 +413,13 @@ async fn quality_lane_block_is_ignored_and_audited() {
     }
     let mut r = runner_with(vec![]);
     r.register("llm", Arc::new(Blocker));
-    let o = run(&r, &[llm_gate(false)], GateTrigger::EveryAgentResponse, json!({"response": "orig"})).await;
+    let o = run(
+        &r,
+        &[llm_gate(false)],
+        GateTrigger::EveryAgentResponse,
+        json!({"response": "orig"}),
+    )
+    .await;
     assert!(o.blocked().is_none());
     assert_eq!(o.quality_results[0].action, GateAction::Continue);
     assert_eq!(o.merged_context["response"], "orig");
@@ -287,10 +438,21 @@ async fn quality_runs_on_post_mutation_context() {
     }
     let seen = Arc::new(Seen(std::sync::Mutex::new(None)));
     let mut r = runner_with(vec![]);
-    r.register("llm", Arc::new(LlmProvider::new(seen.clone(), Duration::from_secs(1))));
-    let pii = gate(json!({"name": "pii", "on": "every_agent_response", "provider": "guardrails_ai", "check": "pii"}));
+    r.register(
+        "llm",
+        Arc::new(LlmProvider::new(seen.clone(), Duration::from_secs(1))),
+    );
+    let pii = gate(
+        json!({"name": "pii", "on": "every_agent_response", "provider": "guardrails_ai", "check": "pii"}),
+    );
     // Quality gate listed first, still evaluated after the policy lane.
-    run(&r, &[llm_gate(false), pii], GateTrigger::EveryAgentResponse, json!({"response": "mail me at a@example.com"})).await;
+    run(
+        &r,
+        &[llm_gate(false), pii],
+        GateTrigger::EveryAgentResponse,
+        json!({"response": "mail me at a@example.com"}),
+    )
+    .await;
     let prompt = seen.0.lock().unwrap().clone().unwrap();
     assert!(prompt.as_str().unwrap().contains("[REDACTED:email]"));
     assert!(!prompt.as_str().unwrap().contains("a@example.com"));
@@ -298,22 +460,49 @@ async fn quality_runs_on_post_mutation_context() {
 
 #[tokio::test]
 async fn llm_garbage_fails_open_in_quality_and_closed_when_promoted() {
-    for bad in [json!("I'd say it's fine!"), json!({"score": 7}), json!("api"), json!("timeout")] {
+    for bad in [
+        json!("I'd say it's fine!"),
+        json!({"score": 7}),
+        json!("api"),
+        json!("timeout"),
+    ] {
         let r = llm_runner(bad.clone());
-        let o = run(&r, &[llm_gate(false)], GateTrigger::EveryAgentResponse, json!({"response": "x"})).await;
+        let o = run(
+            &r,
+            &[llm_gate(false)],
+            GateTrigger::EveryAgentResponse,
+            json!({"response": "x"}),
+        )
+        .await;
         let q = &o.quality_results[0];
         assert_eq!(q.action, GateAction::Continue, "{bad}");
         assert_eq!(q.score, None);
         assert_eq!(q.flags, ["llm_error"]);
 
-        let o = run(&r, &[llm_gate(true)], GateTrigger::EveryAgentResponse, json!({"response": "x"})).await;
+        let o = run(
+            &r,
+            &[llm_gate(true)],
+            GateTrigger::EveryAgentResponse,
+            json!({"response": "x"}),
+        )
+        .await;
         assert!(o.quality_results.is_empty());
         let p = o.blocked().unwrap();
         assert_eq!(p.lane, GateLane::Policy, "{bad}");
-        assert!(p.reason.starts_with("LLM gate failed closed"), "{}", p.reason);
+        assert!(
+            p.reason.starts_with("LLM gate failed closed"),
+            "{}",
+            p.reason
+        );
     }
     let r = llm_runner(json!({"action": "require_approval", "reason": "dosage"}));
-    let o = run(&r, &[llm_gate(true)], GateTrigger::EveryAgentResponse, json!({"response": "x"})).await;
+    let o = run(
+        &r,
+        &[llm_gate(true)],
+        GateTrigger::EveryAgentResponse,
+        json!({"response": "x"}),
+    )
+    .await;
     assert_eq!(o.policy_results[0].action, GateAction::RequireApproval);
 }
 
@@ -323,10 +512,26 @@ async fn eval_cap_fails_closed_for_policy_across_calls() {
     let g = gate(json!({"name": "ok", "on": "on_tool_call", "type": "approval_always"}));
     let mut budget = TurnBudget::new(2);
     for _ in 0..2 {
-        let o = r.check_gates(std::slice::from_ref(&g), GateTrigger::OnToolCall, None, JsonObject::new(), &mut budget).await;
+        let o = r
+            .check_gates(
+                std::slice::from_ref(&g),
+                GateTrigger::OnToolCall,
+                None,
+                JsonObject::new(),
+                &mut budget,
+            )
+            .await;
         assert!(o.blocked().is_none());
     }
-    let o = r.check_gates(std::slice::from_ref(&g), GateTrigger::OnToolCall, None, JsonObject::new(), &mut budget).await;
+    let o = r
+        .check_gates(
+            std::slice::from_ref(&g),
+            GateTrigger::OnToolCall,
+            None,
+            JsonObject::new(),
+            &mut budget,
+        )
+        .await;
     assert!(o.blocked().unwrap().reason.contains("cap reached"));
     assert_eq!(events(&o, names::GATE_EVAL_CAP_REACHED).len(), 1);
 }
@@ -334,13 +539,27 @@ async fn eval_cap_fails_closed_for_policy_across_calls() {
 #[tokio::test]
 async fn clamp_mutation_is_explicit_and_merged() {
     let r = runner_with(vec![]);
-    let g = gate(json!({"name": "clamp", "on": "on_tool_call", "type": "numeric_range", "extract": "position_usd",
-        "block": {"outside": [0, 1000]}, "auto_approve": {"min": 0, "max": 50}, "config": {"clamp": {"max": 50}}}));
-    let o = run(&r, std::slice::from_ref(&g), GateTrigger::OnToolCall, json!({"tool_args": {"position_usd": 80}})).await;
+    let g = gate(
+        json!({"name": "clamp", "on": "on_tool_call", "type": "numeric_range", "extract": "position_usd",
+        "block": {"outside": [0, 1000]}, "auto_approve": {"min": 0, "max": 50}, "config": {"clamp": {"max": 50}}}),
+    );
+    let o = run(
+        &r,
+        std::slice::from_ref(&g),
+        GateTrigger::OnToolCall,
+        json!({"tool_args": {"position_usd": 80}}),
+    )
+    .await;
     assert_eq!(o.policy_results[0].action, GateAction::Continue);
     assert_eq!(o.merged_context["tool_args"]["position_usd"], json!(50.0));
     // The hard block still applies to the proposed value.
-    let o = run(&r, std::slice::from_ref(&g), GateTrigger::OnToolCall, json!({"tool_args": {"position_usd": 5000}})).await;
+    let o = run(
+        &r,
+        std::slice::from_ref(&g),
+        GateTrigger::OnToolCall,
+        json!({"tool_args": {"position_usd": 5000}}),
+    )
+    .await;
     assert_eq!(o.policy_results[0].action, GateAction::Block);
     assert_eq!(o.merged_context["tool_args"]["position_usd"], json!(5000));
     let _ = GateType::NumericRange;
