@@ -1,0 +1,287 @@
+//! The executor registry (spec §9.2–9.3): `shell_exec` and `python_exec`,
+//! each turning an `ExecutionEnvelope` into one sandboxed run.
+//!
+//! Per execution: a fresh work dir `<base>/<execution_id>`, the input
+//! artifacts written into it as files, the environment exactly the envelope's
+//! `sandbox_config.env` plus `PATH` and `HOME`, network only when
+//! `network_access` is set, the envelope's timeout and limits. Output is
+//! `external` taint; it passes the secret detector *before* it is truncated to
+//! `max_output_bytes` (the sandbox keeps a margin beyond the cap so a secret
+//! straddling the cut is still whole when redacted). Exit codes, durations and
+//! byte counts go to `metadata`, which never reaches model context.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use silas_core::model::execution::{ExecutionEnvelope, ExecutionResult, MetadataValue};
+use silas_core::model::messages::TaintLevel;
+use silas_core::secrets;
+use silas_sandbox::{Limits, SandboxOutput, SandboxSpec, SubprocessSandbox, Termination};
+
+/// Bytes captured beyond the cap so redaction sees whole secrets at the edge.
+const REDACTION_MARGIN: usize = 4096;
+const EXEC_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The core executors.
+pub const SHELL_EXEC: &str = "shell_exec";
+pub const PYTHON_EXEC: &str = "python_exec";
+
+pub struct ExecutorRegistry {
+    sandbox: SubprocessSandbox,
+    work_base: PathBuf,
+    python: String,
+    max_processes: u64,
+}
+
+/// Cut at a character boundary at or below `max` bytes.
+fn cut_bytes(s: &str, max: usize) -> (&str, usize) {
+    if s.len() <= max {
+        return (s, 0);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&s[..end], s.len() - end)
+}
+
+/// Redact, then truncate (never the other way round).
+pub fn model_facing_output(raw: &str, max_bytes: usize) -> (String, usize, usize) {
+    let (redacted, findings) = secrets::redact(raw);
+    let (kept, cut) = cut_bytes(&redacted, max_bytes);
+    let mut text = kept.to_string();
+    if cut > 0 {
+        text.push_str(&format!("\n[output truncated: {cut} more bytes]"));
+    }
+    (text, findings.len(), cut)
+}
+
+fn safe_artifact_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+fn failed(env: &ExecutionEnvelope, error: String) -> ExecutionResult {
+    ExecutionResult {
+        execution_id: env.execution_id.clone(),
+        step_index: env.step_index,
+        success: false,
+        return_value: String::new(),
+        content: Vec::new(),
+        metadata: BTreeMap::new(),
+        artifacts: BTreeMap::new(),
+        taint: TaintLevel::External,
+        error: Some(error),
+        duration_seconds: 0.0,
+        tokens_used: 0,
+        cost_usd: 0.0,
+    }
+}
+
+fn arg_str<'a>(env: &'a ExecutionEnvelope, key: &str) -> Option<&'a str> {
+    env.args.get(key).and_then(Value::as_str)
+}
+
+impl ExecutorRegistry {
+    pub fn new(sandbox: SubprocessSandbox, work_base: PathBuf) -> Self {
+        ExecutorRegistry {
+            sandbox,
+            work_base,
+            python: "python3".into(),
+            max_processes: Limits::default().max_processes,
+        }
+    }
+
+    /// Names of the executors this registry serves.
+    pub fn names(&self) -> Vec<&'static str> {
+        vec![SHELL_EXEC, PYTHON_EXEC]
+    }
+
+    pub async fn execute(&self, env: &ExecutionEnvelope) -> ExecutionResult {
+        let argv = match env.action.as_str() {
+            SHELL_EXEC => match arg_str(env, "command") {
+                // The tool *is* a shell: the model's text is one argv element.
+                Some(cmd) => vec!["/bin/sh".to_string(), "-c".to_string(), cmd.to_string()],
+                None => return failed(env, "shell_exec needs a string argument `command`".into()),
+            },
+            PYTHON_EXEC => match (arg_str(env, "script"), arg_str(env, "path")) {
+                (Some(_), _) => vec![self.python.clone(), "main.py".to_string()],
+                (None, Some(p)) => {
+                    let mut v = vec![self.python.clone(), p.to_string()];
+                    if let Some(extra) = env.args.get("args").and_then(Value::as_array) {
+                        v.extend(extra.iter().map(|a| {
+                            a.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| a.to_string())
+                        }));
+                    }
+                    v
+                }
+                (None, None) => return failed(env, "python_exec needs `script` or `path`".into()),
+            },
+            other => return failed(env, format!("unknown executor {other:?}")),
+        };
+        let work = match self
+            .sandbox
+            .fresh_work_dir(&self.work_base, &env.execution_id)
+        {
+            Ok(w) => w,
+            Err(e) => return failed(env, e.to_string()),
+        };
+        if let Err(e) = self.prepare(env, &work) {
+            return failed(env, e);
+        }
+        let spec = self.spec(env, argv, work.clone());
+        match self.sandbox.run(&spec).await {
+            Ok(out) => self.result(env, &work, out),
+            Err(e) => failed(env, e.to_string()),
+        }
+    }
+
+    fn prepare(&self, env: &ExecutionEnvelope, work: &Path) -> Result<(), String> {
+        for (name, content) in &env.input_artifacts {
+            if !safe_artifact_name(name) {
+                return Err(format!("refusing artifact name {name:?}"));
+            }
+            std::fs::write(work.join(name), content)
+                .map_err(|e| format!("cannot stage artifact {name}: {e}"))?;
+        }
+        if env.action == PYTHON_EXEC
+            && let Some(script) = arg_str(env, "script")
+        {
+            std::fs::write(work.join("main.py"), script)
+                .map_err(|e| format!("cannot stage script: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn spec(&self, env: &ExecutionEnvelope, argv: Vec<String>, work: PathBuf) -> SandboxSpec {
+        let cfg = &env.sandbox_config;
+        let mut spec = SandboxSpec::new(argv, work.clone());
+        spec.env = cfg
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        spec.env.retain(|(k, _)| k != "PATH" && k != "HOME");
+        spec.env.push(("PATH".into(), EXEC_PATH.into()));
+        spec.env.push(("HOME".into(), work.display().to_string()));
+        spec.network = cfg.network_access;
+        spec.read_paths = cfg.filesystem_read.iter().map(PathBuf::from).collect();
+        spec.write_paths = cfg.filesystem_write.iter().map(PathBuf::from).collect();
+        spec.limits = Limits {
+            memory_mb: cfg.max_memory_mb,
+            cpu_seconds: cfg.max_cpu_seconds,
+            max_processes: self.max_processes,
+            ..Limits::default()
+        };
+        spec.timeout = Duration::from_secs(env.timeout_seconds.max(1));
+        spec.max_output_bytes = usize::try_from(env.max_output_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(REDACTION_MARGIN);
+        spec
+    }
+
+    fn result(&self, env: &ExecutionEnvelope, work: &Path, out: SandboxOutput) -> ExecutionResult {
+        let cap = usize::try_from(env.max_output_bytes).unwrap_or(usize::MAX);
+        let (return_value, stdout_secrets, stdout_cut) = model_facing_output(&out.stdout, cap);
+        let (stderr, stderr_secrets, _) = model_facing_output(&out.stderr, 2000);
+        let success = out.success();
+        let error = match &out.termination {
+            Termination::Exited { code: 0 } => None,
+            Termination::Exited { code } => Some(format!("exit code {code}: {stderr}")),
+            Termination::Signaled { signal } => {
+                Some(format!("killed by signal {signal}: {stderr}"))
+            }
+            Termination::TimedOut => Some(format!(
+                "E_SANDBOX_TIMEOUT: timeout after {}s",
+                env.timeout_seconds
+            )),
+        };
+        let mut metadata = BTreeMap::new();
+        let num = |n: u64| MetadataValue::Number(serde_json::Number::from(n));
+        metadata.insert(
+            "termination".into(),
+            MetadataValue::Text(serde_json::to_string(&out.termination).unwrap_or_default()),
+        );
+        metadata.insert(
+            "stdout_dropped".into(),
+            num(out.stdout_dropped + stdout_cut as u64),
+        );
+        metadata.insert("stderr_dropped".into(), num(out.stderr_dropped));
+        metadata.insert(
+            "secrets_redacted".into(),
+            num((stdout_secrets + stderr_secrets) as u64),
+        );
+        ExecutionResult {
+            execution_id: env.execution_id.clone(),
+            step_index: env.step_index,
+            success,
+            return_value,
+            content: Vec::new(),
+            metadata,
+            artifacts: artifacts(work, env),
+            taint: TaintLevel::External,
+            error,
+            duration_seconds: out.duration.as_secs_f64(),
+            tokens_used: 0,
+            cost_usd: 0.0,
+        }
+    }
+}
+
+/// Files the run produced (not the staged inputs), by name → path.
+fn artifacts(work: &Path, env: &ExecutionEnvelope) -> BTreeMap<String, String> {
+    let Ok(dir) = std::fs::read_dir(work) else {
+        return BTreeMap::new();
+    };
+    dir.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let staged = env.input_artifacts.contains_key(&name)
+                || (env.action == PYTHON_EXEC && name == "main.py");
+            (!staged).then(|| (name, e.path().display().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_happens_before_truncation() {
+        let secret = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
+        let raw = format!("{}{secret} tail", "x".repeat(20));
+        // Cap in the middle of the secret: the secret is still fully redacted.
+        let (out, found, cut) = model_facing_output(&raw, 30);
+        assert_eq!(found, 1);
+        assert!(!out.contains("ghp_"), "{out}");
+        assert!(!out.contains("aBcDeF"), "{out}");
+        assert!(cut > 0 && out.contains("[output truncated"));
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        let (out, _, cut) = model_facing_output("日本語テキスト", 7);
+        assert!(out.starts_with("日本"));
+        assert_eq!(cut, "日本語テキスト".len() - 6);
+    }
+
+    #[test]
+    fn artifact_names_are_plain_file_names() {
+        for ok in ["data.csv", "a-b_c.txt", "x"] {
+            assert!(safe_artifact_name(ok));
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "/etc/passwd", "a b"] {
+            assert!(!safe_artifact_name(bad), "{bad}");
+        }
+    }
+}

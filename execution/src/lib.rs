@@ -1,0 +1,36 @@
+//! `silas-execution`: what runs approved work and what checks it (spec §4.6,
+//! §4.10, §5.3, §9.2–9.3).
+//!
+//! * [`executors`] — the executor registry: `shell_exec` and `python_exec`
+//!   turn an [`ExecutionEnvelope`](silas_core::model::execution::ExecutionEnvelope)
+//!   into a sandboxed run in a fresh work directory and return an
+//!   `ExecutionResult` whose output is `external` taint and secret-redacted
+//!   *before* truncation; protocol details go only to `metadata`.
+//! * [`verification`] — the VerificationRunner: every check in its own
+//!   sandbox instance, separate from execution, with only `PATH` and `HOME`,
+//!   network off unless the check asks, the shared `Expectation` predicates
+//!   (`silas_gates::expect`), `file_exists` confined to permitted directories.
+//!
+//! **Architecture invariant:** nothing here runs a command except through
+//! `silas_sandbox`; a sandbox that cannot isolate yields a failed result, never
+//! an unsandboxed run, and verification never passes by default on errors.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod executors;
+pub mod verification;
+
+/// 128 random bits, hex: IDs for work directories.
+pub(crate) fn random_id() -> String {
+    let mut b = [0u8; 16];
+    // Without randomness fall back to time-based uniqueness; IDs only name
+    // directories, they are not secrets.
+    if getrandom::fill(&mut b).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        b = nanos.to_le_bytes();
+    }
+    silas_core::canonical::hex_lower(&b)
+}
