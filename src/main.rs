@@ -12,6 +12,13 @@ mod daemon;
 mod error;
 
 fn main() -> ExitCode {
+    // Multi-call: `silas __sandbox-exec` is the sandbox launcher (see silas-sandbox).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == silas_sandbox::LAUNCHER_ARG)
+    {
+        return silas_sandbox::launcher::main();
+    }
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
