@@ -20,3 +20,4 @@ pub mod approval;
 pub mod housekeeper;
 pub mod restart;
 pub mod supervisor;
+pub mod work;
