@@ -33,16 +33,7 @@ impl ChronicleStore {
     /// Append an entry for one scope.
     pub fn append(&self, scope_id: &str, item: &ContextItem) -> StoreResult<()> {
         let txn = self.db.begin_write()?;
-        {
-            let mut counters = txn.open_table(COUNTERS)?;
-            let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
-            counters.insert(SEQ_COUNTER, seq + 1)?;
-            let ts = item.created_at.as_micros();
-            let mut table = txn.open_table(CHRONICLE)?;
-            table.insert((scope_id, ts, seq), codec::encode(TABLE, item)?.as_slice())?;
-            let mut by_time = txn.open_table(CHRONICLE_BY_TIME)?;
-            by_time.insert((ts, scope_id, seq), ())?;
-        }
+        append_in(&txn, scope_id, item)?;
         txn.commit()?;
         Ok(())
     }
@@ -87,4 +78,22 @@ impl ChronicleStore {
     pub fn prune_older_than(&self, now: Timestamp, days: i64) -> StoreResult<u64> {
         self.prune_before(now.minus(chrono::Duration::days(days)))
     }
+}
+
+/// Append a chronicle entry inside an open write transaction (also used by
+/// the inbox, whose stage changes commit together with their entry).
+pub(crate) fn append_in(
+    txn: &redb::WriteTransaction,
+    scope_id: &str,
+    item: &ContextItem,
+) -> StoreResult<()> {
+    let mut counters = txn.open_table(COUNTERS)?;
+    let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
+    counters.insert(SEQ_COUNTER, seq + 1)?;
+    let ts = item.created_at.as_micros();
+    let mut table = txn.open_table(CHRONICLE)?;
+    table.insert((scope_id, ts, seq), codec::encode(TABLE, item)?.as_slice())?;
+    let mut by_time = txn.open_table(CHRONICLE_BY_TIME)?;
+    by_time.insert((ts, scope_id, seq), ())?;
+    Ok(())
 }

@@ -18,6 +18,7 @@ pub mod audit;
 pub mod chronicle;
 pub mod codec;
 pub mod error;
+pub mod inbox;
 pub mod nonces;
 pub mod records;
 pub mod schema;
@@ -32,6 +33,7 @@ pub use audit::{AuditEntry, AuditLog, ChainBreak, ChainVerification, Checkpoint}
 pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
+pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{Keyed, PendingCard, PersonaEvents, Records};
 pub use work_items::WorkItemStore;
@@ -85,6 +87,10 @@ impl Store {
 
     pub fn chronicle(&self) -> ChronicleStore {
         ChronicleStore::new(self.db.clone())
+    }
+
+    pub fn inbox(&self) -> InboxStore {
+        InboxStore::new(self.db.clone())
     }
 
     pub fn nonces(&self) -> NonceStore {

@@ -50,6 +50,11 @@ pub(crate) const PENDING_CARDS: TableDefinition<&str, &[u8]> =
 /// token_id → ApprovalToken: the authoritative token state (usage counters).
 pub(crate) const APPROVAL_TOKENS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("approval_tokens");
+/// inbox_id → InboxRecord: every accepted inbound message (§5.1, issue #5).
+pub(crate) const INBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("inbox");
+/// (scope_id, seq) → inbox_id: accepted messages not yet delivered, in order.
+pub(crate) const INBOX_PENDING: TableDefinition<(&str, u64), &str> =
+    TableDefinition::new("inbox_pending");
 /// Monotonic counters (chronicle sequence, …).
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
@@ -72,6 +77,8 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("connections", "str", "record", RECORD_V1),
     ("pending_cards", "str", "record", RECORD_V1),
     ("counters", "str", "u64", 0),
+    ("inbox", "str", "record", RECORD_V1),
+    ("inbox_pending", "(str,u64)", "str", 0),
 ];
 
 /// The text the checksum is computed over.
@@ -114,6 +121,8 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(CONNECTIONS)?;
     txn.open_table(PENDING_CARDS)?;
     txn.open_table(COUNTERS)?;
+    txn.open_table(INBOX)?;
+    txn.open_table(INBOX_PENDING)?;
     Ok(())
 }
 

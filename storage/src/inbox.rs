@@ -1,0 +1,348 @@
+//! `InboxStore`: the durable record of every accepted inbound message, so no
+//! accepted turn is lost (issue #5, spec §5.1, §18.2 crash recovery).
+//!
+//! A message is recorded ([`InboxStore::accept`]) *before* the channel is
+//! told it was accepted. The turn then moves the record through its stages,
+//! each stage change committed in one write transaction together with the
+//! durable effect it stands for:
+//!
+//! | stage            | committed together with                           |
+//! |------------------|---------------------------------------------------|
+//! | `accepted`       | the record and its pending-index entry            |
+//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint |
+//! | `responded`      | the response's chronicle entry (step 11), the reply |
+//! | `delivered`      | removal from the pending index (after step 13)     |
+//!
+//! Replay after a crash resumes from the recorded stage: a record that is
+//! `input_recorded` never chronicles its message twice, a `responded` one is
+//! only (re)delivered under its stable `inbox_id` (channels deduplicate on
+//! it), and a `delivered` one is never touched again — so every accepted
+//! message is processed exactly once.
+
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use silas_core::Timestamp;
+use silas_core::model::JsonObject;
+use silas_core::model::context::ContextItem;
+use silas_core::model::messages::{SignedMessage, TaintLevel};
+
+use crate::codec;
+use crate::error::{StoreError, StoreResult};
+use crate::schema::{COUNTERS, INBOX, INBOX_PENDING};
+
+const TABLE: &str = "inbox";
+const SEQ_COUNTER: &str = "inbox_seq";
+
+/// How far an accepted message has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InboxStage {
+    Accepted,
+    InputRecorded,
+    Responded,
+    Delivered,
+}
+
+/// An inbound message as a channel hands it over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewInbound {
+    pub scope_id: String,
+    pub channel: String,
+    pub sender_id: String,
+    pub text: String,
+    pub signed: Option<SignedMessage>,
+    pub connection_id: String,
+    pub ip: Option<String>,
+}
+
+/// One accepted message and its progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InboxRecord {
+    /// Stable id (zero-padded sequence number): the idempotency key of the
+    /// reply on every channel.
+    pub inbox_id: String,
+    pub seq: u64,
+    pub message: NewInbound,
+    pub received_at: Timestamp,
+    pub stage: InboxStage,
+    /// Set once, at step 2; a replayed turn reuses it (the message nonce was
+    /// consumed the first time).
+    pub taint: Option<TaintLevel>,
+    pub turn_number: Option<u64>,
+    /// The text delivered at step 13 (kept for redelivery after a crash).
+    pub reply: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct InboxStore {
+    db: Arc<Database>,
+}
+
+fn get_in(txn: &WriteTransaction, id: &str) -> StoreResult<InboxRecord> {
+    let table = txn.open_table(INBOX)?;
+    let found = table.get(id)?;
+    match found {
+        Some(v) => codec::decode(TABLE, v.value()),
+        None => Err(StoreError::NotFound {
+            what: "inbox record",
+            id: id.to_string(),
+        }),
+    }
+}
+
+fn put_in(txn: &WriteTransaction, r: &InboxRecord) -> StoreResult<()> {
+    txn.open_table(INBOX)?
+        .insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
+    Ok(())
+}
+
+impl InboxStore {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        InboxStore { db }
+    }
+
+    /// Durably record an inbound message (one transaction); only after this
+    /// returns may the channel be told the message was accepted.
+    pub fn accept(&self, message: NewInbound, now: Timestamp) -> StoreResult<InboxRecord> {
+        if message.scope_id.is_empty() {
+            return Err(StoreError::Invalid("scope_id must not be empty".into()));
+        }
+        let txn = self.db.begin_write()?;
+        let record = {
+            let mut counters = txn.open_table(COUNTERS)?;
+            let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
+            counters.insert(SEQ_COUNTER, seq + 1)?;
+            let record = InboxRecord {
+                inbox_id: format!("{seq:020}"),
+                seq,
+                message,
+                received_at: now,
+                stage: InboxStage::Accepted,
+                taint: None,
+                turn_number: None,
+                reply: None,
+            };
+            put_in(&txn, &record)?;
+            txn.open_table(INBOX_PENDING)?.insert(
+                (record.message.scope_id.as_str(), seq),
+                record.inbox_id.as_str(),
+            )?;
+            record
+        };
+        txn.commit()?;
+        Ok(record)
+    }
+
+    pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(INBOX)?;
+        let found = table.get(inbox_id)?;
+        match found {
+            Some(v) => Ok(Some(codec::decode(TABLE, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn pending_range(&self, scope: Option<&str>) -> StoreResult<Vec<InboxRecord>> {
+        let txn = self.db.begin_read()?;
+        let pending = txn.open_table(INBOX_PENDING)?;
+        let table = txn.open_table(INBOX)?;
+        let mut ids = Vec::new();
+        match scope {
+            Some(s) => {
+                for row in pending.range((s, 0u64)..=(s, u64::MAX))? {
+                    let (_, v) = row?;
+                    ids.push(v.value().to_string());
+                }
+            }
+            None => {
+                for row in pending.iter()? {
+                    let (_, v) = row?;
+                    ids.push(v.value().to_string());
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let found = table.get(id.as_str())?;
+            match found {
+                Some(v) => out.push(codec::decode(TABLE, v.value())?),
+                None => {
+                    return Err(StoreError::Corrupt(format!(
+                        "inbox pending index points at missing record {id:?}"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Undelivered records of one scope, oldest first.
+    pub fn pending_for_scope(&self, scope_id: &str) -> StoreResult<Vec<InboxRecord>> {
+        self.pending_range(Some(scope_id))
+    }
+
+    /// Every undelivered record, grouped by scope, oldest first within one.
+    pub fn pending_all(&self) -> StoreResult<Vec<InboxRecord>> {
+        self.pending_range(None)
+    }
+
+    /// Read-modify-write one record; `f` returns `false` to leave it as is
+    /// (the change already happened: idempotent replay).
+    fn advance(
+        &self,
+        inbox_id: &str,
+        chronicle: Option<&ContextItem>,
+        audit: Vec<(String, JsonObject)>,
+        f: impl FnOnce(&mut InboxRecord) -> bool,
+    ) -> StoreResult<InboxRecord> {
+        let txn = self.db.begin_write()?;
+        let mut record = get_in(&txn, inbox_id)?;
+        if !f(&mut record) {
+            return Ok(record);
+        }
+        if let Some(item) = chronicle {
+            crate::chronicle::append_in(&txn, &record.message.scope_id, item)?;
+        }
+        if !audit.is_empty() {
+            crate::audit::append_in(&txn, audit)?;
+        }
+        put_in(&txn, &record)?;
+        if record.stage == InboxStage::Delivered {
+            txn.open_table(INBOX_PENDING)?
+                .remove((record.message.scope_id.as_str(), record.seq))?;
+        }
+        txn.commit()?;
+        Ok(record)
+    }
+
+    /// §5.1 steps 2–3: the message's taint and turn number, with its
+    /// chronicle entry, in one transaction. A no-op once recorded.
+    pub fn record_input(
+        &self,
+        inbox_id: &str,
+        taint: TaintLevel,
+        turn_number: u64,
+        chronicle: &ContextItem,
+    ) -> StoreResult<InboxRecord> {
+        self.advance(inbox_id, Some(chronicle), Vec::new(), |r| {
+            if r.stage >= InboxStage::InputRecorded {
+                return false;
+            }
+            r.stage = InboxStage::InputRecorded;
+            r.taint = Some(taint);
+            r.turn_number = Some(turn_number);
+            true
+        })
+    }
+
+    /// §5.1 step 11: the turn's outcome — the reply to deliver, the
+    /// response's chronicle entry (if the turn got that far) and audit
+    /// events — in one transaction. A no-op once responded.
+    pub fn record_response(
+        &self,
+        inbox_id: &str,
+        reply: &str,
+        chronicle: Option<&ContextItem>,
+        audit: Vec<(String, JsonObject)>,
+    ) -> StoreResult<InboxRecord> {
+        let reply = reply.to_string();
+        self.advance(inbox_id, chronicle, audit, |r| {
+            if r.stage >= InboxStage::Responded {
+                return false;
+            }
+            r.stage = InboxStage::Responded;
+            r.reply = Some(reply);
+            true
+        })
+    }
+
+    /// After step 13: the reply went out; the record leaves the pending index.
+    pub fn mark_delivered(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+        self.advance(inbox_id, None, Vec::new(), |r| {
+            if r.stage >= InboxStage::Delivered {
+                return false;
+            }
+            r.stage = InboxStage::Delivered;
+            true
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use silas_core::model::context::{ContextItemKind, ContextZone};
+
+    use super::*;
+    use crate::Store;
+
+    fn msg(scope: &str, text: &str) -> NewInbound {
+        NewInbound {
+            scope_id: scope.into(),
+            channel: "web".into(),
+            sender_id: "owner".into(),
+            text: text.into(),
+            signed: None,
+            connection_id: scope.into(),
+            ip: None,
+        }
+    }
+
+    fn item(text: &str) -> ContextItem {
+        ContextItem {
+            ctx_id: text.into(),
+            zone: ContextZone::Chronicle,
+            content: text.into(),
+            token_count: 1,
+            created_at: Timestamp::now(),
+            turn_number: 0,
+            source: "test".into(),
+            taint: TaintLevel::Owner,
+            kind: ContextItemKind::Message,
+            relevance: 1.0,
+            masked: false,
+            pinned: false,
+        }
+    }
+
+    #[test]
+    fn stages_are_idempotent_and_pending_is_ordered() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let inbox = store.inbox();
+        let a = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
+        let b = inbox.accept(msg("s2", "b"), Timestamp::now()).unwrap();
+        let c = inbox.accept(msg("s1", "c"), Timestamp::now()).unwrap();
+        let ids = |v: Vec<InboxRecord>| v.into_iter().map(|r| r.inbox_id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(inbox.pending_for_scope("s1").unwrap()),
+            vec![a.inbox_id.clone(), c.inbox_id.clone()]
+        );
+        assert_eq!(inbox.pending_all().unwrap().len(), 3);
+
+        inbox
+            .record_input(&a.inbox_id, TaintLevel::Owner, 1, &item("in"))
+            .unwrap();
+        // Replay: no second chronicle entry.
+        inbox
+            .record_input(&a.inbox_id, TaintLevel::External, 9, &item("in"))
+            .unwrap();
+        let r = inbox
+            .record_response(&a.inbox_id, "hi", Some(&item("out")), Vec::new())
+            .unwrap();
+        assert_eq!(r.taint, Some(TaintLevel::Owner));
+        assert_eq!(r.turn_number, Some(1));
+        inbox
+            .record_response(&a.inbox_id, "other", Some(&item("out")), Vec::new())
+            .unwrap();
+        assert_eq!(store.chronicle().get_recent("s1", 10).unwrap().len(), 2);
+        inbox.mark_delivered(&a.inbox_id).unwrap();
+        let r = inbox.get(&a.inbox_id).unwrap().unwrap();
+        assert_eq!(r.stage, InboxStage::Delivered);
+        assert_eq!(r.reply.as_deref(), Some("hi"));
+        assert_eq!(ids(inbox.pending_for_scope("s1").unwrap()), vec![c.inbox_id]);
+        assert_eq!(ids(inbox.pending_for_scope("s2").unwrap()), vec![b.inbox_id]);
+    }
+}
