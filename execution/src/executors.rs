@@ -33,6 +33,9 @@ pub struct ExecutorRegistry {
     work_base: PathBuf,
     python: String,
     max_processes: u64,
+    /// `web_fetch` exists only when the operator configured a guard (§9.2:
+    /// network tools are registered only with valid configuration).
+    web_fetch: Option<silas_netguard::GuardedFetcher>,
 }
 
 /// Cut at a character boundary at or below `max` bytes.
@@ -95,15 +98,35 @@ impl ExecutorRegistry {
             work_base,
             python: "python3".into(),
             max_processes: Limits::default().max_processes,
+            web_fetch: None,
         }
+    }
+
+    /// Serve `web_fetch` through this guarded fetcher.
+    pub fn with_web_fetch(mut self, fetcher: silas_netguard::GuardedFetcher) -> Self {
+        self.web_fetch = Some(fetcher);
+        self
     }
 
     /// Names of the executors this registry serves.
     pub fn names(&self) -> Vec<&'static str> {
-        vec![SHELL_EXEC, PYTHON_EXEC]
+        let mut names = vec![SHELL_EXEC, PYTHON_EXEC];
+        if self.web_fetch.is_some() {
+            names.push(silas_netguard::executor::WEB_FETCH);
+        }
+        names
     }
 
     pub async fn execute(&self, env: &ExecutionEnvelope) -> ExecutionResult {
+        if env.action == silas_netguard::executor::WEB_FETCH {
+            return match &self.web_fetch {
+                Some(f) => silas_netguard::executor::web_fetch(f, env).await,
+                None => failed(
+                    env,
+                    "web_fetch is not configured (no host allowlist)".into(),
+                ),
+            };
+        }
         let argv = match env.action.as_str() {
             SHELL_EXEC => match arg_str(env, "command") {
                 // The tool *is* a shell: the model's text is one argv element.

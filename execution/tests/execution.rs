@@ -246,3 +246,27 @@ async fn verification_output_is_cut_to_1000_chars_and_network_is_off() {
         .await;
     assert!(!r.passed, "verification reached the network without asking");
 }
+
+#[tokio::test]
+async fn web_fetch_is_served_only_when_configured_and_denied_by_default() {
+    use std::sync::Arc;
+    let base = tempfile::tempdir().unwrap();
+    let env = envelope("web_fetch", json!({"url": "http://example.org/"}), "exec-w");
+    let plain = ExecutorRegistry::new(sandbox(), base.path().to_path_buf());
+    assert!(!plain.names().contains(&"web_fetch"));
+    let r = plain.execute(&env).await;
+    assert!(r.error.unwrap().contains("not configured"));
+
+    // Default guard config: empty allowlist = no destination at all. The
+    // scripted resolver proves no lookup (let alone a connection) happened.
+    let resolver = Arc::new(silas_netguard::resolver::ScriptedResolver::new());
+    let cfg = silas_netguard::NetworkGuardConfig::default();
+    let guard = silas_netguard::guard::NetworkGuard::new(&cfg, resolver.clone()).unwrap();
+    let reg = ExecutorRegistry::new(sandbox(), base.path().to_path_buf())
+        .with_web_fetch(silas_netguard::GuardedFetcher::new(guard));
+    assert!(reg.names().contains(&"web_fetch"));
+    let r = reg.execute(&env).await;
+    assert!(!r.success);
+    assert_eq!(r.taint, TaintLevel::External);
+    assert_eq!(resolver.calls("example.org"), 0);
+}
