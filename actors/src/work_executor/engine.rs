@@ -1,0 +1,877 @@
+//! The WorkExecutor's work, without the actor (§5.2): the task loop, the
+//! project loop, the goal cycle and reviewed batch execution, sequenced over
+//! the pure policy in [`super::policy`]. Every step persists the work item
+//! (status, attempts, budget_used, verification_results) before the next
+//! one, and every status change is published as a [`WorkStatusEvent`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use silas_core::approval::Subject;
+use silas_core::config::GateDefinition;
+use silas_core::model::JsonObject;
+use silas_core::model::approval::{ApprovalScope, ApprovalToken};
+use silas_core::model::execution::ExecutorAgentOutput;
+use silas_core::model::gates::{GateAction, GateTrigger};
+use silas_core::model::review::BatchProposal;
+use silas_core::model::work::{
+    BudgetUsed, WorkItem, WorkItemResult, WorkItemStatus, WorkItemType,
+};
+use silas_core::{Coded, ErrorCode, Timestamp, projections};
+use silas_execution::executors::ExecutorRegistry;
+use silas_execution::verification::{VerificationReport, VerificationRunner};
+use silas_gates::{ActiveGateSet, AuditEvent, GateRunner, TurnBudget};
+use silas_llm::agents::{Agents, ExecutorOutcome};
+use silas_llm::prompts::RenderedContext;
+use silas_llm::structured::{EXECUTOR_INVALID_OUTPUT, Structured};
+use silas_llm::toolset::{
+    AgentRole, AllowedTools, ApprovalByName, Preparation, SkillToolset, build_chain, core_tools,
+};
+use silas_storage::{Store, StoreError};
+use tokio::sync::broadcast;
+
+use super::policy::{
+    self, SPAWN_TASK, build_briefing, build_fix_task, format_failures, loop_budget, next_attempt,
+    results_as_json, should_consult_planner, topological_order, unmet_dependency,
+};
+use super::tools::{Ledger, ToolLimits, WorkTools};
+use crate::approval::{ApprovalError, ApprovalService};
+use crate::work::{CheckOutcome, WorkStatusEvent, WorkStatusKind};
+
+/// Why the executor could not do its job (as opposed to the work failing).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkError {
+    #[error("work item {0:?} not found")]
+    NotFound(String),
+    #[error("work item {id:?} is a {kind}, expected a {expected}")]
+    WrongKind {
+        id: String,
+        kind: &'static str,
+        expected: &'static str,
+    },
+    #[error("work store unavailable: {0}")]
+    Store(#[from] StoreError),
+    #[error("approval: {0}")]
+    Approval(#[from] ApprovalError),
+    #[error("artifact storage: {0}")]
+    Io(String),
+    #[error("batch selection refused: {0}")]
+    Selection(#[from] policy::SelectionError),
+}
+
+impl Coded for WorkError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            WorkError::NotFound(_) => ErrorCode::EDbNotFound,
+            WorkError::WrongKind { .. } => ErrorCode::ECfgInvalid,
+            WorkError::Store(e) => e.code(),
+            WorkError::Approval(e) => e.code(),
+            WorkError::Io(_) => ErrorCode::EDbIo,
+            WorkError::Selection(_) => ErrorCode::EApprovalHash,
+        }
+    }
+}
+
+/// Static configuration of the executor.
+#[derive(Clone, Debug)]
+pub struct WorkConfig {
+    /// `config.gates.system`, compiled with each item's gates.
+    pub system_gates: Vec<GateDefinition>,
+    /// `limits.max_gate_evals_per_turn`, applied per attempt.
+    pub max_gate_evals: u32,
+    /// Durable per-item artifact directories: `{artifacts_dir}/{work_item_id}/`.
+    pub artifacts_dir: PathBuf,
+    pub tool_limits: ToolLimits,
+}
+
+/// Everything the executor sequences.
+#[derive(Clone)]
+pub struct WorkEngine {
+    pub store: Store,
+    pub approvals: ApprovalService,
+    pub agents: Arc<Agents>,
+    pub registry: Arc<ExecutorRegistry>,
+    pub verifier: Arc<VerificationRunner>,
+    pub gate_runner: GateRunner,
+    pub config: WorkConfig,
+    pub events: broadcast::Sender<WorkStatusEvent>,
+}
+
+/// The outcome of one goal cycle (§5.2.3).
+#[derive(Clone, Debug, PartialEq)]
+pub enum GoalCycleOutcome {
+    /// Every check passed.
+    Healthy,
+    /// Checks failed and the goal does not spawn tasks.
+    Failed { failed_checks: Vec<String> },
+    /// A fix task was spawned and run (its result).
+    FixTask(WorkItemResult),
+    /// A fix task was spawned but no standing approval authorised it: it is
+    /// `blocked` awaiting a fresh interactive approval.
+    FixTaskBlocked { task_id: String, reason: String },
+}
+
+fn terminal(s: WorkItemStatus) -> bool {
+    matches!(
+        s,
+        WorkItemStatus::Done
+            | WorkItemStatus::Failed
+            | WorkItemStatus::Stuck
+            | WorkItemStatus::Blocked
+            | WorkItemStatus::Healthy
+    )
+}
+
+fn kind_for(s: WorkItemStatus) -> WorkStatusKind {
+    match s {
+        WorkItemStatus::Done | WorkItemStatus::Healthy => WorkStatusKind::Done,
+        WorkItemStatus::Failed => WorkStatusKind::Failed,
+        WorkItemStatus::Stuck => WorkStatusKind::Stuck,
+        WorkItemStatus::Blocked | WorkItemStatus::Paused => WorkStatusKind::Blocked,
+        WorkItemStatus::Pending | WorkItemStatus::Running => WorkStatusKind::Running,
+    }
+}
+
+fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
+    report
+        .map(|r| {
+            r.results
+                .iter()
+                .map(|c| CheckOutcome {
+                    name: c.name.clone(),
+                    passed: c.passed,
+                    reason: c.reason.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How one attempt ended, before verification.
+enum Attempt {
+    Output(ExecutorAgentOutput, Ledger),
+    Retry(String),
+    End(WorkItemStatus, String),
+}
+
+impl WorkEngine {
+    fn load(&self, id: &str) -> Result<WorkItem, WorkError> {
+        self.store
+            .work_items()
+            .get(id)?
+            .ok_or_else(|| WorkError::NotFound(id.to_owned()))
+    }
+
+    fn persist(&self, item: &WorkItem) -> Result<(), WorkError> {
+        // Only runtime state is written; the approval token (mirrored by the
+        // ledger) and the plan fields stay as stored.
+        let state = item.clone();
+        self.store.work_items().update(&item.id, move |w| {
+            w.status = state.status;
+            w.attempts = state.attempts;
+            w.budget_used = state.budget_used;
+            w.verification_results = state.verification_results;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn audit(&self, event: &str, data: Value) -> Result<(), WorkError> {
+        self.store.audit().log(event, obj(data))?;
+        Ok(())
+    }
+
+    fn audit_events(&self, events: &[AuditEvent]) -> Result<(), WorkError> {
+        if !events.is_empty() {
+            let batch = events
+                .iter()
+                .map(|e| (e.event.clone(), e.data.clone()))
+                .collect();
+            self.store.audit().log_batch(batch)?;
+        }
+        Ok(())
+    }
+
+    fn publish(
+        &self,
+        id: &str,
+        scope: &str,
+        status: WorkStatusKind,
+        summary: impl Into<String>,
+        report: Option<&VerificationReport>,
+    ) {
+        // No subscriber is not an error: the status is persisted anyway.
+        let _ = self.events.send(WorkStatusEvent {
+            work_item_id: id.to_owned(),
+            scope_id: scope.to_owned(),
+            status,
+            summary: summary.into(),
+            verification: outcomes(report),
+        });
+    }
+
+    fn result(item: &WorkItem, summary: String, last_error: Option<String>) -> WorkItemResult {
+        WorkItemResult {
+            work_item_id: item.id.clone(),
+            status: item.status,
+            summary,
+            last_error,
+            verification_results: item.verification_results.clone(),
+            budget_used: item.budget_used.clone(),
+            artifacts: BTreeMap::new(),
+            next_steps: Vec::new(),
+        }
+    }
+
+    /// Ends an item: status, persist, audit, publish.
+    fn finish(
+        &self,
+        mut item: WorkItem,
+        scope: &str,
+        status: WorkItemStatus,
+        summary: String,
+        report: Option<&VerificationReport>,
+    ) -> Result<WorkItemResult, WorkError> {
+        item.status = status;
+        self.persist(&item)?;
+        self.audit(
+            &format!("work_item.{}", status.as_str()),
+            json!({"work_item_id": item.id, "attempts": item.attempts,
+                   "tokens": item.budget_used.tokens, "cost_usd": item.budget_used.cost_usd}),
+        )?;
+        self.publish(&item.id, scope, kind_for(status), summary.clone(), report);
+        let last_error = (status != WorkItemStatus::Done).then(|| summary.clone());
+        Ok(Self::result(&item, summary, last_error))
+    }
+
+    /// The durable artifact directory of a work item.
+    pub fn artifact_dir(&self, id: &str) -> PathBuf {
+        self.config.artifacts_dir.join(id)
+    }
+
+    /// Runs any work item by kind (§4.12 `execute`). Goals run one cycle.
+    pub async fn execute(&self, id: &str, scope: &str) -> Result<WorkItemResult, WorkError> {
+        let item = self.load(id)?;
+        match item.kind {
+            WorkItemType::Task => self.run_task(id, scope).await,
+            WorkItemType::Project => self.run_project(id, scope).await,
+            WorkItemType::Goal => {
+                let outcome = self.run_goal_cycle(id, scope).await?;
+                let goal = self.load(id)?;
+                let summary = match outcome {
+                    GoalCycleOutcome::Healthy => "goal healthy".to_owned(),
+                    GoalCycleOutcome::Failed { failed_checks } => {
+                        format!("checks failed: {}", failed_checks.join(", "))
+                    }
+                    GoalCycleOutcome::FixTask(r) => {
+                        format!("fix task {} ended {}", r.work_item_id, r.status.as_str())
+                    }
+                    GoalCycleOutcome::FixTaskBlocked { task_id, reason } => {
+                        format!("fix task {task_id} blocked: {reason}")
+                    }
+                };
+                Ok(Self::result(&goal, summary, None))
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- task
+
+    /// §5.2.1. An item already in a terminal state is returned as stored and
+    /// never re-run.
+    pub async fn run_task(&self, id: &str, scope: &str) -> Result<WorkItemResult, WorkError> {
+        let item = self.load(id)?;
+        if item.kind != WorkItemType::Task {
+            return Err(WorkError::WrongKind {
+                id: id.to_owned(),
+                kind: item.kind.as_str(),
+                expected: "task",
+            });
+        }
+        if terminal(item.status) {
+            let s = format!("already {}", item.status.as_str());
+            return Ok(Self::result(&item, s, None));
+        }
+        // 0. Approval gate: non-consuming check before anything runs.
+        let Some(token) = item.approval_token.clone() else {
+            return self.block_unapproved(item, scope, "no approval token".into(), None);
+        };
+        if let Err(e) = self.approvals.check(&token, &item, Timestamp::now()) {
+            let code = e.code().as_str();
+            return self.block_unapproved(item, scope, e.to_string(), Some(code));
+        }
+        // 0.5 Follow-up artifact hydration.
+        let inputs = match self.hydrate(&item) {
+            Ok(i) => i,
+            Err(reason) => {
+                self.audit(
+                    "execution_blocked_linkage",
+                    json!({"work_item_id": item.id, "follow_up_of": item.follow_up_of}),
+                )?;
+                let summary = format!("follow-up linkage error: {reason}");
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+        };
+        let gates = match ActiveGateSet::compile(&self.config.system_gates, &item.gates) {
+            Ok(g) => g.gates().to_vec(),
+            Err(e) => {
+                let summary = format!("{}: gates do not compile: {e}", ErrorCode::EGateProvider);
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+        };
+        self.task_loop(item, scope, inputs, gates).await
+    }
+
+    fn block_unapproved(
+        &self,
+        item: WorkItem,
+        scope: &str,
+        reason: String,
+        code: Option<&str>,
+    ) -> Result<WorkItemResult, WorkError> {
+        self.audit(
+            "execution_blocked_no_approval",
+            json!({"work_item_id": item.id, "reason": reason, "code": code}),
+        )?;
+        let summary = format!("blocked: approval required ({reason})");
+        self.finish(item, scope, WorkItemStatus::Blocked, summary, None)
+    }
+
+    /// Loads the artifacts a follow-up imports (name → content).
+    fn hydrate(&self, item: &WorkItem) -> Result<BTreeMap<String, String>, String> {
+        let Some(prior_id) = &item.follow_up_of else {
+            return Ok(BTreeMap::new());
+        };
+        let prior = match self.store.work_items().get(prior_id) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Err(format!("referenced work item {prior_id:?} not found")),
+            Err(e) => return Err(format!("{}: {e}", e.code())),
+        };
+        if prior.status != WorkItemStatus::Done {
+            return Err(format!(
+                "referenced work item {prior_id:?} is {}, not done",
+                prior.status.as_str()
+            ));
+        }
+        let dir = self.artifact_dir(prior_id);
+        let available: BTreeSet<String> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let wanted = policy::wanted_artifacts(&item.input_artifacts_from, &available)?;
+        let mut out = BTreeMap::new();
+        for name in wanted {
+            let bytes = std::fs::read(dir.join(&name))
+                .map_err(|e| format!("cannot read artifact {name}: {e}"))?;
+            out.insert(name, String::from_utf8_lossy(&bytes).into_owned());
+        }
+        Ok(out)
+    }
+
+    async fn task_loop(
+        &self,
+        mut item: WorkItem,
+        scope: &str,
+        inputs: BTreeMap<String, String>,
+        gates: Vec<silas_core::model::gates::Gate>,
+    ) -> Result<WorkItemResult, WorkError> {
+        let input_names: Vec<String> = inputs.keys().cloned().collect();
+        let skills: BTreeSet<String> = item.skills.iter().cloned().collect();
+        let toolset = build_chain(
+            SkillToolset::new(core_tools(false)),
+            Preparation {
+                role: AgentRole::Executor,
+                work_item_skills: skills,
+            },
+            AllowedTools::All,
+            Arc::new(ApprovalByName::new(Vec::<String>::new())),
+        );
+        let mut failure: Option<String> = None;
+        let mut guidance: Option<String> = None;
+        let mut last_report: Option<VerificationReport> = None;
+        loop {
+            // 1–2. Budget (>=) and attempts before every attempt.
+            if let Err(stop) = next_attempt(item.attempts, &item.budget_used, &item.budget) {
+                let summary = match &failure {
+                    Some(f) => format!("stuck: {} after {} attempts; last failure:\n{f}", stop.as_str(), item.attempts),
+                    None => format!("stuck: {} after {} attempts", stop.as_str(), item.attempts),
+                };
+                return self.finish(item, scope, WorkItemStatus::Stuck, summary, last_report.as_ref());
+            }
+            // a. Count the attempt and persist before running it.
+            item.attempts += 1;
+            item.budget_used.attempts = item.attempts;
+            item.status = WorkItemStatus::Running;
+            self.persist(&item)?;
+            self.publish(&item.id, scope, WorkStatusKind::Running, format!("attempt {}", item.attempts), None);
+
+            // b–c. Brief and run the executor agent.
+            let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
+            let briefing = build_briefing(&item.body, &input_names, previous, guidance.as_deref());
+            let attempt = self
+                .attempt(&mut item, &briefing, &toolset, &gates, &inputs)
+                .await?;
+            self.persist(&item)?;
+            let (output, ledger) = match attempt {
+                Attempt::Output(o, l) => (o, l),
+                Attempt::Retry(why) => {
+                    failure = Some(why);
+                    continue;
+                }
+                Attempt::End(status, summary) => {
+                    return self.finish(item, scope, status, summary, None);
+                }
+            };
+            // c3. Artifacts from the ledger only.
+            let artifacts = self.store_artifacts(&item.id, &ledger)?;
+            let refs: BTreeSet<&str> = output.artifact_refs.iter().map(String::as_str).collect();
+            let actual: BTreeSet<&str> = artifacts.keys().map(String::as_str).collect();
+            if refs != actual {
+                self.audit(
+                    "artifact_ref_mismatch",
+                    json!({"work_item_id": item.id, "claimed": refs, "actual": actual}),
+                )?;
+            }
+            // d. after_step gates.
+            let step = item.attempts.saturating_sub(1);
+            let mut ctx = JsonObject::new();
+            ctx.insert("work_item_id".into(), Value::from(item.id.as_str()));
+            ctx.insert("step".into(), Value::from(step));
+            ctx.insert("output".into(), Value::from(output.summary.as_str()));
+            ctx.insert("artifacts".into(), json!(actual));
+            let mut gbudget = TurnBudget::new(self.config.max_gate_evals);
+            let gated = self
+                .gate_runner
+                .check_gates(&gates, GateTrigger::AfterStep, Some(step), ctx, &mut gbudget)
+                .await;
+            self.audit_events(&gated.audit)?;
+            if let Some(b) = gated.blocked() {
+                let summary = format!(
+                    "{}: blocked by after_step gate {}: {}",
+                    ErrorCode::EGateBlocked,
+                    b.gate_name,
+                    b.reason
+                );
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+            if let Some(r) = gated
+                .policy_results
+                .iter()
+                .find(|r| r.action == GateAction::RequireApproval)
+            {
+                let summary = format!("awaiting approval: after_step gate {}", r.gate_name);
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+            // e–f. External verification (or a single successful run).
+            if item.verify.is_empty() {
+                let summary = output.summary.clone();
+                return self.done(item, scope, summary, artifacts, output.next_steps, None);
+            }
+            let dir = self.artifact_dir(&item.id);
+            let report = self.verifier.run_checks(&item.verify, Some(&dir)).await;
+            item.verification_results = results_as_json(&report);
+            self.audit(
+                "verification_completed",
+                json!({"work_item_id": item.id, "attempt": item.attempts,
+                       "all_passed": report.all_passed, "failed": report.failed}),
+            )?;
+            if report.all_passed {
+                let summary = output.summary.clone();
+                return self.done(item, scope, summary, artifacts, output.next_steps, Some(&report));
+            }
+            let details = format_failures(&report);
+            self.persist(&item)?;
+            self.publish(
+                &item.id,
+                scope,
+                WorkStatusKind::VerificationFailed,
+                format!("attempt {} failed verification", item.attempts),
+                Some(&report),
+            );
+            if should_consult_planner(&item) {
+                guidance = self.consult_planner(&mut item, &details).await;
+                self.persist(&item)?;
+            }
+            failure = Some(details);
+            last_report = Some(report);
+        }
+    }
+
+    fn done(
+        &self,
+        item: WorkItem,
+        scope: &str,
+        summary: String,
+        artifacts: BTreeMap<String, String>,
+        next_steps: Vec<String>,
+        report: Option<&VerificationReport>,
+    ) -> Result<WorkItemResult, WorkError> {
+        let mut r = self.finish(item, scope, WorkItemStatus::Done, summary, report)?;
+        r.artifacts = artifacts;
+        r.next_steps = next_steps;
+        Ok(r)
+    }
+
+    async fn attempt(
+        &self,
+        item: &mut WorkItem,
+        briefing: &str,
+        toolset: &dyn silas_llm::toolset::Toolset,
+        gates: &[silas_core::model::gates::Gate],
+        inputs: &BTreeMap<String, String>,
+    ) -> Result<Attempt, WorkError> {
+        let tools = WorkTools {
+            registry: self.registry.clone(),
+            gate_runner: self.gate_runner.clone(),
+            gates: gates.to_vec(),
+            item_id: item.id.clone(),
+            attempt: item.attempts,
+            input_artifacts: inputs.clone(),
+            limits: self.config.tool_limits.clone(),
+            gate_budget: Mutex::new(TurnBudget::new(self.config.max_gate_evals)),
+            ledger: Mutex::new(Ledger::default()),
+        };
+        let started = Instant::now();
+        let outcome = self
+            .agents
+            .execute(
+                briefing,
+                &item.skills,
+                toolset,
+                &tools,
+                &loop_budget(&item.budget),
+                &mut item.budget_used,
+            )
+            .await;
+        item.budget_used.wall_time_seconds += started.elapsed().as_secs_f64();
+        let ledger = tools.take_ledger();
+        self.audit_events(&ledger.audit)?;
+        if let Some(why) = &ledger.approval_required {
+            return Ok(Attempt::End(
+                WorkItemStatus::Blocked,
+                format!("awaiting approval: {why}"),
+            ));
+        }
+        Ok(match outcome {
+            ExecutorOutcome::Completed(Structured::Valid { value, .. }) => {
+                Attempt::Output(value, ledger)
+            }
+            ExecutorOutcome::Completed(Structured::Fallback { cause, .. }) => {
+                Attempt::Retry(format!("{EXECUTOR_INVALID_OUTPUT}: {cause:?}"))
+            }
+            ExecutorOutcome::ApprovalRequired(p) => Attempt::End(
+                WorkItemStatus::Blocked,
+                format!("awaiting approval: tool call {}", p.call.name),
+            ),
+            // The next budget check ends the loop as stuck.
+            ExecutorOutcome::BudgetExhausted => Attempt::Retry("budget exhausted".into()),
+            ExecutorOutcome::RequestLimit => Attempt::Retry("tool round limit reached".into()),
+        })
+    }
+
+    /// Copies this attempt's artifacts into the item's durable directory
+    /// (replacing the previous attempt's). Returns name → stored path.
+    fn store_artifacts(
+        &self,
+        id: &str,
+        ledger: &Ledger,
+    ) -> Result<BTreeMap<String, String>, WorkError> {
+        let dir = self.artifact_dir(id);
+        let io = |e: std::io::Error| WorkError::Io(format!("{}: {e}", dir.display()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let mut out = BTreeMap::new();
+        for (name, src) in ledger.artifacts() {
+            let dst = dir.join(&name);
+            std::fs::copy(Path::new(&src), &dst).map_err(io)?;
+            out.insert(name, dst.display().to_string());
+        }
+        Ok(out)
+    }
+
+    async fn consult_planner(&self, item: &mut WorkItem, failure: &str) -> Option<String> {
+        let ctx = RenderedContext {
+            access_level: "owner".into(),
+            ..RenderedContext::default()
+        };
+        let message = format!(
+            "Background work item {:?} ({}) has failed external verification {} times.\n\n\
+             Briefing:\n{}\n\nLatest failure:\n{failure}\n\n\
+             Reply with concrete guidance for the next attempt.",
+            item.id, item.title, item.attempts, item.body
+        );
+        let run = self.agents.plan(&ctx, &message, &mut item.budget_used).await;
+        let _ = self.audit(
+            "planner_consulted",
+            json!({"work_item_id": item.id, "attempt": item.attempts,
+                   "fallback": run.outcome.is_fallback()}),
+        );
+        match run.outcome {
+            Structured::Valid { value, .. } => Some(value.message),
+            Structured::Fallback { .. } => None,
+        }
+    }
+
+    // ------------------------------------------------------------- project
+
+    /// §5.2.2: tasks in topological order; each dependency must be `done`
+    /// first; a task that does not end `done` ends the project (`blocked`
+    /// if it was blocked, else `failed`); then project-level checks.
+    /// Tasks already `done` are skipped, so a resumed project continues.
+    pub async fn run_project(&self, id: &str, scope: &str) -> Result<WorkItemResult, WorkError> {
+        let mut project = self.load(id)?;
+        if project.kind != WorkItemType::Project {
+            return Err(WorkError::WrongKind {
+                id: id.to_owned(),
+                kind: project.kind.as_str(),
+                expected: "project",
+            });
+        }
+        if terminal(project.status) {
+            let s = format!("already {}", project.status.as_str());
+            return Ok(Self::result(&project, s, None));
+        }
+        project.status = WorkItemStatus::Running;
+        self.persist(&project)?;
+        self.publish(id, scope, WorkStatusKind::Running, "project started", None);
+
+        let mut deps = BTreeMap::new();
+        for t in &project.tasks {
+            match self.store.work_items().get(t)? {
+                Some(child) => {
+                    deps.insert(t.clone(), child.depends_on.clone());
+                }
+                None => {
+                    let s = format!("project task {t:?} not found");
+                    return self.finish(project, scope, WorkItemStatus::Failed, s, None);
+                }
+            }
+        }
+        let order = match topological_order(&project.tasks, &deps) {
+            Ok(o) => o,
+            Err(e) => {
+                let s = e.to_string();
+                return self.finish(project, scope, WorkItemStatus::Failed, s, None);
+            }
+        };
+        for t in &order {
+            let child = self.load(t)?;
+            if child.status != WorkItemStatus::Done {
+                let store = self.store.work_items();
+                let status_of = |d: &str| store.get(d).ok().flatten().map(|w| w.status);
+                if let Some(dep) = unmet_dependency(&child.depends_on, status_of) {
+                    let s = format!("task {t:?} depends on {dep:?}, which is not done");
+                    project.budget_used = self.children_budget(&project)?;
+                    return self.finish(project, scope, WorkItemStatus::Blocked, s, None);
+                }
+                let r = self.run_task(t, scope).await?;
+                if r.status != WorkItemStatus::Done {
+                    let status = if r.status == WorkItemStatus::Blocked {
+                        WorkItemStatus::Blocked
+                    } else {
+                        WorkItemStatus::Failed
+                    };
+                    let s = format!("task {t:?} ended {}: {}", r.status.as_str(), r.summary);
+                    project.budget_used = self.children_budget(&project)?;
+                    return self.finish(project, scope, status, s, None);
+                }
+            }
+            project.budget_used = self.children_budget(&project)?;
+            self.persist(&project)?;
+        }
+        if project.verify.is_empty() {
+            return self.finish(project, scope, WorkItemStatus::Done, "all tasks done".into(), None);
+        }
+        // Project-level checks over the union of the tasks' artifacts.
+        let dir = self.artifact_dir(id);
+        self.gather_artifacts(&dir, &order)?;
+        let report = self.verifier.run_checks(&project.verify, Some(&dir)).await;
+        project.verification_results = results_as_json(&report);
+        self.audit(
+            "verification_completed",
+            json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+        )?;
+        if report.all_passed {
+            self.finish(project, scope, WorkItemStatus::Done, "all tasks done; project checks passed".into(), Some(&report))
+        } else {
+            let s = format!("project checks failed:\n{}", format_failures(&report));
+            self.finish(project, scope, WorkItemStatus::Failed, s, Some(&report))
+        }
+    }
+
+    fn children_budget(&self, project: &WorkItem) -> Result<BudgetUsed, WorkError> {
+        let mut total = BudgetUsed::default();
+        for t in &project.tasks {
+            if let Some(c) = self.store.work_items().get(t)? {
+                total.merge(&c.budget_used);
+            }
+        }
+        Ok(total)
+    }
+
+    fn gather_artifacts(&self, dir: &Path, tasks: &[String]) -> Result<(), WorkError> {
+        let io = |e: std::io::Error| WorkError::Io(format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        for t in tasks {
+            let Ok(rd) = std::fs::read_dir(self.artifact_dir(t)) else {
+                continue;
+            };
+            for e in rd.filter_map(Result::ok).filter(|e| e.path().is_file()) {
+                std::fs::copy(e.path(), dir.join(e.file_name())).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- goal
+
+    /// §5.2.3: one cycle of a goal (called by the scheduler).
+    pub async fn run_goal_cycle(
+        &self,
+        id: &str,
+        scope: &str,
+    ) -> Result<GoalCycleOutcome, WorkError> {
+        let goal = self.load(id)?;
+        if goal.kind != WorkItemType::Goal {
+            return Err(WorkError::WrongKind {
+                id: id.to_owned(),
+                kind: goal.kind.as_str(),
+                expected: "goal",
+            });
+        }
+        // 1–2. Checks, logged to audit.
+        let dir = self.artifact_dir(id);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| WorkError::Io(format!("{}: {e}", dir.display())))?;
+        let report = self.verifier.run_checks(&goal.verify, Some(&dir)).await;
+        self.audit(
+            "goal_cycle_checks",
+            json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+        )?;
+        let results = results_as_json(&report);
+        let healthy = report.all_passed;
+        self.store.work_items().update(id, move |g| {
+            g.verification_results = results;
+            g.status = if healthy {
+                WorkItemStatus::Healthy
+            } else {
+                WorkItemStatus::Failed
+            };
+            Ok(())
+        })?;
+        if healthy {
+            self.publish(id, scope, WorkStatusKind::Done, "goal healthy", Some(&report));
+            return Ok(GoalCycleOutcome::Healthy);
+        }
+        self.publish(id, scope, WorkStatusKind::VerificationFailed, "goal checks failed", Some(&report));
+        if goal.on_failure != SPAWN_TASK {
+            self.publish(id, scope, WorkStatusKind::Failed, "goal checks failed", Some(&report));
+            return Ok(GoalCycleOutcome::Failed {
+                failed_checks: report.failed,
+            });
+        }
+        // 4. Spawn a fix task from the goal's template.
+        // Deterministic id: the goal's n-th spawned task.
+        let n = self.store.work_items().list_by_parent(id)?.len() + 1;
+        let task_id = format!("{id}-fix-{n}");
+        let fix = build_fix_task(&goal, &task_id, &format_failures(&report));
+        let spawned_task_hash = projections::plan_hash(&fix)
+            .map_err(|e| WorkError::Io(format!("unhashable spawned task: {e}")))?;
+        self.audit(
+            "goal_spawned_task",
+            json!({"work_item_id": id, "spawned_task_id": task_id,
+                   "spawned_task_hash": spawned_task_hash}),
+        )?;
+        match self.authorize_spawn(&goal, fix.clone()) {
+            Ok(task) => {
+                self.store.work_items().save(&task)?;
+                let r = self.run_task(&task_id, scope).await?;
+                Ok(GoalCycleOutcome::FixTask(r))
+            }
+            Err(reason) => {
+                // A fresh interactive approval is needed: the task waits,
+                // blocked, for the owner (the card is the channel's job).
+                let mut blocked = fix;
+                blocked.needs_approval = true;
+                blocked.status = WorkItemStatus::Blocked;
+                self.store.work_items().save(&blocked)?;
+                self.audit(
+                    "spawned_task_needs_approval",
+                    json!({"work_item_id": id, "spawned_task_id": task_id, "reason": reason}),
+                )?;
+                self.publish(
+                    &task_id,
+                    scope,
+                    WorkStatusKind::Blocked,
+                    format!("fix task for goal {id:?} needs your approval ({reason})"),
+                    Some(&report),
+                );
+                Ok(GoalCycleOutcome::FixTaskBlocked { task_id, reason })
+            }
+        }
+    }
+
+    /// Standing-approval verification of a spawned task (§5.2.3 step 4):
+    /// consumes one execution of the goal's standing token and attaches it.
+    /// Refuses (with the reason) when the goal has no usable standing token
+    /// or the task does not match the goal's approved spawn policy.
+    pub fn authorize_spawn(&self, goal: &WorkItem, mut task: WorkItem) -> Result<WorkItem, String> {
+        let Some(token) = goal.approval_token.as_ref() else {
+            return Err("the goal has no standing approval".into());
+        };
+        if token.scope != ApprovalScope::Standing {
+            return Err(format!("the goal's approval is {}, not standing", token.scope.as_str()));
+        }
+        if token.executions_used >= token.max_executions {
+            return Err("the goal's standing approval is used up".into());
+        }
+        match self.approvals.verify(token, goal, Some(&task), Timestamp::now()) {
+            Ok(updated) => {
+                task.approval_token = Some(updated);
+                task.needs_approval = false;
+                Ok(task)
+            }
+            Err(e) => Err(format!("{}: {e}", e.code())),
+        }
+    }
+
+    // --------------------------------------------------------------- batch
+
+    /// §5.2.4 step 4: executes a reviewed batch only under a token bound to
+    /// this exact payload (consuming one execution), then runs `action`.
+    pub async fn execute_batch<F, Fut, R>(
+        &self,
+        proposal: &BatchProposal,
+        token: &ApprovalToken,
+        action: F,
+    ) -> Result<R, WorkError>
+    where
+        F: FnOnce(BatchProposal) -> Fut,
+        Fut: std::future::Future<Output = R>,
+    {
+        self.approvals
+            .verify_subject(token, Subject::Batch(proposal), Timestamp::now())?;
+        self.audit(
+            "batch_executed",
+            json!({"batch_id": proposal.batch_id, "goal_id": proposal.goal_id,
+                   "action": proposal.action, "count": proposal.items.len()}),
+        )?;
+        Ok(action(proposal.clone()).await)
+    }
+}

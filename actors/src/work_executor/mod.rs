@@ -1,0 +1,198 @@
+//! The WorkExecutor (spec §5.2, §4.12): runs approved, persisted work items
+//! in the background — tasks (§5.2.1), projects (§5.2.2), goal cycles
+//! (§5.2.3) and reviewed batches (§5.2.4).
+//!
+//! * [`policy`] — the pure loop policy (budget `>=`, attempts, planner
+//!   consultation, briefing sections, topological order, `$failed_checks`,
+//!   fix-task construction, argument schemas, batch selection).
+//! * [`tools`] — the executor agent's [`silas_llm::tool_loop::ToolExecutor`]:
+//!   schema check → `on_tool_call` gates → sandbox, with the tool ledger.
+//! * [`engine`] — [`WorkEngine`]: the loops, persisting after every step.
+//! * [`WorkExecutor`] — the actor shell. It receives [`DispatchRequest`]s as
+//!   [`WorkExecutorMsg::Dispatch`] and, when the daemon hands it an
+//!   `mpsc::Receiver<DispatchRequest>` in [`WorkExecutorArgs::dispatch_rx`],
+//!   from that channel too (a forwarder task turns each into a message).
+//!   Every status change goes out on the broadcast sender in the engine.
+//!   Each item runs as its own tokio task; the mailbox only books tasks in
+//!   and out, so it stays responsive while work runs.
+//!
+//! **Restart semantics.** On start the actor loads every item persisted as
+//! `running` and *resumes* it: the run starts again at step 0, whose
+//! non-consuming `check` passes because the item's single-use token was
+//! already verified (its execution nonce is on record) — nothing is
+//! verified or consumed again. Attempts continue from the persisted count
+//! (an attempt interrupted by the crash counts as spent), so a resumed item
+//! still ends deterministically within `max_attempts`. A token that has
+//! expired meanwhile ends the item `blocked`. Projects resume skipping their
+//! `done` tasks. Items in a terminal state are never re-run, whoever
+//! dispatches them. Resumed items report to
+//! [`WorkExecutorArgs::resume_scope_id`] (the originating scope is not part
+//! of the persisted work item).
+
+pub mod engine;
+pub mod policy;
+pub mod tools;
+
+use std::collections::BTreeMap;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use silas_core::model::work::WorkItemStatus;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use engine::{GoalCycleOutcome, WorkConfig, WorkEngine, WorkError};
+pub use tools::ToolLimits;
+
+use crate::work::{DispatchRequest, WorkStatusKind};
+
+/// Messages to the WorkExecutor. Plain owned data (reply ports aside).
+pub enum WorkExecutorMsg {
+    /// Run this item in the background (ignored if it is already running).
+    Dispatch(DispatchRequest),
+    /// Run one cycle of a goal (the scheduler's call).
+    RunGoalCycle(DispatchRequest),
+    /// Internal: a background run ended.
+    Finished { work_item_id: String },
+    /// Ids of the items running now.
+    Running(RpcReplyPort<Vec<String>>),
+}
+
+pub struct WorkExecutorArgs {
+    pub engine: WorkEngine,
+    /// Optional dispatch channel from the Stream.
+    pub dispatch_rx: Option<mpsc::Receiver<DispatchRequest>>,
+    /// Scope to report resumed items to.
+    pub resume_scope_id: String,
+}
+
+pub struct WorkExecutorState {
+    engine: WorkEngine,
+    running: BTreeMap<String, JoinHandle<()>>,
+    forwarder: Option<JoinHandle<()>>,
+}
+
+pub struct WorkExecutor;
+
+impl WorkExecutorState {
+    fn start(&mut self, myself: &ActorRef<WorkExecutorMsg>, req: DispatchRequest, goal_cycle: bool) {
+        if self.running.contains_key(&req.work_item_id) {
+            return;
+        }
+        let engine = self.engine.clone();
+        let me = myself.clone();
+        let id = req.work_item_id.clone();
+        let handle = tokio::spawn(async move {
+            let r = if goal_cycle {
+                engine
+                    .run_goal_cycle(&req.work_item_id, &req.scope_id)
+                    .await
+                    .map(|_| ())
+            } else {
+                engine
+                    .execute(&req.work_item_id, &req.scope_id)
+                    .await
+                    .map(|_| ())
+            };
+            if let Err(e) = r {
+                tracing::warn!(work_item_id = %req.work_item_id, code = %silas_core::Coded::code(&e), "work run failed: {e}");
+                let _ = engine.events.send(crate::work::WorkStatusEvent {
+                    work_item_id: req.work_item_id.clone(),
+                    scope_id: req.scope_id.clone(),
+                    status: WorkStatusKind::Failed,
+                    summary: format!("{}: {e}", silas_core::Coded::code(&e)),
+                    verification: Vec::new(),
+                });
+            }
+            let _ = me.cast(WorkExecutorMsg::Finished {
+                work_item_id: req.work_item_id,
+            });
+        });
+        self.running.insert(id, handle);
+    }
+}
+
+impl Actor for WorkExecutor {
+    type Msg = WorkExecutorMsg;
+    type State = WorkExecutorState;
+    type Arguments = WorkExecutorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: WorkExecutorArgs,
+    ) -> Result<WorkExecutorState, ActorProcessingErr> {
+        let resumable = args
+            .engine
+            .store
+            .work_items()
+            .list_by_status(WorkItemStatus::Running)?;
+        let forwarder = args.dispatch_rx.map(|mut rx| {
+            let me = myself.clone();
+            tokio::spawn(async move {
+                while let Some(req) = rx.recv().await {
+                    if me.cast(WorkExecutorMsg::Dispatch(req)).is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let mut state = WorkExecutorState {
+            engine: args.engine,
+            running: BTreeMap::new(),
+            forwarder,
+        };
+        // Resume: a project's running tasks are driven by the project.
+        let in_projects: std::collections::BTreeSet<String> = resumable
+            .iter()
+            .filter(|w| w.kind == silas_core::model::work::WorkItemType::Project)
+            .flat_map(|p| p.tasks.iter().cloned())
+            .collect();
+        for item in resumable.into_iter().filter(|w| !in_projects.contains(&w.id)) {
+            tracing::info!(work_item_id = %item.id, attempts = item.attempts, "resuming work item");
+            state.start(
+                &myself,
+                DispatchRequest {
+                    work_item_id: item.id,
+                    scope_id: args.resume_scope_id.clone(),
+                },
+                false,
+            );
+        }
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: WorkExecutorMsg,
+        state: &mut WorkExecutorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            WorkExecutorMsg::Dispatch(req) => state.start(&myself, req, false),
+            WorkExecutorMsg::RunGoalCycle(req) => state.start(&myself, req, true),
+            WorkExecutorMsg::Finished { work_item_id } => {
+                state.running.remove(&work_item_id);
+            }
+            WorkExecutorMsg::Running(reply) => {
+                let _ = reply.send(state.running.keys().cloned().collect());
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut WorkExecutorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Runs end with the actor; their state is persisted after every
+        // step, so the next start resumes them.
+        if let Some(f) = state.forwarder.take() {
+            f.abort();
+        }
+        for (_, h) in std::mem::take(&mut state.running) {
+            h.abort();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! The executor agent's [`ToolExecutor`] for background work (§5.2.1 c1–c2):
+//! every call is validated against its declared argument schema, then passed
+//! through the `on_tool_call` gates, and only then run in the sandbox via the
+//! [`ExecutorRegistry`]. Every executed call lands in the tool ledger, which
+//! is the only source of the attempt's artifacts. Gate audit events are
+//! collected here as data and persisted by the engine.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+use silas_core::model::JsonObject;
+use silas_core::model::execution::{ExecutionEnvelope, ExecutionResult};
+use silas_core::model::gates::{Gate, GateAction, GateTrigger};
+use silas_execution::executors::ExecutorRegistry;
+use silas_gates::{AuditEvent, GateRunner, TurnBudget};
+use silas_llm::provider::{BoxFuture, ToolCall};
+use silas_llm::tool_loop::{ToolExecutor, ToolOutput};
+use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef};
+
+use super::policy::validate_args;
+
+/// Per-tool-run limits.
+#[derive(Clone, Debug)]
+pub struct ToolLimits {
+    pub timeout_seconds: u64,
+    pub max_output_bytes: u64,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            timeout_seconds: 120,
+            max_output_bytes: 16_000,
+        }
+    }
+}
+
+/// What one attempt's tool calls did.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Executed calls, in call order.
+    pub executed: Vec<ExecutionResult>,
+    /// Calls refused before the sandbox (schema, gate block, unavailable).
+    pub refused: Vec<String>,
+    /// A call that a gate said needs the owner's approval (not executed).
+    pub approval_required: Option<String>,
+    pub audit: Vec<AuditEvent>,
+}
+
+impl Ledger {
+    /// Artifacts of successful executions, later calls overriding earlier
+    /// ones (deterministic merge by call sequence, §5.2.1 c3): name → path.
+    pub fn artifacts(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for r in self.executed.iter().filter(|r| r.success) {
+            for (k, v) in &r.artifacts {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The background executor's tools.
+pub struct WorkTools {
+    pub registry: Arc<ExecutorRegistry>,
+    pub gate_runner: GateRunner,
+    pub gates: Vec<Gate>,
+    pub item_id: String,
+    pub attempt: u64,
+    pub input_artifacts: BTreeMap<String, String>,
+    pub limits: ToolLimits,
+    pub gate_budget: Mutex<TurnBudget>,
+    pub ledger: Mutex<Ledger>,
+}
+
+fn out(success: bool, content: impl Into<String>) -> ToolOutput {
+    ToolOutput {
+        success,
+        content: content.into(),
+    }
+}
+
+impl WorkTools {
+    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
+        let mut g = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut g)
+    }
+
+    /// Takes the ledger out (end of the attempt).
+    pub fn take_ledger(&self) -> Ledger {
+        self.with_ledger(std::mem::take)
+    }
+
+    async fn run(&self, call: &ToolCall, tool: &ToolDef) -> ToolOutput {
+        let name = tool.spec.name.as_str();
+        let args = call.arguments_json();
+        // 1. Schema before anything else.
+        if let Err(e) = validate_args(&tool.spec.parameters, &args) {
+            self.with_ledger(|l| l.refused.push(name.to_owned()));
+            return out(false, format!("invalid arguments for {name}: {e}"));
+        }
+        let Value::Object(args) = args else {
+            return out(false, "arguments must be a JSON object");
+        };
+        // 2. on_tool_call gates (policy lane may rewrite tool_args).
+        let mut ctx = JsonObject::new();
+        ctx.insert("tool_name".into(), Value::from(name));
+        ctx.insert("tool_args".into(), Value::Object(args));
+        ctx.insert("work_item_id".into(), Value::from(self.item_id.as_str()));
+        let mut budget = *self
+            .gate_budget
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let outcome = self
+            .gate_runner
+            .check_gates(&self.gates, GateTrigger::OnToolCall, None, ctx, &mut budget)
+            .await;
+        *self
+            .gate_budget
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = budget;
+        self.with_ledger(|l| l.audit.extend(outcome.audit.iter().cloned()));
+        if let Some(b) = outcome.blocked() {
+            let reason = format!("blocked by gate {}: {}", b.gate_name, b.reason);
+            self.with_ledger(|l| l.refused.push(name.to_owned()));
+            return out(false, format!("E_GATE_BLOCKED: {reason}"));
+        }
+        if let Some(r) = outcome
+            .policy_results
+            .iter()
+            .find(|r| r.action == GateAction::RequireApproval)
+        {
+            let why = format!("{name} needs the owner's approval (gate {})", r.gate_name);
+            self.with_ledger(|l| {
+                l.refused.push(name.to_owned());
+                l.approval_required.get_or_insert(why.clone());
+            });
+            return out(false, format!("paused: {why}; the call was not executed"));
+        }
+        let args = match outcome.merged_context.get("tool_args") {
+            Some(Value::Object(a)) => a.clone(),
+            _ => JsonObject::new(),
+        };
+        // 3. The sandbox.
+        let Some(env) = self.envelope(call, name, args) else {
+            self.with_ledger(|l| l.refused.push(name.to_owned()));
+            return out(
+                false,
+                format!("{name} is not available in background execution"),
+            );
+        };
+        let result = self.registry.execute(&env).await;
+        let content = match &result.error {
+            None => result.return_value.clone(),
+            Some(e) => format!("{}\nerror: {e}", result.return_value),
+        };
+        let success = result.success;
+        self.with_ledger(|l| l.executed.push(result));
+        out(success, content)
+    }
+
+    fn envelope(&self, call: &ToolCall, name: &str, args: JsonObject) -> Option<ExecutionEnvelope> {
+        let mut args = args;
+        let action = match name {
+            SHELL_EXEC => SHELL_EXEC,
+            PYTHON_EXEC => {
+                // The model-facing parameter is `code`; the executor reads `script`.
+                if let Some(code) = args.remove("code") {
+                    args.insert("script".into(), code);
+                }
+                PYTHON_EXEC
+            }
+            _ => return None,
+        };
+        let seq = self.with_ledger(|l| l.executed.len() + l.refused.len());
+        let id = format!("{}-a{}-{}", self.item_id, self.attempt, seq);
+        let v = json!({
+            "execution_id": safe_id(&id, &call.id),
+            "step_index": seq,
+            "task_description": self.item_id,
+            "action": action,
+            "args": Value::Object(args),
+            "input_artifacts": self.input_artifacts,
+            "timeout_seconds": self.limits.timeout_seconds,
+            "max_output_bytes": self.limits.max_output_bytes,
+        });
+        serde_json::from_value(v).ok()
+    }
+}
+
+/// An execution id usable as a directory name.
+fn safe_id(base: &str, call_id: &str) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect::<String>()
+    };
+    format!("{}-{}", clean(base), clean(call_id))
+}
+
+impl ToolExecutor for WorkTools {
+    fn execute<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.run(call, tool))
+    }
+}

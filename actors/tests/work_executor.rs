@@ -1,0 +1,696 @@
+//! The WorkExecutor (§5.2) over real components: the real sandbox launcher,
+//! the redb store in a tempdir, a real owner key and ApprovalService, and
+//! the executor/planner agents over HTTP against testkit's FakeLlm.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Duration as ChronoDuration;
+use ractor::Actor;
+use serde_json::{Value, json};
+use silas_actors::approval::ApprovalService;
+use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
+use silas_actors::work_executor::engine::{GoalCycleOutcome, WorkConfig, WorkEngine};
+use silas_actors::work_executor::policy::{self, BatchStep};
+use silas_actors::work_executor::{ToolLimits, WorkExecutor, WorkExecutorArgs, WorkExecutorMsg};
+use silas_core::Timestamp;
+use silas_core::approval::{IssuePolicy, Subject};
+use silas_core::config::{Config, MapEnv, ModelEndpoint};
+use silas_core::model::approval::{ApprovalDecision, ApprovalScope};
+use silas_core::model::review::{BatchActionDecision, BatchProposal};
+use silas_core::model::work::{WorkItem, WorkItemStatus};
+use silas_execution::executors::ExecutorRegistry;
+use silas_execution::verification::VerificationRunner;
+use silas_gates::{GateRunner, PredicateProvider};
+use silas_keys::OwnerKey;
+use silas_llm::agents::{Agent, Agents};
+use silas_llm::openai::OpenAiProvider;
+use silas_llm::provider::{Provider, RetryPolicy};
+use silas_llm::structured::StructuredContext;
+use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
+use silas_storage::Store;
+use silas_testkit::{FakeLlm, Reply};
+use tokio::sync::{broadcast, mpsc};
+
+fn launcher() -> Launcher {
+    let mut dir = std::env::current_exe().unwrap();
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let program = dir.join("silas-sandbox-exec");
+    if !program.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "silas-sandbox", "--bin", "silas-sandbox-exec"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    Launcher {
+        program,
+        args: Vec::new(),
+    }
+}
+
+fn agents(fake: &FakeLlm) -> Agents {
+    let endpoint = ModelEndpoint {
+        provider: "fake".into(),
+        base_url: fake.base_url(),
+        api_key_env: Some("FAKE_API_KEY".into()),
+        model: "fake-model".into(),
+    };
+    let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
+    let policy = RetryPolicy {
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(20),
+    };
+    let provider: Arc<dyn Provider> =
+        Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap());
+    let agent = Agent {
+        provider,
+        model: "fake-model".into(),
+        price: None,
+    };
+    Agents {
+        proxy: agent.clone(),
+        planner: agent.clone(),
+        executor: agent.clone(),
+        scorer: agent,
+        ctx: StructuredContext::from_config(&Config::default()),
+        max_tool_rounds: 6,
+    }
+}
+
+struct Fx {
+    dir: tempfile::TempDir,
+    store: Store,
+    svc: ApprovalService,
+    fake: FakeLlm,
+    engine: WorkEngine,
+    events: broadcast::Receiver<WorkStatusEvent>,
+}
+
+impl Fx {
+    async fn new() -> Fx {
+        let dir = tempfile::tempdir().unwrap();
+        // The sandbox user must be able to traverse into work, verify and
+        // artifact directories.
+        for d in ["", "work", "verify", "artifacts"] {
+            let p = dir.path().join(d);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        let store = Store::open_in(dir.path()).unwrap();
+        let key = Arc::new(OwnerKey::generate().unwrap());
+        let svc = ApprovalService::new(store.clone(), key, IssuePolicy::default());
+        let fake = FakeLlm::start().await.unwrap();
+        let sandbox = SubprocessSandbox::new(launcher());
+        let mut gate_runner = GateRunner::new();
+        gate_runner.register("predicate", Arc::new(PredicateProvider::new(Vec::new())));
+        let (tx, events) = broadcast::channel(256);
+        let engine = WorkEngine {
+            store: store.clone(),
+            approvals: svc.clone(),
+            agents: Arc::new(agents(&fake)),
+            registry: Arc::new(ExecutorRegistry::new(
+                sandbox.clone(),
+                dir.path().join("work"),
+            )),
+            verifier: Arc::new(VerificationRunner::new(
+                sandbox,
+                dir.path().join("verify"),
+                Vec::new(),
+                Limits::default(),
+            )),
+            gate_runner,
+            config: WorkConfig {
+                system_gates: Vec::new(),
+                max_gate_evals: 32,
+                artifacts_dir: dir.path().join("artifacts"),
+                tool_limits: ToolLimits::default(),
+            },
+            events: tx,
+        };
+        Fx {
+            dir,
+            store,
+            svc,
+            fake,
+            engine,
+            events,
+        }
+    }
+
+    fn artifact(&self, item: &str, name: &str) -> PathBuf {
+        self.dir.path().join("artifacts").join(item).join(name)
+    }
+
+    /// Approves and verifies a task as the Stream does (§5.1.2 step 5).
+    fn approve(&self, item: &mut WorkItem) {
+        self.approve_at(item, Timestamp::now(), true);
+    }
+
+    fn approve_at(&self, item: &mut WorkItem, issued: Timestamp, verify: bool) {
+        let tok = self
+            .svc
+            .issue_token(Subject::WorkItem(item), &approved(), ApprovalScope::FullPlan, issued)
+            .unwrap();
+        item.approval_token = Some(tok.clone());
+        self.store.work_items().save(item).unwrap();
+        if verify {
+            let used = self.svc.verify(&tok, item, None, issued).unwrap();
+            item.approval_token = Some(used);
+            self.store.work_items().save(item).unwrap();
+        }
+    }
+
+    fn get(&self, id: &str) -> WorkItem {
+        self.store.work_items().get(id).unwrap().unwrap()
+    }
+
+    fn drain(&mut self) -> Vec<WorkStatusEvent> {
+        let mut v = Vec::new();
+        while let Ok(e) = self.events.try_recv() {
+            v.push(e);
+        }
+        v
+    }
+
+    fn audit_events(&self) -> Vec<String> {
+        self.store
+            .audit()
+            .tail(10_000)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect()
+    }
+
+    fn execution_dirs(&self) -> usize {
+        std::fs::read_dir(self.dir.path().join("work"))
+            .map(|rd| rd.count())
+            .unwrap_or(0)
+    }
+}
+
+fn approved() -> ApprovalDecision {
+    serde_json::from_value(json!({"verdict": "approved", "approval_strength": "tap"})).unwrap()
+}
+
+fn item(v: Value) -> WorkItem {
+    serde_json::from_value(v).unwrap()
+}
+
+fn file_check(name: &str, path: &Path) -> Value {
+    json!({"name": name, "run": "true", "expect": {"file_exists": path.display().to_string()}})
+}
+
+fn shell(cmd: &str) -> Reply {
+    Reply::tool_call("shell_exec", &json!({"command": cmd}))
+}
+
+fn output(summary: &str) -> Reply {
+    Reply::json(&json!({"summary": summary, "artifact_refs": [], "next_steps": ["look"]}))
+}
+
+/// System prompt of a recorded request.
+fn system_of(r: &silas_testkit::RecordedRequest) -> String {
+    r.body["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn fail_retry_planner_consulted_then_succeed() {
+    let mut f = Fx::new().await;
+    let done = f.artifact("t-retry", "done.txt");
+    let mut t = item(json!({
+        "id": "t-retry", "type": "task", "title": "Make done.txt", "body": "Create done.txt.",
+        "verify": [file_check("done", &done)],
+        "budget": {"max_attempts": 5},
+    }));
+    f.approve(&mut t);
+    for n in 1..=3 {
+        f.fake.push(shell(&format!("echo attempt {n}")));
+        f.fake.push(output("tried"));
+    }
+    f.fake
+        .push(Reply::json(&json!({"message": "Write the file: echo ok > done.txt", "needs_approval": false})));
+    f.fake.push(shell("echo ok > done.txt"));
+    f.fake.push(output("wrote done.txt"));
+
+    let r = f.engine.run_task("t-retry", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert!(r.artifacts.contains_key("done.txt"));
+    assert_eq!(r.next_steps, vec!["look".to_owned()]);
+    let stored = f.get("t-retry");
+    assert_eq!(stored.status, WorkItemStatus::Done);
+    assert_eq!(stored.attempts, 4);
+    assert_eq!(stored.budget_used.planner_calls, 1);
+    assert_eq!(stored.budget_used.attempts, 4);
+    assert!(stored.verification_results[0]["passed"].as_bool().unwrap());
+
+    let reqs = f.fake.requests();
+    assert_eq!(reqs.len(), 9);
+    // Attempt 2's briefing carries attempt 1's failure; no guidance yet.
+    let a2 = system_of(&reqs[2]);
+    assert!(a2.contains("Previous attempt 1 failed"), "{a2}");
+    assert!(!a2.contains("Planner guidance"));
+    // The planner was asked after the third failure, then guided attempt 4.
+    assert!(reqs[6].last_message_text().contains("failed external verification 3 times"));
+    let a4 = system_of(&reqs[7]);
+    assert!(a4.contains("Previous attempt 3 failed"), "{a4}");
+    assert!(a4.contains("## Planner guidance\nWrite the file"), "{a4}");
+
+    let kinds: Vec<WorkStatusKind> = f.drain().into_iter().map(|e| e.status).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == WorkStatusKind::VerificationFailed).count(),
+        3
+    );
+    assert_eq!(kinds.last(), Some(&WorkStatusKind::Done));
+    let audit = f.audit_events();
+    assert!(audit.contains(&"planner_consulted".to_owned()));
+    assert!(audit.contains(&"work_item.done".to_owned()));
+}
+
+#[tokio::test]
+async fn budget_hit_exactly_at_the_limit_stops() {
+    let mut f = Fx::new().await;
+    let never = f.artifact("t-budget", "never.txt");
+    // Each fake reply reports 10 + 5 tokens: one attempt = 2 requests = 30.
+    let mut t = item(json!({
+        "id": "t-budget", "type": "task", "title": "b", "body": "b",
+        "verify": [file_check("never", &never)],
+        "budget": {"max_tokens": 30, "max_attempts": 5},
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell("echo hi"));
+    f.fake.push(output("tried"));
+    f.fake.set_fallback(output("should not be asked"));
+
+    let r = f.engine.run_task("t-budget", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Stuck, "{r:?}");
+    assert!(r.summary.contains("budget exhausted"), "{}", r.summary);
+    let stored = f.get("t-budget");
+    assert_eq!(stored.status, WorkItemStatus::Stuck);
+    assert_eq!(stored.attempts, 1);
+    assert_eq!(stored.budget_used.tokens, 30);
+    assert_eq!(f.fake.served(), 2, "no request after reaching the limit");
+    assert_eq!(f.drain().last().unwrap().status, WorkStatusKind::Stuck);
+}
+
+#[tokio::test]
+async fn no_token_or_expired_token_blocks_with_nothing_executed() {
+    let mut f = Fx::new().await;
+    f.fake.set_fallback(shell("touch pwned.txt"));
+    // No token at all.
+    let t = item(json!({"id": "t-none", "type": "task", "title": "x", "body": "x"}));
+    f.store.work_items().save(&t).unwrap();
+    let r = f.engine.run_task("t-none", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Blocked);
+    assert!(r.summary.contains("no approval token"), "{}", r.summary);
+
+    // Expired (issued and verified an hour ago, 30-minute TTL).
+    let mut t = item(json!({"id": "t-expired", "type": "task", "title": "x", "body": "x"}));
+    f.approve_at(&mut t, Timestamp::now().minus(ChronoDuration::hours(1)), true);
+    let r = f.engine.run_task("t-expired", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Blocked);
+    assert!(r.summary.contains("E_APPROVAL_EXPIRED") || r.summary.to_lowercase().contains("expired"), "{}", r.summary);
+
+    // Issued but never verified at the authorization site.
+    let mut t = item(json!({"id": "t-unverified", "type": "task", "title": "x", "body": "x"}));
+    f.approve_at(&mut t, Timestamp::now(), false);
+    let r = f.engine.run_task("t-unverified", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Blocked);
+
+    assert_eq!(f.fake.served(), 0, "no model request");
+    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    for id in ["t-none", "t-expired", "t-unverified"] {
+        assert_eq!(f.get(id).status, WorkItemStatus::Blocked);
+        assert_eq!(f.get(id).attempts, 0);
+    }
+    let audit = f.audit_events();
+    assert_eq!(
+        audit.iter().filter(|e| *e == "execution_blocked_no_approval").count(),
+        3
+    );
+    let ev = f.drain();
+    assert_eq!(ev.len(), 3);
+    assert!(ev.iter().all(|e| e.status == WorkStatusKind::Blocked));
+}
+
+fn goal(f: &Fx) -> WorkItem {
+    let fixed = f.artifact("goal-1-fix-1", "fixed.txt");
+    item(json!({
+        "id": "goal-1", "type": "goal", "title": "Keep it fixed", "body": "Watch.",
+        "schedule": "*/30 * * * *",
+        "verify": [file_check("fixed", &fixed)],
+        "skills": ["coding"],
+        "on_failure": "spawn_task",
+        "escalation": {"report": {"action": "report", "message": "broke"}},
+        "failure_context": "Fix these failures: $failed_checks",
+    }))
+}
+
+fn standing(f: &Fx, g: &mut WorkItem) {
+    let tok = f
+        .svc
+        .issue_token(Subject::WorkItem(g), &approved(), ApprovalScope::Standing, Timestamp::now())
+        .unwrap();
+    g.approval_token = Some(tok);
+    f.store.work_items().save(g).unwrap();
+}
+
+#[tokio::test]
+async fn goal_check_failure_spawns_fix_task_under_standing_token() {
+    let mut f = Fx::new().await;
+    let mut g = goal(&f);
+    standing(&f, &mut g);
+    f.fake.push(shell("echo fixed > fixed.txt"));
+    f.fake.push(output("fixed it"));
+
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    let GoalCycleOutcome::FixTask(r) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(r.work_item_id, "goal-1-fix-1");
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    let fix = f.get("goal-1-fix-1");
+    assert_eq!(fix.parent.as_deref(), Some("goal-1"));
+    assert_eq!(fix.spawned_by.as_deref(), Some("goal-1"));
+    assert!(!fix.needs_approval);
+    assert!(fix.body.starts_with("Fix these failures: - fixed:"), "{}", fix.body);
+    let tok = fix.approval_token.unwrap();
+    assert_eq!(tok.scope, ApprovalScope::Standing);
+    let ledger = f.store.approvals().get(&tok.token_id).unwrap().unwrap();
+    assert_eq!(ledger.executions_used, 1, "exactly one nonce for the spawn");
+    assert_eq!(f.store.nonces().len().unwrap(), 1);
+    // The goal's own checks still fail (they look at the fix task's dir from
+    // the goal's sandbox), so a second cycle spawns fix-2 under the same token.
+    assert_eq!(f.get("goal-1").status, WorkItemStatus::Failed);
+    let audit = f.audit_events();
+    assert!(audit.contains(&"goal_cycle_checks".to_owned()));
+    assert!(audit.contains(&"goal_spawned_task".to_owned()));
+    let ev = f.drain();
+    assert!(ev.iter().any(|e| e.work_item_id == "goal-1-fix-1" && e.status == WorkStatusKind::Done));
+}
+
+#[tokio::test]
+async fn tampered_spawn_is_refused() {
+    let mut f = Fx::new().await;
+    let mut g = goal(&f);
+    standing(&f, &mut g);
+    f.fake.set_fallback(shell("touch pwned.txt"));
+
+    // A fix task that widens the approved spawn policy (an extra skill).
+    let mut tampered = policy::build_fix_task(&g, "goal-1-fix-x", "- ci: red");
+    tampered.skills.push("admin".into());
+    let err = f.engine.authorize_spawn(&g, tampered).unwrap_err();
+    assert!(err.starts_with("E_APPROVAL"), "{err}");
+    // The untampered template does match (sanity), but is not consumed here.
+    assert_eq!(f.store.nonces().len().unwrap(), 0);
+
+    // The goal itself changed after approval: verification refuses, the fix
+    // task waits blocked for a fresh interactive approval, nothing runs.
+    let mut drifted = g.clone();
+    drifted.gates = vec![serde_json::from_value(json!({
+        "name": "extra", "on": "on_tool_call", "type": "approval_always"}))
+    .unwrap()];
+    f.store.work_items().save(&drifted).unwrap();
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    let GoalCycleOutcome::FixTaskBlocked { task_id, reason } = out else {
+        panic!("{out:?}")
+    };
+    assert!(reason.starts_with("E_APPROVAL_HASH"), "{reason}");
+    let fix = f.get(&task_id);
+    assert_eq!(fix.status, WorkItemStatus::Blocked);
+    assert!(fix.needs_approval);
+    assert!(fix.approval_token.is_none());
+    assert_eq!(f.fake.served(), 0);
+    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.store.nonces().len().unwrap(), 0);
+    let ev = f.drain();
+    let blocked = ev.iter().find(|e| e.work_item_id == task_id).unwrap();
+    assert_eq!(blocked.status, WorkStatusKind::Blocked);
+    assert!(blocked.summary.contains("needs your approval"));
+
+    // And a goal without any standing approval asks for one as well.
+    let mut bare = goal(&f);
+    bare.id = "goal-2".into();
+    f.store.work_items().save(&bare).unwrap();
+    let out = f.engine.run_goal_cycle("goal-2", "owner").await.unwrap();
+    assert!(matches!(out, GoalCycleOutcome::FixTaskBlocked { .. }), "{out:?}");
+}
+
+#[tokio::test]
+async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
+    let mut f = Fx::new().await;
+    let mut t = item(json!({
+        "id": "t-gated", "type": "task", "title": "g", "body": "g",
+        "gates": [{"name": "echo-only", "on": "on_tool_call", "type": "string_match",
+                   "extract": "command", "allowed_values": ["echo safe"], "on_block": "report"}],
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell("touch pwned.txt"));
+    // Schema failure is refused before the sandbox too.
+    f.fake.push(Reply::tool_call("shell_exec", &json!({"cmd": "echo safe"})));
+    f.fake.push(output("gave up"));
+
+    let r = f.engine.run_task("t-gated", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done);
+    assert!(r.artifacts.is_empty());
+    assert_eq!(f.execution_dirs(), 0, "nothing executed");
+    let reqs = f.fake.requests();
+    let refused = reqs[1].last_message_text();
+    assert!(refused.contains("E_GATE_BLOCKED") && refused.contains("echo-only"), "{refused}");
+    let invalid = reqs[2].last_message_text();
+    assert!(invalid.contains("invalid arguments"), "{invalid}");
+    let audit = f.audit_events();
+    assert!(audit.contains(&"gate_blocked".to_owned()), "{audit:?}");
+    f.drain();
+}
+
+#[tokio::test]
+async fn tool_call_gate_allows_and_after_step_gate_blocks() {
+    let mut f = Fx::new().await;
+    let mut t = item(json!({
+        "id": "t-after", "type": "task", "title": "a", "body": "a",
+        "verify": [file_check("x", &f.artifact("t-after", "x.txt"))],
+        "gates": [
+            {"name": "echo-only", "on": "on_tool_call", "type": "string_match",
+             "extract": "command", "allowed_values": ["echo safe > x.txt"], "on_block": "report"},
+            {"name": "summary-ok", "on": "after_step", "type": "regex", "extract": "output",
+             "check": "^ok", "on_block": "report"}],
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell("echo safe > x.txt"));
+    f.fake.push(output("not ok at all"));
+
+    let r = f.engine.run_task("t-after", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Blocked, "{r:?}");
+    assert!(r.summary.contains("summary-ok"), "{}", r.summary);
+    assert_eq!(f.execution_dirs(), 1, "the allowed call ran");
+    let stored = f.get("t-after");
+    assert!(stored.verification_results.is_empty(), "verification did not run");
+    assert_eq!(f.drain().last().unwrap().status, WorkStatusKind::Blocked);
+}
+
+#[tokio::test]
+async fn project_runs_in_topological_order_and_stops_at_an_unmet_dependency() {
+    let f = Fx::new().await;
+    let mk = |id: &str, deps: &[&str]| {
+        item(json!({"id": id, "type": "task", "title": id, "body": format!("Task {id}"),
+                    "parent": "p-1", "depends_on": deps}))
+    };
+    for (id, deps) in [("c", vec!["b"]), ("b", vec!["a"]), ("a", vec![])] {
+        let mut t = mk(id, &deps);
+        f.approve(&mut t);
+        f.fake.push(output(&format!("did {id}")));
+    }
+    let p = item(json!({"id": "p-1", "type": "project", "title": "p", "tasks": ["c", "b", "a"]}));
+    f.store.work_items().save(&p).unwrap();
+    let r = f.engine.run_project("p-1", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    let order: Vec<String> = f
+        .fake
+        .requests()
+        .iter()
+        .map(|q| {
+            let s = system_of(q);
+            ["a", "b", "c"]
+                .into_iter()
+                .find(|id| s.contains(&format!("Task {id}")))
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(order, ["a", "b", "c"]);
+    assert_eq!(f.get("p-1").budget_used.executor_runs, 3);
+
+    // y depends on an item that is not done: y and its dependent z never run.
+    let ext = item(json!({"id": "ext", "type": "task", "title": "ext"}));
+    f.store.work_items().save(&ext).unwrap();
+    for (id, deps) in [("x", vec![]), ("y", vec!["ext"]), ("z", vec!["y"])] {
+        let mut t = mk(id, &deps);
+        t.parent = Some("p-2".into());
+        f.approve(&mut t);
+    }
+    f.fake.push(output("did x"));
+    let p = item(json!({"id": "p-2", "type": "project", "title": "p", "tasks": ["x", "z", "y"]}));
+    f.store.work_items().save(&p).unwrap();
+    let served = f.fake.served();
+    let r = f.engine.run_project("p-2", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Blocked, "{r:?}");
+    assert!(r.summary.contains("\"ext\""), "{}", r.summary);
+    assert_eq!(f.fake.served(), served + 1, "only x ran");
+    assert_eq!(f.get("x").status, WorkItemStatus::Done);
+    assert_eq!(f.get("y").status, WorkItemStatus::Pending);
+    assert_eq!(f.get("z").status, WorkItemStatus::Pending);
+}
+
+#[tokio::test]
+async fn restart_resumes_running_items_without_reverifying() {
+    let mut f = Fx::new().await;
+    let out = f.artifact("t-resume", "out.txt");
+    let mut t = item(json!({
+        "id": "t-resume", "type": "task", "title": "r", "body": "r",
+        "verify": [file_check("out", &out)],
+    }));
+    f.approve(&mut t);
+    // As left by a daemon killed during attempt 1.
+    f.store
+        .work_items()
+        .update("t-resume", |w| {
+            w.status = WorkItemStatus::Running;
+            w.attempts = 1;
+            w.budget_used.attempts = 1;
+            Ok(())
+        })
+        .unwrap();
+    let token_id = t.approval_token.as_ref().unwrap().token_id.clone();
+    assert_eq!(f.store.nonces().len().unwrap(), 1);
+    f.fake.push(shell("echo ok > out.txt"));
+    f.fake.push(output("done"));
+
+    let (tx, rx) = mpsc::channel(8);
+    let mut events = f.engine.events.subscribe();
+    let (actor, handle) = Actor::spawn(
+        None,
+        WorkExecutor,
+        WorkExecutorArgs {
+            engine: f.engine.clone(),
+            dispatch_rx: Some(rx),
+            resume_scope_id: "owner".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let ev = wait_for(&mut events, "t-resume").await;
+    assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
+    assert_eq!(ev.scope_id, "owner");
+    let stored = f.get("t-resume");
+    assert_eq!(stored.status, WorkItemStatus::Done);
+    assert_eq!(stored.attempts, 2, "the interrupted attempt counts");
+    assert_eq!(f.store.nonces().len().unwrap(), 1, "no second nonce");
+    assert_eq!(
+        f.store.approvals().get(&token_id).unwrap().unwrap().executions_used,
+        1
+    );
+
+    // Dispatching the finished item again never re-runs it; a new item sent
+    // through the channel runs while the mailbox stays responsive.
+    let served = f.fake.served();
+    let mut t2 = item(json!({"id": "t-new", "type": "task", "title": "n", "body": "n"}));
+    f.approve(&mut t2);
+    f.fake.push(output("new done").delayed(Duration::from_millis(300)));
+    tx.send(DispatchRequest { work_item_id: "t-resume".into(), scope_id: "s".into() })
+        .await
+        .unwrap();
+    tx.send(DispatchRequest { work_item_id: "t-new".into(), scope_id: "s".into() })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let running = ractor::call_t!(actor, WorkExecutorMsg::Running, 1000).unwrap();
+    assert!(running.contains(&"t-new".to_owned()), "{running:?}");
+    let ev = wait_for(&mut events, "t-new").await;
+    assert_eq!(ev.status, WorkStatusKind::Done);
+    assert_eq!(f.fake.served(), served + 1, "t-resume was not re-run");
+    f.drain();
+    actor.stop(None);
+    handle.await.unwrap();
+}
+
+async fn wait_for(rx: &mut broadcast::Receiver<WorkStatusEvent>, id: &str) -> WorkStatusEvent {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let e = rx.recv().await.unwrap();
+            if e.work_item_id == id && e.status != WorkStatusKind::Running
+                && e.status != WorkStatusKind::VerificationFailed
+            {
+                return e;
+            }
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn reviewed_batches_are_bound_to_their_exact_payload() {
+    let f = Fx::new().await;
+    let batch: BatchProposal = serde_json::from_value(json!({
+        "batch_id": "b-1", "goal_id": "goal-1", "action": "archive", "reason_summary": "old",
+        "confidence_min": 0.9,
+        "items": [
+            {"item_id": "m1", "title": "a", "actor": "x", "occurred_at": "2026-11-01T00:00:00Z", "reason": "r", "confidence": 0.9},
+            {"item_id": "m2", "title": "b", "actor": "x", "occurred_at": "2026-11-01T00:00:00Z", "reason": "r", "confidence": 0.9},
+            {"item_id": "m3", "title": "c", "actor": "x", "occurred_at": "2026-11-01T00:00:00Z", "reason": "r", "confidence": 0.9}],
+    }))
+    .unwrap();
+    let tok = f
+        .svc
+        .issue_token(Subject::Batch(&batch), &approved(), ApprovalScope::Budget, Timestamp::now())
+        .unwrap();
+    // edit_selection rebuilds the payload in selected order: the old token
+    // no longer binds it, so it needs a fresh approval.
+    let edit: BatchActionDecision = serde_json::from_value(
+        json!({"verdict": "edit_selection", "selected_item_ids": ["m3", "m1"]}),
+    )
+    .unwrap();
+    let BatchStep::Reapprove(edited) = policy::batch_step(&batch, &edit, "b-1e").unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        edited.items.iter().map(|i| i.item_id.as_str()).collect::<Vec<_>>(),
+        ["m3", "m1"]
+    );
+    let refused = f.engine.execute_batch(&edited, &tok, |_| async { 1 }).await;
+    assert!(refused.is_err());
+    let all: BatchActionDecision = serde_json::from_value(
+        json!({"verdict": "edit_selection", "selected_item_ids": ["m1", "m2", "m3"]}),
+    )
+    .unwrap();
+    assert!(policy::batch_step(&batch, &all, "x").is_err(), "not a strict subset");
+    // approve: executes once under the batch-bound token, then it is spent.
+    let ran = f
+        .engine
+        .execute_batch(&batch, &tok, |b| async move { b.items.len() })
+        .await
+        .unwrap();
+    assert_eq!(ran, 3);
+    assert!(f.engine.execute_batch(&batch, &tok, |_| async { 0 }).await.is_err());
+    let fresh = f
+        .svc
+        .issue_token(Subject::Batch(&edited), &approved(), ApprovalScope::Budget, Timestamp::now())
+        .unwrap();
+    let ran = f
+        .engine
+        .execute_batch(&edited, &fresh, |b| async move { b.items.len() })
+        .await
+        .unwrap();
+    assert_eq!(ran, 2);
+}
