@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -141,7 +141,7 @@ fn supervise(spec: &SandboxSpec, out: &Out) -> Report {
             .take()
             .map(|s| pump(s, TAG_STDERR, spec.max_output_bytes, out.clone())),
     ];
-    let result = wait(&mut child, spec.timeout);
+    let result = wait(child, spec.timeout);
     // Whatever the command left behind (background jobs, escaped sessions) dies with it.
     kill_descendants();
     let [so, se] = readers.map(|r| r.and_then(|h| h.join().ok()).unwrap_or(0));
@@ -318,30 +318,34 @@ fn pump(mut src: impl Read + Send + 'static, tag: u8, cap: usize, out: Out) -> J
     })
 }
 
-fn wait(child: &mut Child, timeout: Duration) -> Result<Termination, SandboxError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                return Ok(match (status.code(), status.signal()) {
-                    (Some(code), _) => Termination::Exited { code },
-                    (None, Some(signal)) => Termination::Signaled { signal },
-                    (None, None) => Termination::Exited { code: -1 },
-                });
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Err(SandboxError::Launcher(format!(
-                    "waiting for the command: {e}"
-                )));
-            }
-        }
-        if Instant::now() >= deadline {
+fn wait(child: Child, timeout: Duration) -> Result<Termination, SandboxError> {
+    // A blocking wait on its own thread: the exit is seen the moment it
+    // happens, and the deadline is a plain receive timeout (no polling).
+    let mut child = child;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(timeout) {
+        Ok(s) => s,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             kill_descendants();
-            let _ = child.wait();
+            let _ = rx.recv();
             return Ok(Termination::TimedOut);
         }
-        std::thread::sleep(Duration::from_millis(5));
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(SandboxError::Launcher("lost the command's waiter".into()));
+        }
+    };
+    match status {
+        Ok(status) => Ok(match (status.code(), status.signal()) {
+            (Some(code), _) => Termination::Exited { code },
+            (None, Some(signal)) => Termination::Signaled { signal },
+            (None, None) => Termination::Exited { code: -1 },
+        }),
+        Err(e) => Err(SandboxError::Launcher(format!(
+            "waiting for the command: {e}"
+        ))),
     }
 }
 
