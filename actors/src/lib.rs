@@ -17,8 +17,13 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod approval;
+pub mod channel;
 pub mod housekeeper;
+pub mod limits;
+pub mod memory;
 pub mod restart;
+pub mod stream;
 pub mod supervisor;
+pub mod turn;
 pub mod work;
 pub mod work_executor;

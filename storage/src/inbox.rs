@@ -342,7 +342,13 @@ mod tests {
         let r = inbox.get(&a.inbox_id).unwrap().unwrap();
         assert_eq!(r.stage, InboxStage::Delivered);
         assert_eq!(r.reply.as_deref(), Some("hi"));
-        assert_eq!(ids(inbox.pending_for_scope("s1").unwrap()), vec![c.inbox_id]);
-        assert_eq!(ids(inbox.pending_for_scope("s2").unwrap()), vec![b.inbox_id]);
+        assert_eq!(
+            ids(inbox.pending_for_scope("s1").unwrap()),
+            vec![c.inbox_id]
+        );
+        assert_eq!(
+            ids(inbox.pending_for_scope("s2").unwrap()),
+            vec![b.inbox_id]
+        );
     }
 }

@@ -1,0 +1,175 @@
+//! The memory interface the turn pipeline calls (§4.3 `MemoryStore`, §5.1
+//! steps 3.5, 4, 9, 10) and a minimal real implementation.
+//!
+//! [`KeywordMemory`] is a plain keyword scan over the store's `memory`
+//! records (scope = `MemoryItem.session_id`). **It is a stand-in:** the full
+//! memory index (tantivy full-text, optional vectors, trust rules, episode
+//! eviction) is later work and replaces it behind the same [`MemoryIndex`]
+//! trait without touching the pipeline.
+
+use silas_core::Timestamp;
+use silas_core::model::agents::{MemoryOp, MemoryOpType};
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier, TrustLevel};
+use silas_core::model::messages::TaintLevel;
+use silas_storage::{Store, StoreError};
+
+/// Memory as the pipeline sees it. Synchronous: implementations are local.
+pub trait MemoryIndex: Send + Sync {
+    /// Store (or replace) a record; writes with the same id are idempotent.
+    fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError>;
+    /// Keyword search within one scope, best first.
+    fn search(
+        &self,
+        scope_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Apply one (already gated) memory op for a scope.
+    fn apply(
+        &self,
+        scope_id: &str,
+        op: &MemoryOp,
+        taint: TaintLevel,
+        id: &str,
+    ) -> Result<(), StoreError>;
+}
+
+/// A new memory record with the pipeline's defaults.
+pub fn new_item(
+    id: &str,
+    scope_id: &str,
+    content: &str,
+    memory_type: MemoryType,
+    tier: ReingestionTier,
+    taint: TaintLevel,
+    source_kind: &str,
+) -> MemoryItem {
+    let now = Timestamp::now();
+    MemoryItem {
+        memory_id: id.to_string(),
+        content: content.to_string(),
+        memory_type,
+        reingestion_tier: tier,
+        trust_level: TrustLevel::Working,
+        taint,
+        created_at: now,
+        updated_at: now,
+        valid_from: None,
+        valid_until: None,
+        access_count: 0,
+        last_accessed: None,
+        semantic_tags: Vec::new(),
+        entity_refs: Vec::new(),
+        causal_refs: Vec::new(),
+        temporal_next: None,
+        temporal_prev: None,
+        session_id: Some(scope_id.to_string()),
+        embedding: None,
+        source_kind: source_kind.to_string(),
+    }
+}
+
+/// Keyword scan over the `memory` table (stand-in, see module docs).
+#[derive(Clone)]
+pub struct KeywordMemory {
+    store: Store,
+}
+
+impl KeywordMemory {
+    pub fn new(store: Store) -> Self {
+        KeywordMemory { store }
+    }
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 2)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl MemoryIndex for KeywordMemory {
+    fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
+        self.store.records::<MemoryItem>().put(item)
+    }
+
+    fn search(
+        &self,
+        scope_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, StoreError> {
+        let q = words(query);
+        if q.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut scored: Vec<(usize, MemoryItem)> = self
+            .store
+            .records::<MemoryItem>()
+            .list()?
+            .into_iter()
+            .filter(|m| m.session_id.as_deref() == Some(scope_id))
+            // Raw conversation capture is not re-injected (§3.8 low tier).
+            .filter(|m| m.reingestion_tier == ReingestionTier::Active)
+            .filter_map(|m| {
+                let w = words(&m.content);
+                let score = q.iter().filter(|t| w.contains(t)).count();
+                (score > 0).then_some((score, m))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.memory_id.cmp(&b.1.memory_id)));
+        Ok(scored.into_iter().take(limit).map(|(_, m)| m).collect())
+    }
+
+    fn apply(
+        &self,
+        scope_id: &str,
+        op: &MemoryOp,
+        taint: TaintLevel,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        let records = self.store.records::<MemoryItem>();
+        match op.op {
+            MemoryOpType::Store => {
+                let content = op.content.clone().unwrap_or_default();
+                let mut item = new_item(
+                    id,
+                    scope_id,
+                    &content,
+                    op.memory_type,
+                    ReingestionTier::Active,
+                    taint,
+                    "memory_op",
+                );
+                item.semantic_tags = op.tags.clone();
+                item.entity_refs = op.entity_refs.clone();
+                records.put(&item)
+            }
+            MemoryOpType::Update => {
+                let Some(target) = op.memory_id.as_deref() else {
+                    return Ok(());
+                };
+                match records.get(target)? {
+                    Some(mut m) if m.session_id.as_deref() == Some(scope_id) => {
+                        if let Some(c) = &op.content {
+                            m.content = c.clone();
+                        }
+                        m.updated_at = Timestamp::now();
+                        records.put(&m)
+                    }
+                    _ => Ok(()),
+                }
+            }
+            MemoryOpType::Delete => {
+                if let Some(target) = op.memory_id.as_deref()
+                    && let Some(m) = records.get(target)?
+                    && m.session_id.as_deref() == Some(scope_id)
+                {
+                    records.delete(target)?;
+                }
+                Ok(())
+            }
+            MemoryOpType::Link => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,877 @@
+//! The turn pipeline of spec §5.1, steps 0–16, as named functions called in
+//! order by [`process`]. Each step reports its name to the
+//! [`TurnObserver`] (tests record the order; production logs at debug).
+//!
+//! Durability and replay (see `silas_storage::inbox`): the message's taint
+//! and chronicle entry commit together at step 3; the response's chronicle
+//! entry, the reply and the turn's audit events commit together at the end
+//! of step 12 (after the plan's work item and card, whose ids are
+//! deterministic, are stored); delivery is marked after step 13. A turn
+//! replayed after a crash resumes from the recorded stage, so nothing it
+//! already recorded or sent happens twice.
+//!
+//! Stand-ins, called through their real interfaces: the review/proactive
+//! queue (step 0.5) is empty until the review issue; the context window is
+//! [`ScopeContext`]; memory is a [`MemoryIndex`]; personality (steps 7, 15)
+//! is not yet applied beyond the audit of register/mode/profile.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use silas_core::approval::effective_needs_approval;
+use silas_core::config::Config;
+use silas_core::model::JsonObject;
+use silas_core::model::agents::{AgentResponse, Route};
+use silas_core::model::context::{ContextItemKind, ContextZone};
+use silas_core::model::gates::{GateAction, GateTrigger};
+use silas_core::model::memory::{MemoryType, ReingestionTier};
+use silas_core::model::messages::{ChannelMessage, TaintLevel};
+use silas_core::model::work::WorkItemStatus;
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_gates::escalation::{self, ChannelCaps, EscalationStep, GateBlock};
+use silas_gates::{
+    AccessController, ActiveGateSet, AuditEvent, GateOutcome, GateRunner, TurnBudget,
+};
+use silas_llm::Agents;
+use silas_llm::structured::Structured;
+use silas_llm::toolset::{self, AgentRole, ApprovalByName, Preparation, SkillToolset, Toolset};
+use silas_storage::{InboxRecord, InboxStage, PendingCard, Store, StoreError};
+
+use crate::approval::{ApprovalError, ApprovalService};
+use crate::channel::{ChannelError, ChannelSink, Outbound};
+use crate::memory::{MemoryIndex, new_item};
+use crate::turn::context::{ScopeContext, item};
+use crate::turn::plan::parse_plan;
+
+/// The step names, in pipeline order.
+pub const STEPS: [&str; 19] = [
+    "active_gate_set",
+    "review_queue",
+    "input_gates",
+    "sign_taint",
+    "chronicle_input",
+    "raw_memory_ingest",
+    "auto_retrieve",
+    "enforce_budget",
+    "build_toolset",
+    "route",
+    "output_gates",
+    "memory_queries",
+    "memory_ops",
+    "chronicle_response",
+    "plan_approval",
+    "send",
+    "access_update",
+    "post_turn_events",
+    "turn_counter",
+];
+
+/// Memories injected by auto-retrieve (step 4).
+pub const AUTO_RETRIEVE_LIMIT: usize = 5;
+/// Card type of a plan approval request.
+pub const PLAN_CARD: &str = "approval_request";
+
+/// Sees each step as it starts (tests record the order).
+pub trait TurnObserver: Send + Sync {
+    fn step(&self, scope_id: &str, inbox_id: &str, step: &'static str);
+}
+
+/// Logs steps at debug level.
+#[derive(Clone, Copy, Default)]
+pub struct TraceObserver;
+
+impl TurnObserver for TraceObserver {
+    fn step(&self, scope_id: &str, inbox_id: &str, step: &'static str) {
+        tracing::debug!(scope_id, inbox_id, step, "turn step");
+    }
+}
+
+/// Everything a turn needs (the spec's `TurnContext` dependencies).
+#[derive(Clone)]
+pub struct TurnDeps {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub agents: Agents,
+    pub gates: GateRunner,
+    pub approvals: ApprovalService,
+    pub memory: Arc<dyn MemoryIndex>,
+    pub sink: Arc<dyn ChannelSink>,
+    pub observer: Arc<dyn TurnObserver>,
+}
+
+/// Why a turn (or an approval decision) failed. Each maps to a taxonomy code.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    #[error("card {0:?} is unknown or already decided")]
+    UnknownCard(String),
+    #[error("work dispatch unavailable: {0}")]
+    Dispatch(String),
+    #[error("runtime unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl Coded for TurnError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            TurnError::Store(e) => e.code(),
+            TurnError::Approval(e) => e.code(),
+            TurnError::Channel(e) => e.code(),
+            TurnError::UnknownCard(_) => ErrorCode::EDbNotFound,
+            TurnError::Dispatch(_) => ErrorCode::ESandboxUnavailable,
+            TurnError::Unavailable(_) => ErrorCode::EChannelTimeout,
+        }
+    }
+}
+
+/// Per-scope state the TurnProcessor keeps between turns (rebuilt from
+/// redb on restart).
+pub struct ScopeState {
+    pub scope_id: String,
+    /// The number the next turn gets.
+    pub turn_number: u64,
+    pub context: ScopeContext,
+    pub access: AccessController,
+}
+
+/// What a processed turn did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnSummary {
+    pub inbox_id: String,
+    pub reply: Option<String>,
+    pub card: Option<String>,
+    pub replayed_from: InboxStage,
+}
+
+fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+struct Turn<'a> {
+    deps: &'a TurnDeps,
+    scope: &'a mut ScopeState,
+    record: InboxRecord,
+    turn_number: u64,
+    active: ActiveGateSet,
+    budget: TurnBudget,
+    audit: Vec<(String, JsonObject)>,
+    taint: TaintLevel,
+    text: String,
+    input: Option<GateOutcome>,
+    toolset_names: Vec<String>,
+    response: Option<AgentResponse>,
+    source: &'static str,
+    reply: Option<String>,
+    blocked: bool,
+    card: Option<PendingCard>,
+    used: silas_core::model::work::BudgetUsed,
+}
+
+/// Runs (or resumes) one accepted message through the pipeline.
+pub async fn process(
+    deps: &TurnDeps,
+    scope: &mut ScopeState,
+    record: InboxRecord,
+) -> Result<TurnSummary, TurnError> {
+    let replayed_from = record.stage;
+    let turn_number = record.turn_number.unwrap_or(scope.turn_number);
+    let text = record.message.text.clone();
+    let mut t = Turn {
+        budget: TurnBudget::new(deps.config.limits.max_gate_evals_per_turn),
+        deps,
+        scope,
+        record,
+        turn_number,
+        active: ActiveGateSet::default(),
+        audit: Vec::new(),
+        taint: TaintLevel::External,
+        text,
+        input: None,
+        toolset_names: Vec::new(),
+        response: None,
+        source: "agent:proxy",
+        reply: None,
+        blocked: false,
+        card: None,
+        used: Default::default(),
+    };
+    if t.record.stage == InboxStage::Delivered {
+        return Ok(t.summary(replayed_from));
+    }
+    if t.record.stage < InboxStage::Responded {
+        t.active_gate_set()?;
+        t.review_queue();
+        t.input_gates().await?;
+        if !t.blocked {
+            t.sign_taint()?;
+            t.chronicle_input()?;
+            t.raw_memory_ingest()?;
+            t.auto_retrieve()?;
+            t.enforce_budget()?;
+            t.build_toolset();
+            t.route().await;
+            t.output_gates().await?;
+        }
+        if !t.blocked {
+            t.memory_queries()?;
+            t.memory_ops().await?;
+        }
+        let chronicle = t.chronicle_response();
+        t.plan_approval()?;
+        t.commit_response(chronicle)?;
+    } else {
+        t.reply = t.record.reply.clone();
+    }
+    t.send().await?;
+    t.access_update();
+    t.post_turn_events()?;
+    t.turn_counter();
+    Ok(t.summary(replayed_from))
+}
+
+impl Turn<'_> {
+    fn step(&self, name: &'static str) {
+        self.deps
+            .observer
+            .step(&self.scope.scope_id, &self.record.inbox_id, name);
+    }
+
+    fn summary(&self, replayed_from: InboxStage) -> TurnSummary {
+        TurnSummary {
+            inbox_id: self.record.inbox_id.clone(),
+            reply: self.reply.clone(),
+            card: self.card.as_ref().map(|c| c.request_id.clone()),
+            replayed_from,
+        }
+    }
+
+    fn push_events(&mut self, events: impl IntoIterator<Item = AuditEvent>) {
+        for e in events {
+            self.audit.push((e.event, e.data));
+        }
+    }
+
+    fn push(&mut self, event: &str, data: Value) {
+        self.audit.push((event.to_string(), obj(data)));
+    }
+
+    fn ctx_id(&self, what: &str) -> String {
+        format!("{}:{what}", self.record.inbox_id)
+    }
+
+    /// Step 0: system gates + the active work item's gates, compiled once.
+    fn active_gate_set(&mut self) -> Result<(), TurnError> {
+        self.step("active_gate_set");
+        match ActiveGateSet::compile(&self.deps.config.gates.system, &[]) {
+            Ok(set) => self.active = set,
+            Err(e) => {
+                // A gate set that cannot be compiled fails closed: the
+                // input lane blocks the turn (§18.1 E_GATE_*).
+                self.push(
+                    "gate_set_invalid",
+                    json!({"error": e.to_string(), "code": ErrorCode::EGateProvider.as_str()}),
+                );
+                self.blocked = true;
+                self.reply = Some(escalation::POLITE_REDIRECT_MESSAGE.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 0.5: review + proactive queue (empty until the review issue).
+    fn review_queue(&mut self) {
+        self.step("review_queue");
+    }
+
+    fn gate_context(&self, key: &str, text: &str) -> JsonObject {
+        obj(
+            json!({key: text, "sender_id": self.record.message.sender_id,
+                   "scope_id": self.scope.scope_id}),
+        )
+    }
+
+    /// Applies a policy block's escalation (§5.1.1); returns the text sent
+    /// instead of a response.
+    fn escalate(&mut self, outcome: &GateOutcome) -> String {
+        let Some(r) = outcome.blocked() else {
+            return escalation::POLITE_REDIRECT_MESSAGE.to_string();
+        };
+        let on_block = self
+            .active
+            .gates()
+            .iter()
+            .find(|g| g.name == r.gate_name)
+            .map(|g| g.on_block.clone())
+            .unwrap_or_else(|| "report".to_string());
+        let block = GateBlock {
+            gate_name: r.gate_name.clone(),
+            reason: r.reason.clone(),
+            on_block,
+            sender_id: self.record.message.sender_id.clone(),
+        };
+        let plan = escalation::plan(&block, None, ChannelCaps::default(), 0);
+        // The escalation's own `gate_blocked` (with sender) replaces the runner's.
+        let runner_events = outcome
+            .audit
+            .iter()
+            .filter(|e| e.event != silas_gates::audit::names::GATE_BLOCKED)
+            .cloned()
+            .collect::<Vec<_>>();
+        self.push_events(runner_events);
+        self.push_events(plan.audit);
+        let mut text = None;
+        for s in plan.steps {
+            match s {
+                EscalationStep::SendMessage(m) => text = Some(m),
+                EscalationStep::ReportToOwner => self.push(
+                    "gate_block_reported",
+                    json!({"gate": block.gate_name, "scope_id": self.scope.scope_id}),
+                ),
+                _ => {}
+            }
+        }
+        text.unwrap_or_else(|| "This request was blocked by a policy gate.".to_string())
+    }
+
+    /// Step 1: input gates, two lanes; a policy block escalates and stops.
+    async fn input_gates(&mut self) -> Result<(), TurnError> {
+        self.step("input_gates");
+        if self.blocked {
+            return Ok(());
+        }
+        let ctx = self.gate_context("message", &self.text);
+        let outcome = self
+            .deps
+            .gates
+            .check_gates(
+                self.active.gates(),
+                GateTrigger::EveryUserMessage,
+                None,
+                ctx,
+                &mut self.budget,
+            )
+            .await;
+        if outcome.blocked().is_some() {
+            self.reply = Some(self.escalate(&outcome));
+            self.blocked = true;
+            return Ok(());
+        }
+        self.push_events(outcome.audit.clone());
+        if outcome.approvals_required().next().is_some() {
+            // Gate approval cards need the card flow of the review issue;
+            // until then a required approval fails closed.
+            self.push("gate_approval_unavailable", json!({"lane": "input"}));
+            self.reply = Some(escalation::POLITE_REDIRECT_MESSAGE.to_string());
+            self.blocked = true;
+            return Ok(());
+        }
+        if let Some(Value::String(m)) = outcome.merged_context.get("message") {
+            self.text = m.clone();
+        }
+        if !outcome.quality_results.is_empty() {
+            self.push(
+                "quality_gate_input",
+                json!({"results": outcome.quality_results.len()}),
+            );
+        }
+        self.input = Some(outcome);
+        Ok(())
+    }
+
+    /// Step 2: taint (once per message; a replay reuses the recorded one).
+    fn sign_taint(&mut self) -> Result<(), TurnError> {
+        self.step("sign_taint");
+        if let Some(t) = self.record.taint {
+            self.taint = t;
+            return Ok(());
+        }
+        let m = &self.record.message;
+        let message = ChannelMessage {
+            channel: m.channel.clone(),
+            sender_id: m.sender_id.clone(),
+            text: m.text.clone(),
+            timestamp: self.record.received_at,
+            attachments: Vec::new(),
+            reply_to: None,
+        };
+        let known_identity = m.channel != "webhook" && m.connection_id == self.scope.scope_id;
+        let c = self.deps.approvals.classify_message(
+            &message,
+            m.signed.as_ref(),
+            known_identity,
+            Timestamp::now(),
+        )?;
+        self.taint = c.taint();
+        Ok(())
+    }
+
+    /// Step 3: the message into the scope's chronicle (durable with taint).
+    fn chronicle_input(&mut self) -> Result<(), TurnError> {
+        self.step("chronicle_input");
+        let it = item(
+            self.ctx_id("in"),
+            ContextZone::Chronicle,
+            ContextItemKind::Message,
+            format!(
+                "[{}] {}: {}",
+                self.taint.as_str(),
+                self.record.message.sender_id,
+                self.text
+            ),
+            self.turn_number,
+            &format!("channel:{}", self.record.message.channel),
+            self.taint,
+            false,
+        );
+        self.record = self.deps.store.inbox().record_input(
+            &self.record.inbox_id,
+            self.taint,
+            self.turn_number,
+            &it,
+        )?;
+        self.scope.context.add(it);
+        Ok(())
+    }
+
+    /// Step 3.5: raw capture in the low-reingestion lane (idempotent id).
+    fn raw_memory_ingest(&mut self) -> Result<(), TurnError> {
+        self.step("raw_memory_ingest");
+        let m = new_item(
+            &format!("raw-{}", self.record.inbox_id),
+            &self.scope.scope_id,
+            &self.text,
+            MemoryType::Episode,
+            ReingestionTier::LowReingestion,
+            self.taint,
+            "conversation_raw",
+        );
+        self.deps.memory.store_raw(&m)?;
+        Ok(())
+    }
+
+    fn inject_memories(&mut self, found: Vec<silas_core::model::memory::MemoryItem>) {
+        for m in found {
+            let id = format!("mem:{}", m.memory_id);
+            if self.scope.context.contains(&id) {
+                continue;
+            }
+            let mut it = item(
+                id,
+                ContextZone::Memory,
+                ContextItemKind::Memory,
+                m.content.clone(),
+                self.turn_number,
+                "memory",
+                m.taint,
+                false,
+            );
+            it.relevance = 0.5;
+            self.scope.context.add(it);
+        }
+    }
+
+    /// Step 4: keyword retrieval into the memory zone.
+    fn auto_retrieve(&mut self) -> Result<(), TurnError> {
+        self.step("auto_retrieve");
+        let found =
+            self.deps
+                .memory
+                .search(&self.scope.scope_id, &self.text, AUTO_RETRIEVE_LIMIT)?;
+        self.inject_memories(found);
+        Ok(())
+    }
+
+    /// Step 5: context budget; evicted items become episodes (taint kept).
+    fn enforce_budget(&mut self) -> Result<(), TurnError> {
+        self.step("enforce_budget");
+        for ev in self.scope.context.enforce_budget() {
+            let m = new_item(
+                &format!("evicted-{}", ev.ctx_id),
+                &self.scope.scope_id,
+                &ev.content,
+                MemoryType::Episode,
+                ReingestionTier::Active,
+                ev.taint,
+                "context_eviction",
+            );
+            self.deps.memory.store_raw(&m)?;
+        }
+        Ok(())
+    }
+
+    /// Step 6: the wrapper chain for the proxy/planner.
+    fn build_toolset(&mut self) {
+        self.step("build_toolset");
+        let (allowed, events) = self.scope.access.allowed_tools(chrono::Utc::now());
+        self.push_events(events);
+        let allowed = match allowed {
+            silas_gates::AllowedTools::All => toolset::AllowedTools::All,
+            silas_gates::AllowedTools::Only(v) => toolset::AllowedTools::only(v),
+        };
+        let chain = toolset::build_chain(
+            SkillToolset::new(toolset::core_tools(false)),
+            Preparation {
+                role: AgentRole::Proxy,
+                work_item_skills: Default::default(),
+            },
+            allowed,
+            Arc::new(ApprovalByName::new(Vec::<String>::new())),
+        );
+        self.toolset_names = chain.specs().into_iter().map(|s| s.name).collect();
+    }
+
+    /// Step 7: Proxy routing, then the Planner when asked for.
+    async fn route(&mut self) {
+        self.step("route");
+        let rendered = self
+            .scope
+            .context
+            .render(self.toolset_names.clone(), &self.scope.access.state().level);
+        let run = self
+            .deps
+            .agents
+            .route(&rendered, &self.text, &mut self.used)
+            .await;
+        let (decision, fallback) = match run.outcome {
+            Structured::Valid { value, .. } => (value, false),
+            Structured::Fallback { value, .. } => (value, true),
+        };
+        self.scope.context.set_profile(&decision.context_profile);
+        self.push(
+            "turn_routed",
+            json!({"scope_id": self.scope.scope_id, "route": decision.route.as_str(),
+                   "register": decision.interaction_register.as_str(),
+                   "mode": decision.interaction_mode.as_str(),
+                   "profile": decision.context_profile, "fallback": fallback}),
+        );
+        let response = match (decision.route, decision.response) {
+            (Route::Direct, Some(r)) => r,
+            (Route::Direct, None) => AgentResponse::message("I have no answer to that."),
+            (Route::Planner, _) => {
+                self.source = "agent:planner";
+                match self
+                    .deps
+                    .agents
+                    .plan(&rendered, &self.text, &mut self.used)
+                    .await
+                    .outcome
+                {
+                    Structured::Valid { value, .. } | Structured::Fallback { value, .. } => value,
+                }
+            }
+        };
+        self.response = Some(response);
+    }
+
+    /// Step 8: output gates; a policy block suppresses the response.
+    async fn output_gates(&mut self) -> Result<(), TurnError> {
+        self.step("output_gates");
+        let Some(resp) = self.response.as_mut() else {
+            return Ok(());
+        };
+        let ctx = obj(json!({"response": resp.message,
+                             "sender_id": self.record.message.sender_id,
+                             "scope_id": self.scope.scope_id}));
+        let outcome = self
+            .deps
+            .gates
+            .check_gates(
+                self.active.gates(),
+                GateTrigger::EveryAgentResponse,
+                None,
+                ctx,
+                &mut self.budget,
+            )
+            .await;
+        if outcome.blocked().is_some()
+            || outcome
+                .policy_results
+                .iter()
+                .any(|r| r.action == GateAction::RequireApproval)
+        {
+            self.reply = Some(self.escalate(&outcome));
+            self.response = None;
+            self.blocked = true;
+            return Ok(());
+        }
+        if let Some(Value::String(m)) = outcome.merged_context.get("response") {
+            resp.message = m.clone();
+        }
+        if !outcome.quality_results.is_empty() {
+            self.push(
+                "quality_gate_output",
+                json!({"results": outcome.quality_results.len()}),
+            );
+        }
+        self.push_events(outcome.audit);
+        Ok(())
+    }
+
+    /// Step 9: the agent's memory queries (max 3 by the model's validator).
+    fn memory_queries(&mut self) -> Result<(), TurnError> {
+        self.step("memory_queries");
+        let queries = self
+            .response
+            .as_ref()
+            .map(|r| r.memory_queries.clone())
+            .unwrap_or_default();
+        for q in queries {
+            let limit = usize::try_from(q.max_results).unwrap_or(usize::MAX).min(20);
+            let found = self
+                .deps
+                .memory
+                .search(&self.scope.scope_id, &q.query, limit)?;
+            self.inject_memories(found);
+        }
+        Ok(())
+    }
+
+    /// Step 10: memory ops, each gated `on_tool_call`, capped per turn.
+    async fn memory_ops(&mut self) -> Result<(), TurnError> {
+        self.step("memory_ops");
+        let mut ops = self
+            .response
+            .as_ref()
+            .map(|r| r.memory_ops.clone())
+            .unwrap_or_default();
+        let max = self.deps.config.limits.max_memory_ops_per_turn as usize;
+        if ops.len() > max {
+            self.push(
+                "memory_ops_truncated",
+                json!({"requested": ops.len(), "max": max, "scope_id": self.scope.scope_id}),
+            );
+            ops.truncate(max);
+        }
+        for (i, op) in ops.iter().enumerate() {
+            let args = serde_json::to_value(op).unwrap_or(Value::Null);
+            let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args,
+                                 "sender_id": self.record.message.sender_id}));
+            let outcome = self
+                .deps
+                .gates
+                .check_gates(
+                    self.active.gates(),
+                    GateTrigger::OnToolCall,
+                    None,
+                    ctx,
+                    &mut self.budget,
+                )
+                .await;
+            let blocked = outcome
+                .policy_results
+                .iter()
+                .any(|r| matches!(r.action, GateAction::Block | GateAction::RequireApproval));
+            self.push_events(outcome.audit);
+            if blocked {
+                self.push(
+                    "memory_op_blocked",
+                    json!({"op": op.op.as_str(), "index": i}),
+                );
+                continue;
+            }
+            let id = format!("mem-{}-{i}", self.record.inbox_id);
+            self.deps
+                .memory
+                .apply(&self.scope.scope_id, op, self.taint, &id)?;
+        }
+        Ok(())
+    }
+
+    /// Step 11: the response's chronicle entry (committed with step 12's
+    /// outcome in [`Self::commit_response`]).
+    fn chronicle_response(&mut self) -> Option<silas_core::model::context::ContextItem> {
+        self.step("chronicle_response");
+        let resp = self.response.as_ref()?;
+        self.reply = Some(resp.message.clone());
+        // The response is only as trusted as what it was derived from.
+        let it = item(
+            self.ctx_id("out"),
+            ContextZone::Chronicle,
+            ContextItemKind::Message,
+            format!("Silas: {}", resp.message),
+            self.turn_number,
+            self.source,
+            self.taint,
+            false,
+        );
+        self.scope.context.add(it.clone());
+        Some(it)
+    }
+
+    /// Step 12: plan approval flow (§5.1.2 up to the card). The agent's
+    /// `needs_approval=false` is overridden unless a valid token exists —
+    /// which a parsed plan never has.
+    fn plan_approval(&mut self) -> Result<(), TurnError> {
+        self.step("plan_approval");
+        let Some(resp) = self.response.clone() else {
+            return Ok(());
+        };
+        let Some(markdown) = resp
+            .plan_action
+            .as_ref()
+            .and_then(|p| p.plan_markdown.clone())
+        else {
+            return Ok(());
+        };
+        let mut work = match parse_plan(&markdown) {
+            Ok(w) => w,
+            Err(e) => {
+                self.push("plan_parse_failed", json!({"error": e.to_string()}));
+                self.reply = Some(format!(
+                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
+                    resp.message
+                ));
+                return Ok(());
+            }
+        };
+        if let Some(prior) = resp
+            .plan_action
+            .as_ref()
+            .and_then(|p| p.continuation_of.clone())
+        {
+            work.follow_up_of = Some(prior);
+            if work.input_artifacts_from.is_empty() {
+                work.input_artifacts_from = vec!["*".into()];
+            }
+        }
+        let has_valid_token = false;
+        let needs = effective_needs_approval(resp.needs_approval, has_valid_token);
+        if needs && !resp.needs_approval {
+            self.push(
+                "needs_approval_overridden",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id}),
+            );
+        }
+        work.needs_approval = needs;
+        work.status = WorkItemStatus::Pending;
+        work.approval_token = None;
+        self.deps.store.work_items().save(&work)?;
+        self.scope.context.add(item(
+            format!("plan:{}", work.id),
+            ContextZone::Workspace,
+            ContextItemKind::Plan,
+            markdown,
+            self.turn_number,
+            self.source,
+            self.taint,
+            true,
+        ));
+        let now = Timestamp::now();
+        let ttl =
+            chrono::Duration::minutes(i64::from(self.deps.config.approval.default_ttl_minutes));
+        let card = PendingCard {
+            request_id: format!("card-{}", self.record.inbox_id),
+            scope_id: self.scope.scope_id.clone(),
+            card_type: PLAN_CARD.to_string(),
+            payload: obj(json!({"work_item_id": work.id, "title": work.title,
+                                "kind": work.kind.as_str(),
+                                "inbox_id": self.record.inbox_id})),
+            created_at: now,
+            expires_at: now.plus(ttl),
+        };
+        self.deps.store.records::<PendingCard>().put(&card)?;
+        self.push(
+            "plan_proposed",
+            json!({"work_item_id": work.id, "request_id": card.request_id,
+                   "scope_id": self.scope.scope_id}),
+        );
+        self.card = Some(card);
+        Ok(())
+    }
+
+    /// Commits the turn's outcome: reply + response chronicle + audit.
+    fn commit_response(
+        &mut self,
+        chronicle: Option<silas_core::model::context::ContextItem>,
+    ) -> Result<(), TurnError> {
+        let reply = self.reply.clone().unwrap_or_default();
+        let mut audit = std::mem::take(&mut self.audit);
+        audit.push((
+            "turn_completed".to_string(),
+            obj(
+                json!({"scope_id": self.scope.scope_id, "inbox_id": self.record.inbox_id,
+                       "turn_number": self.turn_number, "blocked": self.blocked}),
+            ),
+        ));
+        self.record = self.deps.store.inbox().record_response(
+            &self.record.inbox_id,
+            &reply,
+            chronicle.as_ref(),
+            audit,
+        )?;
+        Ok(())
+    }
+
+    /// Step 13: deliver the reply (and any card), then mark it delivered.
+    async fn send(&mut self) -> Result<(), TurnError> {
+        self.step("send");
+        let m = &self.record.message;
+        if let Some(text) = self.reply.clone() {
+            self.deps
+                .sink
+                .send(Outbound::Reply {
+                    scope_id: self.scope.scope_id.clone(),
+                    connection_id: m.connection_id.clone(),
+                    reply_to: self.record.inbox_id.clone(),
+                    text,
+                })
+                .await?;
+        }
+        if let Some(card) = self.card.clone() {
+            self.deps.sink.send(Outbound::Card { card }).await?;
+        }
+        self.record = self
+            .deps
+            .store
+            .inbox()
+            .mark_delivered(&self.record.inbox_id)?;
+        Ok(())
+    }
+
+    /// Step 14: access state after passed `custom_check` input gates.
+    fn access_update(&mut self) {
+        self.step("access_update");
+        let Some(input) = self.input.take() else {
+            return;
+        };
+        let now = chrono::Utc::now();
+        for r in &input.policy_results {
+            let is_check = self.active.gates().iter().any(|g| {
+                g.name == r.gate_name
+                    && g.on == GateTrigger::EveryUserMessage
+                    && g.kind == silas_core::model::gates::GateType::CustomCheck
+            });
+            if is_check && r.action == GateAction::Continue {
+                let events = self.scope.access.gate_passed(&r.gate_name, None, now);
+                self.push_events(events);
+            }
+        }
+    }
+
+    /// Step 15: post-turn events (personality engine is later work; the
+    /// access-state audit gathered after the commit is written here).
+    fn post_turn_events(&mut self) -> Result<(), TurnError> {
+        self.step("post_turn_events");
+        if !self.audit.is_empty() {
+            self.deps
+                .store
+                .audit()
+                .log_batch(std::mem::take(&mut self.audit))?;
+        }
+        Ok(())
+    }
+
+    /// Step 16.
+    fn turn_counter(&mut self) {
+        self.step("turn_counter");
+        self.scope.turn_number = self.scope.turn_number.max(self.turn_number + 1);
+    }
+}
