@@ -1,8 +1,6 @@
 //! Executors and the verification runner over the real sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use serde_json::json;
 use silas_core::model::execution::{ExecutionEnvelope, MetadataValue};
 use silas_core::model::messages::TaintLevel;
@@ -11,32 +9,24 @@ use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::VerificationRunner;
 use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
 
-/// The sandbox launcher binary (built with the workspace; built on demand
-/// when only this crate's tests were compiled).
+/// The sandbox launcher binary, built on demand when only this crate's tests
+/// were compiled (the workspace build always has it).
 fn launcher() -> Launcher {
-    let mut dir = std::env::current_exe().unwrap();
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
+    if let Ok(l) = Launcher::sibling_binary() {
+        return l;
     }
-    let program = dir.join("silas-sandbox-exec");
-    if !program.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "silas-sandbox",
-                "--bin",
-                "silas-sandbox-exec",
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    Launcher {
-        program,
-        args: Vec::new(),
-    }
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "silas-sandbox",
+            "--bin",
+            "silas-sandbox-exec",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Launcher::sibling_binary().unwrap()
 }
 
 fn sandbox() -> SubprocessSandbox {

@@ -10,25 +10,12 @@ use std::time::{Duration, Instant};
 
 use silas_sandbox::{Launcher, SandboxSpec, SubprocessSandbox};
 
-fn launcher() -> Launcher {
-    // The bench binary lives in target/<profile>/deps; the launcher next to it.
-    let mut p = std::env::current_exe().unwrap();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    Launcher {
-        program: p.join("silas-sandbox-exec"),
-        args: Vec::new(),
-    }
-}
-
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let sandbox = SubprocessSandbox::new(launcher());
+    let sandbox = SubprocessSandbox::new(Launcher::sibling_binary().unwrap());
     let base = tempfile::tempdir().unwrap();
     let runs = 200;
     for network in [true, false] {

@@ -26,6 +26,29 @@ pub struct Launcher {
 }
 
 impl Launcher {
+    /// The `silas-sandbox-exec` binary in the same target directory as the
+    /// running executable (tests and benches live in `target/<profile>/deps`).
+    pub fn sibling_binary() -> Result<Launcher, SandboxError> {
+        let mut dir = std::env::current_exe().map_err(|e| {
+            SandboxError::Launcher(format!("cannot locate the running executable: {e}"))
+        })?;
+        dir.pop();
+        if dir.ends_with("deps") {
+            dir.pop();
+        }
+        let program = dir.join("silas-sandbox-exec");
+        if !program.is_file() {
+            return Err(SandboxError::Launcher(format!(
+                "{} not built (build the silas-sandbox package's binaries)",
+                program.display()
+            )));
+        }
+        Ok(Launcher {
+            program,
+            args: Vec::new(),
+        })
+    }
+
     /// The running executable in launcher mode (`<exe> __sandbox-exec`).
     pub fn current_exe() -> Result<Launcher, SandboxError> {
         let program = std::env::current_exe().map_err(|e| {
