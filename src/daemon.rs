@@ -102,6 +102,25 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         silas_core::approval::IssuePolicy::from_config(&cfg),
     );
     let owner_public_key = approvals.owner_public_key_hex();
+    // The turn runtime (issue #5): Stream → per-scope TurnProcessors. The
+    // WorkExecutor takes `dispatch_rx` and publishes on `status_tx`.
+    let agents = silas_llm::build_agents(&cfg, &silas_core::config::ProcessEnv, &model)
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
+    let (status_tx, _) = tokio::sync::broadcast::channel(256);
+    let stream = silas_actors::stream::StreamArgs {
+        deps: Arc::new(silas_actors::turn::pipeline::TurnDeps::standard(
+            store.clone(),
+            Arc::new(cfg.clone()),
+            agents,
+            approvals.clone(),
+            Arc::new(silas_actors::channel::LogSink),
+        )),
+        dispatch: dispatch_tx,
+        status: status_tx.clone(),
+        restart_policy: RestartPolicy::default(),
+    };
+    let _pending_executor = (dispatch_rx, status_tx);
     let children = vec![
         ChildSpec::new("housekeeper", RestartMode::Permanent, move || {
             (Housekeeper, housekeeper.clone())
@@ -109,6 +128,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
             (ApprovalEngine, approvals.clone())
         }),
+        silas_actors::stream::Stream::child_spec(stream),
     ];
     let (root, mut root_join) = ractor::Actor::spawn(
         Some("silas.root".into()),
@@ -147,6 +167,11 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let _ = stop_tx.send(true);
     let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);
     let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+    // §18.2: close turn/card intake and let in-flight turns finish; what is
+    // left stays in the inbox and is replayed on the next start.
+    if let Some(stream) = silas_actors::stream::StreamHandle::find() {
+        let _ = stream.drain(grace).await;
+    }
     if !escalated {
         root.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(grace, root_join).await;

@@ -87,6 +87,8 @@ pub struct StreamStatus {
     pub processor_restarts: u32,
 }
 
+// ractor boxes each message into the mailbox, so variant sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum StreamMsg {
     Submit(InboundMessage, RpcReplyPort<SubmitOutcome>),
     DecideCard {
@@ -443,6 +445,28 @@ impl Actor for Stream {
     }
 }
 
+/// Registered name of the daemon's Stream (see [`StreamHandle::find`]).
+pub const STREAM_NAME: &str = "silas.stream";
+
+impl Stream {
+    /// A permanent child spec for the root supervisor; the Stream registers
+    /// as [`STREAM_NAME`] so channels find it after a restart.
+    pub fn child_spec(args: StreamArgs) -> crate::supervisor::ChildSpec {
+        crate::supervisor::ChildSpec {
+            label: "stream".into(),
+            mode: crate::supervisor::RestartMode::Permanent,
+            spawn: Arc::new(move |parent| {
+                let args = args.clone();
+                Box::pin(async move {
+                    let (r, _) =
+                        Actor::spawn_linked(Some(STREAM_NAME.into()), Stream, args, parent).await?;
+                    Ok(r.get_cell())
+                })
+            }),
+        }
+    }
+}
+
 /// A caller's handle to the Stream: every RPC has a timeout.
 #[derive(Clone)]
 pub struct StreamHandle {
@@ -454,6 +478,13 @@ fn unavailable(e: impl std::fmt::Display) -> TurnError {
 }
 
 impl StreamHandle {
+    /// The daemon's Stream, if it is running.
+    pub fn find() -> Option<StreamHandle> {
+        ractor::registry::where_is(STREAM_NAME).map(|cell| StreamHandle {
+            actor: ActorRef::from(cell),
+        })
+    }
+
     pub async fn submit(&self, m: InboundMessage) -> Result<SubmitOutcome, TurnError> {
         ractor::call_t!(self.actor, StreamMsg::Submit, STREAM_RPC_TIMEOUT_MS, m)
             .map_err(unavailable)

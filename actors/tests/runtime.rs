@@ -103,18 +103,10 @@ struct Rt {
     status: broadcast::Sender<WorkStatusEvent>,
 }
 
+#[derive(Default)]
 struct Opts {
     cfg: Config,
     crash_once: bool,
-}
-
-impl Default for Opts {
-    fn default() -> Self {
-        Opts {
-            cfg: Config::default(),
-            crash_once: false,
-        }
-    }
 }
 
 fn key() -> Arc<OwnerKey> {
@@ -242,6 +234,11 @@ async fn pipeline_runs_the_named_steps_in_order() {
     let rt = start(&store, Opts::default()).await;
     let id = accept(&rt, "owner", "hello").await;
     wait_for("reply", || rt.sink.replies().len() == 1).await;
+    // The steps after `send` run after the reply is out.
+    wait_for("turn finished", || {
+        rt.steps.0.lock().unwrap().last().map(|(_, s)| *s) == Some("turn_counter")
+    })
+    .await;
     let steps: Vec<&str> = rt
         .steps
         .0
@@ -370,7 +367,10 @@ async fn rate_limit_refusal_is_deterministic_and_audited() {
     assert!(audit_events(&store).contains(&"security_rate_limited".to_string()));
     // A refused message was never recorded.
     wait_for("two replies", || rt.sink.replies().len() == 2).await;
-    assert!(store.inbox().pending_all().unwrap().is_empty());
+    wait_for("inbox drained", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
     rt.stop().await;
 }
 

@@ -99,6 +99,37 @@ pub struct TurnDeps {
     pub observer: Arc<dyn TurnObserver>,
 }
 
+impl TurnDeps {
+    /// The production wiring: the built-in gate providers (`guardrails_ai`,
+    /// `predicate`), keyword memory over the store, and the tracing observer.
+    pub fn standard(
+        store: Store,
+        config: Arc<Config>,
+        agents: Agents,
+        approvals: ApprovalService,
+        sink: Arc<dyn ChannelSink>,
+    ) -> TurnDeps {
+        let mut gates = GateRunner::new();
+        gates.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
+        gates.register(
+            "predicate",
+            Arc::new(silas_gates::PredicateProvider::new(vec![
+                config.data_dir.clone(),
+            ])),
+        );
+        TurnDeps {
+            memory: Arc::new(crate::memory::KeywordMemory::new(store.clone())),
+            store,
+            config,
+            agents,
+            gates,
+            approvals,
+            sink,
+            observer: Arc::new(TraceObserver),
+        }
+    }
+}
+
 /// Why a turn (or an approval decision) failed. Each maps to a taxonomy code.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
