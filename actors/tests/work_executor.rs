@@ -44,7 +44,13 @@ fn launcher() -> Launcher {
     let program = dir.join("silas-sandbox-exec");
     if !program.exists() {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "silas-sandbox", "--bin", "silas-sandbox-exec"])
+            .args([
+                "build",
+                "-p",
+                "silas-sandbox",
+                "--bin",
+                "silas-sandbox-exec",
+            ])
             .status()
             .unwrap();
         assert!(status.success());
@@ -159,7 +165,12 @@ impl Fx {
     fn approve_at(&self, item: &mut WorkItem, issued: Timestamp, verify: bool) {
         let tok = self
             .svc
-            .issue_token(Subject::WorkItem(item), &approved(), ApprovalScope::FullPlan, issued)
+            .issue_token(
+                Subject::WorkItem(item),
+                &approved(),
+                ApprovalScope::FullPlan,
+                issued,
+            )
             .unwrap();
         item.approval_token = Some(tok.clone());
         self.store.work_items().save(item).unwrap();
@@ -221,7 +232,10 @@ fn output(summary: &str) -> Reply {
 
 /// System prompt of a recorded request.
 fn system_of(r: &silas_testkit::RecordedRequest) -> String {
-    r.body["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+    r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test]
@@ -238,8 +252,9 @@ async fn fail_retry_planner_consulted_then_succeed() {
         f.fake.push(shell(&format!("echo attempt {n}")));
         f.fake.push(output("tried"));
     }
-    f.fake
-        .push(Reply::json(&json!({"message": "Write the file: echo ok > done.txt", "needs_approval": false})));
+    f.fake.push(Reply::json(
+        &json!({"message": "Write the file: echo ok > done.txt", "needs_approval": false}),
+    ));
     f.fake.push(shell("echo ok > done.txt"));
     f.fake.push(output("wrote done.txt"));
 
@@ -261,14 +276,21 @@ async fn fail_retry_planner_consulted_then_succeed() {
     assert!(a2.contains("Previous attempt 1 failed"), "{a2}");
     assert!(!a2.contains("Planner guidance"));
     // The planner was asked after the third failure, then guided attempt 4.
-    assert!(reqs[6].last_message_text().contains("failed external verification 3 times"));
+    assert!(
+        reqs[6]
+            .last_message_text()
+            .contains("failed external verification 3 times")
+    );
     let a4 = system_of(&reqs[7]);
     assert!(a4.contains("Previous attempt 3 failed"), "{a4}");
     assert!(a4.contains("## Planner guidance\nWrite the file"), "{a4}");
 
     let kinds: Vec<WorkStatusKind> = f.drain().into_iter().map(|e| e.status).collect();
     assert_eq!(
-        kinds.iter().filter(|k| **k == WorkStatusKind::VerificationFailed).count(),
+        kinds
+            .iter()
+            .filter(|k| **k == WorkStatusKind::VerificationFailed)
+            .count(),
         3
     );
     assert_eq!(kinds.last(), Some(&WorkStatusKind::Done));
@@ -316,10 +338,18 @@ async fn no_token_or_expired_token_blocks_with_nothing_executed() {
 
     // Expired (issued and verified an hour ago, 30-minute TTL).
     let mut t = item(json!({"id": "t-expired", "type": "task", "title": "x", "body": "x"}));
-    f.approve_at(&mut t, Timestamp::now().minus(ChronoDuration::hours(1)), true);
+    f.approve_at(
+        &mut t,
+        Timestamp::now().minus(ChronoDuration::hours(1)),
+        true,
+    );
     let r = f.engine.run_task("t-expired", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked);
-    assert!(r.summary.contains("E_APPROVAL_EXPIRED") || r.summary.to_lowercase().contains("expired"), "{}", r.summary);
+    assert!(
+        r.summary.contains("E_APPROVAL_EXPIRED") || r.summary.to_lowercase().contains("expired"),
+        "{}",
+        r.summary
+    );
 
     // Issued but never verified at the authorization site.
     let mut t = item(json!({"id": "t-unverified", "type": "task", "title": "x", "body": "x"}));
@@ -335,7 +365,10 @@ async fn no_token_or_expired_token_blocks_with_nothing_executed() {
     }
     let audit = f.audit_events();
     assert_eq!(
-        audit.iter().filter(|e| *e == "execution_blocked_no_approval").count(),
+        audit
+            .iter()
+            .filter(|e| *e == "execution_blocked_no_approval")
+            .count(),
         3
     );
     let ev = f.drain();
@@ -359,7 +392,12 @@ fn goal(f: &Fx) -> WorkItem {
 fn standing(f: &Fx, g: &mut WorkItem) {
     let tok = f
         .svc
-        .issue_token(Subject::WorkItem(g), &approved(), ApprovalScope::Standing, Timestamp::now())
+        .issue_token(
+            Subject::WorkItem(g),
+            &approved(),
+            ApprovalScope::Standing,
+            Timestamp::now(),
+        )
         .unwrap();
     g.approval_token = Some(tok);
     f.store.work_items().save(g).unwrap();
@@ -383,7 +421,11 @@ async fn goal_check_failure_spawns_fix_task_under_standing_token() {
     assert_eq!(fix.parent.as_deref(), Some("goal-1"));
     assert_eq!(fix.spawned_by.as_deref(), Some("goal-1"));
     assert!(!fix.needs_approval);
-    assert!(fix.body.starts_with("Fix these failures: - fixed:"), "{}", fix.body);
+    assert!(
+        fix.body.starts_with("Fix these failures: - fixed:"),
+        "{}",
+        fix.body
+    );
     let tok = fix.approval_token.unwrap();
     assert_eq!(tok.scope, ApprovalScope::Standing);
     let ledger = f.store.approvals().get(&tok.token_id).unwrap().unwrap();
@@ -396,7 +438,10 @@ async fn goal_check_failure_spawns_fix_task_under_standing_token() {
     assert!(audit.contains(&"goal_cycle_checks".to_owned()));
     assert!(audit.contains(&"goal_spawned_task".to_owned()));
     let ev = f.drain();
-    assert!(ev.iter().any(|e| e.work_item_id == "goal-1-fix-1" && e.status == WorkStatusKind::Done));
+    assert!(
+        ev.iter()
+            .any(|e| e.work_item_id == "goal-1-fix-1" && e.status == WorkStatusKind::Done)
+    );
 }
 
 #[tokio::test]
@@ -417,9 +462,11 @@ async fn tampered_spawn_is_refused() {
     // The goal itself changed after approval: verification refuses, the fix
     // task waits blocked for a fresh interactive approval, nothing runs.
     let mut drifted = g.clone();
-    drifted.gates = vec![serde_json::from_value(json!({
+    drifted.gates = vec![
+        serde_json::from_value(json!({
         "name": "extra", "on": "on_tool_call", "type": "approval_always"}))
-    .unwrap()];
+        .unwrap(),
+    ];
     f.store.work_items().save(&drifted).unwrap();
     let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
     let GoalCycleOutcome::FixTaskBlocked { task_id, reason } = out else {
@@ -443,7 +490,10 @@ async fn tampered_spawn_is_refused() {
     bare.id = "goal-2".into();
     f.store.work_items().save(&bare).unwrap();
     let out = f.engine.run_goal_cycle("goal-2", "owner").await.unwrap();
-    assert!(matches!(out, GoalCycleOutcome::FixTaskBlocked { .. }), "{out:?}");
+    assert!(
+        matches!(out, GoalCycleOutcome::FixTaskBlocked { .. }),
+        "{out:?}"
+    );
 }
 
 #[tokio::test]
@@ -457,7 +507,8 @@ async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
     f.approve(&mut t);
     f.fake.push(shell("touch pwned.txt"));
     // Schema failure is refused before the sandbox too.
-    f.fake.push(Reply::tool_call("shell_exec", &json!({"cmd": "echo safe"})));
+    f.fake
+        .push(Reply::tool_call("shell_exec", &json!({"cmd": "echo safe"})));
     f.fake.push(output("gave up"));
 
     let r = f.engine.run_task("t-gated", "owner").await.unwrap();
@@ -466,7 +517,10 @@ async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
     assert_eq!(f.execution_dirs(), 0, "nothing executed");
     let reqs = f.fake.requests();
     let refused = reqs[1].last_message_text();
-    assert!(refused.contains("E_GATE_BLOCKED") && refused.contains("echo-only"), "{refused}");
+    assert!(
+        refused.contains("E_GATE_BLOCKED") && refused.contains("echo-only"),
+        "{refused}"
+    );
     let invalid = reqs[2].last_message_text();
     assert!(invalid.contains("invalid arguments"), "{invalid}");
     let audit = f.audit_events();
@@ -495,7 +549,10 @@ async fn tool_call_gate_allows_and_after_step_gate_blocks() {
     assert!(r.summary.contains("summary-ok"), "{}", r.summary);
     assert_eq!(f.execution_dirs(), 1, "the allowed call ran");
     let stored = f.get("t-after");
-    assert!(stored.verification_results.is_empty(), "verification did not run");
+    assert!(
+        stored.verification_results.is_empty(),
+        "verification did not run"
+    );
     assert_eq!(f.drain().last().unwrap().status, WorkStatusKind::Blocked);
 }
 
@@ -503,8 +560,10 @@ async fn tool_call_gate_allows_and_after_step_gate_blocks() {
 async fn project_runs_in_topological_order_and_stops_at_an_unmet_dependency() {
     let f = Fx::new().await;
     let mk = |id: &str, deps: &[&str]| {
-        item(json!({"id": id, "type": "task", "title": id, "body": format!("Task {id}"),
-                    "parent": "p-1", "depends_on": deps}))
+        item(
+            json!({"id": id, "type": "task", "title": id, "body": format!("Task {id}"),
+                    "parent": "p-1", "depends_on": deps}),
+        )
     };
     for (id, deps) in [("c", vec!["b"]), ("b", vec!["a"]), ("a", vec![])] {
         let mut t = mk(id, &deps);
@@ -597,7 +656,12 @@ async fn restart_resumes_running_items_without_reverifying() {
     assert_eq!(stored.attempts, 2, "the interrupted attempt counts");
     assert_eq!(f.store.nonces().len().unwrap(), 1, "no second nonce");
     assert_eq!(
-        f.store.approvals().get(&token_id).unwrap().unwrap().executions_used,
+        f.store
+            .approvals()
+            .get(&token_id)
+            .unwrap()
+            .unwrap()
+            .executions_used,
         1
     );
 
@@ -606,13 +670,20 @@ async fn restart_resumes_running_items_without_reverifying() {
     let served = f.fake.served();
     let mut t2 = item(json!({"id": "t-new", "type": "task", "title": "n", "body": "n"}));
     f.approve(&mut t2);
-    f.fake.push(output("new done").delayed(Duration::from_millis(300)));
-    tx.send(DispatchRequest { work_item_id: "t-resume".into(), scope_id: "s".into() })
-        .await
-        .unwrap();
-    tx.send(DispatchRequest { work_item_id: "t-new".into(), scope_id: "s".into() })
-        .await
-        .unwrap();
+    f.fake
+        .push(output("new done").delayed(Duration::from_millis(300)));
+    tx.send(DispatchRequest {
+        work_item_id: "t-resume".into(),
+        scope_id: "s".into(),
+    })
+    .await
+    .unwrap();
+    tx.send(DispatchRequest {
+        work_item_id: "t-new".into(),
+        scope_id: "s".into(),
+    })
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let running = ractor::call_t!(actor, WorkExecutorMsg::Running, 1000).unwrap();
     assert!(running.contains(&"t-new".to_owned()), "{running:?}");
@@ -628,7 +699,8 @@ async fn wait_for(rx: &mut broadcast::Receiver<WorkStatusEvent>, id: &str) -> Wo
     tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let e = rx.recv().await.unwrap();
-            if e.work_item_id == id && e.status != WorkStatusKind::Running
+            if e.work_item_id == id
+                && e.status != WorkStatusKind::Running
                 && e.status != WorkStatusKind::VerificationFailed
             {
                 return e;
@@ -653,7 +725,12 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
     .unwrap();
     let tok = f
         .svc
-        .issue_token(Subject::Batch(&batch), &approved(), ApprovalScope::Budget, Timestamp::now())
+        .issue_token(
+            Subject::Batch(&batch),
+            &approved(),
+            ApprovalScope::Budget,
+            Timestamp::now(),
+        )
         .unwrap();
     // edit_selection rebuilds the payload in selected order: the old token
     // no longer binds it, so it needs a fresh approval.
@@ -665,7 +742,11 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
         panic!()
     };
     assert_eq!(
-        edited.items.iter().map(|i| i.item_id.as_str()).collect::<Vec<_>>(),
+        edited
+            .items
+            .iter()
+            .map(|i| i.item_id.as_str())
+            .collect::<Vec<_>>(),
         ["m3", "m1"]
     );
     let refused = f.engine.execute_batch(&edited, &tok, |_| async { 1 }).await;
@@ -674,7 +755,10 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
         json!({"verdict": "edit_selection", "selected_item_ids": ["m1", "m2", "m3"]}),
     )
     .unwrap();
-    assert!(policy::batch_step(&batch, &all, "x").is_err(), "not a strict subset");
+    assert!(
+        policy::batch_step(&batch, &all, "x").is_err(),
+        "not a strict subset"
+    );
     // approve: executes once under the batch-bound token, then it is spent.
     let ran = f
         .engine
@@ -682,10 +766,20 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
         .await
         .unwrap();
     assert_eq!(ran, 3);
-    assert!(f.engine.execute_batch(&batch, &tok, |_| async { 0 }).await.is_err());
+    assert!(
+        f.engine
+            .execute_batch(&batch, &tok, |_| async { 0 })
+            .await
+            .is_err()
+    );
     let fresh = f
         .svc
-        .issue_token(Subject::Batch(&edited), &approved(), ApprovalScope::Budget, Timestamp::now())
+        .issue_token(
+            Subject::Batch(&edited),
+            &approved(),
+            ApprovalScope::Budget,
+            Timestamp::now(),
+        )
         .unwrap();
     let ran = f
         .engine

@@ -17,9 +17,7 @@ use silas_core::model::approval::{ApprovalScope, ApprovalToken};
 use silas_core::model::execution::ExecutorAgentOutput;
 use silas_core::model::gates::{GateAction, GateTrigger};
 use silas_core::model::review::BatchProposal;
-use silas_core::model::work::{
-    BudgetUsed, WorkItem, WorkItemResult, WorkItemStatus, WorkItemType,
-};
+use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemResult, WorkItemStatus, WorkItemType};
 use silas_core::{Coded, ErrorCode, Timestamp, projections};
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::{VerificationReport, VerificationRunner};
@@ -407,17 +405,33 @@ impl WorkEngine {
             // 1–2. Budget (>=) and attempts before every attempt.
             if let Err(stop) = next_attempt(item.attempts, &item.budget_used, &item.budget) {
                 let summary = match &failure {
-                    Some(f) => format!("stuck: {} after {} attempts; last failure:\n{f}", stop.as_str(), item.attempts),
+                    Some(f) => format!(
+                        "stuck: {} after {} attempts; last failure:\n{f}",
+                        stop.as_str(),
+                        item.attempts
+                    ),
                     None => format!("stuck: {} after {} attempts", stop.as_str(), item.attempts),
                 };
-                return self.finish(item, scope, WorkItemStatus::Stuck, summary, last_report.as_ref());
+                return self.finish(
+                    item,
+                    scope,
+                    WorkItemStatus::Stuck,
+                    summary,
+                    last_report.as_ref(),
+                );
             }
             // a. Count the attempt and persist before running it.
             item.attempts += 1;
             item.budget_used.attempts = item.attempts;
             item.status = WorkItemStatus::Running;
             self.persist(&item)?;
-            self.publish(&item.id, scope, WorkStatusKind::Running, format!("attempt {}", item.attempts), None);
+            self.publish(
+                &item.id,
+                scope,
+                WorkStatusKind::Running,
+                format!("attempt {}", item.attempts),
+                None,
+            );
 
             // b–c. Brief and run the executor agent.
             let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
@@ -456,7 +470,13 @@ impl WorkEngine {
             let mut gbudget = TurnBudget::new(self.config.max_gate_evals);
             let gated = self
                 .gate_runner
-                .check_gates(&gates, GateTrigger::AfterStep, Some(step), ctx, &mut gbudget)
+                .check_gates(
+                    &gates,
+                    GateTrigger::AfterStep,
+                    Some(step),
+                    ctx,
+                    &mut gbudget,
+                )
                 .await;
             self.audit_events(&gated.audit)?;
             if let Some(b) = gated.blocked() {
@@ -491,7 +511,14 @@ impl WorkEngine {
             )?;
             if report.all_passed {
                 let summary = output.summary.clone();
-                return self.done(item, scope, summary, artifacts, output.next_steps, Some(&report));
+                return self.done(
+                    item,
+                    scope,
+                    summary,
+                    artifacts,
+                    output.next_steps,
+                    Some(&report),
+                );
             }
             let details = format_failures(&report);
             self.persist(&item)?;
@@ -616,7 +643,10 @@ impl WorkEngine {
              Reply with concrete guidance for the next attempt.",
             item.id, item.title, item.attempts, item.body
         );
-        let run = self.agents.plan(&ctx, &message, &mut item.budget_used).await;
+        let run = self
+            .agents
+            .plan(&ctx, &message, &mut item.budget_used)
+            .await;
         let _ = self.audit(
             "planner_consulted",
             json!({"work_item_id": item.id, "attempt": item.attempts,
@@ -696,7 +726,13 @@ impl WorkEngine {
             self.persist(&project)?;
         }
         if project.verify.is_empty() {
-            return self.finish(project, scope, WorkItemStatus::Done, "all tasks done".into(), None);
+            return self.finish(
+                project,
+                scope,
+                WorkItemStatus::Done,
+                "all tasks done".into(),
+                None,
+            );
         }
         // Project-level checks over the union of the tasks' artifacts.
         let dir = self.artifact_dir(id);
@@ -708,7 +744,13 @@ impl WorkEngine {
             json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
         )?;
         if report.all_passed {
-            self.finish(project, scope, WorkItemStatus::Done, "all tasks done; project checks passed".into(), Some(&report))
+            self.finish(
+                project,
+                scope,
+                WorkItemStatus::Done,
+                "all tasks done; project checks passed".into(),
+                Some(&report),
+            )
         } else {
             let s = format!("project checks failed:\n{}", format_failures(&report));
             self.finish(project, scope, WorkItemStatus::Failed, s, Some(&report))
@@ -776,12 +818,30 @@ impl WorkEngine {
             Ok(())
         })?;
         if healthy {
-            self.publish(id, scope, WorkStatusKind::Done, "goal healthy", Some(&report));
+            self.publish(
+                id,
+                scope,
+                WorkStatusKind::Done,
+                "goal healthy",
+                Some(&report),
+            );
             return Ok(GoalCycleOutcome::Healthy);
         }
-        self.publish(id, scope, WorkStatusKind::VerificationFailed, "goal checks failed", Some(&report));
+        self.publish(
+            id,
+            scope,
+            WorkStatusKind::VerificationFailed,
+            "goal checks failed",
+            Some(&report),
+        );
         if goal.on_failure != SPAWN_TASK {
-            self.publish(id, scope, WorkStatusKind::Failed, "goal checks failed", Some(&report));
+            self.publish(
+                id,
+                scope,
+                WorkStatusKind::Failed,
+                "goal checks failed",
+                Some(&report),
+            );
             return Ok(GoalCycleOutcome::Failed {
                 failed_checks: report.failed,
             });
@@ -836,12 +896,18 @@ impl WorkEngine {
             return Err("the goal has no standing approval".into());
         };
         if token.scope != ApprovalScope::Standing {
-            return Err(format!("the goal's approval is {}, not standing", token.scope.as_str()));
+            return Err(format!(
+                "the goal's approval is {}, not standing",
+                token.scope.as_str()
+            ));
         }
         if token.executions_used >= token.max_executions {
             return Err("the goal's standing approval is used up".into());
         }
-        match self.approvals.verify(token, goal, Some(&task), Timestamp::now()) {
+        match self
+            .approvals
+            .verify(token, goal, Some(&task), Timestamp::now())
+        {
             Ok(updated) => {
                 task.approval_token = Some(updated);
                 task.needs_approval = false;

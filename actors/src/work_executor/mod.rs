@@ -74,7 +74,12 @@ pub struct WorkExecutorState {
 pub struct WorkExecutor;
 
 impl WorkExecutorState {
-    fn start(&mut self, myself: &ActorRef<WorkExecutorMsg>, req: DispatchRequest, goal_cycle: bool) {
+    fn start(
+        &mut self,
+        myself: &ActorRef<WorkExecutorMsg>,
+        req: DispatchRequest,
+        goal_cycle: bool,
+    ) {
         if self.running.contains_key(&req.work_item_id) {
             return;
         }
@@ -147,7 +152,10 @@ impl Actor for WorkExecutor {
             .filter(|w| w.kind == silas_core::model::work::WorkItemType::Project)
             .flat_map(|p| p.tasks.iter().cloned())
             .collect();
-        for item in resumable.into_iter().filter(|w| !in_projects.contains(&w.id)) {
+        for item in resumable
+            .into_iter()
+            .filter(|w| !in_projects.contains(&w.id))
+        {
             tracing::info!(work_item_id = %item.id, attempts = item.attempts, "resuming work item");
             state.start(
                 &myself,

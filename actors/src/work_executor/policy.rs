@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use silas_core::model::review::{BatchActionItem, BatchProposal};
-use silas_core::model::work::{
-    Budget, BudgetUsed, WorkItem, WorkItemStatus, WorkItemType,
-};
+use silas_core::model::work::{Budget, BudgetUsed, WorkItem, WorkItemStatus, WorkItemType};
 use silas_execution::verification::VerificationReport;
 
 /// Attempt number from which a failed verification consults the planner (§5.2.1 e).
@@ -102,7 +100,10 @@ pub fn build_briefing(
         s.push_str(&artifacts.join(", "));
     }
     if let Some((n, failure)) = previous_failure {
-        s.push_str(&format!("\n\n## Previous attempt {n} failed\n{}", failure.trim_end()));
+        s.push_str(&format!(
+            "\n\n## Previous attempt {n} failed\n{}",
+            failure.trim_end()
+        ));
     }
     if let Some(g) = planner_guidance {
         s.push_str(&format!("\n\n## Planner guidance\n{}", g.trim_end()));
@@ -186,10 +187,10 @@ pub fn topological_order(
 }
 
 /// The first dependency of a task that is not `done` (§5.2.2 step 3).
-pub fn unmet_dependency<'a>(
-    deps: &'a [String],
+pub fn unmet_dependency(
+    deps: &[String],
     status_of: impl Fn(&str) -> Option<WorkItemStatus>,
-) -> Option<&'a String> {
+) -> Option<&String> {
     deps.iter()
         .find(|d| status_of(d) != Some(WorkItemStatus::Done))
 }
@@ -325,11 +326,17 @@ fn type_matches(t: &str, v: &Value) -> bool {
 }
 
 /// Keys to import from a prior item's artifacts (`["*"]` = all).
-pub fn wanted_artifacts(requested: &[String], available: &BTreeSet<String>) -> Result<Vec<String>, String> {
+pub fn wanted_artifacts(
+    requested: &[String],
+    available: &BTreeSet<String>,
+) -> Result<Vec<String>, String> {
     if requested.iter().any(|r| r == "*") {
         return Ok(available.iter().cloned().collect());
     }
-    let missing: Vec<&String> = requested.iter().filter(|r| !available.contains(*r)).collect();
+    let missing: Vec<&String> = requested
+        .iter()
+        .filter(|r| !available.contains(*r))
+        .collect();
     if missing.is_empty() {
         Ok(requested.to_vec())
     } else {
@@ -402,10 +409,16 @@ mod tests {
             ("b".to_owned(), l(&["a"])),
         ]
         .into();
-        assert_eq!(topological_order(&l(&["c", "b", "a"]), &deps), Ok(l(&["a", "b", "c"])));
+        assert_eq!(
+            topological_order(&l(&["c", "b", "a"]), &deps),
+            Ok(l(&["a", "b", "c"]))
+        );
         let cyc: BTreeMap<String, Vec<String>> =
             [("a".to_owned(), l(&["b"])), ("b".to_owned(), l(&["a"]))].into();
-        assert!(matches!(topological_order(&l(&["a", "b"]), &cyc), Err(OrderError::Cycle(_))));
+        assert!(matches!(
+            topological_order(&l(&["a", "b"]), &cyc),
+            Err(OrderError::Cycle(_))
+        ));
         // External dependencies do not constrain the order.
         let external: BTreeMap<String, Vec<String>> = [("a".to_owned(), l(&["z"]))].into();
         assert_eq!(topological_order(&l(&["a"]), &external), Ok(l(&["a"])));

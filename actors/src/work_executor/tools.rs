@@ -194,7 +194,13 @@ impl WorkTools {
 fn safe_id(base: &str, call_id: &str) -> String {
     let clean = |s: &str| {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect::<String>()
     };
     format!("{}-{}", clean(base), clean(call_id))
