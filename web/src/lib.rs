@@ -1,10 +1,12 @@
-//! `silas-web`: the web channel's HTTP server (warp).
+//! `silas-web`: the web channel's HTTP/WebSocket server (warp, spec §8.1).
 //!
-//! At this stage it serves `GET /health`; the WebSocket protocol and the PWA
-//! arrive with the web-channel work. What this crate guarantees already:
-//! it binds loopback by default and refuses a non-loopback bind without an
-//! auth token (defence in depth behind the config validation), and it shuts
-//! down gracefully on the signal it is given.
+//! Routes: `GET /health`, `GET /ws` (the typed protocol of [`protocol`], with
+//! the session rules of [`ws`]), `POST /secrets/{ref_id}` (secure input that
+//! never touches the WebSocket or the agent). It binds loopback by default,
+//! refuses a non-loopback bind without an auth token (defence in depth behind
+//! config validation), refuses requests whose `Host`/`Origin` are not this
+//! server, and on shutdown closes every session with 1001. The runtime plugs
+//! in through [`ws::WebBackend`] and [`ws::SecretSink`].
 //!
 //! **Architecture invariant:** no business logic here — the server reads
 //! shared counters and forwards frames; decisions live in the actors.
@@ -16,11 +18,18 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use silas_core::{Coded, ErrorCode};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use warp::Filter;
+use warp::http::StatusCode;
+
+pub mod protocol;
+pub mod ws;
+
+use ws::{NoSecrets, SecretSink, SecretStoreError, Unattached, WebBackend, WebState};
 
 /// What the server needs from the configuration.
 #[derive(Clone, Debug)]
@@ -96,6 +105,9 @@ pub fn is_loopback_host(host: &str) -> bool {
 pub struct BoundServer {
     listener: TcpListener,
     health: Arc<HealthState>,
+    settings: WebSettings,
+    backend: Arc<dyn WebBackend>,
+    secrets: Arc<dyn SecretSink>,
 }
 
 /// Bind the listener (port 0 picks a free port).
@@ -121,7 +133,13 @@ pub async fn bind(
     let listener = TcpListener::bind(addr.as_str())
         .await
         .map_err(|source| WebError::Bind { addr, source })?;
-    Ok(BoundServer { listener, health })
+    Ok(BoundServer {
+        listener,
+        health,
+        settings: settings.clone(),
+        backend: Arc::new(Unattached),
+        secrets: Arc::new(NoSecrets),
+    })
 }
 
 impl BoundServer {
@@ -129,30 +147,191 @@ impl BoundServer {
         self.listener.local_addr().ok()
     }
 
-    /// Serve until `shutdown` resolves; in-flight requests finish first.
+    /// Attach the runtime behind the WebSocket and the secure-input endpoint.
+    pub fn attach(mut self, backend: Arc<dyn WebBackend>, secrets: Arc<dyn SecretSink>) -> Self {
+        self.backend = backend;
+        self.secrets = secrets;
+        self
+    }
+
+    /// `host:port` names this server answers to.
+    fn own_hosts(&self) -> Vec<String> {
+        let port = self
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or(self.settings.port);
+        let mut hosts = vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        let configured = self.settings.host.to_ascii_lowercase();
+        if !is_loopback_host(&configured) {
+            hosts.push(format!("{configured}:{port}"));
+        }
+        hosts
+    }
+
+    /// Serve until `shutdown` resolves: in-flight requests finish, WebSocket
+    /// sessions are closed with 1001 (given up to 2 s to say goodbye).
     pub fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
-        let routes = routes(self.health);
-        tokio::spawn(
-            warp::serve(routes)
-                .incoming(self.listener)
-                .graceful(shutdown)
-                .run(),
-        )
+        let (tx, rx) = watch::channel(false);
+        let own_hosts = self.own_hosts();
+        let health = self.health.clone();
+        let state = Arc::new(WebState::new(
+            self.settings.auth_token.clone(),
+            own_hosts,
+            self.backend,
+            self.secrets,
+            self.health,
+            rx.clone(),
+        ));
+        let routes = routes(state);
+        let mut stop = rx;
+        let server = warp::serve(routes)
+            .incoming(self.listener)
+            .graceful(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+        tokio::spawn(async move {
+            let trigger = async move {
+                shutdown.await;
+                let _ = tx.send(true);
+            };
+            tokio::join!(server.run(), trigger);
+            // warp does not track upgraded connections: wait for sessions here.
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+            while health.connections() > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
     }
 }
 
+#[derive(Deserialize)]
+struct SecretBody {
+    value: String,
+}
+
+fn json_status(
+    status: StatusCode,
+    body: serde_json::Value,
+) -> warp::reply::WithStatus<warp::reply::Json> {
+    warp::reply::with_status(warp::reply::json(&body), status)
+}
+
 fn routes(
-    health: Arc<HealthState>,
+    state: Arc<WebState>,
 ) -> impl Filter<Extract = (impl warp::Reply,), Error = warp::Rejection> + Clone {
-    warp::path("health")
+    let with_state = {
+        let s = state.clone();
+        warp::any().map(move || s.clone())
+    };
+    let health_state = state.health.clone();
+    let health = warp::path("health")
         .and(warp::path::end())
         .and(warp::get())
         .map(move || {
             warp::reply::json(&HealthBody {
                 status: "ok",
-                connections: health.connections(),
+                connections: health_state.connections(),
             })
-        })
+        });
+
+    let ws = warp::path("ws")
+        .and(warp::path::end())
+        .and(warp::header::optional::<String>("host"))
+        .and(warp::header::optional::<String>("origin"))
+        .and(warp::header::optional::<String>("sec-websocket-protocol"))
+        .and(warp::addr::remote())
+        .and(warp::ws())
+        .and(with_state.clone())
+        .map(
+            |host: Option<String>,
+             origin: Option<String>,
+             protocols: Option<String>,
+             remote: Option<SocketAddr>,
+             upgrade: warp::ws::Ws,
+             state: Arc<WebState>| {
+                if let Err(why) =
+                    ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
+                {
+                    let reply =
+                        json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
+                    return Box::new(reply) as Box<dyn warp::Reply>;
+                }
+                let (token, ours) = ws::subprotocol_token(protocols.as_deref());
+                let reply = upgrade
+                    .max_message_size(protocol::MAX_FRAME_BYTES)
+                    .on_upgrade(move |socket| {
+                        ws::session(socket, state, token, remote.map(|r| r.ip()))
+                    });
+                if ours {
+                    // Browsers drop a socket whose offered subprotocol is not echoed.
+                    Box::new(warp::reply::with_header(
+                        reply,
+                        "sec-websocket-protocol",
+                        ws::SUBPROTOCOL,
+                    ))
+                } else {
+                    Box::new(reply)
+                }
+            },
+        );
+
+    let secrets = warp::path!("secrets" / String)
+        .and(warp::post())
+        .and(warp::header::optional::<String>("host"))
+        .and(warp::header::optional::<String>("origin"))
+        .and(warp::header::optional::<String>("authorization"))
+        .and(warp::body::content_length_limit(16 * 1024))
+        .and(warp::body::json::<SecretBody>())
+        .and(with_state)
+        .map(
+            |ref_id: String,
+             host: Option<String>,
+             origin: Option<String>,
+             auth: Option<String>,
+             body: SecretBody,
+             state: Arc<WebState>| {
+                // Consumed into a zeroizing buffer at once; never logged or echoed.
+                let value = zeroize::Zeroizing::new(body.value);
+                if let Err(why) =
+                    ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
+                {
+                    return json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
+                }
+                if let Some(expected) = &state.token {
+                    let given = auth
+                        .as_deref()
+                        .and_then(|a| a.strip_prefix("Bearer "))
+                        .unwrap_or("");
+                    if !ws::token_eq(given, expected) {
+                        return json_status(
+                            StatusCode::UNAUTHORIZED,
+                            serde_json::json!({"error": "unauthorized"}),
+                        );
+                    }
+                }
+                match state.secrets.store(&ref_id, value) {
+                    Ok(()) => json_status(StatusCode::OK, serde_json::json!({"stored": true})),
+                    Err(SecretStoreError::UnknownRef) => json_status(
+                        StatusCode::NOT_FOUND,
+                        serde_json::json!({"error": "unknown ref_id"}),
+                    ),
+                    Err(SecretStoreError::AlreadyFulfilled) => json_status(
+                        StatusCode::CONFLICT,
+                        serde_json::json!({"error": "already fulfilled"}),
+                    ),
+                    Err(SecretStoreError::Failed) => json_status(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        serde_json::json!({"error": "could not store the secret"}),
+                    ),
+                }
+            },
+        );
+
+    health.or(ws).or(secrets)
 }
 
 #[cfg(test)]

@@ -1,0 +1,390 @@
+//! The WebSocket protocol of spec §8.1: one typed enum per direction
+//! (`#[serde(tag = "type")]`, snake_case names exactly as in the spec's two
+//! tables) plus `auth_ok`, `work_status` and `error` frames. Parsing is strict
+//! about types and the two validation rules the spec states, and every
+//! failure becomes a typed [`ProtocolError`] that is sent back as an `error`
+//! frame — the connection stays open.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use silas_core::model::JsonObject;
+
+/// Client → server frames.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    Auth {
+        token: String,
+    },
+    Message {
+        text: String,
+        #[serde(default)]
+        sender_id: Option<String>,
+    },
+    ApprovalResponse {
+        request_id: String,
+        verdict: String,
+    },
+    GateResponse {
+        request_id: String,
+        verdict: String,
+    },
+    Checkpoint {
+        request_id: String,
+        verdict: String,
+    },
+    BatchReviewResponse {
+        request_id: String,
+        verdict: String,
+        #[serde(default)]
+        selected_item_ids: Option<Vec<String>>,
+    },
+    DraftReviewResponse {
+        request_id: String,
+        verdict: String,
+        #[serde(default)]
+        edited_text: Option<String>,
+    },
+    DecisionResponse {
+        request_id: String,
+        #[serde(default)]
+        selected_value: Option<String>,
+        #[serde(default)]
+        freetext: Option<String>,
+    },
+    SuggestionResponse {
+        request_id: String,
+        #[serde(default)]
+        selected_value: Option<String>,
+        #[serde(default)]
+        freetext: Option<String>,
+    },
+    AutonomyThresholdResponse {
+        request_id: String,
+        verdict: String,
+    },
+    SecureInputCompleted {
+        ref_id: String,
+        success: bool,
+    },
+    ConnectionSetupResponse {
+        request_id: String,
+        step_type: String,
+        action: String,
+    },
+    PermissionEscalationResponse {
+        request_id: String,
+        verdict: String,
+    },
+    ConnectionFailureResponse {
+        request_id: String,
+        selected_action: String,
+    },
+}
+
+impl ClientFrame {
+    /// The card this frame answers, if any.
+    pub fn request_id(&self) -> Option<&str> {
+        use ClientFrame::*;
+        match self {
+            ApprovalResponse { request_id, .. }
+            | GateResponse { request_id, .. }
+            | Checkpoint { request_id, .. }
+            | BatchReviewResponse { request_id, .. }
+            | DraftReviewResponse { request_id, .. }
+            | DecisionResponse { request_id, .. }
+            | SuggestionResponse { request_id, .. }
+            | AutonomyThresholdResponse { request_id, .. }
+            | ConnectionSetupResponse { request_id, .. }
+            | PermissionEscalationResponse { request_id, .. }
+            | ConnectionFailureResponse { request_id, .. } => Some(request_id),
+            Auth { .. } | Message { .. } | SecureInputCompleted { .. } => None,
+        }
+    }
+}
+
+/// Server → client frames.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    AuthOk {
+        scope_id: String,
+    },
+    Message {
+        text: String,
+        sender: String,
+        timestamp: String,
+    },
+    ApprovalRequest {
+        request_id: String,
+        title: String,
+        body: String,
+        budget: Value,
+        verify: Value,
+    },
+    GateApproval {
+        request_id: String,
+        gate_name: String,
+        value: Value,
+        context: Value,
+    },
+    Checkpoint {
+        request_id: String,
+        message: String,
+        options: Vec<String>,
+    },
+    BatchReview {
+        request_id: String,
+        batch: Value,
+    },
+    DraftReview {
+        request_id: String,
+        context: String,
+        draft: String,
+        metadata: Value,
+    },
+    Decision {
+        request_id: String,
+        question: String,
+        options: Value,
+        allow_freetext: bool,
+    },
+    Suggestion {
+        request_id: String,
+        suggestion: Value,
+    },
+    AutonomyThresholdReview {
+        request_id: String,
+        proposal: Value,
+    },
+    SecureInputRequest {
+        ref_id: String,
+        label: String,
+        input_hint: Option<String>,
+        guidance: Value,
+    },
+    ConnectionSetupStep {
+        request_id: String,
+        step_type: String,
+        #[serde(flatten)]
+        fields: JsonObject,
+    },
+    PermissionEscalation {
+        request_id: String,
+        connection_name: String,
+        current_permissions: Vec<String>,
+        requested_permissions: Vec<String>,
+        reason: String,
+        risk_level: String,
+    },
+    ConnectionFailure {
+        request_id: String,
+        failure_type: String,
+        service: String,
+        message: String,
+        recovery_options: Value,
+    },
+    WorkStatus {
+        work_item_id: String,
+        status: String,
+        summary: String,
+        verification: Value,
+    },
+    Error {
+        code: String,
+        message: String,
+        request_id: Option<String>,
+    },
+}
+
+/// Why a frame was refused. Sent back as an `error` frame.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ProtocolError {
+    pub code: &'static str,
+    pub message: String,
+    pub request_id: Option<String>,
+}
+
+impl ProtocolError {
+    pub fn new(code: &'static str, message: impl Into<String>, request_id: Option<String>) -> Self {
+        ProtocolError {
+            code,
+            message: message.into(),
+            request_id,
+        }
+    }
+
+    pub fn frame(&self) -> ServerFrame {
+        ServerFrame::Error {
+            code: self.code.to_string(),
+            message: self.message.clone(),
+            request_id: self.request_id.clone(),
+        }
+    }
+}
+
+/// Largest client frame accepted (a chat message is far smaller).
+pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+
+/// Parse and validate one client text frame.
+pub fn parse_client_frame(text: &str) -> Result<ClientFrame, ProtocolError> {
+    if text.len() > MAX_FRAME_BYTES {
+        return Err(ProtocolError::new(
+            "E_CHANNEL_PROTOCOL",
+            format!("frame larger than {MAX_FRAME_BYTES} bytes"),
+            None,
+        ));
+    }
+    let raw: Value = serde_json::from_str(text)
+        .map_err(|e| ProtocolError::new("E_CHANNEL_PROTOCOL", format!("not JSON: {e}"), None))?;
+    let request_id = raw
+        .get("request_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let kind = raw.get("type").and_then(Value::as_str).map(str::to_string);
+    let frame: ClientFrame = serde_json::from_value(raw).map_err(|e| {
+        let what = match &kind {
+            Some(k) => format!("invalid {k:?} frame: {e}"),
+            None => "frame has no string `type`".to_string(),
+        };
+        ProtocolError::new("E_CHANNEL_PROTOCOL", what, request_id.clone())
+    })?;
+    validate(&frame).map_err(|m| ProtocolError::new("E_CHANNEL_PROTOCOL", m, request_id))?;
+    Ok(frame)
+}
+
+fn validate(frame: &ClientFrame) -> Result<(), String> {
+    match frame {
+        ClientFrame::BatchReviewResponse {
+            verdict,
+            selected_item_ids,
+            ..
+        } => {
+            let selected = selected_item_ids.as_ref().is_some_and(|v| !v.is_empty());
+            match verdict.as_str() {
+                "edit_selection" if !selected => {
+                    Err("edit_selection requires selected_item_ids".into())
+                }
+                "approve" | "decline" if selected => Err(format!(
+                    "selected_item_ids must be omitted or empty for {verdict}"
+                )),
+                "approve" | "decline" | "edit_selection" => Ok(()),
+                other => Err(format!("unknown batch verdict {other:?}")),
+            }
+        }
+        ClientFrame::AutonomyThresholdResponse { verdict, .. } => match verdict.as_str() {
+            "approve" | "decline" | "tighten_now" => Ok(()),
+            other => Err(format!(
+                "verdict must be approve, decline or tighten_now, got {other:?}"
+            )),
+        },
+        ClientFrame::ConnectionSetupResponse { action, .. } => match action.as_str() {
+            "done" | "cancel" | "trouble" | "retry" => Ok(()),
+            other => Err(format!("unknown setup action {other:?}")),
+        },
+        ClientFrame::PermissionEscalationResponse { verdict, .. } => match verdict.as_str() {
+            "approve" | "just_this_once" | "deny" => Ok(()),
+            other => Err(format!("unknown permission verdict {other:?}")),
+        },
+        ClientFrame::Message { text, .. } if text.trim().is_empty() => Err("empty message".into()),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_client_type_parses_with_spec_names() {
+        let frames = [
+            json!({"type": "auth", "token": "t"}),
+            json!({"type": "message", "text": "hi"}),
+            json!({"type": "approval_response", "request_id": "r", "verdict": "approved"}),
+            json!({"type": "gate_response", "request_id": "r", "verdict": "continue"}),
+            json!({"type": "checkpoint", "request_id": "r", "verdict": "ok"}),
+            json!({"type": "batch_review_response", "request_id": "r", "verdict": "edit_selection", "selected_item_ids": ["a"]}),
+            json!({"type": "draft_review_response", "request_id": "r", "verdict": "edit", "edited_text": "x"}),
+            json!({"type": "decision_response", "request_id": "r", "selected_value": "a", "freetext": null}),
+            json!({"type": "suggestion_response", "request_id": "r", "selected_value": "later"}),
+            json!({"type": "autonomy_threshold_response", "request_id": "r", "verdict": "tighten_now"}),
+            json!({"type": "secure_input_completed", "ref_id": "ref", "success": true}),
+            json!({"type": "connection_setup_response", "request_id": "r", "step_type": "device_code", "action": "done"}),
+            json!({"type": "permission_escalation_response", "request_id": "r", "verdict": "just_this_once"}),
+            json!({"type": "connection_failure_response", "request_id": "r", "selected_action": "retry_later"}),
+        ];
+        for f in frames {
+            let parsed = parse_client_frame(&f.to_string()).unwrap();
+            assert_eq!(serde_json::to_value(&parsed).unwrap()["type"], f["type"]);
+        }
+    }
+
+    #[test]
+    fn invalid_frames_are_typed_errors_with_request_id() {
+        let cases = [
+            (
+                r#"{"type":"batch_review_response","request_id":"r1","verdict":"edit_selection"}"#,
+                Some("r1"),
+            ),
+            (
+                r#"{"type":"batch_review_response","request_id":"r2","verdict":"approve","selected_item_ids":["x"]}"#,
+                Some("r2"),
+            ),
+            (
+                r#"{"type":"autonomy_threshold_response","request_id":"r3","verdict":"yolo"}"#,
+                Some("r3"),
+            ),
+            (
+                r#"{"type":"approval_response","request_id":"r4"}"#,
+                Some("r4"),
+            ),
+            (
+                r#"{"type":"approval_response","request_id":"r5","verdict":"approved","extra":1}"#,
+                Some("r5"),
+            ),
+            (r#"{"type":"teleport"}"#, None),
+            (r#"{"text":"no type"}"#, None),
+            (r#"not json"#, None),
+            (r#"{"type":"message","text":"   "}"#, None),
+        ];
+        for (text, rid) in cases {
+            let e = parse_client_frame(text).unwrap_err();
+            assert_eq!(e.code, "E_CHANNEL_PROTOCOL", "{text}");
+            assert_eq!(e.request_id.as_deref(), rid, "{text}");
+            assert!(matches!(e.frame(), ServerFrame::Error { .. }));
+        }
+        let huge = format!(
+            r#"{{"type":"message","text":"{}"}}"#,
+            "a".repeat(MAX_FRAME_BYTES)
+        );
+        assert!(parse_client_frame(&huge).is_err());
+    }
+
+    #[test]
+    fn server_frames_serialise_with_spec_names() {
+        let f = ServerFrame::WorkStatus {
+            work_item_id: "w".into(),
+            status: "done".into(),
+            summary: "ok".into(),
+            verification: json!([{"name": "tests", "passed": true, "reason": "exit 0"}]),
+        };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["type"], "work_status");
+        assert_eq!(v["verification"][0]["passed"], true);
+        let v = serde_json::to_value(ServerFrame::AuthOk {
+            scope_id: "owner".into(),
+        })
+        .unwrap();
+        assert_eq!(v, json!({"type": "auth_ok", "scope_id": "owner"}));
+        let v = serde_json::to_value(
+            ProtocolError::new("E_CHANNEL_PROTOCOL", "bad", Some("r".into())).frame(),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "error", "code": "E_CHANNEL_PROTOCOL", "message": "bad", "request_id": "r"})
+        );
+    }
+}

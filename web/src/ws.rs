@@ -1,0 +1,370 @@
+//! WebSocket sessions (`/ws`, spec §8.1) and the secure-input endpoint.
+//!
+//! Before the upgrade: the `Host` header must name this server (loopback
+//! names or the configured host, with its port) and an `Origin`, when present,
+//! must be this server too — so a malicious page (including one using DNS
+//! rebinding to point its own name at 127.0.0.1) cannot open a socket, even
+//! with no token configured. Authentication: `Sec-WebSocket-Protocol:
+//! silas.v1, bearer.<token>` or a first frame `{"type":"auth","token":…}`
+//! within 5 s; otherwise close code 4001. Never a query-string token. Then
+//! `auth_ok`, and frames flow: each client frame is parsed and validated; a
+//! bad one gets an `error` frame and the connection stays open. Outbound
+//! frames go through a bounded per-connection queue.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{mpsc, watch};
+use warp::ws::{Message, WebSocket};
+
+use crate::HealthState;
+use crate::protocol::{ClientFrame, ProtocolError, ServerFrame, parse_client_frame};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Close code for a connection that did not authenticate.
+pub const CLOSE_UNAUTHORIZED: u16 = 4001;
+/// Close code when the server shuts down.
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Outbound frames queued per connection before the connection is dropped.
+pub const OUTBOUND_QUEUE: usize = 256;
+pub const SUBPROTOCOL: &str = "silas.v1";
+
+/// Who is on the other end of a connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    pub connection_id: String,
+    pub remote_ip: Option<std::net::IpAddr>,
+    /// Authenticated with the configured token (or loopback without a token).
+    pub owner: bool,
+}
+
+/// The runtime side of the web channel (implemented by the Stream wiring).
+pub trait WebBackend: Send + Sync + 'static {
+    /// A connection authenticated: remember its outbound queue, return its scope id.
+    fn connected(
+        &self,
+        conn: ConnectionInfo,
+        outbound: mpsc::Sender<ServerFrame>,
+    ) -> BoxFuture<'_, Result<String, ProtocolError>>;
+    /// A validated client frame (never `auth`).
+    fn frame(
+        &self,
+        connection_id: &str,
+        frame: ClientFrame,
+    ) -> BoxFuture<'_, Result<(), ProtocolError>>;
+    fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()>;
+}
+
+/// Used until the runtime is attached: authenticated connections get an
+/// error frame for every message rather than silence.
+pub struct Unattached;
+
+impl WebBackend for Unattached {
+    fn connected(
+        &self,
+        _: ConnectionInfo,
+        _: mpsc::Sender<ServerFrame>,
+    ) -> BoxFuture<'_, Result<String, ProtocolError>> {
+        Box::pin(async { Ok("owner".to_string()) })
+    }
+    fn frame(&self, _: &str, _: ClientFrame) -> BoxFuture<'_, Result<(), ProtocolError>> {
+        Box::pin(async {
+            Err(ProtocolError::new(
+                "E_CHANNEL_UNAVAILABLE",
+                "the assistant runtime is not attached to this server",
+                None,
+            ))
+        })
+    }
+    fn disconnected(&self, _: &str) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Outcome of storing a secret via `POST /secrets/{ref_id}`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SecretStoreError {
+    UnknownRef,
+    AlreadyFulfilled,
+    Failed,
+}
+
+/// Where secrets submitted over HTTP go (the keystore). Implementations must
+/// not log, echo or keep the value.
+pub trait SecretSink: Send + Sync + 'static {
+    fn store(
+        &self,
+        ref_id: &str,
+        value: zeroize::Zeroizing<String>,
+    ) -> Result<(), SecretStoreError>;
+}
+
+/// Refuses every ref: no secure-input request is pending without a runtime.
+pub struct NoSecrets;
+
+impl SecretSink for NoSecrets {
+    fn store(&self, _: &str, _: zeroize::Zeroizing<String>) -> Result<(), SecretStoreError> {
+        Err(SecretStoreError::UnknownRef)
+    }
+}
+
+/// Shared state of the web channel.
+pub struct WebState {
+    pub token: Option<String>,
+    /// `host:port` strings this server answers to.
+    pub own_hosts: Vec<String>,
+    pub backend: Arc<dyn WebBackend>,
+    pub secrets: Arc<dyn SecretSink>,
+    pub health: Arc<HealthState>,
+    pub shutdown: watch::Receiver<bool>,
+    next_id: AtomicU64,
+}
+
+impl WebState {
+    pub fn new(
+        token: Option<String>,
+        own_hosts: Vec<String>,
+        backend: Arc<dyn WebBackend>,
+        secrets: Arc<dyn SecretSink>,
+        health: Arc<HealthState>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        WebState {
+            token: token.filter(|t| !t.is_empty()),
+            own_hosts,
+            backend,
+            secrets,
+            health,
+            shutdown,
+            next_id: AtomicU64::new(1),
+        }
+    }
+}
+
+/// Constant-time comparison (length is not secret).
+pub fn token_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// `Host` must name this server; `Origin`, when sent, must be this server.
+pub fn request_allowed(
+    own_hosts: &[String],
+    host: Option<&str>,
+    origin: Option<&str>,
+) -> Result<(), &'static str> {
+    let Some(host) = host else {
+        return Err("missing Host header");
+    };
+    let host = host.to_ascii_lowercase();
+    if !own_hosts.iter().any(|h| *h == host) {
+        return Err("Host header does not name this server");
+    }
+    if let Some(origin) = origin {
+        let origin = origin.to_ascii_lowercase();
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .ok_or("Origin is not an http(s) origin")?;
+        if !own_hosts.iter().any(|h| *h == authority) {
+            return Err("cross-site WebSocket refused (Origin is not this server)");
+        }
+    }
+    Ok(())
+}
+
+/// A bearer token offered as `bearer.<token>` in `Sec-WebSocket-Protocol`.
+pub fn subprotocol_token(header: Option<&str>) -> (Option<String>, bool) {
+    let Some(h) = header else {
+        return (None, false);
+    };
+    let mut token = None;
+    let mut ours = false;
+    for p in h.split(',').map(str::trim) {
+        if let Some(t) = p.strip_prefix("bearer.") {
+            token = Some(t.to_string());
+        } else if p == SUBPROTOCOL {
+            ours = true;
+        }
+    }
+    (token, ours)
+}
+
+async fn send(tx: &mpsc::Sender<ServerFrame>, frame: ServerFrame) -> bool {
+    tx.send(frame).await.is_ok()
+}
+
+/// Run one upgraded connection to its end.
+pub async fn session(
+    socket: WebSocket,
+    state: Arc<WebState>,
+    header_token: Option<String>,
+    remote_ip: Option<std::net::IpAddr>,
+) {
+    let (mut sink, mut stream) = socket.split();
+    let mut shutdown = state.shutdown.clone();
+
+    // Authentication (§8.1): header token, or a first auth frame within 5 s.
+    let authed = match &state.token {
+        None => true,
+        Some(expected) => match header_token {
+            Some(t) => token_eq(&t, expected),
+            None => {
+                let first = tokio::time::timeout(AUTH_TIMEOUT, stream.next()).await;
+                match first {
+                    Ok(Some(Ok(msg))) => msg
+                        .to_str()
+                        .ok()
+                        .and_then(|t| parse_client_frame(t).ok())
+                        .is_some_and(|f| matches!(f, ClientFrame::Auth { token } if token_eq(&token, expected))),
+                    _ => false,
+                }
+            }
+        },
+    };
+    if !authed {
+        let _ = sink
+            .send(Message::close_with(CLOSE_UNAUTHORIZED, "unauthorized"))
+            .await;
+        let _ = sink.close().await;
+        return;
+    }
+
+    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    let conn = ConnectionInfo {
+        connection_id: format!("ws-{id}"),
+        remote_ip,
+        owner: true,
+    };
+    let (tx, mut rx) = mpsc::channel::<ServerFrame>(OUTBOUND_QUEUE);
+    let scope_id = match state.backend.connected(conn.clone(), tx.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = sink.send(frame_message(&e.frame())).await;
+            let _ = sink
+                .send(Message::close_with(1011u16, "runtime unavailable"))
+                .await;
+            return;
+        }
+    };
+    state.health.connection_opened();
+
+    // Writer: drains the bounded queue; ends on shutdown with 1001.
+    let mut writer_shutdown = state.shutdown.clone();
+    let writer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                frame = rx.recv() => match frame {
+                    Some(f) => if sink.send(frame_message(&f)).await.is_err() { break },
+                    None => break,
+                },
+                _ = async { let _ = writer_shutdown.wait_for(|s| *s).await; } => {
+                    let _ = sink.send(Message::close_with(CLOSE_GOING_AWAY, "server shutting down")).await;
+                    break;
+                }
+            }
+        }
+        let _ = sink.close().await;
+    });
+
+    send(&tx, ServerFrame::AuthOk { scope_id }).await;
+    loop {
+        let msg = tokio::select! {
+            m = stream.next() => m,
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => None,
+        };
+        let Some(Ok(msg)) = msg else { break };
+        if msg.is_close() {
+            break;
+        }
+        if msg.is_ping() || msg.is_pong() {
+            continue;
+        }
+        let Ok(text) = msg.to_str() else {
+            send(
+                &tx,
+                ProtocolError::new("E_CHANNEL_PROTOCOL", "binary frames are not accepted", None)
+                    .frame(),
+            )
+            .await;
+            continue;
+        };
+        let result = match parse_client_frame(text) {
+            Ok(ClientFrame::Auth { .. }) => Err(ProtocolError::new(
+                "E_CHANNEL_PROTOCOL",
+                "already authenticated",
+                None,
+            )),
+            Ok(frame) => state.backend.frame(&conn.connection_id, frame).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            send(&tx, e.frame()).await;
+        }
+    }
+    state.backend.disconnected(&conn.connection_id).await;
+    state.health.connection_closed();
+    drop(tx);
+    let _ = writer.await;
+}
+
+fn frame_message(frame: &ServerFrame) -> Message {
+    Message::text(serde_json::to_string(frame).unwrap_or_else(|_| r#"{"type":"error","code":"E_CHANNEL_PROTOCOL","message":"unencodable frame","request_id":null}"#.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_origin_rules() {
+        let own = vec!["127.0.0.1:8420".to_string(), "localhost:8420".to_string()];
+        assert!(request_allowed(&own, Some("127.0.0.1:8420"), None).is_ok());
+        assert!(
+            request_allowed(&own, Some("localhost:8420"), Some("http://localhost:8420")).is_ok()
+        );
+        assert!(
+            request_allowed(&own, Some("LOCALHOST:8420"), Some("http://127.0.0.1:8420")).is_ok()
+        );
+        // A malicious page, directly or through DNS rebinding.
+        assert!(
+            request_allowed(&own, Some("127.0.0.1:8420"), Some("https://evil.example")).is_err()
+        );
+        assert!(
+            request_allowed(
+                &own,
+                Some("evil.example:8420"),
+                Some("http://evil.example:8420")
+            )
+            .is_err()
+        );
+        assert!(request_allowed(&own, Some("127.0.0.1:8420"), Some("null")).is_err());
+        assert!(request_allowed(&own, None, None).is_err());
+        assert!(request_allowed(&own, Some("127.0.0.1:9999"), None).is_err());
+    }
+
+    #[test]
+    fn subprotocol_parsing_and_token_compare() {
+        assert_eq!(
+            subprotocol_token(Some("silas.v1, bearer.abc")),
+            (Some("abc".into()), true)
+        );
+        assert_eq!(
+            subprotocol_token(Some("bearer.abc")),
+            (Some("abc".into()), false)
+        );
+        assert_eq!(subprotocol_token(None), (None, false));
+        assert!(token_eq("secret", "secret"));
+        assert!(!token_eq("secret", "secreT"));
+        assert!(!token_eq("secret", "secret2"));
+    }
+}

@@ -1,0 +1,378 @@
+//! The WebSocket channel and secure-input endpoint over real connections:
+//! auth (subprotocol, first frame, timeout → 4001), cross-site and rebinding
+//! refusal, typed error frames that keep the connection, shutdown with 1001.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use silas_web::protocol::{ClientFrame, ProtocolError, ServerFrame};
+use silas_web::ws::{BoxFuture, ConnectionInfo, SecretSink, SecretStoreError, WebBackend};
+use silas_web::{HealthState, WebSettings, bind};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+/// Echoes messages back and records what it saw.
+#[derive(Default)]
+struct Echo {
+    outbound: Mutex<Vec<mpsc::Sender<ServerFrame>>>,
+    frames: Mutex<Vec<ClientFrame>>,
+}
+
+impl WebBackend for Echo {
+    fn connected(
+        &self,
+        _c: ConnectionInfo,
+        tx: mpsc::Sender<ServerFrame>,
+    ) -> BoxFuture<'_, Result<String, ProtocolError>> {
+        self.outbound.lock().unwrap().push(tx);
+        Box::pin(async { Ok("owner".to_string()) })
+    }
+    fn frame(&self, _id: &str, frame: ClientFrame) -> BoxFuture<'_, Result<(), ProtocolError>> {
+        self.frames.lock().unwrap().push(frame.clone());
+        let tx = self.outbound.lock().unwrap().last().cloned();
+        Box::pin(async move {
+            if let (ClientFrame::Message { text, .. }, Some(tx)) = (frame, tx) {
+                let _ = tx
+                    .send(ServerFrame::Message {
+                        text: format!("echo: {text}"),
+                        sender: "silas".into(),
+                        timestamp: "t".into(),
+                    })
+                    .await;
+            }
+            Ok(())
+        })
+    }
+    fn disconnected(&self, _id: &str) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[derive(Default)]
+struct Vault {
+    pending: Mutex<Vec<String>>,
+    stored: Mutex<Vec<(String, usize)>>,
+}
+
+impl SecretSink for Vault {
+    fn store(
+        &self,
+        ref_id: &str,
+        value: zeroize::Zeroizing<String>,
+    ) -> Result<(), SecretStoreError> {
+        if self.stored.lock().unwrap().iter().any(|(r, _)| r == ref_id) {
+            return Err(SecretStoreError::AlreadyFulfilled);
+        }
+        let mut p = self.pending.lock().unwrap();
+        let Some(i) = p.iter().position(|r| r == ref_id) else {
+            return Err(SecretStoreError::UnknownRef);
+        };
+        p.remove(i);
+        self.stored
+            .lock()
+            .unwrap()
+            .push((ref_id.to_string(), value.len()));
+        Ok(())
+    }
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<()>,
+    echo: Arc<Echo>,
+    vault: Arc<Vault>,
+    health: Arc<HealthState>,
+}
+
+async fn start(token: Option<&str>) -> Server {
+    let health = Arc::new(HealthState::default());
+    let settings = WebSettings {
+        host: "127.0.0.1".into(),
+        port: 0,
+        auth_token: token.map(str::to_string),
+    };
+    let echo = Arc::new(Echo::default());
+    let vault = Arc::new(Vault::default());
+    let bound = bind(&settings, health.clone())
+        .await
+        .unwrap()
+        .attach(echo.clone(), vault.clone());
+    let addr = bound.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel();
+    let handle = bound.serve(async {
+        let _ = rx.await;
+    });
+    Server {
+        addr,
+        stop: Some(tx),
+        handle,
+        echo,
+        vault,
+        health,
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+    let mut req = format!("ws://{addr}{path}").into_client_request().unwrap();
+    for (k, v) in headers {
+        let name =
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap();
+        req.headers_mut().insert(name, v.parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(req).await.map(|(s, _)| s)
+}
+
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(t) = msg {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+async fn close_code(ws: &mut Ws, within: Duration) -> Option<CloseCode> {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, ws.next()).await {
+        match msg {
+            Ok(Message::Close(frame)) => return frame.map(|f| f.code),
+            Ok(_) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn loopback_without_token_authenticates_and_errors_keep_the_connection() {
+    let s = start(None).await;
+    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+    assert_eq!(
+        next_json(&mut ws).await,
+        json!({"type": "auth_ok", "scope_id": "owner"})
+    );
+    assert_eq!(s.health.connections(), 1);
+    let body: Value = reqwest::get(format!("http://{}/health", s.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["connections"], 1);
+
+    ws.send(Message::text(
+        r#"{"type":"batch_review_response","request_id":"r9","verdict":"edit_selection"}"#,
+    ))
+    .await
+    .unwrap();
+    let e = next_json(&mut ws).await;
+    assert_eq!(e["type"], "error");
+    assert_eq!(e["code"], "E_CHANNEL_PROTOCOL");
+    assert_eq!(e["request_id"], "r9");
+    ws.send(Message::text("not json")).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "error");
+    ws.send(Message::binary(vec![1, 2, 3])).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "error");
+
+    // Still open: a valid message goes through.
+    ws.send(Message::text(r#"{"type":"message","text":"hello"}"#))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_json(&mut ws).await,
+        json!({"type": "message", "text": "echo: hello", "sender": "silas", "timestamp": "t"})
+    );
+    assert_eq!(
+        s.echo.frames.lock().unwrap().len(),
+        1,
+        "invalid frames never reach the runtime"
+    );
+}
+
+#[tokio::test]
+async fn cross_site_and_rebinding_handshakes_are_refused() {
+    let s = start(None).await;
+    let evil_origin = connect(s.addr, "/ws", &[("origin", "https://evil.example")]).await;
+    assert!(evil_origin.is_err(), "cross-site socket accepted");
+    let rebinding = connect(
+        s.addr,
+        "/ws",
+        &[
+            ("host", "evil.example:80"),
+            ("origin", "http://evil.example:80"),
+        ],
+    )
+    .await;
+    assert!(rebinding.is_err(), "DNS-rebinding socket accepted");
+    let own = format!("http://localhost:{}", s.addr.port());
+    assert!(
+        connect(s.addr, "/ws", &[("origin", own.as_str())])
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn token_auth_by_subprotocol_or_first_frame_and_4001_otherwise() {
+    let s = start(Some("s3cret")).await;
+    // Subprotocol bearer token.
+    let mut req = format!("ws://{}/ws", s.addr).into_client_request().unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "silas.v1, bearer.s3cret".parse().unwrap(),
+    );
+    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(resp.headers()["sec-websocket-protocol"], "silas.v1");
+    assert_eq!(next_json(&mut ws).await["type"], "auth_ok");
+
+    // First-frame auth.
+    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+    ws.send(Message::text(r#"{"type":"auth","token":"s3cret"}"#))
+        .await
+        .unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "auth_ok");
+
+    // Wrong token, or a message before auth, or a query-string token: 4001.
+    for (path, first) in [
+        ("/ws", r#"{"type":"auth","token":"guess"}"#),
+        ("/ws", r#"{"type":"message","text":"let me in"}"#),
+        (
+            "/ws?token=s3cret",
+            r#"{"type":"message","text":"query token"}"#,
+        ),
+    ] {
+        let mut ws = connect(s.addr, path, &[]).await.unwrap();
+        ws.send(Message::text(first)).await.unwrap();
+        assert_eq!(
+            close_code(&mut ws, Duration::from_secs(2)).await,
+            Some(CloseCode::Library(4001)),
+            "{path} {first}"
+        );
+    }
+    assert!(
+        s.echo.frames.lock().unwrap().is_empty(),
+        "an unauthenticated frame reached the runtime"
+    );
+}
+
+#[tokio::test]
+async fn silence_after_connect_is_closed_with_4001_after_five_seconds() {
+    let s = start(Some("s3cret")).await;
+    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(8)).await,
+        Some(CloseCode::Library(4001))
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(4900));
+}
+
+#[tokio::test]
+async fn shutdown_closes_sessions_with_1001() {
+    let mut s = start(None).await;
+    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "auth_ok");
+    s.stop.take().unwrap().send(()).unwrap();
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(3)).await,
+        Some(CloseCode::Away)
+    );
+    tokio::time::timeout(Duration::from_secs(5), s.handle)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn secure_input_endpoint_stores_once_and_never_echoes() {
+    let s = start(None).await;
+    s.vault.pending.lock().unwrap().push("ref_abc".into());
+    let c = reqwest::Client::new();
+    let url = |r: &str| format!("http://{}/secrets/{r}", s.addr);
+    let canary = "ntn_CANARY_SECRET_VALUE";
+    let r = c
+        .post(url("ref_abc"))
+        .json(&json!({"value": canary}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        json!({"stored": true})
+    );
+    assert!(!text.contains("CANARY"));
+    assert_eq!(
+        s.vault.stored.lock().unwrap()[0],
+        ("ref_abc".to_string(), canary.len())
+    );
+    assert_eq!(
+        c.post(url("ref_abc"))
+            .json(&json!({"value": "x"}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        409
+    );
+    assert_eq!(
+        c.post(url("ref_nope"))
+            .json(&json!({"value": "x"}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let cross = c
+        .post(url("ref_abc"))
+        .header("origin", "https://evil.example")
+        .json(&json!({"value": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), 403);
+}
+
+#[tokio::test]
+async fn secure_input_requires_the_token_when_one_is_configured() {
+    let s = start(Some("s3cret")).await;
+    s.vault.pending.lock().unwrap().push("ref_1".into());
+    let c = reqwest::Client::new();
+    let url = format!("http://{}/secrets/ref_1", s.addr);
+    assert_eq!(
+        c.post(&url)
+            .json(&json!({"value": "v"}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let ok = c
+        .post(&url)
+        .bearer_auth("s3cret")
+        .json(&json!({"value": "v"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+}
