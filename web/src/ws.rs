@@ -166,7 +166,7 @@ pub fn request_allowed(
         return Err("missing Host header");
     };
     let host = host.to_ascii_lowercase();
-    if !own_hosts.iter().any(|h| *h == host) {
+    if !own_hosts.contains(&host) {
         return Err("Host header does not name this server");
     }
     if let Some(origin) = origin {
