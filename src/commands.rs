@@ -2,7 +2,7 @@
 //! and the hand-off to the daemon for `start`.
 
 use std::fs;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -120,9 +120,26 @@ pub fn keystore_from_config(cfg: &Config) -> OwnerKeystore {
 }
 
 fn create_private_dir(path: &Path) -> Result<(), CliError> {
+    create_dir_with_mode(path, 0o700)
+}
+
+/// Directories on the path to sandbox work dirs: when the daemon runs as root
+/// the sandbox runs as `nobody`, which must be able to *traverse* (not list or
+/// read) them. Everything sensitive inside is 0600/0700 on its own.
+fn create_traversable_dir(path: &Path) -> Result<(), CliError> {
+    create_dir_with_mode(path, 0o711)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o711)).map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot set permissions on {}: {e}", path.display()),
+        )
+    })
+}
+
+fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), CliError> {
     fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(mode)
         .create(path)
         .map_err(|e| {
             CliError::new(
@@ -134,9 +151,17 @@ fn create_private_dir(path: &Path) -> Result<(), CliError> {
 
 /// `silas init`: idempotent; never replaces the owner key unless `force`.
 pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
-    create_private_dir(&cfg.data_dir)?;
+    create_traversable_dir(&cfg.data_dir)?;
     let store = Store::open_in(&cfg.data_dir)?;
-    create_private_dir(&cfg.verify_dir())?;
+    // The store holds the audit log and approval state: owner-only.
+    fs::set_permissions(store.path(), fs::Permissions::from_mode(0o600)).map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot restrict {}: {e}", store.path().display()),
+        )
+    })?;
+    create_traversable_dir(&cfg.verify_dir())?;
+    create_traversable_dir(&cfg.data_dir.join("sandbox"))?;
     create_private_dir(&cfg.customer_context_dir())?;
     let keystore = keystore_from_config(cfg);
     let (key_outcome, owner_key) = keystore.open(force)?;

@@ -81,6 +81,9 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         )
     })?;
 
+    // The web channel talks to the turn runtime through the bridge.
+    let bridge = crate::web_bridge::WebBridge::new(store.clone());
+    let server = server.attach(bridge.clone(), Arc::new(silas_web::ws::NoSecrets));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server_stop = stop_rx;
     let server_task = server.serve(async move {
@@ -108,19 +111,22 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
+    let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps::standard(
             store.clone(),
             Arc::new(cfg.clone()),
             agents,
             approvals.clone(),
-            Arc::new(silas_actors::channel::LogSink),
+            bridge.clone(),
         )),
         dispatch: dispatch_tx,
         status: status_tx.clone(),
         restart_policy: RestartPolicy::default(),
     };
-    let _pending_executor = (dispatch_rx, status_tx);
+    // The WorkExecutor takes the dispatch channel once; a restarted executor
+    // resumes `running` items from the store and is fed by actor messages.
+    let dispatch_rx = std::sync::Mutex::new(Some(dispatch_rx));
     let children = vec![
         ChildSpec::new("housekeeper", RestartMode::Permanent, move || {
             (Housekeeper, housekeeper.clone())
@@ -129,6 +135,17 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
             (ApprovalEngine, approvals.clone())
         }),
         silas_actors::stream::Stream::child_spec(stream),
+        ChildSpec::new("work_executor", RestartMode::Permanent, move || {
+            let rx = dispatch_rx.lock().ok().and_then(|mut r| r.take());
+            (
+                silas_actors::work_executor::WorkExecutor,
+                silas_actors::work_executor::WorkExecutorArgs {
+                    engine: work_engine.clone(),
+                    dispatch_rx: rx,
+                    resume_scope_id: "owner".into(),
+                },
+            )
+        }),
     ];
     let (root, mut root_join) = ractor::Actor::spawn(
         Some("silas.root".into()),
@@ -191,6 +208,49 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The WorkExecutor's engine: sandboxed executors (this binary doubles as the
+/// sandbox launcher), the verification runner, gates, agents and approvals.
+fn work_engine(
+    cfg: &Config,
+    store: &Store,
+    approvals: &ApprovalService,
+    agents: &silas_llm::Agents,
+    events: tokio::sync::broadcast::Sender<silas_actors::work::WorkStatusEvent>,
+) -> Result<silas_actors::work_executor::WorkEngine, CliError> {
+    let launcher = silas_sandbox::Launcher::current_exe()
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let sandbox = silas_sandbox::SubprocessSandbox::new(launcher);
+    let limits = silas_sandbox::Limits {
+        memory_mb: u64::from(cfg.sandbox.default_memory_mb),
+        cpu_seconds: u64::from(cfg.sandbox.default_cpu_seconds),
+        ..silas_sandbox::Limits::default()
+    };
+    let work_base = cfg.data_dir.join("sandbox").join("work");
+    Ok(silas_actors::work_executor::WorkEngine {
+        store: store.clone(),
+        approvals: approvals.clone(),
+        agents: Arc::new(agents.clone()),
+        registry: Arc::new(silas_execution::executors::ExecutorRegistry::new(
+            sandbox.clone(),
+            work_base,
+        )),
+        verifier: Arc::new(silas_execution::verification::VerificationRunner::new(
+            sandbox,
+            cfg.verify_dir(),
+            Vec::new(),
+            limits,
+        )),
+        gate_runner: silas_actors::turn::pipeline::standard_gate_runner(cfg),
+        config: silas_actors::work_executor::WorkConfig {
+            system_gates: cfg.gates.system.clone(),
+            max_gate_evals: cfg.limits.max_gate_evals_per_turn,
+            artifacts_dir: cfg.data_dir.join("artifacts"),
+            tool_limits: Default::default(),
+        },
+        events,
+    })
 }
 
 /// A future resolving to the name of the first SIGTERM/SIGINT received.

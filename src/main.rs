@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod daemon;
 mod error;
+mod web_bridge;
 
 fn main() -> ExitCode {
     // Multi-call: `silas __sandbox-exec` is the sandbox launcher (see silas-sandbox).

@@ -475,12 +475,7 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     let key = sb.key_path();
     assert!(key.is_file(), "owner key missing");
     assert_eq!(mode(&key), 0o600, "owner key mode");
-    for dir in [
-        data.clone(),
-        data.join("keys"),
-        data.join("verify"),
-        data.join("customer_context"),
-    ] {
+    for dir in [data.join("keys"), data.join("customer_context")] {
         assert_eq!(
             mode(&dir) & 0o077,
             0,
@@ -488,6 +483,17 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
             dir.display()
         );
     }
+    // The unprivileged sandbox user must traverse these to reach its work
+    // dirs, but nobody else may list or write them.
+    for dir in [data.clone(), data.join("verify"), data.join("sandbox")] {
+        assert_eq!(
+            mode(&dir) & 0o066,
+            0,
+            "{} is readable/writable by group/others",
+            dir.display()
+        );
+    }
+    assert_eq!(mode(&data.join("silas.redb")), 0o600, "store file mode");
     let key_bytes = fs::read(&key).unwrap();
     assert!(
         String::from_utf8_lossy(&key_bytes).contains(&pk1),

@@ -46,6 +46,20 @@ pub struct VerificationRunner {
     limits: Limits,
 }
 
+/// Copy the regular files of `from` (top level) into `to`. Symlinks and other
+/// special files are skipped: a task could plant a link to a host file, and
+/// the copy runs outside the sandbox.
+fn copy_artifacts(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let meta = std::fs::symlink_metadata(entry.path())?;
+        if meta.file_type().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
 fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => s[..i].to_string(),
@@ -128,6 +142,11 @@ impl VerificationRunner {
         spec.limits = self.limits.clone();
         spec.max_output_bytes = 64 * 1024;
         if let Some(a) = artifacts_dir {
+            // Each check gets its own copy of the task's outputs, so relative
+            // paths (`test -f notes.txt`) work and the originals stay untouched.
+            if let Err(e) = copy_artifacts(a, &work) {
+                return Self::fail(check, format!("cannot stage artifacts: {e}"));
+            }
             spec.read_paths.push(a.to_path_buf());
         }
         let out = match self.sandbox.run(&spec).await {

@@ -138,6 +138,7 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
     let verify = tempfile::tempdir().unwrap();
     let artifacts = tempfile::tempdir().unwrap();
     std::fs::write(artifacts.path().join("result.txt"), "42\n").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", artifacts.path().join("link.txt")).unwrap();
     std::fs::set_permissions(
         artifacts.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
@@ -174,6 +175,15 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
         ),
         check(json!({"name": "slow", "run": "sleep 30", "timeout": 1, "expect": {"exit_code": 0}})),
         check(
+            json!({"name": "relative artifact", "run": "cat result.txt", "expect": {"contains": "42"}}),
+        ),
+        check(
+            json!({"name": "artifact exists", "run": "true", "expect": {"file_exists": "result.txt"}}),
+        ),
+        check(
+            json!({"name": "planted link not followed", "run": "cat link.txt || echo NOLINK", "expect": {"contains": "NOLINK"}}),
+        ),
+        check(
             json!({"name": "isolated", "run": "ls ..; cat ../verify-* 2>/dev/null | head -1", "expect": {"not_empty": false}}),
         ),
     ];
@@ -192,6 +202,21 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
         "42\n"
     );
     assert!(by_name("made file").passed, "{:?}", by_name("made file"));
+    assert!(
+        by_name("relative artifact").passed,
+        "{:?}",
+        by_name("relative artifact")
+    );
+    assert!(
+        by_name("artifact exists").passed,
+        "{:?}",
+        by_name("artifact exists")
+    );
+    assert!(
+        by_name("planted link not followed").passed,
+        "{:?}",
+        by_name("planted link not followed")
+    );
     assert!(!by_name("no probing").passed);
     assert_eq!(
         by_name("no probing").reason,

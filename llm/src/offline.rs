@@ -305,7 +305,7 @@ pub fn plan(user: &str) -> Value {
          title: {title}\n\
          interaction_mode: act_and_report\n\
          skills: []\n\
-         budget: {{ max_tokens: 20000, max_cost_usd: 0.0, max_wall_time_seconds: 120 }}\n\
+         budget: {{ max_tokens: 20000, max_cost_usd: 0.01, max_wall_time_seconds: 120 }}\n\
          verify:\n  \
          - name: file_exists\n    run: {exists_run}\n    expect: {{ file_exists: {name_q} }}\n  \
          - name: file_contains\n    run: {cat_run}\n    expect: {{ contains: {content_q} }}\n\

@@ -87,7 +87,8 @@ impl SubprocessSandbox {
         let dir = base.join(execution_id);
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            // Traversable so the unprivileged sandbox user reaches its own dir.
+            .mode(0o711)
             .create(base)
             .and_then(|_| std::fs::DirBuilder::new().mode(0o700).create(&dir))
             .map_err(|e| {

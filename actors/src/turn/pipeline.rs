@@ -99,6 +99,21 @@ pub struct TurnDeps {
     pub observer: Arc<dyn TurnObserver>,
 }
 
+/// The gate runner with the built-in providers (`guardrails_ai` → guard,
+/// `predicate`), shared by the turn pipeline and the WorkExecutor. Gates that
+/// name an unregistered provider block ("No provider: …") — fail closed.
+pub fn standard_gate_runner(config: &Config) -> GateRunner {
+    let mut gates = GateRunner::new();
+    gates.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
+    gates.register(
+        "predicate",
+        Arc::new(silas_gates::PredicateProvider::new(vec![
+            config.data_dir.clone(),
+        ])),
+    );
+    gates
+}
+
 impl TurnDeps {
     /// The production wiring: the built-in gate providers (`guardrails_ai`,
     /// `predicate`), keyword memory over the store, and the tracing observer.
@@ -109,14 +124,7 @@ impl TurnDeps {
         approvals: ApprovalService,
         sink: Arc<dyn ChannelSink>,
     ) -> TurnDeps {
-        let mut gates = GateRunner::new();
-        gates.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
-        gates.register(
-            "predicate",
-            Arc::new(silas_gates::PredicateProvider::new(vec![
-                config.data_dir.clone(),
-            ])),
-        );
+        let gates = standard_gate_runner(&config);
         TurnDeps {
             memory: Arc::new(crate::memory::KeywordMemory::new(store.clone())),
             store,
