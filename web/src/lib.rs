@@ -2,7 +2,9 @@
 //!
 //! Routes: `GET /health`, `GET /ws` (the typed protocol of [`protocol`], with
 //! the session rules of [`ws`]), `POST /secrets/{ref_id}` (secure input that
-//! never touches the WebSocket or the agent). It binds loopback by default,
+//! never touches the WebSocket or the agent), and the PWA shell embedded by
+//! [`assets`] (`GET /`, `/app.js`, …). Every HTTP response, errors included,
+//! carries the security headers of [`assets::SECURITY_HEADERS`]. It binds loopback by default,
 //! refuses a non-loopback bind without an auth token (defence in depth behind
 //! config validation), refuses requests whose `Host`/`Origin` are not this
 //! server, and on shutdown closes every session with 1001. The runtime plugs
@@ -26,6 +28,7 @@ use tokio::task::JoinHandle;
 use warp::Filter;
 use warp::http::StatusCode;
 
+pub mod assets;
 pub mod protocol;
 pub mod ws;
 
@@ -222,7 +225,7 @@ fn json_status(
 
 fn routes(
     state: Arc<WebState>,
-) -> impl Filter<Extract = (impl warp::Reply,), Error = warp::Rejection> + Clone {
+) -> impl Filter<Extract = (impl warp::Reply,), Error = std::convert::Infallible> + Clone {
     let with_state = {
         let s = state.clone();
         warp::any().map(move || s.clone())
@@ -331,7 +334,12 @@ fn routes(
             },
         );
 
-    health.or(ws).or(secrets)
+    health
+        .or(ws)
+        .or(secrets)
+        .or(assets::routes())
+        .recover(assets::recover)
+        .map(assets::with_security_headers)
 }
 
 #[cfg(test)]
