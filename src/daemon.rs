@@ -228,14 +228,22 @@ fn work_engine(
         ..silas_sandbox::Limits::default()
     };
     let work_base = cfg.data_dir.join("sandbox").join("work");
+    let mut registry =
+        silas_execution::executors::ExecutorRegistry::new(sandbox.clone(), work_base);
+    // §9.2: `web_search` is registered only with a valid provider + key;
+    // otherwise the tool is simply absent (the error never names the key).
+    if cfg.web_search_enabled() {
+        match silas_execution::web_search::WebSearch::from_config(cfg) {
+            Ok(Some(search)) => registry = registry.with_web_search(search),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "web_search not registered"),
+        }
+    }
     Ok(silas_actors::work_executor::WorkEngine {
         store: store.clone(),
         approvals: approvals.clone(),
         agents: Arc::new(agents.clone()),
-        registry: Arc::new(silas_execution::executors::ExecutorRegistry::new(
-            sandbox.clone(),
-            work_base,
-        )),
+        registry: Arc::new(registry),
         verifier: Arc::new(silas_execution::verification::VerificationRunner::new(
             sandbox,
             cfg.verify_dir(),

@@ -1,5 +1,7 @@
 //! The executor registry (spec §9.2–9.3): `shell_exec` and `python_exec`,
-//! each turning an `ExecutionEnvelope` into one sandboxed run.
+//! each turning an `ExecutionEnvelope` into one sandboxed run, plus the
+//! network executors served only when configured: `web_fetch` (through the
+//! NetworkGuard) and `web_search` ([`crate::web_search`]).
 //!
 //! Per execution: a fresh work dir `<base>/<execution_id>`, the input
 //! artifacts written into it as files, the environment exactly the envelope's
@@ -36,6 +38,9 @@ pub struct ExecutorRegistry {
     /// `web_fetch` exists only when the operator configured a guard (§9.2:
     /// network tools are registered only with valid configuration).
     web_fetch: Option<silas_netguard::GuardedFetcher>,
+    /// `web_search` exists only when `search.provider` and `search.api_key`
+    /// are configured (§9.2 loading rule).
+    web_search: Option<std::sync::Arc<crate::web_search::WebSearch>>,
 }
 
 /// Cut at a character boundary at or below `max` bytes.
@@ -99,6 +104,7 @@ impl ExecutorRegistry {
             python: "python3".into(),
             max_processes: Limits::default().max_processes,
             web_fetch: None,
+            web_search: None,
         }
     }
 
@@ -108,11 +114,21 @@ impl ExecutorRegistry {
         self
     }
 
+    /// Serve `web_search` through this provider client. Call only when
+    /// `Config::web_search_enabled()` (see [`crate::web_search::WebSearch::from_config`]).
+    pub fn with_web_search(mut self, search: crate::web_search::WebSearch) -> Self {
+        self.web_search = Some(std::sync::Arc::new(search));
+        self
+    }
+
     /// Names of the executors this registry serves.
     pub fn names(&self) -> Vec<&'static str> {
         let mut names = vec![SHELL_EXEC, PYTHON_EXEC];
         if self.web_fetch.is_some() {
             names.push(silas_netguard::executor::WEB_FETCH);
+        }
+        if self.web_search.is_some() {
+            names.push(crate::web_search::WEB_SEARCH);
         }
         names
     }
@@ -124,6 +140,16 @@ impl ExecutorRegistry {
                 None => failed(
                     env,
                     "web_fetch is not configured (no host allowlist)".into(),
+                ),
+            };
+        }
+        if env.action == crate::web_search::WEB_SEARCH {
+            return match &self.web_search {
+                Some(s) => s.execute(env).await,
+                None => failed(
+                    env,
+                    "web_search is not configured (search.provider and search.api_key are required)"
+                        .into(),
                 ),
             };
         }

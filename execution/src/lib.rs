@@ -6,6 +6,10 @@
 //!   into a sandboxed run in a fresh work directory and return an
 //!   `ExecutionResult` whose output is `external` taint and secret-redacted
 //!   *before* truncation; protocol details go only to `metadata`.
+//! * [`web_search`] — the provider-backed `web_search` executor (Tavily),
+//!   registered only when `search.provider` and `search.api_key` are set;
+//!   query length, result count, timeout and domain allowlist limits; the
+//!   provider connection goes through the NetworkGuard.
 //! * [`verification`] — the VerificationRunner: every check in its own
 //!   sandbox instance, separate from execution, with only `PATH` and `HOME`,
 //!   network off unless the check asks, the shared `Expectation` predicates
@@ -19,6 +23,7 @@
 
 pub mod executors;
 pub mod verification;
+pub mod web_search;
 
 /// 128 random bits, hex: IDs for work directories.
 pub(crate) fn random_id() -> String {
