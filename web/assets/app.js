@@ -33,10 +33,17 @@
   }
   for (const s of surfaces) $('tab-' + s).addEventListener('click', () => show(s));
 
+  const badgeLabel = {
+    'review-badge': ['tab-review', 'Review', ' pending'],
+    'activity-badge': ['tab-activity', 'Activity', ' new'],
+  };
   function setBadge(id, n) {
     const b = $(id);
     b.textContent = String(n);
     b.hidden = n <= 0;
+    // The count is aria-hidden; screen readers get it in the tab's name.
+    const [tab, name, what] = badgeLabel[id];
+    $(tab).setAttribute('aria-label', n > 0 ? name + ', ' + n + what : name);
   }
   let unseenActivity = 0;
   function noteActivity() {
@@ -340,7 +347,8 @@
       entry.verified.hidden = true;
     }
     if (status === 'done' || status === 'failed' || status === 'stuck' || status === 'blocked' || status === 'verification_failed') {
-      systemNote((statusText[status] || status) + ': ' + (f.summary || 'work item finished') + '.', { label: 'See details', run: () => show('activity') });
+      const v = entry.verified.hidden ? '' : ' — ' + entry.verified.textContent;
+      systemNote((statusText[status] || status) + v + '.', { label: 'See details', run: () => show('activity') });
     }
   }
 

@@ -1,0 +1,131 @@
+//! The PWA in a real browser against the real daemon: `silas start` on port 0
+//! with no API key (the labelled offline responder), then Debian's headless
+//! Chromium, driven by playwright-core (`tests/browser/flow.mjs`), opens the
+//! page at 375×812, waits for "connected", sends "create a file notes.txt
+//! containing hello", approves the plan card on the Review surface and waits
+//! for "Done — Verified: n/n checks passed" on the Activity surface.
+//!
+//! Needs `/usr/bin/chromium` (`apt-get install -y chromium`) and
+//! `npm ci --prefix tests/browser`; `.ci/run` does both. When either is
+//! missing the test FAILS and says how to install it — it never passes
+//! silently. Screenshots land in `target/tmp/browser/`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+struct Daemon {
+    child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path) -> (Daemon, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_silas"))
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("SILAS__CHANNELS__WEB__PORT", "0")
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("start")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
+            && line.starts_with("Silas is running")
+        {
+            let addr = rest.split('/').next().unwrap().to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return (Daemon { child }, addr);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("daemon never announced readiness: {seen:?}");
+}
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Fail loudly, with the fix, when the machine lacks the browser or driver.
+fn require_tools() {
+    let chromium = std::env::var("SILAS_CHROMIUM").unwrap_or_else(|_| CHROMIUM.to_string());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} not found: the browser test needs Debian's Chromium. Install it with \
+         `sudo apt-get update && sudo apt-get install -y chromium` (.ci/run does this), \
+         or point SILAS_CHROMIUM at a Chromium binary."
+    );
+    assert!(
+        Command::new("node")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+        "`node` not found: the browser test drives Chromium with playwright-core on Node.js"
+    );
+    assert!(
+        browser_dir().join("node_modules/playwright-core").is_dir(),
+        "playwright-core is not installed: run `npm ci --prefix tests/browser` (.ci/run does this)"
+    );
+}
+
+#[test]
+fn pwa_chat_review_approve_activity_in_headless_chromium() {
+    require_tools();
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, addr) = start(dir.path());
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&shots).unwrap();
+
+    let mut flow = Command::new("node")
+        .arg(browser_dir().join("flow.mjs"))
+        .arg(format!("http://{addr}"))
+        .arg(&shots)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = flow.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = flow.kill();
+            let _ = flow.wait();
+            panic!("browser flow did not finish within 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = flow.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        status.success(),
+        "browser flow failed (screenshots in {}):\n{stdout}\n{stderr}",
+        shots.display()
+    );
+    assert!(stdout.contains("browser flow ok"), "{stdout}\n{stderr}");
+    for shot in ["1-connected.png", "2-review.png", "3-activity.png"] {
+        assert!(shots.join(shot).is_file(), "no screenshot {shot}");
+    }
+}
