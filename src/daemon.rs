@@ -83,7 +83,12 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
 
     // The web channel talks to the turn runtime through the bridge.
     let bridge = crate::web_bridge::WebBridge::new(store.clone());
-    let server = server.attach(bridge.clone(), Arc::new(silas_web::ws::NoSecrets));
+    let server = server
+        .attach(bridge.clone(), Arc::new(silas_web::ws::NoSecrets))
+        .with_model(silas_web::protocol::ModelInfo {
+            offline: model.is_offline(),
+            description: model.startup_line(&cfg),
+        });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server_stop = stop_rx;
     let server_task = server.serve(async move {

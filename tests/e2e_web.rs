@@ -102,10 +102,13 @@ async fn chat_plan_approve_run_verify_over_websocket() {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
         .await
         .unwrap();
-    assert_eq!(
-        next_frame(&mut ws, Duration::from_secs(5)).await,
-        json!({"type": "auth_ok", "scope_id": "owner"})
-    );
+    let auth = next_frame(&mut ws, Duration::from_secs(5)).await;
+    assert_eq!(auth["type"], "auth_ok");
+    assert_eq!(auth["scope_id"], "owner");
+    // The UI label: the runtime announces the offline responder as such.
+    assert_eq!(auth["model"]["offline"], true);
+    let description = auth["model"]["description"].as_str().unwrap();
+    assert!(description.contains("not an LLM"), "{auth}");
 
     ws.send(Message::text(r#"{"type":"message","text":"hello"}"#))
         .await

@@ -41,6 +41,8 @@ try {
 
   step = 'connection indicator shows connected';
   await page.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
+  // No API key: the header must label the offline responder.
+  await page.locator('#model-badge:not([hidden])', { hasText: 'Offline model' }).waitFor({ timeout: 5000 });
   await page.screenshot({ path: join(shots, '1-connected.png') });
 
   step = 'send a chat message';

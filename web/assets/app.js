@@ -352,12 +352,23 @@
     }
   }
 
+  // The server says which model answers; the offline responder is labelled
+  // plainly so it is never mistaken for an LLM.
+  function showModel(model) {
+    const badge = document.getElementById('model-badge');
+    if (!badge) return;
+    const offline = !!(model && model.offline);
+    badge.hidden = !offline;
+    badge.title = offline ? (model.description || 'Offline rule-based responder, not an LLM') : '';
+  }
+
   // ---- frames --------------------------------------------------------
   function handle(f) {
     switch (f && f.type) {
       case 'auth_ok':
         attempt = 0;
         setConn('connected', 'Connected');
+        showModel(f.model);
         break;
       case 'message':
         bubble('silas', f.text || '', f.timestamp);

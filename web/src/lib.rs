@@ -111,6 +111,7 @@ pub struct BoundServer {
     settings: WebSettings,
     backend: Arc<dyn WebBackend>,
     secrets: Arc<dyn SecretSink>,
+    model: Option<protocol::ModelInfo>,
 }
 
 /// Bind the listener (port 0 picks a free port).
@@ -142,6 +143,7 @@ pub async fn bind(
         settings: settings.clone(),
         backend: Arc::new(Unattached),
         secrets: Arc::new(NoSecrets),
+        model: None,
     })
 }
 
@@ -154,6 +156,12 @@ impl BoundServer {
     pub fn attach(mut self, backend: Arc<dyn WebBackend>, secrets: Arc<dyn SecretSink>) -> Self {
         self.backend = backend;
         self.secrets = secrets;
+        self
+    }
+
+    /// Announce the serving model in every `auth_ok` (the UI labels offline mode).
+    pub fn with_model(mut self, model: protocol::ModelInfo) -> Self {
+        self.model = Some(model);
         self
     }
 
@@ -181,14 +189,16 @@ impl BoundServer {
         let (tx, rx) = watch::channel(false);
         let own_hosts = self.own_hosts();
         let health = self.health.clone();
-        let state = Arc::new(WebState::new(
+        let mut state = WebState::new(
             self.settings.auth_token.clone(),
             own_hosts,
             self.backend,
             self.secrets,
             self.health,
             rx.clone(),
-        ));
+        );
+        state.model = self.model;
+        let state = Arc::new(state);
         let routes = routes(state);
         let mut stop = rx;
         let server = warp::serve(routes)

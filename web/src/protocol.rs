@@ -109,6 +109,10 @@ impl ClientFrame {
 pub enum ServerFrame {
     AuthOk {
         scope_id: String,
+        /// Which model serves this assistant; present when the runtime says,
+        /// so the UI can label the offline responder (never an LLM).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<ModelInfo>,
     },
     Message {
         text: String,
@@ -195,6 +199,15 @@ pub enum ServerFrame {
         message: String,
         request_id: Option<String>,
     },
+}
+
+/// The model behind the assistant, as shown to the owner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The labelled rule-based responder, not an LLM.
+    pub offline: bool,
+    /// One line for the UI, e.g. why the offline responder is in use.
+    pub description: String,
 }
 
 /// Why a frame was refused. Sent back as an `error` frame.
@@ -375,6 +388,7 @@ mod tests {
         assert_eq!(v["verification"][0]["passed"], true);
         let v = serde_json::to_value(ServerFrame::AuthOk {
             scope_id: "owner".into(),
+            model: None,
         })
         .unwrap();
         assert_eq!(v, json!({"type": "auth_ok", "scope_id": "owner"}));

@@ -123,6 +123,8 @@ pub struct WebState {
     pub secrets: Arc<dyn SecretSink>,
     pub health: Arc<HealthState>,
     pub shutdown: watch::Receiver<bool>,
+    /// Announced in `auth_ok` (e.g. the offline responder label).
+    pub model: Option<crate::protocol::ModelInfo>,
     next_id: AtomicU64,
 }
 
@@ -142,6 +144,7 @@ impl WebState {
             secrets,
             health,
             shutdown,
+            model: None,
             next_id: AtomicU64::new(1),
         }
     }
@@ -276,7 +279,14 @@ pub async fn session(
         let _ = sink.close().await;
     });
 
-    send(&tx, ServerFrame::AuthOk { scope_id }).await;
+    send(
+        &tx,
+        ServerFrame::AuthOk {
+            scope_id,
+            model: state.model.clone(),
+        },
+    )
+    .await;
     loop {
         let msg = tokio::select! {
             m = stream.next() => m,
