@@ -36,29 +36,22 @@ use silas_testkit::{FakeLlm, Reply};
 use tokio::sync::{broadcast, mpsc};
 
 fn launcher() -> Launcher {
-    let mut dir = std::env::current_exe().unwrap();
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
+    // Built with the workspace; built on demand when only this crate's tests were.
+    if let Ok(l) = Launcher::sibling_binary() {
+        return l;
     }
-    let program = dir.join("silas-sandbox-exec");
-    if !program.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "silas-sandbox",
-                "--bin",
-                "silas-sandbox-exec",
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    Launcher {
-        program,
-        args: Vec::new(),
-    }
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "silas-sandbox",
+            "--bin",
+            "silas-sandbox-exec",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Launcher::sibling_binary().unwrap()
 }
 
 fn agents(fake: &FakeLlm) -> Agents {
