@@ -22,6 +22,7 @@ use crate::error::CliError;
 
 pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
     init_tracing();
+    harden_process();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -32,6 +33,24 @@ pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
             )
         })?;
     runtime.block_on(run(cfg, store, owner_key))
+}
+
+/// The daemon holds the owner's signing key in memory: no core dumps, and not
+/// dumpable (no ptrace attach or /proc/<pid>/mem reads by same-uid
+/// processes). Failures are logged, not fatal: these are defence in depth.
+fn harden_process() {
+    let no_core = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: Some(0),
+    };
+    if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Core, no_core) {
+        tracing::warn!("cannot disable core dumps: {e}");
+    }
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!("cannot mark the process non-dumpable: {e}");
+    }
 }
 
 fn init_tracing() {

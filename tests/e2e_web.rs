@@ -99,6 +99,14 @@ async fn chat_plan_approve_run_verify_over_websocket() {
             .any(|l| l.starts_with("model: offline") && l.contains("not an LLM")),
         "no offline label: {banner:?}"
     );
+    // The daemon holds the signing key: no core dumps.
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
+    let core = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap();
+    let fields: Vec<&str> = core.split_whitespace().collect();
+    assert_eq!(&fields[4..6], &["0", "0"], "{core}");
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
         .await
         .unwrap();
