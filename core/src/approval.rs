@@ -367,6 +367,16 @@ fn check_spawned(token: &ApprovalToken, task: &WorkItem) -> Result<(), Denial> {
     Ok(())
 }
 
+fn check_not_exhausted(token: &ApprovalToken) -> Result<(), Denial> {
+    if token.executions_used >= token.max_executions {
+        return Err(Denial::Exhausted {
+            used: token.executions_used,
+            max: token.max_executions,
+        });
+    }
+    Ok(())
+}
+
 fn check_common(
     token: &ApprovalToken,
     now: Timestamp,
@@ -412,12 +422,7 @@ pub fn authorize_execution(
         }
         token.plan_hash.clone()
     };
-    if token.executions_used >= token.max_executions {
-        return Err(Denial::Exhausted {
-            used: token.executions_used,
-            max: token.max_executions,
-        });
-    }
+    check_not_exhausted(token)?;
     Ok(ExecutionBinding {
         token_id: token.token_id.clone(),
         exec_hash,
@@ -446,12 +451,7 @@ pub fn authorize_subject(
     if token.scope == ApprovalScope::Standing {
         return Err(Denial::StandingRequiresSpawnedTask);
     }
-    if token.executions_used >= token.max_executions {
-        return Err(Denial::Exhausted {
-            used: token.executions_used,
-            max: token.max_executions,
-        });
-    }
+    check_not_exhausted(token)?;
     Ok(ExecutionBinding {
         token_id: token.token_id.clone(),
         exec_hash: h,

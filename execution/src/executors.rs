@@ -76,20 +76,7 @@ fn safe_artifact_name(name: &str) -> bool {
 }
 
 fn failed(env: &ExecutionEnvelope, error: String) -> ExecutionResult {
-    ExecutionResult {
-        execution_id: env.execution_id.clone(),
-        step_index: env.step_index,
-        success: false,
-        return_value: String::new(),
-        content: Vec::new(),
-        metadata: BTreeMap::new(),
-        artifacts: BTreeMap::new(),
-        taint: TaintLevel::External,
-        error: Some(error),
-        duration_seconds: 0.0,
-        tokens_used: 0,
-        cost_usd: 0.0,
-    }
+    ExecutionResult::failure(env, error, BTreeMap::new(), 0.0)
 }
 
 fn arg_str<'a>(env: &'a ExecutionEnvelope, key: &str) -> Option<&'a str> {

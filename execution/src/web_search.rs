@@ -629,20 +629,12 @@ impl WebSearch {
             "error_code".into(),
             MetadataValue::Text(code.as_str().into()),
         );
-        ExecutionResult {
-            execution_id: env.execution_id.clone(),
-            step_index: env.step_index,
-            success: false,
-            return_value: String::new(),
-            content: Vec::new(),
-            metadata: md,
-            artifacts: BTreeMap::new(),
-            taint: TaintLevel::External,
-            error: Some(self.clean(&format!("{}: {msg}", code.as_str()))),
-            duration_seconds: started.elapsed().as_secs_f64(),
-            tokens_used: 0,
-            cost_usd: 0.0,
-        }
+        ExecutionResult::failure(
+            env,
+            self.clean(&format!("{}: {msg}", code.as_str())),
+            md,
+            started.elapsed().as_secs_f64(),
+        )
     }
 }
 

@@ -272,20 +272,12 @@ pub fn result_from_failure(
             MetadataValue::Text(range.kind.as_str().into()),
         );
     }
-    ExecutionResult {
-        execution_id: envelope.execution_id.clone(),
-        step_index: envelope.step_index,
-        success: false,
-        return_value: String::new(),
-        content: Vec::new(),
-        metadata: md,
-        artifacts: BTreeMap::new(),
-        taint: TaintLevel::External,
-        error: Some(secrets::redact(&format!("{code}: {}", failure.error)).0),
-        duration_seconds: duration.as_secs_f64(),
-        tokens_used: 0,
-        cost_usd: 0.0,
-    }
+    ExecutionResult::failure(
+        envelope,
+        secrets::redact(&format!("{code}: {}", failure.error)).0,
+        md,
+        duration.as_secs_f64(),
+    )
 }
 
 /// Run web_fetch for an envelope (args `url`, `method`, `body`,

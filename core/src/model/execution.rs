@@ -136,6 +136,32 @@ pub struct ExecutionResult {
     pub cost_usd: f64,
 }
 
+impl ExecutionResult {
+    /// A failed execution for `envelope`: no model-facing output, `external`
+    /// taint, the error text and any application-only metadata.
+    pub fn failure(
+        envelope: &ExecutionEnvelope,
+        error: String,
+        metadata: BTreeMap<String, MetadataValue>,
+        duration_seconds: f64,
+    ) -> ExecutionResult {
+        ExecutionResult {
+            execution_id: envelope.execution_id.clone(),
+            step_index: envelope.step_index,
+            success: false,
+            return_value: String::new(),
+            content: Vec::new(),
+            metadata,
+            artifacts: BTreeMap::new(),
+            taint: TaintLevel::External,
+            error: Some(error),
+            duration_seconds,
+            tokens_used: 0,
+            cost_usd: 0.0,
+        }
+    }
+}
+
 /// The executor agent's structured LLM output (§3.7); runtime metrics are
 /// measured by the runtime, not reported by the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
