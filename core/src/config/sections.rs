@@ -837,6 +837,12 @@ pub struct ApprovalConfig {
     pub auto_approve_risk_levels: Vec<String>,
     /// Approval scope → minimum strength (a value from [`APPROVAL_STRENGTHS`]).
     pub scope_min_strength: BTreeMap<String, String>,
+    /// How long a plan card (and any other decision card) waits for the
+    /// owner before it resolves to its safe default (§8.1: 300 s).
+    pub plan_card_timeout_seconds: u64,
+    /// How long a gate approval or checkpoint card waits before it resolves
+    /// to `block` (§8.1: 120 s).
+    pub gate_card_timeout_seconds: u64,
 }
 
 impl Default for ApprovalConfig {
@@ -855,6 +861,8 @@ impl Default for ApprovalConfig {
             .into_iter()
             .map(|k| (k.to_owned(), s("tap")))
             .collect(),
+            plan_card_timeout_seconds: 300,
+            gate_card_timeout_seconds: 120,
         }
     }
 }

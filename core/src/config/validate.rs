@@ -548,6 +548,14 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         ap.default_ttl_minutes.into(),
     );
     c.positive("approval.max_executions", ap.max_executions.into());
+    c.positive(
+        "approval.plan_card_timeout_seconds",
+        ap.plan_card_timeout_seconds,
+    );
+    c.positive(
+        "approval.gate_card_timeout_seconds",
+        ap.gate_card_timeout_seconds,
+    );
     for (i, level) in ap.auto_approve_risk_levels.iter().enumerate() {
         if !RISK_LEVELS.contains(&level.as_str()) {
             c.fail(
