@@ -194,6 +194,19 @@ pub enum ServerFrame {
         summary: String,
         verification: Value,
     },
+    /// Post-execution undo offer (spec §0.5.5), sent only when the runtime
+    /// recorded the reverse actions of a finished, reversible execution. The
+    /// PWA shows a one-tap Undo on that work item's result card until
+    /// `expires_at` (RFC 3339). The spec's client table has no undo frame, so
+    /// the answer is a one-option decision: `decision_response` with this
+    /// `request_id` and `selected_value: "undo"`. Without this frame the PWA
+    /// never shows an Undo button.
+    UndoOffer {
+        request_id: String,
+        work_item_id: String,
+        summary: String,
+        expires_at: String,
+    },
     Error {
         code: String,
         message: String,
@@ -386,6 +399,18 @@ mod tests {
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(v["type"], "work_status");
         assert_eq!(v["verification"][0]["passed"], true);
+        let v = serde_json::to_value(ServerFrame::UndoOffer {
+            request_id: "u1".into(),
+            work_item_id: "w".into(),
+            summary: "archived 3".into(),
+            expires_at: "2026-01-01T00:05:00Z".into(),
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "undo_offer", "request_id": "u1", "work_item_id": "w",
+                   "summary": "archived 3", "expires_at": "2026-01-01T00:05:00Z"})
+        );
         let v = serde_json::to_value(ServerFrame::AuthOk {
             scope_id: "owner".into(),
             model: None,
