@@ -17,6 +17,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod approval;
+pub mod cards;
 pub mod channel;
 pub mod housekeeper;
 pub mod limits;

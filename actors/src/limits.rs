@@ -142,6 +142,11 @@ impl TurnQueues {
     pub fn total(&self) -> u32 {
         self.total
     }
+
+    /// Scopes with pending turns and their depth (for `/health`, §18.6).
+    pub fn depths(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.pending.iter().map(|(s, n)| (s.as_str(), *n))
+    }
 }
 
 #[cfg(test)]

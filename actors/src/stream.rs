@@ -6,6 +6,19 @@
 //! work), answers plan cards (`decide_card`), forwards background work
 //! status events to the channel, and drains on shutdown (§18.2).
 //!
+//! Cards (§8.1): the Stream owns every card's lifecycle, with the pure
+//! policy of [`crate::cards`]. A card is answered once, from its own scope,
+//! before its deadline; a sweep resolves cards past their deadline to the
+//! safe default (declined / block) and audits it without waiting for anyone;
+//! the scope's last connection closing does the same. Cards opened through
+//! [`StreamHandle::ask`] have an in-memory waiter that receives the
+//! [`CardAnswer`]. Plan cards go through `approval_flow::decide_card` (with
+//! a declined decision for every safe default), so the flow that mints
+//! tokens is the only one that touches work items. On shutdown, waiters get
+//! the safe default; plan cards stay stored (their work item is pending and
+//! unapproved, nothing runs without a fresh signed approval) and are served
+//! again — or swept — after the restart.
+//!
 //! Restart policy: the Stream is a permanent child of the root supervisor;
 //! it supervises its TurnProcessors itself — a failed processor is
 //! restarted (with backoff) and replays its scope's pending inbox records;
@@ -24,9 +37,13 @@ use serde_json::json;
 use silas_core::Timestamp;
 use silas_core::model::approval::ApprovalDecision;
 use silas_core::model::messages::SignedMessage;
-use silas_storage::NewInbound;
-use tokio::sync::{broadcast, mpsc};
+use silas_storage::{NewInbound, PendingCard};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::cards::{
+    self, CardAnswer, CardKind, CardRejection, CardResponse, CardTimeouts, RecentlyResolved,
+    Resolution,
+};
 use crate::channel::Outbound;
 use crate::limits::{Admission, RateLimiter, TurnQueues};
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
@@ -85,7 +102,18 @@ pub struct StreamStatus {
     pub pending_total: u32,
     pub active_scopes: usize,
     pub processor_restarts: u32,
+    /// `backpressure.max_pending_turns_total`.
+    pub capacity_total: u32,
+    /// `backpressure.max_pending_turns_per_scope`.
+    pub capacity_per_scope: u32,
+    /// Scopes with pending turns, deepest first (at most 20).
+    pub scope_depths: Vec<(String, u32)>,
+    /// Cards waiting for an answer.
+    pub pending_cards: usize,
 }
+
+/// How often the card sweep looks for cards past their deadline.
+pub const CARD_SWEEP_EVERY: Duration = Duration::from_millis(500);
 
 // ractor boxes each message into the mailbox, so variant sizes do not matter.
 #[allow(clippy::large_enum_variant)]
@@ -96,6 +124,36 @@ pub enum StreamMsg {
         decision: ApprovalDecision,
         reply: RpcReplyPort<Result<DecideOutcome, TurnError>>,
     },
+    /// A plan decision from a channel connection: checked against the
+    /// card's scope, deadline and answered state first.
+    DecideCardFor {
+        scope_id: String,
+        request_id: String,
+        decision: ApprovalDecision,
+        reply: RpcReplyPort<Result<DecideOutcome, CardRejection>>,
+    },
+    /// Persist and send a card; `answer` receives its resolution.
+    OpenCard {
+        card: PendingCard,
+        answer: oneshot::Sender<CardAnswer>,
+        reply: RpcReplyPort<Result<(), TurnError>>,
+    },
+    /// The owner's answer to a non-plan card.
+    AnswerCard {
+        scope_id: String,
+        request_id: String,
+        kind: CardKind,
+        response: CardResponse,
+        reply: RpcReplyPort<Result<CardAnswer, CardRejection>>,
+    },
+    /// The scope's last connection closed: its cards resolve to the safe
+    /// default. Replies with how many were resolved.
+    ScopeDisconnected {
+        scope_id: String,
+        reply: RpcReplyPort<usize>,
+    },
+    /// Periodic: resolve cards past their deadline.
+    SweepCards,
     /// From a TurnProcessor: a turn was delivered.
     TurnDone {
         scope_id: String,
@@ -127,6 +185,11 @@ pub struct StreamState {
     tracker: RestartTracker,
     restarts: u32,
     status_task: Option<JoinHandle<()>>,
+    timeouts: CardTimeouts,
+    /// Requesters awaiting a card's answer, by request id.
+    waiters: HashMap<String, oneshot::Sender<CardAnswer>>,
+    resolved: RecentlyResolved,
+    sweep_task: Option<JoinHandle<()>>,
 }
 
 pub struct Stream;
@@ -233,6 +296,233 @@ impl StreamState {
         })
     }
 
+    fn declined() -> ApprovalDecision {
+        ApprovalDecision {
+            verdict: silas_core::model::approval::ApprovalVerdict::Declined,
+            approval_strength: silas_core::model::approval::ApprovalStrength::Tap,
+            conditions: Default::default(),
+        }
+    }
+
+    /// Resolves one card to its safe default and audits why. Plan cards
+    /// (and card types this module does not know, e.g. ones added by the
+    /// execution flow) are declined through `decide_card`, so nothing they
+    /// guard can run; others are deleted and their waiter told.
+    async fn resolve_default(
+        &mut self,
+        card: PendingCard,
+        resolution: Resolution,
+    ) -> Result<(), ActorProcessingErr> {
+        let deps = self.args.deps.clone();
+        let kind = CardKind::from_card_type(&card.card_type);
+        let response = match kind {
+            Some(k) => cards::safe_default(k, &card),
+            None => cards::safe_default(CardKind::Plan, &card),
+        };
+        let answer = CardAnswer {
+            request_id: card.request_id.clone(),
+            kind: kind.unwrap_or(CardKind::Plan),
+            response,
+            resolution,
+        };
+        let (event, data) = cards::audit_record(&card, &answer);
+        audit(&deps, event, data)?;
+        self.resolved.remember(&card.request_id);
+        if let Some(waiter) = self.waiters.remove(&card.request_id) {
+            deps.store
+                .records::<PendingCard>()
+                .delete(&card.request_id)?;
+            let _ = waiter.send(answer);
+            return Ok(());
+        }
+        if matches!(kind, None | Some(CardKind::Plan)) {
+            let out = approval_flow::decide_card(
+                &deps,
+                &self.args.dispatch,
+                &card.request_id,
+                Self::declined(),
+            )
+            .await;
+            if let Err(e) = out {
+                // Declines are audited and the card deleted before the
+                // owner notice, so a failed notice (nobody connected) or
+                // an already-closed card leaves nothing to run.
+                tracing::info!(request_id = %card.request_id, "card safe-declined: {e}");
+            }
+        }
+        // Whatever decide_card did, the card no longer waits.
+        deps.store
+            .records::<PendingCard>()
+            .delete(&card.request_id)?;
+        Ok(())
+    }
+
+    async fn sweep_cards(&mut self) -> Result<(), ActorProcessingErr> {
+        if !self.accepting {
+            return Ok(());
+        }
+        let now = Timestamp::now();
+        let expired: Vec<PendingCard> = self
+            .args
+            .deps
+            .store
+            .records::<PendingCard>()
+            .list()?
+            .into_iter()
+            .filter(|c| cards::is_expired(c, &self.timeouts, now))
+            .collect();
+        for card in expired {
+            self.resolve_default(card, Resolution::TimedOut).await?;
+        }
+        Ok(())
+    }
+
+    async fn scope_disconnected(&mut self, scope_id: &str) -> Result<usize, ActorProcessingErr> {
+        // During shutdown the sockets close after intake did: plan cards
+        // stay for the restart (see the module doc).
+        if !self.accepting {
+            return Ok(0);
+        }
+        let cards: Vec<PendingCard> = self
+            .args
+            .deps
+            .store
+            .records::<PendingCard>()
+            .list()?
+            .into_iter()
+            .filter(|c| c.scope_id == scope_id)
+            .collect();
+        let n = cards.len();
+        for card in cards {
+            self.resolve_default(card, Resolution::Disconnected).await?;
+        }
+        Ok(n)
+    }
+
+    async fn open_card(
+        &mut self,
+        card: PendingCard,
+        answer: oneshot::Sender<CardAnswer>,
+    ) -> Result<Result<(), TurnError>, ActorProcessingErr> {
+        if !self.accepting {
+            return Ok(Err(TurnError::Unavailable(
+                "shutting down; card intake closed".into(),
+            )));
+        }
+        let deps = self.args.deps.clone();
+        deps.store.records::<PendingCard>().put(&card)?;
+        self.waiters.insert(card.request_id.clone(), answer);
+        audit(
+            &deps,
+            "card_opened",
+            json!({"request_id": card.request_id, "card_type": card.card_type,
+                   "scope_id": card.scope_id}),
+        )?;
+        // §8.1: a card for a scope with no live connection resolves to its
+        // safe default at once instead of waiting for a response that
+        // cannot come.
+        if let Err(e) = deps.sink.send(Outbound::Card { card: card.clone() }).await {
+            tracing::info!(request_id = %card.request_id, "card not delivered: {e}");
+            self.resolve_default(card, Resolution::Disconnected).await?;
+        }
+        Ok(Ok(()))
+    }
+
+    async fn answer_card(
+        &mut self,
+        scope_id: &str,
+        request_id: &str,
+        kind: CardKind,
+        response: CardResponse,
+    ) -> Result<Result<CardAnswer, CardRejection>, ActorProcessingErr> {
+        if !self.accepting {
+            return Ok(Err(CardRejection::Closed("shutting down".into())));
+        }
+        let deps = self.args.deps.clone();
+        let card = deps.store.records::<PendingCard>().get(request_id)?;
+        let checked = cards::check_answer(
+            card.as_ref(),
+            request_id,
+            scope_id,
+            kind,
+            response,
+            self.resolved.contains(request_id),
+            &self.timeouts,
+            Timestamp::now(),
+        );
+        let (card, response) = match (card, checked) {
+            (Some(card), Ok(r)) => (card, r),
+            (Some(card), Err(e @ CardRejection::Expired(_))) => {
+                self.resolve_default(card, Resolution::TimedOut).await?;
+                return Ok(Err(e));
+            }
+            (_, Err(e)) => return Ok(Err(e)),
+            (None, Ok(_)) => return Ok(Err(CardRejection::Unknown(request_id.into()))),
+        };
+        let answer = CardAnswer {
+            request_id: request_id.to_string(),
+            kind,
+            response,
+            resolution: Resolution::Answered,
+        };
+        deps.store.records::<PendingCard>().delete(request_id)?;
+        let (event, data) = cards::audit_record(&card, &answer);
+        audit(&deps, event, data)?;
+        self.resolved.remember(request_id);
+        if let Some(w) = self.waiters.remove(request_id) {
+            let _ = w.send(answer.clone());
+        }
+        Ok(Ok(answer))
+    }
+
+    async fn decide_card_for(
+        &mut self,
+        scope_id: &str,
+        request_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<Result<DecideOutcome, CardRejection>, ActorProcessingErr> {
+        if !self.accepting {
+            return Ok(Err(CardRejection::Closed(
+                "shutting down; card intake closed".into(),
+            )));
+        }
+        let deps = self.args.deps.clone();
+        let card = deps.store.records::<PendingCard>().get(request_id)?;
+        let card = match card {
+            Some(c) if c.scope_id == scope_id => c,
+            _ if self.resolved.contains(request_id) => {
+                return Ok(Err(CardRejection::AlreadyAnswered(request_id.into())));
+            }
+            _ => return Ok(Err(CardRejection::Unknown(request_id.into()))),
+        };
+        // Known non-plan cards are answered with their own frame; unknown
+        // types belong to decide_card (other approval flows).
+        if let Some(kind) = CardKind::from_card_type(&card.card_type)
+            && kind != CardKind::Plan
+        {
+            return Ok(Err(CardRejection::WrongType {
+                request_id: request_id.into(),
+                card_type: card.card_type.clone(),
+                expected: kind.response_type().into(),
+            }));
+        }
+        if cards::is_expired(&card, &self.timeouts, Timestamp::now()) {
+            self.resolve_default(card, Resolution::TimedOut).await?;
+            return Ok(Err(CardRejection::Expired(request_id.into())));
+        }
+        let out =
+            approval_flow::decide_card(&deps, &self.args.dispatch, request_id, decision).await;
+        self.resolved.remember(request_id);
+        Ok(out.map_err(|e| match e {
+            TurnError::UnknownCard(_) => CardRejection::Unknown(request_id.into()),
+            other => CardRejection::Failed {
+                request_id: request_id.into(),
+                code: silas_core::Coded::code(&other),
+                message: other.to_string(),
+            },
+        }))
+    }
+
     async fn restart_processor(
         &mut self,
         myself: &ActorRef<StreamMsg>,
@@ -285,6 +575,10 @@ impl Actor for Stream {
             processors: HashMap::new(),
             by_id: HashMap::new(),
             status_task: None,
+            timeouts: CardTimeouts::from_config(&cfg),
+            waiters: HashMap::new(),
+            resolved: RecentlyResolved::default(),
+            sweep_task: None,
             args,
         };
         // Rehydrate: every scope with undelivered messages gets its
@@ -310,6 +604,17 @@ impl Actor for Stream {
                         tracing::warn!(missed = n, "work status events dropped (slow stream)");
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        }));
+        let me = myself.clone();
+        state.sweep_task = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(CARD_SWEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if me.cast(StreamMsg::SweepCards).is_err() {
+                    break;
                 }
             }
         }));
@@ -350,8 +655,47 @@ impl Actor for Stream {
                         "shutting down; card intake closed".into(),
                     ))
                 };
+                if out.is_ok() {
+                    state.resolved.remember(&request_id);
+                }
                 let _ = reply.send(out);
             }
+            StreamMsg::DecideCardFor {
+                scope_id,
+                request_id,
+                decision,
+                reply,
+            } => {
+                let out = state
+                    .decide_card_for(&scope_id, &request_id, decision)
+                    .await?;
+                let _ = reply.send(out);
+            }
+            StreamMsg::OpenCard {
+                card,
+                answer,
+                reply,
+            } => {
+                let out = state.open_card(card, answer).await?;
+                let _ = reply.send(out);
+            }
+            StreamMsg::AnswerCard {
+                scope_id,
+                request_id,
+                kind,
+                response,
+                reply,
+            } => {
+                let out = state
+                    .answer_card(&scope_id, &request_id, kind, response)
+                    .await?;
+                let _ = reply.send(out);
+            }
+            StreamMsg::ScopeDisconnected { scope_id, reply } => {
+                let n = state.scope_disconnected(&scope_id).await?;
+                let _ = reply.send(n);
+            }
+            StreamMsg::SweepCards => state.sweep_cards().await?,
             StreamMsg::TurnDone { scope_id, .. } => {
                 state.queues.pop(&scope_id);
                 state.per_scope.prune(Instant::now());
@@ -375,15 +719,38 @@ impl Actor for Stream {
                 }
             }
             StreamMsg::CloseIntake(reply) => {
+                // §18.2 step 2: prompts someone is waiting on resolve to
+                // their safe default now; plan cards stay (module doc).
+                let waiting: Vec<String> = state.waiters.keys().cloned().collect();
+                let cards = state.args.deps.store.records::<PendingCard>();
+                for id in waiting {
+                    match cards.get(&id)? {
+                        Some(card) => state.resolve_default(card, Resolution::Shutdown).await?,
+                        None => {
+                            state.waiters.remove(&id);
+                        }
+                    }
+                }
                 state.accepting = false;
                 let _ = reply.send(state.queues.total());
             }
             StreamMsg::Status(reply) => {
+                let mut scope_depths: Vec<(String, u32)> = state
+                    .queues
+                    .depths()
+                    .map(|(s, n)| (s.to_string(), n))
+                    .collect();
+                scope_depths.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                scope_depths.truncate(20);
                 let _ = reply.send(StreamStatus {
                     accepting: state.accepting,
                     pending_total: state.queues.total(),
                     active_scopes: state.processors.len(),
                     processor_restarts: state.restarts,
+                    capacity_total: state.queues.max_total,
+                    capacity_per_scope: state.queues.max_per_scope,
+                    scope_depths,
+                    pending_cards: state.args.deps.store.records::<PendingCard>().len()? as usize,
                 });
             }
         }
@@ -437,6 +804,12 @@ impl Actor for Stream {
         if let Some(t) = state.status_task.take() {
             t.abort();
         }
+        if let Some(t) = state.sweep_task.take() {
+            t.abort();
+        }
+        // Waiters whose Stream stops get the safe default (their sender is
+        // dropped; `StreamHandle::ask` maps that to a decline).
+        state.waiters.clear();
         for (id, p) in state.processors.drain() {
             state.by_id.retain(|_, s| s != &id);
             p.stop(Some("stream stopping".into()));
@@ -506,6 +879,148 @@ impl StreamHandle {
             STREAM_RPC_TIMEOUT_MS
         )
         .map_err(unavailable)?
+    }
+
+    /// A channel's plan decision, checked against the card's scope,
+    /// deadline and answered state before `decide_card` runs.
+    pub async fn decide_card_for(
+        &self,
+        scope_id: &str,
+        request_id: &str,
+        decision: ApprovalDecision,
+    ) -> Result<DecideOutcome, CardRejection> {
+        let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
+        let rid = request_id.clone();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::DecideCardFor {
+                scope_id,
+                request_id,
+                decision,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(|e| CardRejection::Failed {
+            request_id: rid,
+            code: silas_core::ErrorCode::EChannelTimeout,
+            message: e.to_string(),
+        })?
+    }
+
+    /// The owner's answer to a non-plan card.
+    pub async fn answer_card(
+        &self,
+        scope_id: &str,
+        request_id: &str,
+        kind: CardKind,
+        response: CardResponse,
+    ) -> Result<CardAnswer, CardRejection> {
+        let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
+        let rid = request_id.clone();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::AnswerCard {
+                scope_id,
+                request_id,
+                kind,
+                response,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(|e| CardRejection::Failed {
+            request_id: rid,
+            code: silas_core::ErrorCode::EChannelTimeout,
+            message: e.to_string(),
+        })?
+    }
+
+    /// `RichCardChannel` for every card type (§4.1.1): persist and send the
+    /// card, then wait for its resolution — the owner's answer, or the safe
+    /// default on timeout, disconnect or shutdown. Never waits past the
+    /// card's deadline (plus a margin for the sweep).
+    pub async fn ask(
+        &self,
+        card: PendingCard,
+        timeouts: &CardTimeouts,
+    ) -> Result<CardAnswer, TurnError> {
+        let kind = CardKind::from_card_type(&card.card_type).ok_or_else(|| {
+            TurnError::Unavailable(format!("unknown card type {:?}", card.card_type))
+        })?;
+        let fallback = CardAnswer {
+            request_id: card.request_id.clone(),
+            kind,
+            response: cards::safe_default(kind, &card),
+            resolution: Resolution::Disconnected,
+        };
+        let wait = cards::deadline(&card, timeouts)
+            .datetime()
+            .signed_duration_since(Timestamp::now().datetime())
+            .to_std()
+            .unwrap_or_default()
+            + Duration::from_secs(5);
+        let (tx, rx) = oneshot::channel();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::OpenCard {
+                card,
+                answer: tx,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(unavailable)??;
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // The Stream stopped (its waiters are dropped) or the sweep is
+            // late: the safe default, never a silent hang.
+            Ok(Err(_)) => Ok(fallback),
+            Err(_) => Ok(CardAnswer {
+                resolution: Resolution::TimedOut,
+                ..fallback
+            }),
+        }
+    }
+
+    /// Ask the owner for a credential through a secure input card (§0.5.3,
+    /// §5.10.1 — e.g. a connection setup). The answer says only whether the
+    /// owner stored it (`POST /secrets/{ref_id}` + `secure_input_completed`);
+    /// the value goes to the secret store, never through the runtime.
+    pub async fn request_secure_input(
+        &self,
+        scope_id: &str,
+        label: &str,
+        input_hint: Option<&str>,
+        guidance: serde_json::Value,
+        timeouts: &CardTimeouts,
+    ) -> Result<CardAnswer, TurnError> {
+        let ref_id = format!(
+            "sec-{}",
+            crate::approval::random_id().map_err(|e| TurnError::Unavailable(e.to_string()))?
+        );
+        let card = cards::secure_input_card(
+            &ref_id,
+            scope_id,
+            label,
+            input_hint,
+            guidance,
+            Timestamp::now(),
+            timeouts,
+        );
+        self.ask(card, timeouts).await
+    }
+
+    /// A scope's last connection closed: resolve its cards to their safe
+    /// defaults. Returns how many were resolved.
+    pub async fn scope_disconnected(&self, scope_id: &str) -> Result<usize, TurnError> {
+        let scope_id = scope_id.to_string();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::ScopeDisconnected { scope_id, reply },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(unavailable)
     }
 
     pub async fn status(&self) -> Result<StreamStatus, TurnError> {

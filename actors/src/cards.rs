@@ -1,0 +1,915 @@
+//! Card lifecycle policy (§8.1 "approval flow error handling", §4.1.1
+//! `RichCardChannel`): pure functions over a [`PendingCard`] and the
+//! owner's answer, sequenced by the Stream.
+//!
+//! Why a separate module: every card type shares one lifecycle — a card is
+//! answered at most once, only from its own scope, only before its deadline,
+//! and otherwise resolves to its *safe default* (declined / block / reject /
+//! not now / cancel / skip) — and that rule must not depend on which actor
+//! produced the card. The deadline is the earlier of the card's own
+//! `expires_at` and `created_at` + its type's timeout (plan and other
+//! decision cards 300 s, gate and checkpoint cards 120 s by default;
+//! `approval.plan_card_timeout_seconds` / `approval.gate_card_timeout_seconds`).
+//!
+//! Nothing here writes; the Stream persists and audits what these functions
+//! decide. Audit data built here never carries free text (`freetext`,
+//! `edited_text`): only ids, card types and chip values.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use silas_core::config::Config;
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_storage::PendingCard;
+
+/// §8.1: "300s for plan approvals".
+pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(300);
+/// §8.1: "120s for gate approvals".
+pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Every card type of the §8.1 server→client table that waits for an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardKind {
+    Plan,
+    Gate,
+    Checkpoint,
+    BatchReview,
+    DraftReview,
+    Decision,
+    Suggestion,
+    AutonomyThreshold,
+    SecureInput,
+    ConnectionSetup,
+    PermissionEscalation,
+    ConnectionFailure,
+}
+
+impl CardKind {
+    pub const ALL: [CardKind; 12] = [
+        CardKind::Plan,
+        CardKind::Gate,
+        CardKind::Checkpoint,
+        CardKind::BatchReview,
+        CardKind::DraftReview,
+        CardKind::Decision,
+        CardKind::Suggestion,
+        CardKind::AutonomyThreshold,
+        CardKind::SecureInput,
+        CardKind::ConnectionSetup,
+        CardKind::PermissionEscalation,
+        CardKind::ConnectionFailure,
+    ];
+
+    /// `PendingCard::card_type`, which is also the server frame's `type`.
+    pub fn card_type(self) -> &'static str {
+        match self {
+            CardKind::Plan => "approval_request",
+            CardKind::Gate => "gate_approval",
+            CardKind::Checkpoint => "checkpoint",
+            CardKind::BatchReview => "batch_review",
+            CardKind::DraftReview => "draft_review",
+            CardKind::Decision => "decision",
+            CardKind::Suggestion => "suggestion",
+            CardKind::AutonomyThreshold => "autonomy_threshold_review",
+            CardKind::SecureInput => "secure_input_request",
+            CardKind::ConnectionSetup => "connection_setup_step",
+            CardKind::PermissionEscalation => "permission_escalation",
+            CardKind::ConnectionFailure => "connection_failure",
+        }
+    }
+
+    /// The client frame `type` that answers this card.
+    pub fn response_type(self) -> &'static str {
+        match self {
+            CardKind::Plan => "approval_response",
+            CardKind::Gate => "gate_response",
+            CardKind::Checkpoint => "checkpoint",
+            CardKind::BatchReview => "batch_review_response",
+            CardKind::DraftReview => "draft_review_response",
+            CardKind::Decision => "decision_response",
+            CardKind::Suggestion => "suggestion_response",
+            CardKind::AutonomyThreshold => "autonomy_threshold_response",
+            CardKind::SecureInput => "secure_input_completed",
+            CardKind::ConnectionSetup => "connection_setup_response",
+            CardKind::PermissionEscalation => "permission_escalation_response",
+            CardKind::ConnectionFailure => "connection_failure_response",
+        }
+    }
+
+    pub fn from_card_type(card_type: &str) -> Option<CardKind> {
+        CardKind::ALL
+            .into_iter()
+            .find(|k| k.card_type() == card_type)
+    }
+
+    /// Gate and checkpoint cards hold up running work: the short timeout.
+    fn uses_gate_timeout(self) -> bool {
+        matches!(self, CardKind::Gate | CardKind::Checkpoint)
+    }
+}
+
+/// How long each card type waits for the owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CardTimeouts {
+    pub plan: Duration,
+    pub gate: Duration,
+}
+
+impl Default for CardTimeouts {
+    fn default() -> Self {
+        CardTimeouts {
+            plan: DEFAULT_PLAN_TIMEOUT,
+            gate: DEFAULT_GATE_TIMEOUT,
+        }
+    }
+}
+
+impl CardTimeouts {
+    pub fn from_config(cfg: &Config) -> CardTimeouts {
+        CardTimeouts {
+            plan: Duration::from_secs(cfg.approval.plan_card_timeout_seconds),
+            gate: Duration::from_secs(cfg.approval.gate_card_timeout_seconds),
+        }
+    }
+
+    /// Card types this module does not know (added by other flows, e.g. a
+    /// tool-approval card) get the plan timeout: they are decisions too.
+    pub fn for_card_type(&self, card_type: &str) -> Duration {
+        match CardKind::from_card_type(card_type) {
+            Some(k) if k.uses_gate_timeout() => self.gate,
+            _ => self.plan,
+        }
+    }
+}
+
+/// The moment a card stops accepting answers.
+pub fn deadline(card: &PendingCard, timeouts: &CardTimeouts) -> Timestamp {
+    let timeout = chrono::Duration::from_std(timeouts.for_card_type(&card.card_type))
+        .unwrap_or(chrono::Duration::seconds(300));
+    card.expires_at.min(card.created_at.plus(timeout))
+}
+
+pub fn is_expired(card: &PendingCard, timeouts: &CardTimeouts, now: Timestamp) -> bool {
+    now >= deadline(card, timeouts)
+}
+
+/// The owner's answer to a non-plan card, typed by response shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "shape", rename_all = "snake_case")]
+pub enum CardResponse {
+    /// gate, checkpoint, autonomy threshold, permission escalation, plan.
+    Verdict {
+        verdict: String,
+    },
+    Batch {
+        verdict: String,
+        selected_item_ids: Vec<String>,
+    },
+    Draft {
+        verdict: String,
+        edited_text: Option<String>,
+    },
+    /// decision and suggestion cards.
+    Choice {
+        selected_value: Option<String>,
+        freetext: Option<String>,
+    },
+    SetupAction {
+        step_type: String,
+        action: String,
+    },
+    Recovery {
+        selected_action: String,
+    },
+    SecureInput {
+        success: bool,
+    },
+}
+
+/// How a card was resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// The owner answered in time.
+    Answered,
+    /// The deadline passed: safe default.
+    TimedOut,
+    /// The scope's last connection closed: safe default.
+    Disconnected,
+    /// Shutdown closed card intake: safe default.
+    Shutdown,
+}
+
+impl Resolution {
+    pub fn audit_event(self) -> &'static str {
+        match self {
+            Resolution::Answered => "card_answered",
+            Resolution::TimedOut => "card_timed_out",
+            Resolution::Disconnected => "card_declined_disconnected",
+            Resolution::Shutdown => "card_declined_shutdown",
+        }
+    }
+}
+
+/// What the requester of a card gets back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardAnswer {
+    pub request_id: String,
+    pub kind: CardKind,
+    pub response: CardResponse,
+    pub resolution: Resolution,
+}
+
+impl CardAnswer {
+    /// Whether the owner actively chose something (a safe default never
+    /// counts as consent to change state).
+    pub fn answered(&self) -> bool {
+        self.resolution == Resolution::Answered
+    }
+}
+
+fn verdict(v: &str) -> CardResponse {
+    CardResponse::Verdict {
+        verdict: v.to_string(),
+    }
+}
+
+fn payload_str<'a>(card: &'a PendingCard, key: &str) -> Option<&'a str> {
+    card.payload.get(key).and_then(Value::as_str)
+}
+
+/// The safe outcome of a card nobody answered (§8.1: declined / block;
+/// suggestion → not now; never an implicit widen or apply).
+pub fn safe_default(kind: CardKind, card: &PendingCard) -> CardResponse {
+    match kind {
+        CardKind::Plan => verdict("declined"),
+        CardKind::Gate => verdict("block"),
+        CardKind::Checkpoint => verdict("decline"),
+        CardKind::BatchReview => CardResponse::Batch {
+            verdict: "decline".into(),
+            selected_item_ids: Vec::new(),
+        },
+        CardKind::DraftReview => CardResponse::Draft {
+            verdict: "reject".into(),
+            edited_text: None,
+        },
+        CardKind::Decision => CardResponse::Choice {
+            selected_value: None,
+            freetext: None,
+        },
+        CardKind::Suggestion => CardResponse::Choice {
+            selected_value: Some("not_now".into()),
+            freetext: None,
+        },
+        CardKind::AutonomyThreshold => verdict("decline"),
+        CardKind::PermissionEscalation => verdict("deny"),
+        CardKind::SecureInput => CardResponse::SecureInput { success: false },
+        CardKind::ConnectionSetup => CardResponse::SetupAction {
+            step_type: payload_str(card, "step_type").unwrap_or_default().into(),
+            action: "cancel".into(),
+        },
+        CardKind::ConnectionFailure => CardResponse::Recovery {
+            selected_action: "skip".into(),
+        },
+    }
+}
+
+/// Why an answer was refused. Sent back as a typed `error` frame; the card
+/// is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CardRejection {
+    #[error("no pending card {0:?}")]
+    Unknown(String),
+    #[error("card {0:?} was already answered")]
+    AlreadyAnswered(String),
+    #[error("card {0:?} expired and was resolved to its safe default")]
+    Expired(String),
+    #[error("card {request_id:?} is a {card_type} card; answer it with {expected}")]
+    WrongType {
+        request_id: String,
+        card_type: String,
+        expected: String,
+    },
+    #[error("invalid answer to card {request_id:?}: {reason}")]
+    Invalid { request_id: String, reason: String },
+    #[error("card intake is closed: {0}")]
+    Closed(String),
+    #[error("card {request_id:?}: {message}")]
+    Failed {
+        request_id: String,
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+impl CardRejection {
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            CardRejection::Unknown(r)
+            | CardRejection::AlreadyAnswered(r)
+            | CardRejection::Expired(r) => Some(r),
+            CardRejection::WrongType { request_id, .. }
+            | CardRejection::Invalid { request_id, .. }
+            | CardRejection::Failed { request_id, .. } => Some(request_id),
+            CardRejection::Closed(_) => None,
+        }
+    }
+}
+
+impl Coded for CardRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            CardRejection::Expired(_) => ErrorCode::EChannelTimeout,
+            CardRejection::Closed(_) => ErrorCode::EChannelDisconnected,
+            CardRejection::Failed { code, .. } => *code,
+            _ => ErrorCode::EChannelProtocol,
+        }
+    }
+}
+
+fn one_of(request_id: &str, value: &str, allowed: &[&str]) -> Result<(), CardRejection> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(CardRejection::Invalid {
+            request_id: request_id.to_string(),
+            reason: format!("{value:?} is not one of {}", allowed.join(", ")),
+        })
+    }
+}
+
+/// The option values a card offered, if it lists them (`options` as strings
+/// or objects with `value`/`action`/`id`).
+fn offered(card: &PendingCard, key: &str) -> Option<Vec<String>> {
+    let list = card.payload.get(key)?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|o| match o {
+                Value::String(s) => Some(s.clone()),
+                Value::Object(m) => ["value", "action", "id"]
+                    .iter()
+                    .find_map(|k| m.get(*k).and_then(Value::as_str))
+                    .map(str::to_string),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+fn invalid(request_id: &str, reason: impl Into<String>) -> CardRejection {
+    CardRejection::Invalid {
+        request_id: request_id.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Normalises and validates an answer against the card it answers.
+pub fn validate_response(
+    kind: CardKind,
+    card: &PendingCard,
+    response: CardResponse,
+) -> Result<CardResponse, CardRejection> {
+    let rid = card.request_id.as_str();
+    let shape_error = || {
+        invalid(
+            rid,
+            format!("wrong answer shape for a {} card", kind.card_type()),
+        )
+    };
+    match (kind, response) {
+        (CardKind::Gate, CardResponse::Verdict { verdict: v }) => {
+            // The spec's result is "approve" or "block"; accept the obvious synonyms.
+            let v = match v.as_str() {
+                "approve" | "approved" | "continue" => "approve",
+                "block" | "blocked" | "decline" | "declined" => "block",
+                _ => {
+                    return Err(invalid(
+                        rid,
+                        format!("gate verdict must be approve or block, got {v:?}"),
+                    ));
+                }
+            };
+            Ok(verdict(v))
+        }
+        (CardKind::Checkpoint, CardResponse::Verdict { verdict: v }) => {
+            if let Some(options) = offered(card, "options")
+                && !options.is_empty()
+                && !options.contains(&v)
+                && v != "decline"
+            {
+                return Err(invalid(
+                    rid,
+                    format!("{v:?} is not one of the checkpoint's options"),
+                ));
+            }
+            Ok(verdict(&v))
+        }
+        (CardKind::AutonomyThreshold, CardResponse::Verdict { verdict: v }) => {
+            one_of(rid, &v, &["approve", "decline", "tighten_now"])?;
+            Ok(verdict(&v))
+        }
+        (CardKind::PermissionEscalation, CardResponse::Verdict { verdict: v }) => {
+            one_of(rid, &v, &["approve", "just_this_once", "deny"])?;
+            Ok(verdict(&v))
+        }
+        (
+            CardKind::BatchReview,
+            CardResponse::Batch {
+                verdict: v,
+                selected_item_ids,
+            },
+        ) => {
+            one_of(rid, &v, &["approve", "decline", "edit_selection"])?;
+            if v == "edit_selection" {
+                if selected_item_ids.is_empty() {
+                    return Err(invalid(rid, "edit_selection requires selected_item_ids"));
+                }
+                let items = card
+                    .payload
+                    .get("batch")
+                    .and_then(|b| b.get("items"))
+                    .and_then(Value::as_array);
+                if let Some(items) = items {
+                    let known: HashSet<&str> = items
+                        .iter()
+                        .filter_map(|i| i.get("id").and_then(Value::as_str))
+                        .collect();
+                    if let Some(bad) = selected_item_ids
+                        .iter()
+                        .find(|i| !known.contains(i.as_str()))
+                    {
+                        return Err(invalid(
+                            rid,
+                            format!("{bad:?} is not an item of this batch"),
+                        ));
+                    }
+                }
+            } else if !selected_item_ids.is_empty() {
+                return Err(invalid(
+                    rid,
+                    format!("selected_item_ids must be empty for {v}"),
+                ));
+            }
+            Ok(CardResponse::Batch {
+                verdict: v,
+                selected_item_ids,
+            })
+        }
+        (
+            CardKind::DraftReview,
+            CardResponse::Draft {
+                verdict: v,
+                edited_text,
+            },
+        ) => {
+            one_of(rid, &v, &["approve", "edit", "rephrase", "reject"])?;
+            if v == "edit" && edited_text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                return Err(invalid(rid, "edit requires edited_text"));
+            }
+            Ok(CardResponse::Draft {
+                verdict: v,
+                edited_text,
+            })
+        }
+        (
+            CardKind::Decision | CardKind::Suggestion,
+            CardResponse::Choice {
+                selected_value,
+                freetext,
+            },
+        ) => {
+            let freetext = freetext.filter(|t| !t.trim().is_empty());
+            match &selected_value {
+                Some(v) => {
+                    let options = offered(card, "options").unwrap_or_default();
+                    // Suggestions always offer "do it" / "not now" (§4.1.1).
+                    let builtin = kind == CardKind::Suggestion
+                        && ["do_it", "not_now", "dismiss"].contains(&v.as_str());
+                    if !options.contains(v) && !builtin {
+                        return Err(invalid(
+                            rid,
+                            format!("{v:?} is not one of the card's options"),
+                        ));
+                    }
+                }
+                None => {
+                    let allow = card
+                        .payload
+                        .get("allow_freetext")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    if freetext.is_none() || !allow {
+                        return Err(invalid(rid, "choose one of the options"));
+                    }
+                }
+            }
+            Ok(CardResponse::Choice {
+                selected_value,
+                freetext,
+            })
+        }
+        (CardKind::ConnectionSetup, CardResponse::SetupAction { step_type, action }) => {
+            if payload_str(card, "step_type").is_some_and(|s| s != step_type) {
+                return Err(invalid(
+                    rid,
+                    format!("this card is not a {step_type:?} step"),
+                ));
+            }
+            one_of(rid, &action, &["done", "cancel", "trouble", "retry"])?;
+            Ok(CardResponse::SetupAction { step_type, action })
+        }
+        (CardKind::ConnectionFailure, CardResponse::Recovery { selected_action }) => {
+            let options = offered(card, "recovery_options").unwrap_or_default();
+            if selected_action != "skip" && !options.contains(&selected_action) {
+                return Err(invalid(
+                    rid,
+                    format!("{selected_action:?} is not a recovery option"),
+                ));
+            }
+            Ok(CardResponse::Recovery { selected_action })
+        }
+        (CardKind::SecureInput, r @ CardResponse::SecureInput { .. }) => Ok(r),
+        (CardKind::Plan, CardResponse::Verdict { verdict: v }) => {
+            one_of(rid, &v, &["approved", "declined", "edit_requested"])?;
+            Ok(verdict(&v))
+        }
+        _ => Err(shape_error()),
+    }
+}
+
+/// A `secure_input_request` card (§0.5.3 `SecureInputCard`): only the
+/// request's metadata; the value itself never reaches the runtime (it goes
+/// `POST /secrets/{ref_id}` → the secret store). `ref_id` doubles as the
+/// card's request id.
+pub fn secure_input_card(
+    ref_id: &str,
+    scope_id: &str,
+    label: &str,
+    input_hint: Option<&str>,
+    guidance: Value,
+    now: Timestamp,
+    timeouts: &CardTimeouts,
+) -> PendingCard {
+    let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
+    let mut payload = silas_core::model::JsonObject::new();
+    payload.insert("ref_id".into(), Value::from(ref_id));
+    payload.insert("label".into(), Value::from(label));
+    payload.insert(
+        "input_hint".into(),
+        input_hint.map_or(Value::Null, Value::from),
+    );
+    payload.insert("guidance".into(), guidance);
+    PendingCard {
+        request_id: ref_id.to_string(),
+        scope_id: scope_id.to_string(),
+        card_type: CardKind::SecureInput.card_type().to_string(),
+        payload,
+        created_at: now,
+        expires_at: now.plus(ttl),
+    }
+}
+
+/// Everything an answer must pass before it changes anything: the card
+/// exists, belongs to the answering scope (another scope's card is
+/// "unknown", so existence does not leak), is of the answered type and is
+/// not past its deadline; then the answer itself is validated.
+// The arguments are the facts one decision needs; a struct would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
+pub fn check_answer(
+    card: Option<&PendingCard>,
+    request_id: &str,
+    scope_id: &str,
+    kind: CardKind,
+    response: CardResponse,
+    already_answered: bool,
+    timeouts: &CardTimeouts,
+    now: Timestamp,
+) -> Result<CardResponse, CardRejection> {
+    let card = match card {
+        Some(c) if c.scope_id == scope_id => c,
+        _ if already_answered => return Err(CardRejection::AlreadyAnswered(request_id.into())),
+        _ => return Err(CardRejection::Unknown(request_id.into())),
+    };
+    if card.card_type != kind.card_type() {
+        let expected = CardKind::from_card_type(&card.card_type)
+            .map(CardKind::response_type)
+            .unwrap_or("approval_response");
+        return Err(CardRejection::WrongType {
+            request_id: request_id.into(),
+            card_type: card.card_type.clone(),
+            expected: expected.into(),
+        });
+    }
+    if is_expired(card, timeouts, now) {
+        return Err(CardRejection::Expired(request_id.into()));
+    }
+    validate_response(kind, card, response)
+}
+
+/// The audit record of a resolution: ids, type and the chip chosen — never
+/// free text, which may hold anything the owner typed.
+pub fn audit_record(card: &PendingCard, answer: &CardAnswer) -> (&'static str, Value) {
+    let mut data = json!({
+        "request_id": card.request_id,
+        "card_type": card.card_type,
+        "scope_id": card.scope_id,
+        "resolution": answer.resolution,
+    });
+    let outcome = match &answer.response {
+        CardResponse::Verdict { verdict } => json!({"verdict": verdict}),
+        CardResponse::Batch {
+            verdict,
+            selected_item_ids,
+        } => json!({"verdict": verdict, "selected": selected_item_ids.len()}),
+        CardResponse::Draft {
+            verdict,
+            edited_text,
+        } => json!({"verdict": verdict, "edited": edited_text.is_some()}),
+        CardResponse::Choice {
+            selected_value,
+            freetext,
+        } => json!({"selected_value": selected_value, "freetext_given": freetext.is_some()}),
+        CardResponse::SetupAction { step_type, action } => {
+            json!({"step_type": step_type, "action": action})
+        }
+        CardResponse::Recovery { selected_action } => json!({"selected_action": selected_action}),
+        CardResponse::SecureInput { success } => json!({"success": success}),
+    };
+    if let (Value::Object(d), Value::Object(o)) = (&mut data, outcome) {
+        d.extend(o);
+    }
+    (answer.resolution.audit_event(), data)
+}
+
+/// Remembers recently resolved card ids (bounded), so a second answer is
+/// told "already answered" rather than "unknown".
+#[derive(Debug, Default)]
+pub struct RecentlyResolved {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+impl RecentlyResolved {
+    pub const CAPACITY: usize = 4096;
+
+    pub fn remember(&mut self, request_id: &str) {
+        if self.ids.insert(request_id.to_string()) {
+            self.order.push_back(request_id.to_string());
+            while self.order.len() > Self::CAPACITY {
+                if let Some(old) = self.order.pop_front() {
+                    self.ids.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, request_id: &str) -> bool {
+        self.ids.contains(request_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use silas_core::model::JsonObject;
+
+    fn card(kind: CardKind, payload: Value) -> PendingCard {
+        let now = Timestamp::now();
+        PendingCard {
+            request_id: "r1".into(),
+            scope_id: "owner".into(),
+            card_type: kind.card_type().into(),
+            payload: match payload {
+                Value::Object(o) => o,
+                _ => JsonObject::new(),
+            },
+            created_at: now,
+            expires_at: now.plus(chrono::Duration::minutes(30)),
+        }
+    }
+
+    #[test]
+    fn kinds_round_trip_and_names_match_the_spec_tables() {
+        for k in CardKind::ALL {
+            assert_eq!(CardKind::from_card_type(k.card_type()), Some(k));
+        }
+        assert_eq!(CardKind::from_card_type("fix_task"), None);
+        assert_eq!(CardKind::Plan.card_type(), crate::turn::pipeline::PLAN_CARD);
+    }
+
+    #[test]
+    fn deadlines_are_300_s_for_plans_and_120_s_for_gates() {
+        let t = CardTimeouts::default();
+        let plan = card(CardKind::Plan, json!({}));
+        assert_eq!(
+            deadline(&plan, &t),
+            plan.created_at.plus(chrono::Duration::seconds(300))
+        );
+        for k in [CardKind::Gate, CardKind::Checkpoint] {
+            let c = card(k, json!({}));
+            assert_eq!(
+                deadline(&c, &t),
+                c.created_at.plus(chrono::Duration::seconds(120))
+            );
+        }
+        // An earlier expires_at wins; unknown card types get the plan timeout.
+        let mut short = card(CardKind::Decision, json!({}));
+        short.expires_at = short.created_at.plus(chrono::Duration::seconds(5));
+        assert_eq!(deadline(&short, &t), short.expires_at);
+        assert_eq!(t.for_card_type("fix_task"), DEFAULT_PLAN_TIMEOUT);
+        assert!(!is_expired(&plan, &t, plan.created_at));
+        assert!(is_expired(
+            &plan,
+            &t,
+            plan.created_at.plus(chrono::Duration::seconds(300))
+        ));
+    }
+
+    #[test]
+    fn every_safe_default_is_a_decline_and_passes_validation() {
+        for k in CardKind::ALL {
+            let c = card(k, json!({"step_type": "device_code"}));
+            let d = safe_default(k, &c);
+            match (&k, &d) {
+                (CardKind::Gate, CardResponse::Verdict { verdict }) => assert_eq!(verdict, "block"),
+                (CardKind::Suggestion, CardResponse::Choice { selected_value, .. }) => {
+                    assert_eq!(selected_value.as_deref(), Some("not_now"))
+                }
+                (CardKind::AutonomyThreshold, CardResponse::Verdict { verdict }) => {
+                    assert_eq!(verdict, "decline")
+                }
+                (CardKind::SecureInput, CardResponse::SecureInput { success }) => assert!(!success),
+                _ => {}
+            }
+            // A decision card's default is "nothing chosen": valid as an
+            // outcome, not as an owner answer.
+            if k != CardKind::Decision {
+                assert!(validate_response(k, &c, d).is_ok(), "{k:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn answers_are_checked_against_card_scope_type_and_deadline() {
+        let t = CardTimeouts::default();
+        let c = card(CardKind::Gate, json!({}));
+        let now = c.created_at;
+        let ok = |r| check_answer(Some(&c), "r1", "owner", CardKind::Gate, r, false, &t, now);
+        assert_eq!(ok(verdict("continue")), Ok(verdict("approve")));
+        assert!(matches!(
+            ok(verdict("maybe")),
+            Err(CardRejection::Invalid { .. })
+        ));
+        // Another scope's card is unknown to it.
+        assert_eq!(
+            check_answer(
+                Some(&c),
+                "r1",
+                "ws-9",
+                CardKind::Gate,
+                verdict("approve"),
+                false,
+                &t,
+                now
+            ),
+            Err(CardRejection::Unknown("r1".into()))
+        );
+        assert!(matches!(
+            check_answer(
+                Some(&c),
+                "r1",
+                "owner",
+                CardKind::Decision,
+                verdict("x"),
+                false,
+                &t,
+                now
+            ),
+            Err(CardRejection::WrongType { .. })
+        ));
+        let late = now.plus(chrono::Duration::seconds(121));
+        assert_eq!(
+            check_answer(
+                Some(&c),
+                "r1",
+                "owner",
+                CardKind::Gate,
+                verdict("approve"),
+                false,
+                &t,
+                late
+            ),
+            Err(CardRejection::Expired("r1".into()))
+        );
+        assert_eq!(
+            check_answer(
+                None,
+                "r1",
+                "owner",
+                CardKind::Gate,
+                verdict("approve"),
+                true,
+                &t,
+                now
+            ),
+            Err(CardRejection::AlreadyAnswered("r1".into()))
+        );
+        assert_eq!(
+            check_answer(
+                None,
+                "r1",
+                "owner",
+                CardKind::Gate,
+                verdict("approve"),
+                false,
+                &t,
+                now
+            ),
+            Err(CardRejection::Unknown("r1".into()))
+        );
+    }
+
+    #[test]
+    fn response_validation_per_card_type() {
+        let batch = card(
+            CardKind::BatchReview,
+            json!({"batch": {"items": [{"id": "a"}, {"id": "b"}]}}),
+        );
+        let sel = |v: &str, ids: &[&str]| CardResponse::Batch {
+            verdict: v.into(),
+            selected_item_ids: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(
+            validate_response(CardKind::BatchReview, &batch, sel("edit_selection", &["a"])).is_ok()
+        );
+        assert!(
+            validate_response(CardKind::BatchReview, &batch, sel("edit_selection", &["z"]))
+                .is_err()
+        );
+        assert!(validate_response(CardKind::BatchReview, &batch, sel("approve", &["a"])).is_err());
+        let decision = card(
+            CardKind::Decision,
+            json!({"options": [{"value": "a"}, {"value": "b"}], "allow_freetext": false}),
+        );
+        let choice = |v: Option<&str>, f: Option<&str>| CardResponse::Choice {
+            selected_value: v.map(str::to_string),
+            freetext: f.map(str::to_string),
+        };
+        assert!(validate_response(CardKind::Decision, &decision, choice(Some("a"), None)).is_ok());
+        assert!(validate_response(CardKind::Decision, &decision, choice(Some("c"), None)).is_err());
+        assert!(
+            validate_response(CardKind::Decision, &decision, choice(None, Some("hm"))).is_err()
+        );
+        let draft = card(CardKind::DraftReview, json!({}));
+        let d = |v: &str, t: Option<&str>| CardResponse::Draft {
+            verdict: v.into(),
+            edited_text: t.map(str::to_string),
+        };
+        assert!(validate_response(CardKind::DraftReview, &draft, d("edit", None)).is_err());
+        assert!(validate_response(CardKind::DraftReview, &draft, d("edit", Some("x"))).is_ok());
+        let failure = card(
+            CardKind::ConnectionFailure,
+            json!({"recovery_options": [{"action": "reauth"}]}),
+        );
+        let rec = |a: &str| CardResponse::Recovery {
+            selected_action: a.into(),
+        };
+        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("reauth")).is_ok());
+        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("skip")).is_ok());
+        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("rm")).is_err());
+        // Wrong shape for the kind.
+        assert!(validate_response(CardKind::Gate, &draft, d("approve", None)).is_err());
+    }
+
+    #[test]
+    fn audit_records_never_carry_free_text() {
+        let c = card(CardKind::DraftReview, json!({}));
+        let answer = CardAnswer {
+            request_id: "r1".into(),
+            kind: CardKind::DraftReview,
+            response: CardResponse::Draft {
+                verdict: "edit".into(),
+                edited_text: Some("my private words".into()),
+            },
+            resolution: Resolution::Answered,
+        };
+        let (event, data) = audit_record(&c, &answer);
+        assert_eq!(event, "card_answered");
+        assert!(!data.to_string().contains("private"), "{data}");
+        assert_eq!(data["edited"], true);
+    }
+
+    #[test]
+    fn recently_resolved_is_bounded() {
+        let mut r = RecentlyResolved::default();
+        for i in 0..(RecentlyResolved::CAPACITY + 10) {
+            r.remember(&format!("c{i}"));
+        }
+        assert!(!r.contains("c0"));
+        assert!(r.contains(&format!("c{}", RecentlyResolved::CAPACITY + 9)));
+    }
+}
