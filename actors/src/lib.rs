@@ -16,13 +16,16 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod activity;
 pub mod approval;
 pub mod cards;
 pub mod channel;
+pub mod connection;
 pub mod housekeeper;
 pub mod limits;
 pub mod memory;
 pub mod restart;
+pub mod scheduler;
 pub mod stream;
 pub mod supervisor;
 pub mod turn;

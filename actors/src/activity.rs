@@ -1,0 +1,500 @@
+//! The Activity surface (§0.5.1, §0.5 principle 7): a plain-language
+//! timeline built from the audit log — "Approved and ran 'Create notes.txt'
+//! — 2 checks passed", not a raw log.
+//!
+//! [`describe`] is a pure function from one audit entry (plus what the
+//! store knows about the work item it names) to an [`ActivityItem`], or
+//! `None` for bookkeeping the owner does not need to read (every gate
+//! evaluation, every routing decision, …). Audit data never carries message
+//! text or secrets (NEVER_LOG), so nothing here can leak them; the only
+//! free text used is a work item's title, which the owner approved.
+//!
+//! Every event name the runtime emits is listed in [`KNOWN_EVENTS`] with
+//! its treatment, and the tests check each one; an event added later
+//! without a sentence still shows as "Recorded: …" rather than vanishing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use silas_core::model::JsonObject;
+
+/// One line of the Activity timeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityItem {
+    /// Audit sequence number (stable id; the client orders and dedups by it).
+    pub seq: u64,
+    /// When it happened (the audit entry's timestamp).
+    pub at: String,
+    /// `work`, `approval`, `card`, `security`, `system` or `other`.
+    pub kind: String,
+    /// The sentence shown to the owner.
+    pub text: String,
+}
+
+/// What the store knows about a work item named by an event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkFacts {
+    pub title: String,
+    /// `(passed, total)` verification checks, when it was verified.
+    pub checks: Option<(usize, usize)>,
+}
+
+/// How an event is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Treatment {
+    Shown,
+    /// Internal bookkeeping: not on the timeline.
+    Hidden,
+}
+
+/// Every audit event name the runtime emits today, and its treatment.
+pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
+    ("daemon.started", Treatment::Shown),
+    ("daemon.stopped", Treatment::Shown),
+    ("stream_started", Treatment::Hidden),
+    ("turn_completed", Treatment::Hidden),
+    ("turn_routed", Treatment::Hidden),
+    ("turn_processor_restarted", Treatment::Shown),
+    ("plan_proposed", Treatment::Shown),
+    ("plan_declined", Treatment::Shown),
+    ("plan_card_expired", Treatment::Shown),
+    ("plan_parse_failed", Treatment::Shown),
+    ("needs_approval_overridden", Treatment::Shown),
+    ("approval.issued", Treatment::Shown),
+    ("approval.verified", Treatment::Hidden),
+    ("approval.denied", Treatment::Shown),
+    ("work_dispatched", Treatment::Shown),
+    ("work_status", Treatment::Hidden),
+    ("work_item.done", Treatment::Shown),
+    ("work_item.failed", Treatment::Shown),
+    ("work_item.stuck", Treatment::Shown),
+    ("work_item.blocked", Treatment::Shown),
+    ("work_item.running", Treatment::Hidden),
+    ("work_item.pending", Treatment::Hidden),
+    ("verification_completed", Treatment::Shown),
+    ("planner_consulted", Treatment::Shown),
+    ("execution_blocked_no_approval", Treatment::Shown),
+    ("execution_blocked_linkage", Treatment::Shown),
+    ("artifact_ref_mismatch", Treatment::Shown),
+    ("goal_cycle_checks", Treatment::Shown),
+    ("goal_spawned_task", Treatment::Shown),
+    ("spawned_task_needs_approval", Treatment::Shown),
+    ("batch_executed", Treatment::Shown),
+    ("gate_evaluated", Treatment::Hidden),
+    ("gate_blocked", Treatment::Shown),
+    ("gate_block_additional", Treatment::Hidden),
+    ("gate_block_reported", Treatment::Shown),
+    ("gate_mutation", Treatment::Hidden),
+    ("gate_set_invalid", Treatment::Shown),
+    ("gate_approval_unavailable", Treatment::Shown),
+    ("gate_eval_cap_reached", Treatment::Shown),
+    ("rejected_mutation", Treatment::Shown),
+    ("quality_lane_violation", Treatment::Shown),
+    ("quality_llm_error", Treatment::Hidden),
+    ("quality_gate_input", Treatment::Hidden),
+    ("quality_gate_output", Treatment::Hidden),
+    ("escalation_unknown", Treatment::Shown),
+    ("escalation_cycle", Treatment::Shown),
+    ("access_transition", Treatment::Shown),
+    ("access_customer_context_refused", Treatment::Shown),
+    ("memory_op_blocked", Treatment::Shown),
+    ("memory_ops_truncated", Treatment::Hidden),
+    ("security_rate_limited", Treatment::Shown),
+    ("backpressure_busy_retry", Treatment::Shown),
+    ("message.bad_signature", Treatment::Shown),
+    ("replay_attempt", Treatment::Shown),
+    ("chronicle.pruned", Treatment::Shown),
+    ("card_opened", Treatment::Hidden),
+    ("card_answered", Treatment::Shown),
+    ("card_timed_out", Treatment::Shown),
+    ("card_declined_disconnected", Treatment::Shown),
+    ("card_declined_shutdown", Treatment::Shown),
+    ("secret_stored", Treatment::Shown),
+    ("secure_input_completed", Treatment::Hidden),
+];
+
+fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
+    data.get(key).and_then(Value::as_str)
+}
+
+fn n(data: &JsonObject, key: &str) -> Option<u64> {
+    data.get(key).and_then(Value::as_u64)
+}
+
+/// "a gate approval" from `gate_approval`, "a plan approval" from
+/// `approval_request`.
+fn card_name(card_type: &str) -> String {
+    let name = match card_type {
+        "approval_request" => "plan approval",
+        "gate_approval" => "gate approval",
+        "autonomy_threshold_review" => "autonomy threshold",
+        "secure_input_request" => "secure input",
+        "connection_setup_step" => "connection setup",
+        other => return format!("{} card", other.replace('_', " ")),
+    };
+    format!("{name} card")
+}
+
+fn plural(count: u64, one: &str) -> String {
+    if count == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{count} {one}s")
+    }
+}
+
+/// The timeline sentence for one audit entry, or `None` if it is hidden.
+pub fn describe(
+    seq: u64,
+    at: &str,
+    event: &str,
+    data: &JsonObject,
+    work: &dyn Fn(&str) -> Option<WorkFacts>,
+) -> Option<ActivityItem> {
+    let facts = s(data, "work_item_id").and_then(work);
+    let title = facts
+        .as_ref()
+        .map(|f| format!("'{}'", f.title))
+        .unwrap_or_else(|| "a task".to_string());
+    let gate = s(data, "gate").unwrap_or("a safety check");
+    let card = s(data, "card_type")
+        .map(card_name)
+        .unwrap_or_else(|| "card".into());
+    let (kind, text) = match event {
+        "daemon.started" => ("system", "Silas started".to_string()),
+        "daemon.stopped" => (
+            "system",
+            if data.get("escalated").and_then(Value::as_bool) == Some(true) {
+                "Silas stopped after a component kept failing".to_string()
+            } else {
+                "Silas stopped".to_string()
+            },
+        ),
+        "turn_processor_restarted" => (
+            "system",
+            "Recovered from an internal error in a conversation".to_string(),
+        ),
+        "plan_proposed" => (
+            "approval",
+            format!("Proposed {title} and asked for your approval"),
+        ),
+        "plan_declined" => ("approval", format!("Declined {title} — nothing ran")),
+        "plan_card_expired" => (
+            "approval",
+            format!("The approval request for {title} expired — nothing ran"),
+        ),
+        "plan_parse_failed" => (
+            "work",
+            "Could not read a proposed plan — nothing ran".to_string(),
+        ),
+        "needs_approval_overridden" => (
+            "approval",
+            format!("Asked for your approval of {title} although the plan claimed none was needed"),
+        ),
+        "approval.issued" => ("approval", format!("You approved {title}")),
+        "approval.denied" => (
+            "security",
+            format!("Refused an approval for {title} that did not verify"),
+        ),
+        "work_dispatched" => ("work", format!("Started {title} in the background")),
+        "work_item.done" => (
+            "work",
+            match facts.as_ref().and_then(|f| f.checks) {
+                Some((passed, total)) if passed == total && total > 0 => format!(
+                    "Approved and ran {title} — {} passed",
+                    plural(total as u64, "check")
+                ),
+                Some((passed, total)) if total > 0 => {
+                    format!("Ran {title} — {passed} of {total} checks passed")
+                }
+                _ => format!("Approved and ran {title}"),
+            },
+        ),
+        "work_item.failed" => ("work", format!("{title} failed")),
+        "work_item.stuck" => ("work", format!("{title} is stuck and needs you")),
+        "work_item.blocked" => ("work", format!("{title} was blocked by a safety check")),
+        "verification_completed" => (
+            "work",
+            match (
+                data.get("all_passed").and_then(Value::as_bool),
+                n(data, "failed"),
+            ) {
+                (Some(true), _) => format!("Checked {title}: all checks passed"),
+                (_, Some(failed)) => {
+                    format!("Checked {title}: {} failed", plural(failed, "check"))
+                }
+                _ => format!("Checked {title}"),
+            },
+        ),
+        "planner_consulted" => (
+            "work",
+            format!("Asked the planner to revise {title} after a failed attempt"),
+        ),
+        "execution_blocked_no_approval" => (
+            "security",
+            format!("Refused to run {title} without a valid approval"),
+        ),
+        "execution_blocked_linkage" => (
+            "security",
+            format!("Refused to run {title}: its follow-up link did not check out"),
+        ),
+        "artifact_ref_mismatch" => (
+            "security",
+            format!("Flagged {title}: the files it reported did not match what it produced"),
+        ),
+        "goal_cycle_checks" => ("work", format!("Checked on goal {title}")),
+        "goal_spawned_task" => ("work", format!("Goal {title} started a task")),
+        "spawned_task_needs_approval" => (
+            "approval",
+            format!("A task from goal {title} needs your approval"),
+        ),
+        "batch_executed" => ("work", format!("Ran a batch of actions for {title}")),
+        "gate_blocked" => ("security", format!("The gate '{gate}' blocked a step")),
+        "gate_block_reported" => ("security", format!("The gate '{gate}' reported a problem")),
+        "gate_set_invalid" => (
+            "security",
+            "A gate is misconfigured, so its checks fail closed".to_string(),
+        ),
+        "gate_approval_unavailable" => (
+            "security",
+            format!("The gate '{gate}' needed your approval and nobody could answer — blocked"),
+        ),
+        "gate_eval_cap_reached" => (
+            "security",
+            "Stopped evaluating gates at the per-turn limit — blocked".to_string(),
+        ),
+        "rejected_mutation" => (
+            "security",
+            format!("Ignored a change the gate '{gate}' was not allowed to make"),
+        ),
+        "quality_lane_violation" => (
+            "security",
+            format!("The quality check '{gate}' flagged a reply"),
+        ),
+        "escalation_unknown" | "escalation_cycle" => (
+            "security",
+            "A gate escalation is misconfigured — blocked".to_string(),
+        ),
+        "access_transition" => (
+            "security",
+            "A connection's access level changed".to_string(),
+        ),
+        "access_customer_context_refused" => (
+            "security",
+            "Refused to load customer details from an unsafe place".to_string(),
+        ),
+        "memory_op_blocked" => ("security", "Blocked a memory change".to_string()),
+        "security_rate_limited" => (
+            "security",
+            "Slowed down a sender who went over the message rate limit".to_string(),
+        ),
+        "backpressure_busy_retry" => (
+            "system",
+            "Was too busy for a message and asked the sender to retry".to_string(),
+        ),
+        "message.bad_signature" => (
+            "security",
+            "Rejected a message whose signature did not verify".to_string(),
+        ),
+        "replay_attempt" => ("security", "Rejected a replayed message".to_string()),
+        "chronicle.pruned" => (
+            "system",
+            "Cleared old conversation history (retention policy)".to_string(),
+        ),
+        "card_answered" => {
+            let choice = s(data, "verdict")
+                .or_else(|| s(data, "selected_value"))
+                .or_else(|| s(data, "action"))
+                .or_else(|| s(data, "selected_action"));
+            let text = match (choice, data.get("success").and_then(Value::as_bool)) {
+                (Some(c), _) => format!("You answered a {card}: {}", c.replace('_', " ")),
+                (None, Some(true)) => "You stored a credential through the secure form".into(),
+                (None, Some(false)) => "A secure input request was cancelled".into(),
+                _ => format!("You answered a {card}"),
+            };
+            ("card", text)
+        }
+        "card_timed_out" => (
+            "card",
+            format!("A {card} got no answer in time and was declined — nothing changed"),
+        ),
+        "card_declined_disconnected" => (
+            "card",
+            format!("A {card} was declined because you disconnected — nothing changed"),
+        ),
+        "card_declined_shutdown" => (
+            "card",
+            format!("A {card} was declined because Silas was shutting down"),
+        ),
+        "secret_stored" => (
+            "security",
+            format!(
+                "Stored a credential securely{}",
+                s(data, "label")
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ),
+        ),
+        other => {
+            if KNOWN_EVENTS
+                .iter()
+                .any(|(e, t)| *e == other && *t == Treatment::Hidden)
+                || other.starts_with("work_item.")
+            {
+                return None;
+            }
+            (
+                "other",
+                format!("Recorded: {}", other.replace(['_', '.'], " ")),
+            )
+        }
+    };
+    Some(ActivityItem {
+        seq,
+        at: at.to_string(),
+        kind: kind.to_string(),
+        text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> JsonObject {
+        match v {
+            Value::Object(o) => o,
+            _ => JsonObject::new(),
+        }
+    }
+
+    fn facts(id: &str) -> Option<WorkFacts> {
+        (id == "w1").then(|| WorkFacts {
+            title: "Create notes.txt".into(),
+            checks: Some((2, 2)),
+        })
+    }
+
+    fn full_data() -> JsonObject {
+        obj(
+            json!({"work_item_id": "w1", "gate": "pii", "card_type": "gate_approval",
+                   "verdict": "block", "all_passed": true, "failed": 0, "label": "GitHub token"}),
+        )
+    }
+
+    #[test]
+    fn every_known_event_has_its_treatment_and_no_fallback_text() {
+        for (event, treatment) in KNOWN_EVENTS {
+            let item = describe(7, "2026-01-01T00:00:00Z", event, &full_data(), &facts);
+            match treatment {
+                Treatment::Hidden => assert_eq!(item, None, "{event} should be hidden"),
+                Treatment::Shown => {
+                    let item = item.unwrap_or_else(|| panic!("{event} should be shown"));
+                    assert!(
+                        !item.text.starts_with("Recorded:"),
+                        "{event}: {}",
+                        item.text
+                    );
+                    assert!(!item.text.is_empty());
+                    assert_eq!(item.seq, 7);
+                    assert!(
+                        ["work", "approval", "card", "security", "system"]
+                            .contains(&item.kind.as_str()),
+                        "{event}"
+                    );
+                }
+            }
+        }
+        let mut names: Vec<&str> = KNOWN_EVENTS.iter().map(|(e, _)| *e).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KNOWN_EVENTS.len(), "duplicate entries");
+    }
+
+    #[test]
+    fn the_gate_crate_event_names_are_all_known() {
+        use silas_gates::audit::names::*;
+        for name in [
+            GATE_EVALUATED,
+            GATE_BLOCKED,
+            GATE_BLOCK_ADDITIONAL,
+            GATE_MUTATION,
+            REJECTED_MUTATION,
+            QUALITY_LANE_VIOLATION,
+            QUALITY_LLM_ERROR,
+            GATE_EVAL_CAP_REACHED,
+            ESCALATION_UNKNOWN,
+            ESCALATION_CYCLE,
+            ACCESS_TRANSITION,
+            ACCESS_CONTEXT_REFUSED,
+        ] {
+            assert!(KNOWN_EVENTS.iter().any(|(e, _)| *e == name), "{name}");
+        }
+        // Card resolutions are audited under these names.
+        for r in [
+            crate::cards::Resolution::Answered,
+            crate::cards::Resolution::TimedOut,
+            crate::cards::Resolution::Disconnected,
+            crate::cards::Resolution::Shutdown,
+        ] {
+            assert!(KNOWN_EVENTS.iter().any(|(e, _)| *e == r.audit_event()));
+        }
+    }
+
+    #[test]
+    fn the_spec_example_reads_as_written() {
+        let item = describe(
+            1,
+            "t",
+            "work_item.done",
+            &obj(json!({"work_item_id": "w1"})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(
+            item.text,
+            "Approved and ran 'Create notes.txt' — 2 checks passed"
+        );
+        let unknown = describe(
+            2,
+            "t",
+            "work_item.done",
+            &obj(json!({"work_item_id": "zz"})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(unknown.text, "Approved and ran a task");
+    }
+
+    #[test]
+    fn card_resolutions_read_plainly() {
+        let timed_out = describe(
+            1,
+            "t",
+            "card_timed_out",
+            &obj(json!({"card_type": "approval_request", "verdict": "declined"})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(
+            timed_out.text,
+            "A plan approval card got no answer in time and was declined — nothing changed"
+        );
+        let answered = describe(
+            2,
+            "t",
+            "card_answered",
+            &obj(json!({"card_type": "suggestion", "selected_value": "not_now"})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(answered.text, "You answered a suggestion card: not now");
+    }
+
+    #[test]
+    fn unknown_events_are_recorded_not_dropped() {
+        let item = describe(3, "t", "scheduler.job_ran", &JsonObject::new(), &facts).unwrap();
+        assert_eq!(item.kind, "other");
+        assert_eq!(item.text, "Recorded: scheduler job ran");
+    }
+}
