@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use ractor::Actor;
 use silas_actors::approval::ApprovalService;
-use silas_actors::channel::{MemorySink, Outbound};
+use silas_actors::channel::{
+    BoxFuture as ChannelFuture, ChannelError, ChannelSink, MemorySink, Outbound,
+};
 use silas_actors::memory::{KeywordMemory, MemoryIndex};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::stream::{
@@ -39,6 +41,8 @@ struct GatedLlm {
     inner: OfflineProvider,
     calls: AtomicUsize,
     gate: Semaphore,
+    /// Every request's messages, rendered (scope-isolation checks).
+    prompts: Mutex<Vec<String>>,
 }
 
 impl Provider for GatedLlm {
@@ -51,6 +55,10 @@ impl Provider for GatedLlm {
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            self.prompts
+                .lock()
+                .unwrap()
+                .push(format!("{:?}", request.messages));
             let wait = request
                 .messages
                 .iter()
@@ -97,6 +105,8 @@ struct Rt {
     stream: StreamHandle,
     join: ractor::concurrency::JoinHandle<()>,
     sink: MemorySink,
+    /// While set, the channel reports "no connection" for every delivery.
+    channel_down: Arc<AtomicBool>,
     llm: Arc<GatedLlm>,
     steps: Arc<StepLog>,
     dispatched: mpsc::Receiver<DispatchRequest>,
@@ -107,6 +117,22 @@ struct Rt {
 struct Opts {
     cfg: Config,
     crash_once: bool,
+}
+
+/// A channel that can be unplugged: while `down` is set every delivery
+/// fails as "disconnected" (a closed browser tab, a killed CLI client).
+struct SwitchSink {
+    inner: MemorySink,
+    down: Arc<AtomicBool>,
+}
+
+impl ChannelSink for SwitchSink {
+    fn send(&self, out: Outbound) -> ChannelFuture<'_, Result<(), ChannelError>> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(ChannelError::Disconnected("no connection".into())) });
+        }
+        self.inner.send(out)
+    }
 }
 
 fn key() -> Arc<OwnerKey> {
@@ -121,6 +147,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         inner: silas_llm::select::offline_provider(&cfg),
         calls: AtomicUsize::new(0),
         gate: Semaphore::new(0),
+        prompts: Mutex::new(Vec::new()),
     });
     let p: Arc<dyn Provider> = llm.clone();
     let agents = Agents::from_config(&cfg, |_| Ok((p.clone(), "rules".into()))).unwrap();
@@ -128,6 +155,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
     gates.register("guardrails_ai", Arc::new(GuardProvider));
     gates.register("predicate", Arc::new(PredicateProvider::new(vec![])));
     let sink = MemorySink::new();
+    let channel_down = Arc::new(AtomicBool::new(false));
     let steps = Arc::new(StepLog::default());
     let memory: Arc<dyn MemoryIndex> = Arc::new(CrashingMemory {
         inner: KeywordMemory::new(store.clone()),
@@ -144,7 +172,10 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         agents,
         gates,
         memory,
-        sink: Arc::new(sink.clone()),
+        sink: Arc::new(SwitchSink {
+            inner: sink.clone(),
+            down: channel_down.clone(),
+        }),
         observer: steps.clone(),
     };
     let (dtx, dispatched) = mpsc::channel(16);
@@ -169,6 +200,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         stream: StreamHandle { actor },
         join,
         sink,
+        channel_down,
         llm,
         steps,
         dispatched,
@@ -533,6 +565,313 @@ async fn graceful_drain_closes_intake() {
         rt.stream.submit(msg("owner", "hello")).await.unwrap(),
         SubmitOutcome::ShuttingDown
     );
+    assert_eq!(rt.sink.replies().len(), 1);
+    rt.stop().await;
+}
+
+/// Rate limits high enough that only backpressure refuses anything.
+fn load_config() -> Config {
+    let mut cfg = Config::default();
+    cfg.limits.ws_messages_per_minute_per_scope = 1_000_000;
+    cfg.limits.ws_messages_per_minute_per_ip = 1_000_000;
+    cfg
+}
+
+async fn wait_long(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every accepted id answered exactly once, nothing else answered.
+fn assert_answered_exactly_once(rt: &Rt, accepted: &[String]) {
+    let replies: Vec<String> = rt.sink.replies().into_iter().map(|(r, _)| r).collect();
+    let mut sorted = replies.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), replies.len(), "a reply was sent twice");
+    let mut want = accepted.to_vec();
+    want.sort();
+    assert_eq!(sorted, want, "replies are exactly the accepted messages");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_1000_messages_into_one_scope() {
+    let (_d, store) = store();
+    let rt = start(
+        &store,
+        Opts {
+            cfg: load_config(),
+            crash_once: false,
+        },
+    )
+    .await;
+    let bound = Config::default().backpressure.max_pending_turns_per_scope as usize;
+    // The observer: the scope's undelivered inbox records, sampled
+    // independently of the Stream's own counters.
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (store, max_seen, sampling) = (store.clone(), max_seen.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(Ordering::SeqCst) {
+                let n = store.inbox().pending_for_scope("owner").unwrap().len();
+                max_seen.fetch_max(n, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    // Every turn waits for a permit; permits trickle in while 1,000 messages
+    // arrive from 10 concurrent senders, so the queue fills, drains and
+    // refills many times.
+    let releasing = Arc::new(AtomicBool::new(true));
+    let releaser = {
+        let (llm, releasing) = (rt.llm.clone(), releasing.clone());
+        tokio::spawn(async move {
+            while releasing.load(Ordering::SeqCst) {
+                llm.gate.add_permits(1);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        })
+    };
+    let mut senders = Vec::new();
+    for t in 0..10 {
+        let (h, store) = (rt.stream.clone(), store.clone());
+        senders.push(tokio::spawn(async move {
+            let mut accepted = Vec::new();
+            let mut busy = 0usize;
+            for i in 0..100 {
+                match h
+                    .submit(msg("owner", &format!("hello wait {t}-{i}")))
+                    .await
+                    .unwrap()
+                {
+                    SubmitOutcome::Accepted { inbox_id } => {
+                        // Acknowledged means durable.
+                        assert!(store.inbox().get(&inbox_id).unwrap().is_some());
+                        accepted.push(inbox_id);
+                    }
+                    SubmitOutcome::BusyRetry { .. } => busy += 1,
+                    other => panic!("{other:?}"),
+                }
+                tokio::task::yield_now().await;
+            }
+            (accepted, busy)
+        }));
+    }
+    let mut accepted = Vec::new();
+    let mut busy = 0;
+    for s in senders {
+        let (a, b) = s.await.unwrap();
+        accepted.extend(a);
+        busy += b;
+    }
+    assert_eq!(accepted.len() + busy, 1000);
+    assert!(busy > 0, "the bound was never reached");
+    assert!(
+        accepted.len() > bound,
+        "the queue never drained and refilled ({} accepted)",
+        accepted.len()
+    );
+    let n = accepted.len();
+    wait_long(
+        "every accepted message answered",
+        Duration::from_secs(120),
+        || rt.sink.replies().len() >= n,
+    )
+    .await;
+    wait_long("inbox drained", Duration::from_secs(30), || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    releasing.store(false, Ordering::SeqCst);
+    sampling.store(false, Ordering::SeqCst);
+    releaser.await.unwrap();
+    sampler.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let max = max_seen.load(Ordering::SeqCst);
+    assert!(max <= bound, "queue depth {max} exceeded the bound {bound}");
+    assert!(max >= bound - 1, "the queue never got near full ({max})");
+    assert_answered_exactly_once(&rt, &accepted);
+    let refused = audit_events(&store)
+        .iter()
+        .filter(|e| *e == "backpressure_busy_retry")
+        .count();
+    assert_eq!(refused, busy, "every busy_retry is audited");
+    rt.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_queue_bound_sheds_non_owner_traffic_first() {
+    let (_d, store) = store();
+    let cfg = load_config();
+    let per_scope = cfg.backpressure.max_pending_turns_per_scope;
+    let total = cfg.backpressure.max_pending_turns_total;
+    assert_eq!((per_scope, total), (20, 500), "spec defaults");
+    let rt = start(
+        &store,
+        Opts {
+            cfg,
+            crash_once: false,
+        },
+    )
+    .await;
+    // Non-owner scopes fill the queue to 90 % (450 = 25 × 18); every turn
+    // is held in the model call, so nothing drains meanwhile.
+    let mut accepted = Vec::new();
+    for s in 0..25 {
+        for i in 0..18 {
+            accepted.push(accept(&rt, &format!("guest{s}"), &format!("hello wait {i}")).await);
+        }
+    }
+    assert_eq!(rt.stream.status().await.unwrap().pending_total, 450);
+    // A new non-owner scope, with an empty scope queue, is refused …
+    assert!(matches!(
+        rt.stream.submit(msg("guest99", "hello")).await.unwrap(),
+        SubmitOutcome::BusyRetry { .. }
+    ));
+    // … and so is more traffic from a non-owner scope with room left in it.
+    assert!(matches!(
+        rt.stream.submit(msg("guest0", "hello")).await.unwrap(),
+        SubmitOutcome::BusyRetry { .. }
+    ));
+    // The owner still gets in, up to its own scope bound.
+    for i in 0..per_scope {
+        accepted.push(accept(&rt, "owner", &format!("hello wait owner {i}")).await);
+    }
+    assert!(matches!(
+        rt.stream.submit(msg("owner", "hello")).await.unwrap(),
+        SubmitOutcome::BusyRetry { .. }
+    ));
+    assert_eq!(rt.stream.status().await.unwrap().pending_total, 470);
+    let tail = store.audit().tail(10_000).unwrap();
+    let global = tail
+        .iter()
+        .filter(|e| e.event == "backpressure_busy_retry" && e.data["queue"] == "global")
+        .count();
+    assert_eq!(global, 2, "the two non-owner refusals hit the global bound");
+    // Nothing accepted is dropped.
+    rt.llm.gate.add_permits(10_000);
+    let n = accepted.len();
+    wait_long("470 replies", Duration::from_secs(120), || {
+        rt.sink.replies().len() >= n
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_answered_exactly_once(&rt, &accepted);
+    assert_eq!(rt.stream.status().await.unwrap().pending_total, 0);
+    rt.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_scopes_chronicle_and_memory_are_never_visible() {
+    let (_d, store) = store();
+    let rt = start(&store, Opts::default()).await;
+    let secret = "zebra-7781";
+    let a = accept(&rt, "alice", &format!("my locker code is {secret}")).await;
+    wait_for("alice answered", || {
+        rt.sink.replies().iter().any(|(r, _)| *r == a)
+    })
+    .await;
+    let calls_before = rt.llm.prompts.lock().unwrap().len();
+    assert!(
+        rt.llm
+            .prompts
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.contains(secret)),
+        "alice's own turn sees her message"
+    );
+    // Bob asks for it, twice (the second turn rehydrates his own history).
+    for _ in 0..2 {
+        let b = accept(&rt, "bob", "what is my locker code?").await;
+        wait_for("bob answered", || {
+            rt.sink.replies().iter().any(|(r, _)| *r == b)
+        })
+        .await;
+    }
+    let prompts = rt.llm.prompts.lock().unwrap().clone();
+    assert!(prompts.len() > calls_before, "bob's turns called the model");
+    for p in &prompts[calls_before..] {
+        assert!(
+            !p.contains(secret),
+            "alice's text reached bob's prompt: {p}"
+        );
+    }
+    for (r, text) in rt.sink.replies() {
+        if r != a {
+            assert!(!text.contains(secret), "{text}");
+        }
+    }
+    // The stores answer per scope only.
+    let bob = store.chronicle().get_recent("bob", 100).unwrap();
+    assert_eq!(bob.len(), 4);
+    assert!(bob.iter().all(|c| !c.content.contains(secret)));
+    assert!(
+        store
+            .chronicle()
+            .get_recent("alice", 100)
+            .unwrap()
+            .iter()
+            .any(|c| c.content.contains(secret))
+    );
+    // A new runtime rehydrates bob from bob's chronicle only.
+    rt.stop().await;
+    let rt = start(&store, Opts::default()).await;
+    let before = rt.llm.prompts.lock().unwrap().len();
+    let b = accept(&rt, "bob", "what is my locker code again?").await;
+    wait_for("bob answered after restart", || {
+        rt.sink.replies().iter().any(|(r, _)| *r == b)
+    })
+    .await;
+    for p in &rt.llm.prompts.lock().unwrap()[before..] {
+        assert!(!p.contains(secret), "{p}");
+    }
+    rt.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
+    let (_d, store) = store();
+    let rt = start(&store, Opts::default()).await;
+    // The client went away (closed tab, killed CLI) before its replies.
+    rt.channel_down.store(true, Ordering::SeqCst);
+    let ids = [
+        accept(&rt, "owner", "hello").await,
+        accept(&rt, "owner", "create a file notes.txt containing hi").await,
+    ];
+    wait_for("both turns finished", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    let status = rt.stream.status().await.unwrap();
+    assert_eq!(status.processor_restarts, 0, "no crash loop");
+    for id in &ids {
+        let r = store.inbox().get(id).unwrap().unwrap();
+        assert_eq!(r.stage, silas_storage::InboxStage::Delivered);
+        assert!(r.reply.is_some(), "the answer is kept");
+    }
+    // Answered once: two turns, two responses in the chronicle.
+    assert_eq!(store.chronicle().get_recent("owner", 10).unwrap().len(), 4);
+    let tail = store.audit().tail(1_000).unwrap();
+    let undelivered: Vec<_> = tail
+        .iter()
+        .filter(|e| e.event == "delivery_no_connection")
+        .collect();
+    // Two replies and the plan card.
+    assert_eq!(undelivered.len(), 3, "{undelivered:?}");
+    // The card is still pending: the owner can answer it on reconnect.
+    assert_eq!(store.records::<PendingCard>().list().unwrap().len(), 1);
+    // The channel is back: the runtime is healthy and answers again.
+    rt.channel_down.store(false, Ordering::SeqCst);
+    let id = accept(&rt, "owner", "hello").await;
+    wait_for("reply", || rt.sink.replies().iter().any(|(r, _)| *r == id)).await;
     assert_eq!(rt.sink.replies().len(), 1);
     rt.stop().await;
 }

@@ -854,18 +854,16 @@ impl Turn<'_> {
         self.step("send");
         let m = &self.record.message;
         if let Some(text) = self.reply.clone() {
-            self.deps
-                .sink
-                .send(Outbound::Reply {
-                    scope_id: self.scope.scope_id.clone(),
-                    connection_id: m.connection_id.clone(),
-                    reply_to: self.record.inbox_id.clone(),
-                    text,
-                })
-                .await?;
+            let out = Outbound::Reply {
+                scope_id: self.scope.scope_id.clone(),
+                connection_id: m.connection_id.clone(),
+                reply_to: self.record.inbox_id.clone(),
+                text,
+            };
+            self.deliver(out, "reply").await?;
         }
         if let Some(card) = self.card.clone() {
-            self.deps.sink.send(Outbound::Card { card }).await?;
+            self.deliver(Outbound::Card { card }, "card").await?;
         }
         self.record = self
             .deps
@@ -873,6 +871,26 @@ impl Turn<'_> {
             .inbox()
             .mark_delivered(&self.record.inbox_id)?;
         Ok(())
+    }
+
+    /// One delivery. Nobody connected to the scope is not a failed turn: the
+    /// reply is already durable (inbox record + chronicle, committed at step
+    /// 11) and a card stays pending in the store until answered or expired.
+    /// Failing here would restart the processor, replay into the same empty
+    /// channel and, past the restart intensity, take the daemon down —
+    /// because a client closed its tab. Audited (no content) instead.
+    async fn deliver(&mut self, out: Outbound, kind: &str) -> Result<(), TurnError> {
+        match self.deps.sink.send(out).await {
+            Ok(()) => Ok(()),
+            Err(ChannelError::Disconnected(why)) => {
+                tracing::info!(scope_id = %self.scope.scope_id, kind, "not delivered: {why}");
+                let data = json!({"scope_id": self.scope.scope_id,
+                                  "inbox_id": self.record.inbox_id, "kind": kind});
+                self.push("delivery_no_connection", data);
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Step 14: access state after passed `custom_check` input gates.
