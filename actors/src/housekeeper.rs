@@ -1,10 +1,13 @@
-//! The Housekeeper: periodic maintenance of durable state. On each tick it
-//! applies the chronicle retention policy (§4.14, default 90 days), prunes
-//! nonce records older than the nonce TTL (§4.5), and writes
-//! an audit checkpoint (§4.16) when the chain has grown and the interval has
-//! passed. It keeps nothing that redb does not also have: on (re)start it
-//! reads the latest checkpoint back, so a restart neither skips nor repeats
-//! work. Store errors fail the actor; its supervisor restarts it.
+//! The Housekeeper: maintenance of durable state — the chronicle retention
+//! policy (§4.14, default 90 days), pruning nonce records older than the
+//! nonce TTL (§4.5), and an audit checkpoint (§4.16) when the chain has grown
+//! and the interval has passed. In the daemon the Scheduler decides *when*
+//! (jobs `chronicle_retention`, `nonce_prune`, `audit_checkpoint`, sent as
+//! [`HousekeeperMsg::Run`]), so there is one timing mechanism; a standalone
+//! housekeeper can still tick on its own (`tick_every`). It keeps nothing
+//! that redb does not also have: on (re)start it reads the latest checkpoint
+//! back, so a restart neither skips nor repeats work. Store errors fail the
+//! actor; its supervisor restarts it.
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +38,17 @@ pub struct HousekeeperArgs {
     /// Nonce records older than this are unreplayable by definition (§4.5).
     pub nonce_ttl: Duration,
     pub checkpoint_interval: Duration,
-    pub tick_every: Duration,
+    /// Run all maintenance on this interval by itself; `None` when the
+    /// Scheduler drives it.
+    pub tick_every: Option<Duration>,
+}
+
+/// One kind of maintenance, as scheduled by the Scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HousekeepingJob {
+    ChronicleRetention,
+    NoncePrune,
+    AuditCheckpoint,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,8 +59,10 @@ pub struct HousekeepingReport {
 }
 
 pub enum HousekeeperMsg {
-    /// Periodic maintenance.
+    /// Periodic maintenance (all jobs).
     Tick,
+    /// One job, when the Scheduler says it is due.
+    Run(HousekeepingJob),
     /// Maintenance now, checkpointing whenever the chain grew; replies with what was done.
     RunNow(RpcReplyPort<HousekeepingReport>),
 }
@@ -64,6 +79,14 @@ pub struct Housekeeper;
 
 impl HousekeeperState {
     fn run(&mut self, force: bool) -> Result<HousekeepingReport, ActorProcessingErr> {
+        Ok(HousekeepingReport {
+            chronicle_pruned: self.retention()?,
+            nonces_pruned: self.prune_nonces()?,
+            checkpoint: self.checkpoint(force)?,
+        })
+    }
+
+    fn retention(&mut self) -> Result<u64, ActorProcessingErr> {
         let store = &self.args.store;
         let pruned = store
             .chronicle()
@@ -74,11 +97,18 @@ impl HousekeeperState {
                 store.audit().log("chronicle.pruned", data)?;
             }
         }
+        Ok(pruned)
+    }
+
+    fn prune_nonces(&mut self) -> Result<u64, ActorProcessingErr> {
         let nonce_cutoff = Timestamp::now().minus(
             chrono::Duration::from_std(self.args.nonce_ttl).unwrap_or(chrono::Duration::MAX),
         );
-        let nonces_pruned = store.nonces().prune_expired(nonce_cutoff)?;
-        let audit = store.audit();
+        Ok(self.args.store.nonces().prune_expired(nonce_cutoff)?)
+    }
+
+    fn checkpoint(&mut self, force: bool) -> Result<Option<String>, ActorProcessingErr> {
+        let audit = self.args.store.audit();
         let len = audit.len()?;
         let mut checkpoint = None;
         if checkpoint_due(
@@ -92,11 +122,7 @@ impl HousekeeperState {
             self.covered_len = len;
             self.last_checkpoint = Instant::now();
         }
-        Ok(HousekeepingReport {
-            chronicle_pruned: pruned,
-            nonces_pruned,
-            checkpoint,
-        })
+        Ok(checkpoint)
     }
 }
 
@@ -117,14 +143,14 @@ impl Actor for Housekeeper {
             .latest_checkpoint()?
             .map(|cp| cp.head_seq + 1)
             .unwrap_or(0);
-        let timer = ractor::time::send_interval(args.tick_every, myself.get_cell(), || {
-            HousekeeperMsg::Tick
+        let timer = args.tick_every.map(|every| {
+            ractor::time::send_interval(every, myself.get_cell(), || HousekeeperMsg::Tick)
         });
         Ok(HousekeeperState {
             args,
             covered_len,
             last_checkpoint: Instant::now(),
-            timer: Some(timer),
+            timer,
         })
     }
 
@@ -141,6 +167,23 @@ impl Actor for Housekeeper {
                     tracing::info!(pruned = report.chronicle_pruned, checkpoint = ?report.checkpoint, "housekeeping");
                 }
             }
+            HousekeeperMsg::Run(job) => match job {
+                HousekeepingJob::ChronicleRetention => {
+                    let pruned = state.retention()?;
+                    if pruned > 0 {
+                        tracing::info!(pruned, "chronicle retention");
+                    }
+                }
+                HousekeepingJob::NoncePrune => {
+                    state.prune_nonces()?;
+                }
+                HousekeepingJob::AuditCheckpoint => {
+                    // The Scheduler's cadence is the checkpoint interval.
+                    if let Some(cp) = state.checkpoint(true)? {
+                        tracing::info!(checkpoint = %cp, "audit checkpoint");
+                    }
+                }
+            },
             HousekeeperMsg::RunNow(reply) => {
                 let report = state.run(true)?;
                 let _ = reply.send(report);

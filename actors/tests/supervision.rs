@@ -205,7 +205,7 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
         retention_days: 90,
         nonce_ttl: Duration::from_secs(40 * 60),
         checkpoint_interval: Duration::from_secs(3600),
-        tick_every: Duration::from_secs(3600),
+        tick_every: Some(Duration::from_secs(3600)),
     };
     let (hk, join) = Actor::spawn(None, Housekeeper, args.clone()).await.unwrap();
     let r = call_t!(hk, HousekeeperMsg::RunNow, 2000).unwrap();

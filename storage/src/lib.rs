@@ -22,6 +22,7 @@ pub mod inbox;
 pub mod nonces;
 pub mod records;
 pub mod schema;
+pub mod scheduled_jobs;
 pub mod work_items;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub use error::{StoreError, StoreResult};
 pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{Keyed, PendingCard, PersonaEvents, Records};
+pub use scheduled_jobs::ScheduledJob;
 pub use work_items::WorkItemStore;
 
 /// File name of the store inside the data dir.

@@ -57,6 +57,9 @@ pub(crate) const INBOX_PENDING: TableDefinition<(&str, u64), &str> =
     TableDefinition::new("inbox_pending");
 /// Monotonic counters (chronicle sequence, …).
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+/// job_id → ScheduledJob: the Scheduler's registered jobs (survive restarts).
+pub(crate) const SCHEDULED_JOBS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("scheduled_jobs");
 
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
@@ -79,6 +82,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("counters", "str", "u64", 0),
     ("inbox", "str", "record", RECORD_V1),
     ("inbox_pending", "(str,u64)", "str", 0),
+    ("scheduled_jobs", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -123,6 +127,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(COUNTERS)?;
     txn.open_table(INBOX)?;
     txn.open_table(INBOX_PENDING)?;
+    txn.open_table(SCHEDULED_JOBS)?;
     Ok(())
 }
 
