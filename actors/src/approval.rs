@@ -241,6 +241,38 @@ impl ApprovalService {
         Ok(())
     }
 
+    /// Non-consuming check of a non-plan token (a paused tool call's) before
+    /// the approved action runs: the ledger's copy, its binding to `subject`,
+    /// and the execution nonce a prior `verify_subject` recorded.
+    pub fn check_subject(
+        &self,
+        token: &ApprovalToken,
+        subject: Subject<'_>,
+        now: Timestamp,
+    ) -> Result<(), ApprovalError> {
+        let stored = match self.store.approvals().get(&token.token_id)? {
+            Some(t) if approval::same_signed_token(&t, token) => t,
+            Some(_) | None => return self.deny("check", token, Denial::UnknownToken),
+        };
+        let binding = match approval::check_subject(&stored, subject, now, &self.sig_ok()) {
+            Ok(b) => b,
+            Err(d) => return self.deny("check", token, d),
+        };
+        if !self
+            .store
+            .nonces()
+            .has_execution(&binding.token_id, &binding.exec_hash)?
+        {
+            return self.deny("check", token, Denial::NotYetVerified);
+        }
+        Ok(())
+    }
+
+    /// `approval.default_ttl_minutes`: also how long an approval card waits.
+    pub fn default_ttl_minutes(&self) -> u32 {
+        self.policy.default_ttl_minutes
+    }
+
     /// Taint of an inbound message (§3.1, §5.1 step 2). Records the message
     /// nonce only for a valid, fresh signature; audits replay attempts.
     pub fn classify_message(

@@ -708,6 +708,12 @@ impl Actor for Stream {
                     json!({"work_item_id": event.work_item_id, "scope_id": event.scope_id,
                            "status": event.status}),
                 )?;
+                // An item waiting for the owner (a fix task's plan card, a
+                // paused tool call's card) brings its open cards along.
+                let waiting = (event.status == crate::work::WorkStatusKind::Blocked)
+                    .then(|| approval_flow::open_cards_for(&state.args.deps, &event.work_item_id))
+                    .transpose()?
+                    .unwrap_or_default();
                 if let Err(e) = state
                     .args
                     .deps
@@ -716,6 +722,11 @@ impl Actor for Stream {
                     .await
                 {
                     tracing::warn!("work status not delivered: {e}");
+                }
+                for card in waiting {
+                    if let Err(e) = state.args.deps.sink.send(Outbound::Card { card }).await {
+                        tracing::warn!("approval card not delivered: {e}");
+                    }
                 }
             }
             StreamMsg::CloseIntake(reply) => {

@@ -16,6 +16,8 @@
 //!   plan hash. At `check`, `work_item` is the spawned task itself.
 //! * batch and autonomy-threshold approvals use the same token with
 //!   `plan_hash` = the batch hash / threshold binding ([`Subject`]).
+//! * a paused tool call of background work (scope `single_step`) binds the
+//!   tool-call hash, which covers the call and its work item's plan hash.
 
 use serde_json::Value;
 
@@ -23,7 +25,7 @@ use crate::error::ErrorCode;
 use crate::model::JsonObject;
 use crate::model::approval::{
     ApprovalDecision, ApprovalScope, ApprovalStrength, ApprovalToken, ApprovalVerdict,
-    SPAWN_POLICY_HASH_KEY,
+    SPAWN_POLICY_HASH_KEY, ToolCallApproval,
 };
 use crate::model::review::{AutonomyThresholdProposal, BatchProposal};
 use crate::model::work::{WorkItem, WorkItemType};
@@ -37,6 +39,7 @@ pub enum Subject<'a> {
     WorkItem(&'a WorkItem),
     Batch(&'a BatchProposal),
     AutonomyThreshold(&'a AutonomyThresholdProposal),
+    ToolCall(&'a ToolCallApproval),
 }
 
 impl Subject<'_> {
@@ -54,6 +57,10 @@ impl Subject<'_> {
             Subject::AutonomyThreshold(p) => Ok((
                 p.proposal_id.clone(),
                 projections::autonomy_threshold_hash(p).map_err(hash_err)?,
+            )),
+            Subject::ToolCall(c) => Ok((
+                c.work_item_id.clone(),
+                projections::tool_call_hash(c).map_err(hash_err)?,
             )),
         }
     }
@@ -153,6 +160,12 @@ pub fn unsigned_token(
             return Err(IssueError::ScopeMismatch {
                 scope,
                 why: "threshold proposals take scope autonomy_threshold",
+            });
+        }
+        (Subject::ToolCall(_), s) if s != ApprovalScope::SingleStep => {
+            return Err(IssueError::ScopeMismatch {
+                scope,
+                why: "a paused tool call is approved as one single step",
             });
         }
         (Subject::WorkItem(_), ApprovalScope::AutonomyThreshold) => {
@@ -452,6 +465,41 @@ pub fn authorize_subject(
         return Err(Denial::StandingRequiresSpawnedTask);
     }
     check_not_exhausted(token)?;
+    Ok(ExecutionBinding {
+        token_id: token.token_id.clone(),
+        exec_hash: h,
+    })
+}
+
+/// The non-consuming `check` for a non-plan subject: signature, verdict,
+/// expiry, the payload binding, and a prior consuming `verify` (the caller
+/// confirms the execution nonce is on record).
+pub fn check_subject(
+    token: &ApprovalToken,
+    subject: Subject<'_>,
+    now: Timestamp,
+    sig_ok: &dyn Fn(&[u8], &[u8]) -> bool,
+) -> Result<ExecutionBinding, Denial> {
+    check_common(token, now, sig_ok)?;
+    let (id, h) = subject.binding()?;
+    if token.work_item_id != id {
+        return Err(Denial::WrongWorkItem {
+            token: token.work_item_id.clone(),
+            presented: id,
+        });
+    }
+    if token.plan_hash != h {
+        return Err(Denial::PlanHashMismatch);
+    }
+    if token.executions_used == 0 {
+        return Err(Denial::NotYetVerified);
+    }
+    if token.executions_used > token.max_executions {
+        return Err(Denial::Exhausted {
+            used: token.executions_used,
+            max: token.max_executions,
+        });
+    }
     Ok(ExecutionBinding {
         token_id: token.token_id.clone(),
         exec_hash: h,

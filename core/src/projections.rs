@@ -7,6 +7,7 @@
 //!   list normalisation (sets sorted, gates/verify as sorted canonical strings);
 //! * [`batch_hash`] — §3.11: `{goal_id, action, ordered item_ids, count}`;
 //! * [`autonomy_threshold_hash`] — §3.11: ordered changes plus evidence metadata;
+//! * [`tool_call_hash`] — §5.2.1 c2: one paused tool call of a work item;
 //! * [`token_signing_payload`] — §3.6: the bytes the owner key signs;
 //! * [`signed_message_payload`] — §3.1: `{text, timestamp, nonce}`.
 //!
@@ -26,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Timestamp;
 use crate::canonical::{self, CanonicalError};
-use crate::model::approval::ApprovalToken;
+use crate::model::approval::{ApprovalToken, ToolCallApproval};
 use crate::model::review::{AutonomyThresholdProposal, BatchProposal};
 use crate::model::work::WorkItem;
 
@@ -184,6 +185,20 @@ pub fn autonomy_threshold_hash(p: &AutonomyThresholdProposal) -> Result<String, 
         "sample_size": p.sample_size,
         "correction_rate": p.correction_rate,
         "evidence_window": p.evidence_window,
+    });
+    canonical::hash_of(&projection)
+}
+
+/// §5.2.1 c2 binding of a paused tool call: the call (id, name, arguments)
+/// and the plan hash of the work item it runs for.
+pub fn tool_call_hash(c: &ToolCallApproval) -> Result<String, CanonicalError> {
+    let projection = json!({
+        "work_item_id": c.work_item_id,
+        "plan_hash": c.plan_hash,
+        "attempt": c.attempt,
+        "call_id": c.call_id,
+        "tool_name": c.tool_name,
+        "arguments": c.arguments,
     });
     canonical::hash_of(&projection)
 }

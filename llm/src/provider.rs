@@ -8,6 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use silas_core::config::{LlmConfig, ModelPrice};
 use silas_core::model::work::BudgetUsed;
@@ -19,7 +20,7 @@ use crate::error::LlmError;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One tool invocation requested by the model.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The model's id for the call, echoed back with the result.
     pub id: String,
@@ -36,7 +37,7 @@ impl ToolCall {
 }
 
 /// One message of the conversation sent to the model.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ChatMessage {
     System(String),
     User(String),
@@ -53,7 +54,7 @@ pub enum ChatMessage {
 }
 
 /// A tool as offered to the model (OpenAI function tool).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
@@ -62,7 +63,7 @@ pub struct ToolSpec {
 }
 
 /// Structured-output request: the JSON Schema the answer must follow.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResponseSchema {
     /// `[A-Za-z0-9_-]{1,64}`; the offline responder dispatches on it.
     pub name: String,
@@ -70,7 +71,7 @@ pub struct ResponseSchema {
 }
 
 /// One chat-completion request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// Provider-side model id (the part after `provider:`).
     pub model: String,

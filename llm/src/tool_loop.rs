@@ -7,8 +7,13 @@
 //! each response's tokens and cost to the budget.
 //!
 //! Tool execution itself is the [`ToolExecutor`] trait, implemented by the
-//! execution layer (sandbox); tests use a double.
+//! execution layer (sandbox); tests use a double. Besides the chain's own
+//! approval stage, the executor may [screen](ToolExecutor::screen) a call
+//! and defer it (§5.2.1 c2: an `on_tool_call` gate said `require_approval`);
+//! a deferred call pauses the run exactly like an approval-sensitive tool.
+//! A [`PausedRun`] is plain serialisable data, so a pause survives a restart.
 
+use serde::{Deserialize, Serialize};
 use silas_core::model::work::{Budget, BudgetUsed};
 
 use crate::error::LlmError;
@@ -27,6 +32,23 @@ pub struct ToolOutput {
 /// tool result the model can react to.
 pub trait ToolExecutor: Send + Sync {
     fn execute<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, ToolOutput>;
+
+    /// Asked before [`execute`](Self::execute) for a call the wrapper chain
+    /// lets run now. [`Screening::Defer`] pauses the run for approval; a
+    /// resumed, approved call is executed without asking again.
+    fn screen<'a>(&'a self, _call: &'a ToolCall, _tool: &'a ToolDef) -> BoxFuture<'a, Screening> {
+        Box::pin(async { Screening::Run })
+    }
+}
+
+/// The executor's verdict on a call before it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Screening {
+    Run,
+    /// Pause for the owner's approval, with the reason shown to them.
+    Defer {
+        reason: String,
+    },
 }
 
 /// Limits of one loop run.
@@ -41,7 +63,7 @@ pub struct LoopLimits {
 }
 
 /// A run paused for approval: everything needed to resume it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PausedRun {
     pub request: ChatRequest,
     /// The call awaiting approval.
@@ -49,6 +71,9 @@ pub struct PausedRun {
     /// Calls of the same model turn not yet handled (run after the decision).
     pub remaining: Vec<ToolCall>,
     pub requests_made: u32,
+    /// Why the call needs approval (the chain's policy or the executor's screen).
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// The runtime's answer to a paused call.
@@ -120,6 +145,7 @@ pub async fn resume_tool_loop(
         call,
         remaining,
         requests_made,
+        ..
     } = paused;
     let content = match resolution {
         ApprovalResolution::Approved => match toolset.decide(&call) {
@@ -149,6 +175,14 @@ pub async fn resume_tool_loop(
     .await
 }
 
+/// What happened to one requested call.
+enum Handled {
+    /// The tool message to give back to the model.
+    Answer(String),
+    /// Pause the run for approval (reason).
+    Pause(String),
+}
+
 /// Handles pending calls of the current model turn, then asks the model
 /// again, until it finishes, pauses or hits a limit.
 #[allow(clippy::too_many_arguments)]
@@ -167,15 +201,25 @@ async fn drive(
         // 1. Handle the calls of the last model turn, in order.
         while !pending.is_empty() {
             let call = pending.remove(0);
-            let content = match toolset.decide(&call) {
-                CallDecision::Execute(tool) => executor.execute(&call, &tool).await.content,
-                CallDecision::Refused { reason } => format!("refused: {reason}"),
+            let handled = match toolset.decide(&call) {
+                CallDecision::Execute(tool) => match executor.screen(&call, &tool).await {
+                    Screening::Run => Handled::Answer(executor.execute(&call, &tool).await.content),
+                    Screening::Defer { reason } => Handled::Pause(reason),
+                },
+                CallDecision::Refused { reason } => Handled::Answer(format!("refused: {reason}")),
                 CallDecision::ApprovalRequired(_) => {
+                    Handled::Pause(format!("{} requires the owner's approval", call.name))
+                }
+            };
+            let content = match handled {
+                Handled::Answer(content) => content,
+                Handled::Pause(reason) => {
                     return ToolLoopOutcome::ApprovalRequired(Box::new(PausedRun {
                         request,
                         call,
                         remaining: pending,
                         requests_made,
+                        reason,
                     }));
                 }
             };

@@ -12,8 +12,9 @@ use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemStatus};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
+use crate::records::{Keyed, PendingCard};
 use crate::schema::{
-    WORK_ITEMS, WORK_ITEMS_BY_FOLLOW_UP, WORK_ITEMS_BY_PARENT, WORK_ITEMS_BY_STATUS,
+    PENDING_CARDS, WORK_ITEMS, WORK_ITEMS_BY_FOLLOW_UP, WORK_ITEMS_BY_PARENT, WORK_ITEMS_BY_STATUS,
 };
 
 const TABLE: &str = "work_items";
@@ -95,6 +96,41 @@ impl WorkItemStore {
         for item in items {
             let old = get_in(&txn.open_table(WORK_ITEMS)?, &item.id)?;
             put_in(&txn, item, old.as_ref())?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Persist a work item together with a card change in one transaction:
+    /// `card` is written (the question the item now waits on) and/or the
+    /// card `close` is removed. A crash keeps either the item's old state and
+    /// old cards, or the new state with its card — never a waiting item
+    /// without its card.
+    pub fn save_with_card(
+        &self,
+        item: &WorkItem,
+        card: Option<&PendingCard>,
+        close: Option<&str>,
+    ) -> StoreResult<()> {
+        if item.id.is_empty() {
+            return Err(StoreError::Invalid("work item id must not be empty".into()));
+        }
+        if card.is_some_and(|c| c.key().is_empty()) {
+            return Err(StoreError::Invalid(
+                "pending card key must not be empty".into(),
+            ));
+        }
+        let txn = self.db.begin_write()?;
+        let old = get_in(&txn.open_table(WORK_ITEMS)?, &item.id)?;
+        put_in(&txn, item, old.as_ref())?;
+        {
+            let mut cards = txn.open_table(PENDING_CARDS)?;
+            if let Some(key) = close {
+                cards.remove(key)?;
+            }
+            if let Some(c) = card {
+                cards.insert(c.key(), codec::encode(PendingCard::NAME, c)?.as_slice())?;
+            }
         }
         txn.commit()?;
         Ok(())

@@ -1,20 +1,32 @@
-//! The owner's answer to a plan card (§5.1.2 steps 4–9): mint the token,
-//! attach it, verify it (the single consuming authorisation), dispatch the
-//! work in the background. Idempotent: a card is answered once; a work item
-//! whose token was already consumed is never dispatched again, even if a
-//! crash left its card behind.
+//! The owner's answer to a card, dispatched on the card type:
+//!
+//! * a plan card ([`PLAN_CARD`], §5.1.2 steps 4–9 — also the fresh
+//!   interactive approval of a goal-spawned fix task, §5.2.3 step 4): mint
+//!   the token, attach it, verify it (the single consuming authorisation),
+//!   dispatch the work in the background. A card that recorded the plan hash
+//!   it was asked for approves only that exact plan.
+//! * a tool card ([`TOOL_CARD`], §5.2.1 c2, §4.24): a paused tool call of
+//!   background work. Approval mints a `single_step` token bound to that call
+//!   and the item's plan and verifies it; approval or refusal is written into
+//!   the card and the item is dispatched, and the WorkExecutor resumes the
+//!   paused run with it (consuming the card).
+//!
+//! Idempotent: a card is answered once; a work item whose token was already
+//! consumed is never dispatched again, even if a crash left its card behind.
 
 use serde_json::json;
-use silas_core::Timestamp;
-use silas_core::approval::Subject;
+use silas_core::approval::{Denial, Subject};
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
-use silas_core::model::work::WorkItemStatus;
+use silas_core::model::work::{WorkItem, WorkItemStatus};
+use silas_core::{Timestamp, projections};
 use silas_storage::PendingCard;
 use tokio::sync::mpsc;
 
+use crate::approval::ApprovalError;
 use crate::channel::Outbound;
-use crate::turn::pipeline::{PLAN_CARD, TurnDeps, TurnError};
+use crate::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
 use crate::work::DispatchRequest;
+use crate::work_executor::cards::{self, ToolDecision};
 
 /// How long a dispatch may wait for room in the executor's queue.
 pub const DISPATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -31,6 +43,15 @@ pub enum DecideOutcome {
     Declined { work_item_id: String },
     /// The work item's token was already consumed: card closed, nothing re-run.
     AlreadyApproved { work_item_id: String },
+    /// A paused tool call was approved (token issued for exactly that call
+    /// and verified); the item was dispatched to resume.
+    ToolCallApproved {
+        work_item_id: String,
+        token_id: String,
+    },
+    /// A paused tool call was declined; the item was dispatched to resume
+    /// with the refusal (the call never runs).
+    ToolCallDeclined { work_item_id: String },
 }
 
 fn audit(deps: &TurnDeps, event: &str, data: serde_json::Value) -> Result<(), TurnError> {
@@ -50,6 +71,13 @@ async fn notify(deps: &TurnDeps, scope_id: &str, text: String) -> Result<(), Tur
     Ok(())
 }
 
+/// Open cards of a work item still waiting for the owner — what the Stream
+/// delivers when the WorkExecutor reports the item blocked or paused.
+pub fn open_cards_for(deps: &TurnDeps, work_item_id: &str) -> Result<Vec<PendingCard>, TurnError> {
+    let all = deps.store.records::<PendingCard>().list()?;
+    Ok(cards::open_cards_for(all, work_item_id))
+}
+
 /// `decide_card(request_id, decision)`.
 pub async fn decide_card(
     deps: &TurnDeps,
@@ -60,15 +88,10 @@ pub async fn decide_card(
     let cards = deps.store.records::<PendingCard>();
     let card = cards
         .get(request_id)?
-        .filter(|c| c.card_type == PLAN_CARD)
+        .filter(|c| c.card_type == PLAN_CARD || c.card_type == TOOL_CARD)
         .ok_or_else(|| TurnError::UnknownCard(request_id.to_string()))?;
-    let work_item_id = card
-        .payload
-        .get("work_item_id")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string();
-    let mut work = deps
+    let work_item_id = cards::work_item_of(&card).unwrap_or_default().to_string();
+    let work = deps
         .store
         .work_items()
         .get(&work_item_id)?
@@ -79,10 +102,47 @@ pub async fn decide_card(
         audit(
             deps,
             "plan_card_expired",
-            json!({"request_id": request_id, "work_item_id": work_item_id}),
+            json!({"request_id": request_id, "work_item_id": work_item_id,
+                   "card_type": card.card_type}),
         )?;
         return Err(TurnError::UnknownCard(request_id.to_string()));
     }
+    if card.card_type == TOOL_CARD {
+        decide_tool_call(deps, dispatch, card, work, decision, now).await
+    } else {
+        decide_plan(deps, dispatch, card, work, decision, now).await
+    }
+}
+
+/// Sends the item to the WorkExecutor (which ignores an item already
+/// running and never re-runs a finished one).
+async fn send_dispatch(
+    dispatch: &mpsc::Sender<DispatchRequest>,
+    work_item_id: &str,
+    scope_id: &str,
+) -> Result<(), TurnError> {
+    let req = DispatchRequest {
+        work_item_id: work_item_id.to_string(),
+        scope_id: scope_id.to_string(),
+    };
+    dispatch
+        .send_timeout(req, DISPATCH_TIMEOUT)
+        .await
+        .map_err(|e| TurnError::Dispatch(e.to_string()))
+}
+
+/// §5.1.2 steps 4–9 for a plan card.
+async fn decide_plan(
+    deps: &TurnDeps,
+    dispatch: &mpsc::Sender<DispatchRequest>,
+    card: PendingCard,
+    mut work: WorkItem,
+    decision: ApprovalDecision,
+    now: Timestamp,
+) -> Result<DecideOutcome, TurnError> {
+    let cards = deps.store.records::<PendingCard>();
+    let request_id = card.request_id.as_str();
+    let work_item_id = work.id.clone();
     if work
         .approval_token
         .as_ref()
@@ -106,6 +166,36 @@ pub async fn decide_card(
         )
         .await?;
         return Ok(DecideOutcome::Declined { work_item_id });
+    }
+    // The owner approved what the card showed: a card that recorded its
+    // plan hash approves that plan only, never one edited since.
+    if let Some(asked) = card
+        .payload
+        .get(cards::PLAN_HASH_KEY)
+        .and_then(|v| v.as_str())
+    {
+        let current = projections::plan_hash(&work).map_err(|e| {
+            TurnError::Approval(ApprovalError::Denied(Denial::Unhashable(e.to_string())))
+        })?;
+        if current != asked {
+            cards.delete(request_id)?;
+            audit(
+                deps,
+                "plan_card_refused",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "reason": Denial::PlanHashMismatch.kind()}),
+            )?;
+            notify(
+                deps,
+                &card.scope_id,
+                format!(
+                    "\"{}\" changed after it was put to you, so the approval was refused; nothing runs.",
+                    work.title
+                ),
+            )
+            .await?;
+            return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
+        }
     }
     // Steps 5–8: issue, attach + save, verify (consumes one execution; the
     // ledger mirrors the updated token onto the stored work item).
@@ -137,14 +227,7 @@ pub async fn decide_card(
     };
     cards.delete(request_id)?;
     // Step 9: background execution; the turn never waits for it.
-    let req = DispatchRequest {
-        work_item_id: work_item_id.clone(),
-        scope_id: card.scope_id.clone(),
-    };
-    dispatch
-        .send_timeout(req, DISPATCH_TIMEOUT)
-        .await
-        .map_err(|e| TurnError::Dispatch(e.to_string()))?;
+    send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
     audit(
         deps,
         "work_dispatched",
@@ -161,4 +244,109 @@ pub async fn decide_card(
         work_item_id,
         token_id: verified.token_id,
     })
+}
+
+/// §5.2.1 c2 / §4.24 for a tool card: record the owner's answer in the card
+/// (after minting and verifying a token bound to exactly this call when
+/// approved), then dispatch the item so the WorkExecutor resumes the run.
+async fn decide_tool_call(
+    deps: &TurnDeps,
+    dispatch: &mpsc::Sender<DispatchRequest>,
+    card: PendingCard,
+    work: WorkItem,
+    decision: ApprovalDecision,
+    now: Timestamp,
+) -> Result<DecideOutcome, TurnError> {
+    let cards = deps.store.records::<PendingCard>();
+    let request_id = card.request_id.clone();
+    let work_item_id = work.id.clone();
+    let bad = |why: String| TurnError::Approval(ApprovalError::Denied(Denial::Unhashable(why)));
+    // Answered before (a retry after a crash): only make sure it resumes.
+    if cards::decision_of(&card).map_err(bad)?.is_some() {
+        send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+        return Ok(DecideOutcome::AlreadyApproved { work_item_id });
+    }
+    let pause = cards::pause_of(&card).map_err(bad)?;
+    if work.status != WorkItemStatus::Paused {
+        cards.delete(&request_id)?;
+        return Err(TurnError::UnknownCard(request_id));
+    }
+    let tool = pause.tool_call.tool_name.clone();
+    let recorded = if decision.verdict != ApprovalVerdict::Approved {
+        audit(
+            deps,
+            "tool_call_declined",
+            json!({"request_id": request_id, "work_item_id": work_item_id, "tool_name": tool,
+                   "verdict": decision.verdict.as_str()}),
+        )?;
+        ToolDecision::Declined {
+            reason: format!("the owner answered {}", decision.verdict.as_str()),
+        }
+    } else {
+        // The call paused under this plan; an item edited since is refused
+        // before any token exists.
+        let current = projections::plan_hash(&work).map_err(|e| bad(e.to_string()))?;
+        if current != pause.tool_call.plan_hash {
+            audit(
+                deps,
+                "tool_call_refused",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "tool_name": tool, "reason": Denial::PlanHashMismatch.kind()}),
+            )?;
+            notify(
+                deps,
+                &card.scope_id,
+                format!(
+                    "\"{}\" changed while its {tool} call was paused; the call was refused.",
+                    work.title
+                ),
+            )
+            .await?;
+            return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
+        }
+        let subject = Subject::ToolCall(&pause.tool_call);
+        let token =
+            deps.approvals
+                .issue_token(subject, &decision, ApprovalScope::SingleStep, now)?;
+        let verified = deps.approvals.verify_subject(&token, subject, now)?;
+        ToolDecision::Approved { token: verified }
+    };
+    let decided = cards::with_decision(card.clone(), &recorded).map_err(|e| bad(e.to_string()))?;
+    cards.put(&decided)?;
+    send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+    match recorded {
+        ToolDecision::Approved { token } => {
+            audit(
+                deps,
+                "tool_call_approved",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "tool_name": tool, "token_id": token.token_id}),
+            )?;
+            notify(
+                deps,
+                &card.scope_id,
+                format!(
+                    "Approved: {tool} for \"{}\"; the work continues.",
+                    work.title
+                ),
+            )
+            .await?;
+            Ok(DecideOutcome::ToolCallApproved {
+                work_item_id,
+                token_id: token.token_id,
+            })
+        }
+        ToolDecision::Declined { .. } => {
+            notify(
+                deps,
+                &card.scope_id,
+                format!(
+                    "Declined: {tool} for \"{}\" does not run; the work continues without it.",
+                    work.title
+                ),
+            )
+            .await?;
+            Ok(DecideOutcome::ToolCallDeclined { work_item_id })
+        }
+    }
 }

@@ -70,6 +70,8 @@ pub const STEPS: [&str; 19] = [
 pub const AUTO_RETRIEVE_LIMIT: usize = 5;
 /// Card type of a plan approval request.
 pub const PLAN_CARD: &str = "approval_request";
+/// Card type of a paused tool call of background work (§5.2.1 c2, §4.24).
+pub const TOOL_CARD: &str = "tool_approval";
 
 /// Sees each step as it starts (tests record the order).
 pub trait TurnObserver: Send + Sync {

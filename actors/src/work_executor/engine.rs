@@ -3,17 +3,25 @@
 //! the pure policy in [`super::policy`]. Every step persists the work item
 //! (status, attempts, budget_used, verification_results) before the next
 //! one, and every status change is published as a [`WorkStatusEvent`].
+//!
+//! Two waits end a run without ending the item, each persisted together with
+//! the card it waits on ([`super::cards`], one transaction): a goal-spawned
+//! fix task that no standing approval covers is saved `blocked` with a plan
+//! card (§5.2.3 step 4), and a tool call deferred for approval pauses the
+//! item (`paused`, §5.2.1 c2) with a tool card holding the paused run. When
+//! the owner has answered a tool card, the next dispatch resumes the run
+//! from the pause via `Agents::resume_executor` and the loop carries on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 use silas_core::approval::Subject;
 use silas_core::config::GateDefinition;
 use silas_core::model::JsonObject;
-use silas_core::model::approval::{ApprovalScope, ApprovalToken};
+use silas_core::model::approval::{ApprovalScope, ApprovalToken, ToolCallApproval};
 use silas_core::model::execution::ExecutorAgentOutput;
 use silas_core::model::gates::{GateAction, GateTrigger};
 use silas_core::model::review::BatchProposal;
@@ -24,13 +32,16 @@ use silas_execution::verification::{VerificationReport, VerificationRunner};
 use silas_gates::{ActiveGateSet, AuditEvent, GateRunner, TurnBudget};
 use silas_llm::agents::{Agents, ExecutorOutcome};
 use silas_llm::prompts::RenderedContext;
+use silas_llm::provider::ToolCall;
 use silas_llm::structured::{EXECUTOR_INVALID_OUTPUT, Structured};
+use silas_llm::tool_loop::{ApprovalResolution, PausedRun};
 use silas_llm::toolset::{
     AgentRole, AllowedTools, ApprovalByName, Preparation, SkillToolset, build_chain, core_tools,
 };
-use silas_storage::{Store, StoreError};
+use silas_storage::{PendingCard, Store, StoreError};
 use tokio::sync::broadcast;
 
+use super::cards::{self, ToolDecision, ToolPause};
 use super::policy::{
     self, SPAWN_TASK, build_briefing, build_fix_task, format_failures, loop_budget, next_attempt,
     results_as_json, should_consult_planner, topological_order, unmet_dependency,
@@ -58,6 +69,8 @@ pub enum WorkError {
     Io(String),
     #[error("batch selection refused: {0}")]
     Selection(#[from] policy::SelectionError),
+    #[error("cannot encode work state: {0}")]
+    Encoding(String),
 }
 
 impl Coded for WorkError {
@@ -69,6 +82,7 @@ impl Coded for WorkError {
             WorkError::Approval(e) => e.code(),
             WorkError::Io(_) => ErrorCode::EDbIo,
             WorkError::Selection(_) => ErrorCode::EApprovalHash,
+            WorkError::Encoding(_) => ErrorCode::EDbEncoding,
         }
     }
 }
@@ -159,7 +173,27 @@ fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
 enum Attempt {
     Output(ExecutorAgentOutput, Ledger),
     Retry(String),
-    End(WorkItemStatus, String),
+    /// A tool call awaits the owner's approval.
+    Pause(Box<PausedRun>, Ledger),
+}
+
+/// A paused attempt the owner has answered: what the resumed run needs.
+struct Resume {
+    card_id: String,
+    pause: ToolPause,
+    resolution: ApprovalResolution,
+    /// The approved call (it alone passes its `require_approval` gate).
+    approved: Option<ToolCall>,
+}
+
+/// Where a paused item stands.
+enum PauseState {
+    /// The owner has not answered yet.
+    Waiting,
+    /// Answered; resume.
+    Decided(Box<Resume>),
+    /// The card is gone (expired or unreadable): the call stays unexecuted.
+    Gone(String),
 }
 
 impl WorkEngine {
@@ -181,6 +215,24 @@ impl WorkEngine {
             w.verification_results = state.verification_results;
             Ok(())
         })?;
+        Ok(())
+    }
+
+    /// Like [`Self::persist`], together with a card change (one transaction).
+    fn persist_with_card(
+        &self,
+        item: &WorkItem,
+        card: Option<&PendingCard>,
+        close: Option<&str>,
+    ) -> Result<(), WorkError> {
+        let mut stored = self.load(&item.id)?;
+        stored.status = item.status;
+        stored.attempts = item.attempts;
+        stored.budget_used = item.budget_used.clone();
+        stored.verification_results = item.verification_results.clone();
+        self.store
+            .work_items()
+            .save_with_card(&stored, card, close)?;
         Ok(())
     }
 
@@ -308,6 +360,29 @@ impl WorkEngine {
             let code = e.code().as_str();
             return self.block_unapproved(item, scope, e.to_string(), Some(code));
         }
+        // A paused item goes on only once the owner answered its card.
+        let resume = if item.status == WorkItemStatus::Paused {
+            match self.pause_state(&item)? {
+                PauseState::Waiting => {
+                    // Re-announce: the Stream (re)delivers the open card.
+                    let s = "paused: a tool call awaits your approval".to_owned();
+                    self.publish(&item.id, scope, WorkStatusKind::Blocked, s.clone(), None);
+                    return Ok(Self::result(&item, s, None));
+                }
+                PauseState::Gone(why) => {
+                    self.audit(
+                        "tool_call_approval_lost",
+                        json!({"work_item_id": item.id, "reason": why}),
+                    )?;
+                    let s =
+                        format!("blocked: the paused tool call can no longer be approved ({why})");
+                    return self.finish(item, scope, WorkItemStatus::Blocked, s, None);
+                }
+                PauseState::Decided(r) => Some(*r),
+            }
+        } else {
+            None
+        };
         // 0.5 Follow-up artifact hydration.
         let inputs = match self.hydrate(&item) {
             Ok(i) => i,
@@ -327,7 +402,7 @@ impl WorkEngine {
                 return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
             }
         };
-        self.task_loop(item, scope, inputs, gates).await
+        self.task_loop(item, scope, inputs, gates, resume).await
     }
 
     fn block_unapproved(
@@ -386,6 +461,7 @@ impl WorkEngine {
         scope: &str,
         inputs: BTreeMap<String, String>,
         gates: Vec<silas_core::model::gates::Gate>,
+        mut resume: Option<Resume>,
     ) -> Result<WorkItemResult, WorkError> {
         let input_names: Vec<String> = inputs.keys().cloned().collect();
         let skills: BTreeSet<String> = item.skills.iter().cloned().collect();
@@ -402,43 +478,63 @@ impl WorkEngine {
         let mut guidance: Option<String> = None;
         let mut last_report: Option<VerificationReport> = None;
         loop {
-            // 1–2. Budget (>=) and attempts before every attempt.
-            if let Err(stop) = next_attempt(item.attempts, &item.budget_used, &item.budget) {
-                let summary = match &failure {
-                    Some(f) => format!(
-                        "stuck: {} after {} attempts; last failure:\n{f}",
-                        stop.as_str(),
-                        item.attempts
-                    ),
-                    None => format!("stuck: {} after {} attempts", stop.as_str(), item.attempts),
-                };
-                return self.finish(
-                    item,
+            // A paused attempt continues where it stopped (same attempt
+            // number); the card is consumed in the same write that marks the
+            // item running again, so a crash from here on resumes as an
+            // ordinary interrupted attempt and never replays the approval.
+            let attempt = if let Some(r) = resume.take() {
+                item.status = WorkItemStatus::Running;
+                self.persist_with_card(&item, None, Some(&r.card_id))?;
+                self.publish(
+                    &item.id,
                     scope,
-                    WorkItemStatus::Stuck,
-                    summary,
-                    last_report.as_ref(),
+                    WorkStatusKind::Running,
+                    format!("attempt {} resumed", item.attempts),
+                    None,
                 );
-            }
-            // a. Count the attempt and persist before running it.
-            item.attempts += 1;
-            item.budget_used.attempts = item.attempts;
-            item.status = WorkItemStatus::Running;
-            self.persist(&item)?;
-            self.publish(
-                &item.id,
-                scope,
-                WorkStatusKind::Running,
-                format!("attempt {}", item.attempts),
-                None,
-            );
+                self.resume_attempt(&mut item, r, &toolset, &gates, &inputs)
+                    .await?
+            } else {
+                // 1–2. Budget (>=) and attempts before every attempt.
+                if let Err(stop) = next_attempt(item.attempts, &item.budget_used, &item.budget) {
+                    let summary = match &failure {
+                        Some(f) => format!(
+                            "stuck: {} after {} attempts; last failure:\n{f}",
+                            stop.as_str(),
+                            item.attempts
+                        ),
+                        None => {
+                            format!("stuck: {} after {} attempts", stop.as_str(), item.attempts)
+                        }
+                    };
+                    return self.finish(
+                        item,
+                        scope,
+                        WorkItemStatus::Stuck,
+                        summary,
+                        last_report.as_ref(),
+                    );
+                }
+                // a. Count the attempt and persist before running it.
+                item.attempts += 1;
+                item.budget_used.attempts = item.attempts;
+                item.status = WorkItemStatus::Running;
+                self.persist(&item)?;
+                self.publish(
+                    &item.id,
+                    scope,
+                    WorkStatusKind::Running,
+                    format!("attempt {}", item.attempts),
+                    None,
+                );
 
-            // b–c. Brief and run the executor agent.
-            let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
-            let briefing = build_briefing(&item.body, &input_names, previous, guidance.as_deref());
-            let attempt = self
-                .attempt(&mut item, &briefing, &toolset, &gates, &inputs)
-                .await?;
+                // b–c. Brief and run the executor agent.
+                let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
+                let briefing =
+                    build_briefing(&item.body, &input_names, previous, guidance.as_deref());
+                self.attempt(&mut item, &briefing, &toolset, &gates, &inputs)
+                    .await?
+            };
             self.persist(&item)?;
             let (output, ledger) = match attempt {
                 Attempt::Output(o, l) => (o, l),
@@ -446,8 +542,8 @@ impl WorkEngine {
                     failure = Some(why);
                     continue;
                 }
-                Attempt::End(status, summary) => {
-                    return self.finish(item, scope, status, summary, None);
+                Attempt::Pause(paused, ledger) => {
+                    return self.pause(item, scope, *paused, ledger);
                 }
             };
             // c3. Artifacts from the ledger only.
@@ -561,17 +657,7 @@ impl WorkEngine {
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
     ) -> Result<Attempt, WorkError> {
-        let tools = WorkTools {
-            registry: self.registry.clone(),
-            gate_runner: self.gate_runner.clone(),
-            gates: gates.to_vec(),
-            item_id: item.id.clone(),
-            attempt: item.attempts,
-            input_artifacts: inputs.clone(),
-            limits: self.config.tool_limits.clone(),
-            gate_budget: Mutex::new(TurnBudget::new(self.config.max_gate_evals)),
-            ledger: Mutex::new(Ledger::default()),
-        };
+        let tools = self.tools(item, gates, inputs, Ledger::default(), None);
         let started = Instant::now();
         let outcome = self
             .agents
@@ -585,14 +671,82 @@ impl WorkEngine {
             )
             .await;
         item.budget_used.wall_time_seconds += started.elapsed().as_secs_f64();
-        let ledger = tools.take_ledger();
-        self.audit_events(&ledger.audit)?;
-        if let Some(why) = &ledger.approval_required {
-            return Ok(Attempt::End(
-                WorkItemStatus::Blocked,
-                format!("awaiting approval: {why}"),
-            ));
+        self.conclude(&tools, outcome)
+    }
+
+    /// Continues a paused attempt with the owner's answer (§4.24: the run
+    /// resumes with the deferred call's result — its output, or the refusal).
+    async fn resume_attempt(
+        &self,
+        item: &mut WorkItem,
+        r: Resume,
+        toolset: &dyn silas_llm::toolset::Toolset,
+        gates: &[silas_core::model::gates::Gate],
+        inputs: &BTreeMap<String, String>,
+    ) -> Result<Attempt, WorkError> {
+        let Resume {
+            pause,
+            resolution,
+            approved,
+            ..
+        } = r;
+        let mut ledger = pause.ledger;
+        if let ApprovalResolution::Declined { reason } = &resolution {
+            ledger.refused.push(pause.paused.call.name.clone());
+            self.audit(
+                "tool_call_resumed_declined",
+                json!({"work_item_id": item.id, "tool_name": pause.paused.call.name,
+                       "reason": reason}),
+            )?;
+        } else {
+            self.audit(
+                "tool_call_resumed_approved",
+                json!({"work_item_id": item.id, "tool_name": pause.paused.call.name}),
+            )?;
         }
+        let tools = self.tools(item, gates, inputs, ledger, approved);
+        let started = Instant::now();
+        let outcome = self
+            .agents
+            .resume_executor(
+                pause.paused,
+                resolution,
+                toolset,
+                &tools,
+                &loop_budget(&item.budget),
+                &mut item.budget_used,
+            )
+            .await;
+        item.budget_used.wall_time_seconds += started.elapsed().as_secs_f64();
+        self.conclude(&tools, outcome)
+    }
+
+    fn tools(
+        &self,
+        item: &WorkItem,
+        gates: &[silas_core::model::gates::Gate],
+        inputs: &BTreeMap<String, String>,
+        ledger: Ledger,
+        approved: Option<ToolCall>,
+    ) -> WorkTools {
+        WorkTools::new(
+            self.registry.clone(),
+            self.gate_runner.clone(),
+            gates.to_vec(),
+            item.id.clone(),
+            item.attempts,
+            inputs.clone(),
+            self.config.tool_limits.clone(),
+            self.config.max_gate_evals,
+            ledger,
+            approved,
+        )
+    }
+
+    /// How a (possibly resumed) executor run ended, for the loop.
+    fn conclude(&self, tools: &WorkTools, outcome: ExecutorOutcome) -> Result<Attempt, WorkError> {
+        let mut ledger = tools.take_ledger();
+        self.audit_events(&std::mem::take(&mut ledger.audit))?;
         Ok(match outcome {
             ExecutorOutcome::Completed(Structured::Valid { value, .. }) => {
                 Attempt::Output(value, ledger)
@@ -600,14 +754,123 @@ impl WorkEngine {
             ExecutorOutcome::Completed(Structured::Fallback { cause, .. }) => {
                 Attempt::Retry(format!("{EXECUTOR_INVALID_OUTPUT}: {cause:?}"))
             }
-            ExecutorOutcome::ApprovalRequired(p) => Attempt::End(
-                WorkItemStatus::Blocked,
-                format!("awaiting approval: tool call {}", p.call.name),
-            ),
+            ExecutorOutcome::ApprovalRequired(p) => Attempt::Pause(p, ledger),
             // The next budget check ends the loop as stuck.
             ExecutorOutcome::BudgetExhausted => Attempt::Retry("budget exhausted".into()),
             ExecutorOutcome::RequestLimit => Attempt::Retry("tool round limit reached".into()),
         })
+    }
+
+    /// §5.2.1 c2: the item waits, `paused`, with a tool card holding the
+    /// paused run — both in one transaction, so a restart finds the pause
+    /// and its card or neither (then the attempt simply re-runs).
+    fn pause(
+        &self,
+        mut item: WorkItem,
+        scope: &str,
+        paused: PausedRun,
+        ledger: Ledger,
+    ) -> Result<WorkItemResult, WorkError> {
+        let plan_hash = projections::plan_hash(&item)
+            .map_err(|e| WorkError::Encoding(format!("unhashable work item: {e}")))?;
+        let tool_call = ToolCallApproval {
+            work_item_id: item.id.clone(),
+            plan_hash,
+            attempt: item.attempts,
+            call_id: paused.call.id.clone(),
+            tool_name: paused.call.name.clone(),
+            arguments: paused.call.arguments_json(),
+        };
+        let reason = paused.reason.clone();
+        let pause = ToolPause {
+            tool_call,
+            paused,
+            ledger,
+        };
+        let card = cards::tool_card(
+            &item,
+            &pause,
+            scope,
+            Timestamp::now(),
+            self.approvals.default_ttl_minutes(),
+        )
+        .map_err(|e| WorkError::Encoding(e.to_string()))?;
+        item.status = WorkItemStatus::Paused;
+        self.persist_with_card(&item, Some(&card), None)?;
+        self.audit(
+            "work_item.paused",
+            json!({"work_item_id": item.id, "attempt": item.attempts,
+                   "tool_name": pause.tool_call.tool_name, "request_id": card.request_id,
+                   "reason": reason}),
+        )?;
+        let summary = format!("paused: {reason}; awaiting your approval");
+        self.publish(
+            &item.id,
+            scope,
+            WorkStatusKind::Blocked,
+            summary.clone(),
+            None,
+        );
+        Ok(Self::result(&item, summary, None))
+    }
+
+    /// Reads a paused item's card: still waiting, answered (with the
+    /// resolution re-checked here — the token must be the verified one for
+    /// exactly this call of exactly this plan), or gone.
+    fn pause_state(&self, item: &WorkItem) -> Result<PauseState, WorkError> {
+        let all = self.store.records::<PendingCard>().list()?;
+        let Some(card) = cards::tool_card_for(&all, &item.id) else {
+            return Ok(PauseState::Gone("no approval card".into()));
+        };
+        let (pause, decision) = match (cards::pause_of(card), cards::decision_of(card)) {
+            (Ok(p), Ok(d)) => (p, d),
+            (Err(e), _) | (_, Err(e)) => return Ok(PauseState::Gone(e)),
+        };
+        let Some(decision) = decision else {
+            return Ok(PauseState::Waiting);
+        };
+        let call = &pause.paused.call;
+        let c = &pause.tool_call;
+        let same_call = c.work_item_id == item.id
+            && c.call_id == call.id
+            && c.tool_name == call.name
+            && c.arguments == call.arguments_json();
+        let resolution = match decision {
+            ToolDecision::Declined { reason } => ApprovalResolution::Declined { reason },
+            ToolDecision::Approved { .. } if !same_call => ApprovalResolution::Declined {
+                reason: "the approval does not match the paused call".into(),
+            },
+            ToolDecision::Approved { token } => {
+                let current = projections::plan_hash(item)
+                    .map_err(|e| WorkError::Encoding(format!("unhashable work item: {e}")))?;
+                if current != c.plan_hash {
+                    ApprovalResolution::Declined {
+                        reason: format!(
+                            "{}: the work item changed since the call paused",
+                            ErrorCode::EApprovalHash
+                        ),
+                    }
+                } else {
+                    match self.approvals.check_subject(
+                        &token,
+                        Subject::ToolCall(c),
+                        Timestamp::now(),
+                    ) {
+                        Ok(()) => ApprovalResolution::Approved,
+                        Err(e) => ApprovalResolution::Declined {
+                            reason: format!("{}: approval not valid: {e}", e.code()),
+                        },
+                    }
+                }
+            }
+        };
+        let approved = (resolution == ApprovalResolution::Approved).then(|| call.clone());
+        Ok(PauseState::Decided(Box::new(Resume {
+            card_id: card.request_id.clone(),
+            pause,
+            resolution,
+            approved,
+        })))
     }
 
     /// Copies this attempt's artifacts into the item's durable directory
@@ -712,11 +975,12 @@ impl WorkEngine {
                 }
                 let r = self.run_task(t, scope).await?;
                 if r.status != WorkItemStatus::Done {
-                    let status = if r.status == WorkItemStatus::Blocked {
-                        WorkItemStatus::Blocked
-                    } else {
-                        WorkItemStatus::Failed
-                    };
+                    let status =
+                        if matches!(r.status, WorkItemStatus::Blocked | WorkItemStatus::Paused) {
+                            WorkItemStatus::Blocked
+                        } else {
+                            WorkItemStatus::Failed
+                        };
                     let s = format!("task {t:?} ended {}: {}", r.status.as_str(), r.summary);
                     project.budget_used = self.children_budget(&project)?;
                     return self.finish(project, scope, status, s, None);
@@ -865,15 +1129,29 @@ impl WorkEngine {
                 Ok(GoalCycleOutcome::FixTask(r))
             }
             Err(reason) => {
-                // A fresh interactive approval is needed: the task waits,
-                // blocked, for the owner (the card is the channel's job).
+                // A fresh interactive approval is needed (§5.2.3 step 4):
+                // the task waits, blocked, with its plan card — saved in one
+                // transaction, so a restart never finds one without the
+                // other. The card binds the plan hash the owner is shown.
                 let mut blocked = fix;
                 blocked.needs_approval = true;
                 blocked.status = WorkItemStatus::Blocked;
-                self.store.work_items().save(&blocked)?;
+                let card = cards::fix_task_card(
+                    &blocked,
+                    &spawned_task_hash,
+                    id,
+                    &reason,
+                    scope,
+                    Timestamp::now(),
+                    self.approvals.default_ttl_minutes(),
+                );
+                self.store
+                    .work_items()
+                    .save_with_card(&blocked, Some(&card), None)?;
                 self.audit(
                     "spawned_task_needs_approval",
-                    json!({"work_item_id": id, "spawned_task_id": task_id, "reason": reason}),
+                    json!({"work_item_id": id, "spawned_task_id": task_id, "reason": reason,
+                           "request_id": card.request_id}),
                 )?;
                 self.publish(
                     &task_id,

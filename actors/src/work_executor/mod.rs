@@ -28,7 +28,17 @@
 //! dispatches them. Resumed items report to
 //! [`WorkExecutorArgs::resume_scope_id`] (the originating scope is not part
 //! of the persisted work item).
+//!
+//! Approval waits survive a restart as well ([`cards`]): a `paused` item is
+//! dispatched again on start — if its tool card is still unanswered it only
+//! re-announces itself (the Stream re-delivers the card), if the owner has
+//! answered it resumes the paused run. A fix task blocked on its plan card
+//! is re-announced the same way. An item that was approved and verified but
+//! never started (`pending` with a consumed token: a crash between the
+//! decision and the dispatch) is started — its token's execution is already
+//! on record, so nothing is verified or consumed twice.
 
+pub mod cards;
 pub mod engine;
 pub mod policy;
 pub mod tools;
@@ -68,6 +78,9 @@ pub struct WorkExecutorArgs {
 pub struct WorkExecutorState {
     engine: WorkEngine,
     running: BTreeMap<String, JoinHandle<()>>,
+    /// Dispatched again while running (e.g. a card answered before the
+    /// pausing run had finished): started once more when it ends.
+    again: BTreeMap<String, DispatchRequest>,
     forwarder: Option<JoinHandle<()>>,
 }
 
@@ -81,6 +94,9 @@ impl WorkExecutorState {
         goal_cycle: bool,
     ) {
         if self.running.contains_key(&req.work_item_id) {
+            if !goal_cycle {
+                self.again.insert(req.work_item_id.clone(), req);
+            }
             return;
         }
         let engine = self.engine.clone();
@@ -126,11 +142,31 @@ impl Actor for WorkExecutor {
         myself: ActorRef<Self::Msg>,
         args: WorkExecutorArgs,
     ) -> Result<WorkExecutorState, ActorProcessingErr> {
-        let resumable = args
-            .engine
-            .store
-            .work_items()
-            .list_by_status(WorkItemStatus::Running)?;
+        let items = args.engine.store.work_items();
+        let mut resumable = items.list_by_status(WorkItemStatus::Running)?;
+        resumable.extend(items.list_by_status(WorkItemStatus::Paused)?);
+        // Approved and verified, never started (single-use tokens only: a
+        // standing token is consumed per spawn, not per start).
+        resumable.extend(
+            items
+                .list_by_status(WorkItemStatus::Pending)?
+                .into_iter()
+                .filter(|w| {
+                    w.approval_token.as_ref().is_some_and(|t| {
+                        t.executions_used > 0
+                            && t.scope != silas_core::model::approval::ApprovalScope::Standing
+                    })
+                })
+                // A project's tasks run in the project's order, never alone.
+                .filter(|w| match &w.parent {
+                    None => true,
+                    Some(p) => items
+                        .get(p)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|p| p.kind == silas_core::model::work::WorkItemType::Goal),
+                }),
+        );
         let forwarder = args.dispatch_rx.map(|mut rx| {
             let me = myself.clone();
             tokio::spawn(async move {
@@ -144,8 +180,31 @@ impl Actor for WorkExecutor {
         let mut state = WorkExecutorState {
             engine: args.engine,
             running: BTreeMap::new(),
+            again: BTreeMap::new(),
             forwarder,
         };
+        // Fix tasks waiting on their plan card: announce them again so the
+        // Stream re-delivers the card.
+        for card in state
+            .engine
+            .store
+            .records::<silas_storage::PendingCard>()
+            .list()?
+            .into_iter()
+            .filter(|c| c.card_type == cards::PLAN_CARD)
+            .filter(|c| c.payload.get("origin").and_then(|v| v.as_str()) == Some(cards::ORIGIN))
+        {
+            let Some(id) = cards::work_item_of(&card) else {
+                continue;
+            };
+            let _ = state.engine.events.send(crate::work::WorkStatusEvent {
+                work_item_id: id.to_owned(),
+                scope_id: card.scope_id.clone(),
+                status: WorkStatusKind::Blocked,
+                summary: "a fix task needs your approval".into(),
+                verification: Vec::new(),
+            });
+        }
         // Resume: a project's running tasks are driven by the project.
         let in_projects: std::collections::BTreeSet<String> = resumable
             .iter()
@@ -180,6 +239,9 @@ impl Actor for WorkExecutor {
             WorkExecutorMsg::RunGoalCycle(req) => state.start(&myself, req, true),
             WorkExecutorMsg::Finished { work_item_id } => {
                 state.running.remove(&work_item_id);
+                if let Some(req) = state.again.remove(&work_item_id) {
+                    state.start(&myself, req, false);
+                }
             }
             WorkExecutorMsg::Running(reply) => {
                 let _ = reply.send(state.running.keys().cloned().collect());

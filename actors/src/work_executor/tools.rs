@@ -3,11 +3,15 @@
 //! through the `on_tool_call` gates, and only then run in the sandbox via the
 //! [`ExecutorRegistry`]. Every executed call lands in the tool ledger, which
 //! is the only source of the attempt's artifacts. Gate audit events are
-//! collected here as data and persisted by the engine.
+//! collected here as data and persisted by the engine. A `require_approval`
+//! gate does not answer the model: [`ToolExecutor::screen`] defers the call,
+//! so the tool loop pauses and the engine asks the owner (§5.2.1 c2, §4.24);
+//! on approval the resumed run executes exactly that call.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use silas_core::model::JsonObject;
 use silas_core::model::execution::{ExecutionEnvelope, ExecutionResult};
@@ -15,7 +19,7 @@ use silas_core::model::gates::{Gate, GateAction, GateTrigger};
 use silas_execution::executors::ExecutorRegistry;
 use silas_gates::{AuditEvent, GateRunner, TurnBudget};
 use silas_llm::provider::{BoxFuture, ToolCall};
-use silas_llm::tool_loop::{ToolExecutor, ToolOutput};
+use silas_llm::tool_loop::{Screening, ToolExecutor, ToolOutput};
 use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef};
 
 use super::policy::validate_args;
@@ -36,15 +40,17 @@ impl Default for ToolLimits {
     }
 }
 
-/// What one attempt's tool calls did.
-#[derive(Debug, Default)]
+/// What one attempt's tool calls did. Serialisable (audit events aside,
+/// which are persisted as they happen) so a paused attempt's ledger survives
+/// until the run is resumed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ledger {
     /// Executed calls, in call order.
     pub executed: Vec<ExecutionResult>,
-    /// Calls refused before the sandbox (schema, gate block, unavailable).
+    /// Calls refused before the sandbox (schema, gate block, unavailable,
+    /// declined by the owner).
     pub refused: Vec<String>,
-    /// A call that a gate said needs the owner's approval (not executed).
-    pub approval_required: Option<String>,
+    #[serde(skip)]
     pub audit: Vec<AuditEvent>,
 }
 
@@ -62,6 +68,17 @@ impl Ledger {
     }
 }
 
+/// What the schema check and the `on_tool_call` gates said about a call.
+#[derive(Clone, Debug)]
+enum Screen {
+    /// Not run; the text goes back to the model.
+    Refused(String),
+    /// A policy gate said `require_approval` (gate-rewritten arguments kept).
+    NeedsApproval { why: String, args: JsonObject },
+    /// Run with these (possibly gate-rewritten) arguments.
+    Ready(JsonObject),
+}
+
 /// The background executor's tools.
 pub struct WorkTools {
     pub registry: Arc<ExecutorRegistry>,
@@ -73,6 +90,13 @@ pub struct WorkTools {
     pub limits: ToolLimits,
     pub gate_budget: Mutex<TurnBudget>,
     pub ledger: Mutex<Ledger>,
+    /// The call the owner approved (a resumed pause). It satisfies its own
+    /// `require_approval` gate exactly once; every other call is screened
+    /// as usual, so an approval never leaks to a later call.
+    pub approved: Mutex<Option<ToolCall>>,
+    /// The screen of the call the loop is about to execute, so the gates
+    /// run (and are audited and charged) once per call.
+    screened: Mutex<Option<(ToolCall, Screen)>>,
 }
 
 fn out(success: bool, content: impl Into<String>) -> ToolOutput {
@@ -82,10 +106,43 @@ fn out(success: bool, content: impl Into<String>) -> ToolOutput {
     }
 }
 
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl WorkTools {
+    /// Tools for one attempt; `ledger` carries a paused attempt's calls on
+    /// resume, `approved` the owner-approved call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        registry: Arc<ExecutorRegistry>,
+        gate_runner: GateRunner,
+        gates: Vec<Gate>,
+        item_id: String,
+        attempt: u64,
+        input_artifacts: BTreeMap<String, String>,
+        limits: ToolLimits,
+        max_gate_evals: u32,
+        ledger: Ledger,
+        approved: Option<ToolCall>,
+    ) -> Self {
+        WorkTools {
+            registry,
+            gate_runner,
+            gates,
+            item_id,
+            attempt,
+            input_artifacts,
+            limits,
+            gate_budget: Mutex::new(TurnBudget::new(max_gate_evals)),
+            ledger: Mutex::new(ledger),
+            approved: Mutex::new(approved),
+            screened: Mutex::new(None),
+        }
+    }
+
     fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
-        let mut g = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
-        f(&mut g)
+        f(&mut locked(&self.ledger))
     }
 
     /// Takes the ledger out (end of the attempt).
@@ -93,55 +150,82 @@ impl WorkTools {
         self.with_ledger(std::mem::take)
     }
 
-    async fn run(&self, call: &ToolCall, tool: &ToolDef) -> ToolOutput {
+    /// Schema check, then the `on_tool_call` gates (§5.2.1 c2).
+    async fn screen_call(&self, call: &ToolCall, tool: &ToolDef) -> Screen {
         let name = tool.spec.name.as_str();
         let args = call.arguments_json();
         // 1. Schema before anything else.
         if let Err(e) = validate_args(&tool.spec.parameters, &args) {
-            self.with_ledger(|l| l.refused.push(name.to_owned()));
-            return out(false, format!("invalid arguments for {name}: {e}"));
+            return Screen::Refused(format!("invalid arguments for {name}: {e}"));
         }
         let Value::Object(args) = args else {
-            return out(false, "arguments must be a JSON object");
+            return Screen::Refused("arguments must be a JSON object".into());
         };
         // 2. on_tool_call gates (policy lane may rewrite tool_args).
         let mut ctx = JsonObject::new();
         ctx.insert("tool_name".into(), Value::from(name));
         ctx.insert("tool_args".into(), Value::Object(args));
         ctx.insert("work_item_id".into(), Value::from(self.item_id.as_str()));
-        let mut budget = *self
-            .gate_budget
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut budget = *locked(&self.gate_budget);
         let outcome = self
             .gate_runner
             .check_gates(&self.gates, GateTrigger::OnToolCall, None, ctx, &mut budget)
             .await;
-        *self
-            .gate_budget
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = budget;
+        *locked(&self.gate_budget) = budget;
         self.with_ledger(|l| l.audit.extend(outcome.audit.iter().cloned()));
         if let Some(b) = outcome.blocked() {
             let reason = format!("blocked by gate {}: {}", b.gate_name, b.reason);
-            self.with_ledger(|l| l.refused.push(name.to_owned()));
-            return out(false, format!("E_GATE_BLOCKED: {reason}"));
-        }
-        if let Some(r) = outcome
-            .policy_results
-            .iter()
-            .find(|r| r.action == GateAction::RequireApproval)
-        {
-            let why = format!("{name} needs the owner's approval (gate {})", r.gate_name);
-            self.with_ledger(|l| {
-                l.refused.push(name.to_owned());
-                l.approval_required.get_or_insert(why.clone());
-            });
-            return out(false, format!("paused: {why}; the call was not executed"));
+            return Screen::Refused(format!("E_GATE_BLOCKED: {reason}"));
         }
         let args = match outcome.merged_context.get("tool_args") {
             Some(Value::Object(a)) => a.clone(),
             _ => JsonObject::new(),
+        };
+        match outcome
+            .policy_results
+            .iter()
+            .find(|r| r.action == GateAction::RequireApproval)
+        {
+            Some(r) => Screen::NeedsApproval {
+                why: format!("{name} needs the owner's approval (gate {})", r.gate_name),
+                args,
+            },
+            None => Screen::Ready(args),
+        }
+    }
+
+    async fn run(&self, call: &ToolCall, tool: &ToolDef) -> ToolOutput {
+        let name = tool.spec.name.as_str();
+        let memo = locked(&self.screened)
+            .take()
+            .filter(|(c, _)| c == call)
+            .map(|(_, s)| s);
+        let screen = match memo {
+            Some(s) => s,
+            None => self.screen_call(call, tool).await,
+        };
+        let args = match screen {
+            Screen::Refused(text) => {
+                self.with_ledger(|l| l.refused.push(name.to_owned()));
+                return out(false, text);
+            }
+            Screen::Ready(args) => args,
+            Screen::NeedsApproval { why, args } => {
+                // Only the owner-approved call itself gets past its gate.
+                let approved = {
+                    let mut a = locked(&self.approved);
+                    if a.as_ref() == Some(call) {
+                        a.take()
+                    } else {
+                        None
+                    }
+                };
+                if approved.is_none() {
+                    self.with_ledger(|l| l.refused.push(name.to_owned()));
+                    return out(false, format!("{why}; the call was not executed"));
+                }
+                args
+            }
         };
         // 3. The sandbox.
         let Some(env) = self.envelope(call, name, args) else {
@@ -209,5 +293,21 @@ fn safe_id(base: &str, call_id: &str) -> String {
 impl ToolExecutor for WorkTools {
     fn execute<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.run(call, tool))
+    }
+
+    /// A `require_approval` gate defers the call: the run pauses (§4.24)
+    /// instead of telling the model "no".
+    fn screen<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, Screening> {
+        Box::pin(async move {
+            let screen = self.screen_call(call, tool).await;
+            if let Screen::NeedsApproval { why, .. } = &screen {
+                *locked(&self.screened) = None;
+                return Screening::Defer {
+                    reason: why.clone(),
+                };
+            }
+            *locked(&self.screened) = Some((call.clone(), screen));
+            Screening::Run
+        })
     }
 }

@@ -50,6 +50,25 @@ spec_enum! {
 /// The key a standing token's `conditions` must carry (§3.6).
 pub const SPAWN_POLICY_HASH_KEY: &str = "spawn_policy_hash";
 
+/// One paused tool call of a background work item, as the owner approves it
+/// (§5.2.1 c2, §4.24 deferred approvals). A token for it (scope
+/// `single_step`) binds the call's exact name and arguments *and* the plan
+/// hash of the work item it belongs to, so it authorises neither another
+/// call nor the same call under a changed plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallApproval {
+    pub work_item_id: String,
+    /// `plan_hash` of the work item when the call paused.
+    pub plan_hash: String,
+    /// The attempt the call belongs to.
+    pub attempt: u64,
+    /// The model's id for the call.
+    pub call_id: String,
+    pub tool_name: String,
+    /// The arguments as the model produced them (parsed JSON).
+    pub arguments: serde_json::Value,
+}
+
 /// A decision collected by a channel before a token is minted (§3.6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalDecision {

@@ -1,0 +1,249 @@
+//! The approval cards background work waits on (§5.2.1 c2, §5.2.3 step 4),
+//! as plain data and pure functions; the engine persists them together with
+//! the work item's new state (one transaction), the Stream delivers them and
+//! `turn::approval_flow::decide_card` answers them.
+//!
+//! * A **fix-task card** is an ordinary plan card ([`PLAN_CARD`]) for a
+//!   goal-spawned task that no standing approval covered. It carries the
+//!   task's plan hash at the time it was asked, so an approval can only
+//!   authorise the exact task the owner was shown.
+//! * A **tool card** ([`TOOL_CARD`]) is a paused tool call of a running
+//!   item. Its payload *is* the durable pause: the [`ToolPause`] (the call's
+//!   approval subject, the serialised [`PausedRun`] and the attempt's ledger
+//!   so far). The owner's answer is written into the same card
+//!   ([`ToolDecision`]); the executor consumes the card when it resumes the
+//!   run, so a pause, and a decided-but-not-yet-resumed pause, both survive
+//!   a restart.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use silas_core::Timestamp;
+use silas_core::model::JsonObject;
+use silas_core::model::approval::{ApprovalToken, ToolCallApproval};
+use silas_core::model::work::WorkItem;
+use silas_llm::tool_loop::PausedRun;
+use silas_storage::PendingCard;
+
+use super::tools::Ledger;
+pub use crate::turn::pipeline::{PLAN_CARD, TOOL_CARD};
+
+/// `payload.origin` of cards created by the WorkExecutor.
+pub const ORIGIN: &str = "work_executor";
+/// Payload key of a tool card's [`ToolPause`].
+pub const PAUSE_KEY: &str = "pause";
+/// Payload key of a tool card's [`ToolDecision`], once the owner answered.
+pub const DECISION_KEY: &str = "decision";
+/// Payload key of the plan hash a plan card was asked for.
+pub const PLAN_HASH_KEY: &str = "plan_hash";
+
+/// Everything needed to resume a paused executor run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ToolPause {
+    /// What a token for this call binds.
+    pub tool_call: ToolCallApproval,
+    pub paused: PausedRun,
+    /// The attempt's tool ledger up to the pause (its artifacts count).
+    pub ledger: Ledger,
+}
+
+/// The owner's answer to a tool card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum ToolDecision {
+    /// Approved: the token was issued for the call and verified (one
+    /// execution consumed).
+    Approved { token: ApprovalToken },
+    /// Declined (or not approvable): the model is told why.
+    Declined { reason: String },
+}
+
+fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Deterministic card id of a fix task (re-running the cycle step cannot
+/// create a second card for the same task).
+pub fn fix_task_card_id(task_id: &str) -> String {
+    format!("card-{task_id}")
+}
+
+/// The plan card for a goal-spawned task waiting for interactive approval.
+pub fn fix_task_card(
+    task: &WorkItem,
+    plan_hash: &str,
+    goal_id: &str,
+    reason: &str,
+    scope_id: &str,
+    now: Timestamp,
+    ttl_minutes: u32,
+) -> PendingCard {
+    PendingCard {
+        request_id: fix_task_card_id(&task.id),
+        scope_id: scope_id.to_owned(),
+        card_type: PLAN_CARD.to_owned(),
+        payload: obj(json!({
+            "work_item_id": task.id, "title": task.title, "kind": task.kind.as_str(),
+            "goal_id": goal_id, "reason": reason, PLAN_HASH_KEY: plan_hash,
+            "origin": ORIGIN,
+        })),
+        created_at: now,
+        expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
+    }
+}
+
+/// Card id of a paused call: one per (item, attempt, call).
+pub fn tool_card_id(c: &ToolCallApproval) -> String {
+    let clean: String = c
+        .call_id
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("card-tool-{}-a{}-{clean}", c.work_item_id, c.attempt)
+}
+
+/// The tool card for a paused call. The display fields (`tool_name`,
+/// `arguments`, `reason`) sit beside the pause so a channel need not parse it.
+pub fn tool_card(
+    item: &WorkItem,
+    pause: &ToolPause,
+    scope_id: &str,
+    now: Timestamp,
+    ttl_minutes: u32,
+) -> Result<PendingCard, serde_json::Error> {
+    let c = &pause.tool_call;
+    Ok(PendingCard {
+        request_id: tool_card_id(c),
+        scope_id: scope_id.to_owned(),
+        card_type: TOOL_CARD.to_owned(),
+        payload: obj(json!({
+            "work_item_id": item.id, "title": item.title, "tool_name": c.tool_name,
+            "arguments": c.arguments, "reason": pause.paused.reason, "attempt": c.attempt,
+            "origin": ORIGIN, PAUSE_KEY: serde_json::to_value(pause)?,
+        })),
+        created_at: now,
+        expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
+    })
+}
+
+/// The card's work item id.
+pub fn work_item_of(card: &PendingCard) -> Option<&str> {
+    card.payload.get("work_item_id").and_then(Value::as_str)
+}
+
+/// A tool card's pause, if it parses.
+pub fn pause_of(card: &PendingCard) -> Result<ToolPause, String> {
+    let v = card
+        .payload
+        .get(PAUSE_KEY)
+        .ok_or_else(|| format!("card {} carries no pause", card.request_id))?;
+    serde_json::from_value(v.clone()).map_err(|e| format!("card {}: {e}", card.request_id))
+}
+
+/// A tool card's recorded decision (`None`: still waiting for the owner).
+pub fn decision_of(card: &PendingCard) -> Result<Option<ToolDecision>, String> {
+    match card.payload.get(DECISION_KEY) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| format!("card {}: {e}", card.request_id)),
+    }
+}
+
+/// The card with `decision` recorded.
+pub fn with_decision(
+    mut card: PendingCard,
+    decision: &ToolDecision,
+) -> Result<PendingCard, serde_json::Error> {
+    card.payload
+        .insert(DECISION_KEY.into(), serde_json::to_value(decision)?);
+    Ok(card)
+}
+
+/// The tool card of a paused work item, if any.
+pub fn tool_card_for<'a>(cards: &'a [PendingCard], work_item_id: &str) -> Option<&'a PendingCard> {
+    cards
+        .iter()
+        .find(|c| c.card_type == TOOL_CARD && work_item_of(c) == Some(work_item_id))
+}
+
+/// Cards of a work item still waiting for the owner (what to deliver when
+/// the item reports it is waiting).
+pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<PendingCard> {
+    cards
+        .into_iter()
+        .filter(|c| work_item_of(c) == Some(work_item_id))
+        .filter(|c| c.card_type == PLAN_CARD || matches!(decision_of(c), Ok(None)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(kind: &str, id: &str, decision: Option<Value>) -> PendingCard {
+        let mut payload = obj(json!({"work_item_id": id}));
+        if let Some(d) = decision {
+            payload.insert(DECISION_KEY.into(), d);
+        }
+        PendingCard {
+            request_id: format!("c-{id}-{kind}"),
+            scope_id: "owner".into(),
+            card_type: kind.into(),
+            payload,
+            created_at: Timestamp::now(),
+            expires_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn open_cards_skip_decided_tool_cards_and_other_items() {
+        let cards = vec![
+            card(PLAN_CARD, "a", None),
+            card(TOOL_CARD, "a", None),
+            card(TOOL_CARD, "b", None),
+            card(
+                TOOL_CARD,
+                "c",
+                Some(json!({"verdict": "declined", "reason": "no"})),
+            ),
+        ];
+        let open: Vec<String> = open_cards_for(cards.clone(), "a")
+            .into_iter()
+            .map(|c| c.request_id)
+            .collect();
+        assert_eq!(open, vec!["c-a-approval_request", "c-a-tool_approval"]);
+        assert!(open_cards_for(cards.clone(), "c").is_empty());
+        assert_eq!(
+            decision_of(&cards[3]).unwrap(),
+            Some(ToolDecision::Declined {
+                reason: "no".into()
+            })
+        );
+        assert_eq!(
+            tool_card_for(&cards, "b").unwrap().request_id,
+            "c-b-tool_approval"
+        );
+    }
+
+    #[test]
+    fn tool_card_ids_are_plain_and_per_attempt() {
+        let c = ToolCallApproval {
+            work_item_id: "t1".into(),
+            plan_hash: "h".into(),
+            attempt: 2,
+            call_id: "call/1 x".into(),
+            tool_name: "shell_exec".into(),
+            arguments: json!({}),
+        };
+        assert_eq!(tool_card_id(&c), "card-tool-t1-a2-call_1_x");
+    }
+}
