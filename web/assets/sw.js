@@ -4,7 +4,7 @@
 // WebSocket, /health and /secrets are never touched.
 'use strict';
 
-const CACHE = 'silas-shell-v1';
+const CACHE = 'silas-shell-v2';
 const SHELL = ['/', '/app.css', '/app.js', '/manifest.json', '/icon.svg'];
 
 self.addEventListener('install', (event) => {
@@ -24,6 +24,9 @@ self.addEventListener('fetch', (event) => {
   if (req.method !== 'GET') return;
   const url = new URL(req.url);
   if (url.origin !== self.location.origin) return;
+  // Live endpoints are never cached or answered from cache: the socket, the
+  // secure-input sink (POSTs are skipped above anyway) and the health probe.
+  if (url.pathname === '/ws' || url.pathname === '/health' || url.pathname.startsWith('/secrets')) return;
   const path = url.pathname === '/index.html' ? '/' : url.pathname;
   if (!SHELL.includes(path)) return;
   event.respondWith(
