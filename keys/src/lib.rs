@@ -35,6 +35,7 @@ mod file;
 mod kek;
 mod keyring;
 mod sealed;
+pub mod secrets;
 
 use std::fmt;
 
