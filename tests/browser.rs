@@ -1,9 +1,16 @@
 //! The PWA in a real browser against the real daemon: `silas start` on port 0
 //! with no API key (the labelled offline responder), then Debian's headless
 //! Chromium, driven by playwright-core (`tests/browser/flow.mjs`), opens the
-//! page at 375×812, waits for "connected", sends "create a file notes.txt
-//! containing hello", approves the plan card on the Review surface and waits
-//! for "Done — Verified: n/n checks passed" on the Activity surface.
+//! page at 375×812, walks the first-run onboarding (which must label the
+//! offline model), waits for "connected", sends "create a file notes.txt
+//! containing hello", approves the plan card on the Review surface on its
+//! risk ladder (confirm chip or slide), waits for "Done — Verified: n/n checks
+//! passed" on the Activity surface and the result card in the Stream, then
+//! checks the 1280×800 split layout and Activity slide-over. It fails on any
+//! console error and any request to a host other than the daemon.
+//!
+//! Every other card type is covered by `web/tests/pwa_cards.rs` (a scripted
+//! backend, same browser driver).
 //!
 //! Needs `/usr/bin/chromium` (`apt-get install -y chromium`) and
 //! `npm ci --prefix tests/browser`; `.ci/run` does both. When either is
@@ -125,7 +132,15 @@ fn pwa_chat_review_approve_activity_in_headless_chromium() {
         shots.display()
     );
     assert!(stdout.contains("browser flow ok"), "{stdout}\n{stderr}");
-    for shot in ["1-connected.png", "2-review.png", "3-activity.png"] {
+    for shot in [
+        "0-onboarding.png",
+        "1-connected.png",
+        "2-review.png",
+        "3-activity.png",
+        "3b-result.png",
+        "4-desktop.png",
+        "5-desktop-activity.png",
+    ] {
         assert!(shots.join(shot).is_file(), "no screenshot {shot}");
     }
 }

@@ -298,6 +298,7 @@ try {
 
   step = 'desktop split with the activity slide-over';
   await page.setViewportSize({ width: 1280, height: 800 });
+  await page.waitForTimeout(400); // the slide-over animation
   check(await page.locator('#stream').isVisible() && await page.locator('#review').isVisible(), 'desktop does not show stream and review side by side');
   check(await page.locator('#activity').isVisible(), 'activity slide-over closed');
   await shot('17-desktop.png');

@@ -1,5 +1,9 @@
 // Drives Debian's headless Chromium (playwright-core, no bundled browser)
-// through the whole loop against a running silas daemon:
+// through the whole loop against a running silas daemon: first-run
+// onboarding (with the offline-model label), a chat message, the plan card
+// in Review answered on its risk ladder, the result card in the Stream and
+// the Activity entry, at 375×812 and 1280×800. Fails on any console error
+// and on any request to a host other than the daemon.
 //   node tests/browser/flow.mjs <base-url> <screenshot-dir>
 // Exit 0 on success; otherwise prints the failing step and exits 1.
 import { chromium } from 'playwright-core';
@@ -15,6 +19,8 @@ if (!base || !shots) {
 const executablePath = process.env.SILAS_CHROMIUM || '/usr/bin/chromium';
 const profile = mkdtempSync(join(tmpdir(), 'silas-chromium-'));
 const consoleErrors = [];
+const foreign = [];
+const daemon = new URL(base);
 let step = 'launch';
 let browser;
 let page;
@@ -34,10 +40,20 @@ try {
   page = browser.pages()[0] || (await browser.newPage());
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  page.on('request', (r) => { if (new URL(r.url()).host !== daemon.host) foreign.push(r.method() + ' ' + r.url()); });
+  page.on('websocket', (ws) => { if (new URL(ws.url()).host !== daemon.host) foreign.push('WS ' + ws.url()); });
 
   step = 'open the page';
   const resp = await page.goto(base + '/', { waitUntil: 'load' });
   if (!resp || resp.status() !== 200) throw new Error('GET / answered ' + (resp && resp.status()));
+
+  step = 'first-run onboarding';
+  await page.getByRole('heading', { name: 'I’m Silas. Let’s get you set up.' }).waitFor({ timeout: 5000 });
+  await page.screenshot({ path: join(shots, '0-onboarding.png') });
+  await page.getByRole('button', { name: 'Get Started' }).click();
+  await page.locator('#onboard-model.is-offline', { hasText: 'Offline model' }).waitFor({ timeout: 15000 });
+  await page.getByRole('button', { name: 'Continue' }).click();
+  await page.getByRole('button', { name: 'Start using Silas' }).click();
 
   step = 'connection indicator shows connected';
   await page.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
@@ -55,20 +71,34 @@ try {
 
   step = 'open Review and see the plan card';
   await page.locator('#tab-review').click();
-  const card = page.locator('#review-active .card');
+  const card = page.locator('#review-active .card[data-kind="approval_request"]');
   await card.waitFor({ timeout: 5000 });
   const body = await card.locator('.card-body').textContent();
   if (!body || !body.includes('notes.txt')) throw new Error('card body lacks the plan: ' + body);
-  const checks = await card.locator('.card-checks-summary').textContent();
+  const checks = await card.locator('.card-facts').textContent();
   if (!/\d+ checks?/.test(checks || '')) throw new Error('card lacks verification checks: ' + checks);
+  const risk = await card.getAttribute('data-risk');
+  if (!['low', 'medium', 'high', 'irreversible'].includes(risk)) throw new Error('plan card has no risk level: ' + risk);
+  if ((await card.locator('.risk').count()) !== 1) throw new Error('plan card lacks its risk badge');
   await page.screenshot({ path: join(shots, '2-review.png') });
 
-  step = 'approve';
-  await card.getByRole('button', { name: /^Approve and run/ }).click();
+  step = 'approve on the risk ladder (' + risk + ')';
+  await card.locator('[data-action="approve"]').click();
+  if (risk === 'high' || risk === 'irreversible') {
+    const range = card.locator('input.slide-range');
+    const box = await range.boundingBox();
+    await page.mouse.move(box.x + 20, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width + 10, box.y + box.height / 2, { steps: 10 });
+    await page.mouse.up();
+  }
+  if (risk === 'medium') await card.locator('[data-confirm="confirm"]').click();
+  if (risk === 'irreversible') await card.locator('[data-confirm="final"]').click();
   await page.locator('#review-empty').waitFor({ timeout: 5000 });
 
   step = 'Activity shows done with every check passed';
   await page.locator('#tab-activity').click();
+  await page.locator('#timeline .event', { hasText: 'You approved' }).waitFor({ timeout: 5000 });
   const done = page.locator('.work[data-status="done"]');
   await done.waitFor({ timeout: 90000 });
   const verified = (await done.locator('.work-verified').textContent()) || '';
@@ -76,10 +106,30 @@ try {
   if (!m || m[1] !== m[2] || m[2] === '0') throw new Error('verification line: ' + verified);
   await page.screenshot({ path: join(shots, '3-activity.png') });
 
+  step = 'the result card in the Stream';
+  await page.locator('#tab-stream').click();
+  const result = page.locator('.msg-result[data-status="done"]');
+  await result.waitFor({ timeout: 5000 });
+  const rtext = (await result.textContent()) || '';
+  if (!rtext.includes(verified)) throw new Error('result card lacks the verification: ' + rtext);
+  // The daemon sends no undo_offer yet, so no Undo button may appear.
+  if ((await result.locator('.undo-btn').count()) !== 0) throw new Error('undo shown without an undo_offer');
+  await result.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(shots, '3b-result.png') });
+
   step = 'desktop split layout';
   await page.setViewportSize({ width: 1280, height: 800 });
-  await page.getByRole('button', { name: 'Open Activity' }).first().waitFor({ state: 'attached' });
+  if (!(await page.locator('#stream').isVisible()) || !(await page.locator('#review').isVisible())) {
+    throw new Error('desktop does not show stream and review side by side');
+  }
   await page.screenshot({ path: join(shots, '4-desktop.png') });
+  await page.locator('#tab-activity').click();
+  await page.waitForTimeout(400);
+  await page.locator('#activity .work[data-status="done"]').waitFor({ timeout: 5000 });
+  await page.screenshot({ path: join(shots, '5-desktop-activity.png') });
+
+  step = 'no request to any other host';
+  if (foreign.length) throw new Error(foreign.join('\n'));
 
   step = 'no console errors';
   if (consoleErrors.length) throw new Error(consoleErrors.join('\n'));

@@ -387,7 +387,22 @@
     entry.intent = spec.intent(f, entry);
     queue.push(entry);
     renderReview();
-    if (!reviewVisible()) systemNote('Waiting for you in Review: ' + entry.intent + '.', { label: 'Open Review', run: () => show('review') });
+    if (!reviewVisible()) reviewNote(entry);
+  }
+
+  // One "waiting in Review" note at the bottom of the Stream, updated in
+  // place while nothing else has been said, so a burst of cards is one line.
+  let waitingNote = null;
+  function reviewNote(entry) {
+    const list = $('messages');
+    if (waitingNote && list.lastElementChild === waitingNote.li && waitingNote.n > 0) {
+      waitingNote.n += 1;
+      waitingNote.text.textContent = waitingNote.n + ' decisions are waiting for you in Review, starting with: ' + queue[0].intent + '.';
+      return;
+    }
+    systemNote('Waiting for you in Review: ' + entry.intent + '.', { label: 'Open Review', run: () => show('review') });
+    const li = list.lastElementChild;
+    waitingNote = { li, text: li.querySelector('.msg-text'), n: 1 };
   }
 
   function markSeen() {
@@ -482,7 +497,7 @@
 
   // ---- card anatomy (§0.5.3) -----------------------------------------
   function riskBadge(risk, kind) {
-    if (!risk) return el('span', 'risk risk-secret', kind === 'secure_input_request' ? 'Secure input' : 'Info');
+    if (!risk) return el('span', 'risk risk-secret', kind === 'secure_input_request' ? 'Credential' : 'Info');
     const b = el('span', 'risk risk-' + risk, RISK_TEXT[risk]);
     return b;
   }
