@@ -77,6 +77,32 @@ pub struct HousekeeperState {
 
 pub struct Housekeeper;
 
+/// Registered name of the daemon's housekeeper (the Scheduler finds it by it).
+pub const HOUSEKEEPER_NAME: &str = "silas.housekeeper";
+
+impl Housekeeper {
+    /// The daemon's child spec: permanent, registered as [`HOUSEKEEPER_NAME`].
+    pub fn child_spec(args: HousekeeperArgs) -> crate::supervisor::ChildSpec {
+        crate::supervisor::ChildSpec {
+            label: "housekeeper".into(),
+            mode: crate::supervisor::RestartMode::Permanent,
+            spawn: std::sync::Arc::new(move |parent| {
+                let args = args.clone();
+                Box::pin(async move {
+                    let (r, _) = Actor::spawn_linked(
+                        Some(HOUSEKEEPER_NAME.into()),
+                        Housekeeper,
+                        args,
+                        parent,
+                    )
+                    .await?;
+                    Ok(r.get_cell())
+                })
+            }),
+        }
+    }
+}
+
 impl HousekeeperState {
     fn run(&mut self, force: bool) -> Result<HousekeepingReport, ActorProcessingErr> {
         Ok(HousekeepingReport {
