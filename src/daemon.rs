@@ -8,8 +8,14 @@ use std::time::Duration;
 
 use serde_json::json;
 use silas_actors::approval::{ApprovalEngine, ApprovalService};
-use silas_actors::housekeeper::{Housekeeper, HousekeeperArgs};
+use silas_actors::connection::{
+    CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy, SkillsNotInstalled,
+};
+use silas_actors::housekeeper::{HOUSEKEEPER_NAME, Housekeeper, HousekeeperArgs};
 use silas_actors::restart::RestartPolicy;
+use silas_actors::scheduler::{
+    SCHEDULER_NAME, Scheduler, SchedulerArgs, SchedulerConfigJobs, SystemClock,
+};
 use silas_actors::supervisor::{ChildSpec, RestartMode, RootSupervisor, SupervisorArgs};
 use silas_core::ErrorCode;
 use silas_core::config::Config;
@@ -121,8 +127,17 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         checkpoint_interval: Duration::from_secs(
             u64::from(cfg.audit.checkpoint_interval_minutes) * 60,
         ),
-        tick_every: Duration::from_secs(60),
+        // The Scheduler drives maintenance; without it the housekeeper
+        // keeps its own minute tick.
+        tick_every: (!cfg.scheduler.enabled).then(|| Duration::from_secs(60)),
     };
+    let timezone =
+        silas_actors::scheduler::parse_timezone(&cfg.scheduler.timezone).map_err(|e| {
+            CliError::new(
+                silas_core::Coded::code(&e),
+                format!("scheduler.timezone: {e}"),
+            )
+        })?;
     let approvals = ApprovalService::new(
         store.clone(),
         Arc::new(owner_key),
@@ -134,6 +149,24 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let agents = silas_llm::build_agents(&cfg, &silas_core::config::ProcessEnv, &model)
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
+    let scheduler = SchedulerArgs {
+        store: store.clone(),
+        timezone,
+        clock: Arc::new(SystemClock),
+        config_jobs: SchedulerConfigJobs::from_config(&cfg),
+        dispatch: Some(dispatch_tx.clone()),
+        housekeeper: Some(HOUSEKEEPER_NAME.into()),
+        connections: Some(CONNECTIONS_NAME.into()),
+        events: tokio::sync::broadcast::channel(64).0,
+    };
+    let connections = ConnectionArgs {
+        store: store.clone(),
+        scripts: Arc::new(SkillsNotInstalled),
+        refresh: RefreshPolicy::default(),
+        auto_recovery: cfg.connections.auto_recovery_enabled,
+        scheduler: Some(SCHEDULER_NAME.into()),
+        events: tokio::sync::broadcast::channel(64).0,
+    };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
     let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
     let stream = silas_actors::stream::StreamArgs {
@@ -151,10 +184,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     // The WorkExecutor takes the dispatch channel once; a restarted executor
     // resumes `running` items from the store and is fed by actor messages.
     let dispatch_rx = std::sync::Mutex::new(Some(dispatch_rx));
-    let children = vec![
-        ChildSpec::new("housekeeper", RestartMode::Permanent, move || {
-            (Housekeeper, housekeeper.clone())
-        }),
+    let mut children = vec![
+        Housekeeper::child_spec(housekeeper),
         ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
             (ApprovalEngine, approvals.clone())
         }),
@@ -171,6 +202,13 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
             )
         }),
     ];
+    // Restart policies (ARCHITECTURE.md): both permanent; both rebuild
+    // from redb. The scheduler starts last so the actors its startup
+    // catch-up runs talk to are already registered.
+    children.push(ConnectionManager::child_spec(connections));
+    if cfg.scheduler.enabled {
+        children.push(Scheduler::child_spec(scheduler));
+    }
     let (root, mut root_join) = ractor::Actor::spawn(
         Some("silas.root".into()),
         RootSupervisor,
