@@ -106,10 +106,25 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         )
     })?;
 
-    // The web channel talks to the turn runtime through the bridge.
-    let bridge = crate::web_bridge::WebBridge::new(store.clone());
+    // The web channel talks to the turn runtime through the bridge; secrets
+    // posted to /secrets/{ref_id} go to the encrypted secret store.
+    let card_timeouts = silas_actors::cards::CardTimeouts::from_config(&cfg);
+    let ks = &cfg.keystore;
+    let secrets = silas_keys::secrets::SecretStore::open(
+        &cfg.data_dir,
+        silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
+    )
+    .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let vault = Arc::new(crate::web_bridge::SecretVault::new(
+        store.clone(),
+        secrets,
+        card_timeouts,
+    ));
+    tracing::info!("{}", vault.describe());
+    let bridge = crate::web_bridge::WebBridge::new(store.clone(), vault.clone(), card_timeouts);
+    let activity_feed = bridge.spawn_activity_feed();
     let server = server
-        .attach(bridge.clone(), Arc::new(silas_web::ws::NoSecrets))
+        .attach(bridge.clone(), vault)
         .with_model(silas_web::protocol::ModelInfo {
             offline: model.is_offline(),
             description: model.startup_line(&cfg),
@@ -243,14 +258,18 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         _ = &mut root_join => ("supervisor escalation", true),
     };
     tracing::info!(reason, "shutting down");
-    let _ = stop_tx.send(true);
     let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);
-    let drained = tokio::time::timeout(grace, server_task).await.is_ok();
-    // §18.2: close turn/card intake and let in-flight turns finish; what is
-    // left stays in the inbox and is replayed on the next start.
+    // §18.2 steps 1–3 before step 5: close turn/card intake (prompts with a
+    // waiter resolve to their safe default; plan cards stay for the restart)
+    // and let in-flight turns finish while their sockets can still take the
+    // replies; what is left stays in the inbox and is replayed on the next
+    // start. Then the WebSockets close with 1001.
     if let Some(stream) = silas_actors::stream::StreamHandle::find() {
         let _ = stream.drain(grace).await;
     }
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+    activity_feed.abort();
     if !escalated {
         root.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(grace, root_join).await;

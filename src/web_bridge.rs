@@ -2,40 +2,93 @@
 //! (`silas-actors`): the binary is the only layer that sees both.
 //!
 //! Inbound: a chat `message` becomes an `InboundMessage` submitted to the
-//! Stream (durably recorded before it is acknowledged); an
-//! `approval_response` becomes the owner's decision on a pending card. A full
-//! queue or a rate limit comes back as a typed error frame. Outbound: replies,
-//! approval cards (filled from the stored work item), work-status events and
-//! notices become the protocol's server frames on the scope's connections.
+//! Stream (durably recorded before it is acknowledged); every card response
+//! (`approval_response`, `gate_response`, `checkpoint`, `batch_review_response`,
+//! `draft_review_response`, `decision_response`, `suggestion_response`,
+//! `autonomy_threshold_response`, `secure_input_completed`,
+//! `connection_setup_response`, `permission_escalation_response`,
+//! `connection_failure_response`) goes to the Stream, which checks it against
+//! the stored card (scope, type, deadline, answered once) and records it; a
+//! refusal comes back as a typed `error` frame and changes nothing. A full
+//! queue or a rate limit is a typed error frame too. Outbound: replies,
+//! cards of every type (plan cards filled from the stored work item),
+//! work-status events and notices become the protocol's server frames on the
+//! scope's connections. When a scope's last connection closes, its pending
+//! cards resolve to their safe defaults (§8.1).
+//!
+//! Also here: the Activity feed (owner connections only: the timeline is
+//! built from the audit log by `silas_actors::activity`), `/health` queue
+//! pressure, and [`SecretVault`], the `SecretSink` behind
+//! `POST /secrets/{ref_id}` (only refs of a pending `secure_input_request`
+//! card; values go to `silas_keys::secrets::SecretStore` and nowhere else).
+//! The owner asks for a secure form with the chat command `/secret <label>`
+//! (e.g. `/secret GitHub token`): the value is stored under the card's
+//! `ref_id`, which skills and connections reference — never the value.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use silas_actors::activity::{self, WorkFacts};
+use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_for};
+use silas_actors::turn::OWNER_SCOPE;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
 use silas_core::{Coded, Timestamp};
-use silas_storage::Store;
-use silas_web::protocol::{ClientFrame, ProtocolError, ServerFrame};
-use silas_web::ws::{BoxFuture, ConnectionInfo, WebBackend};
+use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
+use silas_storage::{PendingCard, Store};
+use silas_web::protocol::{ActivityItem, ClientFrame, ProtocolError, ServerFrame};
+use silas_web::ws::{
+    BoxFuture, ConnectionInfo, QueuePressure, SecretSink, SecretStoreError, WebBackend,
+};
 use tokio::sync::mpsc;
+
+/// Items in the `activity` frame sent after `auth_ok`.
+pub const ACTIVITY_INITIAL_ITEMS: usize = 50;
+/// How often the Activity feed looks for new audit entries.
+pub const ACTIVITY_POLL: Duration = Duration::from_secs(1);
+/// The chat command that opens a secure input card.
+pub const SECRET_COMMAND: &str = "/secret";
 
 struct Conn {
     scope_id: String,
     ip: Option<String>,
+    owner: bool,
     outbound: mpsc::Sender<ServerFrame>,
 }
 
 pub struct WebBridge {
     store: Store,
+    vault: Arc<SecretVault>,
+    timeouts: CardTimeouts,
     connections: Mutex<HashMap<String, Conn>>,
 }
 
+fn rejection(e: CardRejection) -> ProtocolError {
+    let rid = e.request_id().map(str::to_string);
+    ProtocolError::new(e.code().as_str(), e.to_string(), rid)
+}
+
+fn text(payload: &silas_core::model::JsonObject, key: &str) -> String {
+    payload
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn value(payload: &silas_core::model::JsonObject, key: &str) -> Value {
+    payload.get(key).cloned().unwrap_or(Value::Null)
+}
+
 impl WebBridge {
-    pub fn new(store: Store) -> Arc<WebBridge> {
+    pub fn new(store: Store, vault: Arc<SecretVault>, timeouts: CardTimeouts) -> Arc<WebBridge> {
         Arc::new(WebBridge {
             store,
+            vault,
+            timeouts,
             connections: Mutex::new(HashMap::new()),
         })
     }
@@ -58,6 +111,154 @@ impl WebBridge {
             .collect()
     }
 
+    fn owner_targets(&self) -> Vec<mpsc::Sender<ServerFrame>> {
+        self.connections
+            .lock()
+            .map(|c| {
+                c.values()
+                    .filter(|c| c.owner && c.scope_id == OWNER_SCOPE)
+                    .map(|c| c.outbound.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The server frame for a card, by its type.
+    fn card_frame(&self, card: &PendingCard) -> Option<ServerFrame> {
+        let p = &card.payload;
+        let rid = card.request_id.clone();
+        if card.card_type == silas_actors::turn::pipeline::TOOL_CARD {
+            // A paused tool call is a plan-style approval: same frame, same answer.
+            return Some(ServerFrame::ApprovalRequest {
+                request_id: rid,
+                title: format!("Allow {} for '{}'?", text(p, "tool_name"), text(p, "title")),
+                body: format!(
+                    "{}\n\nArguments: {}",
+                    text(p, "reason"),
+                    serde_json::to_string(&value(p, "arguments")).unwrap_or_default()
+                ),
+                budget: Value::Null,
+                verify: Value::Null,
+            });
+        }
+        let Some(kind) = CardKind::from_card_type(&card.card_type) else {
+            // Another flow's approval card: render it as a plan-style approval.
+            return Some(ServerFrame::ApprovalRequest {
+                request_id: rid,
+                title: text(p, "title"),
+                body: text(p, "body"),
+                budget: value(p, "budget"),
+                verify: value(p, "verify"),
+            });
+        };
+        Some(match kind {
+            CardKind::Plan => {
+                let item_id = p.get("work_item_id").and_then(Value::as_str)?;
+                let item = self.store.work_items().get(item_id).ok().flatten()?;
+                ServerFrame::ApprovalRequest {
+                    request_id: rid,
+                    title: item.title.clone(),
+                    body: item.body.clone(),
+                    budget: serde_json::to_value(&item.budget).unwrap_or(Value::Null),
+                    verify: serde_json::to_value(&item.verify).unwrap_or(Value::Null),
+                }
+            }
+            CardKind::Gate => ServerFrame::GateApproval {
+                request_id: rid,
+                gate_name: text(p, "gate_name"),
+                value: value(p, "value"),
+                context: value(p, "context"),
+            },
+            CardKind::Checkpoint => ServerFrame::Checkpoint {
+                request_id: rid,
+                message: text(p, "message"),
+                options: p
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|o| {
+                        o.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            CardKind::BatchReview => ServerFrame::BatchReview {
+                request_id: rid,
+                batch: value(p, "batch"),
+            },
+            CardKind::DraftReview => ServerFrame::DraftReview {
+                request_id: rid,
+                context: text(p, "context"),
+                draft: text(p, "draft"),
+                metadata: value(p, "metadata"),
+            },
+            CardKind::Decision => ServerFrame::Decision {
+                request_id: rid,
+                question: text(p, "question"),
+                options: value(p, "options"),
+                allow_freetext: p
+                    .get("allow_freetext")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
+            CardKind::Suggestion => ServerFrame::Suggestion {
+                request_id: rid,
+                suggestion: value(p, "suggestion"),
+            },
+            CardKind::AutonomyThreshold => ServerFrame::AutonomyThresholdReview {
+                request_id: rid,
+                proposal: value(p, "proposal"),
+            },
+            CardKind::SecureInput => ServerFrame::SecureInputRequest {
+                ref_id: rid,
+                label: text(p, "label"),
+                input_hint: p
+                    .get("input_hint")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                guidance: value(p, "guidance"),
+            },
+            CardKind::ConnectionSetup => {
+                let mut fields = p.clone();
+                fields.remove("step_type");
+                ServerFrame::ConnectionSetupStep {
+                    request_id: rid,
+                    step_type: text(p, "step_type"),
+                    fields,
+                }
+            }
+            CardKind::PermissionEscalation => {
+                let list = |k: &str| -> Vec<String> {
+                    p.get(k)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                ServerFrame::PermissionEscalation {
+                    request_id: rid,
+                    connection_name: text(p, "connection_name"),
+                    current_permissions: list("current_permissions"),
+                    requested_permissions: list("requested_permissions"),
+                    reason: text(p, "reason"),
+                    risk_level: text(p, "risk_level"),
+                }
+            }
+            CardKind::ConnectionFailure => ServerFrame::ConnectionFailure {
+                request_id: rid,
+                failure_type: text(p, "failure_type"),
+                service: text(p, "service"),
+                message: text(p, "message"),
+                recovery_options: value(p, "recovery_options"),
+            },
+        })
+    }
+
     fn frame_for(&self, out: &Outbound) -> Option<ServerFrame> {
         let now = Timestamp::now().to_string();
         Some(match out {
@@ -78,18 +279,117 @@ impl WebBridge {
                 verification: serde_json::to_value(&event.verification)
                     .unwrap_or(Value::Array(vec![])),
             },
-            Outbound::Card { card } => {
-                let item_id = card.payload.get("work_item_id").and_then(Value::as_str)?;
-                let item = self.store.work_items().get(item_id).ok().flatten()?;
-                ServerFrame::ApprovalRequest {
-                    request_id: card.request_id.clone(),
-                    title: item.title.clone(),
-                    body: item.body.clone(),
-                    budget: serde_json::to_value(&item.budget).unwrap_or(Value::Null),
-                    verify: serde_json::to_value(&item.verify).unwrap_or(Value::Null),
+            Outbound::Card { card } => self.card_frame(card)?,
+        })
+    }
+
+    fn work_facts(&self, work_item_id: &str) -> Option<WorkFacts> {
+        let item = self.store.work_items().get(work_item_id).ok().flatten()?;
+        let total = item.verification_results.len();
+        let passed = item
+            .verification_results
+            .iter()
+            .filter(|r| r.get("passed").and_then(Value::as_bool) == Some(true))
+            .count();
+        Some(WorkFacts {
+            title: item.title,
+            checks: (total > 0).then_some((passed, total)),
+        })
+    }
+
+    /// Activity items for the audit entries with `seq >= from` among the
+    /// last `window` entries.
+    fn activity_since(&self, from: u64, window: usize) -> Vec<ActivityItem> {
+        let entries = match self.store.audit().tail(window) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(code = %e.code(), "activity: cannot read the audit log: {e}");
+                return Vec::new();
+            }
+        };
+        let work = |id: &str| self.work_facts(id);
+        entries
+            .iter()
+            .filter(|e| e.seq >= from)
+            .filter_map(|e| {
+                activity::describe(e.seq, &e.timestamp.to_string(), &e.event, &e.data, &work)
+            })
+            .map(|i| ActivityItem {
+                seq: i.seq,
+                at: i.at,
+                kind: i.kind,
+                text: i.text,
+            })
+            .collect()
+    }
+
+    /// Pushes new Activity items to the owner's connections until the
+    /// bridge is dropped. Polling keeps the audit log free of callbacks.
+    pub fn spawn_activity_feed(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut seen = match weak.upgrade().map(|b| b.store.audit().len()) {
+                Some(Ok(n)) => n,
+                _ => 0,
+            };
+            loop {
+                tokio::time::sleep(ACTIVITY_POLL).await;
+                let Some(bridge) = weak.upgrade() else { break };
+                let Ok(len) = bridge.store.audit().len() else {
+                    continue;
+                };
+                if len <= seen {
+                    continue;
+                }
+                let window = usize::try_from(len - seen).unwrap_or(usize::MAX).min(2000);
+                let items = bridge.activity_since(seen, window);
+                seen = len;
+                if items.is_empty() {
+                    continue;
+                }
+                let frame = ServerFrame::Activity {
+                    initial: false,
+                    items,
+                };
+                for t in bridge.owner_targets() {
+                    let _ = t.try_send(frame.clone());
                 }
             }
         })
+    }
+
+    /// `/secret <label>`: open a secure input card for the owner and report
+    /// the outcome (stored or not) in the chat — never the value.
+    fn request_secret(&self, stream: StreamHandle, scope_id: String, label: String) {
+        let timeouts = self.timeouts;
+        let outbound = self.targets(&scope_id, None);
+        tokio::spawn(async move {
+            let guidance = json!({
+                "instructions": format!("Paste the value for \"{label}\". It goes straight to Silas's encrypted secret store, not into the chat."),
+                "help_url": null,
+            });
+            let outcome = stream
+                .request_secure_input(&scope_id, &label, None, guidance, &timeouts)
+                .await;
+            let text = match outcome {
+                Ok(answer)
+                    if answer.answered()
+                        && answer.response == (CardResponse::SecureInput { success: true }) =>
+                {
+                    format!("Stored \"{label}\" securely as {}.", answer.request_id)
+                }
+                Ok(_) => format!("\"{label}\" was not stored."),
+                Err(e) => format!("Could not ask for \"{label}\": {e}"),
+            };
+            let frame = ServerFrame::Message {
+                text,
+                sender: "silas".into(),
+                timestamp: Timestamp::now().to_string(),
+            };
+            for t in outbound {
+                let _ = t.try_send(frame.clone());
+            }
+        });
     }
 }
 
@@ -100,6 +400,106 @@ fn verdict(v: &str) -> Option<ApprovalVerdict> {
         "edit_requested" | "edit" => Some(ApprovalVerdict::EditRequested),
         _ => None,
     }
+}
+
+/// A card response frame as the card kind it answers and its typed answer.
+fn card_answer(frame: ClientFrame) -> Option<(String, CardKind, CardResponse)> {
+    use CardResponse::*;
+    Some(match frame {
+        ClientFrame::GateResponse {
+            request_id,
+            verdict,
+        } => (request_id, CardKind::Gate, Verdict { verdict }),
+        ClientFrame::Checkpoint {
+            request_id,
+            verdict,
+        } => (request_id, CardKind::Checkpoint, Verdict { verdict }),
+        ClientFrame::BatchReviewResponse {
+            request_id,
+            verdict,
+            selected_item_ids,
+        } => (
+            request_id,
+            CardKind::BatchReview,
+            Batch {
+                verdict,
+                selected_item_ids: selected_item_ids.unwrap_or_default(),
+            },
+        ),
+        ClientFrame::DraftReviewResponse {
+            request_id,
+            verdict,
+            edited_text,
+        } => (
+            request_id,
+            CardKind::DraftReview,
+            Draft {
+                verdict,
+                edited_text,
+            },
+        ),
+        ClientFrame::DecisionResponse {
+            request_id,
+            selected_value,
+            freetext,
+        } => (
+            request_id,
+            CardKind::Decision,
+            Choice {
+                selected_value,
+                freetext,
+            },
+        ),
+        ClientFrame::SuggestionResponse {
+            request_id,
+            selected_value,
+            freetext,
+        } => (
+            request_id,
+            CardKind::Suggestion,
+            Choice {
+                selected_value,
+                freetext,
+            },
+        ),
+        ClientFrame::AutonomyThresholdResponse {
+            request_id,
+            verdict,
+        } => (request_id, CardKind::AutonomyThreshold, Verdict { verdict }),
+        ClientFrame::ConnectionSetupResponse {
+            request_id,
+            step_type,
+            action,
+        } => (
+            request_id,
+            CardKind::ConnectionSetup,
+            SetupAction { step_type, action },
+        ),
+        ClientFrame::PermissionEscalationResponse {
+            request_id,
+            verdict,
+        } => (
+            request_id,
+            CardKind::PermissionEscalation,
+            Verdict { verdict },
+        ),
+        ClientFrame::ConnectionFailureResponse {
+            request_id,
+            selected_action,
+        } => (
+            request_id,
+            CardKind::ConnectionFailure,
+            Recovery { selected_action },
+        ),
+        ClientFrame::SecureInputCompleted { ref_id, success } => {
+            (ref_id, CardKind::SecureInput, SecureInput { success })
+        }
+        ClientFrame::Auth { .. }
+        | ClientFrame::Message { .. }
+        | ClientFrame::ApprovalResponse { .. } => {
+            return None;
+        }
+    })
 }
 
 impl WebBackend for WebBridge {
@@ -115,11 +515,50 @@ impl WebBackend for WebBridge {
                 Conn {
                     scope_id: scope_id.clone(),
                     ip: conn.remote_ip.map(|ip| ip.to_string()),
+                    owner: conn.owner,
                     outbound,
                 },
             );
         }
         Box::pin(async move { Ok(scope_id) })
+    }
+
+    fn ready(&self, connection_id: &str) -> BoxFuture<'_, ()> {
+        let conn = self.connections.lock().ok().and_then(|c| {
+            c.get(connection_id)
+                .map(|c| (c.scope_id.clone(), c.owner, c.outbound.clone()))
+        });
+        Box::pin(async move {
+            let Some((scope_id, owner, tx)) = conn else {
+                return;
+            };
+            // Cards still waiting for this scope (a reload or a restart).
+            let now = Timestamp::now();
+            let cards = self
+                .store
+                .records::<PendingCard>()
+                .list()
+                .unwrap_or_default();
+            for card in cards.iter().filter(|c| {
+                c.scope_id == scope_id && !silas_actors::cards::is_expired(c, &self.timeouts, now)
+            }) {
+                if let Some(f) = self.card_frame(card) {
+                    let _ = tx.send(f).await;
+                }
+            }
+            // The Activity timeline is the owner's audit trail: owner only.
+            if owner && scope_id == OWNER_SCOPE {
+                let mut items = self.activity_since(0, 500);
+                let skip = items.len().saturating_sub(ACTIVITY_INITIAL_ITEMS);
+                items.drain(..skip);
+                let _ = tx
+                    .send(ServerFrame::Activity {
+                        initial: true,
+                        items,
+                    })
+                    .await;
+            }
+        })
     }
 
     fn frame(
@@ -129,11 +568,11 @@ impl WebBackend for WebBridge {
     ) -> BoxFuture<'_, Result<(), ProtocolError>> {
         let conn = self.connections.lock().ok().and_then(|c| {
             c.get(connection_id)
-                .map(|c| (c.scope_id.clone(), c.ip.clone()))
+                .map(|c| (c.scope_id.clone(), c.ip.clone(), c.owner))
         });
         let connection_id = connection_id.to_string();
         Box::pin(async move {
-            let (scope_id, ip) = conn.ok_or_else(|| {
+            let (scope_id, ip, owner) = conn.ok_or_else(|| {
                 ProtocolError::new("E_CHANNEL_PROTOCOL", "unknown connection", None)
             })?;
             let stream = StreamHandle::find().ok_or_else(|| {
@@ -144,6 +583,29 @@ impl WebBackend for WebBridge {
                 )
             })?;
             match frame {
+                ClientFrame::Message { text, .. }
+                    if owner
+                        && scope_id == OWNER_SCOPE
+                        && (text.trim() == SECRET_COMMAND
+                            || text.trim_start().starts_with("/secret ")) =>
+                {
+                    let label = text
+                        .trim()
+                        .trim_start_matches(SECRET_COMMAND)
+                        .trim()
+                        .chars()
+                        .take(100)
+                        .collect::<String>();
+                    if label.is_empty() {
+                        return Err(ProtocolError::new(
+                            "E_CHANNEL_PROTOCOL",
+                            "usage: /secret <what it is, e.g. GitHub token>",
+                            None,
+                        ));
+                    }
+                    self.request_secret(stream, scope_id, label);
+                    Ok(())
+                }
                 ClientFrame::Message { text, sender_id } => {
                     let m = InboundMessage {
                         scope_id,
@@ -189,27 +651,65 @@ impl WebBackend for WebBridge {
                         conditions: Default::default(),
                     };
                     stream
-                        .decide_card(&request_id, decision)
+                        .decide_card_for(&scope_id, &request_id, decision)
                         .await
                         .map(|_| ())
-                        .map_err(|e| {
-                            ProtocolError::new(e.code().as_str(), e.to_string(), Some(request_id))
-                        })
+                        .map_err(rejection)
                 }
-                other => Err(ProtocolError::new(
-                    "E_CHANNEL_UNSUPPORTED",
-                    "this card type is not served yet",
-                    other.request_id().map(str::to_string),
-                )),
+                other => {
+                    let (request_id, kind, response) = card_answer(other).ok_or_else(|| {
+                        ProtocolError::new("E_CHANNEL_PROTOCOL", "not a card response", None)
+                    })?;
+                    // A client cannot claim a secret it did not store.
+                    let response = match response {
+                        CardResponse::SecureInput { success } => CardResponse::SecureInput {
+                            success: success && self.vault.fulfilled(&request_id),
+                        },
+                        r => r,
+                    };
+                    stream
+                        .answer_card(&scope_id, &request_id, kind, response)
+                        .await
+                        .map(|_| ())
+                        .map_err(rejection)
+                }
             }
         })
     }
 
     fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()> {
-        if let Ok(mut conns) = self.connections.lock() {
-            conns.remove(connection_id);
-        }
-        Box::pin(async {})
+        let orphaned = self.connections.lock().ok().and_then(|mut conns| {
+            let gone = conns.remove(connection_id)?;
+            let last = !conns.values().any(|c| c.scope_id == gone.scope_id);
+            last.then_some(gone.scope_id)
+        });
+        Box::pin(async move {
+            // §8.1: the scope's last connection is gone, so nobody can answer
+            // its cards: they resolve to their safe defaults now.
+            if let (Some(scope_id), Some(stream)) = (orphaned, StreamHandle::find())
+                && let Err(e) = stream.scope_disconnected(&scope_id).await
+            {
+                tracing::warn!(scope_id, "pending cards not resolved on disconnect: {e}");
+            }
+        })
+    }
+
+    fn queue_pressure(&self) -> BoxFuture<'_, Option<QueuePressure>> {
+        Box::pin(async {
+            let status = StreamHandle::find()?.status().await.ok()?;
+            let mut q = QueuePressure {
+                accepting: status.accepting,
+                pending_total: status.pending_total,
+                capacity_total: status.capacity_total,
+                capacity_per_scope: status.capacity_per_scope,
+                scopes_waiting: u32::try_from(status.scope_depths.len()).unwrap_or(u32::MAX),
+                deepest_scope: status.scope_depths.first().map_or(0, |(_, n)| *n),
+                pending_cards: u32::try_from(status.pending_cards).unwrap_or(u32::MAX),
+                pressure: String::new(),
+            };
+            q.pressure = q.label().to_string();
+            Some(q)
+        })
     }
 }
 
@@ -238,5 +738,83 @@ impl ChannelSink for WebBridge {
             }
             Ok(())
         })
+    }
+}
+
+/// The `SecretSink` of `POST /secrets/{ref_id}`: accepts a value only for a
+/// pending `secure_input_request` card that is not past its deadline,
+/// stores it encrypted (`SecretStore`), audits `secret_stored` with the ref
+/// and label only. Never logs, echoes or keeps the value.
+pub struct SecretVault {
+    store: Store,
+    secrets: SecretStore,
+    timeouts: CardTimeouts,
+}
+
+impl SecretVault {
+    pub fn new(store: Store, secrets: SecretStore, timeouts: CardTimeouts) -> SecretVault {
+        SecretVault {
+            store,
+            secrets,
+            timeouts,
+        }
+    }
+
+    /// Whether a value was stored under `ref_id`.
+    pub fn fulfilled(&self, ref_id: &str) -> bool {
+        self.secrets.contains(ref_id)
+    }
+
+    pub fn describe(&self) -> String {
+        self.secrets.describe()
+    }
+}
+
+impl SecretSink for SecretVault {
+    fn store(
+        &self,
+        ref_id: &str,
+        value: zeroize::Zeroizing<String>,
+    ) -> Result<(), SecretStoreError> {
+        if !valid_ref(ref_id) {
+            return Err(SecretStoreError::UnknownRef);
+        }
+        if self.secrets.contains(ref_id) {
+            return Err(SecretStoreError::AlreadyFulfilled);
+        }
+        let card = match self.store.records::<PendingCard>().get(ref_id) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(code = %e.code(), "secure input: cannot read pending cards: {e}");
+                return Err(SecretStoreError::Failed);
+            }
+        };
+        let Some(card) = card.filter(|c| {
+            c.card_type == CardKind::SecureInput.card_type()
+                && !silas_actors::cards::is_expired(c, &self.timeouts, Timestamp::now())
+        }) else {
+            return Err(SecretStoreError::UnknownRef);
+        };
+        match self.secrets.put(ref_id, value.as_bytes()) {
+            Ok(()) => {}
+            Err(SecretError::Exists(_)) => return Err(SecretStoreError::AlreadyFulfilled),
+            Err(e) => {
+                // The error names the ref and path only, never the value.
+                tracing::error!(code = %e.code(), "secure input: not stored: {e}");
+                return Err(SecretStoreError::Failed);
+            }
+        }
+        let label = card
+            .payload
+            .get("label")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut data = silas_core::model::JsonObject::new();
+        data.insert("ref_id".into(), Value::from(ref_id));
+        data.insert("label".into(), Value::from(label));
+        if let Err(e) = self.store.audit().log("secret_stored", data) {
+            tracing::error!(code = %e.code(), "audit write failed: {e}");
+        }
+        Ok(())
     }
 }

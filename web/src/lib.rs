@@ -91,6 +91,9 @@ impl HealthState {
 struct HealthBody {
     status: &'static str,
     connections: usize,
+    /// Turn-queue pressure (§18.6); absent until a runtime is attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queue: Option<ws::QueuePressure>,
 }
 
 /// Whether a configured host is a loopback address (`localhost`, 127/8, ::1).
@@ -240,14 +243,16 @@ fn routes(
         let s = state.clone();
         warp::any().map(move || s.clone())
     };
-    let health_state = state.health.clone();
     let health = warp::path("health")
         .and(warp::path::end())
         .and(warp::get())
-        .map(move || {
+        .and(with_state.clone())
+        .then(|state: Arc<WebState>| async move {
+            let queue = state.backend.queue_pressure().await;
             warp::reply::json(&HealthBody {
                 status: "ok",
-                connections: health_state.connections(),
+                connections: state.health.connections(),
+                queue,
             })
         });
 

@@ -212,6 +212,35 @@ pub enum ServerFrame {
         message: String,
         request_id: Option<String>,
     },
+    /// The Activity surface (§0.5.1): a plain-language timeline built from
+    /// the audit log, sent only to the owner's connections — once right
+    /// after `auth_ok` (`initial: true`, the latest items, oldest first) and
+    /// then whenever new audit entries produce items (`initial: false`,
+    /// only the new ones). Shape:
+    ///
+    /// ```json
+    /// {"type": "activity", "initial": true, "items": [
+    ///   {"seq": 41, "at": "2026-01-01T09:00:00.123456Z", "kind": "work",
+    ///    "text": "Approved and ran 'Create notes.txt' — 2 checks passed"}]}
+    /// ```
+    ///
+    /// `seq` is the audit sequence number (unique, increasing: order and
+    /// de-duplicate by it); `kind` is one of `work`, `approval`, `card`,
+    /// `security`, `system`, `other`; `text` is display text (render with
+    /// `textContent`). Never carries message text or secrets.
+    Activity {
+        initial: bool,
+        items: Vec<ActivityItem>,
+    },
+}
+
+/// One line of the Activity timeline (see [`ServerFrame::Activity`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityItem {
+    pub seq: u64,
+    pub at: String,
+    pub kind: String,
+    pub text: String,
 }
 
 /// The model behind the assistant, as shown to the owner.
@@ -425,5 +454,40 @@ mod tests {
             v,
             json!({"type": "error", "code": "E_CHANNEL_PROTOCOL", "message": "bad", "request_id": "r"})
         );
+    }
+
+    #[test]
+    fn activity_frame_shape() {
+        let f = ServerFrame::Activity {
+            initial: true,
+            items: vec![ActivityItem {
+                seq: 41,
+                at: "2026-01-01T09:00:00Z".into(),
+                kind: "work".into(),
+                text: "Approved and ran 'Create notes.txt' — 2 checks passed".into(),
+            }],
+        };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "activity", "initial": true, "items": [{"seq": 41,
+                "at": "2026-01-01T09:00:00Z", "kind": "work",
+                "text": "Approved and ran 'Create notes.txt' — 2 checks passed"}]})
+        );
+        assert_eq!(serde_json::from_value::<ServerFrame>(v).unwrap(), f);
+    }
+
+    #[test]
+    fn secure_input_request_shape() {
+        let v = serde_json::to_value(ServerFrame::SecureInputRequest {
+            ref_id: "sec-1".into(),
+            label: "GitHub token".into(),
+            input_hint: Some("ghp_…".into()),
+            guidance: json!({"instructions": "Create a token", "help_url": null}),
+        })
+        .unwrap();
+        assert_eq!(v["type"], "secure_input_request");
+        assert_eq!(v["ref_id"], "sec-1");
+        assert_eq!(v["guidance"]["instructions"], "Create a token");
     }
 }

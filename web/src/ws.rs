@@ -59,6 +59,53 @@ pub trait WebBackend: Send + Sync + 'static {
         frame: ClientFrame,
     ) -> BoxFuture<'_, Result<(), ProtocolError>>;
     fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()>;
+    /// `auth_ok` is queued: the backend may now send what a fresh
+    /// connection needs (pending cards, the Activity timeline).
+    fn ready(&self, _connection_id: &str) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    /// Queue pressure for `/health` (§18.6), if the runtime is attached.
+    fn queue_pressure(&self) -> BoxFuture<'_, Option<QueuePressure>> {
+        Box::pin(async { None })
+    }
+}
+
+/// Turn-queue pressure as `/health` reports it (§18.6): depths and
+/// capacities only — no scope ids, the endpoint is unauthenticated.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueuePressure {
+    /// Whether the runtime accepts new messages (false while draining).
+    pub accepting: bool,
+    pub pending_total: u32,
+    pub capacity_total: u32,
+    pub capacity_per_scope: u32,
+    /// Scopes with at least one pending turn.
+    pub scopes_waiting: u32,
+    /// Depth of the deepest scope queue.
+    pub deepest_scope: u32,
+    /// Cards waiting for an answer.
+    pub pending_cards: u32,
+    /// `ok`, `high` (a queue ≥ 80 % full) or `full` (a queue at capacity).
+    pub pressure: String,
+}
+
+impl QueuePressure {
+    /// The pressure label for these numbers.
+    pub fn label(&self) -> &'static str {
+        let full = |n: u32, cap: u32| cap > 0 && n >= cap;
+        let high = |n: u32, cap: u32| cap > 0 && u64::from(n) * 5 >= u64::from(cap) * 4;
+        if full(self.pending_total, self.capacity_total)
+            || full(self.deepest_scope, self.capacity_per_scope)
+        {
+            "full"
+        } else if high(self.pending_total, self.capacity_total)
+            || high(self.deepest_scope, self.capacity_per_scope)
+        {
+            "high"
+        } else {
+            "ok"
+        }
+    }
 }
 
 /// Used until the runtime is attached: authenticated connections get an
@@ -287,6 +334,7 @@ pub async fn session(
         },
     )
     .await;
+    state.backend.ready(&conn.connection_id).await;
     loop {
         let msg = tokio::select! {
             m = stream.next() => m,
@@ -360,6 +408,23 @@ mod tests {
         assert!(request_allowed(&own, Some("127.0.0.1:8420"), Some("null")).is_err());
         assert!(request_allowed(&own, None, None).is_err());
         assert!(request_allowed(&own, Some("127.0.0.1:9999"), None).is_err());
+    }
+
+    #[test]
+    fn queue_pressure_labels() {
+        let mut q = QueuePressure {
+            capacity_total: 500,
+            capacity_per_scope: 20,
+            ..Default::default()
+        };
+        assert_eq!(q.label(), "ok");
+        q.deepest_scope = 16;
+        assert_eq!(q.label(), "high");
+        q.deepest_scope = 20;
+        assert_eq!(q.label(), "full");
+        q.deepest_scope = 1;
+        q.pending_total = 500;
+        assert_eq!(q.label(), "full");
     }
 
     #[test]
