@@ -294,6 +294,8 @@ try {
   const events = await page.locator('#timeline .event').count();
   check(events >= 15, 'activity has ' + events + ' entries');
   await page.locator('#timeline .event', { hasText: 'You stored a secret' }).waitFor({ timeout: 2000 });
+  const audit = await page.locator('#timeline .event-audit').evaluateAll((ls) => ls.map((l) => l.dataset.seq + ':' + l.dataset.kind));
+  check(audit.join(',') === '9:system,8:work,7:security', 'audit narrative (newest first, de-duplicated): ' + audit);
   check(!(await page.locator('#timeline').textContent()).includes(SECRET), 'secret in the activity timeline');
 
   step = 'desktop split with the activity slide-over';

@@ -1369,18 +1369,29 @@
     tick();
   }
 
-  // Audit-narrative entries from the server (`activity` frames, built from
-  // the audit log). Read defensively: one entry per frame or a list.
+  // The audit narrative (`activity` frames, built by the server from the
+  // audit log): {initial, items: [{seq, at, kind, text}]}, oldest first.
+  // `seq` orders and de-duplicates (a reconnect resends the latest items);
+  // the initial backlog does not count as "new" on the tab badge.
+  const seenAudit = new Set();
+  const AUDIT_TONE = { work: 'ok', approval: 'ok', card: 'info', security: 'bad', system: 'muted', other: 'info' };
   function onActivity(f) {
-    const entries = Array.isArray(f.entries) ? f.entries : [f];
-    for (const e0 of entries) {
-      const e = obj(e0);
-      const what = str(e.summary || e.text || e.what || e.title || words(e.event || e.kind));
-      if (!what) continue;
-      const detail = str(e.detail || e.details || e.outcome || '');
-      const li = timelineEvent(what, detail && detail !== what ? detail : '', e.tone || 'info', e.timestamp || e.at || e.time);
-      li.classList.add('event-audit');
-      if (e.kind || e.event) li.dataset.kind = str(e.kind || e.event);
+    for (const it0 of arr(f.items)) {
+      const it = obj(it0);
+      const seq = typeof it.seq === 'number' ? it.seq : null;
+      if (seq === null || seenAudit.has(seq) || !it.text) continue;
+      seenAudit.add(seq);
+      const li = el('li', 'event event-audit event-' + (AUDIT_TONE[it.kind] || 'info'));
+      li.dataset.seq = String(seq);
+      li.dataset.kind = str(it.kind);
+      li.appendChild(el('span', 'event-time', clock(it.at)));
+      const body = el('div', 'event-body');
+      body.appendChild(el('p', 'event-what', str(it.text)));
+      li.appendChild(body);
+      const empty = $('activity-empty');
+      if (empty) empty.remove();
+      $('timeline').prepend(li);
+      if (!f.initial) noteActivity();
     }
   }
 

@@ -3,7 +3,8 @@
 //! (token configured, offline model announced) with a scripted backend.
 //!
 //! The backend pushes one frame of each card type after the first
-//! authenticated connection (plus a finished work item and its undo offer),
+//! authenticated connection (plus audit-narrative `activity` frames, a
+//! finished work item and its undo offer),
 //! and records every client frame. `tests/browser/cards.mjs` enters the
 //! token on the token screen, walks the onboarding, then answers each card
 //! through the UI — chips, free text, checkboxes, the confirm chip, the
@@ -105,6 +106,14 @@ fn gallery() -> Vec<ServerFrame> {
         .unwrap()
         .to_string();
     vec![
+        // The audit narrative: a backlog, then a resend plus one new item
+        // (a reconnect resends; the UI de-duplicates by seq).
+        frame(json!({"type": "activity", "initial": true, "items": [
+            {"seq": 7, "at": "2026-01-15T09:00:00Z", "kind": "security", "text": "Refused a connection from another website"},
+            {"seq": 8, "at": "2026-01-15T09:05:00Z", "kind": "work", "text": "Ran 'Tidy the downloads folder' — 1 check passed"}]})),
+        frame(json!({"type": "activity", "initial": false, "items": [
+            {"seq": 8, "at": "2026-01-15T09:05:00Z", "kind": "work", "text": "Ran 'Tidy the downloads folder' — 1 check passed"},
+            {"seq": 9, "at": "2026-01-15T09:06:00Z", "kind": "system", "text": "Daemon started"}]})),
         frame(json!({"type": "approval_request", "request_id": "plan-1",
             "title": "Create notes.txt containing hello",
             "body": "Write the file notes.txt in the workspace with the text hello, then check it.",
