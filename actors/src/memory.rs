@@ -150,7 +150,12 @@ impl MemoryIndex for KeywordMemory {
                     return Ok(());
                 };
                 match records.get(target)? {
-                    Some(mut m) if m.session_id.as_deref() == Some(scope_id) => {
+                    // Constitutional memories cannot be modified at runtime
+                    // (§3.8); the pipeline refuses and audits such ops first.
+                    Some(mut m)
+                        if m.session_id.as_deref() == Some(scope_id)
+                            && m.trust_level != TrustLevel::Constitutional =>
+                    {
                         if let Some(c) = &op.content {
                             m.content = c.clone();
                         }
@@ -164,6 +169,7 @@ impl MemoryIndex for KeywordMemory {
                 if let Some(target) = op.memory_id.as_deref()
                     && let Some(m) = records.get(target)?
                     && m.session_id.as_deref() == Some(scope_id)
+                    && m.trust_level != TrustLevel::Constitutional
                 {
                     records.delete(target)?;
                 }

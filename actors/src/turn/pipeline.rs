@@ -21,10 +21,10 @@ use serde_json::{Value, json};
 use silas_core::approval::effective_needs_approval;
 use silas_core::config::Config;
 use silas_core::model::JsonObject;
-use silas_core::model::agents::{AgentResponse, Route};
+use silas_core::model::agents::{AgentResponse, MemoryOp, MemoryOpType, Route};
 use silas_core::model::context::{ContextItemKind, ContextZone};
 use silas_core::model::gates::{GateAction, GateTrigger};
-use silas_core::model::memory::{MemoryType, ReingestionTier};
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier, TrustLevel};
 use silas_core::model::messages::{ChannelMessage, TaintLevel};
 use silas_core::model::work::WorkItemStatus;
 use silas_core::{Coded, ErrorCode, Timestamp};
@@ -692,6 +692,15 @@ impl Turn<'_> {
             ops.truncate(max);
         }
         for (i, op) in ops.iter().enumerate() {
+            if let Some(target) = self.constitutional_target(op)? {
+                // §3.8: constitutional memories cannot be modified at runtime.
+                self.push(
+                    "memory_op_refused",
+                    json!({"op": op.op.as_str(), "index": i, "memory_id": target,
+                           "reason": "constitutional", "scope_id": self.scope.scope_id}),
+                );
+                continue;
+            }
             let args = serde_json::to_value(op).unwrap_or(Value::Null);
             let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args,
                                  "sender_id": self.record.message.sender_id}));
@@ -724,6 +733,27 @@ impl Turn<'_> {
                 .apply(&self.scope.scope_id, op, self.taint, &id)?;
         }
         Ok(())
+    }
+
+    /// The constitutional memory an update/delete/link op touches, if any
+    /// (memory records live in the store's `memory` table).
+    fn constitutional_target(&self, op: &MemoryOp) -> Result<Option<String>, TurnError> {
+        if op.op == MemoryOpType::Store {
+            return Ok(None);
+        }
+        let records = self.deps.store.records::<MemoryItem>();
+        for id in [op.memory_id.as_deref(), op.link_to.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if records
+                .get(id)?
+                .is_some_and(|m| m.trust_level == TrustLevel::Constitutional)
+            {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
     }
 
     /// Step 11: the response's chronicle entry (committed with step 12's
