@@ -125,6 +125,9 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)
+        // Chatbot deployment (an active goal): every non-owner connection
+        // gets its own scope (§5.1 isolation model, §8.1).
+        .with_customer_scopes(cfg.active_goal.is_some())
         .with_model(silas_web::protocol::ModelInfo {
             offline: model.is_offline(),
             description: model.startup_line(&cfg),

@@ -115,6 +115,7 @@ pub struct BoundServer {
     backend: Arc<dyn WebBackend>,
     secrets: Arc<dyn SecretSink>,
     model: Option<protocol::ModelInfo>,
+    customer_scopes: bool,
 }
 
 /// Bind the listener (port 0 picks a free port).
@@ -147,6 +148,7 @@ pub async fn bind(
         backend: Arc::new(Unattached),
         secrets: Arc::new(NoSecrets),
         model: None,
+        customer_scopes: false,
     })
 }
 
@@ -165,6 +167,13 @@ impl BoundServer {
     /// Announce the serving model in every `auth_ok` (the UI labels offline mode).
     pub fn with_model(mut self, model: protocol::ModelInfo) -> Self {
         self.model = Some(model);
+        self
+    }
+
+    /// Chatbot deployment: connections without the owner token (in the
+    /// subprotocol header) are accepted as customers, each in its own scope.
+    pub fn with_customer_scopes(mut self, on: bool) -> Self {
+        self.customer_scopes = on;
         self
     }
 
@@ -201,6 +210,7 @@ impl BoundServer {
             rx.clone(),
         );
         state.model = self.model;
+        state.customer_scopes = self.customer_scopes;
         let state = Arc::new(state);
         let routes = routes(state);
         let mut stop = rx;

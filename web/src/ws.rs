@@ -172,6 +172,10 @@ pub struct WebState {
     pub shutdown: watch::Receiver<bool>,
     /// Announced in `auth_ok` (e.g. the offline responder label).
     pub model: Option<crate::protocol::ModelInfo>,
+    /// Chatbot deployment (§5.1 isolation model): a connection that does
+    /// not present the owner token in `Sec-WebSocket-Protocol` is a
+    /// customer with its own scope instead of being refused.
+    pub customer_scopes: bool,
     next_id: AtomicU64,
 }
 
@@ -192,6 +196,7 @@ impl WebState {
             health,
             shutdown,
             model: None,
+            customer_scopes: false,
             next_id: AtomicU64::new(1),
         }
     }
@@ -263,9 +268,17 @@ pub async fn session(
     let (mut sink, mut stream) = socket.split();
     let mut shutdown = state.shutdown.clone();
 
+    // Chatbot deployment: the owner presents the token in the header; any
+    // other connection is a customer in its own scope (never the owner's).
+    let owner = match (&state.token, &header_token) {
+        _ if !state.customer_scopes => true,
+        (Some(expected), Some(t)) => token_eq(t, expected),
+        _ => false,
+    };
     // Authentication (§8.1): header token, or a first auth frame within 5 s.
     let authed = match &state.token {
         None => true,
+        Some(_) if state.customer_scopes => true,
         Some(expected) => match header_token {
             Some(t) => token_eq(&t, expected),
             None => {
@@ -293,7 +306,7 @@ pub async fn session(
     let conn = ConnectionInfo {
         connection_id: format!("ws-{id}"),
         remote_ip,
-        owner: true,
+        owner,
     };
     let (tx, mut rx) = mpsc::channel::<ServerFrame>(OUTBOUND_QUEUE);
     let scope_id = match state.backend.connected(conn.clone(), tx.clone()).await {
