@@ -41,6 +41,18 @@
     a.rel = 'noopener noreferrer';
     return a;
   }
+  // While a full-screen sheet (token, onboarding) is up, the app behind it
+  // is inert: no focus, no clicks, hidden from screen readers.
+  function syncModal() {
+    const auth = !$('auth-screen').hidden;
+    const onboarding = !$('onboarding').hidden;
+    document.body.classList.toggle('modal-open', auth || onboarding);
+    for (const sel of ['.topbar', '.tabs', '.surfaces', '.skip']) {
+      const n = document.querySelector(sel);
+      if (n) n.inert = auth || onboarding;
+    }
+    $('onboarding').inert = auth;
+  }
   const local = {
     get(k) { try { return window.localStorage.getItem(k); } catch (e) { return null; } },
     set(k, v) { try { window.localStorage.setItem(k, v); } catch (e) { /* private mode */ } },
@@ -120,7 +132,7 @@
     const screen = $('auth-screen');
     $('auth-error').hidden = !rejected;
     screen.hidden = false;
-    document.body.classList.add('modal-open');
+    syncModal();
     $('auth-token').value = '';
     $('auth-token').focus();
   }
@@ -131,7 +143,7 @@
     if (!t) { $('auth-token').focus(); return; }
     rememberToken(t);
     $('auth-screen').hidden = true;
-    document.body.classList.remove('modal-open');
+    syncModal();
     reconnectNow();
     if (!$('onboarding').hidden) focusOnboarding();
   });
@@ -232,6 +244,7 @@
   let modelKnown = false;
   function onboardingStep(n) {
     for (const s of document.querySelectorAll('.onboard-step')) s.hidden = s.dataset.step !== String(n);
+    $('onboarding').setAttribute('aria-labelledby', 'onboard-h' + n);
     focusOnboarding();
   }
   function focusOnboarding() {
@@ -255,7 +268,7 @@
   function finishOnboarding() {
     local.set(ONBOARDED, '1');
     $('onboarding').hidden = true;
-    document.body.classList.remove('modal-open');
+    syncModal();
     show('stream');
     bubble('silas', 'I\u2019m ready. Tell me what to connect first, or I\u2019ll figure it out.');
     $('composer-input').focus();
@@ -266,7 +279,7 @@
   for (const b of document.querySelectorAll('.onboard-skip')) b.addEventListener('click', finishOnboarding);
   if (local.get(ONBOARDED) !== '1') {
     $('onboarding').hidden = false;
-    document.body.classList.add('modal-open');
+    syncModal();
     onboardingStep(1);
   }
 
@@ -1417,7 +1430,7 @@
         authed = true;
         clearTimeout(authWaitTimer);
         $('auth-screen').hidden = true;
-        if ($('onboarding').hidden) document.body.classList.remove('modal-open');
+        syncModal();
         setConn('connected', 'Connected');
         showModel(f.model);
         break;
