@@ -367,7 +367,6 @@ pub enum SchedulerMsg {
     /// Every registered job.
     List(RpcReplyPort<Vec<JobInfo>>),
     /// Fault injection for supervision tests: panics in the handler.
-    #[doc(hidden)]
     InjectPanic,
 }
 
@@ -694,7 +693,7 @@ impl SchedulerState {
 
     fn send_named<M: ractor::Message>(&self, name: Option<&str>, msg: M) {
         let Some(name) = name else { return };
-        match ractor::registry::where_is(name.to_owned()) {
+        match ractor::registry::where_is(name) {
             Some(cell) => {
                 if let Err(e) = ActorRef::<M>::from(cell).cast(msg) {
                     tracing::warn!(actor = name, "scheduled message not delivered: {e}");
@@ -892,7 +891,7 @@ impl SchedulerHandle {
     }
 
     pub fn find_named(name: &str) -> Option<SchedulerHandle> {
-        ractor::registry::where_is(name.to_owned()).map(|cell| SchedulerHandle {
+        ractor::registry::where_is(name).map(|cell| SchedulerHandle {
             actor: ActorRef::from(cell),
         })
     }
