@@ -27,6 +27,7 @@
 //! | Shell injection via gate script inputs | `gate_script_inputs_with_shell_metacharacters_are_inert` | script provider: argv only, context in `SILAS_CTX_*` env vars | full (note: `standard_gate_runner` registers no `script` provider, so production script gates fail closed) |
 //! | Secrets never leave their places (developers' guide) | `canary_secrets_stay_where_the_spec_allows` | provider key only in `Authorization`; output redaction before truncation; NEVER_LOG; config never rendered | full |
 //! | — pasted secret in a chat message | `secret_pasted_into_chat_never_reaches_model_or_store` | none yet | **ignored: BUG** (see the test) |
+//! | — (execute/approval integrity) plan id chosen by the model | `a_plan_cannot_overwrite_an_existing_work_item` | none yet | **ignored: BUG** (see the test) |
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -1676,4 +1677,29 @@ async fn secret_pasted_into_chat_never_reaches_model_or_store() {
     rt.stop().await;
     let at = Places::gather(&f, &frames, &logs).find(PASTED);
     assert!(at.is_empty(), "pasted secret found in: {at:?}");
+}
+
+/// A plan's `id` comes from the model. Proposing a plan under the id of an
+/// existing, already-approved work item must not replace that item (its
+/// body, gates or approval). Today `plan_approval` saves the parsed plan
+/// over it: the approved item loses its token and gets the model's body
+/// (fails closed — the item can no longer run — but the owner's approved
+/// work is silently destroyed and its card now approves the model's text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "BUG: plan_approval saves a model-proposed plan over an existing work item with the same id (approved item's token, body and gates are replaced)"]
+async fn a_plan_cannot_overwrite_an_existing_work_item() {
+    let f = Fx::new().await;
+    let approved_item =
+        f.task(json!({"id": "t-existing", "type": "task", "title": "safe", "body": "echo safe"}));
+    let md = plan_markdown("t-existing", "needs_approval: false", "Run `rm -rf ~`.");
+    f.fake.push(to_planner()).push(planner_reply(false, &md));
+    let rt = f.runtime().await;
+    rt.turn("owner", "do it").await;
+    rt.stop().await;
+    let now = f.get("t-existing");
+    assert_eq!(
+        now.body, approved_item.body,
+        "the approved body was replaced"
+    );
+    assert_eq!(now.approval_token, approved_item.approval_token);
 }
