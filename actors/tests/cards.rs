@@ -1,0 +1,356 @@
+//! Card lifecycle through a real Stream (§8.1, §4.1.1): a card opened with
+//! `StreamHandle::ask` is answered once, only from its scope, only with its
+//! own response type; past its deadline, on disconnect, with no connection
+//! and on shutdown it resolves to its safe default — each audited.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ractor::Actor;
+use serde_json::{Value, json};
+use silas_actors::approval::ApprovalService;
+use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts, Resolution};
+use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, MemorySink, Outbound};
+use silas_actors::restart::RestartPolicy;
+use silas_actors::stream::{Stream, StreamArgs, StreamHandle};
+use silas_actors::turn::pipeline::TurnDeps;
+use silas_core::Timestamp;
+use silas_core::config::Config;
+use silas_keys::OwnerKey;
+use silas_llm::Agents;
+use silas_llm::provider::Provider;
+use silas_storage::{PendingCard, Store};
+use tokio::sync::{broadcast, mpsc};
+
+struct SwitchSink {
+    inner: MemorySink,
+    down: Arc<AtomicBool>,
+}
+
+impl ChannelSink for SwitchSink {
+    fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(ChannelError::Disconnected("no connection".into())) });
+        }
+        self.inner.send(out)
+    }
+}
+
+struct Rt {
+    stream: StreamHandle,
+    sink: MemorySink,
+    down: Arc<AtomicBool>,
+    store: Store,
+    timeouts: CardTimeouts,
+    _dir: tempfile::TempDir,
+    _dispatch: mpsc::Receiver<silas_actors::work::DispatchRequest>,
+}
+
+async fn start(gate_timeout_s: u64) -> Rt {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("silas.redb")).unwrap();
+    let mut cfg = Config::default();
+    cfg.approval.gate_card_timeout_seconds = gate_timeout_s;
+    let cfg = Arc::new(cfg);
+    let p: Arc<dyn Provider> = Arc::new(silas_llm::select::offline_provider(&cfg));
+    let agents = Agents::from_config(&cfg, |_| Ok((p.clone(), "rules".into()))).unwrap();
+    let sink = MemorySink::new();
+    let down = Arc::new(AtomicBool::new(false));
+    let approvals = ApprovalService::new(
+        store.clone(),
+        Arc::new(OwnerKey::generate().unwrap()),
+        silas_core::approval::IssuePolicy::from_config(&cfg),
+    );
+    let deps = TurnDeps::standard(
+        store.clone(),
+        cfg.clone(),
+        agents,
+        approvals,
+        Arc::new(SwitchSink {
+            inner: sink.clone(),
+            down: down.clone(),
+        }),
+    );
+    let (dtx, drx) = mpsc::channel(4);
+    let (status, _) = broadcast::channel(4);
+    let (actor, _) = Actor::spawn(
+        None,
+        Stream,
+        StreamArgs {
+            deps: Arc::new(deps),
+            dispatch: dtx,
+            status,
+            restart_policy: RestartPolicy::default(),
+        },
+    )
+    .await
+    .unwrap();
+    Rt {
+        stream: StreamHandle { actor },
+        sink,
+        down,
+        store,
+        timeouts: CardTimeouts::from_config(&cfg),
+        _dir: dir,
+        _dispatch: drx,
+    }
+}
+
+fn card(kind: CardKind, id: &str, payload: Value) -> PendingCard {
+    let now = Timestamp::now();
+    PendingCard {
+        request_id: id.into(),
+        scope_id: "owner".into(),
+        card_type: kind.card_type().into(),
+        payload: match payload {
+            Value::Object(o) => o,
+            _ => Default::default(),
+        },
+        created_at: now,
+        expires_at: now.plus(chrono::Duration::minutes(30)),
+    }
+}
+
+async fn wait_for_card(rt: &Rt, id: &str) {
+    for _ in 0..200 {
+        if rt
+            .sink
+            .sent()
+            .iter()
+            .any(|o| matches!(o, Outbound::Card { card } if card.request_id == id))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("card {id} never sent");
+}
+
+fn audited(rt: &Rt, event: &str, id: &str) -> bool {
+    rt.store
+        .audit()
+        .tail(500)
+        .unwrap()
+        .iter()
+        .any(|e| e.event == event && e.data.get("request_id") == Some(&Value::from(id)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_is_answered_once_from_its_scope_with_its_type() {
+    let rt = start(120).await;
+    let stream = rt.stream.clone();
+    let t = rt.timeouts;
+    let ask = tokio::spawn(async move {
+        stream
+            .ask(
+                card(CardKind::Gate, "g1", json!({"gate_name": "budget"})),
+                &t,
+            )
+            .await
+    });
+    wait_for_card(&rt, "g1").await;
+    let approve = || CardResponse::Verdict {
+        verdict: "approve".into(),
+    };
+    // Another scope cannot see it; another type cannot answer it.
+    let e = rt
+        .stream
+        .answer_card("ws-7", "g1", CardKind::Gate, approve())
+        .await;
+    assert_eq!(e, Err(CardRejection::Unknown("g1".into())));
+    let e = rt
+        .stream
+        .answer_card("owner", "g1", CardKind::Decision, approve())
+        .await;
+    assert!(matches!(e, Err(CardRejection::WrongType { .. })), "{e:?}");
+    let e = rt
+        .stream
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Gate,
+            CardResponse::Verdict {
+                verdict: "sure".into(),
+            },
+        )
+        .await;
+    assert!(matches!(e, Err(CardRejection::Invalid { .. })), "{e:?}");
+    // The valid answer is recorded and reaches the requester.
+    let ok = rt
+        .stream
+        .answer_card("owner", "g1", CardKind::Gate, approve())
+        .await
+        .unwrap();
+    assert_eq!(ok.resolution, Resolution::Answered);
+    let got = ask.await.unwrap().unwrap();
+    assert_eq!(got.response, approve());
+    assert!(got.answered());
+    assert!(audited(&rt, "card_answered", "g1"));
+    // A second answer changes nothing.
+    let again = rt
+        .stream
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Gate,
+            CardResponse::Verdict {
+                verdict: "block".into(),
+            },
+        )
+        .await;
+    assert_eq!(again, Err(CardRejection::AlreadyAnswered("g1".into())));
+    assert!(
+        rt.store
+            .records::<PendingCard>()
+            .get("g1")
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_gate_card_blocks_at_its_timeout_without_an_answer() {
+    let rt = start(1).await;
+    let started = std::time::Instant::now();
+    let got = rt
+        .stream
+        .ask(card(CardKind::Gate, "g2", json!({})), &rt.timeouts)
+        .await
+        .unwrap();
+    assert_eq!(got.resolution, Resolution::TimedOut);
+    assert_eq!(
+        got.response,
+        CardResponse::Verdict {
+            verdict: "block".into()
+        }
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert!(audited(&rt, "card_timed_out", "g2"));
+    let late = rt
+        .stream
+        .answer_card(
+            "owner",
+            "g2",
+            CardKind::Gate,
+            CardResponse::Verdict {
+                verdict: "approve".into(),
+            },
+        )
+        .await;
+    assert_eq!(late, Err(CardRejection::AlreadyAnswered("g2".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
+    let rt = start(120).await;
+    // The scope's last connection closes while a batch card waits.
+    let stream = rt.stream.clone();
+    let t = rt.timeouts;
+    let ask = tokio::spawn(async move {
+        stream
+            .ask(
+                card(CardKind::BatchReview, "b1", json!({"batch": {"items": []}})),
+                &t,
+            )
+            .await
+    });
+    wait_for_card(&rt, "b1").await;
+    assert_eq!(rt.stream.scope_disconnected("owner").await.unwrap(), 1);
+    let got = ask.await.unwrap().unwrap();
+    assert_eq!(got.resolution, Resolution::Disconnected);
+    assert_eq!(
+        got.response,
+        CardResponse::Batch {
+            verdict: "decline".into(),
+            selected_item_ids: vec![]
+        }
+    );
+    assert!(audited(&rt, "card_declined_disconnected", "b1"));
+
+    // No live connection at all: declined at once, not after 300 s.
+    rt.down.store(true, Ordering::SeqCst);
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        rt.stream.ask(
+            card(CardKind::AutonomyThreshold, "a1", json!({})),
+            &rt.timeouts,
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        got.response,
+        CardResponse::Verdict {
+            verdict: "decline".into()
+        }
+    );
+    rt.down.store(false, Ordering::SeqCst);
+
+    // Shutdown: the waiting suggestion becomes "not now".
+    let stream = rt.stream.clone();
+    let ask = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Suggestion, "s1", json!({})), &t)
+            .await
+    });
+    wait_for_card(&rt, "s1").await;
+    assert!(rt.stream.drain(Duration::from_secs(2)).await.unwrap());
+    let got = ask.await.unwrap().unwrap();
+    assert_eq!(got.resolution, Resolution::Shutdown);
+    assert_eq!(
+        got.response,
+        CardResponse::Choice {
+            selected_value: Some("not_now".into()),
+            freetext: None
+        }
+    );
+    assert!(audited(&rt, "card_declined_shutdown", "s1"));
+    assert!(rt.store.records::<PendingCard>().list().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_input_request_card_carries_metadata_only() {
+    let rt = start(120).await;
+    let stream = rt.stream.clone();
+    let t = rt.timeouts;
+    let ask = tokio::spawn(async move {
+        stream
+            .request_secure_input(
+                "owner",
+                "GitHub token",
+                Some("ghp_…"),
+                json!({"instructions": "Create a token with repo scope", "help_url": null}),
+                &t,
+            )
+            .await
+    });
+    let mut sent = None;
+    for _ in 0..200 {
+        sent = rt.sink.sent().into_iter().find_map(|o| match o {
+            Outbound::Card { card } if card.card_type == "secure_input_request" => Some(card),
+            _ => None,
+        });
+        if sent.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let card = sent.expect("secure input card sent");
+    assert_eq!(card.payload["label"], "GitHub token");
+    assert_eq!(card.payload["ref_id"], card.request_id.as_str());
+    assert!(card.request_id.starts_with("sec-"));
+    rt.stream
+        .answer_card(
+            "owner",
+            &card.request_id,
+            CardKind::SecureInput,
+            CardResponse::SecureInput { success: true },
+        )
+        .await
+        .unwrap();
+    let got = ask.await.unwrap().unwrap();
+    assert_eq!(got.response, CardResponse::SecureInput { success: true });
+}
