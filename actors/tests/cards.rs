@@ -50,10 +50,14 @@ struct Rt {
 
 async fn start(gate_timeout_s: u64) -> Rt {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("silas.redb")).unwrap();
-    let mut cfg = Config::default();
-    cfg.approval.gate_card_timeout_seconds = gate_timeout_s;
-    let cfg = Arc::new(cfg);
+    let store = Store::open(dir.path().join("silas.redb")).unwrap();
+    let cfg = Arc::new(Config {
+        approval: silas_core::config::ApprovalConfig {
+            gate_card_timeout_seconds: gate_timeout_s,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
     let p: Arc<dyn Provider> = Arc::new(silas_llm::select::offline_provider(&cfg));
     let agents = Agents::from_config(&cfg, |_| Ok((p.clone(), "rules".into()))).unwrap();
     let sink = MemorySink::new();
