@@ -199,9 +199,9 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         status: status_tx.clone(),
         restart_policy: RestartPolicy::default(),
     };
-    // The WorkExecutor takes the dispatch channel once; a restarted executor
-    // resumes `running` items from the store and is fed by actor messages.
-    let dispatch_rx = std::sync::Mutex::new(Some(dispatch_rx));
+    // Every incarnation of the WorkExecutor takes the same dispatch inbox
+    // over, so the Stream's and the scheduler's senders survive its restart.
+    let dispatch_rx = silas_actors::work_executor::DispatchInbox::from(dispatch_rx);
     let mut children = vec![
         Housekeeper::child_spec(housekeeper),
         ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
@@ -209,12 +209,11 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         }),
         silas_actors::stream::Stream::child_spec(stream),
         ChildSpec::new("work_executor", RestartMode::Permanent, move || {
-            let rx = dispatch_rx.lock().ok().and_then(|mut r| r.take());
             (
                 silas_actors::work_executor::WorkExecutor,
                 silas_actors::work_executor::WorkExecutorArgs {
                     engine: work_engine.clone(),
-                    dispatch_rx: rx,
+                    dispatch_rx: Some(dispatch_rx.clone()),
                     resume_scope_id: "owner".into(),
                 },
             )

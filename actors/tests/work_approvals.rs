@@ -537,7 +537,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
         WorkExecutor,
         WorkExecutorArgs {
             engine: f.engine.clone(),
-            dispatch_rx: Some(rx),
+            dispatch_rx: Some(rx.into()),
             resume_scope_id: "owner".into(),
         },
     )

@@ -629,13 +629,14 @@ async fn restart_resumes_running_items_without_reverifying() {
     f.fake.push(output("done"));
 
     let (tx, rx) = mpsc::channel(8);
+    let inbox = silas_actors::work_executor::DispatchInbox::from(rx);
     let mut events = f.engine.events.subscribe();
     let (actor, handle) = Actor::spawn(
         None,
         WorkExecutor,
         WorkExecutorArgs {
             engine: f.engine.clone(),
-            dispatch_rx: Some(rx),
+            dispatch_rx: Some(inbox.clone()),
             resume_scope_id: "owner".into(),
         },
     )
@@ -684,6 +685,33 @@ async fn restart_resumes_running_items_without_reverifying() {
     assert_eq!(ev.status, WorkStatusKind::Done);
     assert_eq!(f.fake.served(), served + 1, "t-resume was not re-run");
     f.drain();
+    actor.stop(None);
+    handle.await.unwrap();
+
+    // A restarted executor takes the same dispatch inbox over: a request
+    // sent while no executor is alive waits in the channel and runs.
+    let mut t3 = item(json!({"id": "t-after", "type": "task", "title": "a", "body": "a"}));
+    f.approve(&mut t3);
+    f.fake.push(output("after done"));
+    tx.send(DispatchRequest {
+        work_item_id: "t-after".into(),
+        scope_id: "s".into(),
+    })
+    .await
+    .unwrap();
+    let (actor, handle) = Actor::spawn(
+        None,
+        WorkExecutor,
+        WorkExecutorArgs {
+            engine: f.engine.clone(),
+            dispatch_rx: Some(inbox),
+            resume_scope_id: "owner".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let ev = wait_for(&mut events, "t-after").await;
+    assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     actor.stop(None);
     handle.await.unwrap();
 }

@@ -9,9 +9,11 @@
 //!   schema check → `on_tool_call` gates → sandbox, with the tool ledger.
 //! * [`engine`] — [`WorkEngine`]: the loops, persisting after every step.
 //! * [`WorkExecutor`] — the actor shell. It receives [`DispatchRequest`]s as
-//!   [`WorkExecutorMsg::Dispatch`] and, when the daemon hands it an
-//!   `mpsc::Receiver<DispatchRequest>` in [`WorkExecutorArgs::dispatch_rx`],
-//!   from that channel too (a forwarder task turns each into a message).
+//!   [`WorkExecutorMsg::Dispatch`] and, when the daemon hands it a
+//!   [`DispatchInbox`] in [`WorkExecutorArgs::dispatch_rx`], from that
+//!   channel too (a forwarder task turns each into a message). The inbox is
+//!   shared across restarts: a restarted executor takes the same receiver
+//!   over, so the Stream's and the scheduler's senders keep working.
 //!   Every status change goes out on the broadcast sender in the engine.
 //!   Each item runs as its own tokio task; the mailbox only books tasks in
 //!   and out, so it stays responsive while work runs.
@@ -44,6 +46,7 @@ pub mod policy;
 pub mod tools;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use silas_core::model::work::WorkItemStatus;
@@ -67,10 +70,23 @@ pub enum WorkExecutorMsg {
     Running(RpcReplyPort<Vec<String>>),
 }
 
+/// The receiving end of the dispatch channel, shared by every incarnation
+/// of the WorkExecutor. Only one forwarder holds the lock at a time; the old
+/// one is aborted in `post_stop` (releasing it), so requests queued while the
+/// actor restarts wait in the channel instead of being lost.
+#[derive(Clone)]
+pub struct DispatchInbox(Arc<tokio::sync::Mutex<mpsc::Receiver<DispatchRequest>>>);
+
+impl From<mpsc::Receiver<DispatchRequest>> for DispatchInbox {
+    fn from(rx: mpsc::Receiver<DispatchRequest>) -> Self {
+        Self(Arc::new(tokio::sync::Mutex::new(rx)))
+    }
+}
+
 pub struct WorkExecutorArgs {
     pub engine: WorkEngine,
-    /// Optional dispatch channel from the Stream.
-    pub dispatch_rx: Option<mpsc::Receiver<DispatchRequest>>,
+    /// Optional dispatch channel from the Stream and the scheduler.
+    pub dispatch_rx: Option<DispatchInbox>,
     /// Scope to report resumed items to.
     pub resume_scope_id: String,
 }
@@ -167,9 +183,10 @@ impl Actor for WorkExecutor {
                         .is_some_and(|p| p.kind == silas_core::model::work::WorkItemType::Goal),
                 }),
         );
-        let forwarder = args.dispatch_rx.map(|mut rx| {
+        let forwarder = args.dispatch_rx.map(|inbox| {
             let me = myself.clone();
             tokio::spawn(async move {
+                let mut rx = inbox.0.lock().await;
                 while let Some(req) = rx.recv().await {
                     if me.cast(WorkExecutorMsg::Dispatch(req)).is_err() {
                         break;
