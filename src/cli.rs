@@ -1,5 +1,6 @@
-//! Command-line surface (spec §12): `init`, `start`, `audit verify|tail`,
-//! `config check`, with the global `--config` and `--data-dir` options.
+//! Command-line surface (spec §12): `init`, `start`, `chat`, `audit
+//! verify|tail`, `config check`, with the global `--config` and `--data-dir`
+//! options.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,9 @@ pub enum Command {
     Init(InitArgs),
     /// Run the daemon until SIGINT/SIGTERM (initialises first if needed).
     Start,
+    /// Chat with the running daemon from the terminal (text approvals that
+    /// fail closed: no explicit `y` in time means declined).
+    Chat(ChatArgs),
     /// Inspect the hash-chained audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -43,6 +47,23 @@ pub struct InitArgs {
     /// Replace an existing owner signing key (outstanding approvals become invalid).
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ChatArgs {
+    /// The daemon's WebSocket URL (default: ws://HOST:PORT/ws from `channels.web`).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Web auth token (default: $SILAS_WEB_TOKEN, then `channels.web.auth_token`).
+    /// Prefer the environment variable: arguments are visible to other users.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Seconds to answer an approval card before it is declined.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub approval_timeout: u64,
+    /// After input ends, seconds to wait for outstanding replies and approved work.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub wait: u64,
 }
 
 #[derive(Subcommand, Debug)]

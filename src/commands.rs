@@ -33,6 +33,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             daemon::start(cfg, init.store, init.owner_key)
         }
+        Command::Chat(args) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::chat::run(&cfg, args)
+        }
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             let store = open_existing_store(&cfg.data_dir)?;

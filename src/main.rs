@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod chat;
 mod cli;
 mod commands;
 mod daemon;

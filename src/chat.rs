@@ -1,0 +1,566 @@
+//! `silas chat` — the CLI channel (spec §8.4): a text client of the running
+//! daemon's WebSocket (`/ws`, the same typed protocol as the web app).
+//!
+//! Lines read from stdin become `message` frames; replies, notices,
+//! `work_status` and errors are printed as text. An approval card is
+//! rendered (title, body, budget, checks) and answered with `approve? [y/N]`:
+//! only an explicit `y`/`yes` approves. No answer within the approval
+//! timeout, end of input, or anything else is an explicit `declined` sent
+//! to the daemon — approvals fail closed (§18.1: `E_CHANNEL_*` → decline).
+//!
+//! This client holds no store or key: the daemon owns the redb file (its lock
+//! would refuse a second opener), so with no daemon listening `silas chat`
+//! says so in one line and tells the user to run `silas start`.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use silas_core::ErrorCode;
+use silas_core::config::Config;
+use silas_web::protocol::{ClientFrame, ServerFrame};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use crate::cli::ChatArgs;
+use crate::error::CliError;
+
+/// Environment variable holding the web channel's bearer token.
+pub const TOKEN_ENV: &str = "SILAS_WEB_TOKEN";
+/// After the last expected frame, how long to keep listening for a trailing
+/// one (the pipeline sends a plan card right after its reply).
+const TRAILING_QUIET: Duration = Duration::from_millis(500);
+/// Work statuses that end a work item.
+const TERMINAL: [&str; 4] = ["done", "failed", "stuck", "blocked"];
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// One line of user input, or the end of it.
+enum Input {
+    Line(String),
+    Eof,
+}
+
+/// An approval card waiting for the owner's answer.
+struct Card {
+    request_id: String,
+}
+
+pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
+    let url = args.url.clone().unwrap_or_else(|| default_url(cfg));
+    let token = args
+        .token
+        .clone()
+        .filter(|t| !t.is_empty())
+        .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))
+        .or_else(|| cfg.channels.web.auth_token.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::new(
+                ErrorCode::ECfgIo,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })?;
+    runtime.block_on(chat(&url, token.as_deref(), &args))
+}
+
+/// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over
+/// loopback.
+fn default_url(cfg: &Config) -> String {
+    let host = match cfg.channels.web.host.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1".to_string(),
+        "::" | "[::]" => "[::1]".to_string(),
+        h if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
+        h => h.to_string(),
+    };
+    format!("ws://{host}:{}/ws", cfg.channels.web.port)
+}
+
+async fn connect(url: &str, token: Option<&str>) -> Result<Ws, CliError> {
+    let mut request = url.into_client_request().map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgInvalid,
+            format!("invalid daemon URL {url:?}: {e}"),
+        )
+    })?;
+    // The token travels in the subprotocol header (never the URL); the
+    // daemon echoes `silas.v1`. No Origin header: this is not a browser.
+    if let Some(t) = token {
+        let value = HeaderValue::from_str(&format!("{}, bearer.{t}", silas_web::ws::SUBPROTOCOL))
+            .map_err(|_| {
+            CliError::new(
+                ErrorCode::ECfgInvalid,
+                "the web token contains characters not allowed in a header",
+            )
+        })?;
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", value);
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(CliError::new(
+                ErrorCode::EChannelDisconnected,
+                format!(
+                    "no Silas daemon is listening at {url}; start it with `silas start` (or pass --url)"
+                ),
+            ))
+        }
+        Err(tungstenite::Error::Http(resp)) => Err(CliError::new(
+            ErrorCode::EChannelProtocol,
+            format!(
+                "the daemon at {url} refused the connection (HTTP {})",
+                resp.status()
+            ),
+        )),
+        Err(e) => Err(CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!("cannot connect to {url}: {e}"),
+        )),
+    }
+}
+
+/// Reads stdin on a plain thread (stdin is blocking) and forwards lines.
+fn spawn_stdin() -> mpsc::Receiver<Input> {
+    let (tx, rx) = mpsc::channel(64);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            match line {
+                Ok(l) => {
+                    if tx.blocking_send(Input::Line(l)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.blocking_send(Input::Eof);
+    });
+    rx
+}
+
+fn out(line: impl AsRef<str>) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", line.as_ref());
+    let _ = o.flush();
+}
+
+fn prompt(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = write!(o, "{text}");
+    let _ = o.flush();
+}
+
+/// `key=value` pairs of a JSON object's scalar fields, in order.
+fn render_budget(budget: &Value) -> String {
+    match budget {
+        Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Null => "(none)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// One line per verification check: its name and what it runs.
+fn render_checks(verify: &Value) -> Vec<String> {
+    let Some(checks) = verify.as_array().filter(|a| !a.is_empty()) else {
+        return vec!["  checks: (none)".into()];
+    };
+    let mut lines = vec!["  checks:".to_string()];
+    for c in checks {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or("check");
+        match c.get("run").and_then(Value::as_str) {
+            Some(run) => lines.push(format!("    - {name}: {run}")),
+            None => lines.push(format!("    - {name}")),
+        }
+    }
+    lines
+}
+
+/// What the session is waiting for before it may end after stdin closes.
+#[derive(Default)]
+struct Outstanding {
+    /// Messages sent whose reply has not been seen.
+    replies: usize,
+    /// Approved plans whose work has not reached a terminal status.
+    work: usize,
+}
+
+impl Outstanding {
+    fn idle(&self) -> bool {
+        self.replies == 0 && self.work == 0
+    }
+}
+
+struct Session {
+    ws: Ws,
+    cards: VecDeque<Card>,
+    asking: Option<(Card, Instant)>,
+    approval_timeout: Duration,
+    outstanding: Outstanding,
+    stdin_closed: bool,
+}
+
+impl Session {
+    async fn send(&mut self, frame: &ClientFrame) -> Result<(), CliError> {
+        let text = serde_json::to_string(frame).map_err(|e| {
+            CliError::new(
+                ErrorCode::EChannelProtocol,
+                format!("cannot encode frame: {e}"),
+            )
+        })?;
+        self.ws.send(Message::text(text)).await.map_err(|e| {
+            CliError::new(
+                ErrorCode::EChannelDisconnected,
+                format!("the daemon connection was lost: {e}"),
+            )
+        })
+    }
+
+    /// Shows the next queued card and starts its answer clock. With input
+    /// already closed there is nobody to ask: declined at once.
+    async fn ask_next(&mut self) -> Result<(), CliError> {
+        if self.asking.is_some() {
+            return Ok(());
+        }
+        let Some(card) = self.cards.pop_front() else {
+            return Ok(());
+        };
+        if self.stdin_closed {
+            return self.decide(card, false, "input closed").await;
+        }
+        let ask = format!(
+            "approve? [y/N] (declined automatically in {} s)",
+            self.approval_timeout.as_secs()
+        );
+        // A terminal answers on the same line; a script (or a test driving
+        // a pipe) needs the whole line to see the question.
+        if std::io::stdin().is_terminal() {
+            prompt(&format!("{ask} "));
+        } else {
+            out(ask);
+        }
+        self.asking = Some((card, Instant::now() + self.approval_timeout));
+        Ok(())
+    }
+
+    async fn decide(&mut self, card: Card, approve: bool, why: &str) -> Result<(), CliError> {
+        let verdict = if approve { "approved" } else { "declined" };
+        if approve {
+            out("approved.");
+            self.outstanding.work += 1;
+        } else {
+            out(format!("declined ({why}): nothing runs."));
+        }
+        self.send(&ClientFrame::ApprovalResponse {
+            request_id: card.request_id,
+            verdict: verdict.into(),
+        })
+        .await
+    }
+
+    async fn on_input(&mut self, input: Input) -> Result<(), CliError> {
+        match input {
+            Input::Eof => {
+                self.stdin_closed = true;
+                if let Some((card, _)) = self.asking.take() {
+                    out("");
+                    self.decide(card, false, "input closed").await?;
+                }
+                Ok(())
+            }
+            Input::Line(line) => {
+                if let Some((card, _)) = self.asking.take() {
+                    let answer = line.trim().to_ascii_lowercase();
+                    let yes = answer == "y" || answer == "yes";
+                    let why = if answer.is_empty() {
+                        "no explicit yes"
+                    } else {
+                        "answer was not yes"
+                    };
+                    return self.decide(card, yes, why).await;
+                }
+                let text = line.trim();
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.outstanding.replies += 1;
+                self.send(&ClientFrame::Message {
+                    text: text.to_string(),
+                    sender_id: None,
+                })
+                .await
+            }
+        }
+    }
+
+    /// Prints one server frame; queues approval cards.
+    fn on_frame(&mut self, text: &str) {
+        let Ok(raw) = serde_json::from_str::<Value>(text) else {
+            out(format!("(unreadable frame) {text}"));
+            return;
+        };
+        let kind = raw
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let Ok(frame) = serde_json::from_value::<ServerFrame>(raw.clone()) else {
+            other_frame(&kind, &raw);
+            return;
+        };
+        match frame {
+            ServerFrame::AuthOk { scope_id, model } => {
+                let model = model.map(|m| format!("; {}", m.description));
+                out(format!(
+                    "connected (scope {scope_id}{})",
+                    model.unwrap_or_default()
+                ));
+            }
+            ServerFrame::Message { text, sender, .. } => {
+                self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
+                for (i, l) in text.lines().enumerate() {
+                    if i == 0 {
+                        out(format!("{sender}> {l}"));
+                    } else {
+                        out(format!("{:width$}  {l}", "", width = sender.len()));
+                    }
+                }
+            }
+            ServerFrame::ApprovalRequest {
+                request_id,
+                title,
+                body,
+                budget,
+                verify,
+            } => {
+                out(format!("── approval requested: {title}"));
+                for l in body.lines() {
+                    out(format!("  {l}"));
+                }
+                out(format!("  budget: {}", render_budget(&budget)));
+                for l in render_checks(&verify) {
+                    out(l);
+                }
+                self.cards.push_back(Card { request_id });
+            }
+            ServerFrame::WorkStatus {
+                work_item_id,
+                status,
+                summary,
+                verification,
+            } => {
+                out(format!("[work {work_item_id}] {status}: {summary}"));
+                for c in verification.as_array().into_iter().flatten() {
+                    let name = c.get("name").and_then(Value::as_str).unwrap_or("check");
+                    let passed = c.get("passed").and_then(Value::as_bool).unwrap_or(false);
+                    let reason = c.get("reason").and_then(Value::as_str).unwrap_or("");
+                    let mark = if passed { "passed" } else { "FAILED" };
+                    out(format!("    {name}: {mark} {reason}"));
+                }
+                if TERMINAL.contains(&status.as_str()) {
+                    self.outstanding.work = self.outstanding.work.saturating_sub(1);
+                }
+            }
+            ServerFrame::Error {
+                code,
+                message,
+                request_id,
+            } => {
+                match request_id {
+                    // An answer to a card that is gone: its work will not run.
+                    Some(r) => {
+                        out(format!("error[{code}] (card {r}): {message}"));
+                        self.outstanding.work = self.outstanding.work.saturating_sub(1);
+                    }
+                    // A refused message (busy_retry, rate_limited, …) gets no reply.
+                    None => {
+                        out(format!("error[{code}]: {message}"));
+                        self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
+                    }
+                }
+            }
+            // Card types the text channel cannot answer: shown, left to the
+            // web app (they time out server-side with their safe default).
+            _ => other_frame(&kind, &raw),
+        }
+    }
+}
+
+/// Frames the text channel does not render. A card (it carries a
+/// `request_id`) is pointed out — it is left to the web app and times out
+/// server-side with its safe default; feeds for the web app's other panes
+/// (activity, …) are not chat and are skipped.
+fn other_frame(kind: &str, raw: &Value) {
+    if raw.get("request_id").is_some_and(|r| !r.is_null()) {
+        out(format!(
+            "({kind} card received: answer it in the web app; the text channel answers plan approvals only)"
+        ));
+    }
+}
+
+async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCode, CliError> {
+    let ws = connect(url, token).await?;
+    let mut s = Session {
+        ws,
+        cards: VecDeque::new(),
+        asking: None,
+        approval_timeout: Duration::from_secs(args.approval_timeout),
+        outstanding: Outstanding::default(),
+        stdin_closed: false,
+    };
+    let mut input = spawn_stdin();
+    let wait = Duration::from_secs(args.wait);
+    // Set when input has closed: the session ends once nothing is
+    // outstanding (after a short quiet period), or at this deadline.
+    let mut linger_until: Option<Instant> = None;
+    let mut quiet_until: Option<Instant> = None;
+    loop {
+        s.ask_next().await?;
+        if s.stdin_closed && s.asking.is_none() && s.cards.is_empty() {
+            let now = Instant::now();
+            let linger = *linger_until.get_or_insert(now + wait);
+            if s.outstanding.idle() {
+                let quiet = *quiet_until.get_or_insert(now + TRAILING_QUIET);
+                if now >= quiet {
+                    break;
+                }
+            } else {
+                quiet_until = None;
+            }
+            if now >= linger {
+                out(format!(
+                    "stopped waiting after {} s ({} replies and {} work items outstanding)",
+                    wait.as_secs(),
+                    s.outstanding.replies,
+                    s.outstanding.work
+                ));
+                break;
+            }
+        }
+        let card_deadline = s.asking.as_ref().map(|(_, d)| *d);
+        let wake = match (quiet_until, linger_until) {
+            (Some(q), Some(l)) => Some(q.min(l)),
+            (None, Some(l)) => Some(l),
+            (q, None) => q,
+        };
+        tokio::select! {
+            msg = s.ws.next() => match msg {
+                Some(Ok(Message::Text(t))) => {
+                    quiet_until = None;
+                    s.on_frame(&t);
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let code = frame.as_ref().map(|f| u16::from(f.code));
+                    return Err(closed(code));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    return Err(CliError::new(
+                        ErrorCode::EChannelDisconnected,
+                        format!("the daemon connection was lost: {e}"),
+                    ));
+                }
+                None => return Err(closed(None)),
+            },
+            line = input.recv(), if !s.stdin_closed => {
+                s.on_input(line.unwrap_or(Input::Eof)).await?;
+            }
+            _ = sleep_until(card_deadline), if card_deadline.is_some() => {
+                if let Some((card, _)) = s.asking.take() {
+                    out("");
+                    let why = format!("no answer within {} s", s.approval_timeout.as_secs());
+                    s.decide(card, false, &why).await?;
+                }
+            }
+            _ = sleep_until(wake), if wake.is_some() => {}
+        }
+    }
+    let _ = s.ws.close(None).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The daemon closed the socket: why, as one coded line.
+fn closed(code: Option<u16>) -> CliError {
+    match code {
+        Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
+            ErrorCode::EChannelAuth,
+            format!(
+                "the daemon refused the connection (close {c}): set {TOKEN_ENV} or pass --token"
+            ),
+        ),
+        Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!("the daemon is shutting down (close {c})"),
+        ),
+        Some(c) => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!("the daemon closed the connection (close {c})"),
+        ),
+        None => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            "the daemon closed the connection",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn url_from_config_reaches_wildcard_binds_over_loopback() {
+        let mut cfg = Config::default();
+        assert_eq!(default_url(&cfg), "ws://127.0.0.1:8420/ws");
+        cfg.channels.web.host = "0.0.0.0".into();
+        cfg.channels.web.port = 9000;
+        assert_eq!(default_url(&cfg), "ws://127.0.0.1:9000/ws");
+        cfg.channels.web.host = "::1".into();
+        assert_eq!(default_url(&cfg), "ws://[::1]:9000/ws");
+    }
+
+    #[test]
+    fn card_rendering() {
+        let b = render_budget(&json!({"max_tokens": 10, "max_cost_usd": 0.5}));
+        assert!(
+            b.contains("max_tokens=10") && b.contains("max_cost_usd=0.5"),
+            "{b}"
+        );
+        let c = render_checks(&json!([{"name": "exists", "run": "test -f notes.txt"}]));
+        assert_eq!(c, vec!["  checks:", "    - exists: test -f notes.txt"]);
+        assert_eq!(render_checks(&json!([])), vec!["  checks: (none)"]);
+    }
+
+    #[test]
+    fn unauthorized_close_names_the_token() {
+        let e = closed(Some(4001));
+        assert!(e.one_line().starts_with("error[E_CHANNEL_AUTH]"));
+        assert!(e.one_line().contains(TOKEN_ENV));
+    }
+}

@@ -1,0 +1,277 @@
+//! `silas chat` (spec §8.4) against the real daemon binary (offline
+//! responder, no API key): a plan card rendered as text and approved with
+//! `y` runs to `work_status` done; a card left unanswered past the approval
+//! timeout is declined (fail closed) and nothing is dispatched, as the
+//! daemon's audit log shows; with no daemon the client says so in one line.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Proc {
+    child: Child,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn silas(dir: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
+    c.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .arg("--data-dir")
+        .arg(dir.join("data"));
+    c
+}
+
+fn start_daemon(dir: &std::path::Path) -> (Proc, String) {
+    let mut child = silas(dir)
+        .env("SILAS__CHANNELS__WEB__PORT", "0")
+        .arg("start")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.starts_with("Silas is running")
+            && let Some((_, rest)) = line.split_once("http://")
+        {
+            let addr = rest.split('/').next().unwrap().to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return (Proc { child }, addr);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("daemon never announced readiness: {seen:?}");
+}
+
+/// A running `silas chat` with its stdin held by the test and its stdout
+/// lines collected on a thread.
+struct Chat {
+    proc: Proc,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Chat {
+    fn spawn(dir: &std::path::Path, addr: &str, extra: &[&str]) -> Chat {
+        let mut child = silas(dir)
+            .arg("chat")
+            .arg("--url")
+            .arg(format!("ws://{addr}/ws"))
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Chat {
+            proc: Proc { child },
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits for a stdout line satisfying `pred`; every line seen is kept.
+    fn expect(&mut self, what: &str, within: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no line {what} within {within:?}; saw {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn finish(mut self) -> Vec<String> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = self.proc.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "chat did not exit after EOF");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        assert!(status.success(), "chat exit {status:?}: {:#?}", self.seen);
+        self.seen.clone()
+    }
+}
+
+fn is_prompt(l: &str) -> bool {
+    l.starts_with("approve? [y/N]")
+}
+
+fn audit_events(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = silas(dir)
+        .args(["audit", "tail", "-n", "2000", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn chat_approves_with_y_and_declines_on_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, addr) = start_daemon(dir.path());
+
+    // 1. message → plan card as text → "y" → the work runs to done.
+    let mut chat = Chat::spawn(dir.path(), &addr, &[]);
+    chat.expect("connected", Duration::from_secs(10), |l| {
+        l.starts_with("connected (scope owner")
+    });
+    chat.say("create a file notes.txt containing hello");
+    let title = chat.expect("card title", Duration::from_secs(30), |l| {
+        l.starts_with("── approval requested:")
+    });
+    assert!(title.contains("notes.txt"), "{title}");
+    let budget = chat.expect("budget", Duration::from_secs(5), |l| {
+        l.trim_start().starts_with("budget:")
+    });
+    assert!(budget.contains("max_cost_usd="), "{budget}");
+    chat.expect("checks", Duration::from_secs(5), |l| {
+        l.trim_start().starts_with("- file_exists:")
+    });
+    let ask = chat.expect("prompt", Duration::from_secs(5), is_prompt);
+    assert!(ask.contains("120 s"), "default approval timeout: {ask}");
+    chat.say("y");
+    chat.expect("approved", Duration::from_secs(5), |l| l == "approved.");
+    let done = chat.expect("terminal status", Duration::from_secs(90), |l| {
+        l.starts_with("[work ")
+            && [" done:", " failed:", " stuck:", " blocked:"]
+                .iter()
+                .any(|s| l.contains(s))
+    });
+    assert!(done.contains(" done:"), "{done}");
+    chat.expect("check outcome", Duration::from_secs(5), |l| {
+        l.contains("file_exists: passed")
+    });
+    let seen = chat.finish();
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("[work ") && l.contains(" running:")),
+        "{seen:#?}"
+    );
+
+    // 2. Another plan, no answer within the 2 s timeout → declined.
+    let mut chat = Chat::spawn(dir.path(), &addr, &["--approval-timeout", "2"]);
+    chat.expect("connected", Duration::from_secs(10), |l| {
+        l.starts_with("connected")
+    });
+    chat.say("create a file other.txt containing nope");
+    let ask = chat.expect("prompt", Duration::from_secs(30), is_prompt);
+    assert!(ask.contains("2 s"), "{ask}");
+    let asked_at = Instant::now();
+    chat.expect("declined", Duration::from_secs(10), |l| {
+        l == "declined (no answer within 2 s): nothing runs."
+    });
+    assert!(asked_at.elapsed() >= Duration::from_millis(1500));
+    chat.expect("daemon's notice", Duration::from_secs(10), |l| {
+        l.contains("was not approved; nothing runs.")
+    });
+    let seen = chat.finish();
+    assert!(!seen.iter().any(|l| l.starts_with("[work ")), "{seen:#?}");
+
+    // 3. A card arriving after input ended cannot be answered: declined.
+    let mut chat = Chat::spawn(dir.path(), &addr, &[]);
+    chat.say("create a file third.txt containing nope");
+    drop(chat.stdin.take());
+    let seen = chat.finish();
+    assert!(
+        seen.iter()
+            .any(|l| l == "declined (input closed): nothing runs."),
+        "{seen:#?}"
+    );
+
+    // Orderly stop, then the audit shows one dispatch and two declines.
+    let pid = daemon.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = daemon.child.wait().unwrap();
+    assert!(status.success());
+    let events = audit_events(dir.path());
+    let count = |name: &str| events.iter().filter(|e| e["event"] == name).count();
+    assert_eq!(count("plan_proposed"), 3);
+    assert_eq!(count("work_dispatched"), 1, "only the approved plan ran");
+    assert_eq!(count("approval.issued"), 1, "no token for a declined plan");
+    assert_eq!(count("plan_declined"), 2);
+    let declined: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "plan_declined")
+        .collect();
+    assert!(declined.iter().all(|e| e["data"]["verdict"] == "declined"));
+}
+
+#[test]
+fn chat_without_a_daemon_says_to_start_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = silas(dir.path())
+        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
+        .arg("chat")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error[E_CHANNEL_DISCONNECTED]"), "{err}");
+    assert!(err.contains(&format!("ws://127.0.0.1:{port}/ws")), "{err}");
+    assert!(err.contains("silas start"), "{err}");
+}
