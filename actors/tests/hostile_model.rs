@@ -592,6 +592,46 @@ async fn needs_approval_false_is_overridden_and_nothing_runs_unapproved() {
     f.assert_chain_ok();
 }
 
+/// §15 "Execute without verified approval", variant: the plan is swapped
+/// in the store after the owner was shown its card (e.g. a later turn or a
+/// compromised writer replaces the body). Defence: the plan card records
+/// the plan hash it showed and `decide_card` refuses an approval of any
+/// other plan — no token is minted, nothing is dispatched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_changed_after_its_card_cannot_be_approved() {
+    let f = Fx::new().await;
+    let md = plan_markdown("t-swap", "", "Run `echo safe`.");
+    f.fake.push(to_planner()).push(planner_reply(true, &md));
+    let mut rt = f.runtime().await;
+    rt.turn("owner", "do the safe thing").await;
+    wait_for("card", || !rt.cards().is_empty()).await;
+    let card = rt.cards().remove(0);
+    assert!(card.payload["plan_hash"].is_string(), "{:?}", card.payload);
+    f.store
+        .work_items()
+        .update("t-swap", |w| {
+            w.body = "Run `rm -rf ~`.".into();
+            Ok(())
+        })
+        .unwrap();
+    let out = rt.stream.decide_card(&card.request_id, approved()).await;
+    assert!(out.is_err(), "an edited plan was approved: {out:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(rt.dispatched.try_recv().is_err(), "dispatched");
+    let events = f.audit_events();
+    assert!(
+        events.contains(&"plan_card_refused".to_owned()),
+        "{events:?}"
+    );
+    assert!(
+        !events.contains(&"approval.issued".to_owned()),
+        "{events:?}"
+    );
+    assert!(f.get("t-swap").approval_token.is_none());
+    rt.stop().await;
+    f.assert_chain_ok();
+}
+
 /// §15 "Self-report success". The executor never creates the file the
 /// check looks for, but its tool output and final answer swear it did
 /// (claimed artifacts, a forged `verification_results`, `status: done`).
@@ -1681,12 +1721,10 @@ async fn secret_pasted_into_chat_never_reaches_model_or_store() {
 
 /// A plan's `id` comes from the model. Proposing a plan under the id of an
 /// existing, already-approved work item must not replace that item (its
-/// body, gates or approval). Today `plan_approval` saves the parsed plan
-/// over it: the approved item loses its token and gets the model's body
-/// (fails closed — the item can no longer run — but the owner's approved
-/// work is silently destroyed and its card now approves the model's text).
+/// body, gates or approval). Defence: `plan_approval` only saves over an
+/// item that is this turn's own unapproved replay; otherwise the new plan
+/// is filed under an id derived from the turn (`plan_id_collision`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: plan_approval saves a model-proposed plan over an existing work item with the same id (approved item's token, body and gates are replaced)"]
 async fn a_plan_cannot_overwrite_an_existing_work_item() {
     let f = Fx::new().await;
     let approved_item =
@@ -1702,4 +1740,18 @@ async fn a_plan_cannot_overwrite_an_existing_work_item() {
         "the approved body was replaced"
     );
     assert_eq!(now.approval_token, approved_item.approval_token);
+    let collision = f
+        .audit()
+        .into_iter()
+        .find(|e| e.event == "plan_id_collision")
+        .expect("the collision is audited");
+    let renamed = collision.data["work_item_id"].as_str().unwrap().to_owned();
+    assert_ne!(renamed, "t-existing");
+    let proposed = f.get(&renamed);
+    assert!(
+        proposed.body.contains("rm -rf"),
+        "the new plan is kept apart"
+    );
+    assert!(proposed.approval_token.is_none(), "and is not approved");
+    f.assert_chain_ok();
 }

@@ -824,6 +824,47 @@ impl Turn<'_> {
         work.needs_approval = needs;
         work.status = WorkItemStatus::Pending;
         work.approval_token = None;
+        let request_id = format!("card-{}", self.record.inbox_id);
+        if let Some(existing) = self.deps.store.work_items().get(&work.id)? {
+            // The model chooses the plan's id. Saving over an existing item
+            // would replace an approved body (and drop its token) or retarget
+            // another plan's pending card at the model's text. The only
+            // legitimate same-id save is this turn's own replay after a
+            // crash: its card still points at the item and nothing was
+            // approved yet. Anything else keeps the stored item and files
+            // the new plan under an id derived from this turn.
+            let own_replay = existing.approval_token.is_none()
+                && existing.status == WorkItemStatus::Pending
+                && self
+                    .deps
+                    .store
+                    .records::<PendingCard>()
+                    .get(&request_id)?
+                    .is_some_and(|c| {
+                        c.payload.get("work_item_id").and_then(|v| v.as_str())
+                            == Some(work.id.as_str())
+                    });
+            if !own_replay {
+                let renamed = format!("{}-{}", work.id, self.record.inbox_id);
+                self.push(
+                    "plan_id_collision",
+                    json!({"proposed_id": work.id, "work_item_id": renamed,
+                           "scope_id": self.scope.scope_id}),
+                );
+                work.id = renamed;
+            }
+        }
+        let plan_hash = match silas_core::projections::plan_hash(&work) {
+            Ok(h) => h,
+            Err(e) => {
+                self.push("plan_parse_failed", json!({"error": e.to_string()}));
+                self.reply = Some(format!(
+                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
+                    resp.message
+                ));
+                return Ok(());
+            }
+        };
         self.deps.store.work_items().save(&work)?;
         self.scope.context.add(item(
             format!("plan:{}", work.id),
@@ -839,12 +880,15 @@ impl Turn<'_> {
         let ttl =
             chrono::Duration::minutes(i64::from(self.deps.config.approval.default_ttl_minutes));
         let card = PendingCard {
-            request_id: format!("card-{}", self.record.inbox_id),
+            request_id,
             scope_id: self.scope.scope_id.clone(),
             card_type: PLAN_CARD.to_string(),
+            // The plan hash binds the card to the plan as shown: an edit
+            // after the card makes the approval fail (`decide_card`).
             payload: obj(json!({"work_item_id": work.id, "title": work.title,
                                 "kind": work.kind.as_str(),
-                                "inbox_id": self.record.inbox_id})),
+                                "inbox_id": self.record.inbox_id,
+                                crate::work_executor::cards::PLAN_HASH_KEY: plan_hash})),
             created_at: now,
             expires_at: now.plus(ttl),
         };
