@@ -110,6 +110,26 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("card_declined_shutdown", Treatment::Shown),
     ("secret_stored", Treatment::Shown),
     ("secure_input_completed", Treatment::Hidden),
+    ("secret_redacted_inbound", Treatment::Shown),
+    ("delivery_no_connection", Treatment::Hidden),
+    ("plan_card_refused", Treatment::Shown),
+    ("plan_id_collision", Treatment::Shown),
+    ("memory_op_refused", Treatment::Shown),
+    ("tool_call_approved", Treatment::Shown),
+    ("tool_call_declined", Treatment::Shown),
+    ("tool_call_refused", Treatment::Shown),
+    ("tool_call_resumed_approved", Treatment::Hidden),
+    ("tool_call_resumed_declined", Treatment::Hidden),
+    ("tool_call_approval_lost", Treatment::Shown),
+    ("scheduler.heartbeat", Treatment::Hidden),
+    ("scheduler.job_ran", Treatment::Hidden),
+    ("scheduler.missed", Treatment::Shown),
+    ("scheduler.job_dropped", Treatment::Shown),
+    ("scheduler.dispatch_failed", Treatment::Shown),
+    ("connection.registered", Treatment::Shown),
+    ("connection.refreshed", Treatment::Hidden),
+    ("connection.recovered", Treatment::Shown),
+    ("connection.failed", Treatment::Shown),
 ];
 
 fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
@@ -334,6 +354,70 @@ pub fn describe(
                     .unwrap_or_default()
             ),
         ),
+        "secret_redacted_inbound" => (
+            "security",
+            "Removed what looked like a credential from a message before storing or reading it"
+                .to_string(),
+        ),
+        "plan_card_refused" => (
+            "security",
+            format!("Refused an approval of {title}: the plan changed after it was shown to you"),
+        ),
+        "plan_id_collision" => (
+            "security",
+            "A proposed plan reused the name of existing work; it was filed separately".to_string(),
+        ),
+        "memory_op_refused" => (
+            "security",
+            "Refused a change to a protected (constitutional) memory".to_string(),
+        ),
+        "tool_call_approved" => (
+            "approval",
+            format!(
+                "You allowed one {} call in {title}",
+                s(data, "tool_name").unwrap_or("tool")
+            ),
+        ),
+        "tool_call_declined" => (
+            "approval",
+            format!(
+                "You declined a {} call in {title} — it did not run",
+                s(data, "tool_name").unwrap_or("tool")
+            ),
+        ),
+        "tool_call_refused" => (
+            "security",
+            format!("Refused a tool approval for {title}: the work changed after it was asked"),
+        ),
+        "tool_call_approval_lost" => (
+            "work",
+            format!("A paused step of {title} could no longer be approved — it was stopped"),
+        ),
+        "scheduler.missed" => {
+            let job = s(data, "job_id")
+                .map(|j| format!("'{j}'"))
+                .unwrap_or_else(|| "a scheduled job".into());
+            let runs = plural(n(data, "missed").unwrap_or(1), "run");
+            let text = if data.get("caught_up").and_then(Value::as_bool) == Some(true) {
+                format!("Ran {job} once to catch up on {runs} missed while Silas was down")
+            } else {
+                format!("Skipped {runs} of {job} missed while Silas was down")
+            };
+            ("system", text)
+        }
+        "scheduler.job_dropped" => (
+            "system",
+            "Removed a scheduled job that no longer applies".to_string(),
+        ),
+        "scheduler.dispatch_failed" => {
+            ("system", format!("Could not start scheduled work {title}"))
+        }
+        "connection.registered" => ("system", "Added a connection".to_string()),
+        "connection.recovered" => ("system", "A connection recovered".to_string()),
+        "connection.failed" => (
+            "system",
+            "A connection failed and needs your attention".to_string(),
+        ),
         other => {
             if KNOWN_EVENTS
                 .iter()
@@ -492,9 +576,37 @@ mod tests {
     }
 
     #[test]
+    fn missed_runs_read_as_caught_up_or_skipped() {
+        let caught = describe(
+            1,
+            "t",
+            "scheduler.missed",
+            &obj(json!({"job_id": "goal:g1", "missed": 3, "caught_up": true})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(
+            caught.text,
+            "Ran 'goal:g1' once to catch up on 3 runs missed while Silas was down"
+        );
+        let skipped = describe(
+            2,
+            "t",
+            "scheduler.missed",
+            &obj(json!({"job_id": "heartbeat", "missed": 1, "caught_up": false})),
+            &facts,
+        )
+        .unwrap();
+        assert_eq!(
+            skipped.text,
+            "Skipped 1 run of 'heartbeat' missed while Silas was down"
+        );
+    }
+
+    #[test]
     fn unknown_events_are_recorded_not_dropped() {
-        let item = describe(3, "t", "scheduler.job_ran", &JsonObject::new(), &facts).unwrap();
+        let item = describe(3, "t", "future.thing_done", &JsonObject::new(), &facts).unwrap();
         assert_eq!(item.kind, "other");
-        assert_eq!(item.text, "Recorded: scheduler job ran");
+        assert_eq!(item.text, "Recorded: future thing done");
     }
 }

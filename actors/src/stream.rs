@@ -60,6 +60,9 @@ pub const BUSY_RETRY_AFTER_MS: u64 = 1_000;
 pub const RATE_LIMITED_MESSAGE: &str =
     "You are sending messages faster than I can take them. Please wait a minute and try again.";
 
+/// Told to the sender when a credential was removed from their message.
+pub const SECRET_REDACTED_NOTICE: &str = "Your message contained what looks like a password or key. I removed it before storing or reading the message. To give me a credential, type /secret followed by a name, and use the secure form.";
+
 /// A message from any channel.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InboundMessage {
@@ -275,13 +278,37 @@ impl StreamState {
             self.per_ip.try_take(&ip_key, now);
         }
         let scope_id = m.scope_id.clone();
+        // Secret isolation (§0.5): a credential pasted into chat is removed
+        // before anything stores it or a model reads it — the inbox is the
+        // first durable copy. A signed message redacted here no longer
+        // verifies and is treated as external (fails closed).
+        let (text, findings) = silas_core::secrets::redact_at_least(
+            &m.text,
+            silas_core::secrets::Confidence::Probable,
+        );
+        if !findings.is_empty() {
+            let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
+            audit(
+                &deps,
+                "secret_redacted_inbound",
+                json!({"scope_id": scope_id, "channel": m.channel, "kinds": kinds}),
+            )?;
+            // Best effort: the redaction already happened either way.
+            let _ = deps
+                .sink
+                .send(Outbound::OwnerNotice {
+                    scope_id: scope_id.clone(),
+                    text: SECRET_REDACTED_NOTICE.to_string(),
+                })
+                .await;
+        }
         // Durable before acknowledged.
         let record = deps.store.inbox().accept(
             NewInbound {
                 scope_id: m.scope_id,
                 channel: m.channel,
                 sender_id: m.sender_id,
-                text: m.text,
+                text,
                 signed: m.signed,
                 connection_id: m.connection_id,
                 ip: m.ip,

@@ -1697,11 +1697,10 @@ async fn canary_secrets_stay_where_the_spec_allows() {
 
 /// The secret isolation rule (§0.5): a secret the owner pastes into a chat
 /// message must not reach the chronicle, memory, the store or the model.
-/// Today the message text is stored (inbox record, chronicle, raw memory
-/// capture) and sent to the model verbatim; no input gate redacts secrets
-/// by default and the inbox keeps the raw text before any gate runs.
+/// Defence: the Stream redacts Probable+ secrets before the inbox records
+/// the message (its first durable copy), audits `secret_redacted_inbound`
+/// and tells the owner to use the secure form.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: a secret pasted into a chat message is stored in redb (inbox, chronicle, raw memory) and sent to the model; no default input redaction (secrets guard) and the inbox records raw text before the input gates"]
 async fn secret_pasted_into_chat_never_reaches_model_or_store() {
     let logs = capture_logs();
     const PASTED: &str = "sk-ant-api03-PASTEDc4n4ryInTheChatMessage0123456789";
@@ -1717,6 +1716,18 @@ async fn secret_pasted_into_chat_never_reaches_model_or_store() {
     rt.stop().await;
     let at = Places::gather(&f, &frames, &logs).find(PASTED);
     assert!(at.is_empty(), "pasted secret found in: {at:?}");
+    assert!(
+        f.audit_events()
+            .contains(&"secret_redacted_inbound".to_owned())
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|o| matches!(o, Outbound::OwnerNotice { text, .. }
+            if text == silas_actors::stream::SECRET_REDACTED_NOTICE)),
+        "the owner is told: {frames:?}"
+    );
+    f.assert_chain_ok();
 }
 
 /// A plan's `id` comes from the model. Proposing a plan under the id of an

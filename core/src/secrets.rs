@@ -251,7 +251,17 @@ pub fn scan(text: &str) -> Vec<SecretFinding> {
 
 /// Redact every finding, returning the redacted text and the findings.
 pub fn redact(text: &str) -> (String, Vec<SecretFinding>) {
-    let findings = scan(text);
+    redact_at_least(text, Confidence::Possible)
+}
+
+/// Redact the findings of at least `min` confidence (the others are left
+/// in place and not returned). Chat input uses `Probable`: a pasted key is
+/// removed, while a commit hash or an id the owner typed is not mangled.
+pub fn redact_at_least(text: &str, min: Confidence) -> (String, Vec<SecretFinding>) {
+    let findings: Vec<SecretFinding> = scan(text)
+        .into_iter()
+        .filter(|f| f.confidence >= min)
+        .collect();
     if findings.is_empty() {
         return (text.to_string(), findings);
     }
@@ -276,6 +286,21 @@ pub fn contains_secret(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redact_at_least_keeps_weaker_findings() {
+        let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345";
+        let hash = "Zq8xK2mN7pL4vR9tY3wB6cF1hJ5dG0sAeU";
+        let text = format!("key {key} and id {hash}");
+        let (all, found) = redact(&text);
+        assert!(!all.contains(key) && !all.contains(hash), "{all}");
+        assert_eq!(found.len(), 2);
+        let (strong, found) = redact_at_least(&text, Confidence::Probable);
+        assert!(!strong.contains(key), "{strong}");
+        assert!(strong.contains(hash), "{strong}");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].confidence, Confidence::Definite);
+    }
 
     fn kinds(text: &str) -> Vec<&'static str> {
         scan(text).into_iter().map(|f| f.kind).collect()
