@@ -68,8 +68,10 @@ struct Rt {
 async fn runtime() -> Rt {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
-    let mut cfg = Config::default();
-    cfg.data_dir = dir.path().to_path_buf();
+    let mut cfg = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
     // Load, not abuse: only the queue bounds of the real config would refuse.
     cfg.limits.ws_messages_per_minute_per_scope = u32::MAX;
     cfg.limits.ws_messages_per_minute_per_ip = u32::MAX;
