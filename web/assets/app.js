@@ -175,16 +175,28 @@
     setConn(attempt ? 'reconnecting' : 'connecting', attempt ? 'Reconnecting…' : 'Connecting…');
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     let sock;
+    // A known token rides in the Sec-WebSocket-Protocol header (§8.1's first
+    // method): the server then knows the owner before any frame, which a
+    // chatbot deployment needs to tell the owner from customers. A token
+    // with characters a subprotocol cannot carry falls back to the first
+    // `auth` frame. Never in the URL.
+    let viaHeader = false;
     try {
-      sock = new WebSocket(scheme + '://' + location.host + '/ws', ['silas.v1']);
+      if (token && /^[A-Za-z0-9._~-]+$/.test(token)) {
+        sock = new WebSocket(scheme + '://' + location.host + '/ws', ['silas.v1', 'bearer.' + token]);
+        viaHeader = true;
+      } else {
+        sock = new WebSocket(scheme + '://' + location.host + '/ws', ['silas.v1']);
+      }
     } catch (e) {
       scheduleRetry();
       return;
     }
     ws = sock;
-    authSent = false;
+    authSent = viaHeader;
     sock.addEventListener('open', () => {
       if (ws !== sock) return;
+      if (viaHeader) return;
       if (token) {
         sock.send(JSON.stringify({ type: 'auth', token }));
         authSent = true;
