@@ -60,6 +60,8 @@ pub enum ErrorCode {
     EChannelDisconnected,
     EChannelTimeout,
     EChannelAuth,
+    /// Over a §18.5 rate limit: refused deterministically, nothing done.
+    EChannelRateLimited,
     // approval
     EApprovalSignature,
     EApprovalHash,
@@ -97,6 +99,7 @@ impl ErrorCode {
             EChannelDisconnected => "E_CHANNEL_DISCONNECTED",
             EChannelTimeout => "E_CHANNEL_TIMEOUT",
             EChannelAuth => "E_CHANNEL_AUTH",
+            EChannelRateLimited => "E_CHANNEL_RATE_LIMITED",
             EApprovalSignature => "E_APPROVAL_SIGNATURE",
             EApprovalHash => "E_APPROVAL_HASH",
             EApprovalNonce => "E_APPROVAL_NONCE",
@@ -157,6 +160,10 @@ mod tests {
     #[test]
     fn families() {
         assert_eq!(ErrorCode::ECfgUnknownKey.family(), ErrorFamily::Cfg);
+        assert_eq!(
+            ErrorCode::EChannelRateLimited.family(),
+            ErrorFamily::Channel
+        );
         assert_eq!(ErrorCode::EDbCorrupt.family(), ErrorFamily::Db);
         assert_eq!(ErrorCode::EApprovalExpired.family(), ErrorFamily::Approval);
         assert_eq!(

@@ -635,13 +635,19 @@ pub struct ChannelsConfig {
 // ---------------------------------------------------------------------------
 // limits / backpressure
 
-/// `limits:` — per-scope / per-IP rate limits. All must be > 0.
+/// `limits:` — per-scope / per-IP rate limits (§18.5). All must be > 0.
+/// The spec names the keys it lists; two are Silas's own because §18.5
+/// requires the limit but §11 gives it no key: `card_submissions_per_minute_per_scope`
+/// (approval/card answers) and `llm_calls_per_minute_global` (the global
+/// model-call cap, which must be at least the per-scope allowance).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     pub ws_messages_per_minute_per_scope: u32,
     pub ws_messages_per_minute_per_ip: u32,
+    pub card_submissions_per_minute_per_scope: u32,
     pub llm_calls_per_minute_per_scope: u32,
+    pub llm_calls_per_minute_global: u32,
     pub web_search_calls_per_minute_per_scope: u32,
     pub memory_ops_per_minute_per_scope: u32,
     pub max_memory_ops_per_turn: u32,
@@ -651,7 +657,7 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    pub fn fields(&self) -> [(&'static str, u32); 9] {
+    pub fn fields(&self) -> [(&'static str, u32); 11] {
         [
             (
                 "ws_messages_per_minute_per_scope",
@@ -662,8 +668,16 @@ impl LimitsConfig {
                 self.ws_messages_per_minute_per_ip,
             ),
             (
+                "card_submissions_per_minute_per_scope",
+                self.card_submissions_per_minute_per_scope,
+            ),
+            (
                 "llm_calls_per_minute_per_scope",
                 self.llm_calls_per_minute_per_scope,
+            ),
+            (
+                "llm_calls_per_minute_global",
+                self.llm_calls_per_minute_global,
             ),
             (
                 "web_search_calls_per_minute_per_scope",
@@ -692,7 +706,9 @@ impl Default for LimitsConfig {
         LimitsConfig {
             ws_messages_per_minute_per_scope: 60,
             ws_messages_per_minute_per_ip: 240,
+            card_submissions_per_minute_per_scope: 30,
             llm_calls_per_minute_per_scope: 30,
+            llm_calls_per_minute_global: 300,
             web_search_calls_per_minute_per_scope: 20,
             memory_ops_per_minute_per_scope: 120,
             max_memory_ops_per_turn: 10,

@@ -530,6 +530,16 @@ fn every_validation_rule_names_its_key() {
         ("limits.max_gate_evals_per_turn", |c| {
             c.limits.max_gate_evals_per_turn = 0
         }),
+        ("limits.card_submissions_per_minute_per_scope", |c| {
+            c.limits.card_submissions_per_minute_per_scope = 0
+        }),
+        ("limits.llm_calls_per_minute_global", |c| {
+            c.limits.llm_calls_per_minute_global = 0
+        }),
+        ("limits.llm_calls_per_minute_global", |c| {
+            c.limits.llm_calls_per_minute_per_scope = 31;
+            c.limits.llm_calls_per_minute_global = 30;
+        }),
         ("backpressure.max_pending_turns_per_scope", |c| {
             c.backpressure.max_pending_turns_per_scope = 0
         }),
@@ -1155,4 +1165,49 @@ fn llm_validation_names_the_key() {
         assert_eq!(errs[0].key(), Some(*key), "{errs:?}");
         assert_eq!(errs[0].code(), ErrorCode::ECfgInvalid);
     }
+}
+
+/// §18.5: every `limits` key is validated on its own, and its error names
+/// exactly that key.
+#[test]
+fn every_limit_key_must_be_positive_and_names_itself() {
+    let keys: Vec<&str> = LimitsConfig::default()
+        .fields()
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    for key in keys {
+        let mut cfg = Config::default();
+        let mut raw = serde_json::to_value(&cfg.limits).unwrap();
+        raw[key] = serde_json::json!(0);
+        cfg.limits = serde_json::from_value(raw).unwrap();
+        // The global LLM cap at 0 also breaks the ">= per scope" rule; both
+        // errors name the key, so this still checks the key alone.
+        let errs = errors(&cfg);
+        let want = format!("limits.{key}");
+        assert!(!errs.is_empty(), "{key}: no error");
+        for e in &errs {
+            assert_eq!(e.key(), Some(want.as_str()), "{errs:?}");
+            assert!(e.to_string().starts_with(&format!("{want}: ")), "{e}");
+        }
+    }
+}
+
+#[test]
+fn new_limit_keys_have_their_defaults_and_parse_from_yaml() {
+    let d = LimitsConfig::default();
+    assert_eq!(d.card_submissions_per_minute_per_scope, 30);
+    assert_eq!(d.llm_calls_per_minute_global, 300);
+    assert_eq!(d.llm_calls_per_minute_per_scope, 30);
+    assert_eq!(d.web_search_calls_per_minute_per_scope, 20);
+    assert_eq!(d.memory_ops_per_minute_per_scope, 120);
+    assert_eq!(d.suggestions_per_hour_per_scope, 6);
+    assert_eq!(d.autonomy_proposals_per_week_per_scope, 3);
+    let parsed: LimitsConfig = serde_yaml_ng::from_str(
+        "card_submissions_per_minute_per_scope: 5\nllm_calls_per_minute_global: 40\n",
+    )
+    .unwrap();
+    assert_eq!(parsed.card_submissions_per_minute_per_scope, 5);
+    assert_eq!(parsed.llm_calls_per_minute_global, 40);
+    assert!(serde_yaml_ng::from_str::<LimitsConfig>("llm_calls_per_minute_totl: 5\n").is_err());
 }

@@ -512,6 +512,17 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
     for (field, value) in cfg.limits.fields() {
         c.positive(&format!("limits.{field}"), value.into());
     }
+    // A global cap below one scope's allowance would make the per-scope
+    // limit meaningless (one scope could starve every other).
+    if cfg.limits.llm_calls_per_minute_global < cfg.limits.llm_calls_per_minute_per_scope {
+        c.fail(
+            "limits.llm_calls_per_minute_global",
+            format!(
+                "must be >= limits.llm_calls_per_minute_per_scope (got {} < {})",
+                cfg.limits.llm_calls_per_minute_global, cfg.limits.llm_calls_per_minute_per_scope
+            ),
+        );
+    }
     let bp = &cfg.backpressure;
     c.positive(
         "backpressure.max_pending_turns_per_scope",
