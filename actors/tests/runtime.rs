@@ -868,6 +868,14 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
     assert_eq!(undelivered.len(), 3, "{undelivered:?}");
     // The card is still pending: the owner can answer it on reconnect.
     assert_eq!(store.records::<PendingCard>().list().unwrap().len(), 1);
+    // Answering it while the channel is still down dispatches the work: the
+    // undeliverable "Approved: …" notice does not turn that into an error.
+    let card = store.records::<PendingCard>().list().unwrap().remove(0);
+    let out = rt.stream.decide_card(&card.request_id, approve()).await;
+    assert!(
+        matches!(out, Ok(DecideOutcome::Dispatched { .. })),
+        "{out:?}"
+    );
     // The channel is back: the runtime is healthy and answers again.
     rt.channel_down.store(false, Ordering::SeqCst);
     let id = accept(&rt, "owner", "hello").await;

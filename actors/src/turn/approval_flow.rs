@@ -61,13 +61,21 @@ fn audit(deps: &TurnDeps, event: &str, data: serde_json::Value) -> Result<(), Tu
     Ok(())
 }
 
+/// Tells the owner what a decision did. Best effort: by the time it is
+/// called the decision is persisted and audited (and work may already be
+/// dispatched), so a notice nobody can receive must not turn that outcome
+/// into an error the channel would report as a failed decision.
 async fn notify(deps: &TurnDeps, scope_id: &str, text: String) -> Result<(), TurnError> {
-    deps.sink
+    if let Err(e) = deps
+        .sink
         .send(Outbound::OwnerNotice {
             scope_id: scope_id.to_string(),
             text,
         })
-        .await?;
+        .await
+    {
+        tracing::warn!(scope_id, code = %silas_core::Coded::code(&e), "decision notice not delivered: {e}");
+    }
     Ok(())
 }
 
