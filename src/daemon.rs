@@ -29,7 +29,16 @@ use crate::error::CliError;
 pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
     init_tracing();
     harden_process();
+    // The actors write redb synchronously (each commit fsyncs) on worker
+    // threads; with one worker per core a 2-core box can have every worker
+    // inside an fsync while the Stream waits to admit a message. A few more
+    // workers keep admission responsive; they are cheap when idle.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(4);
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| {

@@ -302,19 +302,22 @@ impl StreamState {
                 })
                 .await;
         }
-        // Durable before acknowledged.
-        let record = deps.store.inbox().accept(
-            NewInbound {
-                scope_id: m.scope_id,
-                channel: m.channel,
-                sender_id: m.sender_id,
-                text,
-                signed: m.signed,
-                connection_id: m.connection_id,
-                ip: m.ip,
-            },
-            Timestamp::now(),
-        )?;
+        // Durable before acknowledged. The commit fsyncs: it runs on the
+        // blocking pool so the Stream's worker thread stays free for other
+        // admissions and card answers meanwhile.
+        let inbound = NewInbound {
+            scope_id: m.scope_id,
+            channel: m.channel,
+            sender_id: m.sender_id,
+            text,
+            signed: m.signed,
+            connection_id: m.connection_id,
+            ip: m.ip,
+        };
+        let store = deps.store.clone();
+        let record =
+            tokio::task::spawn_blocking(move || store.inbox().accept(inbound, Timestamp::now()))
+                .await??;
         self.queues.push(&scope_id);
         let p = self.processor(myself, &scope_id).await?;
         p.send_message(TurnMsg::Wake)?;
