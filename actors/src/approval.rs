@@ -231,14 +231,25 @@ impl ApprovalService {
             Ok(b) => b,
             Err(d) => return self.deny("check", token, d),
         };
-        if !self
+        self.require_verified(token, &binding)
+    }
+
+    /// `check`'s last condition: a prior consuming `verify` recorded this
+    /// exact execution's nonce.
+    fn require_verified(
+        &self,
+        token: &ApprovalToken,
+        binding: &approval::ExecutionBinding,
+    ) -> Result<(), ApprovalError> {
+        if self
             .store
             .nonces()
             .has_execution(&binding.token_id, &binding.exec_hash)?
         {
-            return self.deny("check", token, Denial::NotYetVerified);
+            Ok(())
+        } else {
+            self.deny("check", token, Denial::NotYetVerified)
         }
-        Ok(())
     }
 
     /// Non-consuming check of a non-plan token (a paused tool call's) before
@@ -258,14 +269,7 @@ impl ApprovalService {
             Ok(b) => b,
             Err(d) => return self.deny("check", token, d),
         };
-        if !self
-            .store
-            .nonces()
-            .has_execution(&binding.token_id, &binding.exec_hash)?
-        {
-            return self.deny("check", token, Denial::NotYetVerified);
-        }
-        Ok(())
+        self.require_verified(token, &binding)
     }
 
     /// `approval.default_ttl_minutes`: also how long an approval card waits.

@@ -442,15 +442,9 @@ pub fn authorize_execution(
     })
 }
 
-/// `verify` for a non-plan subject (batch, autonomy threshold): the payload
-/// hash takes the place of the work item's plan hash.
-pub fn authorize_subject(
-    token: &ApprovalToken,
-    subject: Subject<'_>,
-    now: Timestamp,
-    sig_ok: &dyn Fn(&[u8], &[u8]) -> bool,
-) -> Result<ExecutionBinding, Denial> {
-    check_common(token, now, sig_ok)?;
+/// The token names this subject and carries its payload hash; returns
+/// the hash (the execution binding).
+fn bind_subject(token: &ApprovalToken, subject: Subject<'_>) -> Result<String, Denial> {
     let (id, h) = subject.binding()?;
     if token.work_item_id != id {
         return Err(Denial::WrongWorkItem {
@@ -461,6 +455,19 @@ pub fn authorize_subject(
     if token.plan_hash != h {
         return Err(Denial::PlanHashMismatch);
     }
+    Ok(h)
+}
+
+/// `verify` for a non-plan subject (batch, autonomy threshold): the payload
+/// hash takes the place of the work item's plan hash.
+pub fn authorize_subject(
+    token: &ApprovalToken,
+    subject: Subject<'_>,
+    now: Timestamp,
+    sig_ok: &dyn Fn(&[u8], &[u8]) -> bool,
+) -> Result<ExecutionBinding, Denial> {
+    check_common(token, now, sig_ok)?;
+    let h = bind_subject(token, subject)?;
     if token.scope == ApprovalScope::Standing {
         return Err(Denial::StandingRequiresSpawnedTask);
     }
@@ -481,16 +488,7 @@ pub fn check_subject(
     sig_ok: &dyn Fn(&[u8], &[u8]) -> bool,
 ) -> Result<ExecutionBinding, Denial> {
     check_common(token, now, sig_ok)?;
-    let (id, h) = subject.binding()?;
-    if token.work_item_id != id {
-        return Err(Denial::WrongWorkItem {
-            token: token.work_item_id.clone(),
-            presented: id,
-        });
-    }
-    if token.plan_hash != h {
-        return Err(Denial::PlanHashMismatch);
-    }
+    let h = bind_subject(token, subject)?;
     if token.executions_used == 0 {
         return Err(Denial::NotYetVerified);
     }
