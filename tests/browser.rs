@@ -18,55 +18,15 @@
 //! silently. Screenshots land in `target/tmp/browser/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::start;
+
 const CHROMIUM: &str = "/usr/bin/chromium";
-
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &Path) -> (Daemon, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_silas"))
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .env("SILAS__CHANNELS__WEB__PORT", "0")
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("start")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
-            && line.starts_with("Silas is running")
-        {
-            let addr = rest.split('/').next().unwrap().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return (Daemon { child }, addr);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("daemon never announced readiness: {seen:?}");
-}
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")

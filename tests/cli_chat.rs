@@ -5,63 +5,19 @@
 //! daemon's audit log shows; with no daemon the client says so in one line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-struct Proc {
-    child: Child,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn silas(dir: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
-    c.current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .arg("--data-dir")
-        .arg(dir.join("data"));
-    c
-}
-
-fn start_daemon(dir: &std::path::Path) -> (Proc, String) {
-    let mut child = silas(dir)
-        .env("SILAS__CHANNELS__WEB__PORT", "0")
-        .arg("start")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if line.starts_with("Silas is running")
-            && let Some((_, rest)) = line.split_once("http://")
-        {
-            let addr = rest.split('/').next().unwrap().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return (Proc { child }, addr);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("daemon never announced readiness: {seen:?}");
-}
+use support::{audit_events, silas, start};
 
 /// A running `silas chat` with its stdin held by the test and its stdout
 /// lines collected on a thread.
 struct Chat {
-    proc: Proc,
+    child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
@@ -91,7 +47,7 @@ impl Chat {
             }
         });
         Chat {
-            proc: Proc { child },
+            child,
             stdin,
             lines,
             seen: Vec::new(),
@@ -126,7 +82,7 @@ impl Chat {
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
-            if let Some(s) = self.proc.child.try_wait().unwrap() {
+            if let Some(s) = self.child.try_wait().unwrap() {
                 break s;
             }
             assert!(Instant::now() < deadline, "chat did not exit after EOF");
@@ -140,26 +96,21 @@ impl Chat {
     }
 }
 
-fn is_prompt(l: &str) -> bool {
-    l.starts_with("approve? [y/N]")
+impl Drop for Chat {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
-fn audit_events(dir: &std::path::Path) -> Vec<serde_json::Value> {
-    let out = silas(dir)
-        .args(["audit", "tail", "-n", "2000", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+fn is_prompt(l: &str) -> bool {
+    l.starts_with("approve? [y/N]")
 }
 
 #[test]
 fn chat_approves_with_y_and_declines_on_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut daemon, addr) = start_daemon(dir.path());
+    let (daemon, addr) = start(dir.path());
 
     // 1. message → plan card as text → "y" → the work runs to done.
     let mut chat = Chat::spawn(dir.path(), &addr, &[]);
@@ -230,16 +181,7 @@ fn chat_approves_with_y_and_declines_on_timeout() {
     );
 
     // Orderly stop, then the audit shows one dispatch and two declines.
-    let pid = daemon.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = daemon.child.wait().unwrap();
-    assert!(status.success());
+    daemon.stop_blocking();
     let events = audit_events(dir.path());
     let count = |name: &str| events.iter().filter(|e| e["event"] == name).count();
     assert_eq!(count("plan_proposed"), 3);

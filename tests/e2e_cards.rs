@@ -10,125 +10,30 @@
 //! connections each see only their own frames.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::io::{Read, Write};
+use std::process::Stdio;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use support::{
+    Daemon, Ws, assert_audit_verifies, audit_json, frame_of_type, next_frame, request_plan, send,
+    silas, start_daemon,
+};
 
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    /// SIGTERM and wait for a clean exit.
-    async fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert!(status.success());
-    }
-}
-
-fn silas(dir: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
-    c.current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .arg("--data-dir")
-        .arg(dir.join("data"));
-    c
-}
-
+/// `silas start` over `dir` with extra environment and the given stderr.
 fn start(dir: &std::path::Path, env: &[(&str, &str)], stderr: Stdio) -> (Daemon, String) {
     let mut cmd = silas(dir);
-    cmd.env("SILAS__CHANNELS__WEB__PORT", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .arg("start")
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if let Some(rest) = line.split_once("http://").map(|(_, r)| r)
-            && line.starts_with("Silas is running")
-        {
-            let addr = rest.split('/').next().unwrap().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return (Daemon { child }, addr);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("daemon never announced readiness: {seen:?}");
+    let (daemon, addr, _) = start_daemon(cmd, stderr);
+    (daemon, addr)
 }
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn connect(addr: &str) -> (Ws, Value) {
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
-        .await
-        .unwrap();
-    let auth = next_frame(&mut ws, Duration::from_secs(10)).await.unwrap();
-    assert_eq!(auth["type"], "auth_ok", "{auth}");
-    (ws, auth)
-}
-
-async fn next_frame(ws: &mut Ws, within: Duration) -> Option<Value> {
-    loop {
-        let msg = tokio::time::timeout(within, ws.next()).await.ok()??.ok()?;
-        if let Message::Text(t) = msg {
-            return Some(serde_json::from_str(&t).unwrap());
-        }
-    }
-}
-
-/// The next frame of type `ty`; every frame seen is appended to `log`.
-async fn frame_of_type(ws: &mut Ws, ty: &str, within: Duration, log: &mut Vec<Value>) -> Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let f = next_frame(ws, left)
-            .await
-            .unwrap_or_else(|| panic!("no {ty} frame in time; saw {log:?}"));
-        log.push(f.clone());
-        if f["type"] == ty {
-            return f;
-        }
-    }
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
+    support::connect(addr, Duration::from_secs(10)).await
 }
 
 /// A plain HTTP/1.1 request over loopback: (status, body).
@@ -155,15 +60,6 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Strin
         _ => body.to_string(),
     };
     (status, json)
-}
-
-fn audit_json(dir: &std::path::Path) -> String {
-    let tail = silas(dir)
-        .args(["audit", "tail", "-n", "2000", "--json"])
-        .output()
-        .unwrap();
-    assert!(tail.status.success());
-    String::from_utf8_lossy(&tail.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,14 +97,9 @@ async fn cards_time_out_decline_on_disconnect_and_refuse_bad_answers() {
     assert_eq!(health["queue"]["accepting"], true);
 
     // 1. Timeout: nobody answers; the card is declined within its 3 s.
-    send(
+    let card = request_plan(
         &mut ws,
-        json!({"type": "message", "text": "create a file notes.txt containing hello"}),
-    )
-    .await;
-    let card = frame_of_type(
-        &mut ws,
-        "approval_request",
+        "create a file notes.txt containing hello",
         Duration::from_secs(30),
         &mut log,
     )
@@ -285,14 +176,9 @@ async fn cards_time_out_decline_on_disconnect_and_refuse_bad_answers() {
     frame_of_type(&mut ws, "message", Duration::from_secs(20), &mut log).await;
 
     // 3. Disconnect while a card is pending: declined at once, nothing runs.
-    send(
+    let card = request_plan(
         &mut ws,
-        json!({"type": "message", "text": "create a file other.txt containing hi"}),
-    )
-    .await;
-    let card = frame_of_type(
-        &mut ws,
-        "approval_request",
+        "create a file other.txt containing hi",
         Duration::from_secs(30),
         &mut log,
     )
@@ -341,11 +227,7 @@ async fn cards_time_out_decline_on_disconnect_and_refuse_bad_answers() {
             "{never} happened without an approval"
         );
     }
-    let out = silas(dir.path())
-        .args(["audit", "verify"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    assert_audit_verifies(dir.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

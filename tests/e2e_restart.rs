@@ -14,43 +14,19 @@
 //!   tell replies apart; the count is what it can check.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use silas_testkit::{FakeLlm, Reply};
-use tokio_tungstenite::tungstenite::Message;
+use support::{Daemon, Ws, next_frame, send, silas, start_daemon};
 
 const N: usize = 20;
 /// Per model call: long enough that a SIGKILL lands inside a call.
 const MODEL_DELAY: Duration = Duration::from_millis(400);
-
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn silas(dir: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
-    c.current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .arg("--config")
-        .arg(dir.join("silas.yaml"))
-        .arg("--data-dir")
-        .arg(dir.join("data"));
-    c
-}
 
 /// Every agent on the fake server (no key needed: `api_key_env: null`).
 fn write_config(dir: &std::path::Path, fake: &FakeLlm) {
@@ -73,55 +49,16 @@ fn write_config(dir: &std::path::Path, fake: &FakeLlm) {
     std::fs::write(dir.join("silas.yaml"), yaml).unwrap();
 }
 
+/// `silas start` over `dir` with its `silas.yaml` (see [`write_config`]).
 fn start(dir: &std::path::Path) -> (Daemon, String) {
-    let mut child = silas(dir)
-        .env("SILAS__CHANNELS__WEB__PORT", "0")
-        .arg("start")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if line.starts_with("Silas is running")
-            && let Some((_, rest)) = line.split_once("http://")
-        {
-            let addr = rest.split('/').next().unwrap().to_string();
-            std::thread::spawn(move || for _ in lines {});
-            return (Daemon { child }, addr);
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("daemon never announced readiness: {seen:?}");
+    let mut cmd = silas(dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    (daemon, addr)
 }
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn connect(addr: &str) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
-        .await
-        .unwrap();
-    let auth = next_frame(&mut ws, Duration::from_secs(5)).await.unwrap();
-    assert_eq!(auth["type"], "auth_ok", "{auth}");
-    ws
-}
-
-/// The next text frame, or `None` on timeout or when the socket ends.
-async fn next_frame(ws: &mut Ws, within: Duration) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match tokio::time::timeout(left, ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => return Some(serde_json::from_str(&t).unwrap()),
-            Ok(Some(Ok(_))) => continue,
-            _ => return None,
-        }
-    }
+    support::connect(addr, Duration::from_secs(5)).await.0
 }
 
 fn is_reply(f: &Value) -> bool {
@@ -157,22 +94,21 @@ async fn sigkill_after_accepting_n_messages_then_restart_answers_each_exactly_on
     let (mut daemon, addr) = start(dir.path());
     let mut ws = connect(&addr).await;
     for i in 0..N {
-        ws.send(Message::text(
-            json!({"type": "message", "text": format!("hello {i}")}).to_string(),
-        ))
-        .await
-        .unwrap();
+        send(
+            &mut ws,
+            json!({"type": "message", "text": format!("hello {i}")}),
+        )
+        .await;
     }
     // The session handles frames in order and answers each submit before
     // reading the next frame: once this probe's error comes back, every
     // message before it was either accepted (durably recorded) or refused
     // with an error frame — and none was refused.
-    ws.send(Message::text(
-        json!({"type": "approval_response", "request_id": "probe", "verdict": "declined"})
-            .to_string(),
-    ))
-    .await
-    .unwrap();
+    send(
+        &mut ws,
+        json!({"type": "approval_response", "request_id": "probe", "verdict": "declined"}),
+    )
+    .await;
     let mut replies_1 = 0;
     loop {
         let f = next_chat_frame(&mut ws, Duration::from_secs(20))
@@ -211,7 +147,7 @@ async fn sigkill_after_accepting_n_messages_then_restart_answers_each_exactly_on
     drop(ws);
 
     // Run 2: same data dir; reconnect and collect the rest.
-    let (mut daemon, addr) = start(dir.path());
+    let (daemon, addr) = start(dir.path());
     let mut ws = connect(&addr).await;
     let mut replies_2 = 0;
     let deadline = tokio::time::Instant::now() + MODEL_DELAY * (N as u32) + Duration::from_secs(30);
@@ -230,15 +166,7 @@ async fn sigkill_after_accepting_n_messages_then_restart_answers_each_exactly_on
         replies_2 += 1;
     }
     // Orderly stop: in-flight turns finish (grace), checkpoint, exit 0.
-    let pid = daemon.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(daemon.child.wait().unwrap().success());
+    daemon.stop().await;
     drop(ws);
 
     // The durable record, read from the store the daemon left behind.

@@ -1,0 +1,221 @@
+//! The shared harness of the binary-level integration tests (`tests/*.rs`
+//! that drive the real `silas` binary). It owns:
+//!
+//! * the `silas` command over a test's temp dir (clean environment, `HOME`
+//!   and `--data-dir` inside the dir) — [`silas`];
+//! * spawning `silas start` on port 0 and waiting for its "Silas is running"
+//!   banner — [`start`], [`start_daemon`] — and the [`Daemon`] guard that
+//!   kills it on drop or stops it with SIGTERM and asserts a clean exit;
+//! * the WebSocket client side: [`connect`] (asserting `auth_ok`),
+//!   [`next_frame`], [`frame_of_type`], [`send`], [`request_plan`];
+//! * reading the audit log the daemon left behind: [`audit_json`],
+//!   [`audit_events`], [`assert_audit_verifies`].
+//!
+//! Each test crate compiles this module on its own and uses a subset of it,
+//! so items not used by every one of them carry `#[allow(dead_code)]`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A running `silas start`; killed (SIGKILL) and reaped when dropped.
+pub struct Daemon {
+    pub child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    fn sigterm(&self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    /// SIGTERM and wait (without blocking the runtime) for a clean exit.
+    #[allow(dead_code)]
+    pub async fn stop(mut self) {
+        self.sigterm();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "daemon exit {status:?}");
+    }
+
+    /// SIGTERM and wait for a clean exit, from a synchronous test.
+    #[allow(dead_code)]
+    pub fn stop_blocking(mut self) {
+        self.sigterm();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "daemon exit {status:?}");
+    }
+}
+
+/// `silas` run in `dir` with a clean environment (only `PATH`), `HOME=dir`
+/// and `--data-dir dir/data`.
+pub fn silas(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
+    c.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .arg("--data-dir")
+        .arg(dir.join("data"));
+    c
+}
+
+/// `silas start` over `dir` on a free port, stderr discarded: the daemon and
+/// its `host:port`, once it announces readiness.
+#[allow(dead_code)]
+pub fn start(dir: &Path) -> (Daemon, String) {
+    let (daemon, addr, _) = start_daemon(silas(dir), Stdio::null());
+    (daemon, addr)
+}
+
+/// `cmd` (a [`silas`] command, maybe with more env or args) run as `silas
+/// start` on a free port: the daemon, its `host:port` and the stdout lines up
+/// to and including the readiness banner. Panics if it exits first.
+pub fn start_daemon(mut cmd: Command, stderr: Stdio) -> (Daemon, String, Vec<String>) {
+    let mut child = cmd
+        .env("SILAS__CHANNELS__WEB__PORT", "0")
+        .arg("start")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.starts_with("Silas is running")
+            && let Some((_, rest)) = line.split_once("http://")
+        {
+            let addr = rest.split('/').next().unwrap().to_string();
+            // Keep draining stdout so the daemon never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return (Daemon { child }, addr, seen);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("daemon never announced readiness: {seen:?}");
+}
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens `ws://{addr}/ws` and waits up to `within` for the first frame,
+/// which must be `auth_ok`: the socket and that frame.
+#[allow(dead_code)]
+pub async fn connect(addr: &str, within: Duration) -> (Ws, Value) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .unwrap();
+    let auth = next_frame(&mut ws, within)
+        .await
+        .expect("no auth frame in time");
+    assert_eq!(auth["type"], "auth_ok", "{auth}");
+    (ws, auth)
+}
+
+/// The next text frame within `within`, or `None` on timeout or when the
+/// socket ends.
+#[allow(dead_code)]
+pub async fn next_frame(ws: &mut Ws, within: Duration) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => return Some(serde_json::from_str(&t).unwrap()),
+            Ok(Some(Ok(_))) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// The next frame of type `ty` within `within` (panics otherwise); every
+/// frame seen, that one included, is appended to `log`.
+#[allow(dead_code)]
+pub async fn frame_of_type(ws: &mut Ws, ty: &str, within: Duration, log: &mut Vec<Value>) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let f = next_frame(ws, left)
+            .await
+            .unwrap_or_else(|| panic!("no {ty} frame in time; saw {log:?}"));
+        log.push(f.clone());
+        if f["type"] == ty {
+            return f;
+        }
+    }
+}
+
+/// Sends `v` as one text frame.
+#[allow(dead_code)]
+pub async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// Sends `text` as a chat message and waits up to `within` for the plan
+/// card it leads to: the `approval_request` frame.
+#[allow(dead_code)]
+pub async fn request_plan(
+    ws: &mut Ws,
+    text: &str,
+    within: Duration,
+    log: &mut Vec<Value>,
+) -> Value {
+    send(ws, serde_json::json!({"type": "message", "text": text})).await;
+    frame_of_type(ws, "approval_request", within, log).await
+}
+
+/// `silas audit tail -n 2000 --json` over `dir` (run after the daemon has
+/// stopped): one JSON entry per line.
+#[allow(dead_code)]
+pub fn audit_json(dir: &Path) -> String {
+    let tail = silas(dir)
+        .args(["audit", "tail", "-n", "2000", "--json"])
+        .output()
+        .unwrap();
+    assert!(tail.status.success());
+    String::from_utf8_lossy(&tail.stdout).into_owned()
+}
+
+/// [`audit_json`], parsed: every line must be one JSON entry.
+#[allow(dead_code)]
+pub fn audit_events(dir: &Path) -> Vec<Value> {
+    audit_json(dir)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `silas audit verify` over `dir` succeeds: the hash chain is intact.
+#[allow(dead_code)]
+pub fn assert_audit_verifies(dir: &Path) {
+    let out = silas(dir).args(["audit", "verify"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
