@@ -197,13 +197,18 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
     let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
     let stream = silas_actors::stream::StreamArgs {
-        deps: Arc::new(silas_actors::turn::pipeline::TurnDeps::standard(
-            store.clone(),
-            Arc::new(cfg.clone()),
-            agents,
-            approvals.clone(),
-            bridge.clone(),
-        )),
+        deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
+            // One set of §18.5 limiters for turns and background work, so
+            // the global model-call cap covers both.
+            limits: work_engine.config.rate_limits.clone(),
+            ..silas_actors::turn::pipeline::TurnDeps::standard(
+                store.clone(),
+                Arc::new(cfg.clone()),
+                agents,
+                approvals.clone(),
+                bridge.clone(),
+            )
+        }),
         dispatch: dispatch_tx,
         status: status_tx.clone(),
         restart_policy: RestartPolicy::default(),
@@ -348,6 +353,9 @@ fn work_engine(
             max_gate_evals: cfg.limits.max_gate_evals_per_turn,
             artifacts_dir: cfg.data_dir.join("artifacts"),
             tool_limits: Default::default(),
+            rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+                &cfg.limits,
+            )),
         },
         events,
     })

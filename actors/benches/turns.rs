@@ -75,6 +75,10 @@ async fn runtime() -> Rt {
     // Load, not abuse: only the queue bounds of the real config would refuse.
     cfg.limits.ws_messages_per_minute_per_scope = u32::MAX;
     cfg.limits.ws_messages_per_minute_per_ip = u32::MAX;
+    // The bench measures the runtime, not the §18.5 model-call limits.
+    cfg.limits.llm_calls_per_minute_per_scope = u32::MAX;
+    cfg.limits.llm_calls_per_minute_global = u32::MAX;
+    cfg.limits.memory_ops_per_minute_per_scope = u32::MAX;
     cfg.backpressure.max_pending_turns_total = 100_000;
     let cfg = Arc::new(cfg);
     let reply = json!({"route": "direct", "reason": "greeting",

@@ -70,6 +70,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("work_item.blocked", Treatment::Shown),
     ("work_item.running", Treatment::Hidden),
     ("work_item.pending", Treatment::Hidden),
+    ("work_run_crashed", Treatment::Shown),
     ("verification_completed", Treatment::Shown),
     ("planner_consulted", Treatment::Shown),
     ("execution_blocked_no_approval", Treatment::Shown),
@@ -232,6 +233,16 @@ pub fn describe(
         "work_item.failed" => ("work", format!("{title} failed")),
         "work_item.stuck" => ("work", format!("{title} is stuck and needs you")),
         "work_item.blocked" => ("work", format!("{title} was blocked by a safety check")),
+        "work_run_crashed" => (
+            "work",
+            match s(data, "action") {
+                Some("failed") => format!("{title} kept crashing and was stopped as failed"),
+                Some("cycle_dropped") => {
+                    format!("A check cycle of {title} crashed; the next scheduled one runs again")
+                }
+                _ => format!("{title} crashed and was resumed from its last saved step"),
+            },
+        ),
         "verification_completed" => (
             "work",
             match (
@@ -303,9 +314,23 @@ pub fn describe(
             "Refused to load customer details from an unsafe place".to_string(),
         ),
         "memory_op_blocked" => ("security", "Blocked a memory change".to_string()),
+        // §18.5: one event for every limit; `limit` says which.
         "security_rate_limited" => (
             "security",
-            "Slowed down a sender who went over the message rate limit".to_string(),
+            match data.get("limit").and_then(Value::as_str) {
+                Some("card") => "Refused a card answer sent faster than the card rate limit allows",
+                Some("llm_scope") | Some("llm_global") => {
+                    "Held back a model call over the rate limit — nothing was sent to the model"
+                }
+                Some("web_search") => "Refused a web search over the search rate limit",
+                Some("memory_ops") => "Dropped memory changes over the memory rate limit",
+                Some("suggestion") => "Held back a suggestion over the hourly suggestion limit",
+                Some("autonomy_proposal") => {
+                    "Held back an autonomy proposal over the weekly proposal limit"
+                }
+                _ => "Slowed down a sender who went over the message rate limit",
+            }
+            .to_string(),
         ),
         "backpressure_busy_retry" => (
             "system",
@@ -608,5 +633,27 @@ mod tests {
         let item = describe(3, "t", "future.thing_done", &JsonObject::new(), &facts).unwrap();
         assert_eq!(item.kind, "other");
         assert_eq!(item.text, "Recorded: future thing done");
+    }
+
+    #[test]
+    fn every_rate_limit_has_its_own_sentence() {
+        let mut seen = std::collections::BTreeSet::new();
+        let kinds = crate::limits::LimitKind::ALL.map(|k| k.as_str());
+        for limit in kinds.iter().copied().chain(["scope", "ip"]) {
+            let data = obj(json!({"limit": limit, "scope_id": "owner"}));
+            let item = describe(
+                1,
+                "2026-01-01T00:00:00Z",
+                "security_rate_limited",
+                &data,
+                &|_| None,
+            )
+            .unwrap_or_else(|| panic!("{limit} hidden"));
+            assert_eq!(item.kind, "security");
+            assert!(!item.text.starts_with("Recorded"), "{limit}");
+            seen.insert(item.text);
+        }
+        // llm_scope / llm_global share one; scope / ip share the original.
+        assert_eq!(seen.len(), kinds.len() - 1 + 1, "{seen:?}");
     }
 }

@@ -297,6 +297,10 @@ pub enum CardRejection {
     Invalid { request_id: String, reason: String },
     #[error("card intake is closed: {0}")]
     Closed(String),
+    /// Over `limits.card_submissions_per_minute_per_scope` (§18.5): the
+    /// answer was not looked at and the card is unchanged.
+    #[error("card {request_id:?}: too many card answers; wait a minute and answer again")]
+    RateLimited { request_id: String },
     #[error("card {request_id:?}: {message}")]
     Failed {
         request_id: String,
@@ -313,7 +317,8 @@ impl CardRejection {
             | CardRejection::Expired(r) => Some(r),
             CardRejection::WrongType { request_id, .. }
             | CardRejection::Invalid { request_id, .. }
-            | CardRejection::Failed { request_id, .. } => Some(request_id),
+            | CardRejection::Failed { request_id, .. }
+            | CardRejection::RateLimited { request_id } => Some(request_id),
             CardRejection::Closed(_) => None,
         }
     }
@@ -324,6 +329,7 @@ impl Coded for CardRejection {
         match self {
             CardRejection::Expired(_) => ErrorCode::EChannelTimeout,
             CardRejection::Closed(_) => ErrorCode::EChannelDisconnected,
+            CardRejection::RateLimited { .. } => ErrorCode::EChannelRateLimited,
             CardRejection::Failed { code, .. } => *code,
             _ => ErrorCode::EChannelProtocol,
         }

@@ -262,7 +262,7 @@ struct Shared {
 impl Shared {
     fn tick(&mut self, now: Instant) {
         self.takes = self.takes.wrapping_add(1);
-        if self.takes % PRUNE_EVERY == 0 {
+        if self.takes.is_multiple_of(PRUNE_EVERY) {
             self.llm.prune(now);
             self.web_search.prune(now);
             self.memory_ops.prune(now);

@@ -45,7 +45,7 @@ use crate::cards::{
     Resolution,
 };
 use crate::channel::Outbound;
-use crate::limits::{Admission, RateLimiter, TurnQueues};
+use crate::limits::{Admission, CardLimits, LimitKind, OpenLimit, RateLimiter, TurnQueues};
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
 use crate::turn::approval_flow::{self, DecideOutcome};
 use crate::turn::pipeline::{TurnDeps, TurnError};
@@ -184,6 +184,8 @@ pub struct StreamState {
     queues: TurnQueues,
     per_scope: RateLimiter,
     per_ip: RateLimiter,
+    /// §18.5 card answers per scope; suggestion / autonomy cards opened.
+    card_limits: CardLimits,
     accepting: bool,
     tracker: RestartTracker,
     restarts: u32,
@@ -326,6 +328,31 @@ impl StreamState {
         })
     }
 
+    /// §18.5: one card submission from `scope_id`. Every submission counts
+    /// (a flood of bogus answers is what the limit is for); over the limit
+    /// it is refused before the card is even read — the card stays as it
+    /// is and can be answered once the window allows — and audited.
+    fn card_submission(
+        &mut self,
+        scope_id: &str,
+        request_id: &str,
+    ) -> Result<Result<(), CardRejection>, ActorProcessingErr> {
+        match self.card_limits.answer(scope_id, Instant::now()) {
+            Ok(()) => Ok(Ok(())),
+            Err(kind) => {
+                audit(
+                    &self.args.deps,
+                    "security_rate_limited",
+                    json!({"scope_id": scope_id, "limit": kind.as_str(),
+                           "request_id": request_id}),
+                )?;
+                Ok(Err(CardRejection::RateLimited {
+                    request_id: request_id.to_string(),
+                }))
+            }
+        }
+    }
+
     fn declined() -> ApprovalDecision {
         ApprovalDecision {
             verdict: silas_core::model::approval::ApprovalVerdict::Declined,
@@ -440,6 +467,21 @@ impl StreamState {
             )));
         }
         let deps = self.args.deps.clone();
+        // §18.5: proactive suggestion cards per hour and autonomy-threshold
+        // proposals per week, per scope. Over the limit the card is never
+        // stored or shown; the requester gets a typed refusal.
+        if let Some(kind) = CardKind::from_card_type(&card.card_type) {
+            let limit = OpenLimit::for_kind(kind);
+            if let Err(hit) = self.card_limits.open(limit, &card.scope_id, Instant::now()) {
+                audit(
+                    &deps,
+                    "security_rate_limited",
+                    json!({"scope_id": card.scope_id, "limit": hit.as_str(),
+                           "request_id": card.request_id, "card_type": card.card_type}),
+                )?;
+                return Ok(Err(TurnError::RateLimited(hit)));
+            }
+        }
         deps.store.records::<PendingCard>().put(&card)?;
         self.waiters.insert(card.request_id.clone(), answer);
         audit(
@@ -467,6 +509,9 @@ impl StreamState {
     ) -> Result<Result<CardAnswer, CardRejection>, ActorProcessingErr> {
         if !self.accepting {
             return Ok(Err(CardRejection::Closed("shutting down".into())));
+        }
+        if let Err(e) = self.card_submission(scope_id, request_id)? {
+            return Ok(Err(e));
         }
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
@@ -515,6 +560,9 @@ impl StreamState {
             return Ok(Err(CardRejection::Closed(
                 "shutting down; card intake closed".into(),
             )));
+        }
+        if let Err(e) = self.card_submission(scope_id, request_id)? {
+            return Ok(Err(e));
         }
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
@@ -599,6 +647,7 @@ impl Actor for Stream {
             ),
             per_scope: RateLimiter::per_minute(cfg.limits.ws_messages_per_minute_per_scope),
             per_ip: RateLimiter::per_minute(cfg.limits.ws_messages_per_minute_per_ip),
+            card_limits: CardLimits::from_config(&cfg.limits),
             accepting: true,
             tracker: RestartTracker::new(args.restart_policy),
             restarts: 0,
@@ -672,7 +721,21 @@ impl Actor for Stream {
                 decision,
                 reply,
             } => {
-                let out = if state.accepting {
+                // §18.5: the card's own scope pays for the submission.
+                let scope = state
+                    .args
+                    .deps
+                    .store
+                    .records::<PendingCard>()
+                    .get(&request_id)?
+                    .map(|c| c.scope_id);
+                let limited = match scope {
+                    Some(scope) => state.card_submission(&scope, &request_id)?.is_err(),
+                    None => false,
+                };
+                let out = if limited {
+                    Err(TurnError::RateLimited(LimitKind::Card))
+                } else if state.accepting {
                     approval_flow::decide_card(
                         &state.args.deps,
                         &state.args.dispatch,
@@ -730,6 +793,7 @@ impl Actor for Stream {
                 state.queues.pop(&scope_id);
                 state.per_scope.prune(Instant::now());
                 state.per_ip.prune(Instant::now());
+                state.card_limits.prune(Instant::now());
             }
             StreamMsg::WorkStatus(event) => {
                 audit(

@@ -183,6 +183,9 @@ impl Fx {
                 max_gate_evals: 32,
                 artifacts_dir: dir.path().join("artifacts"),
                 tool_limits: ToolLimits::default(),
+                rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+                    &Default::default(),
+                )),
             },
             events: tx,
         };
@@ -285,6 +288,9 @@ impl Fx {
             memory,
             sink: Arc::new(sink.clone()),
             observer: Arc::new(TraceObserver),
+            limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+                &self.cfg.limits,
+            )),
         };
         let (dtx, dispatched) = mpsc::channel(16);
         let (status, _) = broadcast::channel(16);

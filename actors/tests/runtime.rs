@@ -162,6 +162,9 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         armed: AtomicBool::new(opts.crash_once),
     });
     let deps = TurnDeps {
+        limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+            &cfg.limits,
+        )),
         store: store.clone(),
         approvals: ApprovalService::new(
             store.clone(),

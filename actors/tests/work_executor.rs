@@ -133,6 +133,9 @@ impl Fx {
                 max_gate_evals: 32,
                 artifacts_dir: dir.path().join("artifacts"),
                 tool_limits: ToolLimits::default(),
+                rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+                    &Default::default(),
+                )),
             },
             events: tx,
         };

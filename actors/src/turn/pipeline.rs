@@ -99,6 +99,9 @@ pub struct TurnDeps {
     pub memory: Arc<dyn MemoryIndex>,
     pub sink: Arc<dyn ChannelSink>,
     pub observer: Arc<dyn TurnObserver>,
+    /// §18.5 model-call and memory-op limits, shared with the WorkExecutor
+    /// (one `Arc` in the daemon, so the global model-call cap covers both).
+    pub limits: Arc<crate::limits::RuntimeLimits>,
 }
 
 /// The gate runner with the built-in providers (`guardrails_ai` → guard,
@@ -128,6 +131,7 @@ impl TurnDeps {
     ) -> TurnDeps {
         let gates = standard_gate_runner(&config);
         TurnDeps {
+            limits: Arc::new(crate::limits::RuntimeLimits::from_config(&config.limits)),
             memory: Arc::new(crate::memory::KeywordMemory::new(store.clone())),
             store,
             config,
@@ -155,6 +159,9 @@ pub enum TurnError {
     Dispatch(String),
     #[error("runtime unavailable: {0}")]
     Unavailable(String),
+    /// Over a §18.5 limit; nothing was done.
+    #[error("rate limited ({}): nothing was done", .0.config_key())]
+    RateLimited(crate::limits::LimitKind),
 }
 
 impl Coded for TurnError {
@@ -166,6 +173,7 @@ impl Coded for TurnError {
             TurnError::UnknownCard(_) => ErrorCode::EDbNotFound,
             TurnError::Dispatch(_) => ErrorCode::ESandboxUnavailable,
             TurnError::Unavailable(_) => ErrorCode::EChannelTimeout,
+            TurnError::RateLimited(_) => ErrorCode::EChannelRateLimited,
         }
     }
 }
@@ -569,9 +577,38 @@ impl Turn<'_> {
         self.toolset_names = chain.specs().into_iter().map(|s| s.name).collect();
     }
 
-    /// Step 7: Proxy routing, then the Planner when asked for.
+    /// §18.5: one model call for this scope, or — over the scope's limit
+    /// or the global cap — the deterministic safe reply, audited, and the
+    /// turn ends without a model call (`blocked`, so no memory ops run and
+    /// no response enters the chronicle).
+    fn llm_allowed(&mut self, agent: &str) -> bool {
+        match self
+            .deps
+            .limits
+            .llm_call(&self.scope.scope_id, std::time::Instant::now())
+        {
+            Ok(()) => true,
+            Err(kind) => {
+                self.push(
+                    "security_rate_limited",
+                    json!({"scope_id": self.scope.scope_id, "limit": kind.as_str(),
+                           "agent": agent, "inbox_id": self.record.inbox_id}),
+                );
+                self.reply = Some(crate::limits::LLM_RATE_LIMITED_MESSAGE.to_string());
+                self.response = None;
+                self.blocked = true;
+                false
+            }
+        }
+    }
+
+    /// Step 7: Proxy routing, then the Planner when asked for — each a
+    /// model call under the §18.5 limit.
     async fn route(&mut self) {
         self.step("route");
+        if !self.llm_allowed("proxy") {
+            return;
+        }
         let rendered = self
             .scope
             .context
@@ -597,6 +634,9 @@ impl Turn<'_> {
             (Route::Direct, Some(r)) => r,
             (Route::Direct, None) => AgentResponse::message("I have no answer to that."),
             (Route::Planner, _) => {
+                if !self.llm_allowed("planner") {
+                    return;
+                }
                 self.source = "agent:planner";
                 match self
                     .deps
@@ -690,6 +730,23 @@ impl Turn<'_> {
                 json!({"requested": ops.len(), "max": max, "scope_id": self.scope.scope_id}),
             );
             ops.truncate(max);
+        }
+        // §18.5 per-minute limit (per scope): the first ops within the
+        // scope's allowance run, the rest are dropped and audited.
+        let asked = u32::try_from(ops.len()).unwrap_or(u32::MAX);
+        let granted =
+            self.deps
+                .limits
+                .memory_ops(&self.scope.scope_id, asked, std::time::Instant::now());
+        if granted < asked {
+            self.push(
+                "security_rate_limited",
+                json!({"scope_id": self.scope.scope_id,
+                       "limit": crate::limits::LimitKind::MemoryOps.as_str(),
+                       "requested": asked, "allowed": granted,
+                       "inbox_id": self.record.inbox_id}),
+            );
+            ops.truncate(granted as usize);
         }
         for (i, op) in ops.iter().enumerate() {
             if let Some(target) = self.constitutional_target(op)? {

@@ -97,6 +97,10 @@ pub struct WorkConfig {
     /// Durable per-item artifact directories: `{artifacts_dir}/{work_item_id}/`.
     pub artifacts_dir: PathBuf,
     pub tool_limits: ToolLimits,
+    /// §18.5 limits shared with the turn pipeline: model calls per scope +
+    /// the global cap (each executor attempt, resumption and planner
+    /// consultation is one call) and `web_search` calls per scope.
+    pub rate_limits: Arc<crate::limits::RuntimeLimits>,
 }
 
 /// Everything the executor sequences.
@@ -465,8 +469,13 @@ impl WorkEngine {
     ) -> Result<WorkItemResult, WorkError> {
         let input_names: Vec<String> = inputs.keys().cloned().collect();
         let skills: BTreeSet<String> = item.skills.iter().cloned().collect();
+        // web_search is offered only when the registry serves it (§9.2).
+        let web_search = self
+            .registry
+            .names()
+            .contains(&silas_llm::toolset::WEB_SEARCH);
         let toolset = build_chain(
-            SkillToolset::new(core_tools(false)),
+            SkillToolset::new(core_tools(web_search)),
             Preparation {
                 role: AgentRole::Executor,
                 work_item_skills: skills,
@@ -492,7 +501,7 @@ impl WorkEngine {
                     format!("attempt {} resumed", item.attempts),
                     None,
                 );
-                self.resume_attempt(&mut item, r, &toolset, &gates, &inputs)
+                self.resume_attempt(&mut item, scope, r, &toolset, &gates, &inputs)
                     .await?
             } else {
                 // 1–2. Budget (>=) and attempts before every attempt.
@@ -532,7 +541,7 @@ impl WorkEngine {
                 let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
                 let briefing =
                     build_briefing(&item.body, &input_names, previous, guidance.as_deref());
-                self.attempt(&mut item, &briefing, &toolset, &gates, &inputs)
+                self.attempt(&mut item, scope, &briefing, &toolset, &gates, &inputs)
                     .await?
             };
             self.persist(&item)?;
@@ -626,7 +635,7 @@ impl WorkEngine {
                 Some(&report),
             );
             if should_consult_planner(&item) {
-                guidance = self.consult_planner(&mut item, &details).await;
+                guidance = self.consult_planner(&mut item, scope, &details).await;
                 self.persist(&item)?;
             }
             failure = Some(details);
@@ -649,15 +658,66 @@ impl WorkEngine {
         Ok(r)
     }
 
+    /// §18.5: a model-call slot for `scope`. Background work waits for the
+    /// window to free one (at most `RuntimeLimits::work_wait_max` per call);
+    /// past that the call is refused and audited, and the caller ends what
+    /// it was doing without calling the model.
+    async fn llm_slot(
+        &self,
+        item_id: &str,
+        scope: &str,
+        agent: &str,
+    ) -> Result<Result<(), crate::limits::LimitKind>, WorkError> {
+        let limits = &self.config.rate_limits;
+        let max = limits.work_wait_max();
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            let now = Instant::now();
+            let kind = match limits.llm_call(scope, now) {
+                Ok(()) => return Ok(Ok(())),
+                Err(kind) => kind,
+            };
+            // Never a zero sleep: another scope may take the freed slot.
+            let wait = limits
+                .llm_retry_after(scope, now)
+                .max(std::time::Duration::from_millis(10));
+            if waited + wait > max {
+                self.audit(
+                    "security_rate_limited",
+                    json!({"scope_id": scope, "limit": kind.as_str(), "agent": agent,
+                           "work_item_id": item_id, "waited_ms": waited.as_millis() as u64}),
+                )?;
+                return Ok(Err(kind));
+            }
+            tokio::time::sleep(wait).await;
+            waited += wait;
+        }
+    }
+
+    /// The attempt's end when no model-call slot was granted: it counts
+    /// like any failed attempt, so the item still ends within
+    /// `max_attempts` (as `stuck`, naming the limit).
+    fn rate_limited(kind: crate::limits::LimitKind) -> Attempt {
+        Attempt::Retry(format!(
+            "{}: model-call rate limit reached ({}); nothing was sent to the model",
+            ErrorCode::EChannelRateLimited,
+            kind.config_key()
+        ))
+    }
+
     async fn attempt(
         &self,
         item: &mut WorkItem,
+        scope: &str,
         briefing: &str,
         toolset: &dyn silas_llm::toolset::Toolset,
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
     ) -> Result<Attempt, WorkError> {
-        let tools = self.tools(item, gates, inputs, Ledger::default(), None);
+        if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
+            return Ok(Self::rate_limited(kind));
+        }
+        let tools = self.tools(item, scope, gates, inputs, Ledger::default(), None);
         let started = Instant::now();
         let outcome = self
             .agents
@@ -676,9 +736,14 @@ impl WorkEngine {
 
     /// Continues a paused attempt with the owner's answer (§4.24: the run
     /// resumes with the deferred call's result — its output, or the refusal).
+    ///
+    /// Over the model-call limit the resumption ends as a failed attempt:
+    /// the card was consumed with the resume, so the approved call is not
+    /// executed and the next attempt starts afresh (it may ask again).
     async fn resume_attempt(
         &self,
         item: &mut WorkItem,
+        scope: &str,
         r: Resume,
         toolset: &dyn silas_llm::toolset::Toolset,
         gates: &[silas_core::model::gates::Gate],
@@ -704,7 +769,10 @@ impl WorkEngine {
                 json!({"work_item_id": item.id, "tool_name": pause.paused.call.name}),
             )?;
         }
-        let tools = self.tools(item, gates, inputs, ledger, approved);
+        if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
+            return Ok(Self::rate_limited(kind));
+        }
+        let tools = self.tools(item, scope, gates, inputs, ledger, approved);
         let started = Instant::now();
         let outcome = self
             .agents
@@ -724,6 +792,7 @@ impl WorkEngine {
     fn tools(
         &self,
         item: &WorkItem,
+        scope: &str,
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
         ledger: Ledger,
@@ -741,6 +810,7 @@ impl WorkEngine {
             ledger,
             approved,
         )
+        .with_rate_limits(scope, self.config.rate_limits.clone())
     }
 
     /// How a (possibly resumed) executor run ended, for the loop.
@@ -895,7 +965,17 @@ impl WorkEngine {
         Ok(out)
     }
 
-    async fn consult_planner(&self, item: &mut WorkItem, failure: &str) -> Option<String> {
+    /// Over the model-call limit there is no guidance (audited by
+    /// `llm_slot`); the next attempt runs without it.
+    async fn consult_planner(
+        &self,
+        item: &mut WorkItem,
+        scope: &str,
+        failure: &str,
+    ) -> Option<String> {
+        if !matches!(self.llm_slot(&item.id, scope, "planner").await, Ok(Ok(()))) {
+            return None;
+        }
         let ctx = RenderedContext {
             access_level: "owner".into(),
             ..RenderedContext::default()

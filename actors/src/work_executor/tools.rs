@@ -20,7 +20,7 @@ use silas_execution::executors::ExecutorRegistry;
 use silas_gates::{AuditEvent, GateRunner, TurnBudget};
 use silas_llm::provider::{BoxFuture, ToolCall};
 use silas_llm::tool_loop::{Screening, ToolExecutor, ToolOutput};
-use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef};
+use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef, WEB_SEARCH};
 
 use super::policy::validate_args;
 
@@ -97,6 +97,9 @@ pub struct WorkTools {
     /// The screen of the call the loop is about to execute, so the gates
     /// run (and are audited and charged) once per call.
     screened: Mutex<Option<(ToolCall, Screen)>>,
+    /// The item's originating scope and the shared §18.5 limits
+    /// (`web_search` calls per scope per minute); none: not limited.
+    rate: Option<(String, Arc<crate::limits::RuntimeLimits>)>,
 }
 
 fn out(success: bool, content: impl Into<String>) -> ToolOutput {
@@ -138,7 +141,40 @@ impl WorkTools {
             ledger: Mutex::new(ledger),
             approved: Mutex::new(approved),
             screened: Mutex::new(None),
+            rate: None,
         }
+    }
+
+    /// Applies the §18.5 per-scope `web_search` limit for `scope_id`.
+    pub fn with_rate_limits(
+        mut self,
+        scope_id: &str,
+        limits: Arc<crate::limits::RuntimeLimits>,
+    ) -> Self {
+        self.rate = Some((scope_id.to_owned(), limits));
+        self
+    }
+
+    /// §18.5: a `web_search` over the scope's per-minute limit is refused
+    /// before the provider is contacted — a deterministic tool result for
+    /// the model, a `security_rate_limited` audit entry, a refused call in
+    /// the ledger.
+    fn web_search_refused(&self) -> Option<ToolOutput> {
+        let (scope, limits) = self.rate.as_ref()?;
+        let kind = limits.web_search(scope, std::time::Instant::now()).err()?;
+        let mut data = JsonObject::new();
+        data.insert("scope_id".into(), Value::from(scope.as_str()));
+        data.insert("limit".into(), Value::from(kind.as_str()));
+        data.insert("work_item_id".into(), Value::from(self.item_id.as_str()));
+        data.insert("tool_name".into(), Value::from(WEB_SEARCH));
+        self.with_ledger(|l| {
+            l.refused.push(WEB_SEARCH.to_owned());
+            l.audit.push(AuditEvent {
+                event: "security_rate_limited".into(),
+                data,
+            });
+        });
+        Some(out(false, crate::limits::WEB_SEARCH_RATE_LIMITED_MESSAGE))
     }
 
     fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
@@ -235,6 +271,11 @@ impl WorkTools {
                 format!("{name} is not available in background execution"),
             );
         };
+        if env.action == WEB_SEARCH
+            && let Some(refused) = self.web_search_refused()
+        {
+            return refused;
+        }
         let result = self.registry.execute(&env).await;
         let content = match &result.error {
             None => result.return_value.clone(),
@@ -256,6 +297,9 @@ impl WorkTools {
                 }
                 PYTHON_EXEC
             }
+            // Offered only when the registry serves it (engine), which
+            // reads `query` (and optionally `max_results`).
+            WEB_SEARCH => WEB_SEARCH,
             _ => return None,
         };
         let seq = self.with_ledger(|l| l.executed.len() + l.refused.len());

@@ -1,0 +1,486 @@
+//! §18.5 rate limits through the real runtime (Stream → TurnProcessor →
+//! pipeline, with the fake LLM on 127.0.0.1): each limit refuses
+//! deterministically, writes a `security_rate_limited` audit entry naming
+//! the limit, and nothing beyond the limit happens — no model request (the
+//! fake's request counter), no memory write, the card unchanged / never
+//! opened.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::Actor;
+use serde_json::{Value, json};
+use silas_actors::approval::ApprovalService;
+use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
+use silas_actors::channel::{MemorySink, Outbound};
+use silas_actors::limits::LLM_RATE_LIMITED_MESSAGE;
+use silas_actors::restart::RestartPolicy;
+use silas_actors::stream::{InboundMessage, Stream, StreamArgs, StreamHandle, SubmitOutcome};
+use silas_actors::turn::pipeline::{TurnDeps, TurnError};
+use silas_core::config::{Config, LimitsConfig, MapEnv, ModelEndpoint};
+use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
+use silas_core::model::memory::MemoryItem;
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_keys::OwnerKey;
+use silas_llm::agents::{Agent, Agents};
+use silas_llm::openai::OpenAiProvider;
+use silas_llm::provider::{Provider, RetryPolicy};
+use silas_llm::structured::StructuredContext;
+use silas_storage::{PendingCard, Store};
+use silas_testkit::{FakeLlm, Reply};
+use tokio::sync::{broadcast, mpsc};
+
+fn agents(fake: &FakeLlm) -> Agents {
+    let endpoint = ModelEndpoint {
+        provider: "fake".into(),
+        base_url: fake.base_url(),
+        api_key_env: Some("FAKE_API_KEY".into()),
+        model: "fake-model".into(),
+    };
+    let env = MapEnv::new().with("FAKE_API_KEY", "sk-test-limits");
+    let policy = RetryPolicy {
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(20),
+    };
+    let provider: Arc<dyn Provider> =
+        Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap());
+    let agent = Agent {
+        provider,
+        model: "fake-model".into(),
+        price: None,
+    };
+    Agents {
+        proxy: agent.clone(),
+        planner: agent.clone(),
+        executor: agent.clone(),
+        scorer: agent,
+        ctx: StructuredContext::from_config(&Config::default()),
+        max_tool_rounds: 6,
+    }
+}
+
+struct Rt {
+    stream: StreamHandle,
+    sink: MemorySink,
+    store: Store,
+    fake: FakeLlm,
+    timeouts: CardTimeouts,
+    _dir: tempfile::TempDir,
+    _dispatch: mpsc::Receiver<silas_actors::work::DispatchRequest>,
+}
+
+async fn start(limits: impl FnOnce(&mut LimitsConfig)) -> Rt {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("silas.redb")).unwrap();
+    let mut cfg = Config::default();
+    limits(&mut cfg.limits);
+    let cfg = Arc::new(cfg);
+    let fake = FakeLlm::start().await.unwrap();
+    let sink = MemorySink::new();
+    let approvals = ApprovalService::new(
+        store.clone(),
+        Arc::new(OwnerKey::generate().unwrap()),
+        silas_core::approval::IssuePolicy::from_config(&cfg),
+    );
+    let deps = TurnDeps::standard(
+        store.clone(),
+        cfg.clone(),
+        agents(&fake),
+        approvals,
+        Arc::new(sink.clone()),
+    );
+    let (dtx, drx) = mpsc::channel(4);
+    let (status, _) = broadcast::channel(4);
+    let (actor, _) = Actor::spawn(
+        None,
+        Stream,
+        StreamArgs {
+            deps: Arc::new(deps),
+            dispatch: dtx,
+            status,
+            restart_policy: RestartPolicy::default(),
+        },
+    )
+    .await
+    .unwrap();
+    Rt {
+        stream: StreamHandle { actor },
+        sink,
+        store,
+        fake,
+        timeouts: CardTimeouts::from_config(&cfg),
+        _dir: dir,
+        _dispatch: drx,
+    }
+}
+
+async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+impl Rt {
+    async fn turn(&self, scope: &str, text: &str) -> String {
+        let before = self.sink.replies().len();
+        let msg = InboundMessage {
+            scope_id: scope.into(),
+            channel: "web".into(),
+            sender_id: scope.into(),
+            text: text.into(),
+            signed: None,
+            connection_id: scope.into(),
+            ip: Some("127.0.0.1".into()),
+        };
+        let SubmitOutcome::Accepted { inbox_id } = self.stream.submit(msg).await.unwrap() else {
+            panic!("message not accepted")
+        };
+        wait_for("reply", || self.sink.replies().len() > before).await;
+        let (to, text) = self.sink.replies().pop().unwrap();
+        assert_eq!(to, inbox_id);
+        text
+    }
+
+    /// `security_rate_limited` entries (data), in order.
+    fn limited(&self) -> Vec<serde_json::Map<String, Value>> {
+        self.store
+            .audit()
+            .tail(500)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event == "security_rate_limited")
+            .map(|e| e.data)
+            .collect()
+    }
+
+    fn memories_with(&self, needle: &str) -> usize {
+        self.store
+            .records::<MemoryItem>()
+            .list()
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.content.contains(needle))
+            .count()
+    }
+
+    fn card_stored(&self, id: &str) -> bool {
+        self.store
+            .records::<PendingCard>()
+            .get(id)
+            .unwrap()
+            .is_some()
+    }
+}
+
+fn direct(response: Value) -> Reply {
+    Reply::json(&json!({"route": "direct", "reason": "simple",
+        "response": response, "interaction_register": "status",
+        "context_profile": "conversation"}))
+}
+
+fn to_planner() -> Reply {
+    Reply::json(&json!({"route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"}))
+}
+
+fn card(kind: CardKind, id: &str, scope: &str) -> PendingCard {
+    let now = Timestamp::now();
+    PendingCard {
+        request_id: id.into(),
+        scope_id: scope.into(),
+        card_type: kind.card_type().into(),
+        payload: serde_json::Map::new(),
+        created_at: now,
+        expires_at: now.plus(chrono::Duration::minutes(30)),
+    }
+}
+
+async fn wait_for_card(rt: &Rt, id: &str) {
+    wait_for("card sent", || {
+        rt.sink
+            .sent()
+            .iter()
+            .any(|o| matches!(o, Outbound::Card { card } if card.request_id == id))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn llm_calls_per_scope_over_the_limit_get_the_safe_reply_and_no_model_call() {
+    let rt = start(|l| l.llm_calls_per_minute_per_scope = 1).await;
+    rt.fake.push(direct(json!({"message": "first answer"})));
+    rt.fake
+        .push(direct(json!({"message": "must never be served"})));
+    assert_eq!(rt.turn("owner", "hello").await, "first answer");
+    assert_eq!(rt.fake.served(), 1);
+
+    assert_eq!(rt.turn("owner", "again").await, LLM_RATE_LIMITED_MESSAGE);
+    assert_eq!(rt.fake.served(), 1, "no model request past the limit");
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 1, "{limited:?}");
+    assert_eq!(limited[0]["limit"], "llm_scope");
+    assert_eq!(limited[0]["scope_id"], "owner");
+    assert_eq!(limited[0]["agent"], "proxy");
+    // The refusal is deterministic: the same text again, still no request.
+    assert_eq!(rt.turn("owner", "third").await, LLM_RATE_LIMITED_MESSAGE);
+    assert_eq!(rt.fake.served(), 1);
+}
+
+#[tokio::test]
+async fn the_global_llm_cap_covers_every_scope() {
+    let rt = start(|l| {
+        l.llm_calls_per_minute_per_scope = 1;
+        l.llm_calls_per_minute_global = 1;
+    })
+    .await;
+    rt.fake.push(direct(json!({"message": "owner answer"})));
+    rt.fake
+        .push(direct(json!({"message": "must never be served"})));
+    assert_eq!(rt.turn("owner", "hello").await, "owner answer");
+    // Another scope has its own allowance, but the global cap is used up.
+    assert_eq!(rt.turn("conn-2", "hi").await, LLM_RATE_LIMITED_MESSAGE);
+    assert_eq!(rt.fake.served(), 1);
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0]["limit"], "llm_global");
+    assert_eq!(limited[0]["scope_id"], "conn-2");
+}
+
+#[tokio::test]
+async fn a_planner_call_is_a_second_model_call() {
+    let rt = start(|l| l.llm_calls_per_minute_per_scope = 1).await;
+    rt.fake.push(to_planner());
+    rt.fake
+        .push(Reply::json(&json!({"message": "must never be served"})));
+    assert_eq!(
+        rt.turn("owner", "plan something").await,
+        LLM_RATE_LIMITED_MESSAGE
+    );
+    assert_eq!(rt.fake.served(), 1, "the proxy ran, the planner did not");
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0]["limit"], "llm_scope");
+    assert_eq!(limited[0]["agent"], "planner");
+    assert!(
+        rt.store.records::<PendingCard>().list().unwrap().is_empty(),
+        "no plan card"
+    );
+}
+
+#[tokio::test]
+async fn memory_ops_over_the_per_minute_limit_are_dropped_and_audited() {
+    let rt = start(|l| l.memory_ops_per_minute_per_scope = 2).await;
+    let store = |c: &str| json!({"op": "store", "content": c, "memory_type": "fact"});
+    rt.fake.push(direct(json!({"message": "noted",
+        "memory_ops": [store("limited-a"), store("limited-b"), store("limited-c")]})));
+    rt.fake.push(direct(
+        json!({"message": "noted again", "memory_ops": [store("limited-d")]}),
+    ));
+    assert_eq!(rt.turn("owner", "remember three things").await, "noted");
+    assert_eq!(rt.memories_with("limited-a"), 1);
+    assert_eq!(rt.memories_with("limited-b"), 1);
+    assert_eq!(rt.memories_with("limited-c"), 0, "third op over the limit");
+    // The next turn in the same minute gets no memory ops at all, but its
+    // reply is unaffected.
+    assert_eq!(rt.turn("owner", "and one more").await, "noted again");
+    assert_eq!(rt.memories_with("limited-d"), 0);
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 2, "{limited:?}");
+    assert_eq!(limited[0]["limit"], "memory_ops");
+    assert_eq!(limited[0]["requested"], 3);
+    assert_eq!(limited[0]["allowed"], 2);
+    assert_eq!(limited[1]["requested"], 1);
+    assert_eq!(limited[1]["allowed"], 0);
+}
+
+#[tokio::test]
+async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
+    let rt = start(|l| l.card_submissions_per_minute_per_scope = 1).await;
+    let stream = rt.stream.clone();
+    let timeouts = rt.timeouts;
+    let asked = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Decision, "dec-1", "owner"), &timeouts)
+            .await
+    });
+    wait_for_card(&rt, "dec-1").await;
+    // A bogus answer uses the scope's one submission...
+    let bogus = rt
+        .stream
+        .answer_card(
+            "owner",
+            "no-such-card",
+            CardKind::Decision,
+            CardResponse::Choice {
+                selected_value: Some("a".into()),
+                freetext: None,
+            },
+        )
+        .await;
+    assert!(matches!(bogus, Err(CardRejection::Unknown(_))), "{bogus:?}");
+    // ...so the real answer is refused, typed, and changes nothing.
+    let refused = rt
+        .stream
+        .answer_card(
+            "owner",
+            "dec-1",
+            CardKind::Decision,
+            CardResponse::Choice {
+                selected_value: Some("a".into()),
+                freetext: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, CardRejection::RateLimited { request_id } if request_id == "dec-1"),
+        "{refused:?}"
+    );
+    assert_eq!(refused.code(), ErrorCode::EChannelRateLimited);
+    assert_eq!(refused.request_id(), Some("dec-1"));
+    assert!(rt.card_stored("dec-1"), "card unchanged");
+    assert!(!asked.is_finished(), "the asker still waits");
+    // The plan-decision path counts against the same allowance.
+    let decision = ApprovalDecision {
+        verdict: ApprovalVerdict::Approved,
+        approval_strength: ApprovalStrength::Tap,
+        conditions: Default::default(),
+    };
+    let plan = rt
+        .stream
+        .decide_card_for("owner", "dec-1", decision.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(plan, CardRejection::RateLimited { .. }),
+        "{plan:?}"
+    );
+    let internal = rt.stream.decide_card("dec-1", decision).await.unwrap_err();
+    assert!(
+        matches!(internal, TurnError::RateLimited(_)),
+        "{internal:?}"
+    );
+    assert_eq!(internal.code(), ErrorCode::EChannelRateLimited);
+    assert!(rt.card_stored("dec-1"));
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 3, "{limited:?}");
+    assert!(limited.iter().all(|d| d["limit"] == "card"));
+    assert!(limited.iter().all(|d| d["request_id"] == "dec-1"));
+    // Another scope is not affected by the owner's allowance.
+    let other = rt
+        .stream
+        .answer_card(
+            "conn-2",
+            "dec-1",
+            CardKind::Decision,
+            CardResponse::Choice {
+                selected_value: Some("a".into()),
+                freetext: None,
+            },
+        )
+        .await;
+    assert!(matches!(other, Err(CardRejection::Unknown(_))), "{other:?}");
+    asked.abort();
+}
+
+#[tokio::test]
+async fn suggestion_cards_per_hour_are_limited_when_opened() {
+    let rt = start(|l| l.suggestions_per_hour_per_scope = 1).await;
+    let stream = rt.stream.clone();
+    let timeouts = rt.timeouts;
+    let first = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Suggestion, "sug-1", "owner"), &timeouts)
+            .await
+    });
+    wait_for_card(&rt, "sug-1").await;
+    let second = rt
+        .stream
+        .ask(card(CardKind::Suggestion, "sug-2", "owner"), &rt.timeouts)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            second,
+            TurnError::RateLimited(silas_actors::limits::LimitKind::Suggestion)
+        ),
+        "{second:?}"
+    );
+    assert!(!rt.card_stored("sug-2"), "never stored");
+    assert!(
+        !rt.sink
+            .sent()
+            .iter()
+            .any(|o| matches!(o, Outbound::Card { card } if card.request_id == "sug-2")),
+        "never shown"
+    );
+    // Other card types are not limited when opened.
+    let stream = rt.stream.clone();
+    let timeouts = rt.timeouts;
+    let decision = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Decision, "dec-2", "owner"), &timeouts)
+            .await
+    });
+    wait_for_card(&rt, "dec-2").await;
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0]["limit"], "suggestion");
+    assert_eq!(limited[0]["card_type"], "suggestion");
+    first.abort();
+    decision.abort();
+}
+
+#[tokio::test]
+async fn autonomy_proposals_per_week_are_limited_per_scope() {
+    let rt = start(|l| l.autonomy_proposals_per_week_per_scope = 1).await;
+    let stream = rt.stream.clone();
+    let timeouts = rt.timeouts;
+    let first = tokio::spawn(async move {
+        stream
+            .ask(
+                card(CardKind::AutonomyThreshold, "aut-1", "owner"),
+                &timeouts,
+            )
+            .await
+    });
+    wait_for_card(&rt, "aut-1").await;
+    let second = rt
+        .stream
+        .ask(
+            card(CardKind::AutonomyThreshold, "aut-2", "owner"),
+            &rt.timeouts,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            second,
+            TurnError::RateLimited(silas_actors::limits::LimitKind::AutonomyProposal)
+        ),
+        "{second:?}"
+    );
+    assert!(!rt.card_stored("aut-2"));
+    // A suggestion has its own allowance.
+    let stream = rt.stream.clone();
+    let timeouts = rt.timeouts;
+    let sug = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Suggestion, "sug-9", "owner"), &timeouts)
+            .await
+    });
+    wait_for_card(&rt, "sug-9").await;
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0]["limit"], "autonomy_proposal");
+    first.abort();
+    sug.abort();
+}
