@@ -229,6 +229,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
                     engine: work_engine.clone(),
                     dispatch_rx: Some(dispatch_rx.clone()),
                     resume_scope_id: "owner".into(),
+                    // Per-item restart limit; no fault hook in production.
+                    supervision: Default::default(),
                 },
             )
         }),

@@ -542,6 +542,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
             engine: f.engine.clone(),
             dispatch_rx: Some(rx.into()),
             resume_scope_id: "owner".into(),
+            supervision: Default::default(),
         },
     )
     .await
