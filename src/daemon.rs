@@ -11,6 +11,7 @@ use silas_actors::approval::{ApprovalEngine, ApprovalService};
 use silas_actors::connection::{
     CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy, SkillsNotInstalled,
 };
+use silas_actors::gate_runner::{GateHandle, GateRunnerActor, GateRunnerArgs};
 use silas_actors::housekeeper::{HOUSEKEEPER_NAME, Housekeeper, HousekeeperArgs};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::scheduler::{
@@ -196,8 +197,12 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
     let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
+    // Gates run in the supervised GateRunner actor; the pipeline and the
+    // WorkExecutor reach it by name, so they follow its restarts.
+    let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
+            gates: GateHandle::daemon(),
             // One set of §18.5 limiters for turns and background work, so
             // the global model-call cap covers both.
             limits: work_engine.config.rate_limits.clone(),
@@ -217,6 +222,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     // over, so the Stream's and the scheduler's senders survive its restart.
     let dispatch_rx = silas_actors::work_executor::DispatchInbox::from(dispatch_rx);
     let mut children = vec![
+        // First, so it is registered before the Stream replays turns.
+        GateRunnerActor::child_spec(gate_runner),
         Housekeeper::child_spec(housekeeper),
         ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
             (ApprovalEngine, approvals.clone())
@@ -235,9 +242,9 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
             )
         }),
     ];
-    // Restart policies (ARCHITECTURE.md): both permanent; both rebuild
-    // from redb. The scheduler starts last so the actors its startup
-    // catch-up runs talk to are already registered.
+    // Restart policies (ARCHITECTURE.md): all permanent; each rebuilds
+    // from redb (the GateRunner from config). The scheduler starts last so
+    // the actors its startup catch-up runs talk to are already registered.
     children.push(ConnectionManager::child_spec(connections));
     if cfg.scheduler.enabled {
         children.push(Scheduler::child_spec(scheduler));
@@ -349,7 +356,7 @@ fn work_engine(
             Vec::new(),
             limits,
         )),
-        gate_runner: silas_actors::turn::pipeline::standard_gate_runner(cfg),
+        gate_runner: GateHandle::daemon(),
         config: silas_actors::work_executor::WorkConfig {
             system_gates: cfg.gates.system.clone(),
             max_gate_evals: cfg.limits.max_gate_evals_per_turn,

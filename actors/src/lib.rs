@@ -21,6 +21,7 @@ pub mod approval;
 pub mod cards;
 pub mod channel;
 pub mod connection;
+pub mod gate_runner;
 pub mod housekeeper;
 pub mod limits;
 pub mod memory;

@@ -40,6 +40,7 @@ use ractor::Actor;
 use serde_json::{Value, json};
 use silas_actors::approval::ApprovalService;
 use silas_actors::channel::{MemorySink, Outbound};
+use silas_actors::gate_runner::GateHandle;
 use silas_actors::memory::{KeywordMemory, MemoryIndex};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::stream::{InboundMessage, Stream, StreamArgs, StreamHandle, SubmitOutcome};
@@ -177,7 +178,7 @@ impl Fx {
                 Vec::new(),
                 Limits::default(),
             )),
-            gate_runner,
+            gate_runner: GateHandle::from_runner(gate_runner),
             config: WorkConfig {
                 system_gates: Vec::new(),
                 max_gate_evals: 32,
@@ -283,7 +284,7 @@ impl Fx {
             store: self.store.clone(),
             config: self.cfg.clone(),
             agents: agents(&self.fake),
-            gates,
+            gates: GateHandle::from_runner(gates),
             approvals: self.svc.clone(),
             memory,
             sink: Arc::new(sink.clone()),

@@ -14,6 +14,7 @@ use silas_actors::approval::ApprovalService;
 use silas_actors::channel::{
     BoxFuture as ChannelFuture, ChannelError, ChannelSink, MemorySink, Outbound,
 };
+use silas_actors::gate_runner::GateHandle;
 use silas_actors::memory::{KeywordMemory, MemoryIndex};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::stream::{
@@ -173,7 +174,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         ),
         config: cfg,
         agents,
-        gates,
+        gates: GateHandle::from_runner(gates),
         memory,
         sink: Arc::new(SwitchSink {
             inner: sink.clone(),

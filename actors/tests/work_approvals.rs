@@ -15,6 +15,7 @@ use ractor::Actor;
 use serde_json::{Value, json};
 use silas_actors::approval::ApprovalService;
 use silas_actors::channel::MemorySink;
+use silas_actors::gate_runner::GateHandle;
 use silas_actors::turn::approval_flow::{self, DecideOutcome};
 use silas_actors::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
@@ -132,7 +133,7 @@ impl Fx {
                 Vec::new(),
                 Limits::default(),
             )),
-            gate_runner,
+            gate_runner: GateHandle::from_runner(gate_runner),
             config: WorkConfig {
                 system_gates: Vec::new(),
                 max_gate_evals: 32,

@@ -13,6 +13,7 @@ use chrono::Duration as ChronoDuration;
 use ractor::Actor;
 use serde_json::{Value, json};
 use silas_actors::approval::ApprovalService;
+use silas_actors::gate_runner::GateHandle;
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
 use silas_actors::work_executor::engine::{GoalCycleOutcome, WorkConfig, WorkEngine};
 use silas_actors::work_executor::policy::{self, BatchStep};
@@ -131,7 +132,7 @@ impl Fx {
                 Vec::new(),
                 Limits::default(),
             )),
-            gate_runner,
+            gate_runner: GateHandle::from_runner(gate_runner),
             config: WorkConfig {
                 system_gates: Vec::new(),
                 max_gate_evals: 32,

@@ -39,6 +39,7 @@ use silas_storage::{InboxRecord, InboxStage, PendingCard, Store, StoreError};
 
 use crate::approval::{ApprovalError, ApprovalService};
 use crate::channel::{ChannelError, ChannelSink, Outbound};
+use crate::gate_runner::{GateHandle, GateRunnerArgs};
 use crate::memory::{MemoryIndex, new_item};
 use crate::turn::context::{ScopeContext, item};
 use crate::turn::plan::parse_plan;
@@ -94,7 +95,8 @@ pub struct TurnDeps {
     pub store: Store,
     pub config: Arc<Config>,
     pub agents: Agents,
-    pub gates: GateRunner,
+    /// The GateRunner actor (fails closed when it cannot answer).
+    pub gates: GateHandle,
     pub approvals: ApprovalService,
     pub memory: Arc<dyn MemoryIndex>,
     pub sink: Arc<dyn ChannelSink>,
@@ -105,7 +107,8 @@ pub struct TurnDeps {
 }
 
 /// The gate runner with the built-in providers (`guardrails_ai` → guard,
-/// `predicate`), shared by the turn pipeline and the WorkExecutor. Gates that
+/// `predicate`) that the GateRunner actor hosts for the turn pipeline and the
+/// WorkExecutor (`crate::gate_runner`). Gates that
 /// name an unregistered provider block ("No provider: …") — fail closed.
 pub fn standard_gate_runner(config: &Config) -> GateRunner {
     let mut gates = GateRunner::new();
@@ -121,7 +124,9 @@ pub fn standard_gate_runner(config: &Config) -> GateRunner {
 
 impl TurnDeps {
     /// The production wiring: the built-in gate providers (`guardrails_ai`,
-    /// `predicate`), keyword memory over the store, and the tracing observer.
+    /// `predicate`) in a standalone GateRunner actor, keyword memory over the
+    /// store, and the tracing observer. The daemon replaces `gates` with the
+    /// supervised actor's handle ([`GateHandle::daemon`]).
     pub fn standard(
         store: Store,
         config: Arc<Config>,
@@ -129,7 +134,7 @@ impl TurnDeps {
         approvals: ApprovalService,
         sink: Arc<dyn ChannelSink>,
     ) -> TurnDeps {
-        let gates = standard_gate_runner(&config);
+        let gates = GateHandle::standalone(GateRunnerArgs::from_config(config.clone()));
         TurnDeps {
             limits: Arc::new(crate::limits::RuntimeLimits::from_config(&config.limits)),
             memory: Arc::new(crate::memory::KeywordMemory::new(store.clone())),

@@ -29,7 +29,7 @@ use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemResult, WorkItemStat
 use silas_core::{Coded, ErrorCode, Timestamp, projections};
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::{VerificationReport, VerificationRunner};
-use silas_gates::{ActiveGateSet, AuditEvent, GateRunner, TurnBudget};
+use silas_gates::{ActiveGateSet, AuditEvent, TurnBudget};
 use silas_llm::agents::{Agents, ExecutorOutcome};
 use silas_llm::prompts::RenderedContext;
 use silas_llm::provider::ToolCall;
@@ -48,6 +48,7 @@ use super::policy::{
 };
 use super::tools::{Ledger, ToolLimits, WorkTools};
 use crate::approval::{ApprovalError, ApprovalService};
+use crate::gate_runner::GateHandle;
 use crate::work::{CheckOutcome, WorkStatusEvent, WorkStatusKind};
 
 /// Why the executor could not do its job (as opposed to the work failing).
@@ -111,7 +112,8 @@ pub struct WorkEngine {
     pub agents: Arc<Agents>,
     pub registry: Arc<ExecutorRegistry>,
     pub verifier: Arc<VerificationRunner>,
-    pub gate_runner: GateRunner,
+    /// The GateRunner actor (fails closed when it cannot answer).
+    pub gate_runner: GateHandle,
     pub config: WorkConfig,
     pub events: broadcast::Sender<WorkStatusEvent>,
 }

@@ -17,12 +17,13 @@ use silas_core::model::JsonObject;
 use silas_core::model::execution::{ExecutionEnvelope, ExecutionResult};
 use silas_core::model::gates::{Gate, GateAction, GateTrigger};
 use silas_execution::executors::ExecutorRegistry;
-use silas_gates::{AuditEvent, GateRunner, TurnBudget};
+use silas_gates::{AuditEvent, TurnBudget};
 use silas_llm::provider::{BoxFuture, ToolCall};
 use silas_llm::tool_loop::{Screening, ToolExecutor, ToolOutput};
 use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef, WEB_SEARCH};
 
 use super::policy::validate_args;
+use crate::gate_runner::GateHandle;
 
 /// Per-tool-run limits.
 #[derive(Clone, Debug)]
@@ -82,7 +83,7 @@ enum Screen {
 /// The background executor's tools.
 pub struct WorkTools {
     pub registry: Arc<ExecutorRegistry>,
-    pub gate_runner: GateRunner,
+    pub gate_runner: GateHandle,
     pub gates: Vec<Gate>,
     pub item_id: String,
     pub attempt: u64,
@@ -119,7 +120,7 @@ impl WorkTools {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         registry: Arc<ExecutorRegistry>,
-        gate_runner: GateRunner,
+        gate_runner: GateHandle,
         gates: Vec<Gate>,
         item_id: String,
         attempt: u64,
