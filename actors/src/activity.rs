@@ -112,6 +112,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("secret_stored", Treatment::Shown),
     ("secure_input_completed", Treatment::Hidden),
     ("secret_redacted_inbound", Treatment::Shown),
+    ("gate_runner_fault", Treatment::Shown),
     ("delivery_no_connection", Treatment::Hidden),
     ("plan_card_refused", Treatment::Shown),
     ("plan_id_collision", Treatment::Shown),
@@ -378,6 +379,10 @@ pub fn describe(
                     .map(|l| format!(" ({l})"))
                     .unwrap_or_default()
             ),
+        ),
+        "gate_runner_fault" => (
+            "security",
+            "A safety check failed internally, so what it guards was blocked".to_string(),
         ),
         "secret_redacted_inbound" => (
             "security",
