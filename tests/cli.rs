@@ -434,7 +434,13 @@ fn assert_healthy(addr: SocketAddr) {
         "content-type {:?}",
         r.header("content-type")
     );
-    assert_eq!(r.body, r#"{"status":"ok","connections":0}"#);
+    let v: serde_json::Value = serde_json::from_str(&r.body).expect("health is JSON");
+    assert_eq!(v["status"], "ok", "{}", r.body);
+    assert_eq!(v["connections"], 0, "{}", r.body);
+    // Queue pressure (§18.6): an idle daemon accepts with empty queues.
+    assert_eq!(v["queue"]["accepting"], true, "{}", r.body);
+    assert_eq!(v["queue"]["pending_total"], 0, "{}", r.body);
+    assert_eq!(v["queue"]["pressure"], "ok", "{}", r.body);
 }
 
 /// N from "audit chain ok: N entries verified".
