@@ -21,8 +21,8 @@ pub mod error;
 pub mod inbox;
 pub mod nonces;
 pub mod records;
-pub mod schema;
 pub mod scheduled_jobs;
+pub mod schema;
 pub mod work_items;
 
 use std::path::{Path, PathBuf};
