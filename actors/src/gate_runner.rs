@@ -118,8 +118,11 @@ pub enum GateMsg {
         request: EvalRequest,
         reply: RpcReplyPort<Result<Evaluated, GateFault>>,
     },
-    /// Sent by an evaluation task whose provider panicked: the actor fails
-    /// so its supervisor restarts it with freshly built providers.
+    /// Sent by an evaluation task whose provider panicked: the actor
+    /// rebuilds its providers in place. It does not fail: the panic was
+    /// already contained in the evaluation's task, and a failure would count
+    /// against the root supervisor's restart intensity — input that makes a
+    /// provider panic on every message must not be able to stop the daemon.
     ProviderPanicked,
 }
 
@@ -148,6 +151,7 @@ impl GateRunnerArgs {
 /// The actor's state: the runner, shared with in-flight evaluation tasks.
 pub struct GateRunnerState {
     runner: Arc<GateRunner>,
+    build: RunnerFactory,
 }
 
 pub struct GateRunnerActor;
@@ -193,6 +197,7 @@ impl Actor for GateRunnerActor {
     ) -> Result<GateRunnerState, ActorProcessingErr> {
         Ok(GateRunnerState {
             runner: Arc::new((args.build)()),
+            build: args.build,
         })
     }
 
@@ -207,7 +212,13 @@ impl Actor for GateRunnerActor {
                 tokio::spawn(evaluate(state.runner.clone(), request, reply, myself));
                 Ok(())
             }
-            GateMsg::ProviderPanicked => Err(GateFault::Panicked.into()),
+            GateMsg::ProviderPanicked => {
+                // In-flight evaluations keep the old runner (their Arc);
+                // new ones get fresh providers.
+                tracing::warn!("a gate provider panicked; providers rebuilt");
+                state.runner = Arc::new((state.build)());
+                Ok(())
+            }
         }
     }
 }
