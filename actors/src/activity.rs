@@ -54,6 +54,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("turn_completed", Treatment::Hidden),
     ("turn_routed", Treatment::Hidden),
     ("turn_processor_restarted", Treatment::Shown),
+    ("turn_quarantined", Treatment::Shown),
     ("plan_proposed", Treatment::Shown),
     ("plan_declined", Treatment::Shown),
     ("plan_card_expired", Treatment::Shown),
@@ -194,6 +195,11 @@ pub fn describe(
         "turn_processor_restarted" => (
             "system",
             "Recovered from an internal error in a conversation".to_string(),
+        ),
+        "turn_quarantined" => (
+            "system",
+            "Set aside a message that kept causing an internal error — nothing was done with it"
+                .to_string(),
         ),
         "plan_proposed" => (
             "approval",

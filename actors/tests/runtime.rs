@@ -22,7 +22,9 @@ use silas_actors::stream::{
 };
 use silas_actors::turn::approval_flow::DecideOutcome;
 use silas_actors::turn::pipeline::{STEPS, TurnDeps, TurnError, TurnObserver};
+use silas_actors::turn::{MAX_TURN_ATTEMPTS, QUARANTINE_REPLY};
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
+use silas_core::Timestamp;
 use silas_core::config::Config;
 use silas_core::model::agents::MemoryOp;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
@@ -33,7 +35,7 @@ use silas_gates::{GateRunner, GuardProvider, PredicateProvider};
 use silas_keys::OwnerKey;
 use silas_llm::provider::{BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider};
 use silas_llm::{Agents, LlmError, OfflineProvider};
-use silas_storage::{PendingCard, Store, StoreError};
+use silas_storage::{InboxStage, NewInbound, PendingCard, Store, StoreError};
 use tokio::sync::{Semaphore, broadcast, mpsc};
 
 /// Offline responder that counts calls and holds any request whose user
@@ -72,11 +74,17 @@ impl Provider for GatedLlm {
     }
 }
 
-/// Memory double whose first search panics (the test-only crash hook).
+/// Memory double whose first search panics (the test-only crash hook), and
+/// whose every search for a message containing [`POISON`] panics (the
+/// crash-always hook: a poison message).
 struct CrashingMemory {
     inner: KeywordMemory,
     armed: AtomicBool,
 }
+
+/// A message containing this crashes its turn (at auto-retrieve, step 4,
+/// after its chronicle entry was committed) on every attempt.
+const POISON: &str = "poison-crash";
 
 impl MemoryIndex for CrashingMemory {
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
@@ -85,6 +93,9 @@ impl MemoryIndex for CrashingMemory {
     fn search(&self, s: &str, q: &str, n: usize) -> Result<Vec<MemoryItem>, StoreError> {
         if self.armed.swap(false, Ordering::SeqCst) {
             panic!("injected crash in auto-retrieve");
+        }
+        if q.contains(POISON) {
+            panic!("injected crash in auto-retrieve (poison message)");
         }
         self.inner.search(s, q, n)
     }
@@ -886,4 +897,168 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
     wait_for("reply", || rt.sink.replies().iter().any(|(r, _)| *r == id)).await;
     assert_eq!(rt.sink.replies().len(), 1);
     rt.stop().await;
+}
+
+fn quarantine_events(store: &Store) -> Vec<silas_core::model::JsonObject> {
+    store
+        .audit()
+        .tail(10_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "turn_quarantined")
+        .map(|e| e.data)
+        .collect()
+}
+
+fn steps_of(rt: &Rt, id: &str, step: &str) -> usize {
+    rt.steps
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(i, s)| i == id && *s == step)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_crashes_every_attempt_is_quarantined_and_the_scope_moves_on() {
+    let (_d, store) = store();
+    let rt = start(&store, Opts::default()).await;
+    let id = accept(&rt, "owner", &format!("hello {POISON}")).await;
+    wait_for("poison message set aside", || {
+        store.inbox().get(&id).unwrap().unwrap().stage == InboxStage::Delivered
+    })
+    .await;
+    let r = store.inbox().get(&id).unwrap().unwrap();
+    assert_eq!(r.attempts, MAX_TURN_ATTEMPTS);
+    assert_eq!(r.reply.as_deref(), Some(QUARANTINE_REPLY));
+    // Processed MAX times (each crashed at step 4), never got further.
+    assert_eq!(
+        steps_of(&rt, &id, "auto_retrieve"),
+        MAX_TURN_ATTEMPTS as usize
+    );
+    assert_eq!(steps_of(&rt, &id, "route"), 0);
+    assert_eq!(steps_of(&rt, &id, "send"), 0);
+    assert_eq!(rt.llm.calls.load(Ordering::SeqCst), 0);
+
+    // A following message in the same scope is answered normally.
+    let next = accept(&rt, "owner", "hello").await;
+    wait_for("next reply", || {
+        rt.sink.replies().iter().any(|(r, _)| *r == next)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let replies = rt.sink.replies();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0], (id.clone(), QUARANTINE_REPLY.to_string()));
+    assert_eq!(replies[1].0, next);
+    assert_ne!(replies[1].1, QUARANTINE_REPLY);
+
+    // Audited once, with ids and the count, never the text.
+    let events = quarantine_events(&store);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["inbox_id"], id.as_str());
+    assert_eq!(events[0]["scope_id"], "owner");
+    assert_eq!(events[0]["attempts"], MAX_TURN_ATTEMPTS);
+    assert!(!serde_json::to_string(&events[0]).unwrap().contains(POISON));
+    let restarted = audit_events(&store)
+        .into_iter()
+        .filter(|e| e == "turn_processor_restarted")
+        .count();
+    assert_eq!(restarted, MAX_TURN_ATTEMPTS as usize);
+
+    // The Stream never escalated: it is running and accepting, with restarts
+    // below its intensity limit.
+    let status = rt.stream.status().await.unwrap();
+    assert_eq!(status.processor_restarts, MAX_TURN_ATTEMPTS);
+    assert!(status.processor_restarts < RestartPolicy::default().max_restarts);
+    assert!(status.accepting);
+    assert_eq!(status.pending_total, 0);
+    assert_eq!(rt.stream.actor.get_status(), ractor::ActorStatus::Running);
+    // The poison message was chronicled once (its first attempt), no reply
+    // entry for it; the next turn added its message and response.
+    let chronicle = store.chronicle().get_recent("owner", 10).unwrap();
+    assert_eq!(
+        chronicle
+            .iter()
+            .filter(|c| c.content.contains(POISON))
+            .count(),
+        1,
+        "{chronicle:#?}"
+    );
+    assert_eq!(chronicle.len(), 3, "{chronicle:#?}");
+    rt.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_runtime_quarantines_records_that_used_their_attempts() {
+    let (_d, store) = store();
+    let inbound = |scope: &str, text: &str| NewInbound {
+        scope_id: scope.into(),
+        channel: "web".into(),
+        sender_id: scope.into(),
+        text: text.into(),
+        signed: None,
+        connection_id: scope.into(),
+        ip: None,
+    };
+    let inbox = store.inbox();
+    // Earlier daemon runs crashed on these (the attempts are durable): one
+    // used all its attempts, the poison one has a last attempt left.
+    let spent = inbox
+        .accept(inbound("s1", "hello"), Timestamp::now())
+        .unwrap()
+        .inbox_id;
+    let poison = inbox
+        .accept(inbound("s2", &format!("hi {POISON}")), Timestamp::now())
+        .unwrap()
+        .inbox_id;
+    for _ in 0..MAX_TURN_ATTEMPTS {
+        inbox.begin_attempt(&spent).unwrap();
+    }
+    for _ in 1..MAX_TURN_ATTEMPTS {
+        inbox.begin_attempt(&poison).unwrap();
+    }
+
+    let rt = start(&store, Opts::default()).await;
+    wait_for("both set aside", || inbox.pending_all().unwrap().is_empty()).await;
+    // The spent record was not processed at all: no step, no model call.
+    assert!(
+        rt.steps.0.lock().unwrap().iter().all(|(i, _)| *i != spent),
+        "a spent record ran pipeline steps"
+    );
+    // The poison one got exactly its last attempt, then quarantine.
+    assert_eq!(steps_of(&rt, &poison, "auto_retrieve"), 1);
+    assert_eq!(rt.llm.calls.load(Ordering::SeqCst), 0);
+    let mut replies = rt.sink.replies();
+    replies.sort();
+    assert_eq!(
+        replies,
+        vec![
+            (spent.clone(), QUARANTINE_REPLY.to_string()),
+            (poison.clone(), QUARANTINE_REPLY.to_string()),
+        ]
+    );
+    for id in [&spent, &poison] {
+        let r = inbox.get(id).unwrap().unwrap();
+        assert_eq!(r.stage, InboxStage::Delivered);
+        assert_eq!(r.attempts, MAX_TURN_ATTEMPTS);
+    }
+    let mut audited: Vec<String> = quarantine_events(&store)
+        .iter()
+        .map(|e| e["inbox_id"].as_str().unwrap().to_string())
+        .collect();
+    audited.sort();
+    assert_eq!(audited, vec![spent.clone(), poison.clone()]);
+    let status = rt.stream.status().await.unwrap();
+    assert_eq!(status.processor_restarts, 1);
+    assert!(status.accepting);
+    // The scopes are usable afterwards.
+    let next = accept(&rt, "s1", "hello").await;
+    wait_for("next reply", || {
+        rt.sink.replies().iter().any(|(r, _)| *r == next)
+    })
+    .await;
+    rt.stop().await;
+    assert!(store.chronicle().get_recent("s1", 10).unwrap().len() == 2);
 }

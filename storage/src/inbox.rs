@@ -73,6 +73,13 @@ pub struct InboxRecord {
     pub turn_number: Option<u64>,
     /// The text delivered at step 13 (kept for redelivery after a crash).
     pub reply: Option<String>,
+    /// How many times a TurnProcessor started processing this record
+    /// ([`InboxStore::begin_attempt`]), crashed attempts included: the
+    /// poison-message bound. Absent in records stored before it existed
+    /// (decoded as 0: adding a defaulted field to the JSON value changes
+    /// neither the record version nor the table layout).
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 #[derive(Clone)]
@@ -123,6 +130,7 @@ impl InboxStore {
                 taint: None,
                 turn_number: None,
                 reply: None,
+                attempts: 0,
             };
             put_in(&txn, &record)?;
             txn.open_table(INBOX_PENDING)?.insert(
@@ -218,6 +226,20 @@ impl InboxStore {
         Ok(record)
     }
 
+    /// Counts one processing attempt, committed before the attempt starts,
+    /// so an attempt that crashes the processor (or the daemon) still
+    /// counts. Returns the record with the new count. A delivered record is
+    /// left as is.
+    pub fn begin_attempt(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+        self.advance(inbox_id, None, Vec::new(), |r| {
+            if r.stage >= InboxStage::Delivered {
+                return false;
+            }
+            r.attempts = r.attempts.saturating_add(1);
+            true
+        })
+    }
+
     /// §5.1 steps 2–3: the message's taint and turn number, with its
     /// chronicle entry, in one transaction. A no-op once recorded.
     pub fn record_input(
@@ -305,6 +327,48 @@ mod tests {
             masked: false,
             pinned: false,
         }
+    }
+
+    #[test]
+    fn begin_attempt_counts_durably_and_old_records_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = {
+            let store = Store::open_in(dir.path()).unwrap();
+            let inbox = store.inbox();
+            let a = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
+            assert_eq!(a.attempts, 0);
+            assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 1);
+            assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 2);
+            // Stage changes keep the count.
+            inbox
+                .record_input(&a.inbox_id, TaintLevel::Owner, 1, &item("in"))
+                .unwrap();
+            assert_eq!(inbox.get(&a.inbox_id).unwrap().unwrap().attempts, 2);
+            a
+        };
+        // Survives reopening (a daemon restart).
+        let store = Store::open_in(dir.path()).unwrap();
+        let inbox = store.inbox();
+        let r = inbox.begin_attempt(&a.inbox_id).unwrap();
+        assert_eq!(r.attempts, 3);
+        assert_eq!(r.stage, InboxStage::InputRecorded);
+        assert_eq!(inbox.pending_for_scope("s1").unwrap()[0].attempts, 3);
+        // A delivered record is not counted again.
+        inbox.mark_delivered(&a.inbox_id).unwrap();
+        assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 3);
+        assert!(matches!(
+            inbox.begin_attempt("missing"),
+            Err(StoreError::NotFound { .. })
+        ));
+
+        // A record stored before the field existed decodes with 0 attempts.
+        let mut json = serde_json::to_value(&r).unwrap();
+        json.as_object_mut().unwrap().remove("attempts");
+        let mut bytes = vec![codec::RECORD_V1];
+        bytes.extend(serde_json::to_vec(&json).unwrap());
+        let old: InboxRecord = codec::decode(TABLE, &bytes).unwrap();
+        assert_eq!(old.attempts, 0);
+        assert_eq!(old.inbox_id, r.inbox_id);
     }
 
     #[test]

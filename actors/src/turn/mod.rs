@@ -8,6 +8,20 @@
 //! it rebuilds its context from the chronicle (§5.1.3 step 2, most recent
 //! `rehydration.max_chronicle_entries`) and its turn counter from the
 //! highest recorded turn number, then wakes itself.
+//!
+//! Poison messages: every processing attempt is counted durably in the
+//! inbox record ([`InboxStore::begin_attempt`](silas_storage::InboxStore))
+//! *before* it starts, so an attempt that panics or fails still counts —
+//! across processor restarts and daemon restarts alike. A record that has
+//! used [`MAX_TURN_ATTEMPTS`] is not processed again but
+//! [quarantined](quarantine): it gets the fixed [`QUARANTINE_REPLY`] (audited
+//! `turn_quarantined`), is delivered best effort and marked delivered, and
+//! the scope moves on. One message that crashes its turn every time thus
+//! costs at most `MAX_TURN_ATTEMPTS - 1` processor restarts, below the
+//! Stream's restart intensity, instead of a crash loop that stops the
+//! daemon. Replays resume from the recorded stage, so nothing the earlier
+//! attempts committed (chronicle, plan card, reply) happens twice. A clean
+//! stop mid-turn (daemon shutdown) also counts as an attempt.
 
 pub mod approval_flow;
 pub mod context;
@@ -17,13 +31,25 @@ pub mod plan;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::json;
+use silas_core::model::JsonObject;
 use silas_gates::AccessController;
+use silas_storage::{InboxRecord, InboxStage};
 
+use crate::channel::{ChannelError, Outbound};
 use crate::turn::context::ScopeContext;
 use crate::turn::pipeline::{ScopeState, TurnDeps};
 
 /// The single scope id of single-user mode.
 pub const OWNER_SCOPE: &str = "owner";
+
+/// Processing attempts a message gets (crashed ones included) before it is
+/// quarantined instead of processed again. Below the Stream's restart
+/// intensity (5 a minute), so one poison message cannot stop the Stream.
+pub const MAX_TURN_ATTEMPTS: u32 = 3;
+
+/// The fixed reply to a quarantined message.
+pub const QUARANTINE_REPLY: &str = "I couldn't process that message because of an internal error; it was set aside and nothing was done.";
 
 /// Messages of a TurnProcessor.
 #[derive(Debug)]
@@ -117,9 +143,15 @@ impl Actor for TurnProcessor {
                     return Ok(());
                 };
                 let inbox_id = record.inbox_id.clone();
-                // A failure here fails the actor: the Stream restarts it and
-                // the record is replayed from its recorded stage.
-                pipeline::process(&state.deps, &mut state.scope, record).await?;
+                if record.attempts >= MAX_TURN_ATTEMPTS {
+                    quarantine(&state.deps, &mut state.scope, record).await?;
+                } else {
+                    // Counted before it starts: a crash still counts.
+                    let record = state.deps.store.inbox().begin_attempt(&inbox_id)?;
+                    // A failure here fails the actor: the Stream restarts it
+                    // and the record is replayed from its recorded stage.
+                    pipeline::process(&state.deps, &mut state.scope, record).await?;
+                }
                 (state.on_done)(state.scope.scope_id.clone(), inbox_id);
                 if pending.next().is_some() {
                     myself.send_message(TurnMsg::Wake)?;
@@ -128,4 +160,86 @@ impl Actor for TurnProcessor {
         }
         Ok(())
     }
+}
+
+fn obj(v: serde_json::Value) -> JsonObject {
+    match v {
+        serde_json::Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Sets aside a record that used its [`MAX_TURN_ATTEMPTS`] without running
+/// any pipeline step: records [`QUARANTINE_REPLY`] with a `turn_quarantined`
+/// audit event (ids and count only, never the text) unless a reply is
+/// already committed (then that reply is kept and redelivered, and the
+/// event is audited on its own), delivers the reply best effort — a send
+/// that fails or panics is contained, the reply stays durable in the
+/// record — and marks the record delivered. Idempotent: a crash in here is
+/// resumed by the next attempt from the recorded stage.
+pub async fn quarantine(
+    deps: &TurnDeps,
+    scope: &mut ScopeState,
+    record: InboxRecord,
+) -> Result<(), ActorProcessingErr> {
+    let inbox = deps.store.inbox();
+    let inbox_id = record.inbox_id.clone();
+    tracing::warn!(
+        scope_id = %scope.scope_id,
+        inbox_id,
+        attempts = record.attempts,
+        stage = ?record.stage,
+        "quarantining a message whose turn failed on every attempt"
+    );
+    let event = || {
+        (
+            "turn_quarantined".to_string(),
+            obj(json!({"scope_id": scope.scope_id, "inbox_id": inbox_id,
+                       "attempts": record.attempts, "stage": record.stage})),
+        )
+    };
+    let record = if record.stage < InboxStage::Responded {
+        inbox.record_response(&inbox_id, QUARANTINE_REPLY, None, vec![event()])?
+    } else {
+        if record.reply.as_deref() != Some(QUARANTINE_REPLY) {
+            deps.store.audit().log_batch(vec![event()])?;
+        }
+        record
+    };
+    if let Some(turn) = record.turn_number {
+        scope.turn_number = scope.turn_number.max(turn + 1);
+    }
+    if record.stage < InboxStage::Delivered {
+        let out = Outbound::Reply {
+            scope_id: scope.scope_id.clone(),
+            connection_id: record.message.connection_id.clone(),
+            reply_to: inbox_id.clone(),
+            text: record
+                .reply
+                .clone()
+                .unwrap_or_else(|| QUARANTINE_REPLY.to_string()),
+        };
+        let sink = deps.sink.clone();
+        // Own task: a sink that panics on this message cannot fail the
+        // processor again.
+        match tokio::spawn(async move { sink.send(out).await }).await {
+            Ok(Ok(())) => {}
+            Ok(Err(ChannelError::Disconnected(why))) => {
+                tracing::info!(scope_id = %scope.scope_id, "quarantine notice not delivered: {why}");
+                deps.store.audit().log(
+                    "delivery_no_connection",
+                    obj(json!({"scope_id": scope.scope_id, "inbox_id": inbox_id,
+                               "kind": "reply"})),
+                )?;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(scope_id = %scope.scope_id, inbox_id, "quarantine notice not delivered: {e}");
+            }
+            Err(e) => {
+                tracing::warn!(scope_id = %scope.scope_id, inbox_id, "quarantine notice delivery panicked: {e}");
+            }
+        }
+        inbox.mark_delivered(&inbox_id)?;
+    }
+    Ok(())
 }
