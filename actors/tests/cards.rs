@@ -4,25 +4,23 @@
 //! and on shutdown it resolves to its safe default — each audited.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ractor::Actor;
+use common::{Turns, approvals, pending_card, spawn_stream, wait_for_card};
 use serde_json::{Value, json};
-use silas_actors::approval::ApprovalService;
 use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts, Resolution};
 use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, MemorySink, Outbound};
 use silas_actors::restart::RestartPolicy;
-use silas_actors::stream::{Stream, StreamArgs, StreamHandle};
+use silas_actors::stream::StreamHandle;
 use silas_actors::turn::pipeline::TurnDeps;
-use silas_core::Timestamp;
 use silas_core::config::Config;
-use silas_keys::OwnerKey;
 use silas_llm::Agents;
 use silas_llm::provider::Provider;
 use silas_storage::{PendingCard, Store};
-use tokio::sync::{broadcast, mpsc};
 
 struct SwitchSink {
     inner: MemorySink,
@@ -45,7 +43,7 @@ struct Rt {
     store: Store,
     timeouts: CardTimeouts,
     _dir: tempfile::TempDir,
-    _dispatch: mpsc::Receiver<silas_actors::work::DispatchRequest>,
+    _turns: Turns,
 }
 
 async fn start(gate_timeout_s: u64) -> Rt {
@@ -62,74 +60,35 @@ async fn start(gate_timeout_s: u64) -> Rt {
     let agents = Agents::from_config(&cfg, |_| Ok((p.clone(), "rules".into()))).unwrap();
     let sink = MemorySink::new();
     let down = Arc::new(AtomicBool::new(false));
-    let approvals = ApprovalService::new(
-        store.clone(),
-        Arc::new(OwnerKey::generate().unwrap()),
-        silas_core::approval::IssuePolicy::from_config(&cfg),
-    );
     let deps = TurnDeps::standard(
         store.clone(),
         cfg.clone(),
         agents,
-        approvals,
+        approvals(&store, &cfg),
         Arc::new(SwitchSink {
             inner: sink.clone(),
             down: down.clone(),
         }),
     );
-    let (dtx, drx) = mpsc::channel(4);
-    let (status, _) = broadcast::channel(4);
-    let (actor, _) = Actor::spawn(
-        None,
-        Stream,
-        StreamArgs {
-            deps: Arc::new(deps),
-            dispatch: dtx,
-            status,
-            restart_policy: RestartPolicy::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let turns = spawn_stream(deps, RestartPolicy::default()).await;
     Rt {
-        stream: StreamHandle { actor },
+        stream: turns.stream.clone(),
         sink,
         down,
         store,
         timeouts: CardTimeouts::from_config(&cfg),
         _dir: dir,
-        _dispatch: drx,
+        _turns: turns,
     }
+}
+
+/// A gate card answer.
+fn verdict(v: &str) -> CardResponse {
+    CardResponse::Verdict { verdict: v.into() }
 }
 
 fn card(kind: CardKind, id: &str, payload: Value) -> PendingCard {
-    let now = Timestamp::now();
-    PendingCard {
-        request_id: id.into(),
-        scope_id: "owner".into(),
-        card_type: kind.card_type().into(),
-        payload: match payload {
-            Value::Object(o) => o,
-            _ => Default::default(),
-        },
-        created_at: now,
-        expires_at: now.plus(chrono::Duration::minutes(30)),
-    }
-}
-
-async fn wait_for_card(rt: &Rt, id: &str) {
-    for _ in 0..200 {
-        if rt
-            .sink
-            .sent()
-            .iter()
-            .any(|o| matches!(o, Outbound::Card { card } if card.request_id == id))
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("card {id} never sent");
+    pending_card(kind, id, "owner", payload)
 }
 
 fn audited(rt: &Rt, event: &str, id: &str) -> bool {
@@ -154,10 +113,8 @@ async fn a_card_is_answered_once_from_its_scope_with_its_type() {
             )
             .await
     });
-    wait_for_card(&rt, "g1").await;
-    let approve = || CardResponse::Verdict {
-        verdict: "approve".into(),
-    };
+    wait_for_card(&rt.sink, "g1").await;
+    let approve = || verdict("approve");
     // Another scope cannot see it; another type cannot answer it.
     let e = rt
         .stream
@@ -171,14 +128,7 @@ async fn a_card_is_answered_once_from_its_scope_with_its_type() {
     assert!(matches!(e, Err(CardRejection::WrongType { .. })), "{e:?}");
     let e = rt
         .stream
-        .answer_card(
-            "owner",
-            "g1",
-            CardKind::Gate,
-            CardResponse::Verdict {
-                verdict: "sure".into(),
-            },
-        )
+        .answer_card("owner", "g1", CardKind::Gate, verdict("sure"))
         .await;
     assert!(matches!(e, Err(CardRejection::Invalid { .. })), "{e:?}");
     // The valid answer is recorded and reaches the requester.
@@ -195,14 +145,7 @@ async fn a_card_is_answered_once_from_its_scope_with_its_type() {
     // A second answer changes nothing.
     let again = rt
         .stream
-        .answer_card(
-            "owner",
-            "g1",
-            CardKind::Gate,
-            CardResponse::Verdict {
-                verdict: "block".into(),
-            },
-        )
+        .answer_card("owner", "g1", CardKind::Gate, verdict("block"))
         .await;
     assert_eq!(again, Err(CardRejection::AlreadyAnswered("g1".into())));
     assert!(
@@ -224,24 +167,12 @@ async fn unanswered_gate_card_blocks_at_its_timeout_without_an_answer() {
         .await
         .unwrap();
     assert_eq!(got.resolution, Resolution::TimedOut);
-    assert_eq!(
-        got.response,
-        CardResponse::Verdict {
-            verdict: "block".into()
-        }
-    );
+    assert_eq!(got.response, verdict("block"));
     assert!(started.elapsed() < Duration::from_secs(4));
     assert!(audited(&rt, "card_timed_out", "g2"));
     let late = rt
         .stream
-        .answer_card(
-            "owner",
-            "g2",
-            CardKind::Gate,
-            CardResponse::Verdict {
-                verdict: "approve".into(),
-            },
-        )
+        .answer_card("owner", "g2", CardKind::Gate, verdict("approve"))
         .await;
     assert_eq!(late, Err(CardRejection::AlreadyAnswered("g2".into())));
 }
@@ -260,7 +191,7 @@ async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
             )
             .await
     });
-    wait_for_card(&rt, "b1").await;
+    wait_for_card(&rt.sink, "b1").await;
     assert_eq!(rt.stream.scope_disconnected("owner").await.unwrap(), 1);
     let got = ask.await.unwrap().unwrap();
     assert_eq!(got.resolution, Resolution::Disconnected);
@@ -285,12 +216,7 @@ async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(
-        got.response,
-        CardResponse::Verdict {
-            verdict: "decline".into()
-        }
-    );
+    assert_eq!(got.response, verdict("decline"));
     rt.down.store(false, Ordering::SeqCst);
 
     // Shutdown: the waiting suggestion becomes "not now".
@@ -300,7 +226,7 @@ async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
             .ask(card(CardKind::Suggestion, "s1", json!({})), &t)
             .await
     });
-    wait_for_card(&rt, "s1").await;
+    wait_for_card(&rt.sink, "s1").await;
     assert!(rt.stream.drain(Duration::from_secs(2)).await.unwrap());
     let got = ask.await.unwrap().unwrap();
     assert_eq!(got.resolution, Resolution::Shutdown);

@@ -6,19 +6,21 @@
 //! polite gate-block path without calling the model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{approvals, fast_restarts, inbound, spawn_stream, wait_for};
 use ractor::{Actor, call_t};
 use serde_json::{Value, json};
-use silas_actors::approval::ApprovalService;
 use silas_actors::channel::MemorySink;
 use silas_actors::gate_runner::{
     GATE_FAULT_EVENT, GATE_FAULT_FLAG, GateHandle, GateRunnerActor, GateRunnerArgs,
 };
 use silas_actors::restart::RestartPolicy;
-use silas_actors::stream::{InboundMessage, Stream, StreamArgs, StreamHandle, SubmitOutcome};
+use silas_actors::stream::SubmitOutcome;
 use silas_actors::supervisor::{RootSupervisor, SupervisorArgs, SupervisorMsg};
 use silas_actors::turn::pipeline::{TurnDeps, TurnObserver};
 use silas_core::config::Config;
@@ -30,11 +32,9 @@ use silas_gates::{
     BoxFuture, GateCheckProvider, GateOutcome, GateRunner, GuardProvider, PredicateProvider,
     TurnBudget,
 };
-use silas_keys::OwnerKey;
 use silas_llm::provider::{ChatRequest, ChatResponse, Provider};
 use silas_llm::{Agents, LlmError, OfflineProvider};
 use silas_storage::Store;
-use tokio::sync::{broadcast, mpsc};
 
 /// Test-only provider (registered as `custom`): panics when the context's
 /// message or response says "boom", sleeps for a minute on "slow",
@@ -107,6 +107,24 @@ fn hostile_gates() -> Vec<Gate> {
 
 fn message(text: &str) -> JsonObject {
     obj(json!({"message": text, "sender_id": "owner", "scope_id": "owner"}))
+}
+
+/// `handle` evaluates `gates` for an owner message `text`.
+async fn on_message(
+    handle: &GateHandle,
+    gates: &[Gate],
+    text: &str,
+    budget: &mut TurnBudget,
+) -> GateOutcome {
+    handle
+        .check_gates(
+            gates,
+            GateTrigger::EveryUserMessage,
+            None,
+            message(text),
+            budget,
+        )
+        .await
 }
 
 fn events(o: &GateOutcome) -> Vec<&str> {
@@ -264,29 +282,13 @@ async fn a_panicking_provider_fails_closed_and_providers_are_rebuilt_without_a_c
     let gates = hostile_gates();
 
     let mut budget = TurnBudget::new(8);
-    let ok = handle
-        .check_gates(
-            &gates,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("hello"),
-            &mut budget,
-        )
-        .await;
+    let ok = on_message(&handle, &gates, "hello", &mut budget).await;
     assert!(ok.blocked().is_none(), "{:?}", ok.policy_results);
     assert_eq!(builds.load(Ordering::SeqCst), 1);
 
     let started = Instant::now();
     let mut budget = TurnBudget::new(8);
-    let failed = handle
-        .check_gates(
-            &gates,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("boom"),
-            &mut budget,
-        )
-        .await;
+    let failed = on_message(&handle, &gates, "boom", &mut budget).await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "a panic is answered at once, not at the timeout"
@@ -308,15 +310,7 @@ async fn a_panicking_provider_fails_closed_and_providers_are_rebuilt_without_a_c
     // crash-loop the tree: more panics than the restart intensity allows.
     for i in 0..(RestartPolicy::default().max_restarts + 3) {
         let mut budget = TurnBudget::new(8);
-        let o = handle
-            .check_gates(
-                &gates,
-                GateTrigger::EveryUserMessage,
-                None,
-                message(&format!("boom {i}")),
-                &mut budget,
-            )
-            .await;
+        let o = on_message(&handle, &gates, &format!("boom {i}"), &mut budget).await;
         assert_fail_closed(&o, "panicked");
     }
     let status = call_t!(root, SupervisorMsg::Status, 1000).unwrap();
@@ -324,15 +318,7 @@ async fn a_panicking_provider_fails_closed_and_providers_are_rebuilt_without_a_c
     assert!(status[0].running, "{status:?}");
 
     let mut budget = TurnBudget::new(8);
-    let again = handle
-        .check_gates(
-            &gates,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("hello again"),
-            &mut budget,
-        )
-        .await;
+    let again = on_message(&handle, &gates, "hello again", &mut budget).await;
     assert!(again.blocked().is_none(), "{:?}", again.policy_results);
     assert!(!events(&again).contains(&GATE_FAULT_EVENT));
 
@@ -346,15 +332,7 @@ async fn a_timed_out_evaluation_blocks() {
     let gates = hostile_gates();
     let started = Instant::now();
     let mut budget = TurnBudget::new(8);
-    let o = handle
-        .check_gates(
-            &gates,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("slow"),
-            &mut budget,
-        )
-        .await;
+    let o = on_message(&handle, &gates, "slow", &mut budget).await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "bounded by the timeout"
@@ -362,15 +340,7 @@ async fn a_timed_out_evaluation_blocks() {
     assert_fail_closed(&o, "timeout");
     // The actor itself is fine: the next evaluation completes.
     let mut budget = TurnBudget::new(8);
-    let next = handle
-        .check_gates(
-            &gates,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("quick"),
-            &mut budget,
-        )
-        .await;
+    let next = on_message(&handle, &gates, "quick", &mut budget).await;
     assert!(next.blocked().is_none(), "{:?}", next.policy_results);
 }
 
@@ -378,27 +348,11 @@ async fn a_timed_out_evaluation_blocks() {
 async fn no_actor_fails_closed_for_policy_and_open_for_quality() {
     let handle = GateHandle::named("test.gate_runner.nobody");
     let mut budget = TurnBudget::new(8);
-    let o = handle
-        .check_gates(
-            &hostile_gates(),
-            GateTrigger::EveryUserMessage,
-            None,
-            message("hello"),
-            &mut budget,
-        )
-        .await;
+    let o = on_message(&handle, &hostile_gates(), "hello", &mut budget).await;
     assert_fail_closed(&o, "unavailable");
     // Quality-only: nothing blocks, the fault is still audited.
     let quality = vec![hostile_gates().remove(1)];
-    let o = handle
-        .check_gates(
-            &quality,
-            GateTrigger::EveryUserMessage,
-            None,
-            message("hello"),
-            &mut budget,
-        )
-        .await;
+    let o = on_message(&handle, &quality, "hello", &mut budget).await;
     assert!(o.blocked().is_none() && o.policy_results.is_empty());
     assert_eq!(o.quality_results[0].flags, [GATE_FAULT_FLAG]);
     assert_eq!(events(&o), [GATE_FAULT_EVENT]);
@@ -469,11 +423,7 @@ async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_
     let agents = Agents::from_config(&cfg, |_| Ok((p.clone(), "rules".into()))).unwrap();
     let sink = MemorySink::new();
     let steps = Arc::new(StepLog::default());
-    let approvals = ApprovalService::new(
-        store.clone(),
-        Arc::new(OwnerKey::generate().unwrap()),
-        silas_core::approval::IssuePolicy::from_config(&cfg),
-    );
+    let approvals = approvals(&store, &cfg);
     let deps = TurnDeps {
         gates: GateHandle::from_runner(runner()),
         observer: steps.clone(),
@@ -485,45 +435,13 @@ async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_
             Arc::new(sink.clone()),
         )
     };
-    let (dispatch, _dispatched) = mpsc::channel(16);
-    let (status, _) = broadcast::channel(16);
-    let (actor, join) = Actor::spawn(
-        None,
-        Stream,
-        StreamArgs {
-            deps: Arc::new(deps),
-            dispatch,
-            status,
-            restart_policy: RestartPolicy {
-                base_backoff: Duration::from_millis(5),
-                ..RestartPolicy::default()
-            },
-        },
-    )
-    .await
-    .unwrap();
-    let stream = StreamHandle { actor };
-    let submitted = stream
-        .submit(InboundMessage {
-            scope_id: "owner".into(),
-            channel: "web".into(),
-            sender_id: "owner".into(),
-            text: "boom".into(),
-            signed: None,
-            connection_id: "owner".into(),
-            ip: Some("127.0.0.1".into()),
-        })
-        .await
-        .unwrap();
+    let turns = spawn_stream(deps, fast_restarts()).await;
+    let stream = turns.stream.clone();
+    let submitted = stream.submit(inbound("owner", "boom")).await.unwrap();
     let SubmitOutcome::Accepted { inbox_id } = submitted else {
         panic!("not accepted: {submitted:?}");
     };
-    for _ in 0..500 {
-        if !sink.replies().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for("the reply", || !sink.replies().is_empty()).await;
     assert_eq!(
         sink.replies(),
         [(inbox_id, POLITE_REDIRECT_MESSAGE.to_string())]
@@ -550,6 +468,5 @@ async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_
     );
     let steps = steps.0.lock().unwrap().clone();
     assert!(!steps.contains(&"route"), "{steps:?}");
-    stream.actor.stop(None);
-    join.await.unwrap();
+    turns.stop().await;
 }

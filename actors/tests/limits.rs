@@ -6,70 +6,34 @@
 //! opened.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
-use ractor::Actor;
+use std::sync::Arc;
+
+use common::{
+    Turns, agents_with_key, approvals, audit_data, direct, pending_card, spawn_stream, to_planner,
+    wait_for_card,
+};
 use serde_json::{Value, json};
-use silas_actors::approval::ApprovalService;
 use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{MemorySink, Outbound};
 use silas_actors::limits::LLM_RATE_LIMITED_MESSAGE;
 use silas_actors::restart::RestartPolicy;
-use silas_actors::stream::{InboundMessage, Stream, StreamArgs, StreamHandle, SubmitOutcome};
 use silas_actors::turn::pipeline::{TurnDeps, TurnError};
-use silas_core::config::{Config, LimitsConfig, MapEnv, ModelEndpoint};
+use silas_core::config::{Config, LimitsConfig};
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
 use silas_core::model::memory::MemoryItem;
-use silas_core::{Coded, ErrorCode, Timestamp};
-use silas_keys::OwnerKey;
-use silas_llm::agents::{Agent, Agents};
-use silas_llm::openai::OpenAiProvider;
-use silas_llm::provider::{Provider, RetryPolicy};
-use silas_llm::structured::StructuredContext;
+use silas_core::{Coded, ErrorCode};
 use silas_storage::{PendingCard, Store};
 use silas_testkit::{FakeLlm, Reply};
-use tokio::sync::{broadcast, mpsc};
-
-fn agents(fake: &FakeLlm) -> Agents {
-    let endpoint = ModelEndpoint {
-        provider: "fake".into(),
-        base_url: fake.base_url(),
-        api_key_env: Some("FAKE_API_KEY".into()),
-        model: "fake-model".into(),
-    };
-    let env = MapEnv::new().with("FAKE_API_KEY", "sk-test-limits");
-    let policy = RetryPolicy {
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        backoff_initial: Duration::from_millis(10),
-        backoff_max: Duration::from_millis(20),
-    };
-    let provider: Arc<dyn Provider> =
-        Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap());
-    let agent = Agent {
-        provider,
-        model: "fake-model".into(),
-        price: None,
-    };
-    Agents {
-        proxy: agent.clone(),
-        planner: agent.clone(),
-        executor: agent.clone(),
-        scorer: agent,
-        ctx: StructuredContext::from_config(&Config::default()),
-        max_tool_rounds: 6,
-    }
-}
 
 struct Rt {
-    stream: StreamHandle,
+    turns: Turns,
     sink: MemorySink,
     store: Store,
     fake: FakeLlm,
     timeouts: CardTimeouts,
     _dir: tempfile::TempDir,
-    _dispatch: mpsc::Receiver<silas_actors::work::DispatchRequest>,
 }
 
 async fn start(limits: impl FnOnce(&mut LimitsConfig)) -> Rt {
@@ -80,84 +44,32 @@ async fn start(limits: impl FnOnce(&mut LimitsConfig)) -> Rt {
     let cfg = Arc::new(cfg);
     let fake = FakeLlm::start().await.unwrap();
     let sink = MemorySink::new();
-    let approvals = ApprovalService::new(
-        store.clone(),
-        Arc::new(OwnerKey::generate().unwrap()),
-        silas_core::approval::IssuePolicy::from_config(&cfg),
-    );
     let deps = TurnDeps::standard(
         store.clone(),
         cfg.clone(),
-        agents(&fake),
-        approvals,
+        agents_with_key(&fake, "sk-test-limits"),
+        approvals(&store, &cfg),
         Arc::new(sink.clone()),
     );
-    let (dtx, drx) = mpsc::channel(4);
-    let (status, _) = broadcast::channel(4);
-    let (actor, _) = Actor::spawn(
-        None,
-        Stream,
-        StreamArgs {
-            deps: Arc::new(deps),
-            dispatch: dtx,
-            status,
-            restart_policy: RestartPolicy::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let turns = spawn_stream(deps, RestartPolicy::default()).await;
     Rt {
-        stream: StreamHandle { actor },
+        turns,
         sink,
         store,
         fake,
         timeouts: CardTimeouts::from_config(&cfg),
         _dir: dir,
-        _dispatch: drx,
     }
-}
-
-async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 impl Rt {
     async fn turn(&self, scope: &str, text: &str) -> String {
-        let before = self.sink.replies().len();
-        let msg = InboundMessage {
-            scope_id: scope.into(),
-            channel: "web".into(),
-            sender_id: scope.into(),
-            text: text.into(),
-            signed: None,
-            connection_id: scope.into(),
-            ip: Some("127.0.0.1".into()),
-        };
-        let SubmitOutcome::Accepted { inbox_id } = self.stream.submit(msg).await.unwrap() else {
-            panic!("message not accepted")
-        };
-        wait_for("reply", || self.sink.replies().len() > before).await;
-        let (to, text) = self.sink.replies().pop().unwrap();
-        assert_eq!(to, inbox_id);
-        text
+        self.turns.turn(&self.sink, scope, text).await
     }
 
     /// `security_rate_limited` entries (data), in order.
     fn limited(&self) -> Vec<serde_json::Map<String, Value>> {
-        self.store
-            .audit()
-            .tail(500)
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.event == "security_rate_limited")
-            .map(|e| e.data)
-            .collect()
+        audit_data(&self.store, "security_rate_limited")
     }
 
     fn memories_with(&self, needle: &str) -> usize {
@@ -179,38 +91,8 @@ impl Rt {
     }
 }
 
-fn direct(response: Value) -> Reply {
-    Reply::json(&json!({"route": "direct", "reason": "simple",
-        "response": response, "interaction_register": "status",
-        "context_profile": "conversation"}))
-}
-
-fn to_planner() -> Reply {
-    Reply::json(&json!({"route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"}))
-}
-
 fn card(kind: CardKind, id: &str, scope: &str) -> PendingCard {
-    let now = Timestamp::now();
-    PendingCard {
-        request_id: id.into(),
-        scope_id: scope.into(),
-        card_type: kind.card_type().into(),
-        payload: serde_json::Map::new(),
-        created_at: now,
-        expires_at: now.plus(chrono::Duration::minutes(30)),
-    }
-}
-
-async fn wait_for_card(rt: &Rt, id: &str) {
-    wait_for("card sent", || {
-        rt.sink
-            .sent()
-            .iter()
-            .any(|o| matches!(o, Outbound::Card { card } if card.request_id == id))
-    })
-    .await;
+    pending_card(kind, id, scope, json!({}))
 }
 
 #[tokio::test]
@@ -304,16 +186,17 @@ async fn memory_ops_over_the_per_minute_limit_are_dropped_and_audited() {
 #[tokio::test]
 async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     let rt = start(|l| l.card_submissions_per_minute_per_scope = 1).await;
-    let stream = rt.stream.clone();
+    let stream = rt.turns.stream.clone();
     let timeouts = rt.timeouts;
     let asked = tokio::spawn(async move {
         stream
             .ask(card(CardKind::Decision, "dec-1", "owner"), &timeouts)
             .await
     });
-    wait_for_card(&rt, "dec-1").await;
+    wait_for_card(&rt.sink, "dec-1").await;
     // A bogus answer uses the scope's one submission...
     let bogus = rt
+        .turns
         .stream
         .answer_card(
             "owner",
@@ -328,6 +211,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     assert!(matches!(bogus, Err(CardRejection::Unknown(_))), "{bogus:?}");
     // ...so the real answer is refused, typed, and changes nothing.
     let refused = rt
+        .turns
         .stream
         .answer_card(
             "owner",
@@ -355,6 +239,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
         conditions: Default::default(),
     };
     let plan = rt
+        .turns
         .stream
         .decide_card_for("owner", "dec-1", decision.clone())
         .await
@@ -363,7 +248,12 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
         matches!(plan, CardRejection::RateLimited { .. }),
         "{plan:?}"
     );
-    let internal = rt.stream.decide_card("dec-1", decision).await.unwrap_err();
+    let internal = rt
+        .turns
+        .stream
+        .decide_card("dec-1", decision)
+        .await
+        .unwrap_err();
     assert!(
         matches!(internal, TurnError::RateLimited(_)),
         "{internal:?}"
@@ -376,6 +266,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     assert!(limited.iter().all(|d| d["request_id"] == "dec-1"));
     // Another scope is not affected by the owner's allowance.
     let other = rt
+        .turns
         .stream
         .answer_card(
             "conn-2",
@@ -394,15 +285,16 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
 #[tokio::test]
 async fn suggestion_cards_per_hour_are_limited_when_opened() {
     let rt = start(|l| l.suggestions_per_hour_per_scope = 1).await;
-    let stream = rt.stream.clone();
+    let stream = rt.turns.stream.clone();
     let timeouts = rt.timeouts;
     let first = tokio::spawn(async move {
         stream
             .ask(card(CardKind::Suggestion, "sug-1", "owner"), &timeouts)
             .await
     });
-    wait_for_card(&rt, "sug-1").await;
+    wait_for_card(&rt.sink, "sug-1").await;
     let second = rt
+        .turns
         .stream
         .ask(card(CardKind::Suggestion, "sug-2", "owner"), &rt.timeouts)
         .await
@@ -423,14 +315,14 @@ async fn suggestion_cards_per_hour_are_limited_when_opened() {
         "never shown"
     );
     // Other card types are not limited when opened.
-    let stream = rt.stream.clone();
+    let stream = rt.turns.stream.clone();
     let timeouts = rt.timeouts;
     let decision = tokio::spawn(async move {
         stream
             .ask(card(CardKind::Decision, "dec-2", "owner"), &timeouts)
             .await
     });
-    wait_for_card(&rt, "dec-2").await;
+    wait_for_card(&rt.sink, "dec-2").await;
     let limited = rt.limited();
     assert_eq!(limited.len(), 1);
     assert_eq!(limited[0]["limit"], "suggestion");
@@ -442,7 +334,7 @@ async fn suggestion_cards_per_hour_are_limited_when_opened() {
 #[tokio::test]
 async fn autonomy_proposals_per_week_are_limited_per_scope() {
     let rt = start(|l| l.autonomy_proposals_per_week_per_scope = 1).await;
-    let stream = rt.stream.clone();
+    let stream = rt.turns.stream.clone();
     let timeouts = rt.timeouts;
     let first = tokio::spawn(async move {
         stream
@@ -452,8 +344,9 @@ async fn autonomy_proposals_per_week_are_limited_per_scope() {
             )
             .await
     });
-    wait_for_card(&rt, "aut-1").await;
+    wait_for_card(&rt.sink, "aut-1").await;
     let second = rt
+        .turns
         .stream
         .ask(
             card(CardKind::AutonomyThreshold, "aut-2", "owner"),
@@ -470,14 +363,14 @@ async fn autonomy_proposals_per_week_are_limited_per_scope() {
     );
     assert!(!rt.card_stored("aut-2"));
     // A suggestion has its own allowance.
-    let stream = rt.stream.clone();
+    let stream = rt.turns.stream.clone();
     let timeouts = rt.timeouts;
     let sug = tokio::spawn(async move {
         stream
             .ask(card(CardKind::Suggestion, "sug-9", "owner"), &timeouts)
             .await
     });
-    wait_for_card(&rt, "sug-9").await;
+    wait_for_card(&rt.sink, "sug-9").await;
     let limited = rt.limited();
     assert_eq!(limited.len(), 1);
     assert_eq!(limited[0]["limit"], "autonomy_proposal");

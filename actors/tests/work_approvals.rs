@@ -6,191 +6,65 @@
 //! redb store, a real owner key and the FakeLlm.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use common::{decision, file_check, item, output, shell, wait_for_event};
 use ractor::Actor;
 use serde_json::{Value, json};
-use silas_actors::approval::ApprovalService;
 use silas_actors::channel::MemorySink;
-use silas_actors::gate_runner::GateHandle;
 use silas_actors::turn::approval_flow::{self, DecideOutcome};
 use silas_actors::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
-use silas_actors::work_executor::engine::{GoalCycleOutcome, WorkConfig, WorkEngine};
-use silas_actors::work_executor::{ToolLimits, WorkExecutor, WorkExecutorArgs};
-use silas_core::approval::{IssuePolicy, Subject};
-use silas_core::config::{Config, MapEnv, ModelEndpoint};
-use silas_core::model::approval::{ApprovalDecision, ApprovalScope};
+use silas_actors::work_executor::engine::GoalCycleOutcome;
+use silas_actors::work_executor::{WorkExecutor, WorkExecutorArgs};
+use silas_core::Coded;
+use silas_core::config::Config;
+use silas_core::model::approval::ApprovalScope;
 use silas_core::model::work::{WorkItem, WorkItemStatus};
-use silas_core::{Coded, Timestamp};
-use silas_execution::executors::ExecutorRegistry;
-use silas_execution::verification::VerificationRunner;
-use silas_gates::{GateRunner, PredicateProvider};
-use silas_keys::OwnerKey;
-use silas_llm::agents::{Agent, Agents};
-use silas_llm::openai::OpenAiProvider;
-use silas_llm::provider::{Provider, RetryPolicy};
-use silas_llm::structured::StructuredContext;
-use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
-use silas_storage::{PendingCard, Store};
-use silas_testkit::{FakeLlm, Reply};
-use tokio::sync::{broadcast, mpsc};
+use silas_storage::PendingCard;
+use tokio::sync::mpsc;
 
-fn launcher() -> Launcher {
-    // Built with the workspace; built on demand when only this crate's tests were.
-    if let Ok(l) = Launcher::sibling_binary() {
-        return l;
-    }
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "silas-sandbox",
-            "--bin",
-            "silas-sandbox-exec",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Launcher::sibling_binary().unwrap()
-}
-
-fn agents(fake: &FakeLlm) -> Agents {
-    let endpoint = ModelEndpoint {
-        provider: "fake".into(),
-        base_url: fake.base_url(),
-        api_key_env: Some("FAKE_API_KEY".into()),
-        model: "fake-model".into(),
-    };
-    let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
-    let policy = RetryPolicy {
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        backoff_initial: Duration::from_millis(10),
-        backoff_max: Duration::from_millis(20),
-    };
-    let provider: Arc<dyn Provider> =
-        Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap());
-    let agent = Agent {
-        provider,
-        model: "fake-model".into(),
-        price: None,
-    };
-    Agents {
-        proxy: agent.clone(),
-        planner: agent.clone(),
-        executor: agent.clone(),
-        scorer: agent,
-        ctx: StructuredContext::from_config(&Config::default()),
-        max_tool_rounds: 6,
-    }
-}
-
+/// The shared WorkEngine fixture plus the turn side that answers cards.
 struct Fx {
-    dir: tempfile::TempDir,
-    store: Store,
-    svc: ApprovalService,
-    fake: FakeLlm,
-    engine: WorkEngine,
+    work: common::Fx,
     deps: TurnDeps,
     dispatch: mpsc::Sender<DispatchRequest>,
     dispatched: mpsc::Receiver<DispatchRequest>,
-    events: broadcast::Receiver<WorkStatusEvent>,
+}
+
+impl Deref for Fx {
+    type Target = common::Fx;
+    fn deref(&self) -> &common::Fx {
+        &self.work
+    }
+}
+
+impl DerefMut for Fx {
+    fn deref_mut(&mut self) -> &mut common::Fx {
+        &mut self.work
+    }
 }
 
 impl Fx {
     async fn new() -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        // The sandbox user must be able to traverse into these directories.
-        for d in ["", "work", "verify", "artifacts"] {
-            let p = dir.path().join(d);
-            std::fs::create_dir_all(&p).unwrap();
-            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-                .unwrap();
-        }
-        let store = Store::open_in(dir.path()).unwrap();
-        let key = Arc::new(OwnerKey::generate().unwrap());
-        let svc = ApprovalService::new(store.clone(), key, IssuePolicy::default());
-        let fake = FakeLlm::start().await.unwrap();
-        let sandbox = SubprocessSandbox::new(launcher());
-        let mut gate_runner = GateRunner::new();
-        gate_runner.register("predicate", Arc::new(PredicateProvider::new(Vec::new())));
-        let (tx, events) = broadcast::channel(256);
-        let engine = WorkEngine {
-            store: store.clone(),
-            approvals: svc.clone(),
-            agents: Arc::new(agents(&fake)),
-            registry: Arc::new(ExecutorRegistry::new(
-                sandbox.clone(),
-                dir.path().join("work"),
-            )),
-            verifier: Arc::new(VerificationRunner::new(
-                sandbox,
-                dir.path().join("verify"),
-                Vec::new(),
-                Limits::default(),
-            )),
-            gate_runner: GateHandle::from_runner(gate_runner),
-            config: WorkConfig {
-                system_gates: Vec::new(),
-                max_gate_evals: 32,
-                artifacts_dir: dir.path().join("artifacts"),
-                tool_limits: ToolLimits::default(),
-                rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
-                    &Default::default(),
-                )),
-            },
-            events: tx,
-        };
+        let work = common::Fx::new().await;
         let deps = TurnDeps::standard(
-            store.clone(),
+            work.store.clone(),
             Arc::new(Config::default()),
-            agents(&fake),
-            svc.clone(),
+            common::agents(&work.fake),
+            work.svc.clone(),
             Arc::new(MemorySink::new()),
         );
         let (dispatch, dispatched) = mpsc::channel(8);
         Fx {
-            dir,
-            store,
-            svc,
-            fake,
-            engine,
+            work,
             deps,
             dispatch,
             dispatched,
-            events,
         }
-    }
-
-    fn artifact(&self, item: &str, name: &str) -> PathBuf {
-        self.dir.path().join("artifacts").join(item).join(name)
-    }
-
-    /// Approves and verifies a task's plan as the Stream does (§5.1.2).
-    fn approve_plan(&self, item: &mut WorkItem) {
-        let now = Timestamp::now();
-        let tok = self
-            .svc
-            .issue_token(
-                Subject::WorkItem(item),
-                &decision("approved"),
-                ApprovalScope::FullPlan,
-                now,
-            )
-            .unwrap();
-        item.approval_token = Some(tok.clone());
-        self.store.work_items().save(item).unwrap();
-        let used = self.svc.verify(&tok, item, None, now).unwrap();
-        item.approval_token = Some(used);
-        self.store.work_items().save(item).unwrap();
-    }
-
-    fn get(&self, id: &str) -> WorkItem {
-        self.store.work_items().get(id).unwrap().unwrap()
     }
 
     fn cards(&self) -> Vec<PendingCard> {
@@ -207,42 +81,6 @@ impl Fx {
     async fn decide(&self, request_id: &str, verdict: &str) -> Result<DecideOutcome, TurnError> {
         approval_flow::decide_card(&self.deps, &self.dispatch, request_id, decision(verdict)).await
     }
-
-    fn audit_events(&self) -> Vec<String> {
-        self.store
-            .audit()
-            .tail(10_000)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.event)
-            .collect()
-    }
-
-    fn execution_dirs(&self) -> usize {
-        std::fs::read_dir(self.dir.path().join("work"))
-            .map(|rd| rd.count())
-            .unwrap_or(0)
-    }
-}
-
-fn decision(verdict: &str) -> ApprovalDecision {
-    serde_json::from_value(json!({"verdict": verdict, "approval_strength": "tap"})).unwrap()
-}
-
-fn item(v: Value) -> WorkItem {
-    serde_json::from_value(v).unwrap()
-}
-
-fn file_check(name: &str, path: &Path) -> Value {
-    json!({"name": name, "run": "true", "expect": {"file_exists": path.display().to_string()}})
-}
-
-fn shell(cmd: &str) -> Reply {
-    Reply::tool_call("shell_exec", &json!({"command": cmd}))
-}
-
-fn output(summary: &str) -> Reply {
-    Reply::json(&json!({"summary": summary, "artifact_refs": [], "next_steps": []}))
 }
 
 /// A goal without any standing approval whose check fails until its fix
@@ -281,24 +119,8 @@ fn gated_task(f: &Fx, id: &str, verify: Vec<Value>) -> WorkItem {
         "verify": verify,
         "gates": [{"name": "ask-owner", "on": "on_tool_call", "type": "approval_always"}],
     }));
-    f.approve_plan(&mut t);
+    f.approve(&mut t);
     t
-}
-
-async fn wait_for(rx: &mut broadcast::Receiver<WorkStatusEvent>, id: &str) -> WorkStatusEvent {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let e = rx.recv().await.unwrap();
-            if e.work_item_id == id
-                && e.status != WorkStatusKind::Running
-                && e.status != WorkStatusKind::VerificationFailed
-            {
-                return e;
-            }
-        }
-    })
-    .await
-    .unwrap()
 }
 
 // ------------------------------------------------------------ fix tasks
@@ -548,7 +370,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     )
     .await
     .unwrap();
-    let ev = wait_for(&mut events, "t-restart").await;
+    let ev = wait_for_event(&mut events, "t-restart").await;
     assert_eq!(ev.status, WorkStatusKind::Blocked, "{ev:?}");
     assert!(
         ev.summary.contains("awaits your approval"),
@@ -568,7 +390,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
         matches!(out_, DecideOutcome::ToolCallApproved { .. }),
         "{out_:?}"
     );
-    let ev = wait_for(&mut events, "t-restart").await;
+    let ev = wait_for_event(&mut events, "t-restart").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert!(out.exists());
     assert_eq!(f.execution_dirs(), 1);

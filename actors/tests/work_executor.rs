@@ -3,240 +3,37 @@
 //! the executor/planner agents over HTTP against testkit's FakeLlm.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Duration as ChronoDuration;
+use common::{
+    Fx, approved, audit_data, file_check, item, output_with, shell, system_of, wait_for,
+    wait_for_event,
+};
 use ractor::Actor;
 use serde_json::{Value, json};
-use silas_actors::approval::ApprovalService;
-use silas_actors::gate_runner::GateHandle;
-use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
-use silas_actors::work_executor::engine::{GoalCycleOutcome, WorkConfig, WorkEngine};
+use silas_actors::work::{DispatchRequest, WorkStatusKind};
+use silas_actors::work_executor::engine::GoalCycleOutcome;
 use silas_actors::work_executor::policy::{self, BatchStep};
 use silas_actors::work_executor::{
-    RunAttempt, RunFault, RunSupervision, ToolLimits, WorkExecutor, WorkExecutorArgs,
-    WorkExecutorMsg,
+    RunAttempt, RunFault, RunSupervision, WorkExecutor, WorkExecutorArgs, WorkExecutorMsg,
 };
 use silas_core::Timestamp;
-use silas_core::approval::{IssuePolicy, Subject};
-use silas_core::config::{Config, MapEnv, ModelEndpoint};
-use silas_core::model::approval::{ApprovalDecision, ApprovalScope};
+use silas_core::approval::Subject;
+use silas_core::model::approval::ApprovalScope;
 use silas_core::model::review::{BatchActionDecision, BatchProposal};
 use silas_core::model::work::{WorkItem, WorkItemStatus};
-use silas_execution::executors::ExecutorRegistry;
-use silas_execution::verification::VerificationRunner;
-use silas_gates::{GateRunner, PredicateProvider};
-use silas_keys::OwnerKey;
-use silas_llm::agents::{Agent, Agents};
-use silas_llm::openai::OpenAiProvider;
-use silas_llm::provider::{Provider, RetryPolicy};
-use silas_llm::structured::StructuredContext;
-use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
-use silas_storage::Store;
-use silas_testkit::{FakeLlm, Reply};
-use tokio::sync::{broadcast, mpsc};
+use silas_llm::provider::Provider;
+use silas_testkit::Reply;
+use tokio::sync::mpsc;
 
-fn launcher() -> Launcher {
-    // Built with the workspace; built on demand when only this crate's tests were.
-    if let Ok(l) = Launcher::sibling_binary() {
-        return l;
-    }
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "silas-sandbox",
-            "--bin",
-            "silas-sandbox-exec",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Launcher::sibling_binary().unwrap()
-}
-
-fn agents(fake: &FakeLlm) -> Agents {
-    let endpoint = ModelEndpoint {
-        provider: "fake".into(),
-        base_url: fake.base_url(),
-        api_key_env: Some("FAKE_API_KEY".into()),
-        model: "fake-model".into(),
-    };
-    let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
-    let policy = RetryPolicy {
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        backoff_initial: Duration::from_millis(10),
-        backoff_max: Duration::from_millis(20),
-    };
-    let provider: Arc<dyn Provider> =
-        Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap());
-    let agent = Agent {
-        provider,
-        model: "fake-model".into(),
-        price: None,
-    };
-    Agents {
-        proxy: agent.clone(),
-        planner: agent.clone(),
-        executor: agent.clone(),
-        scorer: agent,
-        ctx: StructuredContext::from_config(&Config::default()),
-        max_tool_rounds: 6,
-    }
-}
-
-struct Fx {
-    dir: tempfile::TempDir,
-    store: Store,
-    svc: ApprovalService,
-    fake: FakeLlm,
-    engine: WorkEngine,
-    events: broadcast::Receiver<WorkStatusEvent>,
-}
-
-impl Fx {
-    async fn new() -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        // The sandbox user must be able to traverse into work, verify and
-        // artifact directories.
-        for d in ["", "work", "verify", "artifacts"] {
-            let p = dir.path().join(d);
-            std::fs::create_dir_all(&p).unwrap();
-            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-                .unwrap();
-        }
-        let store = Store::open_in(dir.path()).unwrap();
-        let key = Arc::new(OwnerKey::generate().unwrap());
-        let svc = ApprovalService::new(store.clone(), key, IssuePolicy::default());
-        let fake = FakeLlm::start().await.unwrap();
-        let sandbox = SubprocessSandbox::new(launcher());
-        let mut gate_runner = GateRunner::new();
-        gate_runner.register("predicate", Arc::new(PredicateProvider::new(Vec::new())));
-        let (tx, events) = broadcast::channel(256);
-        let engine = WorkEngine {
-            store: store.clone(),
-            approvals: svc.clone(),
-            agents: Arc::new(agents(&fake)),
-            registry: Arc::new(ExecutorRegistry::new(
-                sandbox.clone(),
-                dir.path().join("work"),
-            )),
-            verifier: Arc::new(VerificationRunner::new(
-                sandbox,
-                dir.path().join("verify"),
-                Vec::new(),
-                Limits::default(),
-            )),
-            gate_runner: GateHandle::from_runner(gate_runner),
-            config: WorkConfig {
-                system_gates: Vec::new(),
-                max_gate_evals: 32,
-                artifacts_dir: dir.path().join("artifacts"),
-                tool_limits: ToolLimits::default(),
-                rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
-                    &Default::default(),
-                )),
-            },
-            events: tx,
-        };
-        Fx {
-            dir,
-            store,
-            svc,
-            fake,
-            engine,
-            events,
-        }
-    }
-
-    fn artifact(&self, item: &str, name: &str) -> PathBuf {
-        self.dir.path().join("artifacts").join(item).join(name)
-    }
-
-    /// Approves and verifies a task as the Stream does (§5.1.2 step 5).
-    fn approve(&self, item: &mut WorkItem) {
-        self.approve_at(item, Timestamp::now(), true);
-    }
-
-    fn approve_at(&self, item: &mut WorkItem, issued: Timestamp, verify: bool) {
-        let tok = self
-            .svc
-            .issue_token(
-                Subject::WorkItem(item),
-                &approved(),
-                ApprovalScope::FullPlan,
-                issued,
-            )
-            .unwrap();
-        item.approval_token = Some(tok.clone());
-        self.store.work_items().save(item).unwrap();
-        if verify {
-            let used = self.svc.verify(&tok, item, None, issued).unwrap();
-            item.approval_token = Some(used);
-            self.store.work_items().save(item).unwrap();
-        }
-    }
-
-    fn get(&self, id: &str) -> WorkItem {
-        self.store.work_items().get(id).unwrap().unwrap()
-    }
-
-    fn drain(&mut self) -> Vec<WorkStatusEvent> {
-        let mut v = Vec::new();
-        while let Ok(e) = self.events.try_recv() {
-            v.push(e);
-        }
-        v
-    }
-
-    fn audit_events(&self) -> Vec<String> {
-        self.store
-            .audit()
-            .tail(10_000)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.event)
-            .collect()
-    }
-
-    fn execution_dirs(&self) -> usize {
-        std::fs::read_dir(self.dir.path().join("work"))
-            .map(|rd| rd.count())
-            .unwrap_or(0)
-    }
-}
-
-fn approved() -> ApprovalDecision {
-    serde_json::from_value(json!({"verdict": "approved", "approval_strength": "tap"})).unwrap()
-}
-
-fn item(v: Value) -> WorkItem {
-    serde_json::from_value(v).unwrap()
-}
-
-fn file_check(name: &str, path: &Path) -> Value {
-    json!({"name": name, "run": "true", "expect": {"file_exists": path.display().to_string()}})
-}
-
-fn shell(cmd: &str) -> Reply {
-    Reply::tool_call("shell_exec", &json!({"command": cmd}))
-}
-
+/// The executor's final output; every attempt here suggests `look` next.
 fn output(summary: &str) -> Reply {
-    Reply::json(&json!({"summary": summary, "artifact_refs": [], "next_steps": ["look"]}))
-}
-
-/// System prompt of a recorded request.
-fn system_of(r: &silas_testkit::RecordedRequest) -> String {
-    r.body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    output_with(summary, &["look"])
 }
 
 #[tokio::test]
@@ -651,7 +448,7 @@ async fn restart_resumes_running_items_without_reverifying() {
     )
     .await
     .unwrap();
-    let ev = wait_for(&mut events, "t-resume").await;
+    let ev = wait_for_event(&mut events, "t-resume").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert_eq!(ev.scope_id, "owner");
     let stored = f.get("t-resume");
@@ -690,7 +487,7 @@ async fn restart_resumes_running_items_without_reverifying() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let running = ractor::call_t!(actor, WorkExecutorMsg::Running, 1000).unwrap();
     assert!(running.contains(&"t-new".to_owned()), "{running:?}");
-    let ev = wait_for(&mut events, "t-new").await;
+    let ev = wait_for_event(&mut events, "t-new").await;
     assert_eq!(ev.status, WorkStatusKind::Done);
     assert_eq!(f.fake.served(), served + 1, "t-resume was not re-run");
     f.drain();
@@ -720,26 +517,10 @@ async fn restart_resumes_running_items_without_reverifying() {
     )
     .await
     .unwrap();
-    let ev = wait_for(&mut events, "t-after").await;
+    let ev = wait_for_event(&mut events, "t-after").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     actor.stop(None);
     handle.await.unwrap();
-}
-
-async fn wait_for(rx: &mut broadcast::Receiver<WorkStatusEvent>, id: &str) -> WorkStatusEvent {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let e = rx.recv().await.unwrap();
-            if e.work_item_id == id
-                && e.status != WorkStatusKind::Running
-                && e.status != WorkStatusKind::VerificationFailed
-            {
-                return e;
-            }
-        }
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -908,17 +689,6 @@ async fn running(actor: &ractor::ActorRef<WorkExecutorMsg>) -> Vec<String> {
     ractor::call_t!(actor, WorkExecutorMsg::Running, 2000).unwrap()
 }
 
-/// Waits (bounded) until `cond` holds.
-async fn until<F: Fn() -> bool>(what: &str, cond: F) {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
-}
-
 async fn until_idle(actor: &ractor::ActorRef<WorkExecutorMsg>) {
     tokio::time::timeout(Duration::from_secs(30), async {
         while !running(actor).await.is_empty() {
@@ -931,14 +701,10 @@ async fn until_idle(actor: &ractor::ActorRef<WorkExecutorMsg>) {
 
 /// The `action` of every `work_run_crashed` entry for `id`, in order.
 fn crash_actions(f: &Fx, id: &str) -> Vec<String> {
-    f.store
-        .audit()
-        .tail(10_000)
-        .unwrap()
+    audit_data(&f.store, "work_run_crashed")
         .into_iter()
-        .filter(|e| e.event == "work_run_crashed")
-        .filter(|e| e.data.get("work_item_id").and_then(Value::as_str) == Some(id))
-        .map(|e| e.data["action"].as_str().unwrap_or_default().to_owned())
+        .filter(|d| d.get("work_item_id").and_then(Value::as_str) == Some(id))
+        .map(|d| d["action"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
 
@@ -986,7 +752,7 @@ async fn a_run_that_panics_mid_run_is_resumed_and_ends_done_with_one_nonce() {
     f.approve(&mut t);
     assert_eq!(f.store.nonces().len().unwrap(), 1);
     dispatch(&actor, "t-crash", "s");
-    let ev = wait_for(&mut events, "t-crash").await;
+    let ev = wait_for_event(&mut events, "t-crash").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert_eq!(ev.scope_id, "s");
 
@@ -1023,7 +789,7 @@ async fn a_run_that_panics_every_time_ends_failed_after_the_restart_limit() {
     // start would be resumed by the start itself).
     f.approve(&mut t);
     dispatch(&actor, "t-bad", "s");
-    let ev = wait_for(&mut events, "t-bad").await;
+    let ev = wait_for_event(&mut events, "t-bad").await;
     assert_eq!(ev.status, WorkStatusKind::Failed, "{ev:?}");
     assert!(
         ev.summary.starts_with("E_SANDBOX_FAILED:"),
@@ -1047,7 +813,7 @@ async fn a_run_that_panics_every_time_ends_failed_after_the_restart_limit() {
     until_idle(&actor).await;
     // A later dispatch of the failed item never re-runs it.
     dispatch(&actor, "t-bad", "s");
-    until("the later run", || attempts.lock().unwrap().len() == 4).await;
+    wait_for("the later run", || attempts.lock().unwrap().len() == 4).await;
     until_idle(&actor).await;
     assert_eq!(f.get("t-bad").status, WorkItemStatus::Failed);
     f.drain();
@@ -1073,7 +839,7 @@ async fn a_crashing_run_leaves_other_runs_and_the_mailbox_alone() {
 
     // t-bad crashes (three times, 50 + 100 ms apart) while t-ok's model
     // call is still in flight; the executor keeps answering throughout.
-    until("t-bad crashing", || {
+    wait_for("t-bad crashing", || {
         attempts
             .lock()
             .unwrap()
@@ -1144,7 +910,7 @@ async fn a_dispatch_queued_for_a_crashed_run_is_not_lost() {
     // start would be resumed by the start itself).
     f.approve(&mut t);
     dispatch(&actor, "t-q", "s1");
-    until("the first run", || attempts.lock().unwrap().len() == 1).await;
+    wait_for("the first run", || attempts.lock().unwrap().len() == 1).await;
     // Dispatched again while running (e.g. a card answered meanwhile):
     // queued, not started twice.
     dispatch(&actor, "t-q", "s2");
@@ -1152,11 +918,11 @@ async fn a_dispatch_queued_for_a_crashed_run_is_not_lost() {
     assert_eq!(attempts.lock().unwrap().len(), 1);
     release.notify_one();
 
-    let ev = wait_for(&mut events, "t-q").await;
+    let ev = wait_for_event(&mut events, "t-q").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert_eq!(ev.scope_id, "s1", "the resumed run reports where it began");
     // The queued dispatch runs after the resumed run ended.
-    until("the queued run", || attempts.lock().unwrap().len() == 3).await;
+    wait_for("the queued run", || attempts.lock().unwrap().len() == 3).await;
     until_idle(&actor).await;
     let seen: Vec<(u32, bool)> = attempts
         .lock()
@@ -1193,7 +959,7 @@ async fn a_crashed_goal_cycle_is_reported_not_rerun() {
             scope_id: "s".into(),
         }))
         .unwrap();
-    let ev = wait_for(&mut events, "goal-1").await;
+    let ev = wait_for_event(&mut events, "goal-1").await;
     assert_eq!(ev.status, WorkStatusKind::Failed, "{ev:?}");
     assert!(
         ev.summary.starts_with("E_SANDBOX_FAILED:"),
