@@ -470,3 +470,53 @@ async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_
     assert!(!steps.contains(&"route"), "{steps:?}");
     turns.stop().await;
 }
+
+/// Test-only provider (registered as `custom`): panics on every check.
+struct AlwaysPanics;
+
+impl GateCheckProvider for AlwaysPanics {
+    fn check<'a>(&'a self, _gate: &'a Gate, _ctx: &'a JsonObject) -> BoxFuture<'a, GateResult> {
+        Box::pin(async move { panic!("test provider panic on a tool call") })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_tool_call_gate_blocks_the_executor_call_before_the_sandbox() {
+    let f = common::Fx::new().await;
+    let mut engine = f.engine.clone();
+    let mut r = GateRunner::new();
+    r.register("predicate", Arc::new(PredicateProvider::new(vec![])));
+    r.register("custom", Arc::new(AlwaysPanics));
+    engine.gate_runner = GateHandle::from_runner(r).with_timeout(Duration::from_secs(10));
+    let t = f.task(json!({
+        "id": "t-panic", "type": "task", "title": "p", "body": "p",
+        "gates": [{"name": "hostile", "on": "on_tool_call", "provider": "custom",
+                   "type": "custom_check", "on_block": "report"}],
+    }));
+    assert!(t.approval_token.is_some());
+    f.fake.push(common::shell("touch pwned.txt"));
+    f.fake.push(common::output("gave up"));
+
+    let started = Instant::now();
+    let out = engine.run_task("t-panic", "owner").await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no timeout wait"
+    );
+    assert!(out.artifacts.is_empty(), "{out:?}");
+    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    let reqs = f.fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let refused = reqs[1].last_message_text();
+    assert!(
+        refused.contains("E_GATE_BLOCKED: blocked by gate hostile: E_GATE_PROVIDER"),
+        "{refused}"
+    );
+    let audit = f.audit();
+    let fault = audit
+        .iter()
+        .find(|e| e.event == GATE_FAULT_EVENT)
+        .unwrap_or_else(|| panic!("no {GATE_FAULT_EVENT}: {:?}", f.audit_events()));
+    assert_eq!(fault.data["code"], "E_GATE_PROVIDER");
+    assert_eq!(fault.data["fault"], "panicked");
+}

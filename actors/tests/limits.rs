@@ -9,21 +9,26 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{
-    Turns, agents_with_key, approvals, audit_data, direct, pending_card, spawn_stream, to_planner,
-    wait_for_card,
+    Fx, Turns, agents_with_key, approvals, audit_data, direct, file_check, item, launcher, output,
+    pending_card, spawn_stream, to_planner, wait_for_card,
 };
 use serde_json::{Value, json};
 use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{MemorySink, Outbound};
-use silas_actors::limits::LLM_RATE_LIMITED_MESSAGE;
+use silas_actors::limits::{
+    LLM_RATE_LIMITED_MESSAGE, RuntimeLimits, WEB_SEARCH_RATE_LIMITED_MESSAGE, WORK_LLM_WAIT_MAX,
+};
 use silas_actors::restart::RestartPolicy;
 use silas_actors::turn::pipeline::{TurnDeps, TurnError};
 use silas_core::config::{Config, LimitsConfig};
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
 use silas_core::model::memory::MemoryItem;
 use silas_core::{Coded, ErrorCode};
+use silas_execution::executors::ExecutorRegistry;
+use silas_sandbox::SubprocessSandbox;
 use silas_storage::{PendingCard, Store};
 use silas_testkit::{FakeLlm, Reply};
 
@@ -376,4 +381,185 @@ async fn autonomy_proposals_per_week_are_limited_per_scope() {
     assert_eq!(limited[0]["limit"], "autonomy_proposal");
     first.abort();
     sug.abort();
+}
+
+// ------------------------------------------------- background work (§18.5)
+
+/// A fake search provider on 127.0.0.1 that counts the requests it got.
+struct FakeSearch {
+    base_url: String,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+async fn fake_search() -> FakeSearch {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                // One request per connection: headers, then the body.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = conn.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = json!({"query": "q", "results": [
+                    {"title": "Result", "url": "https://example.com/a", "content": "found it"}
+                ]})
+                .to_string();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    FakeSearch {
+        base_url: format!("http://{addr}"),
+        requests,
+    }
+}
+
+fn search(query: &str) -> Reply {
+    Reply::tool_call("web_search", &json!({"query": query}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_web_search_over_the_scope_limit_never_reaches_the_provider() {
+    use silas_execution::web_search::{SearchProvider, WebSearch, WebSearchSettings};
+    let provider = fake_search().await;
+    let mut f = Fx::new().await;
+    let settings = WebSearchSettings {
+        provider: SearchProvider::Tavily,
+        api_key: "tvly-test-key".into(),
+        base_url: provider.base_url.clone(),
+        timeout_seconds: 5,
+        max_results: 5,
+        max_query_chars: 100,
+        allowed_domains: Vec::new(),
+        trusted_private_cidrs: vec!["127.0.0.0/8".into()],
+    };
+    let search_client = WebSearch::new(settings, Arc::new(silas_netguard::SystemResolver)).unwrap();
+    f.engine.registry = Arc::new(
+        ExecutorRegistry::new(SubprocessSandbox::new(launcher()), f.path("work"))
+            .with_web_search(search_client),
+    );
+    let limits = LimitsConfig {
+        web_search_calls_per_minute_per_scope: 2,
+        ..LimitsConfig::default()
+    };
+    f.engine.config.rate_limits = Arc::new(RuntimeLimits::from_config(&limits));
+    let mut t = item(json!({
+        "id": "t-search", "type": "task", "title": "s", "body": "Search four times.",
+    }));
+    f.approve(&mut t);
+    for n in 1..=4 {
+        f.fake.push(search(&format!("query {n}")));
+    }
+    f.fake.push(output("searched"));
+
+    let r = f.engine.run_task("t-search", "owner").await.unwrap();
+    assert_eq!(
+        r.status,
+        silas_core::model::work::WorkItemStatus::Done,
+        "{r:?}"
+    );
+    // Two calls went out; the third and fourth were refused before the
+    // provider was contacted.
+    assert_eq!(
+        provider.requests.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    let reqs = f.fake.requests();
+    assert_eq!(reqs.len(), 5);
+    for (i, r) in reqs.iter().enumerate().skip(1).take(2) {
+        let shown = r.last_message_text();
+        assert!(shown.contains("found it"), "call {i}: {shown}");
+    }
+    for r in &reqs[3..5] {
+        assert_eq!(r.last_message_text(), WEB_SEARCH_RATE_LIMITED_MESSAGE);
+    }
+    let limited = audit_data(&f.store, "security_rate_limited");
+    assert_eq!(limited.len(), 2, "{limited:?}");
+    for d in &limited {
+        assert_eq!(d["limit"], json!("web_search"));
+        assert_eq!(d["scope_id"], json!("owner"));
+        assert_eq!(d["tool_name"], json!("web_search"));
+        assert_eq!(d["work_item_id"], json!("t-search"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_model_calls_over_the_scope_limit_wait_at_most_the_bound_then_fail() {
+    use silas_core::model::work::WorkItemStatus;
+    let mut f = Fx::new().await;
+    let limits = LimitsConfig {
+        llm_calls_per_minute_per_scope: 1,
+        ..LimitsConfig::default()
+    };
+    // The bound is injectable; the default is one full window.
+    assert_eq!(
+        RuntimeLimits::from_config(&limits).work_wait_max(),
+        WORK_LLM_WAIT_MAX
+    );
+    f.engine.config.rate_limits = Arc::new(
+        RuntimeLimits::from_config(&limits).with_work_wait_max(Duration::from_millis(300)),
+    );
+    let never = f.artifact("t-llm", "never.txt");
+    let mut t = item(json!({
+        "id": "t-llm", "type": "task", "title": "l", "body": "l",
+        "verify": [file_check("never", &never)],
+        "budget": {"max_attempts": 2},
+    }));
+    f.approve(&mut t);
+    f.fake.push(output("tried"));
+    f.fake.set_fallback(output("should not be asked"));
+
+    let started = std::time::Instant::now();
+    let r = f.engine.run_task("t-llm", "owner").await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "bounded wait");
+    assert_eq!(r.status, WorkItemStatus::Stuck, "{r:?}");
+    // Attempt 1 had the scope's one call; attempt 2 was refused without a
+    // model request.
+    assert_eq!(f.fake.served(), 1);
+    let stored = f.get("t-llm");
+    assert_eq!(stored.attempts, 2);
+    assert!(
+        r.summary.contains("E_CHANNEL_RATE_LIMITED")
+            && r.summary.contains("limits.llm_calls_per_minute_per_scope")
+            && r.summary.contains("nothing was sent to the model"),
+        "{}",
+        r.summary
+    );
+    let limited = audit_data(&f.store, "security_rate_limited");
+    assert_eq!(limited.len(), 1, "{limited:?}");
+    assert_eq!(limited[0]["limit"], json!("llm_scope"));
+    assert_eq!(limited[0]["agent"], json!("executor"));
+    assert_eq!(limited[0]["work_item_id"], json!("t-llm"));
+    assert!(limited[0]["waited_ms"].as_u64().unwrap() <= 300);
 }

@@ -11,15 +11,14 @@ mod common;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use common::{decision, file_check, item, output, shell, wait_for_event};
-use ractor::Actor;
+use common::{decision, file_check, item, output, shell, spawn_executor, wait_for_event};
 use serde_json::{Value, json};
 use silas_actors::channel::MemorySink;
 use silas_actors::turn::approval_flow::{self, DecideOutcome};
 use silas_actors::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
+use silas_actors::work_executor::RunSupervision;
 use silas_actors::work_executor::engine::GoalCycleOutcome;
-use silas_actors::work_executor::{WorkExecutor, WorkExecutorArgs};
 use silas_core::Coded;
 use silas_core::config::Config;
 use silas_core::model::approval::ApprovalScope;
@@ -358,18 +357,8 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     // are still there; the item only re-announces itself.
     let (tx, rx) = mpsc::channel(8);
     let mut events = f.engine.events.subscribe();
-    let (actor, handle) = Actor::spawn(
-        None,
-        WorkExecutor,
-        WorkExecutorArgs {
-            engine: f.engine.clone(),
-            dispatch_rx: Some(rx.into()),
-            resume_scope_id: "owner".into(),
-            supervision: Default::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let (actor, handle) =
+        spawn_executor(&f.engine, Some(rx.into()), RunSupervision::default()).await;
     let ev = wait_for_event(&mut events, "t-restart").await;
     assert_eq!(ev.status, WorkStatusKind::Blocked, "{ev:?}");
     assert!(

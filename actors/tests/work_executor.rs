@@ -11,17 +11,14 @@ use std::time::Duration;
 
 use chrono::Duration as ChronoDuration;
 use common::{
-    Fx, approved, audit_data, file_check, item, output_with, shell, system_of, wait_for,
-    wait_for_event,
+    Fx, approved, audit_data, file_check, item, output_with, shell, spawn_executor, system_of,
+    wait_for, wait_for_event,
 };
-use ractor::Actor;
 use serde_json::{Value, json};
 use silas_actors::work::{DispatchRequest, WorkStatusKind};
 use silas_actors::work_executor::engine::GoalCycleOutcome;
 use silas_actors::work_executor::policy::{self, BatchStep};
-use silas_actors::work_executor::{
-    RunAttempt, RunFault, RunSupervision, WorkExecutor, WorkExecutorArgs, WorkExecutorMsg,
-};
+use silas_actors::work_executor::{RunAttempt, RunFault, RunSupervision, WorkExecutorMsg};
 use silas_core::Timestamp;
 use silas_core::approval::Subject;
 use silas_core::model::approval::ApprovalScope;
@@ -436,18 +433,8 @@ async fn restart_resumes_running_items_without_reverifying() {
     let (tx, rx) = mpsc::channel(8);
     let inbox = silas_actors::work_executor::DispatchInbox::from(rx);
     let mut events = f.engine.events.subscribe();
-    let (actor, handle) = Actor::spawn(
-        None,
-        WorkExecutor,
-        WorkExecutorArgs {
-            engine: f.engine.clone(),
-            dispatch_rx: Some(inbox.clone()),
-            resume_scope_id: "owner".into(),
-            supervision: RunSupervision::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let (actor, handle) =
+        spawn_executor(&f.engine, Some(inbox.clone()), RunSupervision::default()).await;
     let ev = wait_for_event(&mut events, "t-resume").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert_eq!(ev.scope_id, "owner");
@@ -505,18 +492,7 @@ async fn restart_resumes_running_items_without_reverifying() {
     })
     .await
     .unwrap();
-    let (actor, handle) = Actor::spawn(
-        None,
-        WorkExecutor,
-        WorkExecutorArgs {
-            engine: f.engine.clone(),
-            dispatch_rx: Some(inbox),
-            resume_scope_id: "owner".into(),
-            supervision: RunSupervision::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let (actor, handle) = spawn_executor(&f.engine, Some(inbox), RunSupervision::default()).await;
     let ev = wait_for_event(&mut events, "t-after").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     actor.stop(None);
@@ -661,18 +637,7 @@ fn hook(
 }
 
 async fn executor(f: &Fx, supervision: RunSupervision) -> ractor::ActorRef<WorkExecutorMsg> {
-    let (actor, _handle) = Actor::spawn(
-        None,
-        WorkExecutor,
-        WorkExecutorArgs {
-            engine: f.engine.clone(),
-            dispatch_rx: None,
-            resume_scope_id: "owner".into(),
-            supervision,
-        },
-    )
-    .await
-    .unwrap();
+    let (actor, _handle) = spawn_executor(&f.engine, None, supervision).await;
     actor
 }
 

@@ -12,6 +12,7 @@
 //!   item, audit and directory helpers;
 //! * the turn runtime: [`approvals`], [`spawn_stream`] over a `TurnDeps`,
 //!   [`inbound`] messages, [`Turns::turn`] and [`pending_card`];
+//! * [`spawn_executor`], a WorkExecutor actor over an engine;
 //! * audit readers ([`audit_events`], [`audit_data`]) and the bounded
 //!   waits ([`wait_for`], [`wait_for_event`], [`wait_for_card`]).
 //!
@@ -34,8 +35,10 @@ use silas_actors::restart::RestartPolicy;
 use silas_actors::stream::{InboundMessage, Stream, StreamArgs, StreamHandle, SubmitOutcome};
 use silas_actors::turn::pipeline::TurnDeps;
 use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
-use silas_actors::work_executor::ToolLimits;
 use silas_actors::work_executor::engine::{WorkConfig, WorkEngine};
+use silas_actors::work_executor::{
+    DispatchInbox, RunSupervision, ToolLimits, WorkExecutor, WorkExecutorArgs, WorkExecutorMsg,
+};
 use silas_core::Timestamp;
 use silas_core::approval::{IssuePolicy, Subject};
 use silas_core::config::{Config, MapEnv, ModelEndpoint};
@@ -444,6 +447,30 @@ pub async fn spawn_stream(deps: TurnDeps, restart_policy: RestartPolicy) -> Turn
         join,
         dispatched,
     }
+}
+
+/// Spawns a WorkExecutor over `engine` that resumes for `owner`.
+#[allow(dead_code)]
+pub async fn spawn_executor(
+    engine: &WorkEngine,
+    dispatch_rx: Option<DispatchInbox>,
+    supervision: RunSupervision,
+) -> (
+    ractor::ActorRef<WorkExecutorMsg>,
+    ractor::concurrency::JoinHandle<()>,
+) {
+    Actor::spawn(
+        None,
+        WorkExecutor,
+        WorkExecutorArgs {
+            engine: engine.clone(),
+            dispatch_rx,
+            resume_scope_id: "owner".into(),
+            supervision,
+        },
+    )
+    .await
+    .unwrap()
 }
 
 /// Restarts after 5 ms instead of the default backoff.
