@@ -21,6 +21,10 @@ fn main() -> ExitCode {
     {
         return silas_sandbox::launcher::main();
     }
+    // rustls's process-wide crypto provider (ring), before anything can build
+    // an HTTPS client; the client builders in silas-llm and silas-netguard
+    // also ensure it, so this is belt and braces, not load-bearing.
+    silas_llm::ensure_crypto_provider();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()

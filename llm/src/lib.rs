@@ -26,6 +26,7 @@ pub mod openai;
 pub mod provider;
 pub mod schema;
 pub mod structured;
+pub mod tls;
 
 pub use error::LlmError;
 pub use provider::{
@@ -45,3 +46,4 @@ pub use interaction::{ModeInputs, resolve_interaction_mode};
 pub use offline::OfflineProvider;
 pub use select::{ProviderChoice, build_agents, choose_provider};
 pub use structured::{CallKind, Structured, StructuredContext, run_structured_agent};
+pub use tls::ensure_crypto_provider;

@@ -88,12 +88,24 @@ impl OpenAiProvider {
             .with_api_key(key)
             .with_org_id("")
             .with_project_id("");
+        // One HTTP client, built here: reqwest has no crypto backend of its
+        // own (`rustls-no-provider`), and async-openai's `with_config` /
+        // `ReqwestService::default()` would build theirs with a panicking
+        // `Client::new()`.
+        crate::tls::ensure_crypto_provider();
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| LlmError::Api {
+                status: None,
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
         Ok(OpenAiProvider {
             name: endpoint.provider.clone(),
             // async-openai's default executor retries 429/5xx on its own;
             // the plain service leaves retrying to our bounded policy, so a
             // call makes exactly the attempts `RetryPolicy` allows.
-            client: Client::with_config(config).with_http_service(ReqwestService::default()),
+            client: Client::build(http.clone(), config)
+                .with_http_service(ReqwestService::new(http)),
             policy,
             send_response_format: true,
         })

@@ -549,6 +549,27 @@ async fn connection_refused_is_retried_then_api_error() {
     assert!(matches!(e, LlmError::Api { status: None, .. }), "{e:?}");
 }
 
+/// The production provider for an `https://` endpoint builds its client
+/// with nothing installed beforehand (reqwest has no crypto backend of its
+/// own and would panic), and leaves `ring` as the process provider. No
+/// request is sent.
+#[test]
+fn https_provider_builds_with_the_ring_provider() {
+    let endpoint = ModelEndpoint {
+        provider: "openrouter".into(),
+        base_url: "https://openrouter.ai/api/v1".into(),
+        api_key_env: None,
+        model: "m".into(),
+    };
+    OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
+    let p = rustls::crypto::CryptoProvider::get_default().unwrap();
+    assert_eq!(format!("{:?}", p.key_provider), "Ring");
+    assert_eq!(
+        p.cipher_suites,
+        rustls::crypto::ring::default_provider().cipher_suites
+    );
+}
+
 #[test]
 fn missing_key_is_refused_before_any_request() {
     let endpoint = ModelEndpoint {

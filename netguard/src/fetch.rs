@@ -9,7 +9,8 @@
 //!   connected to directly);
 //! * no proxy (`no_proxy()`: `HTTP_PROXY` & co. are ignored), no automatic
 //!   redirects, no retries, no referer, connect and request timeouts;
-//! * rustls (no native-tls/openssl) with the platform's trust store.
+//! * rustls with the `ring` provider (no native-tls/openssl, no aws-lc) and
+//!   the platform's trust store.
 //!
 //! Redirects (301/302/303/307/308 with a `Location`) are followed by hand up
 //! to `max_redirects`, each target checked again (allowlist, method, DNS,
@@ -274,6 +275,8 @@ impl GuardedFetcher {
         total: Duration,
     ) -> Result<reqwest::Client, FetchError> {
         let cfg = self.guard.config();
+        // reqwest has no crypto backend of its own (`rustls-no-provider`).
+        crate::tls::ensure_crypto_provider();
         reqwest::Client::builder()
             .tls_backend_rustls()
             .no_proxy()
@@ -370,5 +373,34 @@ mod tests {
         );
         let http = Url::parse("http://a.example/").unwrap();
         assert!(plan_redirect(&http, 302, "https://a.example/", Method::Get).is_ok());
+    }
+
+    /// The production per-hop client for an `https://` target builds with
+    /// nothing installed beforehand (reqwest has no crypto backend of its
+    /// own and would panic), and leaves `ring` as the process provider. No
+    /// connection is made.
+    #[test]
+    fn https_client_builds_with_the_ring_provider() {
+        let guard = NetworkGuard::new(
+            &crate::NetworkGuardConfig::default(),
+            Arc::new(crate::ScriptedResolver::new()),
+        )
+        .unwrap();
+        let addr: SocketAddr = "192.0.2.1:443".parse().unwrap();
+        let target = ValidatedTarget {
+            method: Method::Get,
+            url: Url::parse("https://example.org/").unwrap(),
+            host: "example.org".into(),
+            port: 443,
+            addr,
+            addrs: vec![addr],
+            exempted: Vec::new(),
+            ip_literal: false,
+        };
+        GuardedFetcher::new(guard)
+            .client_for(&target, Duration::from_secs(5))
+            .unwrap();
+        let p = rustls::crypto::CryptoProvider::get_default().unwrap();
+        assert_eq!(format!("{:?}", p.key_provider), "Ring");
     }
 }

@@ -10,6 +10,8 @@
 //! * [`executor::web_fetch`] — envelope in, `ExecutionResult` out: body
 //!   redacted before truncation into `return_value`, protocol details only in
 //!   `metadata`, taint `external`.
+//! * [`tls::ensure_crypto_provider`] — installs rustls's `ring` provider
+//!   (reqwest is built without one) before any client is built.
 //!
 //! **Architecture invariant:** nothing in this crate opens a connection to
 //! an address that did not come out of `NetworkGuard::check` for that very
@@ -24,6 +26,7 @@ pub mod fetch;
 pub mod guard;
 pub mod policy;
 pub mod resolver;
+pub mod tls;
 
 pub use config::{ConfigError, NetworkGuardConfig, ValidConfig};
 pub use error::{FetchError, GuardError};
@@ -32,3 +35,4 @@ pub use fetch::{FetchFailure, FetchRequest, FetchResponse, GuardedFetcher, Hop};
 pub use guard::{NetworkGuard, ValidatedTarget};
 pub use policy::{BlockedRange, Cidr, HostRule, Method, RangeKind, classify_ip};
 pub use resolver::{ResolveError, Resolver, ScriptedResolver, SystemResolver};
+pub use tls::ensure_crypto_provider;

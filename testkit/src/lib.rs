@@ -422,6 +422,9 @@ mod tests {
     use super::*;
 
     async fn post(fake: &FakeLlm, body: Value) -> (u16, Value) {
+        // reqwest built with netguard/llm carries `rustls-no-provider`, whose
+        // `Client::new()` panics unless a process crypto provider exists.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let resp = reqwest::Client::new()
             .post(format!("{}/chat/completions", fake.base_url()))
             .header("authorization", "Bearer k")

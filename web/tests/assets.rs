@@ -33,7 +33,7 @@ async fn shell_is_served_with_types_and_security_headers() {
     let handle = server.serve(async {
         let _ = rx.await;
     });
-    let client = reqwest::Client::new();
+    let client = http_client();
 
     let cases = [
         ("/", "text/html; charset=utf-8", "<!doctype html>"),
@@ -101,4 +101,12 @@ async fn shell_is_served_with_types_and_security_headers() {
 
     tx.send(()).unwrap();
     handle.await.unwrap();
+}
+
+/// A plain-HTTP loopback client. When reqwest is built together with
+/// netguard/llm it carries `rustls-no-provider`, whose `Client::new()`
+/// panics unless a process crypto provider is installed: install ring first.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

@@ -24,7 +24,7 @@ async fn health_reports_ok_and_connection_count() {
     let handle = server.serve(async {
         let _ = rx.await;
     });
-    let client = reqwest::Client::new();
+    let client = http_client();
     let url = format!("http://{addr}/health");
     let resp = client.get(&url).send().await.unwrap();
     assert_eq!(resp.status(), 200);
@@ -69,4 +69,12 @@ async fn non_loopback_bind_requires_a_token() {
             .await
             .is_err()
     );
+}
+
+/// A plain-HTTP loopback client. When reqwest is built together with
+/// netguard/llm it carries `rustls-no-provider`, whose `Client::new()`
+/// panics unless a process crypto provider is installed: install ring first.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

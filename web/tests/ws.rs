@@ -169,7 +169,9 @@ async fn loopback_without_token_authenticates_and_errors_keep_the_connection() {
         json!({"type": "auth_ok", "scope_id": "owner"})
     );
     assert_eq!(s.health.connections(), 1);
-    let body: Value = reqwest::get(format!("http://{}/health", s.addr))
+    let body: Value = http_client()
+        .get(format!("http://{}/health", s.addr))
+        .send()
         .await
         .unwrap()
         .json()
@@ -304,7 +306,7 @@ async fn shutdown_closes_sessions_with_1001() {
 async fn secure_input_endpoint_stores_once_and_never_echoes() {
     let s = start(None).await;
     s.vault.pending.lock().unwrap().push("ref_abc".into());
-    let c = reqwest::Client::new();
+    let c = http_client();
     let url = |r: &str| format!("http://{}/secrets/{r}", s.addr);
     let canary = "ntn_CANARY_SECRET_VALUE";
     let r = c
@@ -356,7 +358,7 @@ async fn secure_input_endpoint_stores_once_and_never_echoes() {
 async fn secure_input_requires_the_token_when_one_is_configured() {
     let s = start(Some("s3cret")).await;
     s.vault.pending.lock().unwrap().push("ref_1".into());
-    let c = reqwest::Client::new();
+    let c = http_client();
     let url = format!("http://{}/secrets/ref_1", s.addr);
     assert_eq!(
         c.post(&url)
@@ -375,4 +377,12 @@ async fn secure_input_requires_the_token_when_one_is_configured() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
+}
+
+/// A plain-HTTP loopback client. When reqwest is built together with
+/// netguard/llm it carries `rustls-no-provider`, whose `Client::new()`
+/// panics unless a process crypto provider is installed: install ring first.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
