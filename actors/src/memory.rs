@@ -16,6 +16,10 @@ use silas_storage::{Store, StoreError};
 /// Memory as the pipeline sees it. Synchronous: implementations are local.
 pub trait MemoryIndex: Send + Sync {
     /// Store (or replace) a record; writes with the same id are idempotent.
+    /// The pipeline calls this only before the turn's durable response
+    /// commit (steps 3.5 and 5), so an implementation may defer durability
+    /// to that commit: a turn that crashes first is replayed and stores the
+    /// same ids again.
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError>;
     /// Keyword search within one scope, best first.
     fn search(
@@ -81,6 +85,9 @@ impl KeywordMemory {
     }
 }
 
+/// A raw-tier record's `reingestion_tier` field as serde_json writes it.
+const LOW_TIER_JSON: &str = "\"reingestion_tier\":\"low_reingestion\"";
+
 fn words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.len() > 2)
@@ -90,7 +97,9 @@ fn words(s: &str) -> Vec<String> {
 
 impl MemoryIndex for KeywordMemory {
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
-        self.store.records::<MemoryItem>().put(item)
+        // No fsync of its own: durable with the turn's response commit (see
+        // the trait); one fsync fewer per turn.
+        self.store.records::<MemoryItem>().put_deferred(item)
     }
 
     fn search(
@@ -103,10 +112,19 @@ impl MemoryIndex for KeywordMemory {
         if q.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        // Decoding every record of every scope per turn grew with the store
+        // (every turn adds a raw capture): skip, before decoding, records
+        // that are not this scope's or are in the raw tier. serde_json
+        // escapes quotes inside strings, so these key/value sequences only
+        // occur as the fields themselves; the filters below still decide.
+        let session = format!(
+            "\"session_id\":{}",
+            serde_json::to_string(scope_id).unwrap_or_default()
+        );
         let mut scored: Vec<(usize, MemoryItem)> = self
             .store
             .records::<MemoryItem>()
-            .list()?
+            .list_prefiltered(|json| json.contains(&session) && !json.contains(LOW_TIER_JSON))?
             .into_iter()
             .filter(|m| m.session_id.as_deref() == Some(scope_id))
             // Raw conversation capture is not re-injected (§3.8 low tier).
@@ -177,5 +195,59 @@ impl MemoryIndex for KeywordMemory {
             }
             MemoryOpType::Link => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search prefilter's needles match the stored form exactly.
+    #[test]
+    fn prefilter_needles_match_the_stored_json() {
+        let raw = new_item(
+            "raw-1",
+            "sc\"ope",
+            "text with \"reingestion_tier\":\"low_reingestion\"",
+            MemoryType::Episode,
+            ReingestionTier::LowReingestion,
+            TaintLevel::Owner,
+            "conversation_raw",
+        );
+        let json = serde_json::to_string(&raw).unwrap();
+        assert_eq!(json.matches(LOW_TIER_JSON).count(), 1, "{json}");
+        assert!(json.contains(&format!("\"session_id\":{}", "\"sc\\\"ope\"")));
+        let active = MemoryItem {
+            reingestion_tier: ReingestionTier::Active,
+            ..raw
+        };
+        let json = serde_json::to_string(&active).unwrap();
+        assert!(!json.contains(LOW_TIER_JSON), "{json}");
+    }
+
+    #[test]
+    fn search_skips_other_scopes_and_the_raw_tier() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let mem = KeywordMemory::new(store);
+        for (id, scope, tier) in [
+            ("a", "s1", ReingestionTier::Active),
+            ("b", "s2", ReingestionTier::Active),
+            ("c", "s1", ReingestionTier::LowReingestion),
+        ] {
+            let m = new_item(
+                id,
+                scope,
+                "hello there",
+                MemoryType::Fact,
+                tier,
+                TaintLevel::Owner,
+                "t",
+            );
+            mem.store_raw(&m).unwrap();
+        }
+        let found = mem.search("s1", "hello", 10).unwrap();
+        let ids: Vec<_> = found.iter().map(|m| m.memory_id.as_str()).collect();
+        assert_eq!(ids, vec!["a"]);
     }
 }

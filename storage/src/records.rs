@@ -6,7 +6,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -97,13 +99,28 @@ impl<T: Keyed> Records<T> {
     }
 
     pub fn put(&self, record: &T) -> StoreResult<()> {
+        self.put_with(record, Durability::Immediate)
+    }
+
+    /// Like [`Self::put`], but committed without an fsync
+    /// ([`Durability::None`]): visible to every reader at once, durable only
+    /// with the store's next durable commit, lost if the process dies first.
+    /// Only for writes that are redone when lost — e.g. a turn's raw memory
+    /// capture, which a replay repeats (same id) until the turn's durable
+    /// response commit covers it.
+    pub fn put_deferred(&self, record: &T) -> StoreResult<()> {
+        self.put_with(record, Durability::None)
+    }
+
+    fn put_with(&self, record: &T, durability: Durability) -> StoreResult<()> {
         if record.key().is_empty() {
             return Err(StoreError::Invalid(format!(
                 "{} key must not be empty",
                 T::NAME
             )));
         }
-        let txn = self.db.begin_write()?;
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(durability)?;
         txn.open_table(T::TABLE)?
             .insert(record.key(), codec::encode(T::NAME, record)?.as_slice())?;
         txn.commit()?;
@@ -143,6 +160,31 @@ impl<T: Keyed> Records<T> {
         for row in table.iter()? {
             let (_, v) = row?;
             out.push(codec::decode(T::NAME, v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// The records, in key order, whose stored JSON text passes `keep`;
+    /// the others are skipped without being decoded. `keep` is only a
+    /// prefilter (it sees the serialised form, not the record): callers
+    /// still check the decoded fields. Records in any other format are
+    /// always decoded.
+    pub fn list_prefiltered(&self, keep: impl Fn(&str) -> bool) -> StoreResult<Vec<T>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(T::TABLE)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (_, v) = row?;
+            let bytes = v.value();
+            let skip = match bytes.split_first() {
+                Some((&codec::RECORD_V1, json)) => {
+                    std::str::from_utf8(json).is_ok_and(|j| !keep(j))
+                }
+                _ => false,
+            };
+            if !skip {
+                out.push(codec::decode(T::NAME, bytes)?);
+            }
         }
         Ok(out)
     }
