@@ -390,6 +390,21 @@ fn check_not_exhausted(token: &ApprovalToken) -> Result<(), Denial> {
     Ok(())
 }
 
+/// `check`'s ledger condition: a consuming `verify` happened (at least one
+/// execution used) and the ledger is not past its maximum.
+fn check_was_verified(token: &ApprovalToken) -> Result<(), Denial> {
+    if token.executions_used == 0 {
+        return Err(Denial::NotYetVerified);
+    }
+    if token.executions_used > token.max_executions {
+        return Err(Denial::Exhausted {
+            used: token.executions_used,
+            max: token.max_executions,
+        });
+    }
+    Ok(())
+}
+
 fn check_common(
     token: &ApprovalToken,
     now: Timestamp,
@@ -489,15 +504,7 @@ pub fn check_subject(
 ) -> Result<ExecutionBinding, Denial> {
     check_common(token, now, sig_ok)?;
     let h = bind_subject(token, subject)?;
-    if token.executions_used == 0 {
-        return Err(Denial::NotYetVerified);
-    }
-    if token.executions_used > token.max_executions {
-        return Err(Denial::Exhausted {
-            used: token.executions_used,
-            max: token.max_executions,
-        });
-    }
+    check_was_verified(token)?;
     Ok(ExecutionBinding {
         token_id: token.token_id.clone(),
         exec_hash: h,
@@ -529,15 +536,7 @@ pub fn check(
         }
         h
     };
-    if token.executions_used == 0 {
-        return Err(Denial::NotYetVerified);
-    }
-    if token.executions_used > token.max_executions {
-        return Err(Denial::Exhausted {
-            used: token.executions_used,
-            max: token.max_executions,
-        });
-    }
+    check_was_verified(token)?;
     Ok(ExecutionBinding {
         token_id: token.token_id.clone(),
         exec_hash,
