@@ -1006,11 +1006,7 @@ impl StreamHandle {
             },
             STREAM_RPC_TIMEOUT_MS
         )
-        .map_err(|e| CardRejection::Failed {
-            request_id: rid,
-            code: silas_core::ErrorCode::EChannelTimeout,
-            message: e.to_string(),
-        })?
+        .map_err(|e| rpc_failed(rid, e))?
     }
 
     /// The owner's answer to a non-plan card.
@@ -1034,11 +1030,7 @@ impl StreamHandle {
             },
             STREAM_RPC_TIMEOUT_MS
         )
-        .map_err(|e| CardRejection::Failed {
-            request_id: rid,
-            code: silas_core::ErrorCode::EChannelTimeout,
-            message: e.to_string(),
-        })?
+        .map_err(|e| rpc_failed(rid, e))?
     }
 
     /// `RichCardChannel` for every card type (§4.1.1): persist and send the
@@ -1145,5 +1137,15 @@ impl StreamHandle {
             pending = self.status().await?.pending_total;
         }
         Ok(pending == 0)
+    }
+}
+
+/// A card RPC the Stream did not answer (stopped, restarting, or past
+/// [`STREAM_RPC_TIMEOUT_MS`]): the answer is refused as a channel timeout.
+fn rpc_failed(request_id: String, e: impl std::fmt::Display) -> CardRejection {
+    CardRejection::Failed {
+        request_id,
+        code: silas_core::ErrorCode::EChannelTimeout,
+        message: e.to_string(),
     }
 }

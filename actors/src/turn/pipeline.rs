@@ -395,6 +395,15 @@ impl Turn<'_> {
         text.unwrap_or_else(|| "This request was blocked by a policy gate.".to_string())
     }
 
+    /// This turn's active gates for `trigger`, charged to the turn's
+    /// evaluation budget (`max_gate_evals_per_turn`).
+    async fn run_gates(&mut self, trigger: GateTrigger, ctx: JsonObject) -> GateOutcome {
+        self.deps
+            .gates
+            .check_gates(self.active.gates(), trigger, None, ctx, &mut self.budget)
+            .await
+    }
+
     /// Step 1: input gates, two lanes; a policy block escalates and stops.
     async fn input_gates(&mut self) -> Result<(), TurnError> {
         self.step("input_gates");
@@ -402,17 +411,7 @@ impl Turn<'_> {
             return Ok(());
         }
         let ctx = self.gate_context("message", &self.text);
-        let outcome = self
-            .deps
-            .gates
-            .check_gates(
-                self.active.gates(),
-                GateTrigger::EveryUserMessage,
-                None,
-                ctx,
-                &mut self.budget,
-            )
-            .await;
+        let outcome = self.run_gates(GateTrigger::EveryUserMessage, ctx).await;
         if outcome.blocked().is_some() {
             self.reply = Some(self.escalate(&outcome));
             self.blocked = true;
@@ -666,6 +665,7 @@ impl Turn<'_> {
         let ctx = obj(json!({"response": resp.message,
                              "sender_id": self.record.message.sender_id,
                              "scope_id": self.scope.scope_id}));
+        // Field-level borrows: `resp` borrows `self.response` mutably.
         let outcome = self
             .deps
             .gates
@@ -766,17 +766,7 @@ impl Turn<'_> {
             let args = serde_json::to_value(op).unwrap_or(Value::Null);
             let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args,
                                  "sender_id": self.record.message.sender_id}));
-            let outcome = self
-                .deps
-                .gates
-                .check_gates(
-                    self.active.gates(),
-                    GateTrigger::OnToolCall,
-                    None,
-                    ctx,
-                    &mut self.budget,
-                )
-                .await;
+            let outcome = self.run_gates(GateTrigger::OnToolCall, ctx).await;
             let blocked = outcome
                 .policy_results
                 .iter()
