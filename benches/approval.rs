@@ -64,6 +64,7 @@ fn bench(c: &mut Criterion) {
             Subject::WorkItem(&g),
             &decision(10_000_000),
             ApprovalScope::Standing,
+            &owner_origin(&svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -109,6 +110,7 @@ fn durable_percentiles() {
             Subject::WorkItem(&g),
             &decision(10_000_000),
             ApprovalScope::Standing,
+            &owner_origin(&svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -135,4 +137,13 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     c.final_summary();
+}
+
+/// Registers a test connection as owner-authenticated with the engine and
+/// returns it as the origin of the owner's answers.
+fn owner_origin(
+    svc: &silas_actors::approval::ApprovalService,
+) -> silas_actors::approval::AnswerOrigin {
+    svc.owner_sessions().authenticated("test", "owner-device");
+    silas_actors::approval::AnswerOrigin::new("test", "owner-device")
 }

@@ -131,7 +131,15 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         card_timeouts,
     ));
     tracing::info!("{}", vault.describe());
-    let bridge = crate::web_bridge::WebBridge::new(store.clone(), vault.clone(), card_timeouts);
+    // The web channel reports which connections authenticated as the owner;
+    // the ApprovalEngine mints tokens only for answers from those.
+    let owner_sessions = silas_actors::approval::OwnerSessions::default();
+    let bridge = crate::web_bridge::WebBridge::new(
+        store.clone(),
+        vault.clone(),
+        card_timeouts,
+        owner_sessions.clone(),
+    );
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)
@@ -170,7 +178,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         store.clone(),
         Arc::new(owner_key),
         silas_core::approval::IssuePolicy::from_config(&cfg),
-    );
+    )
+    .with_owner_sessions(owner_sessions);
     let owner_public_key = approvals.owner_public_key_hex();
     // The turn runtime (issue #5): Stream → per-scope TurnProcessors. The
     // WorkExecutor takes `dispatch_rx` and publishes on `status_tx`.
@@ -203,6 +212,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
             gates: GateHandle::daemon(),
+            // Every answer becomes a token only through the supervised engine.
+            approval_engine: silas_actors::approval::ApprovalHandle::daemon(),
             // One set of §18.5 limiters for turns and background work, so
             // the global model-call cap covers both.
             limits: work_engine.config.rate_limits.clone(),
@@ -225,9 +236,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         // First, so it is registered before the Stream replays turns.
         GateRunnerActor::child_spec(gate_runner),
         Housekeeper::child_spec(housekeeper),
-        ChildSpec::new("approval_engine", RestartMode::Permanent, move || {
-            (ApprovalEngine, approvals.clone())
-        }),
+        // Before the Stream: a replayed turn may answer a card.
+        ApprovalEngine::child_spec(approvals.clone()),
         silas_actors::stream::Stream::child_spec(stream),
         ChildSpec::new("work_executor", RestartMode::Permanent, move || {
             (

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use silas_actors::activity::{self, WorkFacts};
+use silas_actors::approval::{AnswerOrigin, OwnerSessions};
 use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_for};
@@ -38,7 +39,7 @@ use silas_actors::turn::OWNER_SCOPE;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
 use silas_core::{Coded, Timestamp};
 use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
-use silas_storage::{PendingCard, Store};
+use silas_storage::{CardAudience, PendingCard, Store};
 use silas_web::protocol::{ActivityItem, ClientFrame, ProtocolError, ServerFrame};
 use silas_web::ws::{
     BoxFuture, ConnectionInfo, QueuePressure, SecretSink, SecretStoreError, WebBackend,
@@ -64,6 +65,17 @@ pub struct WebBridge {
     vault: Arc<SecretVault>,
     timeouts: CardTimeouts,
     connections: Mutex<HashMap<String, Conn>>,
+    /// Where this channel reports owner-authenticated connections to the
+    /// ApprovalEngine (and withdraws them when they close).
+    owners: OwnerSessions,
+}
+
+/// The channel name answers and messages from this bridge carry.
+pub const WEB_CHANNEL: &str = "web";
+
+/// Whether a connection (owner or not) may be shown `card`.
+fn may_see(card: &PendingCard, owner: bool) -> bool {
+    owner || card.audience == CardAudience::Customer
 }
 
 fn rejection(e: CardRejection) -> ProtocolError {
@@ -84,13 +96,32 @@ fn value(payload: &silas_core::model::JsonObject, key: &str) -> Value {
 }
 
 impl WebBridge {
-    pub fn new(store: Store, vault: Arc<SecretVault>, timeouts: CardTimeouts) -> Arc<WebBridge> {
+    pub fn new(
+        store: Store,
+        vault: Arc<SecretVault>,
+        timeouts: CardTimeouts,
+        owners: OwnerSessions,
+    ) -> Arc<WebBridge> {
         Arc::new(WebBridge {
             store,
             vault,
             timeouts,
             connections: Mutex::new(HashMap::new()),
+            owners,
         })
+    }
+
+    /// Connections a card may be shown on: its scope's, and for an
+    /// owner-audience card (every approval) only the owner's.
+    fn card_targets(&self, card: &PendingCard) -> Vec<mpsc::Sender<ServerFrame>> {
+        let Ok(conns) = self.connections.lock() else {
+            return Vec::new();
+        };
+        conns
+            .values()
+            .filter(|c| c.scope_id == card.scope_id && may_see(card, c.owner))
+            .map(|c| c.outbound.clone())
+            .collect()
     }
 
     fn targets(
@@ -509,6 +540,9 @@ impl WebBackend for WebBridge {
         outbound: mpsc::Sender<ServerFrame>,
     ) -> BoxFuture<'_, Result<String, ProtocolError>> {
         let scope_id = scope_for(&conn.connection_id, conn.owner);
+        if conn.owner {
+            self.owners.authenticated(WEB_CHANNEL, &conn.connection_id);
+        }
         if let Ok(mut conns) = self.connections.lock() {
             conns.insert(
                 conn.connection_id.clone(),
@@ -540,7 +574,9 @@ impl WebBackend for WebBridge {
                 .list()
                 .unwrap_or_default();
             for card in cards.iter().filter(|c| {
-                c.scope_id == scope_id && !silas_actors::cards::is_expired(c, &self.timeouts, now)
+                c.scope_id == scope_id
+                    && may_see(c, owner)
+                    && !silas_actors::cards::is_expired(c, &self.timeouts, now)
             }) {
                 if let Some(f) = self.card_frame(card) {
                     let _ = tx.send(f).await;
@@ -606,11 +642,18 @@ impl WebBackend for WebBridge {
                     self.request_secret(stream, scope_id, label);
                     Ok(())
                 }
-                ClientFrame::Message { text, sender_id } => {
+                ClientFrame::Message { text, .. } => {
+                    // Identity is the server's: the frame's `sender_id` is
+                    // ignored (the Stream re-derives owner-ness too).
+                    let sender_id = if owner {
+                        OWNER_SCOPE.to_string()
+                    } else {
+                        format!("customer:{connection_id}")
+                    };
                     let m = InboundMessage {
                         scope_id,
-                        channel: "web".into(),
-                        sender_id: sender_id.unwrap_or_else(|| "owner".into()),
+                        channel: WEB_CHANNEL.into(),
+                        sender_id,
                         text,
                         signed: None,
                         connection_id,
@@ -651,7 +694,12 @@ impl WebBackend for WebBridge {
                         conditions: Default::default(),
                     };
                     stream
-                        .decide_card_for(&scope_id, &request_id, decision)
+                        .decide_card_for(
+                            &scope_id,
+                            &request_id,
+                            decision,
+                            AnswerOrigin::new(WEB_CHANNEL, &connection_id),
+                        )
                         .await
                         .map(|_| ())
                         .map_err(rejection)
@@ -668,7 +716,13 @@ impl WebBackend for WebBridge {
                         r => r,
                     };
                     stream
-                        .answer_card(&scope_id, &request_id, kind, response)
+                        .answer_card(
+                            &scope_id,
+                            &request_id,
+                            kind,
+                            response,
+                            AnswerOrigin::new(WEB_CHANNEL, &connection_id),
+                        )
                         .await
                         .map(|_| ())
                         .map_err(rejection)
@@ -680,6 +734,7 @@ impl WebBackend for WebBridge {
     fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()> {
         let orphaned = self.connections.lock().ok().and_then(|mut conns| {
             let gone = conns.remove(connection_id)?;
+            self.owners.closed(WEB_CHANNEL, connection_id);
             let last = !conns.values().any(|c| c.scope_id == gone.scope_id);
             last.then_some(gone.scope_id)
         });
@@ -720,7 +775,10 @@ impl ChannelSink for WebBridge {
                 Outbound::Reply { connection_id, .. } => Some(connection_id.clone()),
                 _ => None,
             };
-            let targets = self.targets(out.scope_id(), connection.as_deref());
+            let targets = match &out {
+                Outbound::Card { card } => self.card_targets(card),
+                _ => self.targets(out.scope_id(), connection.as_deref()),
+            };
             let Some(frame) = self.frame_for(&out) else {
                 return Err(ChannelError::Disconnected(
                     "nothing to render for this card".into(),

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 use silas_core::approval::{self, Denial, IssueError, IssuePolicy, Subject};
-use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalToken};
+use silas_core::model::approval::{
+    ApprovalDecision, ApprovalScope, ApprovalToken, ToolCallApproval,
+};
 use silas_core::model::messages::{ChannelMessage, SignedMessage};
 use silas_core::model::review::{AutonomyThresholdProposal, BatchProposal};
 use silas_core::model::work::WorkItem;
@@ -33,6 +35,16 @@ pub enum ApprovalError {
     Store(#[from] StoreError),
     #[error("no randomness available: {0}")]
     Random(String),
+    /// The answer did not arrive on a connection that authenticated as the
+    /// owner: only the owner approves (§0.5.2, §5.11).
+    #[error("only the owner can approve: {channel} connection {connection_id} is not the owner's")]
+    NotOwner {
+        channel: String,
+        connection_id: String,
+    },
+    /// The engine actor is down or did not answer in time: no token.
+    #[error("approval engine unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl ApprovalError {
@@ -51,6 +63,8 @@ impl Coded for ApprovalError {
             ApprovalError::Issue(_) => ErrorCode::EApprovalScope,
             ApprovalError::Store(e) => e.code(),
             ApprovalError::Random(_) => ErrorCode::EApprovalNonce,
+            ApprovalError::NotOwner { .. } => ErrorCode::EChannelAuth,
+            ApprovalError::Unavailable(_) => ErrorCode::EChannelTimeout,
         }
     }
 }
@@ -63,6 +77,7 @@ pub enum OwnedSubject {
     WorkItem(WorkItem),
     Batch(BatchProposal),
     AutonomyThreshold(AutonomyThresholdProposal),
+    ToolCall(ToolCallApproval),
 }
 
 impl OwnedSubject {
@@ -71,7 +86,62 @@ impl OwnedSubject {
             OwnedSubject::WorkItem(w) => Subject::WorkItem(w),
             OwnedSubject::Batch(b) => Subject::Batch(b),
             OwnedSubject::AutonomyThreshold(p) => Subject::AutonomyThreshold(p),
+            OwnedSubject::ToolCall(c) => Subject::ToolCall(c),
         }
+    }
+}
+
+/// Where an answer to a card arrived: the channel and the live connection.
+/// Plain data that proves nothing by itself — the engine checks it against
+/// the connections the channels registered as owner-authenticated.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AnswerOrigin {
+    pub channel: String,
+    pub connection_id: String,
+}
+
+impl AnswerOrigin {
+    pub fn new(channel: impl Into<String>, connection_id: impl Into<String>) -> Self {
+        AnswerOrigin {
+            channel: channel.into(),
+            connection_id: connection_id.into(),
+        }
+    }
+}
+
+/// The connections that authenticated as the owner, as the channel layer
+/// reports them (registered after authentication, removed on close). The
+/// engine's only source of "this answer is the owner's": a connection that
+/// never authenticated with an owner credential is never in it.
+#[derive(Clone, Default)]
+pub struct OwnerSessions(Arc<std::sync::RwLock<std::collections::HashSet<(String, String)>>>);
+
+impl OwnerSessions {
+    fn key(channel: &str, connection_id: &str) -> (String, String) {
+        (channel.to_string(), connection_id.to_string())
+    }
+
+    /// `connection_id` on `channel` authenticated with an owner credential.
+    pub fn authenticated(&self, channel: &str, connection_id: &str) {
+        if let Ok(mut s) = self.0.write() {
+            s.insert(Self::key(channel, connection_id));
+        }
+    }
+
+    /// The connection closed (or its credential was revoked).
+    pub fn closed(&self, channel: &str, connection_id: &str) {
+        if let Ok(mut s) = self.0.write() {
+            s.remove(&Self::key(channel, connection_id));
+        }
+    }
+
+    /// Whether `origin` is a live owner-authenticated connection. A poisoned
+    /// lock answers no: fail closed.
+    pub fn is_owner(&self, origin: &AnswerOrigin) -> bool {
+        self.0
+            .read()
+            .map(|s| s.contains(&Self::key(&origin.channel, &origin.connection_id)))
+            .unwrap_or(false)
     }
 }
 
@@ -95,11 +165,34 @@ pub struct ApprovalService {
     store: Store,
     key: Arc<OwnerKey>,
     policy: IssuePolicy,
+    owners: OwnerSessions,
 }
 
 impl ApprovalService {
     pub fn new(store: Store, key: Arc<OwnerKey>, policy: IssuePolicy) -> Self {
-        ApprovalService { store, key, policy }
+        ApprovalService {
+            store,
+            key,
+            policy,
+            owners: OwnerSessions::default(),
+        }
+    }
+
+    /// Uses `sessions` (shared with the channel that authenticates owners).
+    pub fn with_owner_sessions(mut self, sessions: OwnerSessions) -> Self {
+        self.owners = sessions;
+        self
+    }
+
+    /// The owner-authenticated connections this engine trusts answers from
+    /// (shared by clones: the channel registers, the engine checks).
+    pub fn owner_sessions(&self) -> OwnerSessions {
+        self.owners.clone()
+    }
+
+    /// Whether an answer from `origin` is the owner's.
+    pub fn is_owner(&self, origin: &AnswerOrigin) -> bool {
+        self.owners.is_owner(origin)
     }
 
     /// The owner's public key (hex), for logs and the audit trail.
@@ -127,13 +220,28 @@ impl ApprovalService {
     }
 
     /// Mint and sign a token after the owner approved (§5.11 issue_token).
+    /// The approval must have arrived on a connection that authenticated as
+    /// the owner; anything else is refused and audited — there is no other
+    /// way to mint a token.
     pub fn issue_token(
         &self,
         subject: Subject<'_>,
         decision: &ApprovalDecision,
         scope: ApprovalScope,
+        origin: &AnswerOrigin,
         now: Timestamp,
     ) -> Result<ApprovalToken, ApprovalError> {
+        if !self.owners.is_owner(origin) {
+            self.audit(
+                "approval.refused_not_owner",
+                json!({"channel": origin.channel, "connection_id": origin.connection_id,
+                       "scope": scope, "verdict": decision.verdict.as_str()}),
+            )?;
+            return Err(ApprovalError::NotOwner {
+                channel: origin.channel.clone(),
+                connection_id: origin.connection_id.clone(),
+            });
+        }
         let mut token = approval::unsigned_token(
             subject,
             decision,
@@ -337,6 +445,7 @@ pub enum ApprovalMsg {
         subject: OwnedSubject,
         decision: ApprovalDecision,
         scope: ApprovalScope,
+        origin: AnswerOrigin,
         reply: Reply<ApprovalToken>,
     },
     Verify {
@@ -365,6 +474,30 @@ pub enum ApprovalMsg {
 
 pub struct ApprovalEngine;
 
+impl ApprovalEngine {
+    /// The daemon's permanent child, registered as [`APPROVAL_ENGINE_NAME`]
+    /// so [`ApprovalHandle::daemon`] follows its restarts.
+    pub fn child_spec(service: ApprovalService) -> crate::supervisor::ChildSpec {
+        crate::supervisor::ChildSpec {
+            label: "approval_engine".into(),
+            mode: crate::supervisor::RestartMode::Permanent,
+            spawn: Arc::new(move |parent| {
+                let service = service.clone();
+                Box::pin(async move {
+                    let (r, _) = Actor::spawn_linked(
+                        Some(APPROVAL_ENGINE_NAME.into()),
+                        ApprovalEngine,
+                        service,
+                        parent,
+                    )
+                    .await?;
+                    Ok(r.get_cell())
+                })
+            }),
+        }
+    }
+}
+
 impl Actor for ApprovalEngine {
     type Msg = ApprovalMsg;
     type State = ApprovalService;
@@ -392,11 +525,17 @@ impl Actor for ApprovalEngine {
                 subject,
                 decision,
                 scope,
+                origin,
                 reply,
             } => {
                 if !reply.is_closed() {
-                    let _ =
-                        reply.send(svc.issue_token(subject.as_subject(), &decision, scope, now));
+                    let _ = reply.send(svc.issue_token(
+                        subject.as_subject(),
+                        &decision,
+                        scope,
+                        &origin,
+                        now,
+                    ));
                 }
             }
             ApprovalMsg::Verify {
@@ -440,5 +579,136 @@ impl Actor for ApprovalEngine {
             }
         }
         Ok(())
+    }
+}
+
+/// Registered name of the daemon's ApprovalEngine.
+pub const APPROVAL_ENGINE_NAME: &str = "silas.approvals";
+/// Bound on one round trip to the engine (a consuming verify commits one
+/// redb transaction; this is far above that).
+pub const APPROVAL_RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+enum EngineTarget {
+    Named(Arc<str>),
+    Standalone(
+        Arc<tokio::sync::Mutex<Option<ActorRef<ApprovalMsg>>>>,
+        ApprovalService,
+    ),
+}
+
+/// The callers' handle to the ApprovalEngine actor: the one way the runtime
+/// turns an answer into a token. The daemon's finds [`APPROVAL_ENGINE_NAME`]
+/// per call; tests use a standalone engine. No fallback: an engine that
+/// cannot answer is an error, never an approval.
+#[derive(Clone)]
+pub struct ApprovalHandle {
+    target: Arc<EngineTarget>,
+}
+
+impl ApprovalHandle {
+    /// The daemon's supervised engine.
+    pub fn daemon() -> Self {
+        ApprovalHandle {
+            target: Arc::new(EngineTarget::Named(Arc::from(APPROVAL_ENGINE_NAME))),
+        }
+    }
+
+    /// An unsupervised engine over `service`, spawned on first use.
+    pub fn standalone(service: ApprovalService) -> Self {
+        ApprovalHandle {
+            target: Arc::new(EngineTarget::Standalone(
+                Arc::new(tokio::sync::Mutex::new(None)),
+                service,
+            )),
+        }
+    }
+
+    async fn actor(&self) -> Result<ActorRef<ApprovalMsg>, ApprovalError> {
+        let unavailable = ApprovalError::Unavailable;
+        match self.target.as_ref() {
+            EngineTarget::Named(name) => ractor::registry::where_is(name.as_ref())
+                .map(ActorRef::from)
+                .ok_or_else(|| unavailable(format!("no approval engine registered as {name}"))),
+            EngineTarget::Standalone(slot, service) => {
+                let mut slot = slot.lock().await;
+                if let Some(a) = slot.as_ref()
+                    && a.get_status() == ractor::ActorStatus::Running
+                {
+                    return Ok(a.clone());
+                }
+                let (a, _) = Actor::spawn(None, ApprovalEngine, service.clone())
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+                *slot = Some(a.clone());
+                Ok(a)
+            }
+        }
+    }
+
+    async fn call<T: Send + 'static>(
+        &self,
+        msg: impl FnOnce(Reply<T>) -> ApprovalMsg,
+    ) -> Result<T, ApprovalError> {
+        let actor = self.actor().await?;
+        match actor.call(msg, Some(APPROVAL_RPC_TIMEOUT)).await {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            Ok(ractor::rpc::CallResult::Timeout) => Err(ApprovalError::Unavailable(
+                "approval engine did not answer in time".into(),
+            )),
+            Ok(ractor::rpc::CallResult::SenderError) => Err(ApprovalError::Unavailable(
+                "approval engine stopped before answering".into(),
+            )),
+            Err(e) => Err(ApprovalError::Unavailable(format!(
+                "approval engine unreachable: {e}"
+            ))),
+        }
+    }
+
+    /// Mint a token for the owner's answer that arrived on `origin`.
+    pub async fn issue_token(
+        &self,
+        subject: OwnedSubject,
+        decision: ApprovalDecision,
+        scope: ApprovalScope,
+        origin: AnswerOrigin,
+    ) -> Result<ApprovalToken, ApprovalError> {
+        self.call(|reply| ApprovalMsg::Issue {
+            subject,
+            decision,
+            scope,
+            origin,
+            reply,
+        })
+        .await
+    }
+
+    /// Consuming verification of a work item's token.
+    pub async fn verify(
+        &self,
+        token: ApprovalToken,
+        work_item: WorkItem,
+        spawned_task: Option<WorkItem>,
+    ) -> Result<ApprovalToken, ApprovalError> {
+        self.call(|reply| ApprovalMsg::Verify {
+            token,
+            work_item,
+            spawned_task,
+            reply,
+        })
+        .await
+    }
+
+    /// Consuming verification of a token bound to another subject.
+    pub async fn verify_subject(
+        &self,
+        token: ApprovalToken,
+        subject: OwnedSubject,
+    ) -> Result<ApprovalToken, ApprovalError> {
+        self.call(|reply| ApprovalMsg::VerifySubject {
+            token,
+            subject,
+            reply,
+        })
+        .await
     }
 }

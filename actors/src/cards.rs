@@ -575,6 +575,7 @@ pub fn secure_input_card(
         payload,
         created_at: now,
         expires_at: now.plus(ttl),
+        audience: silas_storage::CardAudience::Owner,
     }
 }
 
@@ -695,6 +696,7 @@ mod tests {
             },
             created_at: now,
             expires_at: now.plus(chrono::Duration::minutes(30)),
+            audience: silas_storage::CardAudience::Owner,
         }
     }
 

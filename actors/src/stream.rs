@@ -37,7 +37,9 @@ use serde_json::json;
 use silas_core::Timestamp;
 use silas_core::model::approval::ApprovalDecision;
 use silas_core::model::messages::SignedMessage;
-use silas_storage::{NewInbound, PendingCard};
+use silas_storage::{CardAudience, NewInbound, PendingCard};
+
+use crate::approval::AnswerOrigin;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::cards::{
@@ -125,6 +127,7 @@ pub enum StreamMsg {
     DecideCard {
         request_id: String,
         decision: ApprovalDecision,
+        origin: AnswerOrigin,
         reply: RpcReplyPort<Result<DecideOutcome, TurnError>>,
     },
     /// A plan decision from a channel connection: checked against the
@@ -133,6 +136,7 @@ pub enum StreamMsg {
         scope_id: String,
         request_id: String,
         decision: ApprovalDecision,
+        origin: AnswerOrigin,
         reply: RpcReplyPort<Result<DecideOutcome, CardRejection>>,
     },
     /// Persist and send a card; `answer` receives its resolution.
@@ -147,6 +151,7 @@ pub enum StreamMsg {
         request_id: String,
         kind: CardKind,
         response: CardResponse,
+        origin: AnswerOrigin,
         reply: RpcReplyPort<Result<CardAnswer, CardRejection>>,
     },
     /// The scope's last connection closed: its cards resolve to the safe
@@ -307,14 +312,28 @@ impl StreamState {
         // Durable before acknowledged. The commit fsyncs: it runs on the
         // blocking pool so the Stream's worker thread stays free for other
         // admissions and card answers meanwhile.
+        // Identity comes from the server (§5.12): whether the connection
+        // authenticated as the owner is the approval engine's record of it,
+        // whatever the channel or the client said.
+        let owner_authenticated = deps
+            .approvals
+            .is_owner(&AnswerOrigin::new(&m.channel, &m.connection_id));
+        let sender_id = if owner_authenticated {
+            OWNER_SCOPE.to_string()
+        } else if m.sender_id == OWNER_SCOPE {
+            format!("unauthenticated:{}", m.connection_id)
+        } else {
+            m.sender_id
+        };
         let inbound = NewInbound {
             scope_id: m.scope_id,
             channel: m.channel,
-            sender_id: m.sender_id,
+            sender_id,
             text,
             signed: m.signed,
             connection_id: m.connection_id,
             ip: m.ip,
+            owner_authenticated,
         };
         let store = deps.store.clone();
         let record =
@@ -332,6 +351,28 @@ impl StreamState {
     /// (a flood of bogus answers is what the limit is for); over the limit
     /// it is refused before the card is even read — the card stays as it
     /// is and can be answered once the window allows — and audited.
+    /// Whether `origin` may answer `card`: owner-audience cards (every
+    /// approval) only from a live owner-authenticated connection. A refusal
+    /// is audited and reads as an unknown card, so a customer cannot probe
+    /// the owner's cards.
+    fn audience_allows(
+        &self,
+        card: &PendingCard,
+        origin: &AnswerOrigin,
+    ) -> Result<bool, ActorProcessingErr> {
+        if card.audience == CardAudience::Customer || self.args.deps.approvals.is_owner(origin) {
+            return Ok(true);
+        }
+        audit(
+            &self.args.deps,
+            "card_answer_refused",
+            json!({"request_id": card.request_id, "card_type": card.card_type,
+                   "reason": "not_owner", "channel": origin.channel,
+                   "connection_id": origin.connection_id}),
+        )?;
+        Ok(false)
+    }
+
     fn card_submission(
         &mut self,
         scope_id: &str,
@@ -398,6 +439,7 @@ impl StreamState {
                 &self.args.dispatch,
                 &card.request_id,
                 Self::declined(),
+                &AnswerOrigin::new("server", "safe_default"),
             )
             .await;
             if let Err(e) = out {
@@ -506,6 +548,7 @@ impl StreamState {
         request_id: &str,
         kind: CardKind,
         response: CardResponse,
+        origin: &AnswerOrigin,
     ) -> Result<Result<CardAnswer, CardRejection>, ActorProcessingErr> {
         if !self.accepting {
             return Ok(Err(CardRejection::Closed("shutting down".into())));
@@ -515,6 +558,11 @@ impl StreamState {
         }
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
+        if let Some(c) = &card
+            && !self.audience_allows(c, origin)?
+        {
+            return Ok(Err(CardRejection::Unknown(request_id.into())));
+        }
         let checked = cards::check_answer(
             card.as_ref(),
             request_id,
@@ -555,6 +603,7 @@ impl StreamState {
         scope_id: &str,
         request_id: &str,
         decision: ApprovalDecision,
+        origin: &AnswerOrigin,
     ) -> Result<Result<DecideOutcome, CardRejection>, ActorProcessingErr> {
         if !self.accepting {
             return Ok(Err(CardRejection::Closed(
@@ -567,7 +616,12 @@ impl StreamState {
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
         let card = match card {
-            Some(c) if c.scope_id == scope_id => c,
+            Some(c) if c.scope_id == scope_id => {
+                if !self.audience_allows(&c, origin)? {
+                    return Ok(Err(CardRejection::Unknown(request_id.into())));
+                }
+                c
+            }
             _ if self.resolved.contains(request_id) => {
                 return Ok(Err(CardRejection::AlreadyAnswered(request_id.into())));
             }
@@ -589,7 +643,8 @@ impl StreamState {
             return Ok(Err(CardRejection::Expired(request_id.into())));
         }
         let out =
-            approval_flow::decide_card(&deps, &self.args.dispatch, request_id, decision).await;
+            approval_flow::decide_card(&deps, &self.args.dispatch, request_id, decision, origin)
+                .await;
         self.resolved.remember(request_id);
         Ok(out.map_err(|e| match e {
             TurnError::UnknownCard(_) => CardRejection::Unknown(request_id.into()),
@@ -719,28 +774,35 @@ impl Actor for Stream {
             StreamMsg::DecideCard {
                 request_id,
                 decision,
+                origin,
                 reply,
             } => {
                 // §18.5: the card's own scope pays for the submission.
-                let scope = state
+                let card = state
                     .args
                     .deps
                     .store
                     .records::<PendingCard>()
-                    .get(&request_id)?
-                    .map(|c| c.scope_id);
-                let limited = match scope {
-                    Some(scope) => state.card_submission(&scope, &request_id)?.is_err(),
+                    .get(&request_id)?;
+                let limited = match &card {
+                    Some(c) => state.card_submission(&c.scope_id, &request_id)?.is_err(),
                     None => false,
+                };
+                let allowed = match &card {
+                    Some(c) => state.audience_allows(c, &origin)?,
+                    None => true,
                 };
                 let out = if limited {
                     Err(TurnError::RateLimited(LimitKind::Card))
+                } else if !allowed {
+                    Err(TurnError::UnknownCard(request_id.clone()))
                 } else if state.accepting {
                     approval_flow::decide_card(
                         &state.args.deps,
                         &state.args.dispatch,
                         &request_id,
                         decision,
+                        &origin,
                     )
                     .await
                 } else {
@@ -757,10 +819,11 @@ impl Actor for Stream {
                 scope_id,
                 request_id,
                 decision,
+                origin,
                 reply,
             } => {
                 let out = state
-                    .decide_card_for(&scope_id, &request_id, decision)
+                    .decide_card_for(&scope_id, &request_id, decision, &origin)
                     .await?;
                 let _ = reply.send(out);
             }
@@ -777,10 +840,11 @@ impl Actor for Stream {
                 request_id,
                 kind,
                 response,
+                origin,
                 reply,
             } => {
                 let out = state
-                    .answer_card(&scope_id, &request_id, kind, response)
+                    .answer_card(&scope_id, &request_id, kind, response, &origin)
                     .await?;
                 let _ = reply.send(out);
             }
@@ -972,6 +1036,7 @@ impl StreamHandle {
         &self,
         request_id: &str,
         decision: ApprovalDecision,
+        origin: AnswerOrigin,
     ) -> Result<DecideOutcome, TurnError> {
         let request_id = request_id.to_string();
         ractor::call_t!(
@@ -979,6 +1044,7 @@ impl StreamHandle {
             |reply| StreamMsg::DecideCard {
                 request_id,
                 decision,
+                origin,
                 reply
             },
             STREAM_RPC_TIMEOUT_MS
@@ -993,6 +1059,7 @@ impl StreamHandle {
         scope_id: &str,
         request_id: &str,
         decision: ApprovalDecision,
+        origin: AnswerOrigin,
     ) -> Result<DecideOutcome, CardRejection> {
         let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
         let rid = request_id.clone();
@@ -1002,6 +1069,7 @@ impl StreamHandle {
                 scope_id,
                 request_id,
                 decision,
+                origin,
                 reply
             },
             STREAM_RPC_TIMEOUT_MS
@@ -1016,6 +1084,7 @@ impl StreamHandle {
         request_id: &str,
         kind: CardKind,
         response: CardResponse,
+        origin: AnswerOrigin,
     ) -> Result<CardAnswer, CardRejection> {
         let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
         let rid = request_id.clone();
@@ -1026,6 +1095,7 @@ impl StreamHandle {
                 request_id,
                 kind,
                 response,
+                origin,
                 reply
             },
             STREAM_RPC_TIMEOUT_MS

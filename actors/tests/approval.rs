@@ -9,7 +9,7 @@ use chrono::Duration;
 use ractor::{Actor, call_t};
 use serde_json::{Value, json};
 use silas_actors::approval::{
-    ApprovalEngine, ApprovalError, ApprovalMsg, ApprovalService, OwnedSubject,
+    AnswerOrigin, ApprovalEngine, ApprovalError, ApprovalMsg, ApprovalService, OwnedSubject,
 };
 use silas_core::approval::{Denial, IssuePolicy, Subject};
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalToken};
@@ -129,7 +129,13 @@ fn tokens_issue_for_all_twelve_scopes_with_tap_strength_and_configured_ttl() {
         };
         let tok = f
             .svc
-            .issue_token(subject, &approve(), *scope, issued_at)
+            .issue_token(
+                subject,
+                &approve(),
+                *scope,
+                &owner_origin(&f.svc),
+                issued_at,
+            )
             .unwrap();
         seen.insert(tok.scope.as_str());
         assert_eq!(tok.approval_strength.as_str(), "tap");
@@ -181,6 +187,7 @@ fn issuance_refusals() {
             Subject::WorkItem(&task("t")),
             &declined,
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now()
         ),
         Err(ApprovalError::Issue(_))
@@ -192,6 +199,7 @@ fn issuance_refusals() {
                 Subject::WorkItem(&task("t")),
                 &approve(),
                 ApprovalScope::Standing,
+                &owner_origin(&f.svc),
                 now()
             )
             .is_err()
@@ -206,6 +214,7 @@ fn issuance_refusals() {
                 Subject::WorkItem(&task("t")),
                 &sneaky,
                 ApprovalScope::FullPlan,
+                &owner_origin(&f.svc),
                 now()
             )
             .is_err()
@@ -220,6 +229,7 @@ fn issuance_refusals() {
                 Subject::WorkItem(&task("t")),
                 &greedy,
                 ApprovalScope::FullPlan,
+                &owner_origin(&f.svc),
                 now()
             )
             .is_err()
@@ -234,6 +244,7 @@ fn issuance_refusals() {
                 Subject::WorkItem(&goal()),
                 &too_many,
                 ApprovalScope::Standing,
+                &owner_origin(&f.svc),
                 now()
             )
             .is_err()
@@ -250,6 +261,7 @@ fn verify_consumes_exactly_one_nonce_and_check_none() {
             Subject::WorkItem(&t),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -308,6 +320,7 @@ fn standing_token_path_spends_one_nonce_per_spawned_task() {
             Subject::WorkItem(&g),
             &approve(),
             ApprovalScope::Standing,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -370,6 +383,7 @@ fn standing_token_refuses_foreign_and_drifted_spawned_tasks() {
             Subject::WorkItem(&g),
             &approve(),
             ApprovalScope::Standing,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -440,6 +454,7 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
             Subject::WorkItem(&t),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now().minus(Duration::minutes(31)),
         )
         .unwrap();
@@ -453,7 +468,13 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
             .unwrap();
     let st = f
         .svc
-        .issue_token(Subject::WorkItem(&g), &two, ApprovalScope::Standing, now())
+        .issue_token(
+            Subject::WorkItem(&g),
+            &two,
+            ApprovalScope::Standing,
+            &owner_origin(&f.svc),
+            now(),
+        )
         .unwrap();
     f.svc
         .verify(&st, &g, Some(&spawned(&g, "a", "1")), now())
@@ -471,7 +492,13 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
             .unwrap();
     let st5 = f
         .svc
-        .issue_token(Subject::WorkItem(&g), &five, ApprovalScope::Standing, now())
+        .issue_token(
+            Subject::WorkItem(&g),
+            &five,
+            ApprovalScope::Standing,
+            &owner_origin(&f.svc),
+            now(),
+        )
         .unwrap();
     let h = projections::plan_hash(&spawned(&g, "r", "r")).unwrap();
     let audit = |_: &ApprovalToken| ("approval.verified".to_string(), Default::default());
@@ -506,6 +533,7 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
             Subject::WorkItem(&t),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -526,6 +554,7 @@ fn expired_exhausted_replayed_and_foreign_signed_tokens_are_refused_with_distinc
             Subject::WorkItem(&t),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -566,6 +595,7 @@ fn a_token_for_one_work_item_does_not_authorise_another() {
             Subject::WorkItem(&a),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -596,6 +626,7 @@ fn autonomy_threshold_tokens_verify_only_the_exact_proposal() {
             Subject::AutonomyThreshold(&p),
             &approve(),
             ApprovalScope::AutonomyThreshold,
+            &owner_origin(&f.svc),
             now(),
         )
         .unwrap();
@@ -751,6 +782,7 @@ async fn the_engine_actor_serves_issue_verify_check() {
             subject: OwnedSubject::WorkItem(t.clone()),
             decision: approve(),
             scope: ApprovalScope::FullPlan,
+            origin: owner_origin(&f.svc),
             reply,
         },
         2000
@@ -796,6 +828,103 @@ async fn the_engine_actor_serves_issue_verify_check() {
         again,
         Err(ApprovalError::Denied(Denial::Exhausted { .. }))
     ));
+    engine.stop(None);
+    join.await.unwrap();
+}
+
+/// Registers a test connection as owner-authenticated with the engine and
+/// returns it as the origin of the owner's answers.
+fn owner_origin(
+    svc: &silas_actors::approval::ApprovalService,
+) -> silas_actors::approval::AnswerOrigin {
+    svc.owner_sessions().authenticated("test", "owner-device");
+    silas_actors::approval::AnswerOrigin::new("test", "owner-device")
+}
+
+// ------------------------------------------- one approval authority (#12)
+
+#[tokio::test]
+async fn the_engine_mints_only_for_answers_from_owner_authenticated_connections() {
+    let f = fixture();
+    let handle = silas_actors::approval::ApprovalHandle::standalone(f.svc.clone());
+    let t = task("t-owner-only");
+    let mint = |origin: AnswerOrigin| {
+        handle.issue_token(
+            OwnedSubject::WorkItem(t.clone()),
+            approve(),
+            ApprovalScope::FullPlan,
+            origin,
+        )
+    };
+    // A customer's connection, a forged channel name, a connection id the
+    // channel never registered: no token, each audited.
+    for origin in [
+        AnswerOrigin::new("web", "ws-7"),
+        AnswerOrigin::new("test", "ws-7"),
+        AnswerOrigin::new("web", "owner-device"),
+    ] {
+        let r = mint(origin.clone()).await;
+        assert!(
+            matches!(r, Err(ApprovalError::NotOwner { .. })),
+            "{origin:?}: {r:?}"
+        );
+        assert_eq!(
+            silas_core::Coded::code(&r.unwrap_err()),
+            silas_core::ErrorCode::EChannelAuth
+        );
+    }
+    let refused = f
+        .store
+        .audit()
+        .tail(50)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "approval.refused_not_owner")
+        .count();
+    assert_eq!(refused, 3);
+    let issued = |f: &Fixture| {
+        f.store
+            .audit()
+            .tail(50)
+            .unwrap()
+            .iter()
+            .filter(|e| e.event == "approval.issued")
+            .count()
+    };
+    assert_eq!(issued(&f), 0, "nothing issued");
+    // Registered: minted. Closed again: refused again.
+    let owner = owner_origin(&f.svc);
+    let tok = mint(owner.clone()).await.unwrap();
+    assert_eq!(tok.work_item_id, t.id);
+    assert_eq!(issued(&f), 1);
+    f.svc
+        .owner_sessions()
+        .closed(&owner.channel, &owner.connection_id);
+    assert!(matches!(
+        mint(owner).await,
+        Err(ApprovalError::NotOwner { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_raw_engine_message_cannot_skip_the_owner_check() {
+    let f = fixture();
+    let (engine, join) = Actor::spawn(None, ApprovalEngine, f.svc.clone())
+        .await
+        .unwrap();
+    let r: Result<ApprovalToken, ApprovalError> = call_t!(
+        engine,
+        |reply| ApprovalMsg::Issue {
+            subject: OwnedSubject::WorkItem(task("t-raw")),
+            decision: approve(),
+            scope: ApprovalScope::FullPlan,
+            origin: AnswerOrigin::new("web", "ws-anonymous"),
+            reply,
+        },
+        2000
+    )
+    .unwrap();
+    assert!(matches!(r, Err(ApprovalError::NotOwner { .. })), "{r:?}");
     engine.stop(None);
     join.await.unwrap();
 }

@@ -81,6 +81,7 @@ fn restart_child_verifier() {
             Subject::WorkItem(&t),
             &approve(),
             ApprovalScope::FullPlan,
+            &owner_origin(&svc),
             now,
         )
         .unwrap();
@@ -94,6 +95,7 @@ fn restart_child_verifier() {
             Subject::WorkItem(&g),
             &approve(),
             ApprovalScope::Standing,
+            &owner_origin(&svc),
             now,
         )
         .unwrap();
@@ -182,4 +184,13 @@ fn verified_execution_survives_sigkill_and_cannot_be_replayed() {
     assert_ne!(again.execution_nonces[1], nonce);
     // The audit chain written by the killed process is intact.
     assert!(store.audit().verify_chain().unwrap().valid);
+}
+
+/// Registers a test connection as owner-authenticated with the engine and
+/// returns it as the origin of the owner's answers.
+fn owner_origin(
+    svc: &silas_actors::approval::ApprovalService,
+) -> silas_actors::approval::AnswerOrigin {
+    svc.owner_sessions().authenticated("test", "owner-device");
+    silas_actors::approval::AnswerOrigin::new("test", "owner-device")
 }

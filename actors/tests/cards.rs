@@ -118,23 +118,47 @@ async fn a_card_is_answered_once_from_its_scope_with_its_type() {
     // Another scope cannot see it; another type cannot answer it.
     let e = rt
         .stream
-        .answer_card("ws-7", "g1", CardKind::Gate, approve())
+        .answer_card(
+            "ws-7",
+            "g1",
+            CardKind::Gate,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await;
     assert_eq!(e, Err(CardRejection::Unknown("g1".into())));
     let e = rt
         .stream
-        .answer_card("owner", "g1", CardKind::Decision, approve())
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Decision,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await;
     assert!(matches!(e, Err(CardRejection::WrongType { .. })), "{e:?}");
     let e = rt
         .stream
-        .answer_card("owner", "g1", CardKind::Gate, verdict("sure"))
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Gate,
+            verdict("sure"),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await;
     assert!(matches!(e, Err(CardRejection::Invalid { .. })), "{e:?}");
     // The valid answer is recorded and reaches the requester.
     let ok = rt
         .stream
-        .answer_card("owner", "g1", CardKind::Gate, approve())
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Gate,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap();
     assert_eq!(ok.resolution, Resolution::Answered);
@@ -145,7 +169,13 @@ async fn a_card_is_answered_once_from_its_scope_with_its_type() {
     // A second answer changes nothing.
     let again = rt
         .stream
-        .answer_card("owner", "g1", CardKind::Gate, verdict("block"))
+        .answer_card(
+            "owner",
+            "g1",
+            CardKind::Gate,
+            verdict("block"),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await;
     assert_eq!(again, Err(CardRejection::AlreadyAnswered("g1".into())));
     assert!(
@@ -172,7 +202,13 @@ async fn unanswered_gate_card_blocks_at_its_timeout_without_an_answer() {
     assert!(audited(&rt, "card_timed_out", "g2"));
     let late = rt
         .stream
-        .answer_card("owner", "g2", CardKind::Gate, verdict("approve"))
+        .answer_card(
+            "owner",
+            "g2",
+            CardKind::Gate,
+            verdict("approve"),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await;
     assert_eq!(late, Err(CardRejection::AlreadyAnswered("g2".into())));
 }
@@ -278,6 +314,7 @@ async fn secure_input_request_card_carries_metadata_only() {
             &card.request_id,
             CardKind::SecureInput,
             CardResponse::SecureInput { success: true },
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
         )
         .await
         .unwrap();

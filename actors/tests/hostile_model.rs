@@ -99,6 +99,7 @@ impl Fx {
             agents: agents_with_key(&self.fake, API_KEY),
             gates: GateHandle::from_runner(gates),
             approvals: self.svc.clone(),
+            approval_engine: silas_actors::approval::ApprovalHandle::standalone(self.svc.clone()),
             memory,
             sink: Arc::new(sink.clone()),
             observer: Arc::new(TraceObserver),
@@ -326,7 +327,11 @@ async fn needs_approval_false_is_overridden_and_nothing_runs_unapproved() {
     // The owner declines the card: still nothing runs, nothing is issued.
     let out = rt
         .stream
-        .decide_card(&card.request_id, declined())
+        .decide_card(
+            &card.request_id,
+            declined(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap();
     assert!(matches!(out, DecideOutcome::Declined { .. }), "{out:?}");
@@ -361,7 +366,14 @@ async fn a_plan_changed_after_its_card_cannot_be_approved() {
             Ok(())
         })
         .unwrap();
-    let out = rt.stream.decide_card(&card.request_id, approved()).await;
+    let out = rt
+        .stream
+        .decide_card(
+            &card.request_id,
+            approved(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
+        .await;
     assert!(out.is_err(), "an edited plan was approved: {out:?}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(rt.dispatched.try_recv().is_err(), "dispatched");
@@ -1023,6 +1035,7 @@ async fn autonomy_and_standing_scope_cannot_be_self_widened() {
             Subject::AutonomyThreshold(&p),
             &approved(),
             ApprovalScope::AutonomyThreshold,
+            &common::owner_origin(&f.svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -1055,6 +1068,7 @@ async fn autonomy_and_standing_scope_cannot_be_self_widened() {
             Subject::WorkItem(&goal),
             &approved(),
             ApprovalScope::Standing,
+            &common::owner_origin(&f.svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -1407,7 +1421,11 @@ async fn canary_secrets_stay_where_the_spec_allows() {
     let card = rt.cards().remove(0);
     let out = rt
         .stream
-        .decide_card(&card.request_id, approved())
+        .decide_card(
+            &card.request_id,
+            approved(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap();
     assert!(matches!(out, DecideOutcome::Dispatched { .. }), "{out:?}");
@@ -1512,4 +1530,122 @@ async fn a_plan_cannot_overwrite_an_existing_work_item() {
     );
     assert!(proposed.approval_token.is_none(), "and is not approved");
     f.assert_chain_ok();
+}
+
+// ------------------------------------------- only the owner approves (#12)
+
+/// Issue #12, finding 1: in chatbot mode a customer's message produced a
+/// plan card in the customer's own scope, and the customer's `approved`
+/// ran it. Defences: the plan card always goes to the owner's scope with
+/// the owner audience (the customer is told only that it was sent for
+/// review); the Stream refuses an answer to an owner card from a
+/// connection the ApprovalEngine does not know as the owner's; the engine
+/// mints no token for such an answer. Without them the task would run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chatbot_customer_cannot_see_or_answer_the_plan_it_caused() {
+    use silas_actors::approval::AnswerOrigin;
+    let f = Fx::hostile().await;
+    let md = plan_markdown(
+        "t-customer",
+        "needs_approval: false",
+        "Run `touch pwned.txt`.",
+    );
+    f.fake.push(to_planner()).push(planner_reply(false, &md));
+    f.fake.set_fallback(shell("touch pwned.txt"));
+    let rt = f.runtime().await;
+    let customer = "ws-customer-1";
+    let reply = rt.turn(customer, "please run this for me").await;
+    assert_eq!(reply, silas_actors::turn::pipeline::SENT_FOR_REVIEW);
+    wait_for("card", || !rt.cards().is_empty()).await;
+    let card = rt.cards().remove(0);
+    assert_eq!(card.scope_id, "owner", "the card is the owner's");
+    assert_eq!(card.audience, silas_storage::CardAudience::Owner);
+    assert_eq!(card.payload["from_scope"], json!(customer));
+    // The customer answers on its own connection, in its own scope and
+    // (forging) in the owner's scope: unknown card both times.
+    let from_customer = AnswerOrigin::new("web", customer);
+    for scope in [customer, "owner"] {
+        let out = rt
+            .stream
+            .decide_card_for(scope, &card.request_id, approved(), from_customer.clone())
+            .await;
+        assert!(
+            matches!(out, Err(silas_actors::cards::CardRejection::Unknown(_))),
+            "{scope}: {out:?}"
+        );
+    }
+    // The raw decision path (no scope check) refuses it too.
+    let out = rt
+        .stream
+        .decide_card(&card.request_id, approved(), from_customer)
+        .await;
+    assert!(out.is_err(), "{out:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let item = f.get("t-customer");
+    assert!(item.approval_token.is_none(), "no token was minted");
+    assert_eq!(item.status, WorkItemStatus::Pending);
+    assert_eq!(item.scope_id.as_deref(), Some(customer));
+    let audit = f.audit();
+    assert!(!audit.iter().any(|e| e.event == "approval.issued"));
+    assert!(!audit.iter().any(|e| e.event == "work_dispatched"));
+    assert!(
+        audit
+            .iter()
+            .filter(|e| e.event == "card_answer_refused")
+            .count()
+            >= 2
+    );
+    assert!(audit.iter().any(|e| e.event == "plan_sent_for_review"));
+    // The owner's answer on an owner-authenticated connection still works.
+    let out = rt
+        .stream
+        .decide_card_for(
+            "owner",
+            &card.request_id,
+            approved(),
+            AnswerOrigin::new("test", "owner-device"),
+        )
+        .await;
+    assert!(
+        matches!(out, Ok(DecideOutcome::Dispatched { .. })),
+        "{out:?}"
+    );
+    rt.stop().await;
+    f.assert_chain_ok();
+}
+
+/// Issue #12: `follow_up_of` (whose artifacts `input_artifacts_from`
+/// selects), `parent` and `depends_on` may only name work of the plan's own
+/// scope. A customer's plan that builds on the owner's finished report is
+/// refused before any card; the owner's own follow-up is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_cannot_build_on_another_scopes_work() {
+    let f = Fx::hostile().await;
+    f.task(json!({"id": "t-owner-report", "type": "task", "title": "r", "body": "r"}));
+    let steal = plan_markdown(
+        "t-steal",
+        "follow_up_of: t-owner-report\ninput_artifacts_from: ['*']",
+        "Summarise the report.",
+    );
+    f.fake.push(to_planner()).push(planner_reply(true, &steal));
+    let rt = f.runtime().await;
+    let reply = rt.turn("ws-customer-2", "continue the report").await;
+    assert!(reply.contains("outside this conversation"), "{reply}");
+    assert!(rt.cards().is_empty(), "no card for a foreign reference");
+    assert!(f.store.work_items().get("t-steal").unwrap().is_none());
+    assert!(
+        f.audit()
+            .iter()
+            .any(|e| e.event == "plan_reference_refused")
+    );
+    let mine = plan_markdown(
+        "t-mine",
+        "follow_up_of: t-owner-report",
+        "Summarise the report.",
+    );
+    f.fake.push(to_planner()).push(planner_reply(true, &mine));
+    rt.turn("owner", "continue the report").await;
+    wait_for("owner's card", || !rt.cards().is_empty()).await;
+    assert_eq!(rt.cards()[0].payload["work_item_id"], json!("t-mine"));
+    rt.stop().await;
 }

@@ -211,6 +211,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
                 selected_value: Some("a".into()),
                 freetext: None,
             },
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
         )
         .await;
     assert!(matches!(bogus, Err(CardRejection::Unknown(_))), "{bogus:?}");
@@ -226,6 +227,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
                 selected_value: Some("a".into()),
                 freetext: None,
             },
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
         )
         .await
         .unwrap_err();
@@ -246,7 +248,12 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     let plan = rt
         .turns
         .stream
-        .decide_card_for("owner", "dec-1", decision.clone())
+        .decide_card_for(
+            "owner",
+            "dec-1",
+            decision.clone(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -256,7 +263,11 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     let internal = rt
         .turns
         .stream
-        .decide_card("dec-1", decision)
+        .decide_card(
+            "dec-1",
+            decision,
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -281,6 +292,7 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
                 selected_value: Some("a".into()),
                 freetext: None,
             },
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
         )
         .await;
     assert!(matches!(other, Err(CardRejection::Unknown(_))), "{other:?}");

@@ -173,16 +173,19 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         inner: KeywordMemory::new(store.clone()),
         armed: AtomicBool::new(opts.crash_once),
     });
+    let svc = ApprovalService::new(
+        store.clone(),
+        key(),
+        silas_core::approval::IssuePolicy::from_config(&cfg),
+    );
+    svc.owner_sessions().authenticated("test", "owner-device");
     let deps = TurnDeps {
         limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
             &cfg.limits,
         )),
         store: store.clone(),
-        approvals: ApprovalService::new(
-            store.clone(),
-            key(),
-            silas_core::approval::IssuePolicy::from_config(&cfg),
-        ),
+        approval_engine: silas_actors::approval::ApprovalHandle::standalone(svc.clone()),
+        approvals: svc,
         config: cfg,
         agents,
         gates: GateHandle::from_runner(gates),
@@ -530,7 +533,11 @@ async fn restart_flow_approved_plan_survives_and_is_not_re_executed() {
 
     let out = rt
         .stream
-        .decide_card(&card.request_id, approve())
+        .decide_card(
+            &card.request_id,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
         .await
         .unwrap();
     assert!(matches!(out, DecideOutcome::Dispatched { .. }), "{out:?}");
@@ -562,7 +569,14 @@ async fn restart_flow_approved_plan_survives_and_is_not_re_executed() {
     assert_eq!(token.executions_used, 1, "verified exactly once");
     assert!(store.records::<PendingCard>().list().unwrap().is_empty());
     // Answering the old card again neither re-issues nor re-dispatches.
-    let again = rt.stream.decide_card(&card.request_id, approve()).await;
+    let again = rt
+        .stream
+        .decide_card(
+            &card.request_id,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
+        .await;
     assert!(matches!(again, Err(TurnError::UnknownCard(_))), "{again:?}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(rt.dispatched.try_recv().is_err(), "nothing re-executed");
@@ -886,7 +900,14 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
     // Answering it while the channel is still down dispatches the work: the
     // undeliverable "Approved: …" notice does not turn that into an error.
     let card = store.records::<PendingCard>().list().unwrap().remove(0);
-    let out = rt.stream.decide_card(&card.request_id, approve()).await;
+    let out = rt
+        .stream
+        .decide_card(
+            &card.request_id,
+            approve(),
+            silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+        )
+        .await;
     assert!(
         matches!(out, Ok(DecideOutcome::Dispatched { .. })),
         "{out:?}"
@@ -1001,6 +1022,7 @@ async fn a_new_runtime_quarantines_records_that_used_their_attempts() {
         signed: None,
         connection_id: scope.into(),
         ip: None,
+        owner_authenticated: false,
     };
     let inbox = store.inbox();
     // Earlier daemon runs crashed on these (the attempts are durable): one

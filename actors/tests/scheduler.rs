@@ -110,6 +110,7 @@ impl Fx {
                     Subject::WorkItem(&g),
                     &decision,
                     ApprovalScope::Standing,
+                    &owner_origin(&self.svc),
                     Timestamp::now(),
                 )
                 .unwrap();
@@ -479,4 +480,13 @@ async fn panicking_scheduler_is_restarted_and_rebuilds_its_jobs() {
     f.clock.set(ts("2026-06-17T12:05:00Z"));
     next_fire(&mut events, "api:check").await;
     sup.stop(None);
+}
+
+/// Registers a test connection as owner-authenticated with the engine and
+/// returns it as the origin of the owner's answers.
+fn owner_origin(
+    svc: &silas_actors::approval::ApprovalService,
+) -> silas_actors::approval::AnswerOrigin {
+    svc.owner_sessions().authenticated("test", "owner-device");
+    silas_actors::approval::AnswerOrigin::new("test", "owner-device")
 }

@@ -78,7 +78,14 @@ impl Fx {
     }
 
     async fn decide(&self, request_id: &str, verdict: &str) -> Result<DecideOutcome, TurnError> {
-        approval_flow::decide_card(&self.deps, &self.dispatch, request_id, decision(verdict)).await
+        approval_flow::decide_card(
+            &self.deps,
+            &self.dispatch,
+            request_id,
+            decision(verdict),
+            &common::owner_origin(&self.deps.approvals),
+        )
+        .await
     }
 }
 
@@ -372,9 +379,15 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     assert_eq!(f.execution_dirs(), 0);
 
     // Answered after the restart: the executor resumes the paused run.
-    let out_ = approval_flow::decide_card(&f.deps, &tx, &card.request_id, decision("approved"))
-        .await
-        .unwrap();
+    let out_ = approval_flow::decide_card(
+        &f.deps,
+        &tx,
+        &card.request_id,
+        decision("approved"),
+        &common::owner_origin(&f.deps.approvals),
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(out_, DecideOutcome::ToolCallApproved { .. }),
         "{out_:?}"

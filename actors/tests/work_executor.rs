@@ -191,6 +191,7 @@ fn standing(f: &Fx, g: &mut WorkItem) {
             Subject::WorkItem(g),
             &approved(),
             ApprovalScope::Standing,
+            &common::owner_origin(&f.svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -517,6 +518,7 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
             Subject::Batch(&batch),
             &approved(),
             ApprovalScope::Budget,
+            &common::owner_origin(&f.svc),
             Timestamp::now(),
         )
         .unwrap();
@@ -566,6 +568,7 @@ async fn reviewed_batches_are_bound_to_their_exact_payload() {
             Subject::Batch(&edited),
             &approved(),
             ApprovalScope::Budget,
+            &common::owner_origin(&f.svc),
             Timestamp::now(),
         )
         .unwrap();

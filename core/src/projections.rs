@@ -67,6 +67,9 @@ pub const PLAN_HASH_EXCLUDED: &[&str] = &[
     "budget_used",
     "verification_results",
     "created_at",
+    // Set by the server from the turn that created the item; what it may
+    // reference is checked against it, so it never needs the owner's eye.
+    "scope_id",
 ];
 
 fn to_object<T: Serialize>(v: &T) -> Result<Map<String, Value>, CanonicalError> {

@@ -55,6 +55,10 @@ pub struct NewInbound {
     pub signed: Option<SignedMessage>,
     pub connection_id: String,
     pub ip: Option<String>,
+    /// Set by the server at acceptance: the connection had authenticated
+    /// with an owner credential. Never taken from a client frame.
+    #[serde(default)]
+    pub owner_authenticated: bool,
 }
 
 /// One accepted message and its progress.
@@ -309,6 +313,7 @@ mod tests {
             signed: None,
             connection_id: scope.into(),
             ip: None,
+            owner_authenticated: false,
         }
     }
 

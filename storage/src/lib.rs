@@ -36,7 +36,7 @@ pub use chronicle::ChronicleStore;
 pub use error::{StoreError, StoreResult};
 pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
-pub use records::{Keyed, PendingCard, PersonaEvents, Records};
+pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records};
 pub use scheduled_jobs::ScheduledJob;
 pub use work_items::WorkItemStore;
 

@@ -56,6 +56,19 @@ impl Keyed for Connection {
 /// A card awaiting the owner's answer (plan approval, gate approval, batch
 /// review, decision, secure input). Persisted so a restart neither loses the
 /// question nor lets an answer arrive for a card that was never asked.
+/// Who may see and answer a card. Decided by the server when the card is
+/// made, never by a client or a model; a record without it (written before
+/// audiences existed) is the owner's — the safe reading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardAudience {
+    /// Only connections authenticated as the owner see and answer it.
+    #[default]
+    Owner,
+    /// The customer of the card's scope (chatbot mode); never an approval.
+    Customer,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingCard {
     pub request_id: String,
@@ -65,6 +78,8 @@ pub struct PendingCard {
     pub payload: JsonObject,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    #[serde(default)]
+    pub audience: CardAudience,
 }
 
 impl Keyed for PendingCard {

@@ -206,6 +206,7 @@ fn keyed_records_and_persona_events() {
         payload: serde_json::from_value(json!({"work_item_id": "wi-1"})).unwrap(),
         created_at: Timestamp::now(),
         expires_at: Timestamp::now(),
+        audience: silas_storage::CardAudience::Owner,
     };
     s.records::<PendingCard>().put(&card).unwrap();
     assert_eq!(s.records::<PendingCard>().list().unwrap(), vec![card]);

@@ -15,14 +15,14 @@
 //! consumed is never dispatched again, even if a crash left its card behind.
 
 use serde_json::json;
-use silas_core::approval::{Denial, Subject};
+use silas_core::approval::Denial;
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
 use silas_core::model::work::{WorkItem, WorkItemStatus};
 use silas_core::{Timestamp, projections};
 use silas_storage::PendingCard;
 use tokio::sync::mpsc;
 
-use crate::approval::ApprovalError;
+use crate::approval::{AnswerOrigin, ApprovalError, OwnedSubject};
 use crate::channel::Outbound;
 use crate::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
 use crate::work::DispatchRequest;
@@ -86,12 +86,15 @@ pub fn open_cards_for(deps: &TurnDeps, work_item_id: &str) -> Result<Vec<Pending
     Ok(cards::open_cards_for(all, work_item_id))
 }
 
-/// `decide_card(request_id, decision)`.
+/// `decide_card(request_id, decision)`. `origin` is the connection the
+/// answer arrived on: the ApprovalEngine mints a token only if it is a live
+/// owner-authenticated connection.
 pub async fn decide_card(
     deps: &TurnDeps,
     dispatch: &mpsc::Sender<DispatchRequest>,
     request_id: &str,
     decision: ApprovalDecision,
+    origin: &AnswerOrigin,
 ) -> Result<DecideOutcome, TurnError> {
     let cards = deps.store.records::<PendingCard>();
     let card = cards
@@ -116,9 +119,9 @@ pub async fn decide_card(
         return Err(TurnError::UnknownCard(request_id.to_string()));
     }
     if card.card_type == TOOL_CARD {
-        decide_tool_call(deps, dispatch, card, work, decision, now).await
+        decide_tool_call(deps, dispatch, card, work, decision, origin).await
     } else {
-        decide_plan(deps, dispatch, card, work, decision, now).await
+        decide_plan(deps, dispatch, card, work, decision, origin).await
     }
 }
 
@@ -146,7 +149,7 @@ async fn decide_plan(
     card: PendingCard,
     mut work: WorkItem,
     decision: ApprovalDecision,
-    now: Timestamp,
+    origin: &AnswerOrigin,
 ) -> Result<DecideOutcome, TurnError> {
     let cards = deps.store.records::<PendingCard>();
     let request_id = card.request_id.as_str();
@@ -205,19 +208,35 @@ async fn decide_plan(
             return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
         }
     }
-    // Steps 5–8: issue, attach + save, verify (consumes one execution; the
-    // ledger mirrors the updated token onto the stored work item).
-    let token = deps.approvals.issue_token(
-        Subject::WorkItem(&work),
-        &decision,
-        ApprovalScope::FullPlan,
-        now,
-    )?;
+    // What the plan references must belong to the scope it came from
+    // (re-checked here: the item may predate the check at plan time).
+    if let Err(why) = crate::turn::plan::foreign_reference(&deps.store, &work) {
+        cards.delete(request_id)?;
+        audit(
+            deps,
+            "plan_card_refused",
+            json!({"request_id": request_id, "work_item_id": work_item_id,
+                   "reason": "foreign_reference", "detail": why}),
+        )?;
+        return Err(TurnError::ForeignReference(why));
+    }
+    // Steps 5–8: issue (through the ApprovalEngine, which checks the answer
+    // came from the owner), attach + save, verify (consumes one execution;
+    // the ledger mirrors the updated token onto the stored work item).
+    let token = deps
+        .approval_engine
+        .issue_token(
+            OwnedSubject::WorkItem(work.clone()),
+            decision.clone(),
+            ApprovalScope::FullPlan,
+            origin.clone(),
+        )
+        .await?;
     work.approval_token = Some(token.clone());
     work.needs_approval = true;
     work.status = WorkItemStatus::Pending;
     deps.store.work_items().save(&work)?;
-    let verified = match deps.approvals.verify(&token, &work, None, now) {
+    let verified = match deps.approval_engine.verify(token, work.clone(), None).await {
         Ok(t) => t,
         Err(e) => {
             cards.delete(request_id)?;
@@ -263,7 +282,7 @@ async fn decide_tool_call(
     card: PendingCard,
     work: WorkItem,
     decision: ApprovalDecision,
-    now: Timestamp,
+    origin: &AnswerOrigin,
 ) -> Result<DecideOutcome, TurnError> {
     let cards = deps.store.records::<PendingCard>();
     let request_id = card.request_id.clone();
@@ -312,11 +331,17 @@ async fn decide_tool_call(
             .await?;
             return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
         }
-        let subject = Subject::ToolCall(&pause.tool_call);
-        let token =
-            deps.approvals
-                .issue_token(subject, &decision, ApprovalScope::SingleStep, now)?;
-        let verified = deps.approvals.verify_subject(&token, subject, now)?;
+        let subject = OwnedSubject::ToolCall(pause.tool_call.clone());
+        let token = deps
+            .approval_engine
+            .issue_token(
+                subject.clone(),
+                decision.clone(),
+                ApprovalScope::SingleStep,
+                origin.clone(),
+            )
+            .await?;
+        let verified = deps.approval_engine.verify_subject(token, subject).await?;
         ToolDecision::Approved { token: verified }
     };
     let decided = cards::with_decision(card.clone(), &recorded).map_err(|e| bad(e.to_string()))?;

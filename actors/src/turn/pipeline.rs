@@ -71,6 +71,9 @@ pub const STEPS: [&str; 19] = [
 pub const AUTO_RETRIEVE_LIMIT: usize = 5;
 /// Card type of a plan approval request.
 pub const PLAN_CARD: &str = "approval_request";
+/// What a chatbot customer is told when its request needs the owner's
+/// approval: nothing about the plan, the owner or the card.
+pub const SENT_FOR_REVIEW: &str = "Thanks — your request needs a person's review before anything is done. It has been sent for review.";
 /// Card type of a paused tool call of background work (§5.2.1 c2, §4.24).
 pub const TOOL_CARD: &str = "tool_approval";
 
@@ -97,7 +100,11 @@ pub struct TurnDeps {
     pub agents: Agents,
     /// The GateRunner actor (fails closed when it cannot answer).
     pub gates: GateHandle,
+    /// Token checks that are not issuance (message classification, the
+    /// owner-session lookup for card answers).
     pub approvals: ApprovalService,
+    /// The ApprovalEngine actor: the only way an answer becomes a token.
+    pub approval_engine: crate::approval::ApprovalHandle,
     pub memory: Arc<dyn MemoryIndex>,
     pub sink: Arc<dyn ChannelSink>,
     pub observer: Arc<dyn TurnObserver>,
@@ -125,8 +132,9 @@ pub fn standard_gate_runner(config: &Config) -> GateRunner {
 impl TurnDeps {
     /// The production wiring: the built-in gate providers (`guardrails_ai`,
     /// `predicate`) in a standalone GateRunner actor, keyword memory over the
-    /// store, and the tracing observer. The daemon replaces `gates` with the
-    /// supervised actor's handle ([`GateHandle::daemon`]).
+    /// store, and the tracing observer. The daemon replaces `gates` and
+    /// `approval_engine` with its supervised actors' handles
+    /// ([`GateHandle::daemon`], [`crate::approval::ApprovalHandle::daemon`]).
     pub fn standard(
         store: Store,
         config: Arc<Config>,
@@ -142,6 +150,7 @@ impl TurnDeps {
             config,
             agents,
             gates,
+            approval_engine: crate::approval::ApprovalHandle::standalone(approvals.clone()),
             approvals,
             sink,
             observer: Arc::new(TraceObserver),
@@ -167,6 +176,9 @@ pub enum TurnError {
     /// Over a §18.5 limit; nothing was done.
     #[error("rate limited ({}): nothing was done", .0.config_key())]
     RateLimited(crate::limits::LimitKind),
+    /// A plan names work of another conversation scope.
+    #[error("refused: {0}")]
+    ForeignReference(String),
 }
 
 impl Coded for TurnError {
@@ -179,6 +191,7 @@ impl Coded for TurnError {
             TurnError::Dispatch(_) => ErrorCode::ESandboxUnavailable,
             TurnError::Unavailable(_) => ErrorCode::EChannelTimeout,
             TurnError::RateLimited(_) => ErrorCode::EChannelRateLimited,
+            TurnError::ForeignReference(_) => ErrorCode::EApprovalScope,
         }
     }
 }
@@ -455,7 +468,11 @@ impl Turn<'_> {
             attachments: Vec::new(),
             reply_to: None,
         };
-        let known_identity = m.channel != "webhook" && m.connection_id == self.scope.scope_id;
+        // `auth` taint for a connection that authenticated with an owner
+        // credential (set by the server at acceptance); a chatbot customer
+        // or anything else is `external` unless it carries a valid owner
+        // signature (§5.12).
+        let known_identity = m.channel != "webhook" && m.owner_authenticated;
         let c = self.deps.approvals.classify_message(
             &message,
             m.signed.as_ref(),
@@ -865,6 +882,21 @@ impl Turn<'_> {
                 work.input_artifacts_from = vec!["*".into()];
             }
         }
+        // The item belongs to this scope (set here, never by the plan), and
+        // may only build on work of the same scope.
+        work.scope_id = Some(self.scope.scope_id.clone());
+        if let Err(why) = crate::turn::plan::foreign_reference(&self.deps.store, &work) {
+            self.push(
+                "plan_reference_refused",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "detail": why}),
+            );
+            self.reply = Some(format!(
+                "{}\n\n(The plan builds on work outside this conversation, so nothing was scheduled.)",
+                resp.message
+            ));
+            return Ok(());
+        }
         let has_valid_token = false;
         let needs = effective_needs_approval(resp.needs_approval, has_valid_token);
         if needs && !resp.needs_approval {
@@ -931,19 +963,33 @@ impl Turn<'_> {
         let now = Timestamp::now();
         let ttl =
             chrono::Duration::minutes(i64::from(self.deps.config.approval.default_ttl_minutes));
+        // Only the owner approves: a plan from a chatbot customer's scope
+        // goes to the owner's Review (the owner scope), never back to the
+        // customer, who is told only that it was sent for review.
+        let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
         let card = PendingCard {
             request_id,
-            scope_id: self.scope.scope_id.clone(),
+            scope_id: crate::turn::OWNER_SCOPE.to_string(),
             card_type: PLAN_CARD.to_string(),
             // The plan hash binds the card to the plan as shown: an edit
             // after the card makes the approval fail (`decide_card`).
             payload: obj(json!({"work_item_id": work.id, "title": work.title,
                                 "kind": work.kind.as_str(),
                                 "inbox_id": self.record.inbox_id,
+                                "from_scope": self.scope.scope_id,
                                 crate::work_executor::cards::PLAN_HASH_KEY: plan_hash})),
             created_at: now,
             expires_at: now.plus(ttl),
+            audience: silas_storage::CardAudience::Owner,
         };
+        if from_customer {
+            self.push(
+                "plan_sent_for_review",
+                json!({"work_item_id": work.id, "request_id": card.request_id,
+                       "scope_id": self.scope.scope_id}),
+            );
+            self.reply = Some(SENT_FOR_REVIEW.to_string());
+        }
         self.deps.store.records::<PendingCard>().put(&card)?;
         self.push(
             "plan_proposed",

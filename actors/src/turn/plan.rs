@@ -5,6 +5,59 @@
 
 use serde_json::Value;
 use silas_core::model::work::WorkItem;
+use silas_storage::{Store, StoreError};
+
+use crate::turn::OWNER_SCOPE;
+
+/// The scope a stored item belongs to: items recorded before scopes were
+/// are the owner's (only the owner could create work then).
+pub fn scope_of(item: &WorkItem) -> &str {
+    item.scope_id.as_deref().unwrap_or(OWNER_SCOPE)
+}
+
+/// Which item ids a plan points at whose artifacts or state it may use:
+/// `follow_up_of` (whose artifacts `input_artifacts_from` selects),
+/// `parent` and `depends_on`.
+pub fn referenced_ids(item: &WorkItem) -> Vec<&str> {
+    item.follow_up_of
+        .iter()
+        .chain(item.parent.iter())
+        .chain(item.depends_on.iter())
+        .map(String::as_str)
+        .collect()
+}
+
+/// Pure rule: every referenced item must exist and share `item`'s scope.
+/// `lookup` answers an id with the referenced item's scope (`None`: no such
+/// item). Unknown and foreign references read the same to the caller, so a
+/// plan cannot probe another scope's ids.
+pub fn check_references(
+    item: &WorkItem,
+    lookup: impl Fn(&str) -> Result<Option<String>, StoreError>,
+) -> Result<Result<(), String>, StoreError> {
+    let own = scope_of(item);
+    for id in referenced_ids(item) {
+        match lookup(id)? {
+            Some(scope) if scope == own => {}
+            _ => {
+                return Ok(Err(format!(
+                    "work item {:?} refers to {id:?}, which is not work of this conversation",
+                    item.id
+                )));
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// [`check_references`] against the store; a store error refuses too.
+pub fn foreign_reference(store: &Store, item: &WorkItem) -> Result<(), String> {
+    let items = store.work_items();
+    check_references(item, |id| {
+        Ok(items.get(id)?.map(|w| scope_of(&w).to_string()))
+    })
+    .map_err(|e| format!("cannot check what the plan refers to: {e}"))?
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanParseError {
@@ -63,5 +116,63 @@ mod tests {
             parse_plan("---\ntitle: x\n---\nbody"),
             Err(PlanParseError::Invalid(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::*;
+    use silas_core::model::work::WorkItemType;
+    use std::collections::HashMap;
+
+    fn item(scope: Option<&str>) -> WorkItem {
+        let mut w = WorkItem::new("t", WorkItemType::Task, "t");
+        w.scope_id = scope.map(str::to_string);
+        w
+    }
+
+    fn run(w: &WorkItem, known: &[(&str, &str)]) -> Result<(), String> {
+        let m: HashMap<String, String> = known
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        check_references(w, |id| Ok(m.get(id).cloned())).unwrap()
+    }
+
+    #[test]
+    fn references_must_share_the_scope() {
+        let known = [("mine", "ws-7"), ("owners", OWNER_SCOPE), ("other", "ws-9")];
+        let mut w = item(Some("ws-7"));
+        assert!(run(&w, &known).is_ok(), "no references");
+        for field in 0..3 {
+            for (target, ok) in [
+                ("mine", true),
+                ("owners", false),
+                ("other", false),
+                ("nope", false),
+            ] {
+                let mut v = w.clone();
+                match field {
+                    0 => v.follow_up_of = Some(target.into()),
+                    1 => v.parent = Some(target.into()),
+                    _ => v.depends_on = vec!["mine".into(), target.into()],
+                }
+                assert_eq!(run(&v, &known).is_ok(), ok, "field {field} -> {target}");
+            }
+        }
+        // A legacy item without a scope is the owner's.
+        w.scope_id = None;
+        w.follow_up_of = Some("owners".into());
+        assert!(run(&w, &known).is_ok());
+        w.follow_up_of = Some("mine".into());
+        assert!(run(&w, &known).is_err());
+    }
+
+    #[test]
+    fn a_store_error_is_not_a_pass() {
+        let mut w = item(Some(OWNER_SCOPE));
+        w.follow_up_of = Some("x".into());
+        let r = check_references(&w, |_| Err(StoreError::Io("disk".into())));
+        assert!(r.is_err());
     }
 }

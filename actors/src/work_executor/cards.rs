@@ -91,6 +91,7 @@ pub fn fix_task_card(
         })),
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
+        audience: silas_storage::CardAudience::Owner,
     }
 }
 
@@ -131,6 +132,7 @@ pub fn tool_card(
         })),
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
+        audience: silas_storage::CardAudience::Owner,
     })
 }
 
@@ -201,6 +203,7 @@ mod tests {
             payload,
             created_at: Timestamp::now(),
             expires_at: Timestamp::now(),
+            audience: silas_storage::CardAudience::Owner,
         }
     }
 

@@ -127,11 +127,14 @@ pub fn agents_with_key(fake: &FakeLlm, api_key: &str) -> Agents {
 /// policy of `cfg`.
 #[allow(dead_code)]
 pub fn approvals(store: &Store, cfg: &Config) -> ApprovalService {
-    ApprovalService::new(
+    let svc = ApprovalService::new(
         store.clone(),
         Arc::new(OwnerKey::generate().unwrap()),
         IssuePolicy::from_config(cfg),
-    )
+    );
+    // The fixtures' owner answers arrive on this connection.
+    owner_origin(&svc);
+    svc
 }
 
 // ------------------------------------------------------ WorkEngine fixture
@@ -182,6 +185,7 @@ impl Fx {
         let store = Store::open_in(dir.path()).unwrap();
         let key = Arc::new(OwnerKey::generate().unwrap());
         let svc = ApprovalService::new(store.clone(), key, policy(&cfg));
+        owner_origin(&svc);
         let fake = FakeLlm::start().await.unwrap();
         let sandbox = SubprocessSandbox::new(launcher());
         let mut gate_runner = GateRunner::new();
@@ -245,6 +249,7 @@ impl Fx {
                 Subject::WorkItem(item),
                 &approved(),
                 ApprovalScope::FullPlan,
+                &owner_origin(&self.svc),
                 issued,
             )
             .unwrap();
@@ -519,6 +524,7 @@ pub fn pending_card(kind: CardKind, id: &str, scope: &str, payload: Value) -> Pe
         },
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(30)),
+        audience: silas_storage::CardAudience::Owner,
     }
 }
 
@@ -567,4 +573,13 @@ pub async fn wait_for_card(sink: &MemorySink, id: &str) {
             .any(|o| matches!(o, Outbound::Card { card } if card.request_id == id))
     })
     .await;
+}
+
+/// Registers a test connection as owner-authenticated with the engine and
+/// returns it as the origin of the owner's answers.
+pub fn owner_origin(
+    svc: &silas_actors::approval::ApprovalService,
+) -> silas_actors::approval::AnswerOrigin {
+    svc.owner_sessions().authenticated("test", "owner-device");
+    silas_actors::approval::AnswerOrigin::new("test", "owner-device")
 }

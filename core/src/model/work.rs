@@ -386,6 +386,11 @@ pub struct WorkItem {
     pub budget_used: BudgetUsed,
     pub verification_results: Vec<JsonObject>,
     pub created_at: Timestamp,
+    /// The conversation scope whose turn created the item, set by the
+    /// server (never by a plan). `follow_up_of` / `input_artifacts_from`
+    /// may only name items of the same scope. `None` for items from before
+    /// scopes were recorded, which only the owner's scope may then use.
+    pub scope_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -450,6 +455,8 @@ struct WorkItemRaw {
     verification_results: Vec<JsonObject>,
     #[serde(default = "Timestamp::now")]
     created_at: Timestamp,
+    #[serde(default)]
+    scope_id: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -499,6 +506,7 @@ impl TryFrom<WorkItemRaw> for WorkItem {
             budget_used: r.budget_used,
             verification_results: r.verification_results,
             created_at: r.created_at,
+            scope_id: r.scope_id,
         };
         v.validate()?;
         Ok(v)
@@ -541,6 +549,7 @@ impl WorkItem {
             budget_used: BudgetUsed::default(),
             verification_results: Vec::new(),
             created_at: Timestamp::now(),
+            scope_id: None,
         }
     }
 
@@ -881,6 +890,8 @@ mod tests {
             "budget_used",
             "verification_results",
             "created_at",
+            // Silas addition after the spec's fields: the creating scope.
+            "scope_id",
         ];
         let positions: Vec<usize> = order
             .iter()

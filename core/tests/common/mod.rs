@@ -135,6 +135,9 @@ pub fn mutate_excluded(v: &mut Value, field: &str, n: u64) {
             let t = Timestamp::from_micros(1_700_000_000_000_000 + n as i64).unwrap();
             o.insert(field.into(), json!(t));
         }
+        "scope_id" => {
+            o.insert(field.into(), json!(format!("ws-{n}")));
+        }
         other => panic!("no mutation for excluded field {other}"),
     }
 }
