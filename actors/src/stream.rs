@@ -373,6 +373,24 @@ impl StreamState {
         Ok(false)
     }
 
+    /// An answer to a card of another scope: refused as unknown, audited
+    /// (a client guessing or replaying another conversation's card ids).
+    fn refuse_other_scope(
+        &self,
+        card: &PendingCard,
+        scope_id: &str,
+        origin: &AnswerOrigin,
+    ) -> Result<(), ActorProcessingErr> {
+        audit(
+            &self.args.deps,
+            "card_answer_refused",
+            json!({"request_id": card.request_id, "card_type": card.card_type,
+                   "reason": "other_scope", "scope_id": scope_id,
+                   "channel": origin.channel, "connection_id": origin.connection_id}),
+        )?;
+        Ok(())
+    }
+
     fn card_submission(
         &mut self,
         scope_id: &str,
@@ -558,10 +576,14 @@ impl StreamState {
         }
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
-        if let Some(c) = &card
-            && !self.audience_allows(c, origin)?
-        {
-            return Ok(Err(CardRejection::Unknown(request_id.into())));
+        if let Some(c) = &card {
+            if c.scope_id != scope_id {
+                self.refuse_other_scope(c, scope_id, origin)?;
+                return Ok(Err(CardRejection::Unknown(request_id.into())));
+            }
+            if !self.audience_allows(c, origin)? {
+                return Ok(Err(CardRejection::Unknown(request_id.into())));
+            }
         }
         let checked = cards::check_answer(
             card.as_ref(),
@@ -621,6 +643,10 @@ impl StreamState {
                     return Ok(Err(CardRejection::Unknown(request_id.into())));
                 }
                 c
+            }
+            Some(c) => {
+                self.refuse_other_scope(&c, scope_id, origin)?;
+                return Ok(Err(CardRejection::Unknown(request_id.into())));
             }
             _ if self.resolved.contains(request_id) => {
                 return Ok(Err(CardRejection::AlreadyAnswered(request_id.into())));
