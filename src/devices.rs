@@ -352,7 +352,7 @@ mod tests {
         fs::write(&path, "abc").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_cli_token(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("readable by other users"), "{e}");
+        assert!(e.one_line().contains("readable by other users"), "{e:?}");
     }
 
     #[test]

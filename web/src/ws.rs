@@ -343,6 +343,7 @@ pub async fn session(
                         .send(Message::close_with(CLOSE_TOO_BIG, "frame too large"))
                         .await;
                     let _ = sink.close().await;
+                    linger().await;
                     return;
                 }
                 Ok(Some(Ok(msg))) => {
@@ -409,16 +410,19 @@ pub async fn session(
     let writer = tokio::spawn(async move {
         loop {
             tokio::select! {
-                frame = rx.recv() => match frame {
-                    Some(f) => if sink.send(frame_message(&f)).await.is_err() { break },
-                    None => break,
-                },
+                // The reader's close code first: it is sent while the queue
+                // is also ending, and must not lose to the queue's end.
+                biased;
                 code = &mut close_rx => {
                     if let Ok((code, why)) = code {
                         let _ = sink.send(Message::close_with(code, why)).await;
                     }
                     break;
                 }
+                frame = rx.recv() => match frame {
+                    Some(f) => if sink.send(frame_message(&f)).await.is_err() { break },
+                    None => break,
+                },
                 _ = async { let _ = writer_shutdown.wait_for(|s| *s).await; } => {
                     let _ = sink.send(Message::close_with(CLOSE_GOING_AWAY, "server shutting down")).await;
                     break;
@@ -478,6 +482,7 @@ pub async fn session(
             send(&tx, e.frame()).await;
         }
     };
+    let oversized = matches!(ending, Ending::Close(CLOSE_TOO_BIG, _));
     if let Ending::Close(code, why) = ending {
         let _ = close_tx.send((code, why));
     }
@@ -485,6 +490,16 @@ pub async fn session(
     state.health.connection_closed();
     drop(tx);
     let _ = writer.await;
+    if oversized {
+        linger().await;
+    }
+}
+
+/// After closing over an oversized frame, hold the socket briefly: the rest
+/// of that frame is never read, and closing a socket with unread data sends
+/// a TCP reset that can destroy the close frame before the client reads it.
+async fn linger() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 fn frame_message(frame: &ServerFrame) -> Message {
