@@ -181,6 +181,20 @@ pub async fn connect(addr: &str, within: Duration) -> (Ws, Value) {
     connect_with_token(addr, &owner_token_for(addr), within).await
 }
 
+/// Opens `ws://{addr}/ws` with no credential (a chatbot deployment's
+/// customer) and waits for `auth_ok`.
+#[allow(dead_code)]
+pub async fn connect_anonymous(addr: &str, within: Duration) -> (Ws, Value) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .unwrap();
+    let auth = next_frame(&mut ws, within)
+        .await
+        .expect("no auth frame in time");
+    assert_eq!(auth["type"], "auth_ok", "{auth}");
+    (ws, auth)
+}
+
 /// A `ws://{addr}/ws` request offering `token` as `bearer.<token>`.
 #[allow(dead_code)]
 pub fn ws_request(
