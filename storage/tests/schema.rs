@@ -114,7 +114,7 @@ fn v1_store_migrates_to_current_with_owner_devices() {
     let store = Store::open(&path).unwrap();
     let devices = store.records::<silas_core::model::devices::OwnerDevice>();
     assert!(devices.is_empty().unwrap());
-    drop(store);
+    drop((devices, store));
     // Stamped with this build's schema: it opens again without migrating.
     drop(Store::open(&path).unwrap());
 }
