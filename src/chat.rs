@@ -514,7 +514,7 @@ fn closed(code: Option<u16>) -> CliError {
         Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
             ErrorCode::EChannelAuth,
             format!(
-                "the daemon refused the connection (close {c}): set {TOKEN_ENV} or pass --token"
+                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
             ),
         ),
         Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(

@@ -42,6 +42,13 @@ impl DeviceStore for StoreDevices {
             .put(device)
             .map_err(|e| e.to_string())
     }
+    fn save_seen(&self, device: &OwnerDevice) -> Result<(), String> {
+        // No fsync per connection: durable with the store's next commit.
+        self.0
+            .records::<OwnerDevice>()
+            .put_deferred(device)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Authentication events into the hash-chained audit log.
@@ -317,6 +324,7 @@ pub fn owner_auth(cfg: &Config, store: &Store) -> Result<Arc<OwnerAuth>, CliErro
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -165,6 +165,10 @@ impl Throttle {
 pub trait DeviceStore: Send + Sync + 'static {
     fn load(&self) -> Result<Vec<OwnerDevice>, String>;
     fn save(&self, device: &OwnerDevice) -> Result<(), String>;
+    /// Save a `last_seen` refresh; may skip the fsync (losing one is harmless).
+    fn save_seen(&self, device: &OwnerDevice) -> Result<(), String> {
+        self.save(device)
+    }
 }
 
 /// No persistence: devices last as long as the process (tests, tools).
@@ -366,7 +370,7 @@ impl OwnerAuth {
             })
         };
         if let Some(d) = updated
-            && let Err(e) = self.store.save(&d)
+            && let Err(e) = self.store.save_seen(&d)
         {
             tracing::warn!(device_id, "cannot record last_seen: {e}");
         }

@@ -405,7 +405,7 @@ fn device_routes(
     let list = warp::path("devices")
         .and(warp::path::end())
         .and(warp::get())
-        .and(guard.clone())
+        .and(guard)
         .and(with_state.clone())
         .map(|host, origin, authz, remote, state: Arc<WebState>| {
             if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
@@ -416,7 +416,7 @@ fn device_routes(
         });
     let new_code = warp::path!("devices" / "pair")
         .and(warp::post())
-        .and(guard.clone())
+        .and(guard)
         .and(with_state.clone())
         .map(|host, origin, authz, remote, state: Arc<WebState>| {
             if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
