@@ -133,6 +133,15 @@ try {
   await page.locator('#activity .work[data-status="done"]').waitFor({ timeout: 5000 });
   await page.screenshot({ path: join(shots, '5-desktop-activity.png') });
 
+  step = 'another tab reuses this device credential';
+  const tab = await browser.newPage();
+  tab.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  tab.on('pageerror', (e) => consoleErrors.push(String(e)));
+  await tab.goto(base + '/', { waitUntil: 'load' });
+  await tab.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
+  if (!(await tab.locator('#auth-screen').isHidden())) throw new Error('second tab asked for a token');
+  await tab.close();
+
   step = 'no request to any other host';
   if (foreign.length) throw new Error(foreign.join('\n'));
 

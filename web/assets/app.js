@@ -155,6 +155,7 @@
     }
   }
 
+  const AUTH_ERROR_TEXT = $('auth-error').textContent;
   function askForToken(rejected) {
     const screen = $('auth-screen');
     $('auth-error').hidden = !rejected;
@@ -246,6 +247,7 @@
       clearTimeout(authWaitTimer);
       if (ev.code === 4001) {
         const rejected = authSent;
+        $('auth-error').textContent = AUTH_ERROR_TEXT;
         if (rejected) rememberToken(null);
         setConn('unauthorized', 'Needs access token');
         askForToken(rejected);
@@ -1506,7 +1508,8 @@
     connect();
   } else {
     pairWith(pairingCode).then((ok) => {
-      if (ok) { connect(); return; }
+      // A used link on an already paired device: its stored token still works.
+      if (ok || token) { connect(); return; }
       $('auth-error').textContent = 'That pairing link was already used, has expired (10 minutes) or is wrong. Run `silas pair` for a new one, or paste a token.';
       setConn('unauthorized', 'Needs pairing');
       askForToken(true);
