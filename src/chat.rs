@@ -61,6 +61,9 @@ pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
         .clone()
         .filter(|t| !t.is_empty())
         .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))
+        .map(Ok)
+        .or_else(|| crate::devices::read_cli_token(&cfg.data_dir).transpose())
+        .transpose()?
         .or_else(|| cfg.channels.web.auth_token.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -76,7 +79,7 @@ pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
 
 /// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over
 /// loopback.
-fn default_url(cfg: &Config) -> String {
+pub(crate) fn default_url(cfg: &Config) -> String {
     let host = match cfg.channels.web.host.as_str() {
         "0.0.0.0" | "" => "127.0.0.1".to_string(),
         "::" | "[::]" => "[::1]".to_string(),
@@ -511,7 +514,7 @@ fn closed(code: Option<u16>) -> CliError {
         Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
             ErrorCode::EChannelAuth,
             format!(
-                "the daemon refused the connection (close {c}): set {TOKEN_ENV} or pass --token"
+                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
             ),
         ),
         Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(

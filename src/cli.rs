@@ -1,5 +1,5 @@
-//! Command-line surface (spec §12): `init`, `start`, `chat`, `audit
-//! verify|tail`, `config check`, with the global `--config` and `--data-dir`
+//! Command-line surface (spec §12): `init`, `start`, `chat`, `pair`,
+//! `devices list|revoke`, `audit verify|tail`, `config check`, with the global `--config` and `--data-dir`
 //! options.
 
 use std::path::PathBuf;
@@ -34,6 +34,12 @@ pub enum Command {
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
+    /// Print a fresh one-time pairing link (and QR code) for another owner
+    /// device; asks the running daemon.
+    Pair(PairArgs),
+    /// List or revoke the owner's paired devices (asks the running daemon).
+    #[command(subcommand)]
+    Devices(DevicesCommand),
     /// Inspect the hash-chained audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -54,7 +60,8 @@ pub struct ChatArgs {
     /// The daemon's WebSocket URL (default: ws://HOST:PORT/ws from `channels.web`).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
-    /// Web auth token (default: $SILAS_WEB_TOKEN, then `channels.web.auth_token`).
+    /// Web auth token (default: $SILAS_WEB_TOKEN, then the CLI credential
+    /// `{data_dir}/cli.token` the daemon keeps, then `channels.web.auth_token`).
     /// Prefer the environment variable: arguments are visible to other users.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
@@ -64,6 +71,34 @@ pub struct ChatArgs {
     /// After input ends, seconds to wait for outstanding replies and approved work.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub wait: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct PairArgs {
+    /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DevicesCommand {
+    /// Show every owner device (active and revoked).
+    List {
+        /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a device: its credential stops working and its open
+    /// connections are closed.
+    Revoke {
+        device_id: String,
+        /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

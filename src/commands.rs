@@ -37,6 +37,14 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             crate::chat::run(&cfg, args)
         }
+        Command::Pair(args) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::devices::pair(&cfg, args.url.as_deref())
+        }
+        Command::Devices(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::devices::devices(&cfg, cmd)
+        }
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             let store = open_existing_store(&cfg.data_dir)?;

@@ -109,6 +109,14 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         auth_token: cfg.channels.web.auth_token.clone(),
     };
     let server = silas_web::bind(&settings, health.clone()).await?;
+    // Issue #12: the owner always authenticates — a device credential (the
+    // local CLI's is written to {data_dir}/cli.token), a paired browser's, or
+    // the configured auth_token. A first pairing link is printed below.
+    let owner_auth = crate::devices::owner_auth(&cfg, &store)?;
+    let pairing_code = owner_auth
+        .issue_pairing_code()
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let pairing_link = silas_web::pairing_link(&server.base_url(), &pairing_code);
     let addr = server.local_addr().ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelProtocol,
@@ -143,6 +151,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)
+        .with_auth(owner_auth)
         // Chatbot deployment (an active goal): every non-owner connection
         // gets its own scope (§5.1 isolation model, §8.1).
         .with_customer_scopes(cfg.active_goal.is_some())
@@ -279,6 +288,12 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         &store,
         "daemon.started",
         json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_public_key}),
+    );
+    print!("{}", crate::devices::pairing_banner(&pairing_link));
+    let data_dir = std::fs::canonicalize(&cfg.data_dir).unwrap_or_else(|_| cfg.data_dir.clone());
+    println!(
+        "Data dir: {} (more devices: `silas pair`; list or revoke: `silas devices`)",
+        data_dir.display()
     );
     println!(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."

@@ -10,6 +10,7 @@ mod chat;
 mod cli;
 mod commands;
 mod daemon;
+mod devices;
 mod error;
 mod web_bridge;
 

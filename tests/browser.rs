@@ -1,7 +1,8 @@
 //! The PWA in a real browser against the real daemon: `silas start` on port 0
 //! with no API key (the labelled offline responder), then Debian's headless
 //! Chromium, driven by playwright-core (`tests/browser/flow.mjs`), opens the
-//! page at 375×812, walks the first-run onboarding (which must label the
+//! pairing link the daemon printed (the code leaves the address bar and
+//! becomes a stored device token) at 375×812, walks the first-run onboarding (which must label the
 //! offline model), waits for "connected", sends "create a file notes.txt
 //! containing hello", approves the plan card on the Review surface on its
 //! risk ladder (confirm chip or slide), waits for "Done — Verified: n/n checks
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::start;
+use support::{silas, start_daemon};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -59,7 +60,16 @@ fn require_tools() {
 fn pwa_chat_review_approve_activity_in_headless_chromium() {
     require_tools();
     let dir = tempfile::tempdir().unwrap();
-    let (_daemon, addr) = start(dir.path());
+    let (_daemon, addr, banner) = start_daemon(silas(dir.path()), Stdio::null());
+    // The real pairing flow: the link `silas start` printed.
+    let link = banner
+        .iter()
+        .find_map(|l| {
+            l.split_once("http://")
+                .filter(|(_, r)| r.contains("#pair="))
+        })
+        .map(|(_, rest)| format!("http://{}", rest.trim()))
+        .unwrap_or_else(|| panic!("no pairing link in {banner:?}"));
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&shots).unwrap();
 
@@ -67,6 +77,7 @@ fn pwa_chat_review_approve_activity_in_headless_chromium() {
         .arg(browser_dir().join("flow.mjs"))
         .arg(format!("http://{addr}"))
         .arg(&shots)
+        .arg(&link)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

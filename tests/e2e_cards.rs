@@ -36,13 +36,14 @@ async fn connect(addr: &str) -> (Ws, Value) {
     support::connect(addr, Duration::from_secs(10)).await
 }
 
-/// A plain HTTP/1.1 request over loopback: (status, body).
+/// A plain HTTP/1.1 request over loopback, as the owner: (status, body).
 fn http(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let token = support::owner_token_for(addr);
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     let body = body.unwrap_or("");
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -356,8 +357,9 @@ async fn hundred_customer_scopes_see_only_their_own_frames() {
         Stdio::null(),
     );
     let mut clients = Vec::new();
+    // No owner credential: each is a customer in its own scope.
     for _ in 0..100 {
-        clients.push(connect(&addr).await);
+        clients.push(support::connect_anonymous(&addr, Duration::from_secs(10)).await);
     }
     let mut scopes: Vec<String> = clients
         .iter()

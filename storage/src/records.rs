@@ -15,12 +15,15 @@ use serde::de::DeserializeOwned;
 use silas_core::Timestamp;
 use silas_core::model::JsonObject;
 use silas_core::model::connections::Connection;
+use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
 use silas_core::model::personality::{PersonaEvent, PersonaState};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
-use crate::schema::{CONNECTIONS, MEMORY, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE};
+use crate::schema::{
+    CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE,
+};
 
 /// A record stored under its own string key.
 pub trait Keyed: Serialize + DeserializeOwned {
@@ -50,6 +53,14 @@ impl Keyed for Connection {
     const NAME: &'static str = "connections";
     fn key(&self) -> &str {
         &self.connection_id
+    }
+}
+
+impl Keyed for OwnerDevice {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = OWNER_DEVICES;
+    const NAME: &'static str = "owner_devices";
+    fn key(&self) -> &str {
+        &self.device_id
     }
 }
 

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -61,6 +61,10 @@ pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("co
 pub(crate) const SCHEDULED_JOBS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("scheduled_jobs");
 
+/// device_id → OwnerDevice: the web channel's paired owner devices (v2).
+pub(crate) const OWNER_DEVICES: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("owner_devices");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -83,6 +87,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("inbox", "str", "record", RECORD_V1),
     ("inbox_pending", "(str,u64)", "str", 0),
     ("scheduled_jobs", "str", "record", RECORD_V1),
+    ("owner_devices", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -104,9 +109,17 @@ struct Migration {
     run: fn(&WriteTransaction) -> StoreResult<()>,
 }
 
-/// Registered migrations. Schema 1 is the first release, so there are none
-/// yet; a future schema 2 adds `Migration { from: 1, run: … }` here.
-const MIGRATIONS: &[Migration] = &[];
+/// Registered migrations, forward only.
+const MIGRATIONS: &[Migration] = &[Migration {
+    from: 1,
+    run: v1_to_v2,
+}];
+
+/// v2 adds the `owner_devices` table (issue #12); nothing else changes.
+fn v1_to_v2(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(OWNER_DEVICES)?;
+    Ok(())
+}
 
 fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORK_ITEMS)?;
@@ -128,6 +141,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INBOX)?;
     txn.open_table(INBOX_PENDING)?;
     txn.open_table(SCHEDULED_JOBS)?;
+    txn.open_table(OWNER_DEVICES)?;
     Ok(())
 }
 

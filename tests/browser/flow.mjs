@@ -4,16 +4,18 @@
 // in Review answered on its risk ladder, the result card in the Stream and
 // the Activity entry, at 375×812 and 1280×800. Fails on any console error
 // and on any request to a host other than the daemon.
-//   node tests/browser/flow.mjs <base-url> <screenshot-dir>
+// It enters through the pairing link `silas start` printed (issue #12):
+// the code must leave the address bar and become a stored device token.
+//   node tests/browser/flow.mjs <base-url> <screenshot-dir> <pairing-link>
 // Exit 0 on success; otherwise prints the failing step and exits 1.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const [base, shots] = process.argv.slice(2);
-if (!base || !shots) {
-  console.error('usage: flow.mjs <base-url> <screenshot-dir>');
+const [base, shots, pairLink] = process.argv.slice(2);
+if (!base || !shots || !pairLink) {
+  console.error('usage: flow.mjs <base-url> <screenshot-dir> <pairing-link>');
   process.exit(2);
 }
 const executablePath = process.env.SILAS_CHROMIUM || '/usr/bin/chromium';
@@ -43,9 +45,11 @@ try {
   page.on('request', (r) => { if (new URL(r.url()).host !== daemon.host) foreign.push(r.method() + ' ' + r.url()); });
   page.on('websocket', (ws) => { if (new URL(ws.url()).host !== daemon.host) foreign.push('WS ' + ws.url()); });
 
-  step = 'open the page';
-  const resp = await page.goto(base + '/', { waitUntil: 'load' });
+  step = 'open the pairing link';
+  const resp = await page.goto(pairLink, { waitUntil: 'load' });
   if (!resp || resp.status() !== 200) throw new Error('GET / answered ' + (resp && resp.status()));
+  if ((await page.evaluate(() => location.hash)) !== '') throw new Error('pairing code left in the address bar');
+  await page.waitForFunction(() => !!window.localStorage.getItem('silas.token'), null, { timeout: 10000 });
 
   step = 'first-run onboarding';
   await page.getByRole('heading', { name: 'I’m Silas. Let’s get you set up.' }).waitFor({ timeout: 5000 });
@@ -60,6 +64,7 @@ try {
   // No API key: the header must label the offline responder.
   await page.locator('#model-badge:not([hidden])', { hasText: 'Offline model' }).waitFor({ timeout: 5000 });
   await page.screenshot({ path: join(shots, '1-connected.png') });
+  if (!(await page.locator('#auth-screen').isHidden())) throw new Error('token screen shown after pairing');
 
   step = 'send a chat message';
   await page.getByLabel('Message to Silas').fill('create a file notes.txt containing hello');
@@ -127,6 +132,15 @@ try {
   await page.waitForTimeout(400);
   await page.locator('#activity .work[data-status="done"]').waitFor({ timeout: 5000 });
   await page.screenshot({ path: join(shots, '5-desktop-activity.png') });
+
+  step = 'another tab reuses this device credential';
+  const tab = await browser.newPage();
+  tab.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  tab.on('pageerror', (e) => consoleErrors.push(String(e)));
+  await tab.goto(base + '/', { waitUntil: 'load' });
+  await tab.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
+  if (!(await tab.locator('#auth-screen').isHidden())) throw new Error('second tab asked for a token');
+  await tab.close();
 
   step = 'no request to any other host';
   if (foreign.length) throw new Error(foreign.join('\n'));

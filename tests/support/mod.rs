@@ -6,6 +6,9 @@
 //! * spawning `silas start` on port 0 and waiting for its "Silas is running"
 //!   banner — [`start`], [`start_daemon`] — and the [`Daemon`] guard that
 //!   kills it on drop or stops it with SIGTERM and asserts a clean exit;
+//! * the owner's credential: [`owner_token`] reads the CLI credential the
+//!   daemon writes to `{data}/cli.token` (issue #12: the owner always
+//!   authenticates), and [`connect`] presents it for the daemon at `addr`;
 //! * the WebSocket client side: [`connect`] (asserting `auth_ok`),
 //!   [`next_frame`], [`frame_of_type`], [`send`], [`request_plan`];
 //! * reading the audit log the daemon left behind: [`audit_json`],
@@ -14,9 +17,11 @@
 //! Each test crate compiles this module on its own and uses a subset of it,
 //! so items not used by every one of them carry `#[allow(dead_code)]`.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -90,6 +95,44 @@ pub fn start(dir: &Path) -> (Daemon, String) {
     (daemon, addr)
 }
 
+/// The data dir of each daemon started by this test binary, by `host:port`,
+/// so [`connect`] finds the owner credential of the daemon it talks to.
+static DATA_DIRS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+
+/// The local CLI's owner credential the daemon over `data_dir` keeps in
+/// `{data_dir}/cli.token` (present once the daemon announced readiness).
+#[allow(dead_code)]
+pub fn owner_token(data_dir: &Path) -> String {
+    let path = data_dir.join("cli.token");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no owner credential at {}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// The owner credential of the daemon at `addr` (started by [`start_daemon`]).
+#[allow(dead_code)]
+pub fn owner_token_for(addr: &str) -> String {
+    let dir = DATA_DIRS
+        .lock()
+        .unwrap()
+        .as_ref()
+        .and_then(|m| m.get(addr).cloned())
+        .unwrap_or_else(|| panic!("no daemon started at {addr} by this test"));
+    owner_token(&dir)
+}
+
+/// The `--data-dir` argument of a [`silas`] command.
+fn data_dir_of(cmd: &Command) -> Option<PathBuf> {
+    let mut args = cmd.get_args();
+    while let Some(a) = args.next() {
+        if a == "--data-dir" {
+            return args.next().map(PathBuf::from);
+        }
+    }
+    None
+}
+
 /// `cmd` (a [`silas`] command, maybe with more env or args) run as `silas
 /// start` on a free port: the daemon, its `host:port` and the stdout lines up
 /// to and including the readiness banner. Panics if it exits first.
@@ -110,6 +153,13 @@ pub fn start_daemon(mut cmd: Command, stderr: Stdio) -> (Daemon, String, Vec<Str
             && let Some((_, rest)) = line.split_once("http://")
         {
             let addr = rest.split('/').next().unwrap().to_string();
+            if let Some(dir) = data_dir_of(&cmd) {
+                DATA_DIRS
+                    .lock()
+                    .unwrap()
+                    .get_or_insert_with(HashMap::new)
+                    .insert(addr.clone(), dir);
+            }
             // Keep draining stdout so the daemon never blocks on a full pipe.
             std::thread::spawn(move || for _ in lines {});
             return (Daemon { child }, addr, seen);
@@ -123,11 +173,47 @@ pub fn start_daemon(mut cmd: Command, stderr: Stdio) -> (Daemon, String, Vec<Str
 pub type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Opens `ws://{addr}/ws` and waits up to `within` for the first frame,
+/// Opens `ws://{addr}/ws` as the owner (the daemon's CLI credential in
+/// `Sec-WebSocket-Protocol`) and waits up to `within` for the first frame,
 /// which must be `auth_ok`: the socket and that frame.
 #[allow(dead_code)]
 pub async fn connect(addr: &str, within: Duration) -> (Ws, Value) {
+    connect_with_token(addr, &owner_token_for(addr), within).await
+}
+
+/// Opens `ws://{addr}/ws` with no credential (a chatbot deployment's
+/// customer) and waits for `auth_ok`.
+#[allow(dead_code)]
+pub async fn connect_anonymous(addr: &str, within: Duration) -> (Ws, Value) {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .unwrap();
+    let auth = next_frame(&mut ws, within)
+        .await
+        .expect("no auth frame in time");
+    assert_eq!(auth["type"], "auth_ok", "{auth}");
+    (ws, auth)
+}
+
+/// A `ws://{addr}/ws` request offering `token` as `bearer.<token>`.
+#[allow(dead_code)]
+pub fn ws_request(
+    addr: &str,
+    token: &str,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://{addr}/ws").into_client_request().unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        format!("silas.v1, bearer.{token}").parse().unwrap(),
+    );
+    req
+}
+
+/// [`connect`] with an explicit credential.
+#[allow(dead_code)]
+pub async fn connect_with_token(addr: &str, token: &str, within: Duration) -> (Ws, Value) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_request(addr, token))
         .await
         .unwrap();
     let auth = next_frame(&mut ws, within)

@@ -108,26 +108,54 @@
   }
 
   // ---- access token --------------------------------------------------
-  // The token (only needed when the daemon has channels.web.auth_token) is
-  // asked for after the server closes with 4001, sent as the first `auth`
-  // frame — never in the URL — and attached as a Bearer header to the
-  // secure-input POST. It is kept in sessionStorage: it survives a reload
-  // and a daemon restart (the socket reconnects without asking again, and
-  // phones reload background tabs often, which memory-only would turn into
-  // constant re-entry), yet it is scoped to this tab and gone when the tab
-  // closes. Never localStorage: that would persist the owner's credential on
-  // disk indefinitely.
+  // The owner always authenticates (issue #12). This device's credential
+  // comes from a one-time pairing link (`#pair=CODE`, printed by `silas
+  // start` / `silas pair`): the code is read from the fragment, cleared
+  // from the address bar, exchanged once with POST /pair for a device token.
+  // The token screen stays as a fallback (paste a token). The token is kept
+  // in localStorage so every tab and a browser restart reuse it: it is this
+  // device's own credential, revocable with `silas devices revoke`. It
+  // rides in the Sec-WebSocket-Protocol header or the first `auth` frame —
+  // never in the URL — and as a Bearer header on the secure-input POST.
   const TOKEN_KEY = 'silas.token';
   let token = null;
-  try { token = window.sessionStorage.getItem(TOKEN_KEY); } catch (e) { token = null; }
+  try { token = window.localStorage.getItem(TOKEN_KEY); } catch (e) { token = null; }
   function rememberToken(t) {
     token = t || null;
     try {
-      if (token) window.sessionStorage.setItem(TOKEN_KEY, token);
-      else window.sessionStorage.removeItem(TOKEN_KEY);
+      if (token) window.localStorage.setItem(TOKEN_KEY, token);
+      else window.localStorage.removeItem(TOKEN_KEY);
     } catch (e) { /* memory only */ }
   }
 
+  // A pairing code in the fragment, removed from the address bar and the
+  // history entry at once (it is single use, but should not linger).
+  function takePairingCode() {
+    const m = /^#pair=([A-Za-z0-9_-]{16,128})$/.exec(location.hash || '');
+    if (!location.hash.startsWith('#pair=')) return null;
+    try { history.replaceState(null, '', location.pathname + location.search); } catch (e) { location.hash = ''; }
+    return m ? m[1] : '';
+  }
+
+  async function pairWith(code) {
+    try {
+      const res = await fetch('/pair', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        credentials: 'same-origin',
+        body: JSON.stringify({ code, label: (navigator.userAgent || 'browser').slice(0, 64) }),
+      });
+      if (!res.ok) return false;
+      const body = await res.json();
+      if (typeof body.token !== 'string' || !body.token) return false;
+      rememberToken(body.token);
+      return true;
+    } catch (e) {
+      return false;
+    }
+  }
+
+  const AUTH_ERROR_TEXT = $('auth-error').textContent;
   function askForToken(rejected) {
     const screen = $('auth-screen');
     $('auth-error').hidden = !rejected;
@@ -201,7 +229,7 @@
         sock.send(JSON.stringify({ type: 'auth', token }));
         authSent = true;
       } else {
-        // A server with a token waits 5 s for an auth frame, then says 4001.
+        // The server waits 5 s for an auth frame, then says 4001.
         // Ask sooner; submitting reconnects with the token.
         authWaitTimer = setTimeout(() => { if (ws === sock && !authed) askForToken(false); }, 1500);
       }
@@ -219,6 +247,7 @@
       clearTimeout(authWaitTimer);
       if (ev.code === 4001) {
         const rejected = authSent;
+        $('auth-error').textContent = AUTH_ERROR_TEXT;
         if (rejected) rememberToken(null);
         setConn('unauthorized', 'Needs access token');
         askForToken(rejected);
@@ -1474,7 +1503,18 @@
   renderModelStep();
   renderReview();
   setConn('connecting', 'Connecting…');
-  connect();
+  const pairingCode = takePairingCode();
+  if (pairingCode === null) {
+    connect();
+  } else {
+    pairWith(pairingCode).then((ok) => {
+      // A used link on an already paired device: its stored token still works.
+      if (ok || token) { connect(); return; }
+      $('auth-error').textContent = 'That pairing link was already used, has expired (10 minutes) or is wrong. Run `silas pair` for a new one, or paste a token.';
+      setConn('unauthorized', 'Needs pairing');
+      askForToken(true);
+    });
+  }
   if ('serviceWorker' in navigator) {
     navigator.serviceWorker.register('/sw.js').catch(() => { /* installability only */ });
   }

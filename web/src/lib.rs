@@ -2,7 +2,11 @@
 //!
 //! Routes: `GET /health`, `GET /ws` (the typed protocol of [`protocol`], with
 //! the session rules of [`ws`]), `POST /secrets/{ref_id}` (secure input that
-//! never touches the WebSocket or the agent), and the PWA shell embedded by
+//! never touches the WebSocket or the agent), the owner-device routes of
+//! [`auth`] (`POST /pair` exchanges a one-time pairing code for a device
+//! credential; `GET /devices`, `POST /devices/pair`, `POST
+//! /devices/{id}/revoke` take an owner credential as `Authorization: Bearer`),
+//! and the PWA shell embedded by
 //! [`assets`] (`GET /`, `/app.js`, …). Every HTTP response, errors included,
 //! carries the security headers of [`assets::SECURITY_HEADERS`]. It binds loopback by default,
 //! refuses a non-loopback bind without an auth token (defence in depth behind
@@ -29,9 +33,11 @@ use warp::Filter;
 use warp::http::StatusCode;
 
 pub mod assets;
+pub mod auth;
 pub mod protocol;
 pub mod ws;
 
+use auth::{AuthOutcome, Credential, OwnerAuth, RedeemError};
 use ws::{NoSecrets, SecretSink, SecretStoreError, Unattached, WebBackend, WebState};
 
 /// What the server needs from the configuration.
@@ -116,6 +122,7 @@ pub struct BoundServer {
     secrets: Arc<dyn SecretSink>,
     model: Option<protocol::ModelInfo>,
     customer_scopes: bool,
+    auth: Option<Arc<OwnerAuth>>,
 }
 
 /// Bind the listener (port 0 picks a free port).
@@ -149,6 +156,7 @@ pub async fn bind(
         secrets: Arc::new(NoSecrets),
         model: None,
         customer_scopes: false,
+        auth: None,
     })
 }
 
@@ -177,6 +185,34 @@ impl BoundServer {
         self
     }
 
+    /// The owner credentials (devices, pairing codes, throttle). Without
+    /// it the server knows only the configured `auth_token`, if any.
+    pub fn with_auth(mut self, auth: Arc<OwnerAuth>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// `http://host:port/` as a browser on this machine (or, for a
+    /// non-loopback bind, on the network) reaches this server.
+    pub fn base_url(&self) -> String {
+        let port = self
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or(self.settings.port);
+        let host = self.settings.host.to_ascii_lowercase();
+        let unspecified = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        let host = if unspecified || host.is_empty() {
+            "127.0.0.1".to_string()
+        } else {
+            host
+        };
+        format!("http://{host}:{port}/")
+    }
+
     /// `host:port` names this server answers to.
     fn own_hosts(&self) -> Vec<String> {
         let port = self
@@ -201,8 +237,13 @@ impl BoundServer {
         let (tx, rx) = watch::channel(false);
         let own_hosts = self.own_hosts();
         let health = self.health.clone();
+        let auth = self
+            .auth
+            .clone()
+            .unwrap_or_else(|| Arc::new(OwnerAuth::ephemeral(self.settings.auth_token.clone())));
+        let base_url = self.base_url();
         let mut state = WebState::new(
-            self.settings.auth_token.clone(),
+            auth,
             own_hosts,
             self.backend,
             self.secrets,
@@ -211,6 +252,7 @@ impl BoundServer {
         );
         state.model = self.model;
         state.customer_scopes = self.customer_scopes;
+        state.base_url = base_url;
         let state = Arc::new(state);
         let routes = routes(state);
         let mut stop = rx;
@@ -244,6 +286,192 @@ fn json_status(
     body: serde_json::Value,
 ) -> warp::reply::WithStatus<warp::reply::Json> {
     warp::reply::with_status(warp::reply::json(&body), status)
+}
+
+type JsonReply = warp::reply::WithStatus<warp::reply::Json>;
+
+/// `Authorization: Bearer <owner credential>`, checked like a socket's:
+/// Host/Origin first, then the throttle, then the comparison.
+fn owner_http(
+    state: &WebState,
+    host: Option<String>,
+    origin: Option<String>,
+    authorization: Option<String>,
+    remote: Option<SocketAddr>,
+    channel: &str,
+) -> Result<Credential, JsonReply> {
+    if let Err(why) = ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref()) {
+        return Err(json_status(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({"error": why}),
+        ));
+    }
+    let token = authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "));
+    match state.auth.check(remote.map(|r| r.ip()), token, channel) {
+        AuthOutcome::Owner(c) => Ok(c),
+        AuthOutcome::Throttled => Err(json_status(
+            StatusCode::TOO_MANY_REQUESTS,
+            serde_json::json!({"error": "too many failed attempts; try again in a minute"}),
+        )),
+        AuthOutcome::Refused => Err(json_status(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"error": "unauthorized"}),
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+struct PairBody {
+    code: String,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+/// A pairing link: the code rides in the fragment, which browsers never
+/// send to a server (nor put in a Referer).
+pub fn pairing_link(base_url: &str, code: &str) -> String {
+    format!("{base_url}#pair={code}")
+}
+
+fn device_json(d: &silas_core::model::devices::OwnerDevice) -> serde_json::Value {
+    // Never the token hash: nothing a client needs.
+    serde_json::json!({
+        "device_id": d.device_id,
+        "label": d.label,
+        "created_at": d.created_at,
+        "last_seen": d.last_seen,
+        "revoked": d.revoked,
+    })
+}
+
+/// `POST /pair`, `GET /devices`, `POST /devices/pair`, `POST /devices/{id}/revoke`.
+fn device_routes(
+    with_state: impl Filter<Extract = (Arc<WebState>,), Error = std::convert::Infallible>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+) -> impl Filter<Extract = (JsonReply,), Error = warp::Rejection> + Clone {
+    let guard = warp::header::optional::<String>("host")
+        .and(warp::header::optional::<String>("origin"))
+        .and(warp::header::optional::<String>("authorization"))
+        .and(warp::addr::remote());
+    let pair = warp::path("pair")
+        .and(warp::path::end())
+        .and(warp::post())
+        .and(warp::header::optional::<String>("host"))
+        .and(warp::header::optional::<String>("origin"))
+        .and(warp::addr::remote())
+        .and(warp::body::content_length_limit(4 * 1024))
+        .and(warp::body::json::<PairBody>())
+        .and(with_state.clone())
+        .map(
+            |host: Option<String>,
+             origin: Option<String>,
+             remote: Option<SocketAddr>,
+             body: PairBody,
+             state: Arc<WebState>| {
+                if let Err(why) =
+                    ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
+                {
+                    return json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
+                }
+                let label = body.label.unwrap_or_else(|| "browser".into());
+                match state.auth.redeem(remote.map(|r| r.ip()), &body.code, &label) {
+                    Ok((device, token)) => json_status(
+                        StatusCode::OK,
+                        serde_json::json!({"token": token, "device_id": device.device_id}),
+                    ),
+                    Err(RedeemError::Throttled) => json_status(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        serde_json::json!({"error": "too many failed attempts; try again in a minute"}),
+                    ),
+                    Err(RedeemError::Refused(_)) => json_status(
+                        StatusCode::UNAUTHORIZED,
+                        serde_json::json!({"error": "invalid, used or expired pairing code"}),
+                    ),
+                    Err(RedeemError::Internal(e)) => {
+                        tracing::error!("pairing failed: {e}");
+                        json_status(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            serde_json::json!({"error": "could not create the device"}),
+                        )
+                    }
+                }
+            },
+        );
+    let list = warp::path("devices")
+        .and(warp::path::end())
+        .and(warp::get())
+        .and(guard)
+        .and(with_state.clone())
+        .map(|host, origin, authz, remote, state: Arc<WebState>| {
+            if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
+                return reply;
+            }
+            let devices: Vec<_> = state.auth.list().iter().map(device_json).collect();
+            json_status(StatusCode::OK, serde_json::json!({"devices": devices}))
+        });
+    let new_code = warp::path!("devices" / "pair")
+        .and(warp::post())
+        .and(guard)
+        .and(with_state.clone())
+        .map(|host, origin, authz, remote, state: Arc<WebState>| {
+            if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
+                return reply;
+            }
+            match state.auth.issue_pairing_code() {
+                Ok(code) => json_status(
+                    StatusCode::OK,
+                    serde_json::json!({
+                        "link": pairing_link(&state.base_url, &code),
+                        "expires_in_seconds": auth::PAIRING_CODE_TTL.as_secs(),
+                    }),
+                ),
+                Err(e) => {
+                    tracing::error!("cannot issue a pairing code: {e}");
+                    json_status(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        serde_json::json!({"error": "could not issue a pairing code"}),
+                    )
+                }
+            }
+        });
+    let revoke = warp::path!("devices" / String / "revoke")
+        .and(warp::post())
+        .and(guard)
+        .and(with_state)
+        .map(
+            |device_id: String, host, origin, authz, remote, state: Arc<WebState>| {
+                if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
+                    return reply;
+                }
+                match state.auth.revoke(&device_id) {
+                    Ok(true) => {
+                        json_status(StatusCode::OK, serde_json::json!({"revoked": device_id}))
+                    }
+                    Ok(false) => json_status(
+                        StatusCode::NOT_FOUND,
+                        serde_json::json!({"error": "no such device"}),
+                    ),
+                    Err(e) => {
+                        tracing::error!("cannot revoke {device_id}: {e}");
+                        json_status(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            serde_json::json!({"error": "could not revoke the device"}),
+                        )
+                    }
+                }
+            },
+        );
+    pair.or(list)
+        .unify()
+        .or(new_code)
+        .unify()
+        .or(revoke)
+        .unify()
 }
 
 fn routes(
@@ -288,11 +516,22 @@ fn routes(
                         json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
                     return Box::new(reply) as Box<dyn warp::Reply>;
                 }
+                // Bounded pre-auth exposure: refuse beyond the cap.
+                let Some(slot) = state.auth.unauthenticated_slot() else {
+                    let reply = json_status(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        serde_json::json!({"error": "too many unauthenticated connections"}),
+                    );
+                    return Box::new(reply) as Box<dyn warp::Reply>;
+                };
                 let (token, ours) = ws::subprotocol_token(protocols.as_deref());
+                // Both limits: an oversized frame is refused from its header,
+                // so at most 64 KiB of it is ever read.
                 let reply = upgrade
                     .max_message_size(protocol::MAX_FRAME_BYTES)
+                    .max_frame_size(protocol::MAX_FRAME_BYTES)
                     .on_upgrade(move |socket| {
-                        ws::session(socket, state, token, remote.map(|r| r.ip()))
+                        ws::session(socket, state, token, remote.map(|r| r.ip()), slot)
                     });
                 if ours {
                     // Browsers drop a socket whose offered subprotocol is not echoed.
@@ -312,34 +551,22 @@ fn routes(
         .and(warp::header::optional::<String>("host"))
         .and(warp::header::optional::<String>("origin"))
         .and(warp::header::optional::<String>("authorization"))
+        .and(warp::addr::remote())
         .and(warp::body::content_length_limit(16 * 1024))
         .and(warp::body::json::<SecretBody>())
-        .and(with_state)
+        .and(with_state.clone())
         .map(
             |ref_id: String,
              host: Option<String>,
              origin: Option<String>,
              auth: Option<String>,
+             remote: Option<SocketAddr>,
              body: SecretBody,
              state: Arc<WebState>| {
                 // Consumed into a zeroizing buffer at once; never logged or echoed.
                 let value = zeroize::Zeroizing::new(body.value);
-                if let Err(why) =
-                    ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
-                {
-                    return json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
-                }
-                if let Some(expected) = &state.token {
-                    let given = auth
-                        .as_deref()
-                        .and_then(|a| a.strip_prefix("Bearer "))
-                        .unwrap_or("");
-                    if !ws::token_eq(given, expected) {
-                        return json_status(
-                            StatusCode::UNAUTHORIZED,
-                            serde_json::json!({"error": "unauthorized"}),
-                        );
-                    }
+                if let Err(reply) = owner_http(&state, host, origin, auth, remote, "secrets") {
+                    return reply;
                 }
                 match state.secrets.store(&ref_id, value) {
                     Ok(()) => json_status(StatusCode::OK, serde_json::json!({"stored": true})),
@@ -362,6 +589,7 @@ fn routes(
     health
         .or(ws)
         .or(secrets)
+        .or(device_routes(with_state))
         .or(assets::routes())
         .recover(assets::recover)
         .map(assets::with_security_headers)

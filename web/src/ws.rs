@@ -3,10 +3,13 @@
 //! Before the upgrade: the `Host` header must name this server (loopback
 //! names or the configured host, with its port) and an `Origin`, when present,
 //! must be this server too — so a malicious page (including one using DNS
-//! rebinding to point its own name at 127.0.0.1) cannot open a socket, even
-//! with no token configured. Authentication: `Sec-WebSocket-Protocol:
-//! silas.v1, bearer.<token>` or a first frame `{"type":"auth","token":…}`
-//! within 5 s; otherwise close code 4001. Never a query-string token. Then
+//! rebinding to point its own name at 127.0.0.1) cannot open a socket.
+//! Authentication is always required (issue #12, loopback included), with an
+//! owner credential of [`crate::auth`]: `Sec-WebSocket-Protocol: silas.v1,
+//! bearer.<token>` or a first frame `{"type":"auth","token":…}` within 5 s;
+//! otherwise close code 4001 (also for a throttled address, and for a
+//! device revoked while connected). Never a query-string token. A frame over
+//! 64 KiB, before or after authentication, closes the socket with 1009. Then
 //! `auth_ok`, and frames flow: each client frame is parsed and validated; a
 //! bad one gets an `error` frame and the connection stays open. Outbound
 //! frames go through a bounded per-connection queue.
@@ -22,12 +25,15 @@ use tokio::sync::{mpsc, watch};
 use warp::ws::{Message, WebSocket};
 
 use crate::HealthState;
+use crate::auth::{AuthOutcome, OwnerAuth, UnauthSlot};
 use crate::protocol::{ClientFrame, ProtocolError, ServerFrame, parse_client_frame};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Close code for a connection that did not authenticate.
 pub const CLOSE_UNAUTHORIZED: u16 = 4001;
+/// Close code for a frame over the size limit (RFC 6455 "message too big").
+pub const CLOSE_TOO_BIG: u16 = 1009;
 /// Close code when the server shuts down.
 pub const CLOSE_GOING_AWAY: u16 = 1001;
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,8 +46,11 @@ pub const SUBPROTOCOL: &str = "silas.v1";
 pub struct ConnectionInfo {
     pub connection_id: String,
     pub remote_ip: Option<std::net::IpAddr>,
-    /// Authenticated with the configured token (or loopback without a token).
+    /// Presented a valid owner credential (a device's or the configured
+    /// `auth_token`). False for chatbot customers. Nothing else sets it.
     pub owner: bool,
+    /// The owner device whose credential was presented, if a device's.
+    pub device_id: Option<String>,
 }
 
 /// The runtime side of the web channel (implemented by the Stream wiring).
@@ -163,7 +172,8 @@ impl SecretSink for NoSecrets {
 
 /// Shared state of the web channel.
 pub struct WebState {
-    pub token: Option<String>,
+    /// The owner's credentials, the pairing codes and the failure throttle.
+    pub auth: Arc<OwnerAuth>,
     /// `host:port` strings this server answers to.
     pub own_hosts: Vec<String>,
     pub backend: Arc<dyn WebBackend>,
@@ -173,15 +183,17 @@ pub struct WebState {
     /// Announced in `auth_ok` (e.g. the offline responder label).
     pub model: Option<crate::protocol::ModelInfo>,
     /// Chatbot deployment (§5.1 isolation model): a connection that does
-    /// not present the owner token in `Sec-WebSocket-Protocol` is a
+    /// not present an owner credential in `Sec-WebSocket-Protocol` is a
     /// customer with its own scope instead of being refused.
     pub customer_scopes: bool,
+    /// `http://host:port/` for pairing links.
+    pub base_url: String,
     next_id: AtomicU64,
 }
 
 impl WebState {
     pub fn new(
-        token: Option<String>,
+        auth: Arc<OwnerAuth>,
         own_hosts: Vec<String>,
         backend: Arc<dyn WebBackend>,
         secrets: Arc<dyn SecretSink>,
@@ -189,7 +201,7 @@ impl WebState {
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         WebState {
-            token: token.filter(|t| !t.is_empty()),
+            auth,
             own_hosts,
             backend,
             secrets,
@@ -197,6 +209,7 @@ impl WebState {
             shutdown,
             model: None,
             customer_scopes: false,
+            base_url: String::new(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -258,55 +271,124 @@ async fn send(tx: &mpsc::Sender<ServerFrame>, frame: ServerFrame) -> bool {
     tx.send(frame).await.is_ok()
 }
 
-/// Run one upgraded connection to its end.
+/// Whether a read error is a frame or message over the configured limit.
+fn too_big(e: &warp::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
+        .is_some_and(|e| matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_)))
+}
+
+/// Resolves when `device` is revoked; never for other connections.
+async fn revoked(
+    rx: &mut Option<tokio::sync::broadcast::Receiver<String>>,
+    device: Option<&str>,
+    auth: &OwnerAuth,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let (Some(rx), Some(device)) = (rx.as_mut(), device) else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(id) if id == device => return,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) if auth.is_revoked(device) => return,
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return std::future::pending().await,
+        }
+    }
+}
+
+/// Why the reader loop ended: decides the close code the writer sends.
+enum Ending {
+    /// The client went away (or the server is shutting down: the writer
+    /// sends 1001 itself).
+    Normal,
+    Close(u16, &'static str),
+}
+
+/// Run one upgraded connection to its end. `slot` counts the connection
+/// as unauthenticated until it has authenticated (or is refused).
 pub async fn session(
     socket: WebSocket,
     state: Arc<WebState>,
     header_token: Option<String>,
     remote_ip: Option<std::net::IpAddr>,
+    slot: UnauthSlot,
 ) {
     let (mut sink, mut stream) = socket.split();
     let mut shutdown = state.shutdown.clone();
+    let auth = state.auth.clone();
+    // Subscribed before the check: a revocation racing the handshake is seen.
+    let mut revocations = Some(auth.revocations());
 
-    // Chatbot deployment: the owner presents the token in the header; any
-    // other connection is a customer in its own scope (never the owner's).
-    let owner = match (&state.token, &header_token) {
-        _ if !state.customer_scopes => true,
-        (Some(expected), Some(t)) => token_eq(t, expected),
-        _ => false,
+    // Authentication (§8.1, issue #12): the owner always presents a
+    // credential — the header token, or a first auth frame within 5 s. In
+    // a chatbot deployment a connection without a header token is a
+    // customer in its own scope, never the owner.
+    let owner_of = |outcome: AuthOutcome| match outcome {
+        AuthOutcome::Owner(c) => Some(c),
+        AuthOutcome::Throttled | AuthOutcome::Refused => None,
     };
-    // Authentication (§8.1): header token, or a first auth frame within 5 s.
-    let authed = match &state.token {
-        None => true,
-        Some(_) if state.customer_scopes => true,
-        Some(expected) => match header_token {
-            Some(t) => token_eq(&t, expected),
-            None => {
-                let first = tokio::time::timeout(AUTH_TIMEOUT, stream.next()).await;
-                match first {
-                    Ok(Some(Ok(msg))) => msg
+    let (credential, customer) = match header_token {
+        Some(t) => (owner_of(auth.check(remote_ip, Some(&t), "ws")), false),
+        None if state.customer_scopes => (None, true),
+        None if auth.throttled_now(remote_ip, "ws") => (None, false),
+        None => {
+            let first = tokio::time::timeout(AUTH_TIMEOUT, stream.next()).await;
+            match first {
+                Ok(Some(Err(e))) if too_big(&e) => {
+                    auth.failed(remote_ip, "ws", "oversized_frame");
+                    let _ = sink
+                        .send(Message::close_with(CLOSE_TOO_BIG, "frame too large"))
+                        .await;
+                    let _ = sink.close().await;
+                    linger().await;
+                    return;
+                }
+                Ok(Some(Ok(msg))) => {
+                    let token = msg
                         .to_str()
                         .ok()
                         .and_then(|t| parse_client_frame(t).ok())
-                        .is_some_and(|f| matches!(f, ClientFrame::Auth { token } if token_eq(&token, expected))),
-                    _ => false,
+                        .and_then(|f| match f {
+                            ClientFrame::Auth { token } => Some(token),
+                            _ => None,
+                        });
+                    (
+                        owner_of(auth.check(remote_ip, token.as_deref(), "ws")),
+                        false,
+                    )
+                }
+                _ => {
+                    auth.failed(remote_ip, "ws", "no_auth_frame");
+                    (None, false)
                 }
             }
-        },
+        }
     };
-    if !authed {
+    if credential.is_none() && !customer {
         let _ = sink
             .send(Message::close_with(CLOSE_UNAUTHORIZED, "unauthorized"))
             .await;
         let _ = sink.close().await;
         return;
     }
+    drop(slot);
+    let device_id = credential
+        .as_ref()
+        .and_then(|c| c.device_id())
+        .map(str::to_string);
+    if device_id.is_none() {
+        revocations = None;
+    }
 
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
     let conn = ConnectionInfo {
         connection_id: format!("ws-{id}"),
         remote_ip,
-        owner,
+        owner: credential.is_some(),
+        device_id: device_id.clone(),
     };
     let (tx, mut rx) = mpsc::channel::<ServerFrame>(OUTBOUND_QUEUE);
     let scope_id = match state.backend.connected(conn.clone(), tx.clone()).await {
@@ -321,11 +403,22 @@ pub async fn session(
     };
     state.health.connection_opened();
 
-    // Writer: drains the bounded queue; ends on shutdown with 1001.
+    // Writer: drains the bounded queue; ends on shutdown with 1001, or with
+    // the code the reader hands over.
     let mut writer_shutdown = state.shutdown.clone();
+    let (close_tx, mut close_rx) = tokio::sync::oneshot::channel::<(u16, &'static str)>();
     let writer = tokio::spawn(async move {
         loop {
             tokio::select! {
+                // The reader's close code first: it is sent while the queue
+                // is also ending, and must not lose to the queue's end.
+                biased;
+                code = &mut close_rx => {
+                    if let Ok((code, why)) = code {
+                        let _ = sink.send(Message::close_with(code, why)).await;
+                    }
+                    break;
+                }
                 frame = rx.recv() => match frame {
                     Some(f) => if sink.send(frame_message(&f)).await.is_err() { break },
                     None => break,
@@ -348,14 +441,21 @@ pub async fn session(
     )
     .await;
     state.backend.ready(&conn.connection_id).await;
-    loop {
+    let ending = loop {
         let msg = tokio::select! {
             m = stream.next() => m,
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => None,
+            _ = revoked(&mut revocations, device_id.as_deref(), &auth) => {
+                break Ending::Close(CLOSE_UNAUTHORIZED, "device revoked");
+            }
         };
-        let Some(Ok(msg)) = msg else { break };
+        let msg = match msg {
+            Some(Ok(m)) => m,
+            Some(Err(e)) if too_big(&e) => break Ending::Close(CLOSE_TOO_BIG, "frame too large"),
+            _ => break Ending::Normal,
+        };
         if msg.is_close() {
-            break;
+            break Ending::Normal;
         }
         if msg.is_ping() || msg.is_pong() {
             continue;
@@ -381,11 +481,25 @@ pub async fn session(
         if let Err(e) = result {
             send(&tx, e.frame()).await;
         }
+    };
+    let oversized = matches!(ending, Ending::Close(CLOSE_TOO_BIG, _));
+    if let Ending::Close(code, why) = ending {
+        let _ = close_tx.send((code, why));
     }
     state.backend.disconnected(&conn.connection_id).await;
     state.health.connection_closed();
     drop(tx);
     let _ = writer.await;
+    if oversized {
+        linger().await;
+    }
+}
+
+/// After closing over an oversized frame, hold the socket briefly: the rest
+/// of that frame is never read, and closing a socket with unread data sends
+/// a TCP reset that can destroy the close frame before the client reads it.
+async fn linger() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 fn frame_message(frame: &ServerFrame) -> Message {

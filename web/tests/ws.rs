@@ -135,6 +135,17 @@ async fn connect(
     tokio_tungstenite::connect_async(req).await.map(|(s, _)| s)
 }
 
+/// The configured owner token of the servers below.
+const TOKEN: &str = "s3cret";
+const OWNER_PROTOCOL: &str = "silas.v1, bearer.s3cret";
+
+/// A socket that presented the owner token in the subprotocol header.
+async fn connect_owner(addr: std::net::SocketAddr) -> Ws {
+    connect(addr, "/ws", &[("sec-websocket-protocol", OWNER_PROTOCOL)])
+        .await
+        .unwrap()
+}
+
 async fn next_json(ws: &mut Ws) -> Value {
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
@@ -161,9 +172,21 @@ async fn close_code(ws: &mut Ws, within: Duration) -> Option<CloseCode> {
 }
 
 #[tokio::test]
-async fn loopback_without_token_authenticates_and_errors_keep_the_connection() {
-    let s = start(None).await;
-    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+async fn loopback_owner_must_authenticate_and_errors_keep_the_connection() {
+    // Issue #12: no unauthenticated owner, loopback included.
+    let bare = start(None).await;
+    let mut ws = connect(bare.addr, "/ws", &[]).await.unwrap();
+    ws.send(Message::text(r#"{"type":"message","text":"hi"}"#))
+        .await
+        .unwrap();
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(2)).await,
+        Some(CloseCode::Library(4001))
+    );
+    assert!(bare.echo.frames.lock().unwrap().is_empty());
+
+    let s = start(Some(TOKEN)).await;
+    let mut ws = connect_owner(s.addr).await;
     assert_eq!(
         next_json(&mut ws).await,
         json!({"type": "auth_ok", "scope_id": "owner"})
@@ -210,7 +233,7 @@ async fn loopback_without_token_authenticates_and_errors_keep_the_connection() {
 
 #[tokio::test]
 async fn cross_site_and_rebinding_handshakes_are_refused() {
-    let s = start(None).await;
+    let s = start(Some(TOKEN)).await;
     let evil_origin = connect(s.addr, "/ws", &[("origin", "https://evil.example")]).await;
     assert!(evil_origin.is_err(), "cross-site socket accepted");
     let rebinding = connect(
@@ -225,9 +248,16 @@ async fn cross_site_and_rebinding_handshakes_are_refused() {
     assert!(rebinding.is_err(), "DNS-rebinding socket accepted");
     let own = format!("http://localhost:{}", s.addr.port());
     assert!(
-        connect(s.addr, "/ws", &[("origin", own.as_str())])
-            .await
-            .is_ok()
+        connect(
+            s.addr,
+            "/ws",
+            &[
+                ("origin", own.as_str()),
+                ("sec-websocket-protocol", OWNER_PROTOCOL)
+            ]
+        )
+        .await
+        .is_ok()
     );
 }
 
@@ -288,8 +318,8 @@ async fn silence_after_connect_is_closed_with_4001_after_five_seconds() {
 
 #[tokio::test]
 async fn shutdown_closes_sessions_with_1001() {
-    let mut s = start(None).await;
-    let mut ws = connect(s.addr, "/ws", &[]).await.unwrap();
+    let mut s = start(Some(TOKEN)).await;
+    let mut ws = connect_owner(s.addr).await;
     assert_eq!(next_json(&mut ws).await["type"], "auth_ok");
     s.stop.take().unwrap().send(()).unwrap();
     assert_eq!(
@@ -304,13 +334,14 @@ async fn shutdown_closes_sessions_with_1001() {
 
 #[tokio::test]
 async fn secure_input_endpoint_stores_once_and_never_echoes() {
-    let s = start(None).await;
+    let s = start(Some(TOKEN)).await;
     s.vault.pending.lock().unwrap().push("ref_abc".into());
     let c = http_client();
     let url = |r: &str| format!("http://{}/secrets/{r}", s.addr);
     let canary = "ntn_CANARY_SECRET_VALUE";
     let r = c
         .post(url("ref_abc"))
+        .bearer_auth(TOKEN)
         .json(&json!({"value": canary}))
         .send()
         .await
@@ -328,6 +359,7 @@ async fn secure_input_endpoint_stores_once_and_never_echoes() {
     );
     assert_eq!(
         c.post(url("ref_abc"))
+            .bearer_auth(TOKEN)
             .json(&json!({"value": "x"}))
             .send()
             .await
@@ -337,6 +369,7 @@ async fn secure_input_endpoint_stores_once_and_never_echoes() {
     );
     assert_eq!(
         c.post(url("ref_nope"))
+            .bearer_auth(TOKEN)
             .json(&json!({"value": "x"}))
             .send()
             .await
@@ -347,6 +380,7 @@ async fn secure_input_endpoint_stores_once_and_never_echoes() {
     let cross = c
         .post(url("ref_abc"))
         .header("origin", "https://evil.example")
+        .bearer_auth(TOKEN)
         .json(&json!({"value": "x"}))
         .send()
         .await

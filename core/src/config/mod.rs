@@ -115,7 +115,8 @@ pub use paths::{normalize_lexically, resolve_path, world_writable_mode};
 pub use providers::{ModelEndpoint, ProviderConfig, builtin_providers};
 pub use sections::*;
 pub use validate::{
-    MAX_SKILL_METADATA_BUDGET_PCT, PORTABILITY_BUNDLE_FORMATS, REINGESTION_TIERS, is_loopback_host,
+    MAX_SKILL_METADATA_BUDGET_PCT, MIN_AUTH_TOKEN_CHARS, PORTABILITY_BUNDLE_FORMATS,
+    REINGESTION_TIERS, is_loopback_host,
 };
 
 use env::{AppliedOverride, dotted};

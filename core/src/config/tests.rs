@@ -522,7 +522,10 @@ fn every_validation_rule_names_its_key() {
         }),
         ("channels.web.host", |c| {
             c.channels.web.host = String::new();
-            c.channels.web.auth_token = Some("t".into());
+            c.channels.web.auth_token = Some("t".repeat(32));
+        }),
+        ("channels.web.auth_token", |c| {
+            c.channels.web.auth_token = Some("t".repeat(31));
         }),
         ("limits.ws_messages_per_minute_per_scope", |c| {
             c.limits.ws_messages_per_minute_per_scope = 0
@@ -756,7 +759,7 @@ fn validation_messages_read_well() {
 fn non_loopback_host_with_token_is_valid() {
     let mut cfg = Config::default();
     cfg.channels.web.host = "0.0.0.0".into();
-    cfg.channels.web.auth_token = Some("secret".into());
+    cfg.channels.web.auth_token = Some("s".repeat(32));
     assert!(errors(&cfg).is_empty());
 }
 

@@ -95,6 +95,9 @@ impl Checker {
     }
 }
 
+/// Shortest accepted `channels.web.auth_token` (issue #12).
+pub const MIN_AUTH_TOKEN_CHARS: usize = 32;
+
 /// Runs every rule. `cwd` anchors relative paths.
 pub(crate) fn collect(cfg: &Config, cwd: &Path) -> Vec<ConfigError> {
     let mut c = Checker { errors: Vec::new() };
@@ -114,6 +117,21 @@ fn spec_rules(cfg: &Config, cwd: &Path, c: &mut Checker) {
             format!(
                 "required when channels.web.host is not a loopback address (got {:?})",
                 web.host
+            ),
+        );
+    }
+
+    // Issue #12: a configured token is an owner credential; a short one is
+    // guessable, so it is refused rather than weakening every device's.
+    if let Some(t) = &web.auth_token
+        && !t.trim().is_empty()
+        && t.chars().count() < MIN_AUTH_TOKEN_CHARS
+    {
+        c.fail(
+            "channels.web.auth_token",
+            format!(
+                "must be at least {MIN_AUTH_TOKEN_CHARS} characters (got {})",
+                t.chars().count()
             ),
         );
     }

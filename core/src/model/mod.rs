@@ -51,6 +51,7 @@ pub mod agents;
 pub mod approval;
 pub mod connections;
 pub mod context;
+pub mod devices;
 pub mod error;
 pub mod execution;
 pub mod gates;

@@ -1,0 +1,610 @@
+//! Owner authentication (issue #12): the owner is always authenticated,
+//! loopback included. Each owner device holds its own random credential
+//! (256 bits); only its SHA-256 is kept (the store via [`DeviceStore`]).
+//! A device is created by redeeming a one-time pairing code (10 min, single
+//! use, kept hashed in memory) or by the daemon for the local CLI. A
+//! configured `channels.web.auth_token` stays an owner credential too.
+//!
+//! Failed authentications are throttled per remote address: once
+//! [`FAILED_AUTH_LIMIT`] failures fall in the last [`FAILED_AUTH_WINDOW`],
+//! further attempts from that address are refused before any comparison.
+//! Every failure is audited (address and reason, never token material).
+//! The policy parts ([`PairingCodes`], [`Throttle`]) take the clock as an
+//! argument so they are unit-tested without waiting.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use silas_core::Timestamp;
+use silas_core::canonical::{hex_lower, sha256_hex};
+use silas_core::model::devices::OwnerDevice;
+use tokio::sync::broadcast;
+
+/// How long a pairing code can be redeemed.
+pub const PAIRING_CODE_TTL: Duration = Duration::from_secs(10 * 60);
+/// Failed authentications per address tolerated within the window.
+pub const FAILED_AUTH_LIMIT: usize = 50;
+pub const FAILED_AUTH_WINDOW: Duration = Duration::from_secs(60);
+/// WebSocket connections allowed to be open before they authenticate.
+pub const MAX_UNAUTHENTICATED: usize = 64;
+/// Pairing codes outstanding at once (older ones are dropped first).
+const MAX_PAIRING_CODES: usize = 32;
+/// Addresses tracked by the throttle; beyond this the stalest are dropped.
+const MAX_THROTTLED_ADDRESSES: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("no randomness available: {0}")]
+    Random(String),
+    #[error("cannot persist the device record: {0}")]
+    Store(String),
+}
+
+impl silas_core::Coded for AuthError {
+    fn code(&self) -> silas_core::ErrorCode {
+        match self {
+            AuthError::Random(_) => silas_core::ErrorCode::ECfgIo,
+            AuthError::Store(_) => silas_core::ErrorCode::EDbIo,
+        }
+    }
+}
+
+/// A fresh random secret: 32 bytes, lowercase hex.
+pub fn new_secret() -> Result<String, AuthError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| AuthError::Random(e.to_string()))?;
+    Ok(hex_lower(&bytes))
+}
+
+/// What the store keeps of a token or code.
+pub fn secret_hash(secret: &str) -> String {
+    sha256_hex(secret.as_bytes())
+}
+
+/// Why a pairing code was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairRefusal {
+    /// Never issued, or already redeemed (indistinguishable on purpose).
+    Unknown,
+    Expired,
+}
+
+impl PairRefusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairRefusal::Unknown => "unknown_or_used_code",
+            PairRefusal::Expired => "expired_code",
+        }
+    }
+}
+
+/// Outstanding pairing codes, by hash, with their expiry.
+#[derive(Debug, Default)]
+pub struct PairingCodes {
+    codes: HashMap<String, Instant>,
+}
+
+impl PairingCodes {
+    pub fn insert(&mut self, code: &str, now: Instant) {
+        self.codes.retain(|_, exp| *exp > now);
+        if self.codes.len() >= MAX_PAIRING_CODES
+            && let Some(oldest) = self
+                .codes
+                .iter()
+                .min_by_key(|(_, exp)| **exp)
+                .map(|(k, _)| k.clone())
+        {
+            self.codes.remove(&oldest);
+        }
+        self.codes.insert(secret_hash(code), now + PAIRING_CODE_TTL);
+    }
+
+    /// Consume `code`: valid once, before its expiry.
+    pub fn redeem(&mut self, code: &str, now: Instant) -> Result<(), PairRefusal> {
+        // Removed whatever the outcome: an expired code never comes back.
+        match self.codes.remove(&secret_hash(code)) {
+            None => Err(PairRefusal::Unknown),
+            Some(exp) if exp <= now => Err(PairRefusal::Expired),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Failed-authentication counts per address over a sliding window.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    failures: HashMap<IpAddr, VecDeque<Instant>>,
+}
+
+impl Throttle {
+    /// Whether `ip` may attempt to authenticate now.
+    pub fn allowed(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let Some(q) = self.failures.get_mut(&ip) else {
+            return true;
+        };
+        while q
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= FAILED_AUTH_WINDOW)
+        {
+            q.pop_front();
+        }
+        if q.is_empty() {
+            self.failures.remove(&ip);
+            return true;
+        }
+        q.len() < FAILED_AUTH_LIMIT
+    }
+
+    pub fn record_failure(&mut self, ip: IpAddr, now: Instant) {
+        if !self.failures.contains_key(&ip) && self.failures.len() >= MAX_THROTTLED_ADDRESSES {
+            // Bounded memory: forget the address whose last failure is oldest.
+            if let Some(stale) = self
+                .failures
+                .iter()
+                .min_by_key(|(_, q)| q.back().copied())
+                .map(|(ip, _)| *ip)
+            {
+                self.failures.remove(&stale);
+            }
+        }
+        let q = self.failures.entry(ip).or_default();
+        q.push_back(now);
+        // Only the most recent LIMIT failures matter for the decision.
+        while q.len() > FAILED_AUTH_LIMIT {
+            q.pop_front();
+        }
+    }
+}
+
+/// Where device records live (the redb store in the daemon).
+pub trait DeviceStore: Send + Sync + 'static {
+    fn load(&self) -> Result<Vec<OwnerDevice>, String>;
+    fn save(&self, device: &OwnerDevice) -> Result<(), String>;
+    /// Save a `last_seen` refresh; may skip the fsync (losing one is harmless).
+    fn save_seen(&self, device: &OwnerDevice) -> Result<(), String> {
+        self.save(device)
+    }
+}
+
+/// No persistence: devices last as long as the process (tests, tools).
+pub struct EphemeralDevices;
+
+impl DeviceStore for EphemeralDevices {
+    fn load(&self) -> Result<Vec<OwnerDevice>, String> {
+        Ok(Vec::new())
+    }
+    fn save(&self, _: &OwnerDevice) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Where authentication events go (the audit log in the daemon).
+pub trait AuthAudit: Send + Sync + 'static {
+    fn record(&self, event: &str, data: serde_json::Value);
+}
+
+/// Audits to the tracing log only.
+pub struct LogAudit;
+
+impl AuthAudit for LogAudit {
+    fn record(&self, event: &str, data: serde_json::Value) {
+        tracing::info!(event, %data, "web auth");
+    }
+}
+
+/// Which owner credential a connection presented.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// The configured `channels.web.auth_token`.
+    ConfigToken,
+    /// A paired (or CLI) device.
+    Device(String),
+}
+
+impl Credential {
+    pub fn device_id(&self) -> Option<&str> {
+        match self {
+            Credential::Device(id) => Some(id),
+            Credential::ConfigToken => None,
+        }
+    }
+}
+
+/// Result of checking a presented credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthOutcome {
+    Owner(Credential),
+    /// The address is over its failure budget: nothing was compared.
+    Throttled,
+    Refused,
+}
+
+/// The owner's credentials and the rules around them.
+pub struct OwnerAuth {
+    config_token: Option<String>,
+    /// device_id → record (the store's contents, cached).
+    devices: Mutex<HashMap<String, OwnerDevice>>,
+    store: Arc<dyn DeviceStore>,
+    audit: Arc<dyn AuthAudit>,
+    codes: Mutex<PairingCodes>,
+    throttle: Mutex<Throttle>,
+    revoked: broadcast::Sender<String>,
+    unauthenticated: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves plain data behind.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn remote(ip: Option<IpAddr>) -> String {
+    ip.map(|i| i.to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl OwnerAuth {
+    /// Load the devices from `store`.
+    pub fn new(
+        config_token: Option<String>,
+        store: Arc<dyn DeviceStore>,
+        audit: Arc<dyn AuthAudit>,
+    ) -> Result<Self, AuthError> {
+        let loaded = store.load().map_err(AuthError::Store)?;
+        let devices = loaded
+            .into_iter()
+            .map(|d| (d.device_id.clone(), d))
+            .collect();
+        Ok(OwnerAuth {
+            config_token: config_token.filter(|t| !t.is_empty()),
+            devices: Mutex::new(devices),
+            store,
+            audit,
+            codes: Mutex::new(PairingCodes::default()),
+            throttle: Mutex::new(Throttle::default()),
+            revoked: broadcast::channel(16).0,
+            unauthenticated: AtomicUsize::new(0),
+        })
+    }
+
+    /// No devices, no persistence, audit to the log.
+    pub fn ephemeral(config_token: Option<String>) -> Self {
+        OwnerAuth {
+            config_token: config_token.filter(|t| !t.is_empty()),
+            devices: Mutex::new(HashMap::new()),
+            store: Arc::new(EphemeralDevices),
+            audit: Arc::new(LogAudit),
+            codes: Mutex::new(PairingCodes::default()),
+            throttle: Mutex::new(Throttle::default()),
+            revoked: broadcast::channel(16).0,
+            unauthenticated: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn has_config_token(&self) -> bool {
+        self.config_token.is_some()
+    }
+
+    /// Whether `ip` is over its failure budget (checked before comparing).
+    pub fn throttled(&self, ip: Option<IpAddr>) -> bool {
+        ip.is_some_and(|ip| !lock(&self.throttle).allowed(ip, Instant::now()))
+    }
+
+    /// Record and audit one failed authentication from `ip`.
+    pub fn failed(&self, ip: Option<IpAddr>, channel: &str, reason: &str) {
+        if let Some(ip) = ip {
+            lock(&self.throttle).record_failure(ip, Instant::now());
+        }
+        self.audit.record(
+            "web.auth_failed",
+            json!({"remote": remote(ip), "channel": channel, "reason": reason}),
+        );
+    }
+
+    /// [`Self::throttled`], audited when it refuses.
+    pub fn throttled_now(&self, ip: Option<IpAddr>, channel: &str) -> bool {
+        let refused = self.throttled(ip);
+        if refused {
+            self.audit.record(
+                "web.auth_throttled",
+                json!({"remote": remote(ip), "channel": channel}),
+            );
+        }
+        refused
+    }
+
+    /// Compare `token` with the owner credentials (no throttle, no audit).
+    pub fn identify(&self, token: &str) -> Option<Credential> {
+        if let Some(expected) = &self.config_token
+            && crate::ws::token_eq(token, expected)
+        {
+            return Some(Credential::ConfigToken);
+        }
+        // Hash lookup: the tokens are 256-bit random, so timing on their
+        // hashes reveals nothing usable.
+        let hash = secret_hash(token);
+        lock(&self.devices)
+            .values()
+            .find(|d| !d.revoked && crate::ws::token_eq(&d.token_sha256, &hash))
+            .map(|d| Credential::Device(d.device_id.clone()))
+    }
+
+    /// The full check: throttle first, then compare; failures recorded and
+    /// audited, a device's `last_seen` refreshed on success.
+    pub fn check(&self, ip: Option<IpAddr>, token: Option<&str>, channel: &str) -> AuthOutcome {
+        if self.throttled_now(ip, channel) {
+            return AuthOutcome::Throttled;
+        }
+        let found = token
+            .filter(|t| !t.is_empty())
+            .and_then(|t| self.identify(t));
+        match found {
+            Some(c) => {
+                if let Credential::Device(id) = &c {
+                    self.touch(id);
+                }
+                AuthOutcome::Owner(c)
+            }
+            None => {
+                let reason = if token.is_some_and(|t| !t.is_empty()) {
+                    "invalid_credential"
+                } else {
+                    "missing_credential"
+                };
+                self.failed(ip, channel, reason);
+                AuthOutcome::Refused
+            }
+        }
+    }
+
+    fn touch(&self, device_id: &str) {
+        let updated = {
+            let mut devices = lock(&self.devices);
+            devices.get_mut(device_id).map(|d| {
+                d.last_seen = Some(Timestamp::now());
+                d.clone()
+            })
+        };
+        if let Some(d) = updated
+            && let Err(e) = self.store.save_seen(&d)
+        {
+            tracing::warn!(device_id, "cannot record last_seen: {e}");
+        }
+    }
+
+    /// A new device with a fresh credential: the record and the token
+    /// (returned once; only its hash is kept).
+    pub fn create_device(&self, label: &str) -> Result<(OwnerDevice, String), AuthError> {
+        let token = new_secret()?;
+        let id = new_secret()?;
+        let device = OwnerDevice {
+            device_id: format!("dev-{}", &id[..16]),
+            label: label.chars().take(64).collect(),
+            token_sha256: secret_hash(&token),
+            created_at: Timestamp::now(),
+            last_seen: None,
+            revoked: false,
+        };
+        self.store.save(&device).map_err(AuthError::Store)?;
+        lock(&self.devices).insert(device.device_id.clone(), device.clone());
+        self.audit.record(
+            "web.device_added",
+            json!({"device_id": device.device_id, "label": device.label}),
+        );
+        Ok((device, token))
+    }
+
+    /// A fresh pairing code (valid [`PAIRING_CODE_TTL`], once).
+    pub fn issue_pairing_code(&self) -> Result<String, AuthError> {
+        let code = new_secret()?;
+        lock(&self.codes).insert(&code, Instant::now());
+        self.audit.record("web.pairing_code_issued", json!({}));
+        Ok(code)
+    }
+
+    /// Exchange a pairing code for a new device credential.
+    pub fn redeem(
+        &self,
+        ip: Option<IpAddr>,
+        code: &str,
+        label: &str,
+    ) -> Result<(OwnerDevice, String), RedeemError> {
+        if self.throttled_now(ip, "pair") {
+            return Err(RedeemError::Throttled);
+        }
+        let outcome = lock(&self.codes).redeem(code, Instant::now());
+        if let Err(why) = outcome {
+            self.failed(ip, "pair", why.as_str());
+            return Err(RedeemError::Refused(why));
+        }
+        self.create_device(label).map_err(RedeemError::Internal)
+    }
+
+    /// Every device, oldest first.
+    pub fn list(&self) -> Vec<OwnerDevice> {
+        let mut all: Vec<_> = lock(&self.devices).values().cloned().collect();
+        all.sort_by(|a, b| (a.created_at, &a.device_id).cmp(&(b.created_at, &b.device_id)));
+        all
+    }
+
+    /// Revoke a device: its token is refused from now on and its open
+    /// sockets are closed. `Ok(false)` when there is no such device.
+    pub fn revoke(&self, device_id: &str) -> Result<bool, AuthError> {
+        let updated = {
+            let devices = lock(&self.devices);
+            devices.get(device_id).map(|d| OwnerDevice {
+                revoked: true,
+                ..d.clone()
+            })
+        };
+        let Some(device) = updated else {
+            return Ok(false);
+        };
+        self.store.save(&device).map_err(AuthError::Store)?;
+        lock(&self.devices).insert(device.device_id.clone(), device);
+        self.audit
+            .record("web.device_revoked", json!({"device_id": device_id}));
+        // No receiver simply means no open socket.
+        let _ = self.revoked.send(device_id.to_string());
+        Ok(true)
+    }
+
+    /// Revocations as they happen (sessions close their socket on a match).
+    pub fn revocations(&self) -> broadcast::Receiver<String> {
+        self.revoked.subscribe()
+    }
+
+    /// Whether a device is (now) revoked or unknown.
+    pub fn is_revoked(&self, device_id: &str) -> bool {
+        lock(&self.devices).get(device_id).is_none_or(|d| d.revoked)
+    }
+
+    /// Take a slot for a connection that has not authenticated yet, or
+    /// `None` when [`MAX_UNAUTHENTICATED`] are already open.
+    pub fn unauthenticated_slot(self: &Arc<Self>) -> Option<UnauthSlot> {
+        let prev = self.unauthenticated.fetch_add(1, Ordering::AcqRel);
+        if prev >= MAX_UNAUTHENTICATED {
+            self.unauthenticated.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(UnauthSlot(self.clone()))
+    }
+}
+
+/// Why a pairing code exchange failed.
+#[derive(Debug)]
+pub enum RedeemError {
+    Throttled,
+    Refused(PairRefusal),
+    Internal(AuthError),
+}
+
+/// Held while a connection is unauthenticated; released on drop (also when
+/// the upgrade never happens).
+pub struct UnauthSlot(Arc<OwnerAuth>);
+
+impl Drop for UnauthSlot {
+    fn drop(&mut self) {
+        self.0.unauthenticated.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn pairing_code_is_single_use_and_expires() {
+        let t0 = Instant::now();
+        let mut codes = PairingCodes::default();
+        codes.insert("code-a", t0);
+        codes.insert("code-b", t0);
+        assert_eq!(codes.redeem("wrong", t0), Err(PairRefusal::Unknown));
+        assert_eq!(
+            codes.redeem("code-a", t0 + Duration::from_secs(599)),
+            Ok(())
+        );
+        assert_eq!(codes.redeem("code-a", t0), Err(PairRefusal::Unknown));
+        assert_eq!(
+            codes.redeem("code-b", t0 + PAIRING_CODE_TTL),
+            Err(PairRefusal::Expired)
+        );
+        // An expired code is gone, not merely refused.
+        assert_eq!(codes.redeem("code-b", t0), Err(PairRefusal::Unknown));
+    }
+
+    #[test]
+    fn pairing_codes_are_bounded() {
+        let t0 = Instant::now();
+        let mut codes = PairingCodes::default();
+        for i in 0..(MAX_PAIRING_CODES + 5) {
+            codes.insert(&format!("c{i}"), t0 + Duration::from_millis(i as u64));
+        }
+        assert_eq!(codes.codes.len(), MAX_PAIRING_CODES);
+        assert_eq!(codes.redeem("c0", t0), Err(PairRefusal::Unknown));
+        let last = format!("c{}", MAX_PAIRING_CODES + 4);
+        assert_eq!(codes.redeem(&last, t0), Ok(()));
+    }
+
+    #[test]
+    fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
+        let t0 = Instant::now();
+        let mut th = Throttle::default();
+        let a = ip("127.0.0.1");
+        for i in 0..FAILED_AUTH_LIMIT {
+            assert!(th.allowed(a, t0), "attempt {}", i + 1);
+            th.record_failure(a, t0 + Duration::from_millis(i as u64));
+        }
+        assert!(!th.allowed(a, t0 + Duration::from_secs(1)));
+        // Another address is unaffected.
+        assert!(th.allowed(ip("127.0.0.2"), t0));
+        // The window slides: a minute after the failures, attempts resume.
+        assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW + Duration::from_millis(60)));
+    }
+
+    #[test]
+    fn check_throttles_before_comparing_and_audits_failures() {
+        struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
+        impl AuthAudit for Rec {
+            fn record(&self, e: &str, d: serde_json::Value) {
+                self.0.lock().unwrap().push((e.into(), d));
+            }
+        }
+        let rec = Arc::new(Rec(Mutex::new(Vec::new())));
+        let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
+        let (dev, token) = auth.create_device("laptop").unwrap();
+        let bad = Some(ip("10.0.0.9"));
+        for _ in 0..FAILED_AUTH_LIMIT {
+            assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Refused);
+        }
+        // The right token from the throttled address: refused unseen.
+        assert_eq!(auth.check(bad, Some(&token), "ws"), AuthOutcome::Throttled);
+        assert_eq!(
+            auth.check(Some(ip("10.0.0.10")), Some(&token), "ws"),
+            AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
+        );
+        let log = rec.0.lock().unwrap();
+        let failed = log.iter().filter(|(e, _)| e == "web.auth_failed").count();
+        assert_eq!(failed, FAILED_AUTH_LIMIT);
+        assert!(log.iter().any(|(e, _)| e == "web.auth_throttled"));
+        for (_, d) in log.iter() {
+            assert!(!d.to_string().contains(&token), "token in audit: {d}");
+        }
+    }
+
+    #[test]
+    fn revoked_device_is_refused_and_announced() {
+        let auth = OwnerAuth::ephemeral(None);
+        let (dev, token) = auth.create_device("phone").unwrap();
+        let mut rx = auth.revocations();
+        assert!(matches!(
+            auth.check(None, Some(&token), "ws"),
+            AuthOutcome::Owner(_)
+        ));
+        assert!(auth.revoke(&dev.device_id).unwrap());
+        assert_eq!(rx.try_recv().unwrap(), dev.device_id);
+        assert_eq!(auth.check(None, Some(&token), "ws"), AuthOutcome::Refused);
+        assert!(!auth.revoke("dev-unknown").unwrap());
+        // Only the hash is kept.
+        assert!(auth.list().iter().all(|d| d.token_sha256 != token));
+    }
+
+    #[test]
+    fn unauthenticated_slots_are_capped_and_released() {
+        let auth = Arc::new(OwnerAuth::ephemeral(None));
+        let slots: Vec<_> = (0..MAX_UNAUTHENTICATED)
+            .map(|_| auth.unauthenticated_slot().unwrap())
+            .collect();
+        assert!(auth.unauthenticated_slot().is_none());
+        drop(slots);
+        assert!(auth.unauthenticated_slot().is_some());
+    }
+}
