@@ -198,6 +198,46 @@ fn render_checks(verify: &Value) -> Vec<String> {
     lines
 }
 
+/// What the plan hash covers beyond title and body: how it runs, what it
+/// builds on, its checks (and which get network), gates, access and
+/// escalation — so a text approval shows what a web card shows.
+fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
+    let mut lines = vec![format!(
+        "  kind: {}{}",
+        p.kind,
+        if p.standing {
+            " (standing approval: every cycle)"
+        } else {
+            ""
+        }
+    )];
+    let mut field = |name: &str, v: String| {
+        if !v.is_empty() {
+            lines.push(format!("  {name}: {v}"));
+        }
+    };
+    field("schedule", p.schedule.clone().unwrap_or_default());
+    field("tasks", p.tasks.join(", "));
+    field("depends on", p.depends_on.join(", "));
+    field("part of", p.parent.clone().unwrap_or_default());
+    field("continues", p.follow_up_of.clone().unwrap_or_default());
+    field("uses artifacts", p.input_artifacts_from.join(", "));
+    field("gates", p.gates.join("; "));
+    field("access", p.access_levels.join("; "));
+    field("on failure", p.escalation.join("; "));
+    field("skills", p.skills.join(", "));
+    if p.checks.is_empty() {
+        lines.push("  checks: (none)".into());
+    } else {
+        lines.push("  checks:".into());
+        for c in &p.checks {
+            let net = if c.network { "  [NETWORK]" } else { "" };
+            lines.push(format!("    - {}: {}{net}", c.name, c.run));
+        }
+    }
+    lines
+}
+
 /// What the session is waiting for before it may end after stdin closes.
 #[derive(Default)]
 struct Outstanding {
@@ -354,14 +394,33 @@ impl Session {
                 body,
                 budget,
                 verify,
+                risk_level,
+                risk_reasons,
+                plan,
+                from_scope,
             } => {
-                out(format!("── approval requested: {title}"));
+                out(format!(
+                    "── approval requested: {title}  [{} risk]",
+                    risk_level.as_str()
+                ));
+                for r in &risk_reasons {
+                    out(format!("  risk: {r}"));
+                }
+                if let Some(scope) = &from_scope {
+                    out(format!("  asked by a customer ({scope})"));
+                }
                 for l in body.lines() {
                     out(format!("  {l}"));
                 }
                 out(format!("  budget: {}", render_budget(&budget)));
-                for l in render_checks(&verify) {
-                    out(l);
+                if let Some(p) = &plan {
+                    for l in render_plan(p) {
+                        out(l);
+                    }
+                } else {
+                    for l in render_checks(&verify) {
+                        out(l);
+                    }
                 }
                 self.cards.push_back(Card { request_id });
             }
@@ -558,6 +617,35 @@ mod tests {
         let c = render_checks(&json!([{"name": "exists", "run": "test -f notes.txt"}]));
         assert_eq!(c, vec!["  checks:", "    - exists: test -f notes.txt"]);
         assert_eq!(render_checks(&json!([])), vec!["  checks: (none)"]);
+    }
+
+    #[test]
+    fn plan_rendering_shows_what_the_hash_covers() {
+        let mut w = silas_core::model::work::WorkItem::new(
+            "g",
+            silas_core::model::work::WorkItemType::Goal,
+            "watch",
+        );
+        w.schedule = Some("0 9 * * *".into());
+        w.follow_up_of = Some("t-0".into());
+        w.input_artifacts_from = vec!["*".into()];
+        let mut c = silas_core::model::work::VerificationCheck::new(
+            "fetch",
+            "curl https://example.org",
+            serde_json::from_value(json!({"exit_code": 0})).unwrap(),
+        );
+        c.network = true;
+        w.verify.push(c);
+        let lines = render_plan(&silas_core::risk::PlanView::of(&w)).join("\n");
+        for want in [
+            "kind: goal (standing approval: every cycle)",
+            "schedule: 0 9 * * *",
+            "continues: t-0",
+            "uses artifacts: *",
+            "- fetch: curl https://example.org  [NETWORK]",
+        ] {
+            assert!(lines.contains(want), "{want} missing in:\n{lines}");
+        }
     }
 
     #[test]

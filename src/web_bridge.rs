@@ -160,6 +160,7 @@ impl WebBridge {
         let rid = card.request_id.clone();
         if card.card_type == silas_actors::turn::pipeline::TOOL_CARD {
             // A paused tool call is a plan-style approval: same frame, same answer.
+            let risk = silas_core::risk::tool_call_risk(&text(p, "tool_name"));
             return Some(ServerFrame::ApprovalRequest {
                 request_id: rid,
                 title: format!("Allow {} for '{}'?", text(p, "tool_name"), text(p, "title")),
@@ -170,6 +171,10 @@ impl WebBridge {
                 ),
                 budget: Value::Null,
                 verify: Value::Null,
+                risk_level: risk.level,
+                risk_reasons: risk.reasons,
+                plan: None,
+                from_scope: None,
             });
         }
         let Some(kind) = CardKind::from_card_type(&card.card_type) else {
@@ -180,18 +185,34 @@ impl WebBridge {
                 body: text(p, "body"),
                 budget: value(p, "budget"),
                 verify: value(p, "verify"),
+                // A flow this server cannot describe: the cautious level.
+                risk_level: silas_core::risk::RiskLevel::High,
+                risk_reasons: vec!["an approval this channel cannot show in full".into()],
+                plan: None,
+                from_scope: None,
             });
         };
         Some(match kind {
             CardKind::Plan => {
                 let item_id = p.get("work_item_id").and_then(Value::as_str)?;
                 let item = self.store.work_items().get(item_id).ok().flatten()?;
+                // What the card shows is built from the stored item the
+                // token will bind, never from the card's own payload text.
+                let view = silas_core::risk::PlanView::of(&item);
                 ServerFrame::ApprovalRequest {
                     request_id: rid,
                     title: item.title.clone(),
                     body: item.body.clone(),
                     budget: serde_json::to_value(&item.budget).unwrap_or(Value::Null),
                     verify: serde_json::to_value(&item.verify).unwrap_or(Value::Null),
+                    risk_level: view.risk.level,
+                    risk_reasons: view.risk.reasons.clone(),
+                    plan: Some(Box::new(view)),
+                    from_scope: p
+                        .get("from_scope")
+                        .and_then(Value::as_str)
+                        .filter(|s| *s != OWNER_SCOPE)
+                        .map(str::to_string),
                 }
             }
             CardKind::Gate => ServerFrame::GateApproval {

@@ -95,6 +95,22 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
     )
     .await;
     let request_id = card["request_id"].as_str().unwrap().to_string();
+    // The owner sees who asked and everything the hash covers, with the
+    // server's risk level (§0.5.2), not one the client works out.
+    assert_eq!(card["from_scope"], json!(customer_scope), "{card}");
+    assert_eq!(card["risk_level"], "medium", "{card}");
+    assert!(
+        card["risk_reasons"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    );
+    assert_eq!(card["plan"]["kind"], "task", "{card}");
+    assert!(
+        card["plan"]["checks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["network"] == false)),
+        "{card}"
+    );
     seen.extend(drain(&mut customer, Duration::from_secs(1)).await);
     assert!(
         !seen.iter().any(|f| f["type"] == "approval_request"),

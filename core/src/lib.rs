@@ -16,6 +16,7 @@ pub mod error;
 pub mod model;
 pub mod never_log;
 pub mod projections;
+pub mod risk;
 pub mod secrets;
 pub mod taint;
 pub mod time;

@@ -389,7 +389,7 @@
   // the autonomy proposal, on the batch or the draft metadata. Frames without
   // one get a fixed level from their kind and machine-readable action keys —
   // never from prose, never from the agent:
-  //   approval_request   medium  runs scripts (sandboxed, verified) on approval
+  //   approval_request   the server's risk_level (high if missing)
   //   gate_approval      medium  lets a turn past a policy gate
   //   draft_review       medium  sends something on your behalf
   //   batch_review       medium, or irreversible when batch.action is one of
@@ -403,7 +403,10 @@
     const own = validRisk(f && f.risk_level);
     if (own) return own;
     switch (kind) {
-      case 'approval_request': return 'medium';
+      // The server decides a plan's risk from what its hash covers
+      // (silas_core::risk) and always sends it; a frame without one is
+      // treated with the most caution short of irreversible.
+      case 'approval_request': return 'high';
       case 'gate_approval': return 'medium';
       case 'draft_review': return validRisk(obj(f.metadata).risk_level) || 'medium';
       case 'batch_review': {
@@ -779,14 +782,37 @@
         const body = el('div', 'card-body', str(f.body));
         ctx.body.appendChild(body);
         const checks = arr(f.verify);
+        const plan = obj(f.plan);
         const dl = facts(ctx.body);
+        // Everything the plan hash covers that changes what runs (the
+        // server's PlanView), so the owner approves what will run.
+        if (f.from_scope) fact(dl, 'Asked by', 'a customer (' + str(f.from_scope) + ')');
+        if (plan.kind) fact(dl, 'Kind', str(plan.kind) + (plan.standing ? ' — standing approval, every cycle' : ''));
+        if (plan.schedule) fact(dl, 'Schedule', str(plan.schedule));
+        if (plan.follow_up_of) fact(dl, 'Continues', str(plan.follow_up_of) + (arr(plan.input_artifacts_from).length ? ' (uses ' + arr(plan.input_artifacts_from).join(', ') + ')' : ''));
+        if (arr(plan.tasks).length) fact(dl, 'Tasks', arr(plan.tasks).join(', '));
+        if (arr(plan.depends_on).length) fact(dl, 'Depends on', arr(plan.depends_on).join(', '));
+        if (arr(plan.gates).length) fact(dl, 'Gates', arr(plan.gates).join('; '));
+        if (arr(plan.access_levels).length) fact(dl, 'Access', arr(plan.access_levels).join('; '));
+        if (arr(plan.escalation).length) fact(dl, 'On failure', arr(plan.escalation).join('; '));
+        if (arr(plan.skills).length) fact(dl, 'Skills', arr(plan.skills).join(', '));
+        const networked = checks.filter((c) => obj(c).network === true);
+        if (networked.length) fact(dl, 'Network', 'checks with network: ' + networked.map((c) => obj(c).name).join(', '));
         fact(dl, 'Budget', budgetText(f.budget));
         fact(dl, 'Verified by', checks.length ? plural(checks.length, 'check') + ': ' + checks.map((c) => obj(c).name).filter(Boolean).join(', ') : 'No checks');
+        const reasons = arr(f.risk_reasons).map(str).filter(Boolean);
+        if (reasons.length) {
+          ctx.details.appendChild(el('p', 'details-label', 'Why this risk level'));
+          const rl = el('ul', 'card-risk-reasons');
+          for (const r of reasons) rl.appendChild(el('li', null, r));
+          ctx.details.appendChild(rl);
+        }
         const ul = el('ul', 'card-checks');
         for (const c0 of checks) {
           const c = obj(c0);
           const li = el('li', 'check');
           li.appendChild(el('span', 'check-name', c.name || 'check'));
+          if (c.network === true) li.appendChild(el('span', 'check-network', 'network'));
           if (c.run) li.appendChild(el('code', 'check-run', c.run));
           const ex = expectText(c.expect);
           if (ex) li.appendChild(el('span', 'check-expect', 'expects ' + ex));

@@ -8,6 +8,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use silas_core::model::JsonObject;
+use silas_core::risk::{PlanView, RiskLevel};
+
+fn cautious_risk() -> RiskLevel {
+    RiskLevel::High
+}
 
 /// Client → server frames.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,6 +130,20 @@ pub enum ServerFrame {
         body: String,
         budget: Value,
         verify: Value,
+        /// Decided by the server (§0.5.2, `silas_core::risk`); every
+        /// channel renders it and none decides it. Absent (an older
+        /// server) reads as `high`.
+        #[serde(default = "cautious_risk")]
+        risk_level: RiskLevel,
+        #[serde(default)]
+        risk_reasons: Vec<String>,
+        /// Everything the plan hash covers that changes what runs (plan
+        /// and fix-task cards; `None` for a paused tool call).
+        #[serde(default)]
+        plan: Option<Box<PlanView>>,
+        /// A chatbot customer's request: the conversation it came from.
+        #[serde(default)]
+        from_scope: Option<String>,
     },
     GateApproval {
         request_id: String,

@@ -119,7 +119,9 @@ fn gallery() -> Vec<ServerFrame> {
             "body": "Write the file notes.txt in the workspace with the text hello, then check it.",
             "budget": {"max_cost_usd": 0.5, "max_wall_time_seconds": 300, "max_attempts": 2},
             "verify": [{"name": "file exists", "run": "test -f notes.txt", "expect": {"exit_code": 0}},
-                       {"name": "content", "run": "cat notes.txt", "expect": {"contains": "hello"}}]})),
+                       {"name": "content", "run": "cat notes.txt", "expect": {"contains": "hello"}}],
+            "risk_level": "medium",
+            "risk_reasons": ["runs commands in the sandbox; checked by verification"]})),
         frame(
             json!({"type": "gate_approval", "request_id": "gate-1", "gate_name": "spend_limit",
             "value": 42.5, "context": "This turn would spend $42.50, over your $20 per-turn limit."}),

@@ -1,0 +1,335 @@
+//! The risk ladder (§0.5.2) decided by the server, and the plan view an
+//! approval card shows (issue #12: the owner approves what will run).
+//!
+//! Risk is "determined by the approval scope and action type, not by the
+//! agent": [`plan_risk`] reads only fields the plan hash covers — the same
+//! bytes the owner's token binds — never prose the model wrote. Every
+//! channel renders the level it returns; no client decides it.
+//!
+//! [`PlanView`] is everything the plan hash covers that changes what runs
+//! (kind, schedule, tasks, the briefing, checks and which of them get
+//! network, references to earlier work, gates, access levels, escalations,
+//! skills, budget), in one typed shape for every channel.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::work::{Budget, WorkItem, WorkItemType};
+
+/// §0.5.2's four levels, in increasing order of friction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    Low,
+    Medium,
+    High,
+    Irreversible,
+}
+
+impl RiskLevel {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RiskLevel::Low => "low",
+            RiskLevel::Medium => "medium",
+            RiskLevel::High => "high",
+            RiskLevel::Irreversible => "irreversible",
+        }
+    }
+}
+
+/// A level and the plain reasons that raised it (shown on the card).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Risk {
+    pub level: RiskLevel,
+    pub reasons: Vec<String>,
+}
+
+impl Risk {
+    fn at_least(&mut self, level: RiskLevel, reason: impl Into<String>) {
+        self.level = self.level.max(level);
+        self.reasons.push(reason.into());
+    }
+}
+
+/// Tools whose effect leaves the sandbox (a request goes out).
+const NETWORK_TOOLS: &[&str] = &["web_fetch", "web_search"];
+
+/// The risk of approving `item` (§0.5.2). Every approved plan runs commands
+/// (sandboxed, verified), so the floor is `medium`; it is `high` when the
+/// approval outlives one run (a goal's standing approval, a schedule), when
+/// a check gets network, when the plan brings skills (credentials,
+/// connections), widens access levels, or escalates to other queues or
+/// spawns work. Nothing Silas can run today is irreversible outside the
+/// sandbox; connection actions that are will raise it when they exist.
+pub fn plan_risk(item: &WorkItem) -> Risk {
+    let mut risk = Risk {
+        level: RiskLevel::Medium,
+        reasons: vec!["runs commands in the sandbox; checked by verification".into()],
+    };
+    if item.kind == WorkItemType::Goal {
+        risk.at_least(
+            RiskLevel::High,
+            "a goal: its approval stands for every cycle, not one run",
+        );
+    }
+    if let Some(s) = &item.schedule {
+        risk.at_least(RiskLevel::High, format!("runs on a schedule ({s})"));
+    }
+    let networked: Vec<&str> = item
+        .verify
+        .iter()
+        .filter(|c| c.network)
+        .map(|c| c.name.as_str())
+        .collect();
+    if !networked.is_empty() {
+        risk.at_least(
+            RiskLevel::High,
+            format!("checks with network access: {}", networked.join(", ")),
+        );
+    }
+    if !item.skills.is_empty() {
+        risk.at_least(
+            RiskLevel::High,
+            format!(
+                "uses skills (may hold credentials or connections): {}",
+                item.skills.join(", ")
+            ),
+        );
+    }
+    let tools: Vec<&str> = item
+        .access_levels
+        .values()
+        .flat_map(|a| a.tools.iter().map(String::as_str))
+        .collect();
+    if !tools.is_empty() {
+        risk.at_least(
+            RiskLevel::High,
+            format!("access levels grant tools: {}", tools.join(", ")),
+        );
+    }
+    if tools.iter().any(|t| NETWORK_TOOLS.contains(t)) {
+        risk.reasons
+            .push("a granted tool reaches the network".into());
+    }
+    let spreads = item.escalation.values().any(|e| {
+        matches!(
+            e.action.as_str(),
+            "spawn_task" | "transfer_to_queue" | "escalate_human"
+        )
+    });
+    if spreads {
+        risk.at_least(
+            RiskLevel::High,
+            "on failure it escalates, spawns work or transfers to a queue",
+        );
+    }
+    risk
+}
+
+/// The risk of one paused tool call the owner is asked about: a call that
+/// reaches the network is `high`, any other (sandboxed) call `medium`.
+pub fn tool_call_risk(tool_name: &str) -> Risk {
+    if NETWORK_TOOLS.contains(&tool_name) {
+        Risk {
+            level: RiskLevel::High,
+            reasons: vec![format!("{tool_name} sends a request out of the sandbox")],
+        }
+    } else {
+        Risk {
+            level: RiskLevel::Medium,
+            reasons: vec![format!("{tool_name} runs in the sandbox")],
+        }
+    }
+}
+
+/// One verification check as the card shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckView {
+    pub name: String,
+    pub run: String,
+    pub network: bool,
+    pub timeout: u64,
+}
+
+/// Everything the plan hash covers that changes what runs, for a card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanView {
+    pub work_item_id: String,
+    pub kind: String,
+    pub title: String,
+    /// The briefing the executor gets: what it will be asked to do.
+    pub body: String,
+    pub schedule: Option<String>,
+    pub tasks: Vec<String>,
+    pub depends_on: Vec<String>,
+    pub parent: Option<String>,
+    pub follow_up_of: Option<String>,
+    pub input_artifacts_from: Vec<String>,
+    pub checks: Vec<CheckView>,
+    /// `name (on trigger, provider)` per gate.
+    pub gates: Vec<String>,
+    /// `name: tool, tool` per access level.
+    pub access_levels: Vec<String>,
+    /// `trigger → action` per escalation.
+    pub escalation: Vec<String>,
+    pub skills: Vec<String>,
+    pub budget: Budget,
+    /// The approval outlives one run (goals: a standing approval).
+    pub standing: bool,
+    pub risk: Risk,
+}
+
+impl PlanView {
+    pub fn of(item: &WorkItem) -> PlanView {
+        PlanView {
+            work_item_id: item.id.clone(),
+            kind: item.kind.as_str().to_string(),
+            title: item.title.clone(),
+            body: item.body.clone(),
+            schedule: item.schedule.clone(),
+            tasks: item.tasks.clone(),
+            depends_on: item.depends_on.clone(),
+            parent: item.parent.clone(),
+            follow_up_of: item.follow_up_of.clone(),
+            input_artifacts_from: item.input_artifacts_from.clone(),
+            checks: item
+                .verify
+                .iter()
+                .map(|c| CheckView {
+                    name: c.name.clone(),
+                    run: c.run.clone(),
+                    network: c.network,
+                    timeout: c.timeout,
+                })
+                .collect(),
+            gates: item
+                .gates
+                .iter()
+                .map(|g| format!("{} (on {}, {})", g.name, g.on.as_str(), g.provider.as_str()))
+                .collect(),
+            access_levels: item
+                .access_levels
+                .iter()
+                .map(|(name, a)| format!("{name}: {}", a.tools.join(", ")))
+                .collect(),
+            escalation: item
+                .escalation
+                .iter()
+                .map(|(on, e)| format!("{on} → {}", e.action.as_str()))
+                .collect(),
+            skills: item.skills.clone(),
+            budget: item.budget.clone(),
+            standing: item.kind == WorkItemType::Goal,
+            risk: plan_risk(item),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::work::{Expectation, VerificationCheck};
+    use serde_json::json;
+
+    fn task() -> WorkItem {
+        WorkItem::new("t", WorkItemType::Task, "t")
+    }
+
+    #[test]
+    fn a_plain_task_is_medium() {
+        let r = plan_risk(&task());
+        assert_eq!(r.level, RiskLevel::Medium);
+        assert_eq!(r.reasons.len(), 1);
+    }
+
+    #[test]
+    fn each_widening_field_raises_to_high_and_says_why() {
+        let expect: Expectation = serde_json::from_value(json!({"exit_code": 0})).unwrap();
+        let cases: Vec<(&str, Box<dyn Fn(&mut WorkItem)>)> = vec![
+            (
+                "goal",
+                Box::new(|w: &mut WorkItem| w.kind = WorkItemType::Goal),
+            ),
+            (
+                "schedule",
+                Box::new(|w: &mut WorkItem| w.schedule = Some("0 9 * * *".into())),
+            ),
+            (
+                "network",
+                Box::new(move |w: &mut WorkItem| {
+                    let mut c = VerificationCheck::new("fetch", "curl x", expect.clone());
+                    c.network = true;
+                    w.verify.push(c);
+                }),
+            ),
+            (
+                "skills",
+                Box::new(|w: &mut WorkItem| w.skills.push("gmail".into())),
+            ),
+            (
+                "access levels",
+                Box::new(|w: &mut WorkItem| {
+                    w.access_levels.insert(
+                        "web".into(),
+                        serde_json::from_value(json!({"description": "d", "tools": ["web_fetch"]}))
+                            .unwrap(),
+                    );
+                }),
+            ),
+            (
+                "escalation",
+                Box::new(|w: &mut WorkItem| {
+                    w.escalation.insert(
+                        "failure".into(),
+                        serde_json::from_value(json!({"action": "spawn_task"})).unwrap(),
+                    );
+                }),
+            ),
+        ];
+        for (name, edit) in cases {
+            let mut w = task();
+            edit(&mut w);
+            let r = plan_risk(&w);
+            assert_eq!(r.level, RiskLevel::High, "{name}");
+            assert!(r.reasons.len() >= 2, "{name}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn a_check_without_network_and_a_report_escalation_stay_medium() {
+        let expect: Expectation = serde_json::from_value(json!({"exit_code": 0})).unwrap();
+        let mut w = task();
+        w.verify
+            .push(VerificationCheck::new("local", "test -f x", expect));
+        w.escalation.insert(
+            "failure".into(),
+            serde_json::from_value(json!({"action": "report"})).unwrap(),
+        );
+        assert_eq!(plan_risk(&w).level, RiskLevel::Medium);
+    }
+
+    #[test]
+    fn the_view_shows_what_runs_and_which_checks_get_network() {
+        let expect: Expectation = serde_json::from_value(json!({"exit_code": 0})).unwrap();
+        let mut w = task();
+        w.body = "Run `make`".into();
+        w.follow_up_of = Some("t-0".into());
+        w.input_artifacts_from = vec!["out.txt".into()];
+        let mut c = VerificationCheck::new("fetch", "curl https://x", expect);
+        c.network = true;
+        w.verify.push(c);
+        let v = PlanView::of(&w);
+        assert_eq!(v.body, "Run `make`");
+        assert_eq!(v.follow_up_of.as_deref(), Some("t-0"));
+        assert_eq!(v.input_artifacts_from, vec!["out.txt".to_string()]);
+        assert!(v.checks[0].network);
+        assert_eq!(v.checks[0].run, "curl https://x");
+        assert_eq!(v.risk.level, RiskLevel::High);
+        assert!(!v.standing);
+    }
+
+    #[test]
+    fn network_tool_calls_are_high() {
+        assert_eq!(tool_call_risk("web_fetch").level, RiskLevel::High);
+        assert_eq!(tool_call_risk("shell_exec").level, RiskLevel::Medium);
+    }
+}
