@@ -244,7 +244,8 @@ mod tests {
     #[test]
     fn each_widening_field_raises_to_high_and_says_why() {
         let expect: Expectation = serde_json::from_value(json!({"exit_code": 0})).unwrap();
-        let cases: Vec<(&str, Box<dyn Fn(&mut WorkItem)>)> = vec![
+        type Edit = Box<dyn Fn(&mut WorkItem)>;
+        let cases: Vec<(&str, Edit)> = vec![
             (
                 "goal",
                 Box::new(|w: &mut WorkItem| w.kind = WorkItemType::Goal),
