@@ -592,6 +592,7 @@ fn closed(code: Option<u16>) -> CliError {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
