@@ -473,7 +473,7 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
 
     let data = sb.data();
     assert!(data.join("silas.redb").is_file(), "store file missing");
-    assert!(data.join("verify").is_dir(), "verify dir missing");
+    assert!(data.join("sandbox/verify").is_dir(), "verify dir missing");
     assert!(
         data.join("customer_context").is_dir(),
         "customer_context missing"
@@ -481,23 +481,24 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     let key = sb.key_path();
     assert!(key.is_file(), "owner key missing");
     assert_eq!(mode(&key), 0o600, "owner key mode");
-    for dir in [data.join("keys"), data.join("customer_context")] {
-        assert_eq!(
-            mode(&dir) & 0o077,
-            0,
-            "{} is accessible to group/others",
-            dir.display()
-        );
+    for dir in [
+        data.join("keys"),
+        data.join("customer_context"),
+        data.join("artifacts"),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{} mode", dir.display());
     }
-    // The unprivileged sandbox user must traverse these to reach its work
-    // dirs, but nobody else may list or write them.
-    for dir in [data.clone(), data.join("verify"), data.join("sandbox")] {
-        assert_eq!(
-            mode(&dir) & 0o066,
-            0,
-            "{} is readable/writable by group/others",
-            dir.display()
-        );
+    // Only `sandbox/` is for the unprivileged sandbox user (a root daemon's
+    // sandboxes run as `nobody`): traverse-only, like the data dir then.
+    let is_root = std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
+    let data_mode = if is_root { 0o711 } else { 0o700 };
+    assert_eq!(mode(&data), data_mode, "data dir mode");
+    for dir in [
+        data.join("sandbox"),
+        data.join("sandbox/verify"),
+        data.join("sandbox/work"),
+    ] {
+        assert_eq!(mode(&dir), 0o711, "{} mode", dir.display());
     }
     assert_eq!(mode(&data.join("silas.redb")), 0o600, "store file mode");
     let key_bytes = fs::read(&key).unwrap();
