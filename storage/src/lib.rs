@@ -54,6 +54,8 @@ fn create_owner_only(path: &Path) -> StoreResult<()> {
         .read(true)
         .write(true)
         .create(true)
+        // An existing store is opened, never emptied.
+        .truncate(false)
         .mode(0o600)
         .open(path)
         .map_err(io)?;
