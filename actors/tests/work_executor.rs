@@ -146,6 +146,32 @@ async fn stored_artifacts_carry_no_privileges() {
     assert_eq!(dir, vec!["tool"]);
 }
 
+/// Hard links the run made are not stored (their content could be a file
+/// the run does not own); the item still completes and the audit log says why.
+#[tokio::test]
+async fn hard_linked_artifacts_are_refused_and_audited() {
+    let f = Fx::new().await;
+    let mut t = item(json!({
+        "id": "t-hl", "type": "task", "title": "t", "body": "b",
+        "budget": {"max_attempts": 1},
+    }));
+    f.approve(&mut t);
+    f.fake
+        .push(shell("echo a > a.txt && ln a.txt b.txt && echo c > c.txt"));
+    f.fake.push(output("made files"));
+    let r = f.engine.run_task("t-hl", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(r.artifacts.keys().collect::<Vec<_>>(), vec!["c.txt"]);
+    assert!(!f.artifact("t-hl", "a.txt").exists());
+    let refused = audit_data(&f.store, "artifact_refused");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|d| d["reason"] == "hard-linked file" && d["work_item_id"] == "t-hl")
+    );
+}
+
 #[tokio::test]
 async fn budget_hit_exactly_at_the_limit_stops() {
     let mut f = Fx::new().await;

@@ -968,8 +968,18 @@ impl WorkEngine {
         let mut out = BTreeMap::new();
         for (name, src) in ledger.artifacts() {
             let dst = dir.join(&name);
-            artifacts::copy_plain_file(Path::new(&src), &dst).map_err(artifact_error)?;
-            out.insert(name, dst.display().to_string());
+            match artifacts::copy_plain_file(Path::new(&src), &dst) {
+                Ok(_) => {
+                    out.insert(name, dst.display().to_string());
+                }
+                // Not an artifact (a link or hard link the run left): not
+                // stored, and the owner can see why.
+                Err(artifacts::ArtifactError::Refused { why, .. }) => self.audit(
+                    "artifact_refused",
+                    json!({"work_item_id": id, "name": name, "reason": why}),
+                )?,
+                Err(e) => return Err(artifact_error(e)),
+            }
         }
         Ok(out)
     }
