@@ -198,9 +198,11 @@ impl VerificationRunner {
             Termination::Exited { code } => Some(i64::from(code)),
             Termination::Signaled { .. } => None,
         };
-        // `file_exists` paths are relative to the work dir (`artifacts/x`);
-        // the staged copies are inside it, the originals are not needed.
+        // Relative `file_exists` paths resolve in the work dir
+        // (`artifacts/x`); absolute ones may name the stored originals. The
+        // daemon evaluates this, never following a path out of these roots.
         let mut allowed = vec![work.clone()];
+        allowed.extend(artifacts_dir.map(Path::to_path_buf));
         allowed.extend(self.project_dirs.iter().cloned());
         let (passed, reason) = evaluate(
             &check.expect,
