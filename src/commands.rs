@@ -174,20 +174,21 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
     set_mode(&cfg.data_dir, data_dir_mode(root))?;
     // Created 0600 by the store itself (no umask window).
     let store = Store::open_in(&cfg.data_dir)?;
+    // Narrow what an older layout (or another tool) left wider; these are
+    // created 0700 by their owners when absent. `verify/` is where checks
+    // ran before they moved under `sandbox/`; done first so a verify_dir
+    // configured there (however spelled) is made traversable again below.
+    for dir in ["keys", "secrets", "verify"] {
+        let p = cfg.data_dir.join(dir);
+        if p.is_dir() {
+            set_mode(&p, 0o700)?;
+        }
+    }
     create_traversable_dir(&cfg.sandbox_root())?;
     create_traversable_dir(&cfg.sandbox_work_dir())?;
     create_traversable_dir(&cfg.verify_dir())?;
     create_private_dir(&cfg.artifacts_dir())?;
     create_private_dir(&cfg.customer_context_dir())?;
-    // Narrow what an older layout (or another tool) left wider; these are
-    // created 0700 by their owners when absent.
-    // (`verify/` is where checks ran before they moved under `sandbox/`.)
-    for dir in ["keys", "secrets", "verify"] {
-        let p = cfg.data_dir.join(dir);
-        if p.is_dir() && p != cfg.verify_dir() {
-            set_mode(&p, 0o700)?;
-        }
-    }
     let keystore = keystore_from_config(cfg);
     let (key_outcome, owner_key) = keystore.open(force)?;
     let (event, outcome) = match &key_outcome {

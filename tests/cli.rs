@@ -463,6 +463,39 @@ fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
 // init
 // ---------------------------------------------------------------------------
 
+/// An older data dir (world-readable store, artifacts and data dir, checks'
+/// `verify/` traversable) is narrowed by `init`: nothing but `sandbox/` stays
+/// reachable by another user.
+#[test]
+fn init_narrows_an_older_wider_layout() {
+    let sb = Sandbox::new();
+    let data = sb.data();
+    for d in ["", "artifacts/t-1", "verify/verify-1", "keys"] {
+        fs::create_dir_all(data.join(d)).unwrap();
+    }
+    for (d, m) in [
+        ("", 0o755),
+        ("artifacts", 0o755),
+        ("verify", 0o711),
+        ("keys", 0o755),
+    ] {
+        fs::set_permissions(data.join(d), fs::Permissions::from_mode(m)).unwrap();
+    }
+    fs::write(data.join("silas.redb"), b"").unwrap();
+    fs::set_permissions(data.join("silas.redb"), fs::Permissions::from_mode(0o644)).unwrap();
+    sb.run(&["init"]).assert_success();
+    assert_eq!(mode(&data.join("silas.redb")), 0o600);
+    for d in ["artifacts", "verify", "keys"] {
+        assert_eq!(mode(&data.join(d)), 0o700, "{d}");
+    }
+    assert_eq!(
+        mode(&data) & 0o077 & !0o011,
+        0,
+        "data dir listable by others"
+    );
+    assert_eq!(mode(&data.join("sandbox/verify")), 0o711);
+}
+
 #[test]
 fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     let sb = Sandbox::new();
