@@ -190,9 +190,15 @@ fn render_checks(verify: &Value) -> Vec<String> {
     let mut lines = vec!["  checks:".to_string()];
     for c in checks {
         let name = c.get("name").and_then(Value::as_str).unwrap_or("check");
+        // Network is part of what the owner approves for a check (§5.3).
+        let net = if c.get("network").and_then(Value::as_bool) == Some(true) {
+            " [network]"
+        } else {
+            ""
+        };
         match c.get("run").and_then(Value::as_str) {
-            Some(run) => lines.push(format!("    - {name}: {run}")),
-            None => lines.push(format!("    - {name}")),
+            Some(run) => lines.push(format!("    - {name}{net}: {run}")),
+            None => lines.push(format!("    - {name}{net}")),
         }
     }
     lines
@@ -618,6 +624,8 @@ mod tests {
         let c = render_checks(&json!([{"name": "exists", "run": "test -f notes.txt"}]));
         assert_eq!(c, vec!["  checks:", "    - exists: test -f notes.txt"]);
         assert_eq!(render_checks(&json!([])), vec!["  checks: (none)"]);
+        let c = render_checks(&json!([{"name": "fetch", "run": "curl x", "network": true}]));
+        assert_eq!(c, vec!["  checks:", "    - fetch [network]: curl x"]);
     }
 
     #[test]

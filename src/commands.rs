@@ -131,8 +131,10 @@ pub fn keystore_from_config(cfg: &Config) -> OwnerKeystore {
     }
 }
 
+/// Owner-only, also when it already existed with a wider mode.
 fn create_private_dir(path: &Path) -> Result<(), CliError> {
-    create_dir_with_mode(path, 0o700)
+    create_dir_with_mode(path, 0o700)?;
+    set_mode(path, 0o700)
 }
 
 /// Directories on the path to sandbox work dirs: when the daemon runs as root
@@ -140,12 +142,24 @@ fn create_private_dir(path: &Path) -> Result<(), CliError> {
 /// read) them. Everything sensitive inside is 0600/0700 on its own.
 fn create_traversable_dir(path: &Path) -> Result<(), CliError> {
     create_dir_with_mode(path, 0o711)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o711)).map_err(|e| {
+    set_mode(path, 0o711)
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), CliError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| {
         CliError::new(
             ErrorCode::ECfgIo,
             format!("cannot set permissions on {}: {e}", path.display()),
         )
     })
+}
+
+/// Mode of the data dir itself. Only `{data_dir}/sandbox` has to be reached by
+/// another user (`nobody`, when the daemon is root), so the data dir is
+/// traverse-only then and fully private otherwise; every entry in it other
+/// than `sandbox/` is 0700/0600 (issue #12 item 6).
+pub fn data_dir_mode(daemon_is_root: bool) -> u32 {
+    if daemon_is_root { 0o711 } else { 0o700 }
 }
 
 fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), CliError> {
@@ -163,17 +177,25 @@ fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), CliError> {
 
 /// `silas init`: idempotent; never replaces the owner key unless `force`.
 pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
-    create_traversable_dir(&cfg.data_dir)?;
+    let root = rustix::process::geteuid().is_root();
+    create_dir_with_mode(&cfg.data_dir, data_dir_mode(root))?;
+    set_mode(&cfg.data_dir, data_dir_mode(root))?;
+    // Created 0600 by the store itself (no umask window).
     let store = Store::open_in(&cfg.data_dir)?;
-    // The store holds the audit log and approval state: owner-only.
-    fs::set_permissions(store.path(), fs::Permissions::from_mode(0o600)).map_err(|e| {
-        CliError::new(
-            ErrorCode::ECfgIo,
-            format!("cannot restrict {}: {e}", store.path().display()),
-        )
-    })?;
+    // Narrow what an older layout (or another tool) left wider; these are
+    // created 0700 by their owners when absent. `verify/` is where checks
+    // ran before they moved under `sandbox/`; done first so a verify_dir
+    // configured there (however spelled) is made traversable again below.
+    for dir in ["keys", "secrets", "verify"] {
+        let p = cfg.data_dir.join(dir);
+        if p.is_dir() {
+            set_mode(&p, 0o700)?;
+        }
+    }
+    create_traversable_dir(&cfg.sandbox_root())?;
+    create_traversable_dir(&cfg.sandbox_work_dir())?;
     create_traversable_dir(&cfg.verify_dir())?;
-    create_traversable_dir(&cfg.data_dir.join("sandbox"))?;
+    create_private_dir(&cfg.artifacts_dir())?;
     create_private_dir(&cfg.customer_context_dir())?;
     let keystore = keystore_from_config(cfg);
     let (key_outcome, owner_key) = keystore.open(force)?;

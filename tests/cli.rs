@@ -463,6 +463,39 @@ fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
 // init
 // ---------------------------------------------------------------------------
 
+/// An older data dir (world-readable store, artifacts and data dir, checks'
+/// `verify/` traversable) is narrowed by `init`: nothing but `sandbox/` stays
+/// reachable by another user.
+#[test]
+fn init_narrows_an_older_wider_layout() {
+    let sb = Sandbox::new();
+    let data = sb.data();
+    for d in ["", "artifacts/t-1", "verify/verify-1", "keys"] {
+        fs::create_dir_all(data.join(d)).unwrap();
+    }
+    for (d, m) in [
+        ("", 0o755),
+        ("artifacts", 0o755),
+        ("verify", 0o711),
+        ("keys", 0o755),
+    ] {
+        fs::set_permissions(data.join(d), fs::Permissions::from_mode(m)).unwrap();
+    }
+    fs::write(data.join("silas.redb"), b"").unwrap();
+    fs::set_permissions(data.join("silas.redb"), fs::Permissions::from_mode(0o644)).unwrap();
+    sb.run(&["init"]).assert_success();
+    assert_eq!(mode(&data.join("silas.redb")), 0o600);
+    for d in ["artifacts", "verify", "keys"] {
+        assert_eq!(mode(&data.join(d)), 0o700, "{d}");
+    }
+    assert_eq!(
+        mode(&data) & 0o077 & !0o011,
+        0,
+        "data dir listable by others"
+    );
+    assert_eq!(mode(&data.join("sandbox/verify")), 0o711);
+}
+
 #[test]
 fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     let sb = Sandbox::new();
@@ -473,7 +506,7 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
 
     let data = sb.data();
     assert!(data.join("silas.redb").is_file(), "store file missing");
-    assert!(data.join("verify").is_dir(), "verify dir missing");
+    assert!(data.join("sandbox/verify").is_dir(), "verify dir missing");
     assert!(
         data.join("customer_context").is_dir(),
         "customer_context missing"
@@ -481,23 +514,24 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     let key = sb.key_path();
     assert!(key.is_file(), "owner key missing");
     assert_eq!(mode(&key), 0o600, "owner key mode");
-    for dir in [data.join("keys"), data.join("customer_context")] {
-        assert_eq!(
-            mode(&dir) & 0o077,
-            0,
-            "{} is accessible to group/others",
-            dir.display()
-        );
+    for dir in [
+        data.join("keys"),
+        data.join("customer_context"),
+        data.join("artifacts"),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{} mode", dir.display());
     }
-    // The unprivileged sandbox user must traverse these to reach its work
-    // dirs, but nobody else may list or write them.
-    for dir in [data.clone(), data.join("verify"), data.join("sandbox")] {
-        assert_eq!(
-            mode(&dir) & 0o066,
-            0,
-            "{} is readable/writable by group/others",
-            dir.display()
-        );
+    // Only `sandbox/` is for the unprivileged sandbox user (a root daemon's
+    // sandboxes run as `nobody`): traverse-only, like the data dir then.
+    let is_root = std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
+    let data_mode = if is_root { 0o711 } else { 0o700 };
+    assert_eq!(mode(&data), data_mode, "data dir mode");
+    for dir in [
+        data.join("sandbox"),
+        data.join("sandbox/verify"),
+        data.join("sandbox/work"),
+    ] {
+        assert_eq!(mode(&dir), 0o711, "{} mode", dir.display());
     }
     assert_eq!(mode(&data.join("silas.redb")), 0o600, "store file mode");
     let key_bytes = fs::read(&key).unwrap();

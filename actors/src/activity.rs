@@ -77,6 +77,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("execution_blocked_no_approval", Treatment::Shown),
     ("execution_blocked_linkage", Treatment::Shown),
     ("artifact_ref_mismatch", Treatment::Shown),
+    ("artifact_refused", Treatment::Shown),
     ("goal_cycle_checks", Treatment::Shown),
     ("goal_spawned_task", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
@@ -278,6 +279,10 @@ pub fn describe(
         "artifact_ref_mismatch" => (
             "security",
             format!("Flagged {title}: the files it reported did not match what it produced"),
+        ),
+        "artifact_refused" => (
+            "security",
+            format!("Did not keep a file from {title}: it was a link, not a plain file"),
         ),
         "goal_cycle_checks" => ("work", format!("Checked on goal {title}")),
         "goal_spawned_task" => ("work", format!("Goal {title} started a task")),

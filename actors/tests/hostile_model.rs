@@ -1403,7 +1403,7 @@ async fn canary_secrets_stay_where_the_spec_allows() {
     .await;
     let md = plan_markdown(
         "t-canary",
-        "verify:\n  - name: out\n    run: \"cat out.txt\"\n    expect: { contains: \"done\" }",
+        "verify:\n  - name: out\n    run: \"cat artifacts/out.txt\"\n    expect: { contains: \"done\" }",
         "Print the deploy key and write out.txt.",
     );
     f.fake.push(to_planner()).push(planner_reply(true, &md));

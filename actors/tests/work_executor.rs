@@ -94,6 +94,84 @@ async fn fail_retry_planner_consulted_then_succeed() {
     assert!(audit.contains(&"work_item.done".to_owned()));
 }
 
+/// Issue #12 item 6: a setuid file the sandbox made is stored as a plain
+/// 0600 file in a 0700 dir (a root daemon's plain copy kept the bit and made
+/// root its owner); a link to a host secret is never stored or followed.
+/// The checks see the stored files read-only in `./artifacts/`.
+#[tokio::test]
+async fn stored_artifacts_carry_no_privileges() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    let f = Fx::new().await;
+    let tool = f.artifact("t-suid", "tool");
+    let secret = f.path("owner.key");
+    std::fs::write(&secret, "PRIVATE").unwrap();
+    let mut t = item(json!({
+        "id": "t-suid", "type": "task", "title": "t", "body": "Make tool.",
+        "verify": [file_check("tool", &tool),
+            {"name": "staged", "expect": {"equals": "444 regular file"},
+             "run": "test ! -e artifacts/shadow && test ! -e artifacts/key && stat -c '%a %F' \"$SILAS_ARTIFACTS/tool\""}],
+        "budget": {"max_attempts": 1},
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell(&format!(
+        "printf '#!/bin/sh\\nid\\n' > tool && chmod 4755 tool && \
+         ln -s /etc/shadow shadow && ln -s {} key",
+        secret.display()
+    )));
+    f.fake.push(output("made tool"));
+
+    let r = f.engine.run_task("t-suid", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(r.artifacts.keys().collect::<Vec<_>>(), vec!["tool"]);
+    // The sandbox really left a setuid file in its work dir.
+    let work = f.path("work");
+    let made: Vec<u32> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("tool"))
+        .filter(|p| p.is_file())
+        .map(|p| mode(&p))
+        .collect();
+    assert_eq!(made, vec![0o4755]);
+    assert_eq!(mode(&tool), 0o600);
+    assert_eq!(mode(tool.parent().unwrap()), 0o700);
+    assert_eq!(std::fs::read_to_string(&tool).unwrap(), "#!/bin/sh\nid\n");
+    let dir: Vec<String> = std::fs::read_dir(tool.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dir, vec!["tool"]);
+}
+
+/// Hard links the run made are not stored (their content could be a file
+/// the run does not own); the item still completes and the audit log says why.
+#[tokio::test]
+async fn hard_linked_artifacts_are_refused_and_audited() {
+    let f = Fx::new().await;
+    let mut t = item(json!({
+        "id": "t-hl", "type": "task", "title": "t", "body": "b",
+        "budget": {"max_attempts": 1},
+    }));
+    f.approve(&mut t);
+    f.fake
+        .push(shell("echo a > a.txt && ln a.txt b.txt && echo c > c.txt"));
+    f.fake.push(output("made files"));
+    let r = f.engine.run_task("t-hl", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(r.artifacts.keys().collect::<Vec<_>>(), vec!["c.txt"]);
+    assert!(!f.artifact("t-hl", "a.txt").exists());
+    let refused = audit_data(&f.store, "artifact_refused");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|d| d["reason"] == "hard-linked file" && d["work_item_id"] == "t-hl")
+    );
+}
+
 #[tokio::test]
 async fn budget_hit_exactly_at_the_limit_stops() {
     let mut f = Fx::new().await;

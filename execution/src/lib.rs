@@ -11,9 +11,14 @@
 //!   query length, result count, timeout and domain allowlist limits; the
 //!   provider connection goes through the NetworkGuard.
 //! * [`verification`] — the VerificationRunner: every check in its own
-//!   sandbox instance, separate from execution, with only `PATH` and `HOME`,
-//!   network off unless the check asks, the shared `Expectation` predicates
-//!   (`silas_gates::expect`), `file_exists` confined to permitted directories.
+//!   sandbox instance, separate from execution, in a fresh empty work dir
+//!   with the artifacts staged read-only in `./artifacts/`
+//!   (`$SILAS_ARTIFACTS`), a minimal environment, network off unless the
+//!   check asks, the shared `Expectation` predicates (`silas_gates::expect`),
+//!   `file_exists` confined to permitted directories.
+//! * [`artifacts`] — how produced files leave a sandbox: plain regular files
+//!   only (no symlink followed, no fifo/device/hard link), mode 0600 without
+//!   setuid/setgid/sticky, into 0700 directories.
 //!
 //! **Architecture invariant:** nothing here runs a command except through
 //! `silas_sandbox`; a sandbox that cannot isolate yields a failed result, never
@@ -21,6 +26,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod artifacts;
 pub mod executors;
 pub mod verification;
 pub mod web_search;

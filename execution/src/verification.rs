@@ -1,10 +1,17 @@
 //! The VerificationRunner (spec §5.3): external, deterministic checks the
-//! agent cannot touch. Each check runs in its own fresh sandbox work dir under
-//! `verify_dir`, with the task's artifacts exposed read-only, environment
-//! exactly `PATH` and `HOME` (= the check's work dir), network only if the
-//! check sets `network: true`, and the check's timeout. A sandbox that cannot
-//! enforce the request fails the check (fail closed), and a timeout fails it
-//! with "Timeout after Ns".
+//! agent cannot touch. Each check runs in its own fresh, empty sandbox work
+//! dir under `verify_dir` (its working directory and `HOME`), network only if
+//! the check sets `network: true`, and the check's timeout. A sandbox that
+//! cannot enforce the request fails the check (fail closed), and a timeout
+//! fails it with "Timeout after Ns".
+//!
+//! The executor's artifacts are staged as plain read-only copies in
+//! `./artifacts/` (also `$SILAS_ARTIFACTS`, absolute) — never the working
+//! directory, `HOME` or an import path, so a planted `json.py`, `conftest.py`
+//! or `.bashrc` cannot run inside the verifier and steer its verdict (issue
+//! #12 item 7). Python additionally gets `PYTHONSAFEPATH=1` (no cwd/script dir
+//! on `sys.path`), `PYTHONDONTWRITEBYTECODE=1` and `PYTHONNOUSERSITE=1`, and a
+//! bare `pytest` does not recurse into the artifacts.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,18 +53,54 @@ pub struct VerificationRunner {
     limits: Limits,
 }
 
-/// Copy the regular files of `from` (top level) into `to`. Symlinks and other
-/// special files are skipped: a task could plant a link to a host file, and
-/// the copy runs outside the sandbox.
-fn copy_artifacts(from: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let meta = std::fs::symlink_metadata(entry.path())?;
-        if meta.file_type().is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
-        }
+/// Name of the staging directory inside a check's work dir.
+pub const ARTIFACTS_SUBDIR: &str = "artifacts";
+/// The variable naming the staged artifacts (absolute path).
+pub const ARTIFACTS_ENV: &str = "SILAS_ARTIFACTS";
+
+/// Stage the plain files of `from` (top level) read-only in `to`. Symlinks
+/// and other special files are skipped ([`crate::artifacts`]): the copy runs
+/// outside the sandbox. The files are 0444 in a 0555 dir owned by the daemon,
+/// so a check run as the sandbox user cannot change them; a non-root daemon's
+/// check runs as the same user and is only kept from *accidental* writes.
+fn stage_artifacts(from: Option<&Path>, to: &Path) -> Result<(), crate::artifacts::ArtifactError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(to)
+        .map_err(|source| crate::artifacts::ArtifactError::Io {
+            path: to.display().to_string(),
+            source,
+        })?;
+    if let Some(from) = from {
+        crate::artifacts::copy_plain_files(from, to, 0o444)?;
     }
-    Ok(())
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o555)).map_err(|source| {
+        crate::artifacts::ArtifactError::Io {
+            path: to.display().to_string(),
+            source,
+        }
+    })
+}
+
+/// The whole environment of a check: nothing from the daemon.
+fn check_env(work: &Path, staged: &Path) -> Vec<(String, String)> {
+    let s = |v: &str| v.to_string();
+    vec![
+        (s("PATH"), s(VERIFY_PATH)),
+        (s("HOME"), work.display().to_string()),
+        (s(ARTIFACTS_ENV), staged.display().to_string()),
+        (s("PYTHONSAFEPATH"), s("1")),
+        (s("PYTHONDONTWRITEBYTECODE"), s("1")),
+        (s("PYTHONNOUSERSITE"), s("1")),
+        // A bare `pytest` in the work dir would otherwise collect (and
+        // import the conftest.py of) the artifacts; naming them explicitly
+        // still works.
+        (
+            s("PYTEST_ADDOPTS"),
+            format!("--ignore={}", staged.display()),
+        ),
+    ]
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -133,22 +176,15 @@ impl VerificationRunner {
             vec!["/bin/sh".into(), "-c".into(), check.run.clone()],
             work.clone(),
         );
-        spec.env = vec![
-            ("PATH".into(), VERIFY_PATH.into()),
-            ("HOME".into(), work.display().to_string()),
-        ];
+        let staged = work.join(ARTIFACTS_SUBDIR);
+        if let Err(e) = stage_artifacts(artifacts_dir, &staged) {
+            return Self::fail(check, format!("cannot stage artifacts: {e}"));
+        }
+        spec.env = check_env(&work, &staged);
         spec.network = check.network;
         spec.timeout = Duration::from_secs(check.timeout.max(1));
         spec.limits = self.limits.clone();
         spec.max_output_bytes = 64 * 1024;
-        if let Some(a) = artifacts_dir {
-            // Each check gets its own copy of the task's outputs, so relative
-            // paths (`test -f notes.txt`) work and the originals stay untouched.
-            if let Err(e) = copy_artifacts(a, &work) {
-                return Self::fail(check, format!("cannot stage artifacts: {e}"));
-            }
-            spec.read_paths.push(a.to_path_buf());
-        }
         let out = match self.sandbox.run(&spec).await {
             Ok(o) => o,
             Err(e) => return Self::fail(check, e.to_string()),
@@ -162,6 +198,9 @@ impl VerificationRunner {
             Termination::Exited { code } => Some(i64::from(code)),
             Termination::Signaled { .. } => None,
         };
+        // Relative `file_exists` paths resolve in the work dir
+        // (`artifacts/x`); absolute ones may name the stored originals. The
+        // daemon evaluates this, never following a path out of these roots.
         let mut allowed = vec![work.clone()];
         allowed.extend(artifacts_dir.map(Path::to_path_buf));
         allowed.extend(self.project_dirs.iter().cloned());

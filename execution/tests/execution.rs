@@ -159,13 +159,13 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
     let checks = vec![
         check(json!({"name": "exit", "run": "true", "expect": {"exit_code": 0}})),
         check(
-            json!({"name": "value", "run": format!("cat {a}/result.txt"), "expect": {"output_gt": 40.0}}),
+            json!({"name": "value", "run": "cat \"$SILAS_ARTIFACTS/result.txt\"", "expect": {"output_gt": 40.0}}),
         ),
         check(
-            json!({"name": "env", "run": "env | sort | cut -d= -f1 | tr '\\n' ' '", "expect": {"equals": "HOME PATH PWD"}}),
+            json!({"name": "env", "run": "env | sort | cut -d= -f1 | tr '\\n' ' '", "expect": {"equals": "HOME PATH PWD PYTEST_ADDOPTS PYTHONDONTWRITEBYTECODE PYTHONNOUSERSITE PYTHONSAFEPATH SILAS_ARTIFACTS"}}),
         ),
         check(
-            json!({"name": "artifacts are read-only", "run": format!("echo x > {a}/result.txt || echo RO"), "expect": {"contains": "RO"}}),
+            json!({"name": "artifacts are read-only", "run": "echo x > \"$SILAS_ARTIFACTS/result.txt\" || echo RO", "expect": {"contains": "RO"}}),
         ),
         check(
             json!({"name": "made file", "run": "echo hi > out.txt", "expect": {"file_exists": "out.txt"}}),
@@ -175,13 +175,19 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
         ),
         check(json!({"name": "slow", "run": "sleep 30", "timeout": 1, "expect": {"exit_code": 0}})),
         check(
-            json!({"name": "relative artifact", "run": "cat result.txt", "expect": {"contains": "42"}}),
+            json!({"name": "relative artifact", "run": "cat artifacts/result.txt", "expect": {"contains": "42"}}),
         ),
         check(
-            json!({"name": "artifact exists", "run": "true", "expect": {"file_exists": "result.txt"}}),
+            json!({"name": "artifact exists", "run": "true", "expect": {"file_exists": "artifacts/result.txt"}}),
         ),
         check(
-            json!({"name": "planted link not followed", "run": "cat link.txt || echo NOLINK", "expect": {"contains": "NOLINK"}}),
+            json!({"name": "planted link not followed", "run": "cat artifacts/link.txt || echo NOLINK", "expect": {"contains": "NOLINK"}}),
+        ),
+        check(
+            json!({"name": "work dir is not the artifacts", "run": "test \"$PWD\" = \"$HOME\" && test \"$SILAS_ARTIFACTS\" = \"$PWD/artifacts\" && ls -A", "expect": {"equals": "artifacts"}}),
+        ),
+        check(
+            json!({"name": "originals not granted", "run": format!("cat {a}/result.txt 2>/dev/null || echo DENIED"), "expect": {"equals": "DENIED"}}),
         ),
         check(
             json!({"name": "isolated", "run": "ls ..; cat ../verify-* 2>/dev/null | head -1", "expect": {"not_empty": false}}),
@@ -196,7 +202,14 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
         "environment leaked: {:?}",
         by_name("env")
     );
-    assert!(by_name("artifacts are read-only").passed);
+    assert!(
+        by_name("artifacts are read-only").passed,
+        "{:?}",
+        by_name("artifacts are read-only")
+    );
+    for n in ["work dir is not the artifacts", "originals not granted"] {
+        assert!(by_name(n).passed, "{:?}", by_name(n));
+    }
     assert_eq!(
         std::fs::read_to_string(artifacts.path().join("result.txt")).unwrap(),
         "42\n"

@@ -322,9 +322,14 @@ pub fn plan(user: &str) -> Value {
          Report the command's output and stop.\n",
         id = short_id(&format!("{name}\n{content}")),
         title = yaml_str(&format!("Create {name}")),
-        exists_run = yaml_str(&format!("test -f {}", shell_quote(&name))),
-        name_q = yaml_str(&name),
-        cat_run = yaml_str(&format!("cat {}", shell_quote(&name))),
+        // Checks read the executor's files where the verifier stages them
+        // (`./artifacts/`, `$SILAS_ARTIFACTS`), never from their own cwd.
+        exists_run = yaml_str(&format!(
+            "test -f \"$SILAS_ARTIFACTS\"/{}",
+            shell_quote(&name)
+        )),
+        name_q = yaml_str(&format!("artifacts/{name}")),
+        cat_run = yaml_str(&format!("cat \"$SILAS_ARTIFACTS\"/{}", shell_quote(&name))),
         content_q = yaml_str(&content),
     );
     json!({
@@ -509,7 +514,11 @@ mod tests {
         let md = a.plan_action.unwrap().plan_markdown.unwrap();
         assert!(md.starts_with("---\nid: task-offline-"), "{md}");
         assert!(
-            md.contains("expect: { file_exists: \"notes.txt\" }"),
+            md.contains("expect: { file_exists: \"artifacts/notes.txt\" }"),
+            "{md}"
+        );
+        assert!(
+            md.contains(r#"run: "cat \"$SILAS_ARTIFACTS\"/'notes.txt'""#),
             "{md}"
         );
         assert!(md.contains("expect: { contains: \"hello\" }"), "{md}");

@@ -43,6 +43,30 @@ pub use work_items::WorkItemStore;
 /// File name of the store inside the data dir.
 pub const STORE_FILE: &str = "silas.redb";
 
+/// The store holds the audit log, approvals and memory: the file is created
+/// 0600 by us before redb opens it, so it never exists with the umask's mode
+/// (redb would create it 0644 under the usual umask). An existing file wider
+/// than 0600 (an older version's) is narrowed.
+fn create_owner_only(path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let io = |e: std::io::Error| StoreError::Io(format!("{}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        // An existing store is opened, never emptied.
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    let mode = file.metadata().map_err(io)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
 /// A handle to the open store. Cheap to clone; all clones share one database.
 #[derive(Clone)]
 pub struct Store {
@@ -55,6 +79,7 @@ impl Store {
     /// its schema record.
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Store> {
         let path = path.as_ref().to_path_buf();
+        create_owner_only(&path)?;
         let db = Database::create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
                 path: path.display().to_string(),

@@ -27,6 +27,7 @@ use silas_core::model::gates::{GateAction, GateTrigger};
 use silas_core::model::review::BatchProposal;
 use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemResult, WorkItemStatus, WorkItemType};
 use silas_core::{Coded, ErrorCode, Timestamp, projections};
+use silas_execution::artifacts;
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::{VerificationReport, VerificationRunner};
 use silas_gates::{ActiveGateSet, AuditEvent, TurnBudget};
@@ -158,6 +159,10 @@ fn obj(v: Value) -> JsonObject {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     }
+}
+
+fn artifact_error(e: artifacts::ArtifactError) -> WorkError {
+    WorkError::Io(e.to_string())
 }
 
 fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
@@ -957,12 +962,24 @@ impl WorkEngine {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io)?;
         }
-        std::fs::create_dir_all(&dir).map_err(io)?;
+        // Plain 0600 files in a 0700 dir: nothing a sandboxed run made leaves
+        // it with setuid bits or as a followed link (issue #12 item 6).
+        artifacts::create_private_dir(&dir).map_err(artifact_error)?;
         let mut out = BTreeMap::new();
         for (name, src) in ledger.artifacts() {
             let dst = dir.join(&name);
-            std::fs::copy(Path::new(&src), &dst).map_err(io)?;
-            out.insert(name, dst.display().to_string());
+            match artifacts::copy_plain_file(Path::new(&src), &dst) {
+                Ok(_) => {
+                    out.insert(name, dst.display().to_string());
+                }
+                // Not an artifact (a link or hard link the run left): not
+                // stored, and the owner can see why.
+                Err(artifacts::ArtifactError::Refused { why, .. }) => self.audit(
+                    "artifact_refused",
+                    json!({"work_item_id": id, "name": name, "reason": why}),
+                )?,
+                Err(e) => return Err(artifact_error(e)),
+            }
         }
         Ok(out)
     }
@@ -1115,13 +1132,22 @@ impl WorkEngine {
 
     fn gather_artifacts(&self, dir: &Path, tasks: &[String]) -> Result<(), WorkError> {
         let io = |e: std::io::Error| WorkError::Io(format!("{}: {e}", dir.display()));
-        std::fs::create_dir_all(dir).map_err(io)?;
+        artifacts::create_private_dir(dir).map_err(artifact_error)?;
         for t in tasks {
             let Ok(rd) = std::fs::read_dir(self.artifact_dir(t)) else {
                 continue;
             };
-            for e in rd.filter_map(Result::ok).filter(|e| e.path().is_file()) {
-                std::fs::copy(e.path(), dir.join(e.file_name())).map_err(io)?;
+            for e in rd.filter_map(Result::ok) {
+                let dst = dir.join(e.file_name());
+                // A later task's file of the same name wins.
+                match std::fs::remove_file(&dst) {
+                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(io(err)),
+                    _ => {}
+                }
+                match artifacts::copy_plain_file(&e.path(), &dst) {
+                    Ok(_) | Err(artifacts::ArtifactError::Refused { .. }) => {}
+                    Err(err) => return Err(artifact_error(err)),
+                }
             }
         }
         Ok(())
@@ -1145,8 +1171,7 @@ impl WorkEngine {
         }
         // 1–2. Checks, logged to audit.
         let dir = self.artifact_dir(id);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| WorkError::Io(format!("{}: {e}", dir.display())))?;
+        artifacts::create_private_dir(&dir).map_err(artifact_error)?;
         let report = self.verifier.run_checks(&goal.verify, Some(&dir)).await;
         self.audit(
             "goal_cycle_checks",

@@ -50,7 +50,7 @@
 //!   `models.*` and `gates.llm_defaults.model` are `provider:model` strings,
 //!   split at the first `:` by [`Config::resolve_model`].
 //! * `sandbox.verify_dir` / `sandbox.customer_context_dir` default to null,
-//!   meaning `{data_dir}/verify` and `{data_dir}/customer_context`
+//!   meaning `{data_dir}/sandbox/verify` and `{data_dir}/customer_context`
 //!   ([`Config::verify_dir`], [`Config::customer_context_dir`]).
 //! * `skills_dir` defaults to `./skills`.
 //! * `keystore:` — where the owner signing key lives (§5.8 names only the
@@ -314,12 +314,29 @@ impl Config {
         set(&self.search.provider) && set(&self.search.api_key)
     }
 
-    /// `sandbox.verify_dir`, or `{data_dir}/verify` when unset.
+    /// `{data_dir}/sandbox`: the one part of the data dir the unprivileged
+    /// sandbox user must traverse (a root daemon runs sandboxes as `nobody`),
+    /// so everything else in the data dir can stay owner-only.
+    pub fn sandbox_root(&self) -> PathBuf {
+        self.data_dir.join("sandbox")
+    }
+
+    /// `{data_dir}/sandbox/work`: the executors' per-run work dirs.
+    pub fn sandbox_work_dir(&self) -> PathBuf {
+        self.sandbox_root().join("work")
+    }
+
+    /// `sandbox.verify_dir`, or `{data_dir}/sandbox/verify` when unset.
     pub fn verify_dir(&self) -> PathBuf {
         self.sandbox
             .verify_dir
             .clone()
-            .unwrap_or_else(|| self.data_dir.join("verify"))
+            .unwrap_or_else(|| self.sandbox_root().join("verify"))
+    }
+
+    /// `{data_dir}/artifacts`: stored artifacts, owner-only.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.data_dir.join("artifacts")
     }
 
     /// `sandbox.customer_context_dir`, or `{data_dir}/customer_context` when unset.

@@ -759,7 +759,7 @@ pub struct SandboxConfig {
     pub base_image: String,
     pub default_memory_mb: u32,
     pub default_cpu_seconds: u32,
-    /// `None` means `{data_dir}/verify`; use
+    /// `None` means `{data_dir}/sandbox/verify`; use
     /// [`Config::verify_dir`](super::Config::verify_dir).
     pub verify_dir: Option<std::path::PathBuf>,
     /// `None` means `{data_dir}/customer_context`; use

@@ -92,7 +92,7 @@ fn shipped_file_loads_validates_and_equals_defaults() {
     assert_eq!(cfg.sandbox.backend, SandboxBackend::Subprocess);
     assert_eq!(cfg.sandbox.base_image, "python:3.12-slim");
     assert_eq!(cfg.sandbox.verify_dir, None);
-    assert_eq!(cfg.verify_dir(), PathBuf::from("./data/verify"));
+    assert_eq!(cfg.verify_dir(), PathBuf::from("./data/sandbox/verify"));
     assert_eq!(
         cfg.customer_context_dir(),
         PathBuf::from("./data/customer_context")
@@ -894,7 +894,13 @@ fn derived_sandbox_dirs() {
         data_dir: PathBuf::from("/srv/silas"),
         ..Config::default()
     };
-    assert_eq!(cfg.verify_dir(), PathBuf::from("/srv/silas/verify"));
+    assert_eq!(cfg.verify_dir(), PathBuf::from("/srv/silas/sandbox/verify"));
+    assert_eq!(cfg.sandbox_root(), PathBuf::from("/srv/silas/sandbox"));
+    assert_eq!(
+        cfg.sandbox_work_dir(),
+        PathBuf::from("/srv/silas/sandbox/work")
+    );
+    assert_eq!(cfg.artifacts_dir(), PathBuf::from("/srv/silas/artifacts"));
     assert_eq!(
         cfg.customer_context_dir(),
         PathBuf::from("/srv/silas/customer_context")
