@@ -40,7 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             let store = open_existing_store(&cfg.data_dir)?;
-            audit(&store, cmd)
+            audit(&cfg, &store, cmd)
         }
     }
 }
@@ -241,7 +241,7 @@ fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
     Ok(Store::open(path)?)
 }
 
-fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
+fn audit(cfg: &Config, store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
     let audit = store.audit();
     match cmd {
         AuditCommand::Verify { from_checkpoint } => {
@@ -250,16 +250,29 @@ fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
                 Some("latest") => audit.verify_from_checkpoint(None)?,
                 Some(id) => audit.verify_from_checkpoint(Some(id))?,
             };
-            match v.first_bad {
-                None => {
-                    println!("audit chain ok: {} entries verified", v.entries_checked);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Some(b) => Err(CliError::new(
+            if let Some(b) = v.first_bad {
+                return Err(CliError::new(
                     ErrorCode::EDbAuditChainBroken,
                     format!("audit chain broken at entry {}: {}", b.index, b.reason),
-                )),
+                ));
             }
+            // Hashes alone can be recomputed by whoever can write the store;
+            // the owner key's signatures and the head mirror cannot.
+            let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
+                keystore_from_config(cfg).load()?,
+            ));
+            let sealed = audit.verify_sealed(&seal)?;
+            if let Some(problem) = sealed.problem {
+                return Err(CliError::new(
+                    ErrorCode::EDbAuditChainBroken,
+                    format!("audit log tampered: {problem}"),
+                ));
+            }
+            println!("audit chain ok: {} entries verified", v.entries_checked);
+            for line in seal_report_lines(&sealed) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Tail { lines, json } => {
             for e in audit.tail(lines)? {
@@ -273,4 +286,33 @@ fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// What a passing sealed verification vouches for, and what it does not.
+fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    match r.covered_through {
+        Some(last) => lines.push(format!(
+            "signed checkpoints ok: {} verified against the owner key; entries 0..{last} covered; head mirror ok",
+            r.signed_checkpoints
+        )),
+        None => lines.push("no signed checkpoint yet".to_string()),
+    }
+    if let Some((first, last)) = r.uncovered {
+        let after = if r.covered_through.is_some() {
+            "are after the last signed checkpoint"
+        } else {
+            "are not covered by any signed checkpoint"
+        };
+        lines.push(format!(
+            "entries {first}..{last} {after} and are protected by the hash chain only"
+        ));
+    }
+    if !r.unsigned_superseded.is_empty() {
+        lines.push(format!(
+            "{} unsigned checkpoint(s) from before checkpoint signing, covered by a later signed checkpoint",
+            r.unsigned_superseded.len()
+        ));
+    }
+    lines
 }
