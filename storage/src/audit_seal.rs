@@ -153,11 +153,14 @@ impl HeadMirror {
         f.sync_all().map_err(|e| io("fsync", e))?;
         drop(f);
         fs::rename(&tmp, path).map_err(|e| io("rename", e))?;
-        if let Some(dir) = path.parent() {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io("fsync directory", e))?;
-        }
+        // A bare file name has the empty path as parent: the current dir.
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("fsync directory", e))?;
         Ok(())
     }
 }
