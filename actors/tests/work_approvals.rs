@@ -530,3 +530,74 @@ async fn goal_with_valid_standing_token_cycles_without_consuming_it() {
     );
     assert!(f.cards().is_empty());
 }
+
+/// The scheduler fires a goal whose standing token has expired: the cycle
+/// the dispatch starts is stopped before its checks with a renewal card,
+/// and the scheduler drops the goal's job at its next fire.
+#[tokio::test]
+async fn scheduler_stops_a_goal_whose_standing_token_expired() {
+    use ractor::{Actor, call_t};
+    use silas_actors::scheduler::{
+        JobAction, ManualClock, Scheduler, SchedulerArgs, SchedulerConfigJobs, SchedulerMsg,
+        parse_timezone,
+    };
+    let f = Fx::new().await;
+    let now = silas_core::Timestamp::now();
+    standing_goal(&f, now.minus(chrono::Duration::hours(2)));
+    let day = std::time::Duration::from_secs(86_400);
+    let clock = ManualClock::new(now);
+    let (tx, mut rx) = mpsc::channel(8);
+    let args = SchedulerArgs {
+        store: f.store.clone(),
+        timezone: parse_timezone("UTC").unwrap(),
+        clock: clock.clone(),
+        config_jobs: SchedulerConfigJobs {
+            heartbeat: None,
+            nonce_prune_every: day,
+            retention_every: day,
+            checkpoint_every: day,
+            sync_every: day,
+            default_health_check: "*/30 * * * *".into(),
+        },
+        dispatch: Some(tx),
+        housekeeper: None,
+        connections: None,
+        events: tokio::sync::broadcast::channel(16).0,
+    };
+    let (s, _j) = Actor::spawn(None, Scheduler, args).await.unwrap();
+    let goal_jobs = |jobs: Vec<silas_actors::scheduler::JobInfo>| {
+        jobs.into_iter()
+            .filter(|j| matches!(j.action, JobAction::GoalCycle { .. }))
+            .count()
+    };
+    assert_eq!(goal_jobs(call_t!(s, SchedulerMsg::List, 2000).unwrap()), 1);
+
+    // The next slot: dispatched; the executor's cycle refuses at entry.
+    clock.advance(std::time::Duration::from_secs(31 * 60));
+    let req = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(req.work_item_id, "goal-1");
+    let r = f
+        .engine
+        .execute(&req.work_item_id, &req.scope_id)
+        .await
+        .unwrap();
+    assert!(r.summary.starts_with("goal stopped"), "{}", r.summary);
+    assert_cycle_did_not_run(&f);
+    assert_eq!(
+        f.card_for("goal-1", PLAN_CARD).request_id,
+        "card-renew-goal-1"
+    );
+
+    // The slot after: no dispatch, and the job is gone.
+    clock.advance(std::time::Duration::from_secs(30 * 60));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "a stopped goal was dispatched again"
+    );
+    assert_eq!(goal_jobs(call_t!(s, SchedulerMsg::List, 2000).unwrap()), 0);
+    s.stop(None);
+}
