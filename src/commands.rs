@@ -186,12 +186,26 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
     if let serde_json::Value::Object(data) = data {
         store.audit().log(event, data)?;
     }
+    if matches!(key_outcome, InitOutcome::Replaced { .. }) {
+        // Checkpoints signed by the replaced key no longer verify; one signed
+        // by the new key covers (supersedes) them and re-signs the mirror.
+        store.audit().write_checkpoint(&BorrowedSeal(&owner_key))?;
+    }
     Ok(Initialised {
         store,
         owner_key,
         key_outcome,
         keystore,
     })
+}
+
+/// The owner key as checkpoint signer, borrowed (`init` keeps ownership).
+struct BorrowedSeal<'a>(&'a OwnerKey);
+
+impl silas_storage::CheckpointSigner for BorrowedSeal<'_> {
+    fn sign(&self, payload: &[u8]) -> Vec<u8> {
+        self.0.sign(payload).to_bytes().to_vec()
+    }
 }
 
 fn print_init_report(cfg: &Config, init: &Initialised) {
@@ -310,7 +324,7 @@ fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
     }
     if !r.unsigned_superseded.is_empty() {
         lines.push(format!(
-            "{} unsigned checkpoint(s) from before checkpoint signing, covered by a later signed checkpoint",
+            "{} checkpoint(s) not signed by the current owner key (written before checkpoint signing or under a replaced key), covered by a later signed checkpoint",
             r.unsigned_superseded.len()
         ));
     }

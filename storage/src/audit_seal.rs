@@ -19,7 +19,11 @@
 //! the mirror. Still undetected, by construction: rolling back the store and
 //! the mirror *together* to an earlier consistent state, removing both every
 //! checkpoint and the mirror (the report then says no entry is covered by a
-//! signed checkpoint), and anything done by someone holding the owner key.
+//! signed checkpoint), and anything done by someone holding the owner key
+//! or able to replace it in the keystore. A checkpoint whose signature does
+//! not verify (written before signing, or under a replaced key) is accepted
+//! only when a later verified head covers it: the hash chain links
+//! everything before that head to it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -178,8 +182,10 @@ pub struct SealReport {
     pub chain_len: u64,
     /// Checkpoints whose signature verified.
     pub signed_checkpoints: u64,
-    /// Unsigned checkpoints a later signed checkpoint covers (written before
-    /// checkpoints were signed): reported, harmless.
+    /// Checkpoints without a signature that verifies (written before
+    /// checkpoints were signed, or under an owner key since replaced) that a
+    /// later verified head covers: reported, harmless, since the hash chain
+    /// links everything before that head to it.
     pub unsigned_superseded: Vec<String>,
     /// Highest sequence number a verified signature vouches for (a signed
     /// checkpoint or the mirror).
@@ -197,8 +203,8 @@ pub struct SealReport {
 ///   when there is none.
 /// * `mirror`: the head mirror, `None` when the file is absent.
 ///
-/// The first problem found wins; checks run strongest first (signatures,
-/// then agreement with the chain, then the mirror).
+/// Checkpoints that verify and the mirror must match the chain; one without
+/// a verifying signature is refused unless a later verified head covers it.
 pub fn assess(
     chain_len: u64,
     hash_at: &dyn Fn(u64) -> StoreResult<Option<String>>,
@@ -214,18 +220,11 @@ pub fn assess(
         uncovered: None,
         problem: None,
     };
-    let mut unsigned: Vec<&Checkpoint> = Vec::new();
+    let mut unverified: Vec<&Checkpoint> = Vec::new();
     for cp in checkpoints {
-        if cp.signature.is_none() {
-            unsigned.push(cp);
-            continue;
-        }
         if !signature_valid(cp, verifier)? {
-            report.problem = Some(format!(
-                "checkpoint {} (entry {}) has a signature that does not verify against the owner key (forged or rewritten)",
-                cp.checkpoint_id, cp.head_seq
-            ));
-            return Ok(report);
+            unverified.push(cp);
+            continue;
         }
         if let Some(p) = head_mismatch("checkpoint", &cp.checkpoint_id, cp, chain_len, hash_at)? {
             report.problem = Some(p);
@@ -259,21 +258,26 @@ pub fn assess(
         ));
         return Ok(report);
     }
-    for cp in unsigned {
-        // Even unsigned, a checkpoint past the end still shows a naive cut.
-        if let Some(p) = head_mismatch("checkpoint", &cp.checkpoint_id, cp, chain_len, hash_at)? {
-            report.problem = Some(p);
-            return Ok(report);
-        }
+    for cp in unverified {
         if report.covered_through.is_some_and(|c| c >= cp.head_seq) {
             report.unsigned_superseded.push(cp.checkpoint_id.clone());
-        } else {
-            report.problem = Some(format!(
+            continue;
+        }
+        // Past the end, even an unsigned checkpoint still shows a naive cut.
+        let problem = match head_mismatch("checkpoint", &cp.checkpoint_id, cp, chain_len, hash_at)?
+        {
+            Some(p) => p,
+            None if cp.signature.is_none() => format!(
                 "checkpoint {} (entry {}) is unsigned and no signed checkpoint covers it",
                 cp.checkpoint_id, cp.head_seq
-            ));
-            return Ok(report);
-        }
+            ),
+            None => format!(
+                "checkpoint {} (entry {}) has a signature that does not verify against the owner key (forged or rewritten)",
+                cp.checkpoint_id, cp.head_seq
+            ),
+        };
+        report.problem = Some(problem);
+        return Ok(report);
     }
     let first_uncovered = report.covered_through.map_or(0, |c| c + 1);
     if first_uncovered < chain_len {
@@ -379,6 +383,30 @@ mod tests {
         let c = cp(4, Some(&Fake("attacker")));
         let r = assess(8, &hashes(8), &[c], None, &KEY).unwrap();
         assert!(r.problem.unwrap().contains("does not verify"));
+    }
+
+    #[test]
+    fn checkpoint_of_a_replaced_key_is_superseded_by_a_later_one_of_the_current_key() {
+        let old = cp(3, Some(&Fake("previous key")));
+        let current = cp(5, Some(&KEY));
+        let m = HeadMirror::of(&current).unwrap();
+        let r = assess(8, &hashes(8), &[old.clone(), current], Some(&m), &KEY).unwrap();
+        assert_eq!(r.problem, None);
+        assert_eq!(r.unsigned_superseded, vec!["cp-3".to_string()]);
+        // Not covered by a later verified head: refused.
+        let r = assess(
+            8,
+            &hashes(8),
+            &[cp(6, Some(&Fake("x"))), old],
+            Some(&m),
+            &KEY,
+        )
+        .unwrap();
+        assert!(
+            r.problem
+                .unwrap()
+                .contains("cp-6 (entry 6) has a signature that does not verify")
+        );
     }
 
     #[test]
