@@ -302,6 +302,27 @@ fn audit(cfg: &Config, store: &Store, cmd: AuditCommand) -> Result<ExitCode, Cli
     }
 }
 
+/// At start: the signed checkpoints and the head mirror against the store
+/// (lookups only, no chain walk). Tampering while the daemon was down would
+/// otherwise be laundered by the next checkpoint, which signs whatever head
+/// it finds; so it is logged and written into the audit log itself, where
+/// every later signed checkpoint keeps it. Never refuses to start.
+pub fn check_audit_seal_at_start(store: &Store, seal: &silas_actors::audit_seal::OwnerSeal) {
+    let code = ErrorCode::EDbAuditChainBroken;
+    let problem = match store.audit().verify_sealed(seal) {
+        Ok(r) => r.problem,
+        Err(e) => Some(format!("cannot check the audit seal: {e}")),
+    };
+    let Some(problem) = problem else { return };
+    tracing::error!(%code, "audit log tampered while stopped: {problem}; see `silas audit verify`");
+    let data = json!({"code": code.as_str(), "problem": problem});
+    if let serde_json::Value::Object(data) = data
+        && let Err(e) = store.audit().log("audit.tamper_detected", data)
+    {
+        tracing::error!(code = %silas_core::Coded::code(&e), "audit write failed: {e}");
+    }
+}
+
 /// What a passing sealed verification vouches for, and what it does not.
 fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
     let mut lines = Vec::new();

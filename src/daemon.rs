@@ -151,6 +151,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     // One key signs approvals and audit checkpoints (§4.16).
     let owner_key = Arc::new(owner_key);
     let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
+    crate::commands::check_audit_seal_at_start(&store, &seal);
     let housekeeper = HousekeeperArgs {
         store: store.clone(),
         retention_days: cfg.chronicle.retention_days,

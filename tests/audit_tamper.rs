@@ -219,3 +219,33 @@ fn replacing_the_owner_key_keeps_the_log_verifiable() {
         "{stdout}"
     );
 }
+
+#[test]
+fn tampering_while_stopped_is_recorded_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    run_daemon_once(dir.path());
+    {
+        let store = open_store(dir.path());
+        let len = store.audit().len().unwrap();
+        let txn = store.raw_database().begin_write().unwrap();
+        {
+            let mut t = txn.open_table(AUDIT).unwrap();
+            for seq in (len - 3)..len {
+                t.remove(seq).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        drop_checkpoints(&store);
+    }
+    // The next run would sign the cut chain at its shutdown checkpoint; the
+    // start records what it found first, inside the log that gets signed.
+    run_daemon_once(dir.path());
+    let found: Vec<serde_json::Value> = support::audit_events(dir.path())
+        .into_iter()
+        .filter(|e| e["event"] == "audit.tamper_detected")
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let problem = found[0]["data"]["problem"].as_str().unwrap();
+    assert!(problem.starts_with("truncated:"), "{problem}");
+    assert_eq!(found[0]["data"]["code"], "E_DB_AUDIT_CHAIN_BROKEN");
+}
