@@ -66,7 +66,10 @@ fn bench_verify(c: &mut Criterion) {
             .collect();
         audit.log_batch(batch).unwrap();
     }
-    audit.write_checkpoint().unwrap();
+    let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
+        silas_keys::OwnerKey::generate().unwrap(),
+    ));
+    audit.write_checkpoint(&seal).unwrap();
     let batch = (0..1000)
         .map(|j| ("gate.evaluated".to_string(), data(j)))
         .collect();

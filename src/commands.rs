@@ -48,7 +48,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             let store = open_existing_store(&cfg.data_dir)?;
-            audit(&store, cmd)
+            audit(&cfg, &store, cmd)
         }
     }
 }
@@ -216,12 +216,26 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
     if let serde_json::Value::Object(data) = data {
         store.audit().log(event, data)?;
     }
+    if matches!(key_outcome, InitOutcome::Replaced { .. }) {
+        // Checkpoints signed by the replaced key no longer verify; one signed
+        // by the new key covers (supersedes) them and re-signs the mirror.
+        store.audit().write_checkpoint(&BorrowedSeal(&owner_key))?;
+    }
     Ok(Initialised {
         store,
         owner_key,
         key_outcome,
         keystore,
     })
+}
+
+/// The owner key as checkpoint signer, borrowed (`init` keeps ownership).
+struct BorrowedSeal<'a>(&'a OwnerKey);
+
+impl silas_storage::CheckpointSigner for BorrowedSeal<'_> {
+    fn sign(&self, payload: &[u8]) -> Vec<u8> {
+        self.0.sign(payload).to_bytes().to_vec()
+    }
 }
 
 fn print_init_report(cfg: &Config, init: &Initialised) {
@@ -271,7 +285,7 @@ fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
     Ok(Store::open(path)?)
 }
 
-fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
+fn audit(cfg: &Config, store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
     let audit = store.audit();
     match cmd {
         AuditCommand::Verify { from_checkpoint } => {
@@ -280,16 +294,29 @@ fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
                 Some("latest") => audit.verify_from_checkpoint(None)?,
                 Some(id) => audit.verify_from_checkpoint(Some(id))?,
             };
-            match v.first_bad {
-                None => {
-                    println!("audit chain ok: {} entries verified", v.entries_checked);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Some(b) => Err(CliError::new(
+            if let Some(b) = v.first_bad {
+                return Err(CliError::new(
                     ErrorCode::EDbAuditChainBroken,
                     format!("audit chain broken at entry {}: {}", b.index, b.reason),
-                )),
+                ));
             }
+            // Hashes alone can be recomputed by whoever can write the store;
+            // the owner key's signatures and the head mirror cannot.
+            let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
+                keystore_from_config(cfg).load()?,
+            ));
+            let sealed = audit.verify_sealed(&seal)?;
+            if let Some(problem) = sealed.problem {
+                return Err(CliError::new(
+                    ErrorCode::EDbAuditChainBroken,
+                    format!("audit log tampered: {problem}"),
+                ));
+            }
+            println!("audit chain ok: {} entries verified", v.entries_checked);
+            for line in seal_report_lines(&sealed) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Tail { lines, json } => {
             for e in audit.tail(lines)? {
@@ -303,4 +330,54 @@ fn audit(store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// At start: the signed checkpoints and the head mirror against the store
+/// (lookups only, no chain walk). Tampering while the daemon was down would
+/// otherwise be laundered by the next checkpoint, which signs whatever head
+/// it finds; so it is logged and written into the audit log itself, where
+/// every later signed checkpoint keeps it. Never refuses to start.
+pub fn check_audit_seal_at_start(store: &Store, seal: &silas_actors::audit_seal::OwnerSeal) {
+    let code = ErrorCode::EDbAuditChainBroken;
+    let problem = match store.audit().verify_sealed(seal) {
+        Ok(r) => r.problem,
+        Err(e) => Some(format!("cannot check the audit seal: {e}")),
+    };
+    let Some(problem) = problem else { return };
+    tracing::error!(%code, "audit log tampered while stopped: {problem}; see `silas audit verify`");
+    let data = json!({"code": code.as_str(), "problem": problem});
+    if let serde_json::Value::Object(data) = data
+        && let Err(e) = store.audit().log("audit.tamper_detected", data)
+    {
+        tracing::error!(code = %silas_core::Coded::code(&e), "audit write failed: {e}");
+    }
+}
+
+/// What a passing sealed verification vouches for, and what it does not.
+fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    match r.covered_through {
+        Some(last) => lines.push(format!(
+            "signed checkpoints ok: {} verified against the owner key; entries 0..{last} covered; head mirror ok",
+            r.signed_checkpoints
+        )),
+        None => lines.push("no signed checkpoint yet".to_string()),
+    }
+    if let Some((first, last)) = r.uncovered {
+        let after = if r.covered_through.is_some() {
+            "are after the last signed checkpoint"
+        } else {
+            "are not covered by any signed checkpoint"
+        };
+        lines.push(format!(
+            "entries {first}..{last} {after} and are protected by the hash chain only"
+        ));
+    }
+    if !r.unsigned_superseded.is_empty() {
+        lines.push(format!(
+            "{} checkpoint(s) not signed by the current owner key (written before checkpoint signing or under a replaced key), covered by a later signed checkpoint",
+            r.unsigned_superseded.len()
+        ));
+    }
+    lines
 }

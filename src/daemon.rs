@@ -165,6 +165,10 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         let _ = server_stop.wait_for(|s| *s).await;
     });
 
+    // One key signs approvals and audit checkpoints (§4.16).
+    let owner_key = Arc::new(owner_key);
+    let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
+    crate::commands::check_audit_seal_at_start(&store, &seal);
     let housekeeper = HousekeeperArgs {
         store: store.clone(),
         retention_days: cfg.chronicle.retention_days,
@@ -172,6 +176,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         checkpoint_interval: Duration::from_secs(
             u64::from(cfg.audit.checkpoint_interval_minutes) * 60,
         ),
+        signer: Arc::new(seal.clone()),
         // The Scheduler drives maintenance; without it the housekeeper
         // keeps its own minute tick.
         tick_every: (!cfg.scheduler.enabled).then(|| Duration::from_secs(60)),
@@ -185,7 +190,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         })?;
     let approvals = ApprovalService::new(
         store.clone(),
-        Arc::new(owner_key),
+        owner_key,
         silas_core::approval::IssuePolicy::from_config(&cfg),
     )
     .with_owner_sessions(owner_sessions);
@@ -330,7 +335,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         "daemon.stopped",
         json!({"reason": reason, "drained": drained, "escalated": escalated}),
     );
-    let checkpoint = store.audit().write_checkpoint()?;
+    let checkpoint = store.audit().write_checkpoint(&seal)?;
     tracing::info!(%checkpoint, "audit checkpoint written; bye");
     if escalated {
         return Err(CliError::new(

@@ -380,6 +380,28 @@ impl ApprovalService {
         self.require_verified(token, &binding)
     }
 
+    /// Non-consuming check of a goal's standing token at each cycle
+    /// (§5.2.3), against the ledger's copy: a token the ledger does not hold,
+    /// or holds with other signed fields, is refused as unknown (revoked).
+    pub fn check_standing(
+        &self,
+        token: &ApprovalToken,
+        goal: &WorkItem,
+        now: Timestamp,
+    ) -> Result<(), ApprovalError> {
+        let stored = match self.store.approvals().get(&token.token_id)? {
+            Some(t) if approval::same_signed_token(&t, token) => t,
+            Some(_) | None => {
+                if let Err(d) = approval::check_standing(token, goal, now, &self.sig_ok()) {
+                    return self.deny("check", token, d);
+                }
+                return self.deny("check", token, Denial::UnknownToken);
+            }
+        };
+        approval::check_standing(&stored, goal, now, &self.sig_ok())
+            .or_else(|d| self.deny("check", token, d))
+    }
+
     /// `approval.default_ttl_minutes`: also how long an approval card waits.
     pub fn default_ttl_minutes(&self) -> u32 {
         self.policy.default_ttl_minutes

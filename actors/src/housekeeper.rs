@@ -1,7 +1,8 @@
 //! The Housekeeper: maintenance of durable state — the chronicle retention
 //! policy (§4.14, default 90 days), pruning nonce records older than the
 //! nonce TTL (§4.5), and an audit checkpoint (§4.16) when the chain has grown
-//! and the interval has passed. In the daemon the Scheduler decides *when*
+//! and the interval has passed, signed with the owner key and mirrored
+//! outside the store (`silas_storage::audit_seal`). In the daemon the Scheduler decides *when*
 //! (jobs `chronicle_retention`, `nonce_prune`, `audit_checkpoint`, sent as
 //! [`HousekeeperMsg::Run`]), so there is one timing mechanism; a standalone
 //! housekeeper can still tick on its own (`tick_every`). It keeps nothing
@@ -9,13 +10,14 @@
 //! back, so a restart neither skips nor repeats work. Store errors fail the
 //! actor; its supervisor restarts it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 use silas_core::Timestamp;
-use silas_storage::Store;
+use silas_storage::{CheckpointSigner, Store};
 
 /// Whether a checkpoint should be written now (pure).
 ///
@@ -38,6 +40,8 @@ pub struct HousekeeperArgs {
     /// Nonce records older than this are unreplayable by definition (§4.5).
     pub nonce_ttl: Duration,
     pub checkpoint_interval: Duration,
+    /// Signs each checkpoint (the owner key, via `audit_seal::OwnerSeal`).
+    pub signer: Arc<dyn CheckpointSigner>,
     /// Run all maintenance on this interval by itself; `None` when the
     /// Scheduler drives it.
     pub tick_every: Option<Duration>,
@@ -144,7 +148,7 @@ impl HousekeeperState {
             self.args.checkpoint_interval,
             force,
         ) {
-            checkpoint = Some(audit.write_checkpoint()?);
+            checkpoint = Some(audit.write_checkpoint(self.args.signer.as_ref())?);
             self.covered_len = len;
             self.last_checkpoint = Instant::now();
         }

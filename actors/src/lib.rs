@@ -18,6 +18,7 @@
 
 pub mod activity;
 pub mod approval;
+pub mod audit_seal;
 pub mod cards;
 pub mod channel;
 pub mod connection;

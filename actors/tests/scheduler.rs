@@ -400,6 +400,9 @@ async fn housekeeping_runs_as_scheduler_jobs() {
             retention_days: 90,
             nonce_ttl: Duration::from_secs(40 * 60),
             checkpoint_interval: Duration::from_secs(3600),
+            signer: std::sync::Arc::new(silas_actors::audit_seal::OwnerSeal::new(
+                std::sync::Arc::new(silas_keys::OwnerKey::generate().unwrap()),
+            )),
             tick_every: None,
         },
     )

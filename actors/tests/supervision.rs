@@ -200,11 +200,15 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
         .unwrap();
     nonces.record(NonceDomain::Msg, "fresh", now).unwrap();
 
+    let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
+        silas_keys::OwnerKey::generate().unwrap(),
+    ));
     let args = HousekeeperArgs {
         store: store.clone(),
         retention_days: 90,
         nonce_ttl: Duration::from_secs(40 * 60),
         checkpoint_interval: Duration::from_secs(3600),
+        signer: std::sync::Arc::new(seal.clone()),
         tick_every: Some(Duration::from_secs(3600)),
     };
     let (hk, join) = Actor::spawn(None, Housekeeper, args.clone()).await.unwrap();
@@ -253,6 +257,11 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
             .is_some()
     );
     assert!(store.audit().verify_from_checkpoint(None).unwrap().valid);
+    // The housekeeper's checkpoints are signed by its key and mirrored.
+    let sealed = store.audit().verify_sealed(&seal).unwrap();
+    assert_eq!(sealed.problem, None);
+    assert_eq!(sealed.signed_checkpoints, 2);
+    assert!(store.audit().head_mirror_path().is_file());
     hk.stop(None);
     join.await.unwrap();
 }

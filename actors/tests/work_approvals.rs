@@ -104,8 +104,9 @@ fn goal(f: &Fx) -> WorkItem {
 
 /// Runs a goal cycle that spawns `goal-1-fix-1` and leaves it waiting.
 async fn blocked_fix_task(f: &Fx) -> PendingCard {
-    let g = goal(f);
-    f.store.work_items().save(&g).unwrap();
+    // Plan-approved (a cycle's entry check passes), but not standing.
+    let mut g = goal(f);
+    f.approve(&mut g);
     let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
     let GoalCycleOutcome::FixTaskBlocked { task_id, .. } = out else {
         panic!("{out:?}")
@@ -140,7 +141,11 @@ async fn fix_task_without_standing_token_gets_a_card_and_runs_once_approved() {
     // The Stream delivers it with the item's blocked event.
     let open = approval_flow::open_cards_for(&f.deps, "goal-1-fix-1").unwrap();
     assert_eq!(open, vec![card.clone()]);
-    assert_eq!(f.store.nonces().len().unwrap(), 0);
+    assert_eq!(
+        f.store.nonces().len().unwrap(),
+        1,
+        "the goal's own approval"
+    );
 
     let out = f.decide(&card.request_id, "approved").await.unwrap();
     let DecideOutcome::Dispatched {
@@ -157,7 +162,7 @@ async fn fix_task_without_standing_token_gets_a_card_and_runs_once_approved() {
     let tok = f.store.approvals().get(&token_id).unwrap().unwrap();
     assert_eq!(tok.scope, ApprovalScope::FullPlan);
     assert_eq!(tok.executions_used, 1, "verified: one nonce consumed");
-    assert_eq!(f.store.nonces().len().unwrap(), 1);
+    assert_eq!(f.store.nonces().len().unwrap(), 2, "goal + fix task");
 
     f.fake.push(shell("echo fixed > fixed.txt"));
     f.fake.push(output("fixed it"));
@@ -171,7 +176,7 @@ async fn fix_task_without_standing_token_gets_a_card_and_runs_once_approved() {
     assert_eq!(f.get("goal-1-fix-1").status, WorkItemStatus::Done);
     assert_eq!(
         f.store.nonces().len().unwrap(),
-        1,
+        2,
         "execution did not consume again"
     );
     // A repeated answer (e.g. after a crash) runs nothing again.
@@ -205,7 +210,11 @@ async fn declined_fix_task_stays_blocked_and_nothing_runs() {
     assert_eq!(r.status, WorkItemStatus::Blocked);
     assert_eq!(f.fake.served(), 0);
     assert_eq!(f.execution_dirs(), 0, "no sandbox run");
-    assert_eq!(f.store.nonces().len().unwrap(), 0);
+    assert_eq!(
+        f.store.nonces().len().unwrap(),
+        1,
+        "the goal's own approval"
+    );
 }
 
 #[tokio::test]
@@ -227,7 +236,11 @@ async fn fix_task_edited_after_its_card_is_refused() {
     let fix = f.get("goal-1-fix-1");
     assert_eq!(fix.status, WorkItemStatus::Blocked);
     assert!(fix.approval_token.is_none(), "no token minted");
-    assert_eq!(f.store.nonces().len().unwrap(), 0);
+    assert_eq!(
+        f.store.nonces().len().unwrap(),
+        1,
+        "the goal's own approval"
+    );
     assert!(f.audit_events().contains(&"plan_card_refused".to_owned()));
     let r = f.engine.execute("goal-1-fix-1", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked);
@@ -399,4 +412,206 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     assert!(f.cards().is_empty());
     actor.stop(None);
     handle.await.unwrap();
+}
+
+// ------------------------------------------------- goal approval at entry
+
+/// A standing token for `g` issued at `issued` (30-minute TTL).
+fn standing_token(
+    f: &Fx,
+    g: &WorkItem,
+    issued: silas_core::Timestamp,
+) -> silas_core::model::approval::ApprovalToken {
+    f.svc
+        .issue_token(
+            silas_core::approval::Subject::WorkItem(g),
+            &common::approved(),
+            ApprovalScope::Standing,
+            &common::owner_origin(&f.svc),
+            issued,
+        )
+        .unwrap()
+}
+
+/// `goal(f)` under a standing token issued at `issued`.
+fn standing_goal(f: &Fx, issued: silas_core::Timestamp) -> WorkItem {
+    let mut g = goal(f);
+    g.approval_token = Some(standing_token(f, &g, issued));
+    f.store.work_items().save(&g).unwrap();
+    g
+}
+
+/// Nothing of the cycle ran: no checks (the cycle's artifact dir is made
+/// just before them), no executor, no model request, no nonce.
+fn assert_cycle_did_not_run(f: &Fx) {
+    assert!(!f.path("artifacts/goal-1").exists(), "the checks ran");
+    assert!(!f.audit_events().contains(&"goal_cycle_checks".to_owned()));
+    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.fake.served(), 0);
+    assert_eq!(f.store.nonces().len().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn goal_with_expired_standing_token_is_stopped_and_renewed_by_its_card() {
+    let mut f = Fx::new().await;
+    let two_hours_ago = silas_core::Timestamp::now().minus(chrono::Duration::hours(2));
+    let old = standing_goal(&f, two_hours_ago);
+    let old_token = old.approval_token.clone().unwrap();
+
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    let GoalCycleOutcome::Stopped { reason } = out else {
+        panic!("{out:?}")
+    };
+    assert!(reason.starts_with("E_APPROVAL_EXPIRED"), "{reason}");
+    assert_cycle_did_not_run(&f);
+    // Stopped: blocked, the stale token detached, so the scheduler drops it.
+    let g = f.get("goal-1");
+    assert_eq!(g.status, WorkItemStatus::Blocked);
+    assert!(g.approval_token.is_none());
+    assert!(!silas_actors::scheduler::goal_is_schedulable(&g));
+    // Audited, and a renewal card bound to the goal's current plan hash.
+    let stopped = common::audit_data(&f.store, "goal_stopped_approval_invalid");
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0]["token_id"], json!(old_token.token_id));
+    let card = f.card_for("goal-1", PLAN_CARD);
+    assert_eq!(card.request_id, "card-renew-goal-1");
+    assert_eq!(card.payload["renewal"], json!(true));
+    assert_eq!(
+        card.payload["plan_hash"],
+        json!(silas_core::projections::plan_hash(&g).unwrap())
+    );
+    let ev = f.drain();
+    assert!(ev.iter().any(|e| e.work_item_id == "goal-1"
+        && e.status == WorkStatusKind::Blocked
+        && e.summary.contains("renewing")));
+    // A second dispatch meanwhile changes nothing: still one open card.
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    assert!(matches!(out, GoalCycleOutcome::Stopped { .. }), "{out:?}");
+    assert_cycle_did_not_run(&f);
+    assert_eq!(f.cards().len(), 1);
+
+    // The owner renews: a fresh token, the goal is schedulable and cycles.
+    let out = f.decide(&card.request_id, "approved").await.unwrap();
+    assert!(matches!(out, DecideOutcome::Dispatched { .. }), "{out:?}");
+    let g = f.get("goal-1");
+    let new_token = g.approval_token.clone().unwrap();
+    assert_ne!(new_token.token_id, old_token.token_id);
+    assert!(silas_actors::scheduler::goal_is_schedulable(&g));
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    assert!(!matches!(out, GoalCycleOutcome::Stopped { .. }), "{out:?}");
+    assert!(f.audit_events().contains(&"goal_cycle_checks".to_owned()));
+}
+
+#[tokio::test]
+async fn goal_with_tampered_standing_token_is_stopped_before_its_checks() {
+    let f = Fx::new().await;
+    let mut g = standing_goal(&f, silas_core::Timestamp::now());
+    // More executions than the owner signed for.
+    if let Some(t) = g.approval_token.as_mut() {
+        t.max_executions += 100;
+    }
+    f.store.work_items().save(&g).unwrap();
+    let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
+    let GoalCycleOutcome::Stopped { reason } = out else {
+        panic!("{out:?}")
+    };
+    assert!(reason.starts_with("E_APPROVAL_SIGNATURE"), "{reason}");
+    assert_cycle_did_not_run(&f);
+    assert!(f.audit_events().contains(&"approval.denied".to_owned()));
+    assert_eq!(
+        f.card_for("goal-1", PLAN_CARD).request_id,
+        "card-renew-goal-1"
+    );
+}
+
+#[tokio::test]
+async fn goal_with_valid_standing_token_cycles_without_consuming_it() {
+    let f = Fx::new().await;
+    let mut g = item(json!({
+        "id": "goal-ok", "type": "goal", "title": "Stay green", "body": "Watch.",
+        "schedule": "*/30 * * * *",
+        "verify": [{"name": "ok", "run": "true", "expect": {"exit_code": 0}}],
+    }));
+    g.approval_token = Some(standing_token(&f, &g, silas_core::Timestamp::now()));
+    f.store.work_items().save(&g).unwrap();
+    let out = f.engine.run_goal_cycle("goal-ok", "owner").await.unwrap();
+    assert!(matches!(out, GoalCycleOutcome::Healthy), "{out:?}");
+    let tok = g.approval_token.unwrap();
+    let ledger = f.store.approvals().get(&tok.token_id).unwrap().unwrap();
+    assert_eq!(
+        ledger.executions_used, 0,
+        "a healthy cycle consumes nothing"
+    );
+    assert!(f.cards().is_empty());
+}
+
+/// The scheduler fires a goal whose standing token has expired: the cycle
+/// the dispatch starts is stopped before its checks with a renewal card,
+/// and the scheduler drops the goal's job at its next fire.
+#[tokio::test]
+async fn scheduler_stops_a_goal_whose_standing_token_expired() {
+    use ractor::{Actor, call_t};
+    use silas_actors::scheduler::{
+        JobAction, ManualClock, Scheduler, SchedulerArgs, SchedulerConfigJobs, SchedulerMsg,
+        parse_timezone,
+    };
+    let f = Fx::new().await;
+    let now = silas_core::Timestamp::now();
+    standing_goal(&f, now.minus(chrono::Duration::hours(2)));
+    let day = std::time::Duration::from_secs(86_400);
+    let clock = ManualClock::new(now);
+    let (tx, mut rx) = mpsc::channel(8);
+    let args = SchedulerArgs {
+        store: f.store.clone(),
+        timezone: parse_timezone("UTC").unwrap(),
+        clock: clock.clone(),
+        config_jobs: SchedulerConfigJobs {
+            heartbeat: None,
+            nonce_prune_every: day,
+            retention_every: day,
+            checkpoint_every: day,
+            sync_every: day,
+            default_health_check: "*/30 * * * *".into(),
+        },
+        dispatch: Some(tx),
+        housekeeper: None,
+        connections: None,
+        events: tokio::sync::broadcast::channel(16).0,
+    };
+    let (s, _j) = Actor::spawn(None, Scheduler, args).await.unwrap();
+    let goal_jobs = |jobs: Vec<silas_actors::scheduler::JobInfo>| {
+        jobs.into_iter()
+            .filter(|j| matches!(j.action, JobAction::GoalCycle { .. }))
+            .count()
+    };
+    assert_eq!(goal_jobs(call_t!(s, SchedulerMsg::List, 2000).unwrap()), 1);
+
+    // The next slot: dispatched; the executor's cycle refuses at entry.
+    clock.advance(std::time::Duration::from_secs(31 * 60));
+    let req = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(req.work_item_id, "goal-1");
+    let r = f
+        .engine
+        .execute(&req.work_item_id, &req.scope_id)
+        .await
+        .unwrap();
+    assert!(r.summary.starts_with("goal stopped"), "{}", r.summary);
+    assert_cycle_did_not_run(&f);
+    assert_eq!(
+        f.card_for("goal-1", PLAN_CARD).request_id,
+        "card-renew-goal-1"
+    );
+
+    // The slot after: no dispatch, and the job is gone.
+    clock.advance(std::time::Duration::from_secs(30 * 60));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "a stopped goal was dispatched again"
+    );
+    assert_eq!(goal_jobs(call_t!(s, SchedulerMsg::List, 2000).unwrap()), 0);
+    s.stop(None);
 }

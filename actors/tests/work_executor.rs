@@ -333,8 +333,8 @@ async fn tampered_spawn_is_refused() {
     // The untampered template does match (sanity), but is not consumed here.
     assert_eq!(f.store.nonces().len().unwrap(), 0);
 
-    // The goal itself changed after approval: verification refuses, the fix
-    // task waits blocked for a fresh interactive approval, nothing runs.
+    // The goal itself changed after approval: the cycle's entry check
+    // refuses before any check runs; the goal waits for renewal.
     let mut drifted = g.clone();
     drifted.gates = vec![
         serde_json::from_value(json!({
@@ -343,31 +343,42 @@ async fn tampered_spawn_is_refused() {
     ];
     f.store.work_items().save(&drifted).unwrap();
     let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
-    let GoalCycleOutcome::FixTaskBlocked { task_id, reason } = out else {
+    let GoalCycleOutcome::Stopped { reason } = out else {
         panic!("{out:?}")
     };
     assert!(reason.starts_with("E_APPROVAL_HASH"), "{reason}");
+    assert!(
+        f.store
+            .work_items()
+            .list_by_parent("goal-1")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(f.fake.served(), 0);
+    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.store.nonces().len().unwrap(), 0);
+    let ev = f.drain();
+    let blocked = ev.iter().find(|e| e.work_item_id == "goal-1").unwrap();
+    assert_eq!(blocked.status, WorkStatusKind::Blocked);
+
+    // A plan-approved goal (no standing token) runs its checks, but its fix
+    // task waits blocked for a fresh interactive approval.
+    let mut planned = goal(&f);
+    planned.id = "goal-2".into();
+    f.approve(&mut planned);
+    let out = f.engine.run_goal_cycle("goal-2", "owner").await.unwrap();
+    let GoalCycleOutcome::FixTaskBlocked { task_id, reason } = out else {
+        panic!("{out:?}")
+    };
+    assert!(reason.contains("not standing"), "{reason}");
     let fix = f.get(&task_id);
     assert_eq!(fix.status, WorkItemStatus::Blocked);
     assert!(fix.needs_approval);
     assert!(fix.approval_token.is_none());
     assert_eq!(f.fake.served(), 0);
-    assert_eq!(f.execution_dirs(), 0);
-    assert_eq!(f.store.nonces().len().unwrap(), 0);
     let ev = f.drain();
     let blocked = ev.iter().find(|e| e.work_item_id == task_id).unwrap();
-    assert_eq!(blocked.status, WorkStatusKind::Blocked);
     assert!(blocked.summary.contains("needs your approval"));
-
-    // And a goal without any standing approval asks for one as well.
-    let mut bare = goal(&f);
-    bare.id = "goal-2".into();
-    f.store.work_items().save(&bare).unwrap();
-    let out = f.engine.run_goal_cycle("goal-2", "owner").await.unwrap();
-    assert!(
-        matches!(out, GoalCycleOutcome::FixTaskBlocked { .. }),
-        "{out:?}"
-    );
 }
 
 #[tokio::test]
@@ -444,8 +455,9 @@ async fn project_runs_in_topological_order_and_stops_at_an_unmet_dependency() {
         f.approve(&mut t);
         f.fake.push(output(&format!("did {id}")));
     }
-    let p = item(json!({"id": "p-1", "type": "project", "title": "p", "tasks": ["c", "b", "a"]}));
-    f.store.work_items().save(&p).unwrap();
+    let mut p =
+        item(json!({"id": "p-1", "type": "project", "title": "p", "tasks": ["c", "b", "a"]}));
+    f.approve(&mut p);
     let r = f.engine.run_project("p-1", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
     let order: Vec<String> = f
@@ -473,8 +485,9 @@ async fn project_runs_in_topological_order_and_stops_at_an_unmet_dependency() {
         f.approve(&mut t);
     }
     f.fake.push(output("did x"));
-    let p = item(json!({"id": "p-2", "type": "project", "title": "p", "tasks": ["x", "z", "y"]}));
-    f.store.work_items().save(&p).unwrap();
+    let mut p =
+        item(json!({"id": "p-2", "type": "project", "title": "p", "tasks": ["x", "z", "y"]}));
+    f.approve(&mut p);
     let served = f.fake.served();
     let r = f.engine.run_project("p-2", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked, "{r:?}");
@@ -483,6 +496,75 @@ async fn project_runs_in_topological_order_and_stops_at_an_unmet_dependency() {
     assert_eq!(f.get("x").status, WorkItemStatus::Done);
     assert_eq!(f.get("y").status, WorkItemStatus::Pending);
     assert_eq!(f.get("z").status, WorkItemStatus::Pending);
+}
+
+#[tokio::test]
+async fn project_without_a_valid_token_is_refused_before_any_child_runs() {
+    let mut f = Fx::new().await;
+    f.fake.set_fallback(shell("touch pwned.txt"));
+    let mut child = item(
+        json!({"id": "pc", "type": "task", "title": "pc", "body": "Task pc",
+                                "parent": "p"}),
+    );
+    f.approve(&mut child);
+    let project =
+        |id: &str| item(json!({"id": id, "type": "project", "title": "p", "tasks": ["pc"]}));
+    // No token.
+    f.store.work_items().save(&project("p-none")).unwrap();
+    // Expired: issued and verified two hours ago (30-minute TTL).
+    let mut p = project("p-expired");
+    f.approve_at(
+        &mut p,
+        Timestamp::now().minus(ChronoDuration::hours(2)),
+        true,
+    );
+    // Tampered: the plan changed after approval.
+    let mut p = project("p-tampered");
+    f.approve(&mut p);
+    p.title = "p, and also wipe the disk".into();
+    f.store.work_items().save(&p).unwrap();
+
+    for (id, why) in [
+        ("p-none", "no approval token"),
+        ("p-expired", "token expired"),
+        ("p-tampered", "plan hash mismatch"),
+    ] {
+        let r = f.engine.run_project(id, "owner").await.unwrap();
+        assert_eq!(r.status, WorkItemStatus::Blocked, "{id}: {r:?}");
+        assert!(r.summary.contains(why), "{id}: {}", r.summary);
+        assert_eq!(f.get(id).status, WorkItemStatus::Blocked);
+    }
+    assert_eq!(
+        f.get("pc").status,
+        WorkItemStatus::Pending,
+        "the child never ran"
+    );
+    assert_eq!(f.get("pc").attempts, 0);
+    assert_eq!(f.fake.served(), 0, "no model request");
+    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    let blocked = f
+        .audit_events()
+        .into_iter()
+        .filter(|e| e == "execution_blocked_no_approval")
+        .count();
+    assert_eq!(blocked, 3);
+    let codes: Vec<Value> = audit_data(&f.store, "execution_blocked_no_approval")
+        .into_iter()
+        .map(|d| d["code"].clone())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            json!(null),
+            json!("E_APPROVAL_EXPIRED"),
+            json!("E_APPROVAL_HASH")
+        ]
+    );
+    assert!(
+        f.drain()
+            .iter()
+            .all(|e| e.status == WorkStatusKind::Blocked)
+    );
 }
 
 #[tokio::test]

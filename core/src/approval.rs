@@ -511,6 +511,36 @@ pub fn check_subject(
     })
 }
 
+/// The non-consuming check of a goal's own standing token at the start of
+/// each cycle (§5.2.3): signature, verdict, expiry, the binding to this goal
+/// and its current plan hash, and a ledger not past its maximum. Nothing is
+/// consumed (only a spawned task consumes an execution), and a token whose
+/// spawns are used up still lets the goal run its checks.
+pub fn check_standing(
+    token: &ApprovalToken,
+    goal: &WorkItem,
+    now: Timestamp,
+    sig_ok: &dyn Fn(&[u8], &[u8]) -> bool,
+) -> Result<(), Denial> {
+    check_common(token, now, sig_ok)?;
+    if token.work_item_id != goal.id {
+        return Err(Denial::WrongWorkItem {
+            token: token.work_item_id.clone(),
+            presented: goal.id.clone(),
+        });
+    }
+    if hash(goal)? != token.plan_hash {
+        return Err(Denial::PlanHashMismatch);
+    }
+    if token.executions_used > token.max_executions {
+        return Err(Denial::Exhausted {
+            used: token.executions_used,
+            max: token.max_executions,
+        });
+    }
+    Ok(())
+}
+
 /// `check` (§5.11): non-consuming. For standing tokens `work_item` is the
 /// spawned task. Returns the execution hash a prior `verify` must have bound.
 pub fn check(

@@ -9,7 +9,9 @@
 //! * [`autonomy_threshold_hash`] — §3.11: ordered changes plus evidence metadata;
 //! * [`tool_call_hash`] — §5.2.1 c2: one paused tool call of a work item;
 //! * [`token_signing_payload`] — §3.6: the bytes the owner key signs;
-//! * [`signed_message_payload`] — §3.1: `{text, timestamp, nonce}`.
+//! * [`signed_message_payload`] — §3.1: `{text, timestamp, nonce}`;
+//! * [`audit_checkpoint_payload`] — §4.16: a signed audit checkpoint (head
+//!   sequence and hash), domain-separated from every other owner signature.
 //!
 //! Two deliberate, documented choices:
 //! * The spec's Python snippets call `json.dumps` with its default
@@ -245,5 +247,26 @@ pub fn signed_message_payload(
         "text": text,
         "timestamp": timestamp.to_string(),
         "nonce": nonce,
+    }))
+}
+
+/// Domain tag of [`audit_checkpoint_payload`]: no token or message payload has
+/// a `purpose` key, so a checkpoint signature can never pass as one of them.
+pub const AUDIT_CHECKPOINT_PURPOSE: &str = "silas.audit_checkpoint.v1";
+
+/// The bytes the owner key signs for an audit checkpoint (§4.16): the chain
+/// head it covers (sequence number and entry hash), its ID and creation time.
+pub fn audit_checkpoint_payload(
+    checkpoint_id: &str,
+    head_seq: u64,
+    head_hash: &str,
+    created_at: &Timestamp,
+) -> Result<Vec<u8>, CanonicalError> {
+    canonical::to_bytes(&json!({
+        "purpose": AUDIT_CHECKPOINT_PURPOSE,
+        "checkpoint_id": checkpoint_id,
+        "head_seq": head_seq,
+        "head_hash": head_hash,
+        "created_at": created_at.to_string(),
     }))
 }

@@ -204,3 +204,56 @@ fn needs_approval_override_table() {
         );
     }
 }
+
+/// `check_standing`, the per-cycle check of a goal's own standing token:
+/// every refusal it must make, and no consumption needed to pass.
+#[test]
+fn check_standing_refuses_expired_tampered_rebound_and_overused_tokens() {
+    let goal: WorkItem = serde_json::from_value(base_goal()).unwrap();
+    let decision: ApprovalDecision =
+        serde_json::from_value(json!({"verdict": "approved"})).unwrap();
+    let mut tok = approval::unsigned_token(
+        Subject::WorkItem(&goal),
+        &decision,
+        ApprovalScope::Standing,
+        &IssuePolicy::default(),
+        now(),
+        "tok-s".into(),
+        "nonce-s".into(),
+    )
+    .unwrap();
+    let payload = projections::token_signing_payload(&tok).unwrap();
+    tok.signature = Base64Bytes(key().sign(&payload).to_bytes().to_vec());
+    let ok = sig_ok(key().verifying_key());
+    let check =
+        |t: &ApprovalToken, g: &WorkItem, at: Timestamp| approval::check_standing(t, g, at, &ok);
+    // Fresh and never consumed: passes (a cycle consumes nothing).
+    assert_eq!(check(&tok, &goal, now()), Ok(()));
+    // Expired.
+    let later = tok.expires_at;
+    assert!(matches!(check(&tok, &goal, later), Err(Denial::Expired(_))));
+    // A signed field changed.
+    let mut forged = tok.clone();
+    forged.max_executions += 1;
+    assert_eq!(check(&forged, &goal, now()), Err(Denial::BadSignature));
+    // The goal changed since approval.
+    let mut edited = goal.clone();
+    edited.title.push_str(" and more");
+    assert_eq!(check(&tok, &edited, now()), Err(Denial::PlanHashMismatch));
+    // Another goal presenting this token.
+    let mut other = goal.clone();
+    other.id = "goal-other".into();
+    assert!(matches!(
+        check(&tok, &other, now()),
+        Err(Denial::WrongWorkItem { .. })
+    ));
+    // Used up is still fine for the checks; past the maximum is not.
+    let mut used = tok.clone();
+    used.executions_used = used.max_executions;
+    assert_eq!(check(&used, &goal, now()), Ok(()));
+    used.executions_used += 1;
+    assert!(matches!(
+        check(&used, &goal, now()),
+        Err(Denial::Exhausted { .. })
+    ));
+}

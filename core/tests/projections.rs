@@ -271,3 +271,25 @@ fn autonomy_binding_covers_changes_and_evidence() {
     q.correction_rate = 0.03;
     assert_ne!(projections::autonomy_threshold_hash(&q).unwrap(), h);
 }
+
+#[test]
+fn audit_checkpoint_payload_is_canonical_and_domain_separated() {
+    let at = Timestamp::parse("2026-01-15T10:00:00.5Z").unwrap();
+    let bytes = projections::audit_checkpoint_payload("cp-7-abc", 7, "ab12", &at).unwrap();
+    assert_eq!(
+        String::from_utf8(bytes.clone()).unwrap(),
+        r#"{"checkpoint_id":"cp-7-abc","created_at":"2026-01-15T10:00:00.500000Z","head_hash":"ab12","head_seq":7,"purpose":"silas.audit_checkpoint.v1"}"#
+    );
+    // Every covered field binds.
+    for other in [
+        projections::audit_checkpoint_payload("cp-7-abd", 7, "ab12", &at),
+        projections::audit_checkpoint_payload("cp-7-abc", 8, "ab12", &at),
+        projections::audit_checkpoint_payload("cp-7-abc", 7, "ab13", &at),
+        projections::audit_checkpoint_payload("cp-7-abc", 7, "ab12", &Timestamp::now()),
+    ] {
+        assert_ne!(other.unwrap(), bytes);
+    }
+    // No approval-token payload can equal a checkpoint payload: tokens have
+    // no `purpose` field.
+    assert!(!projections::TOKEN_SIGNED_FIELDS.contains(&"purpose"));
+}

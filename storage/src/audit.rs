@@ -13,14 +13,20 @@
 //! fails its own hash; a deleted entry shows as a gap at its index; a
 //! reordered pair shows as a key/sequence mismatch; a truncated tail is caught
 //! by a checkpoint that covers entries which no longer exist.
+//!
+//! Checkpoints are signed by the owner key and the latest one is mirrored
+//! outside the store, so a rewrite with recomputed hashes or a cut tail is
+//! caught as well: see [`crate::audit_seal`] and [`AuditLog::verify_sealed`].
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use silas_core::model::JsonObject;
-use silas_core::{Timestamp, canonical, never_log};
+use silas_core::{Base64Bytes, Timestamp, canonical, never_log};
 
+use crate::audit_seal::{self, CheckpointSigner, CheckpointVerifier, HeadMirror, SealReport};
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{AUDIT, AUDIT_CHECKPOINTS, META};
@@ -93,6 +99,10 @@ pub struct Checkpoint {
     pub head_seq: u64,
     pub head_hash: String,
     pub created_at: Timestamp,
+    /// Owner-key signature over [`audit_seal::checkpoint_payload`]; `None`
+    /// on checkpoints written before checkpoints were signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Base64Bytes>,
 }
 
 /// Where and why a chain failed verification.
@@ -132,6 +142,8 @@ impl ChainVerification {
 #[derive(Clone)]
 pub struct AuditLog {
     db: Arc<Database>,
+    /// The head mirror file, next to the store file.
+    head_mirror: PathBuf,
 }
 
 fn check_event_name(event: &str) -> StoreResult<()> {
@@ -150,8 +162,16 @@ fn check_event_name(event: &str) -> StoreResult<()> {
 }
 
 impl AuditLog {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
-        AuditLog { db }
+    pub(crate) fn new(db: Arc<Database>, store_path: &Path) -> Self {
+        AuditLog {
+            db,
+            head_mirror: store_path.with_file_name(audit_seal::HEAD_MIRROR_FILE),
+        }
+    }
+
+    /// Where the latest signed head is mirrored outside the store.
+    pub fn head_mirror_path(&self) -> &Path {
+        &self.head_mirror
     }
 
     /// Append one entry (sanitised) in its own durable transaction; returns its ID.
@@ -216,8 +236,9 @@ impl AuditLog {
         Ok(walked)
     }
 
-    /// Record the current chain head; returns the checkpoint ID.
-    pub fn write_checkpoint(&self) -> StoreResult<String> {
+    /// Record the current chain head, signed, and mirror it outside the
+    /// store; returns the checkpoint ID.
+    pub fn write_checkpoint(&self, signer: &dyn CheckpointSigner) -> StoreResult<String> {
         let txn = self.db.begin_write()?;
         let head = {
             let table = txn.open_table(AUDIT)?;
@@ -231,7 +252,7 @@ impl AuditLog {
                 }
             }
         };
-        let cp = Checkpoint {
+        let mut cp = Checkpoint {
             checkpoint_id: format!(
                 "cp-{}-{}",
                 head.seq,
@@ -240,7 +261,11 @@ impl AuditLog {
             head_seq: head.seq,
             head_hash: head.entry_hash.clone(),
             created_at: Timestamp::now(),
+            signature: None,
         };
+        cp.signature = Some(Base64Bytes(
+            signer.sign(&audit_seal::checkpoint_payload(&cp)?),
+        ));
         {
             let mut cps = txn.open_table(AUDIT_CHECKPOINTS)?;
             cps.insert(
@@ -251,7 +276,50 @@ impl AuditLog {
             meta.insert(LATEST_CHECKPOINT_KEY, cp.checkpoint_id.as_str())?;
         }
         txn.commit()?;
+        // After the commit: a crash in between leaves the mirror one signed
+        // checkpoint behind, which still verifies (it agrees with the chain).
+        if let Some(mirror) = HeadMirror::of(&cp) {
+            mirror.write(&self.head_mirror)?;
+        }
         Ok(cp.checkpoint_id)
+    }
+
+    /// Every stored checkpoint, in ID order.
+    pub fn checkpoints(&self) -> StoreResult<Vec<Checkpoint>> {
+        let txn = self.db.begin_read()?;
+        let cps = txn.open_table(AUDIT_CHECKPOINTS)?;
+        let mut out = Vec::new();
+        for row in cps.iter()? {
+            let (_, v) = row?;
+            out.push(codec::decode("audit_checkpoints", v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Signatures and the head mirror checked against the stored chain (run
+    /// after the hash chain itself verified): catches a chain rewritten with
+    /// recomputed hashes and a cut tail, and reports what no signature covers.
+    pub fn verify_sealed(&self, verifier: &dyn CheckpointVerifier) -> StoreResult<SealReport> {
+        let mirror = HeadMirror::read(&self.head_mirror)?;
+        let checkpoints = self.checkpoints()?;
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let hash_at = |seq: u64| -> StoreResult<Option<String>> {
+            match table.get(seq)? {
+                None => Ok(None),
+                Some(v) => {
+                    let entry: AuditEntry = codec::decode("audit", v.value())?;
+                    Ok(Some(entry.compute_hash()?))
+                }
+            }
+        };
+        audit_seal::assess(
+            table.len()?,
+            &hash_at,
+            &checkpoints,
+            mirror.as_ref(),
+            verifier,
+        )
     }
 
     pub fn latest_checkpoint(&self) -> StoreResult<Option<Checkpoint>> {

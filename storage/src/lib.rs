@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod audit;
+pub mod audit_seal;
 pub mod chronicle;
 pub mod codec;
 pub mod error;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use redb::Database;
 
 pub use audit::{AuditEntry, AuditLog, ChainBreak, ChainVerification, Checkpoint};
+pub use audit_seal::{CheckpointSigner, CheckpointVerifier, HeadMirror, SealReport};
 pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
@@ -105,7 +107,7 @@ impl Store {
     }
 
     pub fn audit(&self) -> AuditLog {
-        AuditLog::new(self.db.clone())
+        AuditLog::new(self.db.clone(), &self.path)
     }
 
     pub fn work_items(&self) -> WorkItemStore {

@@ -7,6 +7,9 @@
 //!   goal-spawned task that no standing approval covered. It carries the
 //!   task's plan hash at the time it was asked, so an approval can only
 //!   authorise the exact task the owner was shown.
+//! * A **renewal card** is a plan card for a goal whose own approval no
+//!   longer verifies at the start of a cycle (§5.2.3): the goal is stopped
+//!   (`blocked`, stale token dropped) until the owner approves it again.
 //! * A **tool card** ([`TOOL_CARD`]) is a paused tool call of a running
 //!   item. Its payload *is* the durable pause: the [`ToolPause`] (the call's
 //!   approval subject, the serialised [`PausedRun`] and the attempt's ledger
@@ -88,6 +91,39 @@ pub fn fix_task_card(
             "work_item_id": task.id, "title": task.title, "kind": task.kind.as_str(),
             "goal_id": goal_id, "reason": reason, PLAN_HASH_KEY: plan_hash,
             "origin": ORIGIN,
+        })),
+        created_at: now,
+        expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
+        audience: silas_storage::CardAudience::Owner,
+    }
+}
+
+/// Deterministic card id of a goal's renewal card: one open card per goal,
+/// however many cycles are refused meanwhile.
+pub fn renewal_card_id(goal_id: &str) -> String {
+    format!("card-renew-{goal_id}")
+}
+
+/// The plan card asking the owner to approve a goal again after its
+/// standing approval stopped verifying (expired, revoked, or the goal
+/// changed). Bound to the goal's current plan hash like any plan card;
+/// approving it mints a fresh token through the ordinary plan approval.
+pub fn renewal_card(
+    goal: &WorkItem,
+    plan_hash: &str,
+    reason: &str,
+    scope_id: &str,
+    now: Timestamp,
+    ttl_minutes: u32,
+) -> PendingCard {
+    PendingCard {
+        request_id: renewal_card_id(&goal.id),
+        scope_id: scope_id.to_owned(),
+        card_type: PLAN_CARD.to_owned(),
+        payload: obj(json!({
+            "work_item_id": goal.id, "title": goal.title, "kind": goal.kind.as_str(),
+            "goal_id": goal.id, "reason": reason, PLAN_HASH_KEY: plan_hash,
+            "renewal": true, "origin": ORIGIN,
         })),
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),

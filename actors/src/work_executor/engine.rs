@@ -131,6 +131,9 @@ pub enum GoalCycleOutcome {
     /// A fix task was spawned but no standing approval authorised it: it is
     /// `blocked` awaiting a fresh interactive approval.
     FixTaskBlocked { task_id: String, reason: String },
+    /// The goal's own approval did not verify at entry: nothing ran, the
+    /// goal is `blocked` and a renewal card awaits the owner.
+    Stopped { reason: String },
 }
 
 fn terminal(s: WorkItemStatus) -> bool {
@@ -339,6 +342,9 @@ impl WorkEngine {
                     }
                     GoalCycleOutcome::FixTaskBlocked { task_id, reason } => {
                         format!("fix task {task_id} blocked: {reason}")
+                    }
+                    GoalCycleOutcome::Stopped { reason } => {
+                        format!("goal stopped: approval required ({reason})")
                     }
                 };
                 Ok(Self::result(&goal, summary, None))
@@ -1039,6 +1045,14 @@ impl WorkEngine {
             let s = format!("already {}", project.status.as_str());
             return Ok(Self::result(&project, s, None));
         }
+        // Approval gate, as for a task: before any child runs.
+        let Some(token) = project.approval_token.clone() else {
+            return self.block_unapproved(project, scope, "no approval token".into(), None);
+        };
+        if let Err(e) = self.approvals.check(&token, &project, Timestamp::now()) {
+            let code = e.code().as_str();
+            return self.block_unapproved(project, scope, e.to_string(), Some(code));
+        }
         project.status = WorkItemStatus::Running;
         self.persist(&project)?;
         self.publish(id, scope, WorkStatusKind::Running, "project started", None);
@@ -1169,6 +1183,11 @@ impl WorkEngine {
                 expected: "goal",
             });
         }
+        // 0. The goal's own approval, re-verified every cycle before its
+        // checks run in the sandbox.
+        if let Err(reason) = self.goal_approval(&goal) {
+            return self.stop_goal(goal, scope, reason);
+        }
         // 1–2. Checks, logged to audit.
         let dir = self.artifact_dir(id);
         artifacts::create_private_dir(&dir).map_err(artifact_error)?;
@@ -1270,6 +1289,63 @@ impl WorkEngine {
                 Ok(GoalCycleOutcome::FixTaskBlocked { task_id, reason })
             }
         }
+    }
+
+    /// Why the goal's token does not authorise a cycle, if it does not: a
+    /// standing token by `check_standing`; any other (a plan-approved goal)
+    /// by the ordinary non-consuming `check`.
+    fn goal_approval(&self, goal: &WorkItem) -> Result<(), String> {
+        let Some(token) = goal.approval_token.as_ref() else {
+            return Err("the goal has no approval".into());
+        };
+        let now = Timestamp::now();
+        let checked = if token.scope == ApprovalScope::Standing {
+            self.approvals.check_standing(token, goal, now)
+        } else {
+            self.approvals.check(token, goal, now)
+        };
+        checked.map_err(|e| format!("{}: {e}", e.code()))
+    }
+
+    /// Stops a goal whose approval did not verify: `blocked` (so the
+    /// scheduler drops it), the stale token detached (so the renewal card's
+    /// approval mints a fresh one), and the renewal card, in one transaction.
+    fn stop_goal(
+        &self,
+        mut goal: WorkItem,
+        scope: &str,
+        reason: String,
+    ) -> Result<GoalCycleOutcome, WorkError> {
+        let id = goal.id.clone();
+        let token_id = goal.approval_token.take().map(|t| t.token_id);
+        goal.status = WorkItemStatus::Blocked;
+        goal.needs_approval = true;
+        let plan_hash = projections::plan_hash(&goal)
+            .map_err(|e| WorkError::Io(format!("unhashable goal: {e}")))?;
+        let card = cards::renewal_card(
+            &goal,
+            &plan_hash,
+            &reason,
+            scope,
+            Timestamp::now(),
+            self.approvals.default_ttl_minutes(),
+        );
+        self.store
+            .work_items()
+            .save_with_card(&goal, Some(&card), None)?;
+        self.audit(
+            "goal_stopped_approval_invalid",
+            json!({"work_item_id": id, "token_id": token_id, "reason": reason,
+                   "request_id": card.request_id}),
+        )?;
+        self.publish(
+            &id,
+            scope,
+            WorkStatusKind::Blocked,
+            format!("goal {id:?} stopped: its approval needs renewing ({reason})"),
+            None,
+        );
+        Ok(GoalCycleOutcome::Stopped { reason })
     }
 
     /// Standing-approval verification of a spawned task (§5.2.3 step 4):
