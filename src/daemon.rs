@@ -94,6 +94,13 @@ fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
 }
 
 async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+    // One key signs approvals and audit checkpoints (§4.16). The seal is
+    // checked before this run appends anything, so what was found is judged
+    // on the log as it was left, and recorded before the next checkpoint
+    // signs it.
+    let owner_key = Arc::new(owner_key);
+    let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
+    crate::commands::check_audit_seal_at_start(&store, &seal);
     // Which model serves the agents: offline (labelled, not an LLM) when the
     // configured provider's key is unset, unless llm.offline_fallback is off.
     let model = silas_llm::choose_provider(&cfg, &silas_core::config::ProcessEnv)
@@ -165,10 +172,6 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         let _ = server_stop.wait_for(|s| *s).await;
     });
 
-    // One key signs approvals and audit checkpoints (§4.16).
-    let owner_key = Arc::new(owner_key);
-    let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
-    crate::commands::check_audit_seal_at_start(&store, &seal);
     let housekeeper = HousekeeperArgs {
         store: store.clone(),
         retention_days: cfg.chronicle.retention_days,
