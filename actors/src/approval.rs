@@ -486,6 +486,12 @@ pub enum ApprovalMsg {
         work_item: WorkItem,
         reply: Reply<()>,
     },
+    /// Non-consuming check of a goal's standing token (§5.2.3).
+    CheckStanding {
+        token: ApprovalToken,
+        goal: WorkItem,
+        reply: Reply<()>,
+    },
     ClassifyMessage {
         message: ChannelMessage,
         signed: Option<SignedMessage>,
@@ -584,6 +590,11 @@ impl Actor for ApprovalEngine {
             } => {
                 if !reply.is_closed() {
                     let _ = reply.send(svc.check(&token, &work_item, now));
+                }
+            }
+            ApprovalMsg::CheckStanding { token, goal, reply } => {
+                if !reply.is_closed() {
+                    let _ = reply.send(svc.check_standing(&token, &goal, now));
                 }
             }
             ApprovalMsg::ClassifyMessage {
@@ -718,6 +729,16 @@ impl ApprovalHandle {
             reply,
         })
         .await
+    }
+
+    /// Non-consuming check of a goal's standing token.
+    pub async fn check_standing(
+        &self,
+        token: ApprovalToken,
+        goal: WorkItem,
+    ) -> Result<(), ApprovalError> {
+        self.call(|reply| ApprovalMsg::CheckStanding { token, goal, reply })
+            .await
     }
 
     /// Consuming verification of a token bound to another subject.

@@ -140,7 +140,13 @@ fn tokens_issue_for_all_twelve_scopes_with_tap_strength_and_configured_ttl() {
         seen.insert(tok.scope.as_str());
         assert_eq!(tok.approval_strength.as_str(), "tap");
         assert_eq!(tok.executions_used, 0);
-        assert_eq!(tok.expires_at, issued_at.plus(Duration::minutes(30)));
+        // Standing (goal) tokens last approval.standing_ttl_minutes.
+        let ttl = if *scope == ApprovalScope::Standing {
+            Duration::days(30)
+        } else {
+            Duration::minutes(30)
+        };
+        assert_eq!(tok.expires_at, issued_at.plus(ttl));
         assert_eq!(tok.signature.as_slice().len(), 64);
         let payload = projections::token_signing_payload(&tok).unwrap();
         assert!(silas_keys::verify(

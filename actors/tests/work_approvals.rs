@@ -422,10 +422,15 @@ fn standing_token(
     g: &WorkItem,
     issued: silas_core::Timestamp,
 ) -> silas_core::model::approval::ApprovalToken {
+    // A 30-minute standing approval, so the tests can let it lapse.
+    let mut thirty_minutes = common::approved();
+    thirty_minutes
+        .conditions
+        .insert("ttl_minutes".into(), json!(30));
     f.svc
         .issue_token(
             silas_core::approval::Subject::WorkItem(g),
-            &common::approved(),
+            &thirty_minutes,
             ApprovalScope::Standing,
             &common::owner_origin(&f.svc),
             issued,
@@ -496,6 +501,13 @@ async fn goal_with_expired_standing_token_is_stopped_and_renewed_by_its_card() {
     let g = f.get("goal-1");
     let new_token = g.approval_token.clone().unwrap();
     assert_ne!(new_token.token_id, old_token.token_id);
+    // A goal is renewed standing, for approval.standing_ttl_minutes.
+    assert_eq!(new_token.scope, ApprovalScope::Standing);
+    assert!(
+        new_token.expires_at > silas_core::Timestamp::now().plus(chrono::Duration::days(29)),
+        "{:?}",
+        new_token.expires_at
+    );
     assert!(silas_actors::scheduler::goal_is_schedulable(&g));
     let out = f.engine.run_goal_cycle("goal-1", "owner").await.unwrap();
     assert!(!matches!(out, GoalCycleOutcome::Stopped { .. }), "{out:?}");

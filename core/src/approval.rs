@@ -66,10 +66,15 @@ impl Subject<'_> {
     }
 }
 
+/// The longest lifetime any token may be given: one year.
+pub const MAX_TTL_MINUTES: u32 = 60 * 24 * 366;
+
 /// Issuance parameters from configuration (§11 `approval`, `autonomy`).
 #[derive(Clone, Debug)]
 pub struct IssuePolicy {
     pub default_ttl_minutes: u32,
+    /// Default lifetime of standing (goal) tokens.
+    pub standing_ttl_minutes: u32,
     /// `max_executions` of single-use tokens.
     pub max_executions: u32,
     /// Cap (and default) for standing tokens' `max_executions`.
@@ -82,6 +87,7 @@ impl Default for IssuePolicy {
     fn default() -> Self {
         IssuePolicy {
             default_ttl_minutes: 30,
+            standing_ttl_minutes: 30 * 24 * 60,
             max_executions: 1,
             max_standing_executions: 100,
             scope_min_strength: Vec::new(),
@@ -182,9 +188,10 @@ pub fn unsigned_token(
 
     let mut conditions: JsonObject = decision.conditions.clone();
     let ttl_minutes = match conditions.remove("ttl_minutes") {
+        None if scope == ApprovalScope::Standing => i64::from(policy.standing_ttl_minutes),
         None => i64::from(policy.default_ttl_minutes),
         Some(v) => match v.as_u64() {
-            Some(m) if m > 0 && m <= 60 * 24 * 366 => m as i64,
+            Some(m) if m > 0 && m <= u64::from(MAX_TTL_MINUTES) => m as i64,
             _ => {
                 return Err(IssueError::BadCondition {
                     key: "ttl_minutes",
@@ -598,6 +605,7 @@ impl IssuePolicy {
         }
         IssuePolicy {
             default_ttl_minutes: cfg.approval.default_ttl_minutes,
+            standing_ttl_minutes: cfg.approval.standing_ttl_minutes,
             max_executions: cfg.approval.max_executions,
             max_standing_executions: cfg.autonomy.max_standing_executions,
             scope_min_strength: cfg

@@ -17,7 +17,7 @@
 use serde_json::json;
 use silas_core::approval::Denial;
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
-use silas_core::model::work::{WorkItem, WorkItemStatus};
+use silas_core::model::work::{WorkItem, WorkItemStatus, WorkItemType};
 use silas_core::{Timestamp, projections};
 use silas_storage::PendingCard;
 use tokio::sync::mpsc;
@@ -223,12 +223,22 @@ async fn decide_plan(
     // Steps 5–8: issue (through the ApprovalEngine, which checks the answer
     // came from the owner), attach + save, verify (consumes one execution;
     // the ledger mirrors the updated token onto the stored work item).
+    // A goal is approved standing (§3.6: pre-approved for recurring
+    // goals): every cycle re-checks it and each spawned fix task verifies
+    // against it (§5.2.3); it lasts `approval.standing_ttl_minutes`, then the
+    // goal stops and asks to be renewed. Anything else is one full plan.
+    let goal = work.kind == WorkItemType::Goal;
+    let scope = if goal {
+        ApprovalScope::Standing
+    } else {
+        ApprovalScope::FullPlan
+    };
     let token = deps
         .approval_engine
         .issue_token(
             OwnedSubject::WorkItem(work.clone()),
             decision.clone(),
-            ApprovalScope::FullPlan,
+            scope,
             origin.clone(),
         )
         .await?;
@@ -236,7 +246,16 @@ async fn decide_plan(
     work.needs_approval = true;
     work.status = WorkItemStatus::Pending;
     deps.store.work_items().save(&work)?;
-    let verified = match deps.approval_engine.verify(token, work.clone(), None).await {
+    let checked = if goal {
+        // Standing tokens are consumed per spawned task, never by the goal.
+        deps.approval_engine
+            .check_standing(token.clone(), work.clone())
+            .await
+            .map(|()| token)
+    } else {
+        deps.approval_engine.verify(token, work.clone(), None).await
+    };
+    let verified = match checked {
         Ok(t) => t,
         Err(e) => {
             cards.delete(request_id)?;

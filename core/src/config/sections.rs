@@ -848,6 +848,10 @@ pub const RISK_LEVELS: [&str; 4] = ["low", "medium", "high", "irreversible"];
 #[serde(default, deny_unknown_fields)]
 pub struct ApprovalConfig {
     pub default_ttl_minutes: u32,
+    /// Lifetime of a goal's standing approval (every cycle re-checks it;
+    /// past it the goal stops and asks to be renewed). Silas addition:
+    /// the spec leaves the standing expiry window to policy (§14).
+    pub standing_ttl_minutes: u32,
     pub max_executions: u32,
     /// Values from [`RISK_LEVELS`].
     pub auto_approve_risk_levels: Vec<String>,
@@ -865,6 +869,7 @@ impl Default for ApprovalConfig {
     fn default() -> Self {
         ApprovalConfig {
             default_ttl_minutes: 30,
+            standing_ttl_minutes: 30 * 24 * 60,
             max_executions: 1,
             auto_approve_risk_levels: Vec::new(),
             scope_min_strength: [

@@ -576,6 +576,20 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         "approval.default_ttl_minutes",
         ap.default_ttl_minutes.into(),
     );
+    c.positive(
+        "approval.standing_ttl_minutes",
+        ap.standing_ttl_minutes.into(),
+    );
+    if ap.standing_ttl_minutes > crate::approval::MAX_TTL_MINUTES {
+        c.fail(
+            "approval.standing_ttl_minutes",
+            format!(
+                "must be at most one year ({} minutes), got {}",
+                crate::approval::MAX_TTL_MINUTES,
+                ap.standing_ttl_minutes
+            ),
+        );
+    }
     c.positive("approval.max_executions", ap.max_executions.into());
     c.positive(
         "approval.plan_card_timeout_seconds",
