@@ -15,9 +15,8 @@ pub fn scope_of(item: &WorkItem) -> &str {
     item.scope_id.as_deref().unwrap_or(OWNER_SCOPE)
 }
 
-/// Which item ids a plan points at whose artifacts or state it may use:
-/// `follow_up_of` (whose artifacts `input_artifacts_from` selects),
-/// `parent` and `depends_on`.
+/// The item ids a plan must find in its own scope: `follow_up_of` (whose
+/// artifacts `input_artifacts_from` selects), `parent` and `depends_on`.
 pub fn referenced_ids(item: &WorkItem) -> Vec<&str> {
     item.follow_up_of
         .iter()
@@ -25,6 +24,12 @@ pub fn referenced_ids(item: &WorkItem) -> Vec<&str> {
         .chain(item.depends_on.iter())
         .map(String::as_str)
         .collect()
+}
+
+/// A project's `tasks` (a project runs them) may name items created later,
+/// so only the ones that already exist are checked (see [`check_references`]).
+fn existing_tasks(item: &WorkItem) -> impl Iterator<Item = &str> {
+    item.tasks.iter().map(String::as_str)
 }
 
 /// Pure rule: every referenced item must exist and share `item`'s scope.
@@ -36,15 +41,23 @@ pub fn check_references(
     lookup: impl Fn(&str) -> Result<Option<String>, StoreError>,
 ) -> Result<Result<(), String>, StoreError> {
     let own = scope_of(item);
+    let foreign = |id: &str| {
+        format!(
+            "work item {:?} refers to {id:?}, which is not work of this conversation",
+            item.id
+        )
+    };
     for id in referenced_ids(item) {
         match lookup(id)? {
             Some(scope) if scope == own => {}
-            _ => {
-                return Ok(Err(format!(
-                    "work item {:?} refers to {id:?}, which is not work of this conversation",
-                    item.id
-                )));
-            }
+            _ => return Ok(Err(foreign(id))),
+        }
+    }
+    for id in existing_tasks(item) {
+        if let Some(scope) = lookup(id)?
+            && scope != own
+        {
+            return Ok(Err(foreign(id)));
         }
     }
     Ok(Ok(()))
@@ -160,6 +173,13 @@ mod reference_tests {
                 assert_eq!(run(&v, &known).is_ok(), ok, "field {field} -> {target}");
             }
         }
+        // A project may list tasks it has not created yet, never another
+        // scope's existing ones.
+        let mut p = w.clone();
+        p.tasks = vec!["not-yet".into(), "mine".into()];
+        assert!(run(&p, &known).is_ok());
+        p.tasks.push("owners".into());
+        assert!(run(&p, &known).is_err());
         // A legacy item without a scope is the owner's.
         w.scope_id = None;
         w.follow_up_of = Some("owners".into());
