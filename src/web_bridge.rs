@@ -177,6 +177,8 @@ impl WebBridge {
                 from_scope: None,
             });
         }
+        // One server function decides every card's risk (§0.5.2).
+        let risk = silas_core::risk::card_risk(&card.card_type, p);
         let Some(kind) = CardKind::from_card_type(&card.card_type) else {
             // Another flow's approval card: render it as a plan-style approval.
             return Some(ServerFrame::ApprovalRequest {
@@ -220,6 +222,7 @@ impl WebBridge {
                 gate_name: text(p, "gate_name"),
                 value: value(p, "value"),
                 context: value(p, "context"),
+                risk_level: risk,
             },
             CardKind::Checkpoint => ServerFrame::Checkpoint {
                 request_id: rid,
@@ -234,16 +237,19 @@ impl WebBridge {
                             .collect()
                     })
                     .unwrap_or_default(),
+                risk_level: risk,
             },
             CardKind::BatchReview => ServerFrame::BatchReview {
                 request_id: rid,
                 batch: value(p, "batch"),
+                risk_level: risk,
             },
             CardKind::DraftReview => ServerFrame::DraftReview {
                 request_id: rid,
                 context: text(p, "context"),
                 draft: text(p, "draft"),
                 metadata: value(p, "metadata"),
+                risk_level: risk,
             },
             CardKind::Decision => ServerFrame::Decision {
                 request_id: rid,
@@ -253,14 +259,17 @@ impl WebBridge {
                     .get("allow_freetext")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                risk_level: risk,
             },
             CardKind::Suggestion => ServerFrame::Suggestion {
                 request_id: rid,
                 suggestion: value(p, "suggestion"),
+                risk_level: risk,
             },
             CardKind::AutonomyThreshold => ServerFrame::AutonomyThresholdReview {
                 request_id: rid,
                 proposal: value(p, "proposal"),
+                risk_level: risk,
             },
             CardKind::SecureInput => ServerFrame::SecureInputRequest {
                 ref_id: rid,
@@ -274,6 +283,11 @@ impl WebBridge {
             CardKind::ConnectionSetup => {
                 let mut fields = p.clone();
                 fields.remove("step_type");
+                // The server's level replaces whatever the payload said.
+                fields.remove("risk_level");
+                if let Some(r) = risk {
+                    fields.insert("risk_level".into(), Value::from(r.as_str()));
+                }
                 ServerFrame::ConnectionSetupStep {
                     request_id: rid,
                     step_type: text(p, "step_type"),
@@ -298,7 +312,7 @@ impl WebBridge {
                     current_permissions: list("current_permissions"),
                     requested_permissions: list("requested_permissions"),
                     reason: text(p, "reason"),
-                    risk_level: text(p, "risk_level"),
+                    risk_level: risk.map_or("high", |r| r.as_str()).to_string(),
                 }
             }
             CardKind::ConnectionFailure => ServerFrame::ConnectionFailure {
@@ -307,6 +321,7 @@ impl WebBridge {
                 service: text(p, "service"),
                 message: text(p, "message"),
                 recovery_options: value(p, "recovery_options"),
+                risk_level: risk,
             },
         })
     }

@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::JsonObject;
 use crate::model::work::{Budget, WorkItem, WorkItemType};
 
 /// §0.5.2's four levels, in increasing order of friction.
@@ -139,6 +140,89 @@ pub fn tool_call_risk(tool_name: &str) -> Risk {
             reasons: vec![format!("{tool_name} runs in the sandbox")],
         }
     }
+}
+
+/// Domain actions that cannot be taken back (§0.5.5: delete, unsubscribe…).
+pub const IRREVERSIBLE_ACTIONS: &[&str] = &[
+    "delete",
+    "hard_delete",
+    "purge",
+    "drop",
+    "unsubscribe",
+    "revoke",
+    "destroy",
+    "wipe",
+];
+
+fn level_in(v: Option<&serde_json::Value>) -> Option<RiskLevel> {
+    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+fn field<'a>(payload: &'a JsonObject, key: &str) -> Option<&'a serde_json::Value> {
+    payload.get(key)
+}
+
+/// The risk level of every non-plan card (§0.5.2), decided here — the one
+/// place, for every channel. Each card type has a floor from what answering
+/// it does; a level its payload carries may raise that, never lower it (a
+/// producer can flag a batch as dangerous, nobody can make one look safe).
+/// `None` for a secure-input card: it collects a credential, not a decision.
+///
+/// | card | floor |
+/// |---|---|
+/// | `gate_approval` | medium (lets a turn past a policy gate) |
+/// | `draft_review` | medium (sends something on your behalf) |
+/// | `batch_review` | medium; irreversible when `batch.action` is one of [`IRREVERSIBLE_ACTIONS`] |
+/// | `autonomy_threshold_review` | medium; high if any change widens autonomy |
+/// | `permission_escalation` | high (a new permission) |
+/// | `decision`, `suggestion`, `checkpoint`, `connection_setup_step`, `connection_failure` | low |
+pub fn card_risk(card_type: &str, payload: &JsonObject) -> Option<RiskLevel> {
+    let obj = |k: &str| field(payload, k).and_then(|v| v.as_object());
+    let (floor, carried) = match card_type {
+        "secure_input_request" => return None,
+        "gate_approval" => (RiskLevel::Medium, None),
+        "draft_review" => (
+            RiskLevel::Medium,
+            level_in(obj("metadata").and_then(|m| m.get("risk_level"))),
+        ),
+        "batch_review" => {
+            let batch = obj("batch");
+            let action = batch
+                .and_then(|b| b.get("action"))
+                .and_then(|a| a.as_str())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            let floor = if IRREVERSIBLE_ACTIONS.contains(&action.as_str()) {
+                RiskLevel::Irreversible
+            } else {
+                RiskLevel::Medium
+            };
+            (floor, level_in(batch.and_then(|b| b.get("risk_level"))))
+        }
+        "autonomy_threshold_review" => {
+            let proposal = obj("proposal");
+            let widens = proposal
+                .and_then(|p| p.get("changes"))
+                .and_then(|c| c.as_array())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.get("direction").and_then(|d| d.as_str()) == Some("widen"))
+                });
+            let floor = if widens {
+                RiskLevel::High
+            } else {
+                RiskLevel::Medium
+            };
+            (floor, level_in(proposal.and_then(|p| p.get("risk_level"))))
+        }
+        "permission_escalation" => (RiskLevel::High, level_in(field(payload, "risk_level"))),
+        "suggestion" => (
+            RiskLevel::Low,
+            level_in(obj("suggestion").and_then(|s| s.get("risk_level"))),
+        ),
+        _ => (RiskLevel::Low, level_in(field(payload, "risk_level"))),
+    };
+    Some(carried.map_or(floor, |c| c.max(floor)))
 }
 
 /// One verification check as the card shows it.
@@ -326,6 +410,86 @@ mod tests {
         assert_eq!(v.checks[0].run, "curl https://x");
         assert_eq!(v.risk.level, RiskLevel::High);
         assert!(!v.standing);
+    }
+
+    #[test]
+    fn card_risk_table_floors_and_raises_never_lowers() {
+        let o = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        let cases = [
+            ("gate_approval", json!({}), Some(RiskLevel::Medium)),
+            ("draft_review", json!({}), Some(RiskLevel::Medium)),
+            (
+                "draft_review",
+                json!({"metadata": {"risk_level": "low"}}),
+                Some(RiskLevel::Medium),
+            ),
+            (
+                "draft_review",
+                json!({"metadata": {"risk_level": "high"}}),
+                Some(RiskLevel::High),
+            ),
+            (
+                "batch_review",
+                json!({"batch": {"action": "archive"}}),
+                Some(RiskLevel::Medium),
+            ),
+            (
+                "batch_review",
+                json!({"batch": {"action": "DELETE"}}),
+                Some(RiskLevel::Irreversible),
+            ),
+            (
+                "batch_review",
+                json!({"batch": {"action": "delete", "risk_level": "low"}}),
+                Some(RiskLevel::Irreversible),
+            ),
+            (
+                "autonomy_threshold_review",
+                json!({"proposal": {"changes": [{"direction": "narrow"}]}}),
+                Some(RiskLevel::Medium),
+            ),
+            (
+                "autonomy_threshold_review",
+                json!({"proposal": {"changes": [{"direction": "widen"}]}}),
+                Some(RiskLevel::High),
+            ),
+            (
+                "permission_escalation",
+                json!({"risk_level": "low"}),
+                Some(RiskLevel::High),
+            ),
+            (
+                "permission_escalation",
+                json!({"risk_level": "irreversible"}),
+                Some(RiskLevel::Irreversible),
+            ),
+            (
+                "suggestion",
+                json!({"suggestion": {}}),
+                Some(RiskLevel::Low),
+            ),
+            (
+                "suggestion",
+                json!({"suggestion": {"risk_level": "medium"}}),
+                Some(RiskLevel::Medium),
+            ),
+            ("decision", json!({}), Some(RiskLevel::Low)),
+            ("checkpoint", json!({}), Some(RiskLevel::Low)),
+            ("connection_failure", json!({}), Some(RiskLevel::Low)),
+            (
+                "connection_setup_step",
+                json!({"risk_level": "bogus"}),
+                Some(RiskLevel::Low),
+            ),
+            ("secure_input_request", json!({"risk_level": "high"}), None),
+        ];
+        for (kind, payload, want) in cases {
+            assert_eq!(
+                card_risk(kind, &o(payload.clone())),
+                want,
+                "{kind} {payload}"
+            );
+        }
     }
 
     #[test]

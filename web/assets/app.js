@@ -380,50 +380,16 @@
   const RISK_TEXT = { low: 'Low risk', medium: 'Medium risk', high: 'High risk', irreversible: 'Irreversible' };
   const rank = (r) => RISKS.indexOf(r);
   const validRisk = (r) => (RISKS.includes(r) ? r : null);
-  // Domain action keys that cannot be taken back (§0.5.5: delete, unsubscribe…).
-  const IRREVERSIBLE_ACTIONS = ['delete', 'hard_delete', 'purge', 'drop', 'unsubscribe', 'revoke', 'destroy', 'wipe'];
 
-  // riskOf(kind, frame) — the single place a card's risk level is decided.
-  // The harness assigns risk (§0.5.2); a risk the frame carries always wins:
-  // `risk_level` on the frame (permission_escalation), on the suggestion, on
-  // the autonomy proposal, on the batch or the draft metadata. Frames without
-  // one get a fixed level from their kind and machine-readable action keys —
-  // never from prose, never from the agent:
-  //   approval_request   the server's risk_level (high if missing)
-  //   gate_approval      medium  lets a turn past a policy gate
-  //   draft_review       medium  sends something on your behalf
-  //   batch_review       medium, or irreversible when batch.action is one of
-  //                      IRREVERSIBLE_ACTIONS
-  //   autonomy_threshold high if any change widens autonomy, else medium
-  //   permission_escal.  high (a new permission) when the field is missing
-  //   decision, suggestion, checkpoint, connection_setup_step,
-  //   connection_failure low (choices; a recovery chip carries its own risk)
-  //   secure_input_request  none — it collects a credential, not a decision
+  // riskOf(kind, frame) — the card's risk level is the server's
+  // (silas_core::risk: plan_risk for plans, card_risk for every other card,
+  // §0.5.2 "determined by the approval scope and action type, not by the
+  // agent"); this client never works one out. A secure-input card has none
+  // (it collects a credential, not a decision). A frame without a level —
+  // an older server, a bug — gets the most caution short of irreversible.
   function riskOf(kind, f) {
-    const own = validRisk(f && f.risk_level);
-    if (own) return own;
-    switch (kind) {
-      // The server decides a plan's risk from what its hash covers
-      // (silas_core::risk) and always sends it; a frame without one is
-      // treated with the most caution short of irreversible.
-      case 'approval_request': return 'high';
-      case 'gate_approval': return 'medium';
-      case 'draft_review': return validRisk(obj(f.metadata).risk_level) || 'medium';
-      case 'batch_review': {
-        const b = obj(f.batch);
-        if (validRisk(b.risk_level)) return b.risk_level;
-        return IRREVERSIBLE_ACTIONS.includes(str(b.action).toLowerCase()) ? 'irreversible' : 'medium';
-      }
-      case 'autonomy_threshold_review': {
-        const p = obj(f.proposal);
-        if (validRisk(p.risk_level)) return p.risk_level;
-        return arr(p.changes).some((c) => obj(c).direction === 'widen') ? 'high' : 'medium';
-      }
-      case 'permission_escalation': return 'high';
-      case 'suggestion': return validRisk(obj(f.suggestion).risk_level) || 'low';
-      case 'secure_input_request': return null;
-      default: return 'low';
-    }
+    if (kind === 'secure_input_request') return null;
+    return validRisk(f && f.risk_level) || 'high';
   }
 
   // ---- review queue --------------------------------------------------

@@ -150,35 +150,56 @@ pub enum ServerFrame {
         gate_name: String,
         value: Value,
         context: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     Checkpoint {
         request_id: String,
         message: String,
         options: Vec<String>,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     BatchReview {
         request_id: String,
         batch: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     DraftReview {
         request_id: String,
         context: String,
         draft: String,
         metadata: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     Decision {
         request_id: String,
         question: String,
         options: Value,
         allow_freetext: bool,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     Suggestion {
         request_id: String,
         suggestion: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     AutonomyThresholdReview {
         request_id: String,
         proposal: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     SecureInputRequest {
         ref_id: String,
@@ -206,6 +227,9 @@ pub enum ServerFrame {
         service: String,
         message: String,
         recovery_options: Value,
+        /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        risk_level: Option<RiskLevel>,
     },
     WorkStatus {
         work_item_id: String,

@@ -96,7 +96,19 @@ impl SecretSink for Vault {
     }
 }
 
-fn frame(v: Value) -> ServerFrame {
+/// A gallery frame as the server sends it: the card's risk level from the
+/// server's one function (`silas_core::risk::card_risk`), as the bridge sets
+/// it, so the PWA is shown rendering the server's decision.
+fn frame(mut v: Value) -> ServerFrame {
+    if let Some(o) = v.as_object_mut()
+        && !o.contains_key("risk_level")
+        && let Some(kind) = o.get("type").and_then(Value::as_str).map(str::to_string)
+        && kind != "activity"
+        && kind != "approval_request"
+        && let Some(r) = silas_core::risk::card_risk(&kind, o)
+    {
+        o.insert("risk_level".into(), Value::from(r.as_str()));
+    }
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("bad gallery frame {v}: {e}"))
 }
 
