@@ -65,15 +65,7 @@ pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
         .or_else(|| crate::devices::read_cli_token(&cfg.data_dir).transpose())
         .transpose()?
         .or_else(|| cfg.channels.web.auth_token.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            CliError::new(
-                ErrorCode::ECfgIo,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?;
+    let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     runtime.block_on(chat(&url, token.as_deref(), &args))
 }
 

@@ -38,16 +38,8 @@ pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         .map(|n| n.get())
         .unwrap_or(1)
         .max(4);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            CliError::new(
-                ErrorCode::ECfgIo,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?;
+    let runtime =
+        crate::error::runtime(tokio::runtime::Builder::new_multi_thread().worker_threads(workers))?;
     runtime.block_on(run(cfg, store, owner_key))
 }
 

@@ -229,16 +229,7 @@ async fn call(
 }
 
 fn block_on<T>(fut: impl std::future::Future<Output = Result<T, CliError>>) -> Result<T, CliError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            CliError::new(
-                ErrorCode::ECfgIo,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?
-        .block_on(fut)
+    crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?.block_on(fut)
 }
 
 /// `silas pair`: a fresh one-time pairing link for another device.

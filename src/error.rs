@@ -36,6 +36,16 @@ impl CliError {
 }
 
 /// Any coded library error converts, keeping its code and message.
+/// A built tokio runtime, or the one-line error every command reports.
+pub fn runtime(builder: &mut tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, CliError> {
+    builder.enable_all().build().map_err(|e| {
+        CliError::new(
+            silas_core::ErrorCode::ECfgIo,
+            format!("cannot start the async runtime: {e}"),
+        )
+    })
+}
+
 pub fn coded<E: Coded + std::fmt::Display>(e: E) -> CliError {
     CliError::new(e.code(), e.to_string())
 }
