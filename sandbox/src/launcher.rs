@@ -19,7 +19,9 @@
 //! 6. sets `no_new_privs` and confines the filesystem with landlock: read +
 //!    execute on system directories, read on the granted paths, read + write
 //!    on the work dir and granted write paths, nothing else; with an egress
-//!    port, the same ruleset handles TCP connect/bind (landlock ABI 4).
+//!    port, the same ruleset handles TCP connect/bind (landlock ABI 4) and
+//!    scopes abstract unix sockets to the sandbox (ABI 6: in the host
+//!    network namespace they would otherwise reach host services).
 //!
 //! Limits of the egress confinement: landlock port rules match the port on
 //! *any* address, so another host listening on the proxy's (random,
@@ -49,7 +51,7 @@ use std::time::Duration;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use rustix::process::{Resource, Rlimit, Signal, WaitOptions};
 use serde::{Deserialize, Serialize};
@@ -294,7 +296,7 @@ fn confine_filesystem(spec: &SandboxSpec) -> Result<(), SandboxError> {
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let what = if egress_port(spec).is_some() {
-        "landlock filesystem and network confinement (ABI 4)"
+        "landlock filesystem, network and abstract-socket confinement (ABI 6)"
     } else {
         "landlock filesystem confinement"
     };
@@ -310,8 +312,13 @@ fn confine_filesystem(spec: &SandboxSpec) -> Result<(), SandboxError> {
         // Handling both rights and granting only connect to one port: every
         // other TCP connect and every TCP bind is refused. HardRequirement
         // makes a kernel without landlock network support an error here.
+        // The host namespace also exposes the host's abstract unix sockets
+        // (namespaced by netns, invisible to filesystem rules — the
+        // containerd-shim escape, CVE-2020-15257): scoping them needs ABI 6.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(ABI::V4))
+            .map_err(err)?
+            .scope(Scope::AbstractUnixSocket)
             .map_err(err)?;
     }
     let mut created = ruleset

@@ -47,10 +47,11 @@ pub struct SandboxSpec {
     pub network: bool,
     /// With `network`: the only TCP destination port the command may
     /// connect to (a loopback egress proxy, `silas_netguard::EgressProxy`).
-    /// The command stays in the host network namespace, landlock (ABI ≥ 4)
-    /// refuses every other TCP connect and every TCP bind, and the proxy
-    /// variables point at `127.0.0.1:PORT`. Kernels without landlock
-    /// network support fail closed (`E_SANDBOX_UNAVAILABLE`). Landlock does
+    /// The command stays in the host network namespace, landlock refuses
+    /// every other TCP connect and every TCP bind (ABI 4) and every host
+    /// abstract unix socket (ABI 6), and the proxy variables point at
+    /// `127.0.0.1:PORT`. Kernels without that landlock support (Linux < 6.12)
+    /// fail closed (`E_SANDBOX_UNAVAILABLE`). Landlock does
     /// not restrict UDP. `None` with `network` = the host network unfiltered.
     #[serde(default)]
     pub egress_proxy_port: Option<u16>,

@@ -118,3 +118,35 @@ fn proxy_variables_replace_the_callers() {
         6
     );
 }
+
+/// Staying in the host network namespace would expose the host's abstract
+/// unix sockets (namespaced by netns, not by the filesystem — the
+/// containerd-shim escape, CVE-2020-15257); landlock's scope closes them.
+#[tokio::test]
+async fn host_abstract_unix_sockets_are_out_of_reach() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let name = format!("silas-egress-test-{}", std::process::id());
+    let listener =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let work = sandbox().fresh_work_dir(base.path(), "egress-3").unwrap();
+    let script = format!(
+        "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.connect('\\0{name}'); print('CONNECTED')\nexcept Exception as e: print('refused', e)\n"
+    );
+    let out = sandbox()
+        .run(&egress_spec(
+            &script,
+            &work,
+            proxy.local_addr().unwrap().port(),
+        ))
+        .await
+        .unwrap();
+    assert!(out.stdout.contains("refused"), "{out:?}");
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached a host abstract socket"
+    );
+}
