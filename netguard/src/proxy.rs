@@ -315,13 +315,21 @@ enum ReadHead {
     Refused(Refusal),
 }
 
+/// The whole head must arrive within one idle period, so a client dripping
+/// a byte at a time cannot hold a slot for long.
 async fn read_head(client: &mut TcpStream, limits: &EgressLimits) -> ReadHead {
+    tokio::time::timeout(limits.idle_timeout, read_head_inner(client, limits))
+        .await
+        .unwrap_or(ReadHead::Closed)
+}
+
+async fn read_head_inner(client: &mut TcpStream, limits: &EgressLimits) -> ReadHead {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
-        let n = match tokio::time::timeout(limits.idle_timeout, client.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return ReadHead::Closed,
-            Ok(Ok(n)) => n,
+        let n = match client.read(&mut chunk).await {
+            Ok(0) | Err(_) => return ReadHead::Closed,
+            Ok(n) => n,
         };
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -509,19 +517,28 @@ async fn forward(mut client: TcpStream, shared: &Shared, head: Head) {
     pipe(client, upstream, shared.limits.idle_timeout).await;
 }
 
-/// Copy both ways until either side closes or nothing moves for `idle`.
+/// Copy both ways until both sides are done or nothing moves for `idle`.
+/// An EOF from one side is passed on as a write shutdown (half-close), so a
+/// client that ends its request still gets the whole response.
 async fn pipe(mut a: TcpStream, mut b: TcpStream, idle: Duration) {
     let mut ab = [0u8; 16 * 1024];
     let mut ba = [0u8; 16 * 1024];
-    loop {
+    let (mut a_open, mut b_open) = (true, true);
+    while a_open || b_open {
         let step = tokio::time::timeout(idle, async {
             tokio::select! {
-                r = a.read(&mut ab) => match r {
-                    Ok(0) | Err(_) => false,
+                r = a.read(&mut ab), if a_open => match r {
+                    Ok(0) | Err(_) => {
+                        a_open = false;
+                        b.shutdown().await.is_ok() || !b_open
+                    }
                     Ok(n) => b.write_all(&ab[..n]).await.is_ok(),
                 },
-                r = b.read(&mut ba) => match r {
-                    Ok(0) | Err(_) => false,
+                r = b.read(&mut ba), if b_open => match r {
+                    Ok(0) | Err(_) => {
+                        b_open = false;
+                        a.shutdown().await.is_ok() || !a_open
+                    }
                     Ok(n) => a.write_all(&ba[..n]).await.is_ok(),
                 },
             }

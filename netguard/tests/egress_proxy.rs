@@ -264,3 +264,50 @@ fn authority_parsing() {
     assert_eq!(parse_authority(":443"), None);
     assert_eq!(parse_authority("[::1]"), None);
 }
+
+#[tokio::test]
+async fn a_client_that_half_closes_still_gets_the_response() {
+    let (server, hits) = counting_server().await;
+    let proxy = proxy_to(server, 80).await;
+    let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+    s.write_all(b"GET http://public.test/half HTTP/1.0\r\n\r\n")
+        .await
+        .unwrap();
+    s.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("origin saw: GET /half HTTP/1.0"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_head_dripped_slowly_is_cut_off_at_one_idle_period() {
+    let (server, hits) = counting_server().await;
+    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
+    let limits = EgressLimits {
+        idle_timeout: Duration::from_millis(300),
+        ..EgressLimits::default()
+    };
+    let from = SocketAddr::new(PUBLIC.parse().unwrap(), 443);
+    let proxy = EgressProxy::start_redirecting_dials_for_tests(guard, limits, from, server)
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+    let started = std::time::Instant::now();
+    // One byte every 100 ms never lets a per-read timeout fire.
+    for b in b"CONNECT public.test:443 HTTP/1.1\r\n\r\n" {
+        if s.write_all(&[*b]).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
