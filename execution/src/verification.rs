@@ -12,14 +12,26 @@
 //! #12 item 7). Python additionally gets `PYTHONSAFEPATH=1` (no cwd/script dir
 //! on `sys.path`), `PYTHONDONTWRITEBYTECODE=1` and `PYTHONNOUSERSITE=1`, and a
 //! bare `pytest` does not recurse into the artifacts.
+//!
+//! A `network: true` check (approved in the plan, shown on the card) gets no
+//! direct network: it runs with its own [`EgressProxy`] for the length of the
+//! check, and the sandbox lets TCP reach only that proxy's port (landlock ABI
+//! 4; kernels without it fail the check closed). The proxy refuses loopback,
+//! private, link-local, CGNAT, multicast and metadata destinations; its
+//! refusals land in [`VerificationResult::egress_refusals`] for the daemon to
+//! audit. UDP is not filtered by landlock (see `silas_sandbox::launcher`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use silas_core::Timestamp;
 use silas_core::model::work::VerificationCheck;
 use silas_gates::expect::{Observed, evaluate};
+use silas_netguard::{
+    EgressLimits, EgressProxy, EgressRefusal, NetworkGuard, NetworkGuardConfig, SystemResolver,
+};
 use silas_sandbox::{Limits, SandboxSpec, SubprocessSandbox, Termination};
 
 /// Output kept in a result (§5.3 step 4).
@@ -34,6 +46,10 @@ pub struct VerificationResult {
     /// At most 1000 characters of stdout.
     pub output: String,
     pub exit_code: Option<i64>,
+    /// Destinations the check's egress proxy refused (network checks only),
+    /// for the audit log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_refusals: Vec<EgressRefusal>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,6 +67,8 @@ pub struct VerificationRunner {
     /// Project directories `file_exists` may also look into.
     project_dirs: Vec<PathBuf>,
     limits: Limits,
+    /// Decides every destination of a network check's egress proxy.
+    egress_guard: Option<NetworkGuard>,
 }
 
 /// Name of the staging directory inside a check's work dir.
@@ -117,12 +135,26 @@ impl VerificationRunner {
         project_dirs: Vec<PathBuf>,
         limits: Limits,
     ) -> Self {
+        // Default guard config: no trusted private ranges, the always-blocked
+        // ports; the allowlist is not consulted by the proxy (see
+        // `silas_netguard::proxy`). Building it cannot fail with defaults;
+        // if it ever did, network checks fail closed.
+        let egress_guard =
+            NetworkGuard::new(&NetworkGuardConfig::default(), Arc::new(SystemResolver)).ok();
         VerificationRunner {
             sandbox,
             verify_dir,
             project_dirs,
             limits,
+            egress_guard,
         }
+    }
+
+    /// Use `guard` (the daemon's, with the operator's trusted CIDRs and
+    /// blocked ports, or a test resolver) for network checks' egress.
+    pub fn with_egress_guard(mut self, guard: NetworkGuard) -> Self {
+        self.egress_guard = Some(guard);
+        self
     }
 
     /// Run every check (in order, each in its own sandbox) and aggregate.
@@ -155,6 +187,7 @@ impl VerificationRunner {
             reason,
             output: String::new(),
             exit_code: None,
+            egress_refusals: Vec::new(),
         }
     }
 
@@ -185,14 +218,41 @@ impl VerificationRunner {
         spec.timeout = Duration::from_secs(check.timeout.max(1));
         spec.limits = self.limits.clone();
         spec.max_output_bytes = 64 * 1024;
-        let out = match self.sandbox.run(&spec).await {
+        // Held until the check ends; dropping it closes every tunnel.
+        let proxy = if check.network {
+            let Some(guard) = self.egress_guard.clone() else {
+                return Self::fail(check, "E_SANDBOX_UNAVAILABLE: no egress guard".into());
+            };
+            match EgressProxy::start(guard, EgressLimits::default()).await {
+                Ok(p) => {
+                    spec.egress_proxy_port = Some(p.port());
+                    Some(p)
+                }
+                Err(e) => {
+                    return Self::fail(
+                        check,
+                        format!("E_SANDBOX_UNAVAILABLE: cannot start the egress proxy: {e}"),
+                    );
+                }
+            }
+        } else {
+            None
+        };
+        let run = self.sandbox.run(&spec).await;
+        let egress_refusals = proxy.map(|p| p.take_refusals().0).unwrap_or_default();
+        let out = match run {
             Ok(o) => o,
-            Err(e) => return Self::fail(check, e.to_string()),
+            Err(e) => {
+                let mut r = Self::fail(check, e.to_string());
+                r.egress_refusals = egress_refusals;
+                return r;
+            }
         };
         let exit_code = match out.termination {
             Termination::TimedOut => {
                 let mut r = Self::fail(check, format!("Timeout after {}s", check.timeout));
                 r.output = truncate(&out.stdout, MAX_RESULT_OUTPUT_CHARS);
+                r.egress_refusals = egress_refusals;
                 return r;
             }
             Termination::Exited { code } => Some(i64::from(code)),
@@ -218,6 +278,7 @@ impl VerificationRunner {
             reason,
             output: truncate(&out.stdout, MAX_RESULT_OUTPUT_CHARS),
             exit_code,
+            egress_refusals,
         }
     }
 }

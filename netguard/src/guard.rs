@@ -48,6 +48,19 @@ pub struct ValidatedTarget {
     pub ip_literal: bool,
 }
 
+/// A bare destination (no URL, no allowlist) that passed the address and
+/// port rules: what the egress proxy connects to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    /// Normalised host (lowercase, no trailing dot, no IPv6 brackets).
+    pub host: String,
+    pub port: u16,
+    /// Every validated address, in resolver order; never re-resolved.
+    pub addrs: Vec<SocketAddr>,
+    /// Addresses allowed only because an operator-trusted CIDR exempts them.
+    pub exempted: Vec<(IpAddr, BlockedRange)>,
+}
+
 /// The single choke point for web_fetch egress.
 #[derive(Clone)]
 pub struct NetworkGuard {
@@ -125,28 +138,7 @@ impl NetworkGuard {
                 return Err(GuardError::MethodNotAllowed { method, host });
             }
         }
-        let answers = match literal {
-            Some(ip) => vec![ip],
-            None => self.resolve_once(&host).await?,
-        };
-        let mut addrs: Vec<SocketAddr> = Vec::with_capacity(answers.len());
-        let mut exempted = Vec::new();
-        for ip in answers {
-            if let Some(range) = classify_ip(ip) {
-                if !is_exempt(ip, range, &self.config.trusted) {
-                    return Err(GuardError::BlockedAddress {
-                        host,
-                        addr: ip,
-                        range,
-                    });
-                }
-                exempted.push((ip, range));
-            }
-            let sa = SocketAddr::new(ip, port);
-            if !addrs.contains(&sa) {
-                addrs.push(sa);
-            }
-        }
+        let (addrs, exempted) = self.validate_addresses(&host, literal, port).await?;
         let Some(addr) = addrs.first().copied() else {
             return Err(GuardError::NoAddresses(host));
         };
@@ -160,6 +152,85 @@ impl NetworkGuard {
             exempted,
             ip_literal: literal.is_some(),
         })
+    }
+
+    /// Check a bare destination (`host`, `port`) without the web_fetch
+    /// allowlist: the egress proxy's decision for an approved network check,
+    /// which may reach any *public* host. Same port, address and
+    /// trusted-CIDR rules as [`Self::check_url`]; the result carries the only
+    /// addresses the caller may connect to.
+    pub async fn check_destination(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<Destination, GuardError> {
+        if port == 0 {
+            return Err(GuardError::InvalidUrl("port 0".into()));
+        }
+        if self.config.blocked_ports.contains(&port) {
+            return Err(GuardError::BlockedPort(port));
+        }
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let literal: Option<IpAddr> = bare.parse().ok();
+        let host = match literal {
+            Some(ip) => ip.to_string(),
+            None => normalize_host(bare),
+        };
+        // A name is plain DNS characters only (what a client may send in
+        // CONNECT is otherwise unchecked text).
+        let name_ok = |h: &str| {
+            h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        };
+        if host.is_empty() || (literal.is_none() && !name_ok(&host)) {
+            return Err(GuardError::InvalidUrl("invalid host".into()));
+        }
+        let (addrs, exempted) = self.validate_addresses(&host, literal, port).await?;
+        if addrs.is_empty() {
+            return Err(GuardError::NoAddresses(host));
+        }
+        Ok(Destination {
+            host,
+            port,
+            addrs,
+            exempted,
+        })
+    }
+
+    /// Resolve once (unless `literal`) and classify every answer; one
+    /// blocked, non-exempted answer refuses the host.
+    async fn validate_addresses(
+        &self,
+        host: &str,
+        literal: Option<IpAddr>,
+        port: u16,
+    ) -> Result<(Vec<SocketAddr>, Vec<(IpAddr, BlockedRange)>), GuardError> {
+        let answers = match literal {
+            Some(ip) => vec![ip],
+            None => self.resolve_once(host).await?,
+        };
+        let mut addrs: Vec<SocketAddr> = Vec::with_capacity(answers.len());
+        let mut exempted = Vec::new();
+        for ip in answers {
+            if let Some(range) = classify_ip(ip) {
+                if !is_exempt(ip, range, &self.config.trusted) {
+                    return Err(GuardError::BlockedAddress {
+                        host: host.to_string(),
+                        addr: ip,
+                        range,
+                    });
+                }
+                exempted.push((ip, range));
+            }
+            let sa = SocketAddr::new(ip, port);
+            if !addrs.contains(&sa) {
+                addrs.push(sa);
+            }
+        }
+        Ok((addrs, exempted))
     }
 
     async fn resolve_once(&self, host: &str) -> Result<Vec<IpAddr>, GuardError> {

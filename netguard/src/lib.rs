@@ -10,6 +10,9 @@
 //! * [`executor::web_fetch`] — envelope in, `ExecutionResult` out: body
 //!   redacted before truncation into `return_value`, protocol details only in
 //!   `metadata`, taint `external`.
+//! * [`proxy::EgressProxy`] — loopback HTTP/CONNECT proxy for sandboxed
+//!   commands granted network: every target through
+//!   [`NetworkGuard::check_destination`], refusals returned as data.
 //! * [`tls::ensure_crypto_provider`] — installs rustls's `ring` provider
 //!   (reqwest is built without one) before any client is built.
 //!
@@ -25,6 +28,7 @@ pub mod executor;
 pub mod fetch;
 pub mod guard;
 pub mod policy;
+pub mod proxy;
 pub mod resolver;
 pub mod tls;
 
@@ -32,7 +36,8 @@ pub use config::{ConfigError, NetworkGuardConfig, ValidConfig};
 pub use error::{FetchError, GuardError};
 pub use executor::{WEB_FETCH, web_fetch};
 pub use fetch::{FetchFailure, FetchRequest, FetchResponse, GuardedFetcher, Hop};
-pub use guard::{NetworkGuard, ValidatedTarget};
+pub use guard::{Destination, NetworkGuard, ValidatedTarget};
 pub use policy::{BlockedRange, Cidr, HostRule, Method, RangeKind, classify_ip};
+pub use proxy::{EgressLimits, EgressProxy, EgressRefusal};
 pub use resolver::{ResolveError, Resolver, ScriptedResolver, SystemResolver};
 pub use tls::ensure_crypto_provider;

@@ -9,13 +9,25 @@
 //!    subreaper*, so every descendant — even one that calls `setsid` — is
 //!    re-parented to it and can be found and killed;
 //! 2. asks for SIGKILL if the daemon dies;
-//! 3. without network: enters a new, empty network namespace;
+//! 3. without network: enters a new, empty network namespace; with network
+//!    through an egress proxy (`egress_proxy_port`): stays in the host
+//!    namespace, but step 6 lets TCP connect only to that port (and bind
+//!    nowhere) and the proxy variables name it;
 //! 4. sets rlimits (address space, CPU, processes, file size, no core dumps);
 //! 5. when running as root, drops to the unprivileged `nobody` user (so the
 //!    process limit applies and no capability survives);
 //! 6. sets `no_new_privs` and confines the filesystem with landlock: read +
 //!    execute on system directories, read on the granted paths, read + write
-//!    on the work dir and granted write paths, nothing else.
+//!    on the work dir and granted write paths, nothing else; with an egress
+//!    port, the same ruleset handles TCP connect/bind (landlock ABI 4) and
+//!    scopes abstract unix sockets to the sandbox (ABI 6: in the host
+//!    network namespace they would otherwise reach host services).
+//!
+//! Limits of the egress confinement: landlock port rules match the port on
+//! *any* address, so another host listening on the proxy's (random,
+//! ephemeral) port number is reachable too; and landlock has no UDP
+//! control, so UDP (including DNS to a resolver) is not filtered. TCP, which
+//! carries HTTP(S), goes only to the proxy, which resolves names itself.
 //!
 //! Any step the kernel refuses aborts **before** the command runs, with
 //! `E_SANDBOX_UNAVAILABLE` naming what is missing — there is no fallback to an
@@ -38,8 +50,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use rustix::process::{Resource, Rlimit, Signal, WaitOptions};
 use serde::{Deserialize, Serialize};
@@ -153,6 +165,10 @@ fn supervise(spec: &SandboxSpec, out: &Out) -> Report {
 }
 
 fn validate(spec: &SandboxSpec) -> Result<(), SandboxError> {
+    if spec.egress_proxy_port == Some(0) {
+        // Port 0 in a landlock port rule means "any ephemeral port".
+        return Err(SandboxError::Invalid("egress proxy port 0".into()));
+    }
     if spec.argv.is_empty() || spec.argv[0].is_empty() {
         return Err(SandboxError::Invalid("argv is empty".into()));
     }
@@ -183,6 +199,7 @@ fn isolate(spec: &SandboxSpec) -> Result<(), SandboxError> {
     if !spec.network {
         new_network_namespace()?;
     }
+
     set_limits(spec)?;
     if rustix::process::geteuid().is_root() {
         drop_root()?;
@@ -243,19 +260,68 @@ fn drop_root() -> Result<(), SandboxError> {
         .map_err(|e| unavailable("dropping to the sandbox user", e))
 }
 
+/// The egress port landlock must enforce: only with network granted (without
+/// network the empty namespace already has no route anywhere).
+fn egress_port(spec: &SandboxSpec) -> Option<u16> {
+    spec.egress_proxy_port.filter(|_| spec.network)
+}
+
+/// The proxy variables a command through the egress proxy gets; they
+/// override anything the caller set, and no `NO_PROXY` survives (a bypass
+/// would only meet landlock's refusal, but clients should not try).
+pub fn egress_env(env: &[(String, String)], port: u16) -> Vec<(String, String)> {
+    const PROXY_VARS: &[&str] = &["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"];
+    let mut out: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| !PROXY_VARS.iter().any(|v| k.eq_ignore_ascii_case(v)))
+        .cloned()
+        .collect();
+    let url = format!("http://127.0.0.1:{port}");
+    for k in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        out.push((k.to_string(), url.clone()));
+    }
+    out
+}
+
 fn confine_filesystem(spec: &SandboxSpec) -> Result<(), SandboxError> {
     rustix::thread::set_no_new_privs(true).map_err(|e| unavailable("no_new_privs", e))?;
     let abi = ABI::V3;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    let err = |e: landlock::RulesetError| unavailable("landlock filesystem confinement", e);
+    let what = if egress_port(spec).is_some() {
+        "landlock filesystem, network and abstract-socket confinement (ABI 6)"
+    } else {
+        "landlock filesystem confinement"
+    };
+    let err = |e: landlock::RulesetError| unavailable(what, e);
     let mut rw: Vec<PathBuf> = vec![spec.work_dir.clone()];
     rw.extend(spec.write_paths.iter().cloned());
     rw.extend(SYSTEM_READ_WRITE.iter().map(PathBuf::from));
-    let status = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
-        .map_err(err)?
+        .map_err(err)?;
+    if egress_port(spec).is_some() {
+        // Handling both rights and granting only connect to one port: every
+        // other TCP connect and every TCP bind is refused. HardRequirement
+        // makes a kernel without landlock network support an error here.
+        // The host namespace also exposes the host's abstract unix sockets
+        // (namespaced by netns, invisible to filesystem rules — the
+        // containerd-shim escape, CVE-2020-15257): scoping them needs ABI 6.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .map_err(err)?
+            .scope(Scope::AbstractUnixSocket)
+            .map_err(err)?;
+    }
+    let mut created = ruleset
         .create()
         .map_err(err)?
         .add_rules(path_beneath_rules(SYSTEM_READ_EXEC, read))
@@ -268,12 +334,16 @@ fn confine_filesystem(spec: &SandboxSpec) -> Result<(), SandboxError> {
         .add_rules(path_beneath_rules(&spec.read_paths, read))
         .map_err(err)?
         .add_rules(path_beneath_rules(&rw, all))
-        .map_err(err)?
-        .restrict_self()
         .map_err(err)?;
+    if let Some(port) = egress_port(spec) {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(err)?;
+    }
+    let status = created.restrict_self().map_err(err)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(unavailable(
-            "landlock filesystem confinement",
+            what,
             format!("kernel enforces it only {:?}", status.ruleset),
         ));
     }
@@ -281,10 +351,14 @@ fn confine_filesystem(spec: &SandboxSpec) -> Result<(), SandboxError> {
 }
 
 fn spawn(spec: &SandboxSpec) -> Result<Child, SandboxError> {
+    let env = match egress_port(spec) {
+        Some(port) => egress_env(&spec.env, port),
+        None => spec.env.clone(),
+    };
     Command::new(&spec.argv[0])
         .args(&spec.argv[1..])
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.work_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -45,6 +45,16 @@ pub struct SandboxSpec {
     pub write_paths: Vec<PathBuf>,
     /// `false` runs the command in a new, empty network namespace.
     pub network: bool,
+    /// With `network`: the only TCP destination port the command may
+    /// connect to (a loopback egress proxy, `silas_netguard::EgressProxy`).
+    /// The command stays in the host network namespace, landlock refuses
+    /// every other TCP connect and every TCP bind (ABI 4) and every host
+    /// abstract unix socket (ABI 6), and the proxy variables point at
+    /// `127.0.0.1:PORT`. Kernels without that landlock support (Linux < 6.12)
+    /// fail closed (`E_SANDBOX_UNAVAILABLE`). Landlock does
+    /// not restrict UDP. `None` with `network` = the host network unfiltered.
+    #[serde(default)]
+    pub egress_proxy_port: Option<u16>,
     pub limits: Limits,
     pub timeout: Duration,
     /// Per stream; the rest is counted and dropped.
@@ -61,6 +71,7 @@ impl SandboxSpec {
             read_paths: Vec::new(),
             write_paths: Vec::new(),
             network: false,
+            egress_proxy_port: None,
             limits: Limits::default(),
             timeout: Duration::from_secs(60),
             max_output_bytes: 100_000,

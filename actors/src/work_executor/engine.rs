@@ -46,6 +46,7 @@ use super::cards::{self, ToolDecision, ToolPause};
 use super::policy::{
     self, SPAWN_TASK, build_briefing, build_fix_task, format_failures, loop_budget, next_attempt,
     results_as_json, should_consult_planner, topological_order, unmet_dependency,
+    with_egress_refusals,
 };
 use super::tools::{Ledger, ToolLimits, WorkTools};
 use crate::approval::{ApprovalError, ApprovalService};
@@ -624,8 +625,11 @@ impl WorkEngine {
             item.verification_results = results_as_json(&report);
             self.audit(
                 "verification_completed",
-                json!({"work_item_id": item.id, "attempt": item.attempts,
-                       "all_passed": report.all_passed, "failed": report.failed}),
+                with_egress_refusals(
+                    json!({"work_item_id": item.id, "attempt": item.attempts,
+                           "all_passed": report.all_passed, "failed": report.failed}),
+                    &report,
+                ),
             )?;
             if report.all_passed {
                 let summary = output.summary.clone();
@@ -1118,7 +1122,10 @@ impl WorkEngine {
         project.verification_results = results_as_json(&report);
         self.audit(
             "verification_completed",
-            json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+            with_egress_refusals(
+                json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+                &report,
+            ),
         )?;
         if report.all_passed {
             self.finish(
@@ -1194,7 +1201,10 @@ impl WorkEngine {
         let report = self.verifier.run_checks(&goal.verify, Some(&dir)).await;
         self.audit(
             "goal_cycle_checks",
-            json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+            with_egress_refusals(
+                json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
+                &report,
+            ),
         )?;
         let results = results_as_json(&report);
         let healthy = report.all_passed;

@@ -141,6 +141,27 @@ pub fn results_as_json(report: &VerificationReport) -> Vec<silas_core::model::Js
         .collect()
 }
 
+/// A verification audit payload plus, when a network check's egress proxy
+/// refused anything, `egress_refused`: one entry per refusal (check name,
+/// requested host:port, status, reason, code). Absent otherwise, so
+/// offline checks audit exactly as before.
+pub fn with_egress_refusals(mut data: Value, report: &VerificationReport) -> Value {
+    let refused: Vec<Value> = report
+        .results
+        .iter()
+        .flat_map(|r| {
+            r.egress_refusals.iter().map(move |e| {
+                serde_json::json!({"check": r.name, "target": e.target, "status": e.status,
+                                   "reason": e.reason, "code": e.code})
+            })
+        })
+        .collect();
+    if let (false, Value::Object(o)) = (refused.is_empty(), &mut data) {
+        o.insert("egress_refused".into(), Value::Array(refused));
+    }
+    data
+}
+
 /// Why a project's task order cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OrderError {
@@ -348,6 +369,44 @@ pub fn wanted_artifacts(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn egress_refusals_join_the_verification_audit_only_when_present() {
+        use silas_execution::verification::VerificationResult;
+        use silas_netguard::EgressRefusal;
+        let result = |name: &str, refusals: Vec<EgressRefusal>| VerificationResult {
+            name: name.into(),
+            passed: true,
+            reason: String::new(),
+            output: String::new(),
+            exit_code: Some(0),
+            egress_refusals: refusals,
+        };
+        let mut report = VerificationReport {
+            all_passed: true,
+            results: vec![result("offline", Vec::new())],
+            failed: Vec::new(),
+            timestamp: silas_core::Timestamp::now(),
+        };
+        let base = json!({"work_item_id": "w1"});
+        assert_eq!(with_egress_refusals(base.clone(), &report), base);
+        report.results.push(result(
+            "fetch",
+            vec![EgressRefusal {
+                target: "169.254.169.254:80".into(),
+                status: 403,
+                reason: "metadata".into(),
+                code: silas_core::ErrorCode::EGateBlocked,
+            }],
+        ));
+        let data = with_egress_refusals(base, &report);
+        assert_eq!(
+            data["egress_refused"],
+            json!([{"check": "fetch", "target": "169.254.169.254:80", "status": 403,
+                    "reason": "metadata", "code": "E_GATE_BLOCKED"}])
+        );
+        assert_eq!(data["work_item_id"], "w1");
+    }
 
     fn budget() -> Budget {
         Budget {
