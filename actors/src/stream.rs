@@ -347,50 +347,40 @@ impl StreamState {
         })
     }
 
-    /// §18.5: one card submission from `scope_id`. Every submission counts
-    /// (a flood of bogus answers is what the limit is for); over the limit
-    /// it is refused before the card is even read — the card stays as it
-    /// is and can be answered once the window allows — and audited.
-    /// Whether `origin` may answer `card`: owner-audience cards (every
+    /// Whether an answer from `origin`, arriving in `scope_id`, may answer
+    /// `card`: only its own scope's, and an owner-audience card (every
     /// approval) only from a live owner-authenticated connection. A refusal
-    /// is audited and reads as an unknown card, so a customer cannot probe
-    /// the owner's cards.
-    fn audience_allows(
-        &self,
-        card: &PendingCard,
-        origin: &AnswerOrigin,
-    ) -> Result<bool, ActorProcessingErr> {
-        if card.audience == CardAudience::Customer || self.args.deps.approvals.is_owner(origin) {
-            return Ok(true);
-        }
-        audit(
-            &self.args.deps,
-            "card_answer_refused",
-            json!({"request_id": card.request_id, "card_type": card.card_type,
-                   "reason": "not_owner", "channel": origin.channel,
-                   "connection_id": origin.connection_id}),
-        )?;
-        Ok(false)
-    }
-
-    /// An answer to a card of another scope: refused as unknown, audited
-    /// (a client guessing or replaying another conversation's card ids).
-    fn refuse_other_scope(
+    /// is audited (`card_answer_refused` with the reason) and reads as an
+    /// unknown card, so a client cannot probe other scopes' or the owner's
+    /// cards.
+    fn answer_allowed(
         &self,
         card: &PendingCard,
         scope_id: &str,
         origin: &AnswerOrigin,
-    ) -> Result<(), ActorProcessingErr> {
+    ) -> Result<bool, ActorProcessingErr> {
+        let reason = if card.scope_id != scope_id {
+            "other_scope"
+        } else if card.audience == CardAudience::Owner && !self.args.deps.approvals.is_owner(origin)
+        {
+            "not_owner"
+        } else {
+            return Ok(true);
+        };
         audit(
             &self.args.deps,
             "card_answer_refused",
             json!({"request_id": card.request_id, "card_type": card.card_type,
-                   "reason": "other_scope", "scope_id": scope_id,
+                   "reason": reason, "scope_id": scope_id,
                    "channel": origin.channel, "connection_id": origin.connection_id}),
         )?;
-        Ok(())
+        Ok(false)
     }
 
+    /// §18.5: one card submission from `scope_id`. Every submission counts
+    /// (a flood of bogus answers is what the limit is for); over the limit
+    /// it is refused before the card is even read — the card stays as it
+    /// is and can be answered once the window allows — and audited.
     fn card_submission(
         &mut self,
         scope_id: &str,
@@ -576,14 +566,10 @@ impl StreamState {
         }
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
-        if let Some(c) = &card {
-            if c.scope_id != scope_id {
-                self.refuse_other_scope(c, scope_id, origin)?;
-                return Ok(Err(CardRejection::Unknown(request_id.into())));
-            }
-            if !self.audience_allows(c, origin)? {
-                return Ok(Err(CardRejection::Unknown(request_id.into())));
-            }
+        if let Some(c) = &card
+            && !self.answer_allowed(c, scope_id, origin)?
+        {
+            return Ok(Err(CardRejection::Unknown(request_id.into())));
         }
         let checked = cards::check_answer(
             card.as_ref(),
@@ -638,15 +624,11 @@ impl StreamState {
         let deps = self.args.deps.clone();
         let card = deps.store.records::<PendingCard>().get(request_id)?;
         let card = match card {
-            Some(c) if c.scope_id == scope_id => {
-                if !self.audience_allows(&c, origin)? {
+            Some(c) => {
+                if !self.answer_allowed(&c, scope_id, origin)? {
                     return Ok(Err(CardRejection::Unknown(request_id.into())));
                 }
                 c
-            }
-            Some(c) => {
-                self.refuse_other_scope(&c, scope_id, origin)?;
-                return Ok(Err(CardRejection::Unknown(request_id.into())));
             }
             _ if self.resolved.contains(request_id) => {
                 return Ok(Err(CardRejection::AlreadyAnswered(request_id.into())));
@@ -815,7 +797,8 @@ impl Actor for Stream {
                     None => false,
                 };
                 let allowed = match &card {
-                    Some(c) => state.audience_allows(c, &origin)?,
+                    // No channel scope on this path: the card's own.
+                    Some(c) => state.answer_allowed(c, &c.scope_id, &origin)?,
                     None => true,
                 };
                 let out = if limited {
