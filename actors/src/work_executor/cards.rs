@@ -83,15 +83,35 @@ pub fn fix_task_card(
     now: Timestamp,
     ttl_minutes: u32,
 ) -> PendingCard {
+    let payload = json!({
+        "work_item_id": task.id, "title": task.title, "kind": task.kind.as_str(),
+        "goal_id": goal_id, "reason": reason, PLAN_HASH_KEY: plan_hash,
+        "origin": ORIGIN,
+    });
+    owner_card(
+        PLAN_CARD,
+        fix_task_card_id(&task.id),
+        payload,
+        scope_id,
+        now,
+        ttl_minutes,
+    )
+}
+
+/// A card of this flow: the owner's, open for `ttl_minutes`.
+fn owner_card(
+    card_type: &str,
+    request_id: String,
+    payload: Value,
+    scope_id: &str,
+    now: Timestamp,
+    ttl_minutes: u32,
+) -> PendingCard {
     PendingCard {
-        request_id: fix_task_card_id(&task.id),
+        request_id,
         scope_id: scope_id.to_owned(),
-        card_type: PLAN_CARD.to_owned(),
-        payload: obj(json!({
-            "work_item_id": task.id, "title": task.title, "kind": task.kind.as_str(),
-            "goal_id": goal_id, "reason": reason, PLAN_HASH_KEY: plan_hash,
-            "origin": ORIGIN,
-        })),
+        card_type: card_type.to_owned(),
+        payload: obj(payload),
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
         audience: silas_storage::CardAudience::Owner,
@@ -116,19 +136,19 @@ pub fn renewal_card(
     now: Timestamp,
     ttl_minutes: u32,
 ) -> PendingCard {
-    PendingCard {
-        request_id: renewal_card_id(&goal.id),
-        scope_id: scope_id.to_owned(),
-        card_type: PLAN_CARD.to_owned(),
-        payload: obj(json!({
-            "work_item_id": goal.id, "title": goal.title, "kind": goal.kind.as_str(),
-            "goal_id": goal.id, "reason": reason, PLAN_HASH_KEY: plan_hash,
-            "renewal": true, "origin": ORIGIN,
-        })),
-        created_at: now,
-        expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
-        audience: silas_storage::CardAudience::Owner,
-    }
+    let payload = json!({
+        "work_item_id": goal.id, "title": goal.title, "kind": goal.kind.as_str(),
+        "goal_id": goal.id, "reason": reason, PLAN_HASH_KEY: plan_hash,
+        "renewal": true, "origin": ORIGIN,
+    });
+    owner_card(
+        PLAN_CARD,
+        renewal_card_id(&goal.id),
+        payload,
+        scope_id,
+        now,
+        ttl_minutes,
+    )
 }
 
 /// Card id of a paused call: one per (item, attempt, call).
@@ -157,19 +177,19 @@ pub fn tool_card(
     ttl_minutes: u32,
 ) -> Result<PendingCard, serde_json::Error> {
     let c = &pause.tool_call;
-    Ok(PendingCard {
-        request_id: tool_card_id(c),
-        scope_id: scope_id.to_owned(),
-        card_type: TOOL_CARD.to_owned(),
-        payload: obj(json!({
-            "work_item_id": item.id, "title": item.title, "tool_name": c.tool_name,
-            "arguments": c.arguments, "reason": pause.paused.reason, "attempt": c.attempt,
-            "origin": ORIGIN, PAUSE_KEY: serde_json::to_value(pause)?,
-        })),
-        created_at: now,
-        expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
-        audience: silas_storage::CardAudience::Owner,
-    })
+    let payload = json!({
+        "work_item_id": item.id, "title": item.title, "tool_name": c.tool_name,
+        "arguments": c.arguments, "reason": pause.paused.reason, "attempt": c.attempt,
+        "origin": ORIGIN, PAUSE_KEY: serde_json::to_value(pause)?,
+    });
+    Ok(owner_card(
+        TOOL_CARD,
+        tool_card_id(c),
+        payload,
+        scope_id,
+        now,
+        ttl_minutes,
+    ))
 }
 
 /// The card's work item id.
