@@ -1,37 +1,16 @@
 //! Executors and the verification runner over the real sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::sandbox;
 use serde_json::json;
 use silas_core::model::execution::{ExecutionEnvelope, MetadataValue};
 use silas_core::model::messages::TaintLevel;
 use silas_core::model::work::VerificationCheck;
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::VerificationRunner;
-use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
-
-/// The sandbox launcher binary, built on demand when only this crate's tests
-/// were compiled (the workspace build always has it).
-fn launcher() -> Launcher {
-    if let Ok(l) = Launcher::sibling_binary() {
-        return l;
-    }
-    let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "silas-sandbox",
-            "--bin",
-            "silas-sandbox-exec",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Launcher::sibling_binary().unwrap()
-}
-
-fn sandbox() -> SubprocessSandbox {
-    SubprocessSandbox::new(launcher())
-}
+use silas_sandbox::Limits;
 
 fn envelope(action: &str, args: serde_json::Value, id: &str) -> ExecutionEnvelope {
     serde_json::from_value(json!({

@@ -3,38 +3,19 @@
 //! that verify it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use common::sandbox;
 use serde_json::json;
 use silas_core::model::execution::ExecutionEnvelope;
 use silas_core::model::work::VerificationCheck;
 use silas_execution::artifacts::{ArtifactError, copy_plain_file, create_private_dir};
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::VerificationRunner;
-use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
-
-fn launcher() -> Launcher {
-    if let Ok(l) = Launcher::sibling_binary() {
-        return l;
-    }
-    let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "silas-sandbox",
-            "--bin",
-            "silas-sandbox-exec",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Launcher::sibling_binary().unwrap()
-}
-
-fn sandbox() -> SubprocessSandbox {
-    SubprocessSandbox::new(launcher())
-}
+use silas_sandbox::Limits;
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777

@@ -6,36 +6,21 @@
 //! still has none at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::Path;
 
+use common::sandbox;
 use serde_json::json;
 use silas_core::ErrorCode;
 use silas_core::model::work::VerificationCheck;
 use silas_execution::verification::VerificationRunner;
-use silas_sandbox::{Launcher, Limits, SubprocessSandbox};
-
-fn launcher() -> Launcher {
-    if let Ok(l) = Launcher::sibling_binary() {
-        return l;
-    }
-    let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "silas-sandbox",
-            "--bin",
-            "silas-sandbox-exec",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Launcher::sibling_binary().unwrap()
-}
+use silas_sandbox::Limits;
 
 fn runner(verify: &Path) -> VerificationRunner {
     VerificationRunner::new(
-        SubprocessSandbox::new(launcher()),
+        sandbox(),
         verify.to_path_buf(),
         Vec::new(),
         Limits::default(),
