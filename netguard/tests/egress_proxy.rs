@@ -69,9 +69,14 @@ fn resolver() -> Arc<ScriptedResolver> {
 }
 
 async fn proxy_to(server: SocketAddr, port: u16) -> EgressProxy {
+    proxy_with(server, port, EgressLimits::default()).await
+}
+
+/// [`proxy_to`] with other limits.
+async fn proxy_with(server: SocketAddr, port: u16, limits: EgressLimits) -> EgressProxy {
     let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
     let from = SocketAddr::new(PUBLIC.parse().unwrap(), port);
-    EgressProxy::start_redirecting_dials_for_tests(guard, EgressLimits::default(), from, server)
+    EgressProxy::start_redirecting_dials_for_tests(guard, limits, from, server)
         .await
         .unwrap()
 }
@@ -207,15 +212,11 @@ async fn malformed_and_oversized_requests_are_refused() {
 #[tokio::test]
 async fn connections_beyond_the_limit_get_503() {
     let (server, _hits) = counting_server().await;
-    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
     let limits = EgressLimits {
         max_tunnels: 1,
         ..EgressLimits::default()
     };
-    let from = SocketAddr::new(PUBLIC.parse().unwrap(), 443);
-    let proxy = EgressProxy::start_redirecting_dials_for_tests(guard, limits, from, server)
-        .await
-        .unwrap();
+    let proxy = proxy_with(server, 443, limits).await;
     // The first connection holds the only slot (it never finishes its head).
     let mut first = TcpStream::connect(proxy.addr()).await.unwrap();
     first
@@ -233,15 +234,11 @@ async fn connections_beyond_the_limit_get_503() {
 #[tokio::test]
 async fn an_idle_client_is_dropped() {
     let (server, _hits) = counting_server().await;
-    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
     let limits = EgressLimits {
         idle_timeout: Duration::from_millis(200),
         ..EgressLimits::default()
     };
-    let from = SocketAddr::new(PUBLIC.parse().unwrap(), 443);
-    let proxy = EgressProxy::start_redirecting_dials_for_tests(guard, limits, from, server)
-        .await
-        .unwrap();
+    let proxy = proxy_with(server, 443, limits).await;
     let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
     s.write_all(b"CONNECT public.test:443").await.unwrap();
     let mut out = Vec::new();
@@ -287,15 +284,11 @@ async fn a_client_that_half_closes_still_gets_the_response() {
 #[tokio::test]
 async fn a_head_dripped_slowly_is_cut_off_at_one_idle_period() {
     let (server, hits) = counting_server().await;
-    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
     let limits = EgressLimits {
         idle_timeout: Duration::from_millis(300),
         ..EgressLimits::default()
     };
-    let from = SocketAddr::new(PUBLIC.parse().unwrap(), 443);
-    let proxy = EgressProxy::start_redirecting_dials_for_tests(guard, limits, from, server)
-        .await
-        .unwrap();
+    let proxy = proxy_with(server, 443, limits).await;
     let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
     let started = std::time::Instant::now();
     // One byte every 100 ms never lets a per-read timeout fire.
