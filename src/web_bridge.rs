@@ -177,8 +177,6 @@ impl WebBridge {
                 from_scope: None,
             });
         }
-        // One server function decides every card's risk (§0.5.2).
-        let risk = silas_core::risk::card_risk(&card.card_type, p);
         let Some(kind) = CardKind::from_card_type(&card.card_type) else {
             // Another flow's approval card: render it as a plan-style approval.
             return Some(ServerFrame::ApprovalRequest {
@@ -194,6 +192,9 @@ impl WebBridge {
                 from_scope: None,
             });
         };
+        // One server function decides every other card's risk (§0.5.2);
+        // plan cards get theirs from the plan (`PlanView`).
+        let risk = silas_core::risk::card_risk(&card.card_type, p);
         Some(match kind {
             CardKind::Plan => {
                 let item_id = p.get("work_item_id").and_then(Value::as_str)?;
