@@ -339,7 +339,7 @@ fn audit(cfg: &Config, store: &Store, cmd: AuditCommand) -> Result<ExitCode, Cli
 /// every later signed checkpoint keeps it. Never refuses to start.
 pub fn check_audit_seal_at_start(store: &Store, seal: &silas_actors::audit_seal::OwnerSeal) {
     let code = ErrorCode::EDbAuditChainBroken;
-    let problem = match store.audit().verify_sealed(seal) {
+    let problem = match store.audit().verify_sealed_head(seal) {
         Ok(r) => r.problem,
         Err(e) => Some(format!("cannot check the audit seal: {e}")),
     };

@@ -300,8 +300,26 @@ impl AuditLog {
     /// after the hash chain itself verified): catches a chain rewritten with
     /// recomputed hashes and a cut tail, and reports what no signature covers.
     pub fn verify_sealed(&self, verifier: &dyn CheckpointVerifier) -> StoreResult<SealReport> {
+        self.assess_seal(&self.checkpoints()?, verifier)
+    }
+
+    /// [`Self::verify_sealed`] against the latest checkpoint and the mirror
+    /// only — what the daemon checks at every start. A rewrite with
+    /// recomputed hashes changes every hash after it, so the latest signed
+    /// head sees it, and a cut tail falls below that head or the mirror;
+    /// reading and verifying every checkpoint ever written (one an hour)
+    /// would make start-up grow with the age of the log.
+    pub fn verify_sealed_head(&self, verifier: &dyn CheckpointVerifier) -> StoreResult<SealReport> {
+        let latest: Vec<Checkpoint> = self.latest_checkpoint()?.into_iter().collect();
+        self.assess_seal(&latest, verifier)
+    }
+
+    fn assess_seal(
+        &self,
+        checkpoints: &[Checkpoint],
+        verifier: &dyn CheckpointVerifier,
+    ) -> StoreResult<SealReport> {
         let mirror = HeadMirror::read(&self.head_mirror)?;
-        let checkpoints = self.checkpoints()?;
         let txn = self.db.begin_read()?;
         let table = txn.open_table(AUDIT)?;
         let hash_at = |seq: u64| -> StoreResult<Option<String>> {
@@ -316,7 +334,7 @@ impl AuditLog {
         audit_seal::assess(
             table.len()?,
             &hash_at,
-            &checkpoints,
+            checkpoints,
             mirror.as_ref(),
             verifier,
         )
