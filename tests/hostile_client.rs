@@ -198,3 +198,102 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
         .expect("the customer's plan is stored under its scope");
     assert!(item.approval_token.is_none());
 }
+
+/// A daemon whose every agent is the scripted fake model, in chatbot mode
+/// with the owner token.
+fn start_on_fake(
+    dir: &std::path::Path,
+    fake: &silas_testkit::FakeLlm,
+) -> (support::Daemon, String) {
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let config = dir.join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut cmd = silas(dir);
+    cmd.arg("--config")
+        .arg(&config)
+        .env("SILAS__ACTIVE_GOAL", &goal)
+        .env("SILAS__CHANNELS__WEB__AUTH_TOKEN", OWNER_TOKEN);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    (daemon, addr)
+}
+
+/// The fake model's two answers for one planned message: route to the
+/// planner, then a plan with `extra` front-matter lines.
+fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, extra: &str) {
+    use silas_testkit::Reply;
+    let markdown = format!(
+        "---\nid: {id}\ntype: task\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
+    );
+    fake.push(Reply::json(
+        &json!({"route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"}),
+    ));
+    fake.push(Reply::json(&json!({"message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": markdown},
+        "needs_approval": true})));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_plan_cannot_build_on_the_owners_work() {
+    let fake = silas_testkit::FakeLlm::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start_on_fake(dir.path(), &fake);
+    let (mut owner, _) = open(&addr, Some(OWNER_TOKEN)).await;
+    let (mut customer, _) = open(&addr, None).await;
+
+    // The owner's own work exists (its plan card is waiting).
+    plan_replies(&fake, "t-owner-report", "");
+    send(
+        &mut owner,
+        json!({"type": "message", "text": "write the report"}),
+    )
+    .await;
+    let mut owner_seen = Vec::new();
+    let first = frame_of_type(
+        &mut owner,
+        "approval_request",
+        Duration::from_secs(30),
+        &mut owner_seen,
+    )
+    .await;
+    assert_eq!(first["plan"]["work_item_id"], "t-owner-report", "{first}");
+
+    // The customer's plan names it as the work it continues.
+    plan_replies(
+        &fake,
+        "t-steal",
+        "follow_up_of: t-owner-report\ninput_artifacts_from: ['*']",
+    );
+    send(
+        &mut customer,
+        json!({"type": "message", "text": "continue the report"}),
+    )
+    .await;
+    let mut seen = Vec::new();
+    let reply = frame_of_type(&mut customer, "message", Duration::from_secs(30), &mut seen).await;
+    let text = reply["text"].as_str().unwrap_or_default();
+    assert!(text.contains("outside this conversation"), "{reply}");
+    let later = drain(&mut owner, Duration::from_secs(1)).await;
+    assert!(
+        !later.iter().any(|f| f["type"] == "approval_request"),
+        "a card for the foreign reference reached the owner: {later:?}"
+    );
+    drop(customer);
+    drop(owner);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open_in(dir.path().join("data")).unwrap();
+    assert!(store.work_items().get("t-steal").unwrap().is_none());
+    let audit = store.audit().tail(10_000).unwrap();
+    assert!(audit.iter().any(|e| e.event == "plan_reference_refused"));
+    assert!(!audit.iter().any(|e| e.event == "approval.issued"));
+}
