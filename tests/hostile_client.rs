@@ -200,10 +200,11 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
 }
 
 /// A daemon whose every agent is the scripted fake model, in chatbot mode
-/// with the owner token.
+/// with the owner token; `extra` is more YAML under `silas:`.
 fn start_on_fake(
     dir: &std::path::Path,
     fake: &silas_testkit::FakeLlm,
+    extra: &str,
 ) -> (support::Daemon, String) {
     let goal = dir.join("goal.md");
     std::fs::write(&goal, "customer support goal\n").unwrap();
@@ -211,7 +212,7 @@ fn start_on_fake(
     std::fs::write(
         &config,
         format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n{extra}",
             fake.base_url()
         ),
     )
@@ -226,11 +227,11 @@ fn start_on_fake(
 }
 
 /// The fake model's two answers for one planned message: route to the
-/// planner, then a plan with `extra` front-matter lines.
-fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, extra: &str) {
+/// planner, then a plan of `kind` with `extra` front-matter lines.
+fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, kind: &str, extra: &str) {
     use silas_testkit::Reply;
     let markdown = format!(
-        "---\nid: {id}\ntype: task\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
+        "---\nid: {id}\ntype: {kind}\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
     );
     fake.push(Reply::json(
         &json!({"route": "planner", "reason": "needs a plan",
@@ -246,12 +247,12 @@ fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, extra: &str) {
 async fn a_customer_plan_cannot_build_on_the_owners_work() {
     let fake = silas_testkit::FakeLlm::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, addr) = start_on_fake(dir.path(), &fake);
+    let (daemon, addr) = start_on_fake(dir.path(), &fake, "");
     let (mut owner, _) = open(&addr, Some(OWNER_TOKEN)).await;
     let (mut customer, _) = open(&addr, None).await;
 
     // The owner's own work exists (its plan card is waiting).
-    plan_replies(&fake, "t-owner-report", "");
+    plan_replies(&fake, "t-owner-report", "task", "");
     send(
         &mut owner,
         json!({"type": "message", "text": "write the report"}),
@@ -271,6 +272,7 @@ async fn a_customer_plan_cannot_build_on_the_owners_work() {
     plan_replies(
         &fake,
         "t-steal",
+        "task",
         "follow_up_of: t-owner-report\ninput_artifacts_from: ['*']",
     );
     send(
@@ -296,4 +298,87 @@ async fn a_customer_plan_cannot_build_on_the_owners_work() {
     let audit = store.audit().tail(10_000).unwrap();
     assert!(audit.iter().any(|e| e.event == "plan_reference_refused"));
     assert!(!audit.iter().any(|e| e.event == "approval.issued"));
+}
+
+/// Item 4 over the real binary: a goal approved on its card gets a standing
+/// approval; once that expires (one minute here) the next scheduled cycle
+/// does not run — the goal stops, and a renewal card reaches the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_whose_standing_approval_expired_stops_and_asks_for_renewal() {
+    let fake = silas_testkit::FakeLlm::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start_on_fake(
+        dir.path(),
+        &fake,
+        "  approval:\n    standing_ttl_minutes: 1\n",
+    );
+    let (mut owner, _) = open(&addr, Some(OWNER_TOKEN)).await;
+    plan_replies(
+        &fake,
+        "g-watch",
+        "goal",
+        "schedule: \"@every 15s\"\nverify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}",
+    );
+    send(
+        &mut owner,
+        json!({"type": "message", "text": "keep an eye on it"}),
+    )
+    .await;
+    let mut seen = Vec::new();
+    let card = frame_of_type(
+        &mut owner,
+        "approval_request",
+        Duration::from_secs(30),
+        &mut seen,
+    )
+    .await;
+    assert_eq!(card["plan"]["standing"], true, "{card}");
+    assert_eq!(card["risk_level"], "high", "{card}");
+    send(
+        &mut owner,
+        json!({"type": "approval_response", "request_id": card["request_id"], "verdict": "approved"}),
+    )
+    .await;
+    // Past the minute, the scheduler's next fire finds the approval expired.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(170);
+    let renewal = loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let f = next_frame(&mut owner, left)
+            .await
+            .unwrap_or_else(|| panic!("no renewal card; saw {seen:?}"));
+        if f["type"] == "approval_request"
+            && f["request_id"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("card-renew-"))
+        {
+            break f;
+        }
+        seen.push(f);
+    };
+    assert_eq!(renewal["plan"]["work_item_id"], "g-watch", "{renewal}");
+    drop(owner);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open_in(dir.path().join("data")).unwrap();
+    let goal = store.work_items().get("g-watch").unwrap().unwrap();
+    assert_eq!(
+        goal.status,
+        silas_core::model::work::WorkItemStatus::Blocked
+    );
+    assert!(
+        goal.approval_token.is_none(),
+        "the stale approval is detached"
+    );
+    let audit = store.audit().tail(10_000).unwrap();
+    let stopped = audit
+        .iter()
+        .position(|e| e.event == "goal_stopped_approval_invalid")
+        .expect("the stop is audited");
+    // No cycle ran its checks after the stop.
+    assert!(
+        !audit[stopped..]
+            .iter()
+            .any(|e| e.event == "goal_cycle_checks"),
+        "a cycle ran on the expired approval"
+    );
 }
