@@ -20,13 +20,15 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Config(ConfigCommand::Check) => config_check(cli.config.as_deref(), cli.data_dir),
         Command::Init(args) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let mut cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            arrange_sandbox_root(&mut cfg)?;
             let init = initialise(&cfg, args.force)?;
             print_init_report(&cfg, &init);
             Ok(ExitCode::SUCCESS)
         }
         Command::Start => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let mut cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            arrange_sandbox_root(&mut cfg)?;
             let init = initialise(&cfg, false)?;
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
                 print_init_report(&cfg, &init);
@@ -53,14 +55,73 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     }
 }
 
-/// Load, apply `--data-dir`, validate.
+/// Load, apply `--data-dir`, make every path absolute, validate.
 pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
+    let cfg = load_unvalidated(path, data_dir)?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Load and apply `--data-dir`; paths are anchored at the working directory
+/// here, once, so nothing downstream ever sees `./data` (issue #13).
+fn load_unvalidated(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
     let mut cfg = Config::load(path, &ProcessEnv)?;
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }
-    cfg.validate()?;
+    let cwd = std::env::current_dir().map_err(|e| {
+        CliError::new(
+            ErrorCode::ECfgIo,
+            format!("cannot read the working directory to resolve relative paths: {e}"),
+        )
+    })?;
+    cfg.anchor_paths(&cwd);
     Ok(cfg)
+}
+
+/// Where a root daemon's sandbox dirs go when the data dir's own
+/// `sandbox/` is unreachable for the sandbox user: one directory per data
+/// dir (named by a hash of its path) under this root.
+pub const FALLBACK_SANDBOX_BASE: &str = "/var/lib/silas/sandbox";
+
+/// As root, commands run as `nobody`, which must search every ancestor of
+/// the sandbox dirs. When the data dir sits under a private directory (a
+/// checkout in `/root`) and `sandbox.root_dir` is not set, the sandbox dirs
+/// move to [`FALLBACK_SANDBOX_BASE`]; whatever is configured is then checked,
+/// and a blocker stops the start with the path to fix. A non-root daemon
+/// runs commands as its own user, which reached the data dir already.
+pub fn arrange_sandbox_root(cfg: &mut Config) -> Result<(), CliError> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    if cfg.sandbox.root_dir.is_none()
+        && silas_sandbox::reach::first_blocker(&cfg.sandbox_root()).is_some()
+    {
+        let id = silas_core::canonical::sha256_hex(cfg.data_dir.as_os_str().as_encoded_bytes());
+        let fallback = Path::new(FALLBACK_SANDBOX_BASE).join(&id[..16]);
+        create_traversable_dir(&fallback)?;
+        // Only the directories this created chain consists of; /var/lib
+        // itself is left as the system has it.
+        for dir in fallback
+            .ancestors()
+            .take_while(|d| d.starts_with("/var/lib/silas"))
+        {
+            set_mode(dir, 0o711)?;
+        }
+        cfg.sandbox.root_dir = Some(fallback);
+    }
+    for dir in [cfg.sandbox_work_dir(), cfg.verify_dir()] {
+        if let Some(b) = silas_sandbox::reach::first_blocker(&dir) {
+            return Err(CliError::new(
+                ErrorCode::ESandboxUnavailable,
+                format!(
+                    "sandbox dir {} is unreachable: {b}; set sandbox.root_dir (or sandbox.verify_dir) to a directory whose parents are searchable by others, e.g. under /var/lib",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn config_source(path: Option<&Path>) -> String {
@@ -74,10 +135,7 @@ fn config_source(path: Option<&Path>) -> String {
 }
 
 fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
-    let mut cfg = Config::load(path, &ProcessEnv)?;
-    if let Some(d) = data_dir {
-        cfg.data_dir = d;
-    }
+    let cfg = load_unvalidated(path, data_dir)?;
     let errors = cfg.validation_errors();
     if errors.is_empty() {
         println!("config ok: {}", config_source(path));
@@ -259,6 +317,7 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
         "  owner public key:     {}",
         init.owner_key.public_key_hex()
     );
+    println!("  sandbox work dir:     {}", cfg.sandbox_work_dir().display());
     println!("  verification dir:     {}", cfg.verify_dir().display());
     println!(
         "  customer context dir: {}",

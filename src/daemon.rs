@@ -296,6 +296,11 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         data_dir.display()
     );
     println!(
+        "Sandbox dirs: {} (work) and {} (verification)",
+        cfg.sandbox_work_dir().display(),
+        cfg.verify_dir().display()
+    );
+    println!(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."
     );
     tracing::info!(%addr, data_dir = %cfg.data_dir.display(), "silas started");
@@ -358,7 +363,7 @@ fn work_engine(
         cpu_seconds: u64::from(cfg.sandbox.default_cpu_seconds),
         ..silas_sandbox::Limits::default()
     };
-    let work_base = cfg.data_dir.join("sandbox").join("work");
+    let work_base = cfg.sandbox_work_dir();
     let mut registry =
         silas_execution::executors::ExecutorRegistry::new(sandbox.clone(), work_base);
     // §9.2: `web_search` is registered only with a valid provider + key;

@@ -16,6 +16,7 @@
 
 pub mod launcher;
 pub mod manager;
+pub mod reach;
 pub mod spec;
 
 pub use manager::{Launcher, SubprocessSandbox};

@@ -318,7 +318,34 @@ impl Config {
     /// sandbox user must traverse (a root daemon runs sandboxes as `nobody`),
     /// so everything else in the data dir can stay owner-only.
     pub fn sandbox_root(&self) -> PathBuf {
-        self.data_dir.join("sandbox")
+        self.sandbox
+            .root_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("sandbox"))
+    }
+
+    /// Makes every configured path absolute, once, against `cwd` (the
+    /// directory the command was started in — what `./data` means to a
+    /// user), resolving `.` and `..` lexically. After this nothing
+    /// downstream sees a relative path: the sandbox launcher insists on
+    /// absolute ones, and a relative path would silently change meaning
+    /// with the process's working directory.
+    pub fn anchor_paths(&mut self, cwd: &Path) {
+        let fix = |p: &mut PathBuf| *p = paths::normalize_lexically(p, cwd);
+        fix(&mut self.data_dir);
+        fix(&mut self.skills_dir);
+        for p in [
+            self.active_goal.as_mut(),
+            self.sandbox.root_dir.as_mut(),
+            self.sandbox.verify_dir.as_mut(),
+            self.sandbox.customer_context_dir.as_mut(),
+            self.keystore.path.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fix(p);
+        }
     }
 
     /// `{data_dir}/sandbox/work`: the executors' per-run work dirs.

@@ -759,7 +759,13 @@ pub struct SandboxConfig {
     pub base_image: String,
     pub default_memory_mb: u32,
     pub default_cpu_seconds: u32,
-    /// `None` means `{data_dir}/sandbox/verify`; use
+    /// Where executors' work dirs and verification dirs live. `None` means
+    /// `{data_dir}/sandbox`, or — for a root daemon whose data dir's parents
+    /// the sandbox user cannot traverse (a checkout under `/root`) — a
+    /// per-data-dir directory under `/var/lib/silas/sandbox`; use
+    /// [`Config::sandbox_root`](super::Config::sandbox_root).
+    pub root_dir: Option<std::path::PathBuf>,
+    /// `None` means `{sandbox root}/verify`; use
     /// [`Config::verify_dir`](super::Config::verify_dir).
     pub verify_dir: Option<std::path::PathBuf>,
     /// `None` means `{data_dir}/customer_context`; use
@@ -774,6 +780,7 @@ impl Default for SandboxConfig {
             base_image: s("python:3.12-slim"),
             default_memory_mb: 512,
             default_cpu_seconds: 60,
+            root_dir: None,
             verify_dir: None,
             customer_context_dir: None,
         }

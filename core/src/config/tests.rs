@@ -907,6 +907,85 @@ fn derived_sandbox_dirs() {
     );
     cfg.sandbox.verify_dir = Some(PathBuf::from("/tmp/v"));
     assert_eq!(cfg.verify_dir(), PathBuf::from("/tmp/v"));
+    // A configured sandbox root moves work dirs and the default verify dir.
+    cfg.sandbox.verify_dir = None;
+    cfg.sandbox.root_dir = Some(PathBuf::from("/var/lib/silas/sandbox/ab"));
+    assert_eq!(
+        cfg.sandbox_work_dir(),
+        PathBuf::from("/var/lib/silas/sandbox/ab/work")
+    );
+    assert_eq!(
+        cfg.verify_dir(),
+        PathBuf::from("/var/lib/silas/sandbox/ab/verify")
+    );
+    // Secrets and artifacts never move with it.
+    assert_eq!(cfg.artifacts_dir(), PathBuf::from("/srv/silas/artifacts"));
+    assert_eq!(
+        cfg.keystore_path(),
+        PathBuf::from("/srv/silas/keys/owner.key")
+    );
+}
+
+#[test]
+fn every_configured_path_is_anchored_at_the_working_directory() {
+    let yaml = "silas:\n  data_dir: ./state/../data\n  skills_dir: skills\n  active_goal: goals/bot.yaml\n\
+                \x20 sandbox:\n    root_dir: sb\n    verify_dir: ./sb/v\n    customer_context_dir: data/cc\n\
+                \x20 keystore:\n    path: keys/k\n";
+    let mut cfg = Config::from_yaml_str(yaml, &empty()).unwrap_or_else(|e| panic!("{e}"));
+    cfg.anchor_paths(Path::new("/home/me/silas"));
+    let at = |p: &str| PathBuf::from("/home/me/silas").join(p);
+    assert_eq!(cfg.data_dir, at("data"));
+    assert_eq!(cfg.skills_dir, at("skills"));
+    assert_eq!(cfg.active_goal, Some(at("goals/bot.yaml")));
+    assert_eq!(cfg.sandbox.root_dir, Some(at("sb")));
+    assert_eq!(cfg.sandbox.verify_dir, Some(at("sb/v")));
+    assert_eq!(cfg.sandbox.customer_context_dir, Some(at("data/cc")));
+    assert_eq!(cfg.keystore.path, Some(at("keys/k")));
+    // Every derived path is absolute too.
+    for p in [
+        cfg.sandbox_work_dir(),
+        cfg.verify_dir(),
+        cfg.artifacts_dir(),
+        cfg.customer_context_dir(),
+        cfg.keystore_path(),
+    ] {
+        assert!(p.is_absolute(), "{}", p.display());
+    }
+    // The defaults too: `./data` means the directory the daemon started in.
+    let mut d = Config::default();
+    d.anchor_paths(Path::new("/srv"));
+    assert_eq!(d.verify_dir(), PathBuf::from("/srv/data/sandbox/verify"));
+    assert_eq!(d.skills_dir, PathBuf::from("/srv/skills"));
+    // Absolute paths are kept (normalised).
+    d.data_dir = PathBuf::from("/x/./y/../data");
+    d.anchor_paths(Path::new("/elsewhere"));
+    assert_eq!(d.data_dir, PathBuf::from("/x/data"));
+}
+
+#[test]
+fn the_sandbox_root_never_contains_the_data_dir() {
+    for root in ["/srv/silas", "/srv", "/"] {
+        let mut cfg = Config {
+            data_dir: PathBuf::from("/srv/silas"),
+            ..Config::default()
+        };
+        cfg.sandbox.root_dir = Some(PathBuf::from(root));
+        let errors = cfg.validation_errors_in(Path::new("/"));
+        assert!(
+            errors.iter().any(|e| e.to_string().contains("sandbox.root_dir")),
+            "{root}: {errors:?}"
+        );
+    }
+    let mut cfg = Config {
+        data_dir: PathBuf::from("/srv/silas"),
+        ..Config::default()
+    };
+    cfg.sandbox.root_dir = Some(PathBuf::from("/var/lib/silas/sandbox/x"));
+    let errors = cfg.validation_errors_in(Path::new("/"));
+    assert!(
+        !errors.iter().any(|e| e.to_string().contains("sandbox.root_dir")),
+        "{errors:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -161,6 +161,23 @@ fn spec_rules(cfg: &Config, cwd: &Path, c: &mut Checker) {
         );
     }
 
+    // 2b. The sandbox root is searchable by the sandbox user (a root daemon
+    //     makes it 0711); it must never be the data dir or one of its
+    //     ancestors, which would open the private data dir to it.
+    if let Some(root) = &cfg.sandbox.root_dir {
+        let root = resolve_path(root, cwd);
+        if data.starts_with(&root) {
+            c.fail(
+                "sandbox.root_dir",
+                format!(
+                    "must not be data_dir or contain it ({:?} vs data_dir {:?})",
+                    root.display().to_string(),
+                    data.display().to_string()
+                ),
+            );
+        }
+    }
+
     // 3. customer_context_dir strictly inside data_dir and not world-writable
     //    (checked on every existing directory from data_dir down to it).
     if !(customer.starts_with(&data) && customer != data) {

@@ -1,0 +1,136 @@
+//! The README's first command, as a newcomer runs it: `silas start` from a
+//! scratch working directory — no `--data-dir`, no config file, no API key,
+//! the defaults (only the port is 0, so tests can run side by side) — then
+//! "create a file" through the offline plan, approved by the owner, to
+//! `done` with every check passed. Before issue #13 every attempt failed
+//! verification with `work dir ./data/verify/… must be an existing absolute
+//! directory`; and from a checkout under a private directory (a root user's
+//! `/root`, mode 0700) every command failed with "cannot start /bin/sh:
+//! Permission denied".
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use support::{connect_with_token, frame_of_type, owner_token, request_plan, send, start_daemon};
+
+/// `silas` as the README runs it: in `cwd`, with nothing but `PATH` and a
+/// `HOME` of its own.
+fn readme_silas(cwd: &Path, home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home);
+    c
+}
+
+/// Start in `cwd`, ask for a file, approve, and return the banner once the
+/// work item is `done` with its checks passed.
+async fn first_task_completes(cwd: &Path, home: &Path) -> Vec<String> {
+    let (daemon, addr, banner) = start_daemon(readme_silas(cwd, home), Stdio::null());
+    let data = cwd.join("data");
+    let shown = banner
+        .iter()
+        .find_map(|l| l.strip_prefix("Data dir: "))
+        .unwrap_or_else(|| panic!("no data dir line: {banner:?}"));
+    // The absolute path of ./data, not "./data".
+    let canonical = std::fs::canonicalize(&data).unwrap();
+    assert!(
+        shown.starts_with(&canonical.display().to_string()),
+        "{shown} vs {}",
+        canonical.display()
+    );
+    let sandbox_line = banner
+        .iter()
+        .find(|l| l.starts_with("Sandbox dirs: "))
+        .unwrap_or_else(|| panic!("no sandbox line: {banner:?}"));
+    assert!(!sandbox_line.contains("./"), "{sandbox_line}");
+
+    let (mut ws, _) = connect_with_token(&addr, &owner_token(&data), Duration::from_secs(10)).await;
+    let mut log = Vec::new();
+    let card = request_plan(
+        &mut ws,
+        "create a file notes.txt containing hi",
+        Duration::from_secs(30),
+        &mut log,
+    )
+    .await;
+    let request_id = card["request_id"].as_str().unwrap().to_string();
+    send(
+        &mut ws,
+        json!({"type": "approval_response", "request_id": request_id, "verdict": "approved"}),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    let last = loop {
+        let f = frame_of_type(&mut ws, "work_status", Duration::from_secs(90), &mut log).await;
+        let status = f["status"].as_str().unwrap().to_string();
+        statuses.push(status.clone());
+        if ["done", "failed", "stuck", "blocked"].contains(&status.as_str()) {
+            break f;
+        }
+    };
+    assert_eq!(
+        last["status"], "done",
+        "statuses {statuses:?}, last {last}\nframes {log:?}"
+    );
+    let checks = last["verification"].as_array().unwrap();
+    assert!(
+        checks.len() >= 2 && checks.iter().all(|c| c["passed"] == true),
+        "both checks must pass: {last}"
+    );
+    daemon.stop().await;
+    banner
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_start_from_a_scratch_directory_finishes_a_task() {
+    let base = tempfile::tempdir().unwrap();
+    // Searchable like a normal home directory; the next test covers a private one.
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cwd = base.path().join("silas");
+    std::fs::create_dir(&cwd).unwrap();
+    let banner = first_task_completes(&cwd, base.path()).await;
+    assert!(
+        banner
+            .iter()
+            .any(|l| l.starts_with("model: offline") && l.contains("not an LLM")),
+        "no API key means the labelled offline responder: {banner:?}"
+    );
+    // Nothing was created outside the working directory's ./data.
+    let entries: Vec<_> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(entries, vec!["data".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_under_a_private_directory_still_finishes_a_task() {
+    // Like a root user's /root (0700): the sandbox user cannot search it.
+    let base = tempfile::tempdir().unwrap();
+    let private = base.path().join("root");
+    let cwd = private.join("silas");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let banner = first_task_completes(&cwd, &private).await;
+    if rustix::process::geteuid().is_root() {
+        // Commands run as `nobody`, which cannot reach ./data/sandbox here:
+        // the sandbox dirs moved to a directory it can reach, and the
+        // daemon said where.
+        let line = banner
+            .iter()
+            .find(|l| l.starts_with("Sandbox dirs: "))
+            .unwrap();
+        assert!(line.contains("/var/lib/silas/sandbox/"), "{line}");
+        // The private directory was not opened up to make that work.
+        let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}
