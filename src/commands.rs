@@ -317,7 +317,10 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
         "  owner public key:     {}",
         init.owner_key.public_key_hex()
     );
-    println!("  sandbox work dir:     {}", cfg.sandbox_work_dir().display());
+    println!(
+        "  sandbox work dir:     {}",
+        cfg.sandbox_work_dir().display()
+    );
     println!("  verification dir:     {}", cfg.verify_dir().display());
     println!(
         "  customer context dir: {}",

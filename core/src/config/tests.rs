@@ -972,7 +972,9 @@ fn the_sandbox_root_never_contains_the_data_dir() {
         cfg.sandbox.root_dir = Some(PathBuf::from(root));
         let errors = cfg.validation_errors_in(Path::new("/"));
         assert!(
-            errors.iter().any(|e| e.to_string().contains("sandbox.root_dir")),
+            errors
+                .iter()
+                .any(|e| e.to_string().contains("sandbox.root_dir")),
             "{root}: {errors:?}"
         );
     }
@@ -983,7 +985,9 @@ fn the_sandbox_root_never_contains_the_data_dir() {
     cfg.sandbox.root_dir = Some(PathBuf::from("/var/lib/silas/sandbox/x"));
     let errors = cfg.validation_errors_in(Path::new("/"));
     assert!(
-        !errors.iter().any(|e| e.to_string().contains("sandbox.root_dir")),
+        !errors
+            .iter()
+            .any(|e| e.to_string().contains("sandbox.root_dir")),
         "{errors:?}"
     );
 }
