@@ -14,12 +14,17 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod isolate;
 pub mod launcher;
 pub mod manager;
+pub mod seccomp;
 pub mod spec;
 
 pub use manager::{Launcher, SubprocessSandbox};
-pub use spec::{Limits, SandboxError, SandboxOutput, SandboxSpec, Termination};
+pub use spec::{
+    Confinement, Isolation, Limits, NetworkIsolation, SandboxError, SandboxOutput, SandboxSpec,
+    Termination,
+};
 
 /// First argument that turns the `silas` binary into the launcher.
 pub const LAUNCHER_ARG: &str = "__sandbox-exec";

@@ -55,6 +55,11 @@ pub struct SandboxSpec {
     /// not restrict UDP. `None` with `network` = the host network unfiltered.
     #[serde(default)]
     pub egress_proxy_port: Option<u16>,
+    /// How `network: false` is enforced; `Auto` (the default) picks the
+    /// strongest mechanism the kernel grants. Forcing one never weakens the
+    /// rest: a forced mechanism the kernel refuses fails closed.
+    #[serde(default)]
+    pub network_isolation: NetworkIsolation,
     pub limits: Limits,
     pub timeout: Duration,
     /// Per stream; the rest is counted and dropped.
@@ -72,11 +77,52 @@ impl SandboxSpec {
             write_paths: Vec::new(),
             network: false,
             egress_proxy_port: None,
+            network_isolation: NetworkIsolation::Auto,
             limits: Limits::default(),
             timeout: Duration::from_secs(60),
             max_output_bytes: 100_000,
         }
     }
+}
+
+/// The mechanism that cuts a `network: false` command off the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkIsolation {
+    /// Root: a new network namespace. Otherwise a new user + network
+    /// namespace, or — when the kernel refuses user namespaces — seccomp.
+    #[default]
+    Auto,
+    /// A new user + network namespace, or nothing runs.
+    UserNamespace,
+    /// The seccomp socket filter (host network namespace), or nothing runs.
+    Seccomp,
+}
+
+/// Which isolation a run actually got (reported by the launcher).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Root daemon: a new, empty network namespace, then the `nobody` user.
+    RootNamespaces,
+    /// A new user namespace (the daemon's uid/gid mapped to themselves)
+    /// owning a new, empty network namespace.
+    UserNamespace,
+    /// Host network namespace; seccomp refuses every non-unix socket,
+    /// io_uring and namespace changes, landlock scopes abstract unix sockets.
+    Seccomp,
+    /// Network granted through the egress proxy port only (landlock TCP rule).
+    EgressProxy,
+    /// Network granted, unfiltered.
+    HostNetwork,
+}
+
+/// How a run was confined: the network isolation and the kernel's landlock
+/// ABI (filesystem confinement is always landlock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    pub isolation: Isolation,
+    pub landlock_abi: u32,
 }
 
 /// How the command ended.
@@ -103,6 +149,8 @@ pub struct SandboxOutput {
     pub stdout_dropped: u64,
     pub stderr_dropped: u64,
     pub duration: Duration,
+    /// How the command was confined.
+    pub confinement: Confinement,
 }
 
 impl SandboxOutput {
