@@ -3,25 +3,29 @@
 //!
 //! Started by [`crate::SubprocessSandbox`] (as `silas __sandbox-exec` or the
 //! `silas-sandbox-exec` binary), it reads the [`SandboxSpec`] as JSON on stdin
-//! and, while still single-threaded:
+//! and, while still single-threaded (`isolate.rs`):
 //!
 //! 1. starts a new session (its own process group) and becomes a *child
 //!    subreaper*, so every descendant — even one that calls `setsid` — is
 //!    re-parented to it and can be found and killed;
-//! 2. asks for SIGKILL if the daemon dies;
-//! 3. without network: enters a new, empty network namespace; with network
-//!    through an egress proxy (`egress_proxy_port`): stays in the host
-//!    namespace, but step 6 lets TCP connect only to that port (and bind
-//!    nowhere) and the proxy variables name it;
-//! 4. sets rlimits (address space, CPU, processes, file size, no core dumps);
-//! 5. when running as root, drops to the unprivileged `nobody` user (so the
-//!    process limit applies and no capability survives);
-//! 6. sets `no_new_privs` and confines the filesystem with landlock: read +
+//! 2. without network, cuts itself off: as root a new, empty network
+//!    namespace; unprivileged a new user + network namespace (its uid/gid
+//!    mapped to themselves); where the kernel refuses those, the seccomp
+//!    socket filter ([`crate::seccomp`]) in the host namespace. With network
+//!    through an egress proxy (`egress_proxy_port`): the host namespace, but
+//!    step 5 lets TCP connect only to that port (and bind nowhere) and the
+//!    proxy variables name it;
+//! 3. sets rlimits (address space, CPU, processes, file size, no core dumps);
+//! 4. when running as root, drops to the unprivileged `nobody` user (so the
+//!    process limit applies and no capability survives), then asks for
+//!    SIGKILL if the daemon dies (a credential change would clear that);
+//! 5. sets `no_new_privs` and confines the filesystem with landlock: read +
 //!    execute on system directories, read on the granted paths, read + write
 //!    on the work dir and granted write paths, nothing else; with an egress
-//!    port, the same ruleset handles TCP connect/bind (landlock ABI 4) and
-//!    scopes abstract unix sockets to the sandbox (ABI 6: in the host
-//!    network namespace they would otherwise reach host services).
+//!    port, the same ruleset handles TCP connect/bind (landlock ABI 4); in
+//!    the host namespace (egress, seccomp) it also scopes abstract unix
+//!    sockets to the sandbox (ABI 6: they would otherwise reach host
+//!    services); then the seccomp filter, when that is the network isolation.
 //!
 //! Limits of the egress confinement: landlock port rules match the port on
 //! *any* address, so another host listening on the proxy's (random,
@@ -32,13 +36,18 @@
 //! Any step the kernel refuses aborts **before** the command runs, with
 //! `E_SANDBOX_UNAVAILABLE` naming what is missing — there is no fallback to an
 //! unconfined run. Then it spawns the command (argv, explicit environment,
-//! stdin `/dev/null`), forwards at most `max_output_bytes` of each output
-//! stream (counting the rest), enforces the timeout by killing every
-//! descendant, and finally reports how the command ended.
+//! stdin `/dev/null`) and supervises it **on this one thread**: a `poll(2)`
+//! loop over both output pipes and a pidfd, with the timeout as deadline. (A
+//! command may exhaust the process limit, which counts threads, so the
+//! launcher must not need a new task after the spawn.) It forwards at most
+//! `max_output_bytes` of each output stream (counting the rest), enforces the
+//! timeout by killing every descendant, and finally reports how the command
+//! ended and how it was confined ([`Report::confinement`]).
 //!
 //! Launcher → parent protocol on stdout (the command never sees this fd):
 //! frames of `tag: u8, len: u32 big-endian, payload`; tag `O`/`E` carry
-//! stdout/stderr bytes, tag `S` the final JSON [`Report`], always last.
+//! stdout/stderr bytes, tag `S` the final JSON [`Report`], always last — even
+//! after a panic.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};

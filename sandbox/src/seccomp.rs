@@ -1,5 +1,5 @@
 //! The seccomp network filter: the fallback network isolation when the kernel
-//! refuses user namespaces to an unprivileged launcher (see [`crate::isolate`]).
+//! refuses user namespaces to an unprivileged launcher (see `isolate.rs`).
 //!
 //! The command stays in the host network namespace, so this filter makes
 //! every way to a network socket fail with `EPERM`:

@@ -13,7 +13,9 @@ pub struct Limits {
     pub memory_mb: u64,
     /// CPU time (RLIMIT_CPU), seconds.
     pub cpu_seconds: u64,
-    /// Processes the sandbox may add (RLIMIT_NPROC, on top of what its user already runs).
+    /// Tasks (processes and threads) the command's tree may run at once
+    /// (RLIMIT_NPROC; exact in a user namespace, otherwise on top of what
+    /// the sandbox's uid already runs).
     pub max_processes: u64,
     /// Largest file it may write (RLIMIT_FSIZE), MiB.
     pub file_size_mb: u64,
@@ -43,7 +45,7 @@ pub struct SandboxSpec {
     pub read_paths: Vec<PathBuf>,
     /// Extra read-write paths.
     pub write_paths: Vec<PathBuf>,
-    /// `false` runs the command in a new, empty network namespace.
+    /// `false` cuts the command off the network (see [`NetworkIsolation`]).
     pub network: bool,
     /// With `network`: the only TCP destination port the command may
     /// connect to (a loopback egress proxy, `silas_netguard::EgressProxy`).
