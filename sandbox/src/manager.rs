@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::launcher::{Report, SANDBOX_GID, SANDBOX_UID, TAG_REPORT, TAG_STDERR, TAG_STDOUT};
-use crate::spec::{SandboxError, SandboxOutput, SandboxSpec};
+use crate::spec::{Confinement, SandboxError, SandboxOutput, SandboxSpec};
 
 /// Extra time the launcher gets beyond the command's timeout to clean up.
 const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
@@ -160,6 +160,9 @@ impl SubprocessSandbox {
         let report = report
             .ok_or_else(|| SandboxError::Launcher("launcher ended without a report".into()))?;
         let termination = report.result?;
+        let confinement = report
+            .confinement
+            .ok_or_else(|| SandboxError::Launcher("report without confinement".into()))?;
         Ok(SandboxOutput {
             termination,
             stdout: with_marker(stdout_bytes, report.stdout_dropped),
@@ -167,7 +170,35 @@ impl SubprocessSandbox {
             stdout_dropped: report.stdout_dropped,
             stderr_dropped: report.stderr_dropped,
             duration: started.elapsed(),
+            confinement,
         })
+    }
+
+    /// Run `/bin/true` confined, without network, in a fresh work dir under
+    /// `base` (removed afterwards), and say how it was confined: which
+    /// network isolation this host grants the daemon and the landlock ABI.
+    /// An error means commands cannot run here (`E_SANDBOX_UNAVAILABLE`
+    /// names the missing kernel feature).
+    pub async fn probe(&self, base: &Path) -> Result<Confinement, SandboxError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let id = format!("probe-{}-{nanos}", std::process::id());
+        let work = self.fresh_work_dir(base, &id)?;
+        let mut spec = SandboxSpec::new(vec!["/bin/true".into()], work.clone());
+        spec.timeout = Duration::from_secs(10);
+        let result = self.run(&spec).await;
+        // Best effort: a leftover empty dir is harmless.
+        let _ = std::fs::remove_dir_all(&work);
+        let out = result?;
+        if !out.success() {
+            return Err(SandboxError::Launcher(format!(
+                "the probe command ended {:?}",
+                out.termination
+            )));
+        }
+        Ok(out.confinement)
     }
 }
 

@@ -13,7 +13,9 @@ pub struct Limits {
     pub memory_mb: u64,
     /// CPU time (RLIMIT_CPU), seconds.
     pub cpu_seconds: u64,
-    /// Processes the sandbox may add (RLIMIT_NPROC, on top of what its user already runs).
+    /// Tasks (processes and threads) the command's tree may run at once
+    /// (RLIMIT_NPROC; exact in a user namespace, otherwise on top of what
+    /// the sandbox's uid already runs).
     pub max_processes: u64,
     /// Largest file it may write (RLIMIT_FSIZE), MiB.
     pub file_size_mb: u64,
@@ -43,7 +45,7 @@ pub struct SandboxSpec {
     pub read_paths: Vec<PathBuf>,
     /// Extra read-write paths.
     pub write_paths: Vec<PathBuf>,
-    /// `false` runs the command in a new, empty network namespace.
+    /// `false` cuts the command off the network (see [`NetworkIsolation`]).
     pub network: bool,
     /// With `network`: the only TCP destination port the command may
     /// connect to (a loopback egress proxy, `silas_netguard::EgressProxy`).
@@ -55,6 +57,11 @@ pub struct SandboxSpec {
     /// not restrict UDP. `None` with `network` = the host network unfiltered.
     #[serde(default)]
     pub egress_proxy_port: Option<u16>,
+    /// How `network: false` is enforced; `Auto` (the default) picks the
+    /// strongest mechanism the kernel grants. Forcing one never weakens the
+    /// rest: a forced mechanism the kernel refuses fails closed.
+    #[serde(default)]
+    pub network_isolation: NetworkIsolation,
     pub limits: Limits,
     pub timeout: Duration,
     /// Per stream; the rest is counted and dropped.
@@ -72,11 +79,52 @@ impl SandboxSpec {
             write_paths: Vec::new(),
             network: false,
             egress_proxy_port: None,
+            network_isolation: NetworkIsolation::Auto,
             limits: Limits::default(),
             timeout: Duration::from_secs(60),
             max_output_bytes: 100_000,
         }
     }
+}
+
+/// The mechanism that cuts a `network: false` command off the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkIsolation {
+    /// Root: a new network namespace. Otherwise a new user + network
+    /// namespace, or — when the kernel refuses user namespaces — seccomp.
+    #[default]
+    Auto,
+    /// A new user + network namespace, or nothing runs.
+    UserNamespace,
+    /// The seccomp socket filter (host network namespace), or nothing runs.
+    Seccomp,
+}
+
+/// Which isolation a run actually got (reported by the launcher).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Root daemon: a new, empty network namespace, then the `nobody` user.
+    RootNamespaces,
+    /// A new user namespace (the daemon's uid/gid mapped to themselves)
+    /// owning a new, empty network namespace.
+    UserNamespace,
+    /// Host network namespace; seccomp refuses every non-unix socket,
+    /// io_uring and namespace changes, landlock scopes abstract unix sockets.
+    Seccomp,
+    /// Network granted through the egress proxy port only (landlock TCP rule).
+    EgressProxy,
+    /// Network granted, unfiltered.
+    HostNetwork,
+}
+
+/// How a run was confined: the network isolation and the kernel's landlock
+/// ABI (filesystem confinement is always landlock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    pub isolation: Isolation,
+    pub landlock_abi: u32,
 }
 
 /// How the command ended.
@@ -103,6 +151,8 @@ pub struct SandboxOutput {
     pub stdout_dropped: u64,
     pub stderr_dropped: u64,
     pub duration: Duration,
+    /// How the command was confined.
+    pub confinement: Confinement,
 }
 
 impl SandboxOutput {

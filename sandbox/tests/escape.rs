@@ -163,6 +163,40 @@ async fn a_fork_bomb_is_bounded_and_cleaned_up() {
     );
 }
 
+/// Regression (CI flake): the launcher used to start threads after the
+/// command, and a fork bomb that had already used up the process limit
+/// (threads count against it) made that panic — the run ended "without a
+/// report". Several bombs writing output at once, a few rounds: each run
+/// still reports how it ended, with the output it produced.
+#[tokio::test]
+async fn a_fork_bomb_writing_output_always_gets_a_report() {
+    for _ in 0..3 {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                tokio::spawn(async {
+                    let w = workdir();
+                    let mut spec = sh(
+                        "echo started; bomb() { echo x; bomb | bomb & }; bomb; sleep 1; echo done",
+                        &w.work,
+                    );
+                    spec.limits.max_processes = 16;
+                    spec.timeout = Duration::from_secs(5);
+                    sandbox().run(&spec).await
+                })
+            })
+            .collect();
+        for run in runs {
+            match run.await.unwrap() {
+                Ok(out) => assert!(out.stdout.starts_with("started\n"), "{out:?}"),
+                // As root every sandbox is `nobody`: a neighbour's bomb can
+                // take the slots this one counted on — a reported refusal.
+                Err(SandboxError::Spawn { .. }) => {}
+                Err(e) => panic!("no proper report: {e:?}"),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_gigabyte_of_output_is_capped() {
     let w = workdir();
@@ -223,40 +257,6 @@ async fn background_jobs_do_not_outlive_a_finished_command() {
     let pid: u32 = out.stdout.trim().parse().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert!(!alive(pid), "escaped background job {pid} survived");
-}
-
-#[tokio::test]
-async fn when_the_kernel_refuses_a_network_namespace_nothing_runs() {
-    // An unprivileged launcher cannot create a network namespace here (no
-    // user namespace): the request must fail closed, never run unconfined.
-    if !rustix::process::geteuid().is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("needs root and setpriv to start the launcher unprivileged; skipped");
-        return;
-    }
-    let w = workdir();
-    let marker = w.work.join("ran");
-    let sb = SubprocessSandbox::new(Launcher {
-        program: PathBuf::from("/usr/bin/setpriv"),
-        args: vec![
-            "--reuid=65534".into(),
-            "--regid=65534".into(),
-            "--clear-groups".into(),
-            env!("CARGO_BIN_EXE_silas-sandbox-exec").into(),
-        ],
-    });
-    let spec = sh(&format!("touch {}", marker.display()), &w.work);
-    let err = sb.run(&spec).await.unwrap_err();
-    match &err {
-        SandboxError::Unavailable { what, .. } => {
-            assert!(what.contains("network namespace"), "{err}")
-        }
-        other => panic!("expected fail-closed, got {other:?}"),
-    }
-    assert!(err.to_string().starts_with("E_SANDBOX_UNAVAILABLE"));
-    assert!(
-        !marker.exists(),
-        "the command ran although isolation failed"
-    );
 }
 
 #[tokio::test]

@@ -1,0 +1,366 @@
+//! The launcher's isolation steps, run while it is still single-threaded and
+//! before the command exists. Each returns `E_SANDBOX_UNAVAILABLE` naming the
+//! kernel feature it lacks; the caller then runs nothing.
+//!
+//! Network isolation for `network: false` (see [`NetworkIsolation`]):
+//! - **root**: `unshare(CLONE_NEWNET)`, then the `nobody` user
+//!   ([`Isolation::RootNamespaces`]);
+//! - **unprivileged**: `unshare(CLONE_NEWUSER | CLONE_NEWNET)` with the
+//!   caller's uid/gid mapped to themselves, so files the command creates stay
+//!   the daemon user's ([`Isolation::UserNamespace`]); the launcher then gives
+//!   up the namespace's capabilities;
+//! - **fallback** when the kernel refuses those namespaces (sysctls, AppArmor,
+//!   a container's seccomp profile): the host network namespace with the
+//!   [`crate::seccomp`] filter (no socket but AF_UNIX, no io_uring, no
+//!   namespace changes) plus landlock's abstract-unix-socket scope, which in
+//!   the host namespace would otherwise reach host services
+//!   ([`Isolation::Seccomp`]). If that is refused too, nothing runs and the
+//!   error names both.
+
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+use rustix::process::{Resource, Rlimit, Signal};
+use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
+
+use crate::launcher::{SANDBOX_GID, SANDBOX_UID};
+use crate::spec::{Confinement, Isolation, NetworkIsolation, SandboxError, SandboxSpec};
+
+/// System directories every command may read and execute from.
+const SYSTEM_READ_EXEC: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+/// Pseudo-filesystems and devices commands commonly need.
+const SYSTEM_READ: &[&str] = &["/proc", "/dev/urandom", "/dev/random", "/dev/zero"];
+const SYSTEM_READ_WRITE: &[&str] = &["/dev/null"];
+
+const NET_WHAT: &str = "network isolation (network_access=false)";
+
+pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Unavailable {
+        what: what.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// The egress port landlock must enforce: only with network granted (without
+/// network the command is cut off entirely).
+pub(crate) fn egress_port(spec: &SandboxSpec) -> Option<u16> {
+    spec.egress_proxy_port.filter(|_| spec.network)
+}
+
+/// What the network step decided; seccomp is installed last (after landlock).
+enum NetPlan {
+    Done(Isolation),
+    /// Seccomp still to install; `refused` says why namespaces were not used
+    /// (`None` when seccomp was asked for).
+    Seccomp {
+        refused: Option<String>,
+    },
+}
+
+/// Every isolation step, in order. Returns how the command will be confined.
+pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
+    let parent = rustix::process::getppid();
+    rustix::process::setsid().map_err(|e| unavailable("new session", e))?;
+    let me = rustix::process::getpid();
+    rustix::process::set_child_subreaper(Some(me))
+        .map_err(|e| unavailable("child subreaper", e))?;
+
+    let root = rustix::process::geteuid().is_root();
+    let mut is_nobody = false;
+    let plan = if !spec.network {
+        network_plan(spec.network_isolation, root, &mut is_nobody)?
+    } else if egress_port(spec).is_some() {
+        NetPlan::Done(Isolation::EgressProxy)
+    } else {
+        NetPlan::Done(Isolation::HostNetwork)
+    };
+    let in_userns = matches!(plan, NetPlan::Done(Isolation::UserNamespace));
+
+    set_limits(spec, in_userns, root)?;
+    if root && !is_nobody {
+        drop_root()?;
+    }
+    if in_userns {
+        // The namespace's capabilities are the launcher's only; a non-root
+        // uid keeps none across exec anyway, this just ends them sooner.
+        rustix::thread::set_capabilities(None, empty_caps())
+            .map_err(|e| unavailable("dropping user-namespace capabilities", e))?;
+    }
+    // After every credential change: the kernel clears the parent-death
+    // signal whenever the effective uid/gid changes.
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(|e| unavailable("parent death signal", e))?;
+    if rustix::process::getppid() != parent {
+        return Err(SandboxError::Launcher(
+            "the daemon went away during isolation".into(),
+        ));
+    }
+
+    let refused = match &plan {
+        NetPlan::Seccomp { refused } => Some(refused.clone()),
+        NetPlan::Done(_) => None,
+    };
+    let landlock_abi = confine_filesystem(spec, refused.is_some()).map_err(|e| match &refused {
+        Some(Some(why)) => unavailable(NET_WHAT, format!("{why}, and the seccomp fallback: {e}")),
+        _ => e,
+    })?;
+    let isolation = match plan {
+        NetPlan::Done(i) => i,
+        NetPlan::Seccomp { refused } => {
+            crate::seccomp::deny_network().map_err(|e| {
+                let detail = match refused {
+                    Some(why) => format!("{why}, and seccomp unavailable ({e})"),
+                    None => format!("seccomp unavailable ({e})"),
+                };
+                unavailable(NET_WHAT, detail)
+            })?;
+            Isolation::Seccomp
+        }
+    };
+    Ok(Confinement {
+        isolation,
+        landlock_abi,
+    })
+}
+
+fn network_plan(
+    mode: NetworkIsolation,
+    root: bool,
+    is_nobody: &mut bool,
+) -> Result<NetPlan, SandboxError> {
+    match mode {
+        NetworkIsolation::Seccomp => Ok(NetPlan::Seccomp { refused: None }),
+        NetworkIsolation::Auto if root => Ok(match unshare(UnshareFlags::NEWNET) {
+            Ok(()) => NetPlan::Done(Isolation::RootNamespaces),
+            Err(e) => NetPlan::Seccomp {
+                refused: Some(format!("network namespace refused ({e})")),
+            },
+        }),
+        NetworkIsolation::Auto => match user_and_network_namespace()? {
+            Ok(()) => Ok(NetPlan::Done(Isolation::UserNamespace)),
+            Err(why) => Ok(NetPlan::Seccomp { refused: Some(why) }),
+        },
+        NetworkIsolation::UserNamespace => {
+            if root {
+                // Root maps nobody, so the command runs as nobody as in root mode.
+                drop_root()?;
+                *is_nobody = true;
+            }
+            user_and_network_namespace()?.map_err(|why| unavailable(NET_WHAT, why))?;
+            Ok(NetPlan::Done(Isolation::UserNamespace))
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn unshare(flags: UnshareFlags) -> rustix::io::Result<()> {
+    // SAFETY: `unshare_unsafe` is unsafe only because `CLONE_FILES` can split
+    // the fd table between threads. We pass namespace flags only, and the
+    // launcher is still single-threaded here (no thread is ever spawned).
+    unsafe { rustix::thread::unshare_unsafe(flags) }
+}
+
+/// Enter a new user namespace owning a new network namespace, mapping the
+/// current uid/gid to themselves. The outer `Err` is fatal (the namespace was
+/// entered but could not be set up: nothing may run); the inner `Err` is the
+/// kernel's refusal, after which the seccomp fallback may apply.
+fn user_and_network_namespace() -> Result<Result<(), String>, SandboxError> {
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    if let Err(e) = unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWNET) {
+        return Ok(Err(format!("user namespaces refused ({e})")));
+    }
+    // An unprivileged process may map only its own ids, and a gid map needs
+    // setgroups denied first (so dropping a group can never grant access).
+    let write = |file: &str, content: String| {
+        std::fs::write(format!("/proc/self/{file}"), content).map_err(|e| {
+            unavailable(
+                NET_WHAT,
+                format!("user namespace entered but /proc/self/{file} refused: {e}"),
+            )
+        })
+    };
+    // A launcher that just switched from root to nobody is not dumpable, so
+    // its /proc/self files belong to root: dumpable only while writing.
+    let dumpable = |on: bool| {
+        use rustix::process::DumpableBehavior::{Dumpable, NotDumpable};
+        rustix::process::set_dumpable_behavior(if on { Dumpable } else { NotDumpable })
+            .map_err(|e| unavailable(NET_WHAT, format!("cannot set up the user namespace: {e}")))
+    };
+    let was_dumpable = rustix::process::dumpable_behavior()
+        .map(|d| d == rustix::process::DumpableBehavior::Dumpable)
+        .unwrap_or(false);
+    dumpable(true)?;
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{uid} {uid} 1"))?;
+    write("gid_map", format!("{gid} {gid} 1"))?;
+    dumpable(was_dumpable)?;
+    Ok(Ok(()))
+}
+
+fn empty_caps() -> CapabilitySets {
+    CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    }
+}
+
+fn set_limit(resource: Resource, what: &str, value: u64) -> Result<(), SandboxError> {
+    let limit = Rlimit {
+        current: Some(value),
+        maximum: Some(value),
+    };
+    rustix::process::setrlimit(resource, limit).map_err(|e| unavailable(what, e))
+}
+
+fn set_limits(spec: &SandboxSpec, in_userns: bool, root: bool) -> Result<(), SandboxError> {
+    let l = &spec.limits;
+    set_limit(
+        Resource::As,
+        "address space limit",
+        l.memory_mb.saturating_mul(1 << 20),
+    )?;
+    set_limit(Resource::Cpu, "CPU time limit", l.cpu_seconds)?;
+    set_limit(
+        Resource::Fsize,
+        "file size limit",
+        l.file_size_mb.saturating_mul(1 << 20),
+    )?;
+    set_limit(Resource::Core, "core dump limit", 0)?;
+    // RLIMIT_NPROC counts the tasks of the real uid, the launcher included.
+    // Inside our own user namespace (Linux >= 5.14 counts per namespace and
+    // uid) that is the launcher alone, so the allowance is exact. Otherwise
+    // the uid's tasks everywhere count, and the sandbox gets its allowance on
+    // top of what that user already runs (as root the launcher is about to
+    // become `nobody`, one more task of that user).
+    let existing = if in_userns {
+        1
+    } else if root {
+        tasks_of_user(SANDBOX_UID) + 1
+    } else {
+        tasks_of_user(rustix::process::getuid().as_raw())
+    };
+    set_limit(
+        Resource::Nproc,
+        "process limit",
+        existing.saturating_add(l.max_processes),
+    )
+}
+
+fn drop_root() -> Result<(), SandboxError> {
+    // Order matters: groups and gid need privilege, so uid goes last.
+    rustix::thread::set_thread_groups(&[])
+        .map_err(|e| unavailable("dropping supplementary groups", e))?;
+    rustix::thread::set_thread_gid(rustix::process::Gid::from_raw(SANDBOX_GID))
+        .map_err(|e| unavailable("dropping to the sandbox group", e))?;
+    rustix::thread::set_thread_uid(rustix::process::Uid::from_raw(SANDBOX_UID))
+        .map_err(|e| unavailable("dropping to the sandbox user", e))
+}
+
+/// `no_new_privs` and the landlock ruleset; returns the kernel's landlock ABI.
+/// `scope_abstract`: the command stays in the host network namespace without
+/// network, so host abstract unix sockets must be scoped away too.
+fn confine_filesystem(spec: &SandboxSpec, scope_abstract: bool) -> Result<u32, SandboxError> {
+    rustix::thread::set_no_new_privs(true).map_err(|e| unavailable("no_new_privs", e))?;
+    let abi = ABI::V3;
+    let read = AccessFs::from_read(abi);
+    let all = AccessFs::from_all(abi);
+    let egress = egress_port(spec);
+    let what = if egress.is_some() {
+        "landlock filesystem, network and abstract-socket confinement (ABI 6)"
+    } else if scope_abstract {
+        "landlock filesystem and abstract-socket confinement (ABI 6)"
+    } else {
+        "landlock filesystem confinement"
+    };
+    let err = |e: landlock::RulesetError| unavailable(what, e);
+    let mut rw: Vec<PathBuf> = vec![spec.work_dir.clone()];
+    rw.extend(spec.write_paths.iter().cloned());
+    rw.extend(SYSTEM_READ_WRITE.iter().map(PathBuf::from));
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .map_err(err)?;
+    if egress.is_some() {
+        // Handling both rights and granting only connect to one port: every
+        // other TCP connect and every TCP bind is refused. HardRequirement
+        // makes a kernel without landlock network support an error here.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .map_err(err)?;
+    }
+    if egress.is_some() || scope_abstract {
+        // The host namespace also exposes the host's abstract unix sockets
+        // (namespaced by netns, invisible to filesystem rules — the
+        // containerd-shim escape, CVE-2020-15257): scoping them needs ABI 6.
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
+    }
+    let mut created = ruleset
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(SYSTEM_READ_EXEC, read))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            SYSTEM_READ,
+            AccessFs::ReadFile | AccessFs::ReadDir,
+        ))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(&spec.read_paths, read))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(&rw, all))
+        .map_err(err)?;
+    if let Some(port) = egress {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(err)?;
+    }
+    let status = created.restrict_self().map_err(err)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(unavailable(
+            what,
+            format!("kernel enforces it only {:?}", status.ruleset),
+        ));
+    }
+    Ok(match status.landlock {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => kernel_abi
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(effective_abi as u32),
+        // Unreachable after a fully enforced ruleset; 0 = none.
+        _ => 0,
+    })
+}
+
+/// Tasks (threads count) currently run by `uid`.
+fn tasks_of_user(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut n = 0u64;
+    for e in dir.flatten() {
+        let path = e.path();
+        let owned = std::fs::read_to_string(path.join("status"))
+            .ok()
+            .is_some_and(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u32>().ok())
+                    == Some(uid)
+            });
+        if owned {
+            n += std::fs::read_dir(path.join("task"))
+                .map(|t| t.count() as u64)
+                .unwrap_or(1);
+        }
+    }
+    n
+}
