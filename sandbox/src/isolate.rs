@@ -54,12 +54,14 @@ pub(crate) fn egress_port(spec: &SandboxSpec) -> Option<u16> {
 
 /// What the network step decided; seccomp is installed last (after landlock).
 enum NetPlan {
+    /// Decided. In the namespace modes the launcher is inside a user
+    /// namespace of its own, so process accounting is exact.
     Done(Isolation),
+    /// Isolated, but the process count is shared with the uid's other tasks.
+    SharedCount(Isolation),
     /// Seccomp still to install; `refused` says why namespaces were not used
     /// (`None` when seccomp was asked for).
-    Seccomp {
-        refused: Option<String>,
-    },
+    Seccomp { refused: Option<String> },
 }
 
 /// Every isolation step, in order. Returns how the command will be confined.
@@ -79,7 +81,10 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
     } else {
         NetPlan::Done(Isolation::HostNetwork)
     };
-    let in_userns = matches!(plan, NetPlan::Done(Isolation::UserNamespace));
+    let in_userns = matches!(
+        plan,
+        NetPlan::Done(Isolation::UserNamespace | Isolation::RootNamespaces)
+    );
 
     set_limits(spec, in_userns, root)?;
     if root && !is_nobody {
@@ -103,14 +108,14 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
 
     let refused = match &plan {
         NetPlan::Seccomp { refused } => Some(refused.clone()),
-        NetPlan::Done(_) => None,
+        NetPlan::Done(_) | NetPlan::SharedCount(_) => None,
     };
     let landlock_abi = confine_filesystem(spec, refused.is_some()).map_err(|e| match &refused {
         Some(Some(why)) => unavailable(NET_WHAT, format!("{why}, and the seccomp fallback: {e}")),
         _ => e,
     })?;
     let isolation = match plan {
-        NetPlan::Done(i) => i,
+        NetPlan::Done(i) | NetPlan::SharedCount(i) => i,
         NetPlan::Seccomp { refused } => {
             crate::seccomp::deny_network().map_err(|e| {
                 let detail = match refused {
@@ -136,22 +141,39 @@ fn network_plan(
     match mode {
         NetworkIsolation::Seccomp => Ok(NetPlan::Seccomp { refused: None }),
         NetworkIsolation::Auto if root => Ok(match unshare(UnshareFlags::NEWNET) {
-            Ok(()) => NetPlan::Done(Isolation::RootNamespaces),
+            Ok(()) => {
+                // Every root-started sandbox runs as `nobody`, and
+                // RLIMIT_NPROC counts per user: one command's fork bomb
+                // would starve every other sandbox of processes. As nobody,
+                // in a user namespace of its own, the count is per
+                // namespace (Linux >= 5.14), so each sandbox gets exactly
+                // its allowance. Where user namespaces are refused the
+                // shared count remains (set_limits adds nobody's tasks).
+                drop_root()?;
+                *is_nobody = true;
+                match user_namespace(UnshareFlags::NEWUSER)? {
+                    Ok(()) => NetPlan::Done(Isolation::RootNamespaces),
+                    Err(_) => NetPlan::SharedCount(Isolation::RootNamespaces),
+                }
+            }
             Err(e) => NetPlan::Seccomp {
                 refused: Some(format!("network namespace refused ({e})")),
             },
         }),
-        NetworkIsolation::Auto => match user_and_network_namespace()? {
-            Ok(()) => Ok(NetPlan::Done(Isolation::UserNamespace)),
-            Err(why) => Ok(NetPlan::Seccomp { refused: Some(why) }),
-        },
+        NetworkIsolation::Auto => {
+            match user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET)? {
+                Ok(()) => Ok(NetPlan::Done(Isolation::UserNamespace)),
+                Err(why) => Ok(NetPlan::Seccomp { refused: Some(why) }),
+            }
+        }
         NetworkIsolation::UserNamespace => {
             if root {
                 // Root maps nobody, so the command runs as nobody as in root mode.
                 drop_root()?;
                 *is_nobody = true;
             }
-            user_and_network_namespace()?.map_err(|why| unavailable(NET_WHAT, why))?;
+            user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET)?
+                .map_err(|why| unavailable(NET_WHAT, why))?;
             Ok(NetPlan::Done(Isolation::UserNamespace))
         }
     }
@@ -165,14 +187,14 @@ fn unshare(flags: UnshareFlags) -> rustix::io::Result<()> {
     unsafe { rustix::thread::unshare_unsafe(flags) }
 }
 
-/// Enter a new user namespace owning a new network namespace, mapping the
-/// current uid/gid to themselves. The outer `Err` is fatal (the namespace was
-/// entered but could not be set up: nothing may run); the inner `Err` is the
-/// kernel's refusal, after which the seccomp fallback may apply.
-fn user_and_network_namespace() -> Result<Result<(), String>, SandboxError> {
+/// Enter a new user namespace (with `flags`: also a new network namespace),
+/// mapping the current uid/gid to themselves. The outer `Err` is fatal (the
+/// namespace was entered but could not be set up: nothing may run); the
+/// inner `Err` is the kernel's refusal, after which a fallback may apply.
+fn user_namespace(flags: UnshareFlags) -> Result<Result<(), String>, SandboxError> {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
-    if let Err(e) = unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWNET) {
+    if let Err(e) = unshare(flags) {
         return Ok(Err(format!("user namespaces refused ({e})")));
     }
     // An unprivileged process may map only its own ids, and a gid map needs

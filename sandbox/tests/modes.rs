@@ -264,9 +264,43 @@ async fn a_fork_bomb_is_bounded(mode: Mode) {
         .unwrap();
     // python itself is one of the 16.
     match mode {
-        Mode::User => assert_eq!(forked, 15, "{out:?}"),
-        _ => assert!(forked < 64, "{forked} forks: {out:?}"),
+        // Both namespace modes count per user namespace: exact.
+        Mode::User | Mode::Root => assert_eq!(forked, 15, "{out:?}"),
+        Mode::UserSeccomp => assert!(forked < 64, "{forked} forks: {out:?}"),
     }
+}
+
+/// Every root-started sandbox runs as `nobody`; with one process count per
+/// user, a fork bomb in one sandbox would starve its neighbours (their
+/// forks refused, or their launcher unable to start the command). Each
+/// sandbox now counts in a user namespace of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_neighbours_fork_bomb_does_not_starve_another_sandbox() {
+    let mode = Mode::Root;
+    let (wa, wb) = (workdir(mode), workdir(mode));
+    // B starts first, then needs ten processes one after another while A
+    // holds every process it may have.
+    let mut b = sh(
+        mode,
+        "sleep 1.5; n=0; for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true && n=$((n+1)); done; echo ran $n",
+        &wb.work,
+    );
+    b.limits.max_processes = 8;
+    b.timeout = Duration::from_secs(20);
+    let hold = "import os,time\nn=0\ntry:\n  for i in range(500):\n    if os.fork()==0:\n      time.sleep(30); os._exit(0)\n    n+=1\nexcept OSError: pass\nprint('holding', n, flush=True)\ntime.sleep(30)\n";
+    let mut a = py(mode, hold, &wa.work);
+    a.limits.max_processes = 64;
+    a.timeout = Duration::from_secs(5);
+    let neighbour = tokio::spawn(async move { run(mode, &b).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let bomb = run(mode, &a).await;
+    let out = neighbour.await.unwrap();
+    assert!(bomb.stdout.contains("holding 63"), "{bomb:?}");
+    assert_eq!(out.confinement.isolation, Isolation::RootNamespaces);
+    assert!(
+        out.success() && out.stdout.contains("ran 10"),
+        "the neighbour was starved: {out:?}\nbomb: {bomb:?}"
+    );
 }
 
 fn alive(pid: u32) -> bool {
