@@ -3,7 +3,8 @@
 //! chmod that fixes it; a foreign listener on the web port fails while our
 //! own running daemon passes (port and store lock); a model endpoint on a
 //! closed loopback port fails; `silas start` stops on a foreign port holder
-//! with the same line; the generated unit passes `systemd-analyze verify`.
+//! with the same line, and (as root) when the sandbox user cannot reach its
+//! dirs; the generated unit passes `systemd-analyze verify`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -249,4 +250,46 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         .map(|d| d.join(program))
         .find(|p| p.is_file())
         .ok_or(())
+}
+
+/// As root the sandbox runs as `nobody`: `silas start` over a data dir
+/// below a private (0700) directory stops before serving, with the fix.
+#[test]
+fn start_stops_when_the_sandbox_user_cannot_reach_its_dirs() {
+    if !is_root() {
+        println!("skipped: only a root daemon's sandbox runs as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // `silas(dir)` makes `dir` traversable; `private` stays closed.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_silas"))
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("SILAS__CHANNELS__WEB__PORT", "0")
+        .args(["--data-dir"])
+        .arg(private.join("data"))
+        .arg("start")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.starts_with("error[E_SANDBOX_UNAVAILABLE]: FAIL sandbox-dirs:"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("fix: chmod o+x {}", private.display())),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Silas is running"));
+}
+
+fn is_root() -> bool {
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
 }
