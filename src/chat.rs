@@ -8,6 +8,14 @@
 //! timeout, end of input, or anything else is an explicit `declined` sent
 //! to the daemon — approvals fail closed (§18.1: `E_CHANNEL_*` → decline).
 //!
+//! Scripted use (stdin not a terminal, e.g. `printf 'create a file x
+//! containing y\ny\n' | silas chat`): lines are queued. A line answers the
+//! card on screen once it has arrived and been printed; otherwise it is
+//! sent as a message when the previous one's reply, and any card right
+//! behind it, has arrived. A high-risk card (the server's `risk_level`) is
+//! never approved by a queued line: it is declined, saying so, and the
+//! answer line meant for it is dropped.
+//!
 //! This client holds no store or key: the daemon owns the redb file (its lock
 //! would refuse a second opener), so with no daemon listening `silas chat`
 //! says so in one line and tells the user to run `silas start`.
@@ -52,6 +60,20 @@ enum Input {
 /// An approval card waiting for the owner's answer.
 struct Card {
     request_id: String,
+    /// The server's `risk_level` is high or irreversible: never approved by
+    /// a line queued before the owner could read the card.
+    high_risk: bool,
+}
+
+/// Why a high-risk card is declined in a scripted session.
+const HIGH_RISK_PIPED: &str = "high-risk card in a non-interactive session; answer it in the web app or an interactive `silas chat`";
+
+/// Is this line an answer to a card rather than a message?
+fn is_answer(line: &str) -> bool {
+    matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "" | "y" | "yes" | "n" | "no"
+    )
 }
 
 pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
@@ -257,7 +279,22 @@ struct Session {
     asking: Option<(Card, Instant)>,
     approval_timeout: Duration,
     outstanding: Outstanding,
-    stdin_closed: bool,
+    /// stdin is a terminal: lines go out as they are typed. Otherwise
+    /// (piped, scripted) they are queued: a line answers the card on
+    /// screen, or is sent once the previous message's reply (and any card
+    /// right behind it) has arrived.
+    interactive: bool,
+    /// Lines read but not yet used.
+    queue: VecDeque<String>,
+    /// stdin reached its end (queued lines may remain).
+    input_ended: bool,
+    /// The last frame received or message sent (scripted pacing).
+    last_activity: Instant,
+    /// How long a scripted line waits for an overdue reply.
+    wait: Duration,
+    /// A high-risk card was just declined unasked: the scripted answer
+    /// meant for it is dropped rather than sent as a message.
+    skip_answer: bool,
 }
 
 impl Session {
@@ -276,17 +313,30 @@ impl Session {
         })
     }
 
+    /// No more lines will come: stdin ended and the queue is used up.
+    fn input_done(&self) -> bool {
+        self.input_ended && self.queue.is_empty()
+    }
+
     /// Shows the next queued card and starts its answer clock. With input
-    /// already closed there is nobody to ask: declined at once.
-    async fn ask_next(&mut self) -> Result<(), CliError> {
+    /// already closed there is nobody to ask: declined at once; a
+    /// high-risk card in a scripted session is declined without asking.
+    /// Whether a card was taken.
+    async fn ask_next(&mut self) -> Result<bool, CliError> {
         if self.asking.is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let Some(card) = self.cards.pop_front() else {
-            return Ok(());
+            return Ok(false);
         };
-        if self.stdin_closed {
-            return self.decide(card, false, "input closed").await;
+        if card.high_risk && !self.interactive {
+            self.skip_answer = true;
+            self.decide(card, false, HIGH_RISK_PIPED).await?;
+            return Ok(true);
+        }
+        if self.input_done() {
+            self.decide(card, false, "input closed").await?;
+            return Ok(true);
         }
         let ask = format!(
             "approve? [y/N] (declined automatically in {} s)",
@@ -300,7 +350,87 @@ impl Session {
             out(ask);
         }
         self.asking = Some((card, Instant::now() + self.approval_timeout));
-        Ok(())
+        Ok(true)
+    }
+
+    /// When a scripted session may send its next queued line as a message:
+    /// nothing on screen to answer, no reply outstanding (or overdue past
+    /// `--wait`), and a quiet moment for a card that follows a reply.
+    fn send_ready_at(&self) -> Option<Instant> {
+        if self.interactive
+            || self.queue.is_empty()
+            || self.asking.is_some()
+            || !self.cards.is_empty()
+        {
+            return None;
+        }
+        let quiet = if self.outstanding.replies == 0 {
+            TRAILING_QUIET
+        } else {
+            self.wait
+        };
+        Some(self.last_activity + quiet)
+    }
+
+    /// Uses one queued line if it can be used now: as the answer to the
+    /// card on screen, or as a message. Whether one was used.
+    async fn use_line(&mut self) -> Result<bool, CliError> {
+        if self.asking.is_some() {
+            let Some(line) = self.queue.pop_front() else {
+                return Ok(false);
+            };
+            self.answer(&line).await?;
+            return Ok(true);
+        }
+        let ready = self.interactive || self.send_ready_at().is_some_and(|at| Instant::now() >= at);
+        if !ready || !self.cards.is_empty() {
+            return Ok(false);
+        }
+        let Some(line) = self.queue.pop_front() else {
+            return Ok(false);
+        };
+        if std::mem::take(&mut self.skip_answer) && is_answer(&line) {
+            out(format!(
+                "(not sent: {:?} was meant for the declined high-risk card)",
+                line.trim()
+            ));
+            return Ok(true);
+        }
+        self.message(&line).await?;
+        Ok(true)
+    }
+
+    /// The scripted answer to the card on screen: shown, then decided.
+    async fn answer(&mut self, line: &str) -> Result<(), CliError> {
+        let Some((card, _)) = self.asking.take() else {
+            return Ok(());
+        };
+        if !self.interactive {
+            // A piped answer is not echoed by a terminal.
+            out(format!("> {}", line.trim()));
+        }
+        let answer = line.trim().to_ascii_lowercase();
+        let yes = answer == "y" || answer == "yes";
+        let why = if answer.is_empty() {
+            "no explicit yes"
+        } else {
+            "answer was not yes"
+        };
+        self.decide(card, yes, why).await
+    }
+
+    async fn message(&mut self, line: &str) -> Result<(), CliError> {
+        let text = line.trim();
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.outstanding.replies += 1;
+        self.last_activity = Instant::now();
+        self.send(&ClientFrame::Message {
+            text: text.to_string(),
+            sender_id: None,
+        })
+        .await
     }
 
     async fn decide(&mut self, card: Card, approve: bool, why: &str) -> Result<(), CliError> {
@@ -321,34 +451,18 @@ impl Session {
     async fn on_input(&mut self, input: Input) -> Result<(), CliError> {
         match input {
             Input::Eof => {
-                self.stdin_closed = true;
-                if let Some((card, _)) = self.asking.take() {
+                self.input_ended = true;
+                if self.queue.is_empty()
+                    && let Some((card, _)) = self.asking.take()
+                {
                     out("");
                     self.decide(card, false, "input closed").await?;
                 }
                 Ok(())
             }
             Input::Line(line) => {
-                if let Some((card, _)) = self.asking.take() {
-                    let answer = line.trim().to_ascii_lowercase();
-                    let yes = answer == "y" || answer == "yes";
-                    let why = if answer.is_empty() {
-                        "no explicit yes"
-                    } else {
-                        "answer was not yes"
-                    };
-                    return self.decide(card, yes, why).await;
-                }
-                let text = line.trim();
-                if text.is_empty() {
-                    return Ok(());
-                }
-                self.outstanding.replies += 1;
-                self.send(&ClientFrame::Message {
-                    text: text.to_string(),
-                    sender_id: None,
-                })
-                .await
+                self.queue.push_back(line);
+                Ok(())
             }
         }
     }
@@ -420,7 +534,10 @@ impl Session {
                         out(l);
                     }
                 }
-                self.cards.push_back(Card { request_id });
+                self.cards.push_back(Card {
+                    request_id,
+                    high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                });
             }
             ServerFrame::WorkStatus {
                 work_item_id,
@@ -485,7 +602,12 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
         asking: None,
         approval_timeout: Duration::from_secs(args.approval_timeout),
         outstanding: Outstanding::default(),
-        stdin_closed: false,
+        interactive: std::io::stdin().is_terminal(),
+        queue: VecDeque::new(),
+        input_ended: false,
+        last_activity: Instant::now(),
+        wait: Duration::from_secs(args.wait),
+        skip_answer: false,
     };
     let mut input = spawn_stdin();
     let wait = Duration::from_secs(args.wait);
@@ -494,8 +616,9 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
     let mut linger_until: Option<Instant> = None;
     let mut quiet_until: Option<Instant> = None;
     loop {
-        s.ask_next().await?;
-        if s.stdin_closed && s.asking.is_none() && s.cards.is_empty() {
+        // Cards first, then queued lines, until neither moves.
+        while s.ask_next().await? || s.use_line().await? {}
+        if s.input_done() && s.asking.is_none() && s.cards.is_empty() {
             let now = Instant::now();
             let linger = *linger_until.get_or_insert(now + wait);
             if s.outstanding.idle() {
@@ -517,15 +640,15 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
             }
         }
         let card_deadline = s.asking.as_ref().map(|(_, d)| *d);
-        let wake = match (quiet_until, linger_until) {
-            (Some(q), Some(l)) => Some(q.min(l)),
-            (None, Some(l)) => Some(l),
-            (q, None) => q,
-        };
+        let wake = [quiet_until, linger_until, s.send_ready_at()]
+            .into_iter()
+            .flatten()
+            .min();
         tokio::select! {
             msg = s.ws.next() => match msg {
                 Some(Ok(Message::Text(t))) => {
                     quiet_until = None;
+                    s.last_activity = Instant::now();
                     s.on_frame(&t);
                 }
                 Some(Ok(Message::Close(frame))) => {
@@ -541,7 +664,7 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
                 }
                 None => return Err(closed(None)),
             },
-            line = input.recv(), if !s.stdin_closed => {
+            line = input.recv(), if !s.input_ended => {
                 s.on_input(line.unwrap_or(Input::Eof)).await?;
             }
             _ = sleep_until(card_deadline), if card_deadline.is_some() => {

@@ -1,5 +1,6 @@
 //! Command-line surface (spec §12): `init`, `start`, `chat`, `pair`,
-//! `devices list|revoke`, `audit verify|tail`, `config check`, with the global `--config` and `--data-dir`
+//! `devices list|revoke`, `audit verify|tail`, `config check`, `doctor`,
+//! `service install`, with the global `--config` and `--data-dir`
 //! options.
 
 use std::path::PathBuf;
@@ -46,6 +47,26 @@ pub enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Check the setup: one line per check (PASS/WARN/FAIL) with the fix;
+    /// exits 1 when any check fails.
+    Doctor,
+    /// Run Silas as a systemd service.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ServiceCommand {
+    /// Write a hardened systemd unit for the daemon and print how to enable it.
+    Install {
+        /// A unit for your own service manager (~/.config/systemd/user/)
+        /// instead of the system one (/etc/systemd/system/, user `silas`).
+        #[arg(long)]
+        user: bool,
+        /// Write the unit here instead (`-` for stdout).
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]

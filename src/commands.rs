@@ -12,7 +12,7 @@ use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
 use silas_keys::{FileKeystore, InitOutcome, KekSources, KeyringKeystore, OwnerKey, OwnerKeystore};
 use silas_storage::Store;
 
-use crate::cli::{AuditCommand, Cli, Command, ConfigCommand};
+use crate::cli::{AuditCommand, Cli, Command, ConfigCommand, ServiceCommand};
 use crate::daemon;
 use crate::error::CliError;
 
@@ -33,6 +33,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
                 print_init_report(&cfg, &init);
             }
+            // After init (which creates and narrows the layout), before
+            // anything is served: the cheap `silas doctor` checks.
+            crate::doctor::preflight(&cfg)?;
             daemon::start(cfg, init.store, init.owner_key)
         }
         Command::Chat(args) => {
@@ -46,6 +49,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Devices(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             crate::devices::devices(&cfg, cmd)
+        }
+        Command::Doctor => crate::doctor::run(cli.config.as_deref(), cli.data_dir),
+        Command::Service(ServiceCommand::Install { user, output }) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::service::install(&cfg, cli.config.as_deref(), user, output.as_deref())
         }
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;

@@ -11,7 +11,9 @@ mod cli;
 mod commands;
 mod daemon;
 mod devices;
+mod doctor;
 mod error;
+mod service;
 mod web_bridge;
 
 fn main() -> ExitCode {

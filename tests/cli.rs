@@ -106,9 +106,11 @@ struct Sandbox {
 
 impl Sandbox {
     fn new() -> Self {
-        Sandbox {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A root daemon's sandbox user (`nobody`) must traverse down to
+        // `data/sandbox`; `silas start` refuses a layout it cannot reach.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+        Sandbox { dir }
     }
 
     fn root(&self) -> &Path {

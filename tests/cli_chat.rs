@@ -217,3 +217,140 @@ fn chat_without_a_daemon_says_to_start_one() {
     assert!(err.contains(&format!("ws://127.0.0.1:{port}/ws")), "{err}");
     assert!(err.contains("silas start"), "{err}");
 }
+
+/// Runs `silas chat` with all of `script` piped on stdin at once (then
+/// EOF), as `printf '...' | silas chat` does; its stdout lines once it exits.
+fn piped_chat(dir: &std::path::Path, addr: &str, script: &str) -> Vec<String> {
+    let mut child = silas(dir)
+        .arg("chat")
+        .arg("--url")
+        .arg(format!("ws://{addr}/ws"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("piped chat did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lines = reader.join().unwrap();
+    assert!(status.success(), "chat exit {status:?}: {lines:#?}");
+    lines
+}
+
+/// Item 5: `printf 'create a file … \ny\n' | silas chat` — the queued `y`
+/// answers the card once it has been printed, and the work reaches done.
+#[test]
+fn piped_chat_answers_the_card_with_the_queued_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path());
+    let lines = piped_chat(
+        dir.path(),
+        &addr,
+        "create a file notes.txt containing hi\ny\n",
+    );
+    let pos = |pred: &dyn Fn(&str) -> bool| lines.iter().position(|l| pred(l));
+    let card = pos(&|l| l.starts_with("── approval requested:")).expect("card");
+    let prompt = pos(&|l| is_prompt(l)).expect("prompt");
+    let approved = pos(&|l| l == "approved.").unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(card < prompt && prompt < approved, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[work ") && l.contains(" done:")),
+        "{lines:#?}"
+    );
+    // The `y` was an answer, never a chat message.
+    daemon.stop_blocking();
+    let events = audit_events(dir.path());
+    let count = |name: &str| events.iter().filter(|e| e["event"] == name).count();
+    assert_eq!(count("approval.issued"), 1);
+    assert_eq!(count("work_dispatched"), 1);
+}
+
+/// A high-risk card (a standing goal) in a piped session is declined,
+/// saying why; the queued `y` approves nothing and is not sent on.
+#[test]
+fn piped_chat_declines_a_high_risk_card() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
+    let markdown = "---\nid: g-watch\ntype: goal\ntitle: \"g-watch\"\nschedule: \"@every 15s\"\nverify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}\n---\n\nWatch it.\n";
+    fake.push(silas_testkit::Reply::json(&serde_json::json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(silas_testkit::Reply::json(&serde_json::json!({
+        "message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": markdown},
+        "needs_approval": true})));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut cmd = silas(dir.path());
+    cmd.arg("--config").arg(&config);
+    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    let lines = piped_chat(dir.path(), &addr, "keep an eye on it\ny\n");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("── approval requested:") && l.contains("[high risk]")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l
+            == "declined (high-risk card in a non-interactive session; answer it in the web app or an interactive `silas chat`): nothing runs."),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| is_prompt(l) || l == "approved."),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("(not sent: \"y\"")),
+        "{lines:#?}"
+    );
+    daemon.stop_blocking();
+    let events = audit_events(dir.path());
+    let count = |name: &str| events.iter().filter(|e| e["event"] == name).count();
+    assert_eq!(count("approval.issued"), 0, "no token for a declined plan");
+    assert_eq!(count("plan_declined"), 1);
+    // The dropped `y` never reached the model as a message.
+    let requests = fake.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests.iter().all(|r| r.last_message_text().trim() != "y"),
+        "{:#?}",
+        requests
+            .iter()
+            .map(|r| r.last_message_text())
+            .collect::<Vec<_>>()
+    );
+}

@@ -36,6 +36,7 @@ pub use provider::{
 pub mod agents;
 pub mod interaction;
 pub mod offline;
+pub mod probe;
 pub mod prompts;
 pub mod select;
 pub mod tool_loop;

@@ -77,6 +77,7 @@ impl Daemon {
 /// `silas` run in `dir` with a clean environment (only `PATH`), `HOME=dir`
 /// and `--data-dir dir/data`.
 pub fn silas(dir: &Path) -> Command {
+    traversable(dir);
     let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
     c.current_dir(dir)
         .env_clear()
@@ -85,6 +86,21 @@ pub fn silas(dir: &Path) -> Command {
         .arg("--data-dir")
         .arg(dir.join("data"));
     c
+}
+
+/// A root daemon's sandbox runs as `nobody`, which must traverse every
+/// directory above `{data_dir}/sandbox`; tempdirs are created 0700, and
+/// `silas start` refuses a layout its sandbox cannot reach.
+pub fn traversable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(dir)
+        && m.permissions().mode() & 0o001 == 0
+    {
+        let _ = std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode(m.permissions().mode() | 0o011),
+        );
+    }
 }
 
 /// `silas start` over `dir` on a free port, stderr discarded: the daemon and

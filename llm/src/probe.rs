@@ -1,0 +1,182 @@
+//! Is a configured endpoint there, and does it speak the OpenAI API? Asked
+//! with `GET {base_url}/models` only (what `silas doctor` uses): no prompt is
+//! sent, so nothing is billed and no data leaves. The key, when the provider
+//! names one, goes in the `Authorization` header and nowhere else.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use silas_core::config::{EnvSource, ModelEndpoint};
+
+/// What the endpoint answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// An OpenAI-style model list (`{"object": "list", "data": [...]}`).
+    Listed { models: usize },
+    /// 401 / 403: the key was refused (or is needed and missing).
+    Refused { status: u16 },
+    /// It answered, but not with a model list.
+    NotOpenAi { detail: String },
+    /// No connection, TLS failure or no answer within the timeout.
+    Unreachable { error: String },
+}
+
+/// The OpenAI list shape; only what proves the dialect is read.
+#[derive(Deserialize)]
+struct ModelList {
+    data: Vec<ModelEntry>,
+}
+
+/// Each entry must carry an `id`, as OpenAI's do.
+#[derive(Deserialize)]
+struct ModelEntry {
+    #[serde(rename = "id")]
+    _id: String,
+}
+
+/// `GET {base_url}/models` within `timeout`.
+pub async fn probe_models(
+    endpoint: &ModelEndpoint,
+    env: &dyn EnvSource,
+    timeout: Duration,
+) -> ProbeOutcome {
+    crate::tls::ensure_crypto_provider();
+    let client = match reqwest::Client::builder().timeout(timeout).build() {
+        Ok(c) => c,
+        Err(e) => {
+            return ProbeOutcome::Unreachable {
+                error: format!("cannot build the HTTP client: {e}"),
+            };
+        }
+    };
+    let url = format!("{}/models", endpoint.base_url.trim_end_matches('/'));
+    let mut req = client.get(&url);
+    if let Some(key) = endpoint
+        .api_key_env
+        .as_deref()
+        .and_then(|v| env.var(v))
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+    {
+        req = req.bearer_auth(key);
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            // reqwest's message names the URL, never the header.
+            let error = if e.is_timeout() {
+                format!("no answer within {} s", timeout.as_secs())
+            } else if e.is_connect() {
+                "connection refused or unreachable".to_owned()
+            } else {
+                e.without_url().to_string()
+            };
+            return ProbeOutcome::Unreachable { error };
+        }
+    };
+    let status = resp.status().as_u16();
+    if status == 401 || status == 403 {
+        return ProbeOutcome::Refused { status };
+    }
+    if !resp.status().is_success() {
+        return ProbeOutcome::NotOpenAi {
+            detail: format!("HTTP {status} for GET /models"),
+        };
+    }
+    match resp.json::<ModelList>().await {
+        Ok(list) => ProbeOutcome::Listed {
+            models: list.data.len(),
+        },
+        Err(e) => ProbeOutcome::NotOpenAi {
+            detail: format!("GET /models is not a model list: {}", e.without_url()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use silas_core::config::MapEnv;
+    use std::io::{Read, Write};
+
+    /// A one-shot loopback HTTP server answering `body` with `status`; the
+    /// request head it saw comes back on the join handle.
+    fn serve_once(status: &str, body: &str) -> (String, std::thread::JoinHandle<String>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let reply = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let task = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = s.read(&mut buf).unwrap();
+            s.write_all(reply.as_bytes()).unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        (base, task)
+    }
+
+    fn endpoint(base: &str, key_env: Option<&str>) -> ModelEndpoint {
+        ModelEndpoint {
+            provider: "p".into(),
+            base_url: base.into(),
+            api_key_env: key_env.map(Into::into),
+            model: "m".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_list_passes_and_the_key_is_sent_as_bearer() {
+        let (base, seen) = serve_once(
+            "200 OK",
+            r#"{"object":"list","data":[{"id":"a"},{"id":"b"}]}"#,
+        );
+        let env = MapEnv::new().with("K", "sk-test");
+        let out = probe_models(&endpoint(&base, Some("K")), &env, Duration::from_secs(5)).await;
+        assert_eq!(out, ProbeOutcome::Listed { models: 2 });
+        let head = seen.join().unwrap();
+        assert!(head.starts_with("GET /v1/models "), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("authorization: bearer sk-test"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn refusal_other_dialect_and_closed_port() {
+        let (base, _) = serve_once("401 Unauthorized", r#"{"error":{}}"#);
+        let out = probe_models(
+            &endpoint(&base, None),
+            &MapEnv::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(out, ProbeOutcome::Refused { status: 401 });
+
+        let (base, _) = serve_once("200 OK", r#"{"hello":"world"}"#);
+        let out = probe_models(
+            &endpoint(&base, None),
+            &MapEnv::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(matches!(out, ProbeOutcome::NotOpenAi { .. }), "{out:?}");
+
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let base = format!("http://127.0.0.1:{port}/v1");
+        let out = probe_models(
+            &endpoint(&base, None),
+            &MapEnv::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(matches!(out, ProbeOutcome::Unreachable { .. }), "{out:?}");
+    }
+}

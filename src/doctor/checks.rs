@@ -1,0 +1,446 @@
+//! The verdicts of `silas doctor`: plain functions from gathered facts to a
+//! [`Check`] (PASS / WARN / FAIL, what was found, and the fix). No I/O here;
+//! `probe.rs` gathers the facts.
+
+use std::path::{Path, PathBuf};
+
+/// A check's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    /// What to do about a WARN or FAIL.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    pub fn pass(name: &'static str, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Pass,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    pub fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    pub fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: Status::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// `FAIL keys-dir: … — fix: …`, flattened to one line.
+    pub fn line(&self) -> String {
+        let mut l = format!("{} {}: {}", self.status.as_str(), self.name, self.detail);
+        if let Some(f) = &self.fix {
+            l.push_str(" — fix: ");
+            l.push_str(f);
+        }
+        l.replace(['\n', '\r'], " ")
+    }
+}
+
+/// `Config::validation_errors`, rendered.
+pub fn config(source: &str, errors: &[String]) -> Check {
+    if errors.is_empty() {
+        return Check::pass("config", format!("valid ({source})"));
+    }
+    Check::fail(
+        "config",
+        format!(
+            "{} problem(s) in {source}: {}",
+            errors.len(),
+            errors.join("; ")
+        ),
+        "correct the configuration (`silas config check` lists every problem)",
+    )
+}
+
+/// What is on disk at one path of the layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathFact {
+    pub path: PathBuf,
+    /// Permission bits; `None` when the path does not exist.
+    pub mode: Option<u32>,
+}
+
+/// What a missing path means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhenAbsent {
+    /// `silas init` creates it: FAIL until then.
+    NeedsInit,
+    /// Created on first use; nothing to check yet.
+    Fine,
+}
+
+/// A path of the data dir layout must grant no bit beyond `max` (e.g. keys/
+/// at most 0700, the data dir at most 0711). The fix narrows to what the
+/// mode already has within `max`.
+pub fn mode(name: &'static str, fact: &PathFact, max: u32, absent: WhenAbsent) -> Check {
+    let path = fact.path.display();
+    let Some(mode) = fact.mode else {
+        return match absent {
+            WhenAbsent::NeedsInit => {
+                Check::fail(name, format!("{path} does not exist"), "silas init")
+            }
+            WhenAbsent::Fine => Check::pass(name, format!("{path} not created yet")),
+        };
+    };
+    let mode = mode & 0o7777;
+    let excess = mode & !max;
+    if excess == 0 {
+        return Check::pass(name, format!("{path} is {mode:04o}"));
+    }
+    Check::fail(
+        name,
+        format!("{path} is {mode:04o}, grants {excess:04o} beyond {max:04o}"),
+        format!("chmod {:o} {path}", mode & max),
+    )
+}
+
+/// One directory on the way to `{data_dir}/sandbox`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ancestor {
+    pub path: PathBuf,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Can `uid:gid` search (traverse) this directory? Owner bits for its owner,
+/// group bits for its group, other bits otherwise (as the kernel decides,
+/// without supplementary groups).
+pub fn can_traverse(a: &Ancestor, uid: u32, gid: u32) -> bool {
+    let bit = if a.uid == uid {
+        0o100
+    } else if a.gid == gid {
+        0o010
+    } else {
+        0o001
+    };
+    a.mode & bit != 0
+}
+
+/// A root daemon's sandbox runs as `nobody` (`sandbox_uid`), which must
+/// traverse every directory down to and including `{data_dir}/sandbox`.
+/// A non-root daemon's sandbox runs as the daemon's own user.
+pub fn sandbox_reachable(
+    daemon_is_root: bool,
+    sandbox_dir: &Path,
+    ancestors: &[Ancestor],
+    sandbox_uid: u32,
+    sandbox_gid: u32,
+) -> Check {
+    const NAME: &str = "sandbox-dirs";
+    if !daemon_is_root {
+        return Check::pass(NAME, "the sandbox runs as this user; nothing to traverse");
+    }
+    let blocked: Vec<&Ancestor> = ancestors
+        .iter()
+        .filter(|a| !can_traverse(a, sandbox_uid, sandbox_gid))
+        .collect();
+    match blocked.first() {
+        None => Check::pass(
+            NAME,
+            format!(
+                "the sandbox user (uid {sandbox_uid}) can reach {}",
+                sandbox_dir.display()
+            ),
+        ),
+        Some(first) => Check::fail(
+            NAME,
+            format!(
+                "the sandbox user (uid {sandbox_uid}) cannot traverse {} ({:04o}, owner {}), so no sandboxed command can start in {}",
+                first.path.display(),
+                first.mode & 0o7777,
+                first.uid,
+                sandbox_dir.display()
+            ),
+            blocked
+                .iter()
+                .map(|a| format!("chmod o+x {}", a.path.display()))
+                .collect::<Vec<_>>()
+                .join(" && "),
+        ),
+    }
+}
+
+/// The landlock ABI the kernel supports (0 = none). The sandbox confines
+/// files with ABI 3 and networked checks need ABI 6 (Linux 6.12).
+pub fn landlock(abi: u8) -> Check {
+    const NAME: &str = "landlock";
+    match abi {
+        0 => Check::fail(
+            NAME,
+            "the kernel has no landlock (not built in or not enabled at boot); the sandbox refuses to run commands",
+            "use Linux ≥ 6.2 with landlock in the `lsm=` boot parameter",
+        ),
+        1 | 2 => Check::fail(
+            NAME,
+            format!("landlock ABI {abi}; the sandbox needs ABI 3 (Linux 6.2)"),
+            "upgrade the kernel to Linux ≥ 6.2 (6.12 for networked checks)",
+        ),
+        3..=5 => Check::warn(
+            NAME,
+            format!(
+                "landlock ABI {abi}: commands are confined, but checks with network access fail closed (they need ABI 6)"
+            ),
+            "upgrade the kernel to Linux ≥ 6.12 for networked checks",
+        ),
+        _ => Check::pass(NAME, format!("landlock ABI {abi}")),
+    }
+}
+
+/// What the trial sandboxed command did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trial {
+    /// The data dir (or its sandbox dir) is not there yet.
+    NotInitialised,
+    /// It ran; `secret_read` says whether it could read the probe secret.
+    Ran {
+        exit_code: Option<i32>,
+        secret_read: bool,
+    },
+    /// The sandbox refused: a kernel feature is missing (`E_SANDBOX_UNAVAILABLE`).
+    Unavailable(String),
+    /// Any other failure to run it.
+    Failed(String),
+}
+
+/// Two lines: isolation works at all (no network, landlock, rlimits) and the
+/// command is confined (it cannot read the owner key).
+pub fn sandbox_trial(trial: &Trial, secret: &Path) -> Vec<Check> {
+    const RUN: &str = "sandbox";
+    const CONFINED: &str = "sandbox-confinement";
+    match trial {
+        Trial::NotInitialised => vec![Check::fail(
+            RUN,
+            "no sandbox dir to try a command in",
+            "silas init",
+        )],
+        Trial::Unavailable(e) => vec![Check::fail(
+            RUN,
+            format!("a trial command cannot be isolated: {e}"),
+            "enable what it names (network namespaces need root or unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0)",
+        )],
+        Trial::Failed(e) => vec![Check::fail(
+            RUN,
+            format!("a trial command did not run: {e}"),
+            "see the error; `silas doctor` again after fixing it",
+        )],
+        Trial::Ran {
+            exit_code,
+            secret_read,
+        } => {
+            let ran = Check::pass(
+                RUN,
+                format!(
+                    "a trial command ran isolated (no network, landlock, limits; exit {})",
+                    exit_code.map_or_else(|| "by signal".into(), |c| c.to_string())
+                ),
+            );
+            let confined = if *secret_read {
+                Check::fail(
+                    CONFINED,
+                    format!("a sandboxed command could read {}", secret.display()),
+                    "do not run the daemon with a landlock-less kernel or a modified launcher; report this",
+                )
+            } else {
+                Check::pass(
+                    CONFINED,
+                    format!("a sandboxed command cannot read {}", secret.display()),
+                )
+            };
+            vec![ran, confined]
+        }
+    }
+}
+
+/// Who holds the web port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortState {
+    Free,
+    /// `GET /health` answered as Silas.
+    Silas,
+    /// Something else (or something that does not answer HTTP).
+    Other(String),
+}
+
+/// For `doctor` our own running daemon is fine; for `start` it is not
+/// (`for_start`): a second daemon cannot bind.
+pub fn port(addr: &str, state: &PortState, for_start: bool) -> Check {
+    const NAME: &str = "port";
+    match state {
+        PortState::Free => Check::pass(NAME, format!("{addr} is free")),
+        PortState::Silas if !for_start => {
+            Check::pass(NAME, format!("{addr} is held by the running Silas daemon"))
+        }
+        PortState::Silas => Check::fail(
+            NAME,
+            format!("a Silas daemon is already running at {addr}"),
+            "stop it first, or set channels.web.port (SILAS__CHANNELS__WEB__PORT) for this one",
+        ),
+        PortState::Other(why) => Check::fail(
+            NAME,
+            format!("{addr} is in use by another program ({why})"),
+            format!(
+                "stop whatever listens there (`ss -ltnp | grep {addr}`), or set channels.web.port"
+            ),
+        ),
+    }
+}
+
+/// What asking `{base}/models` found (no prompt is sent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// The offline responder serves: no endpoint to ask.
+    Offline { reason: String },
+    /// It answered with an OpenAI-style model list.
+    Listed { base: String, models: usize },
+    /// HTTP 401/403: the key is wrong or missing.
+    Refused { base: String, status: u16 },
+    /// It answered, but not as the OpenAI API does.
+    NotOpenAi { base: String, detail: String },
+    /// No connection or no answer in time.
+    Unreachable { base: String, error: String },
+}
+
+pub fn model(m: &Model) -> Check {
+    const NAME: &str = "model";
+    match m {
+        Model::Offline { reason } => Check::warn(
+            NAME,
+            format!("offline mode ({reason}): the rule-based responder, not an LLM"),
+            "set the provider's API key (see `models:`/`providers:` in the config) for a real model",
+        ),
+        Model::Listed { base, models } => Check::pass(
+            NAME,
+            format!("{base} speaks the OpenAI API ({models} model(s) listed)"),
+        ),
+        Model::Refused { base, status } => Check::fail(
+            NAME,
+            format!("{base} refused the API key (HTTP {status})"),
+            "check the key in the provider's api_key_env variable",
+        ),
+        Model::NotOpenAi { base, detail } => Check::fail(
+            NAME,
+            format!("{base} does not answer like an OpenAI-compatible API: {detail}"),
+            "check the provider's base_url (it usually ends in /v1)",
+        ),
+        Model::Unreachable { base, error } => Check::fail(
+            NAME,
+            format!("cannot reach {base}: {error}"),
+            "start the model server or correct the provider's base_url",
+        ),
+    }
+}
+
+/// The owner keystore and the local CLI's credential.
+pub fn owner_credential(keystore: Result<String, String>, cli_token: Option<&Path>) -> Vec<Check> {
+    let key = match keystore {
+        Ok(what) => Check::pass("owner-key", format!("opens ({what})")),
+        Err(e) => Check::fail(
+            "owner-key",
+            format!("the owner keystore does not open: {e}"),
+            "silas init (or provide the key-encryption key the error names)",
+        ),
+    };
+    let cli = match cli_token {
+        Some(p) => Check::pass("cli-credential", format!("{} present", p.display())),
+        None => Check::warn(
+            "cli-credential",
+            "no {data_dir}/cli.token yet, so `silas chat`/`pair`/`devices` cannot authenticate",
+            "silas start (the daemon writes it)",
+        ),
+    };
+    vec![key, cli]
+}
+
+/// Whether the store opens, and if not, why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreState {
+    Opens,
+    Absent,
+    /// Locked by another process.
+    InUse,
+    Broken(String),
+}
+
+pub fn store(state: &StoreState, daemon_running: bool) -> Check {
+    const NAME: &str = "store";
+    match state {
+        StoreState::Opens => Check::pass(NAME, "opens (no daemon holds it)"),
+        StoreState::Absent => Check::fail(NAME, "no store yet", "silas init"),
+        StoreState::InUse if daemon_running => {
+            Check::pass(NAME, "held by the running Silas daemon")
+        }
+        StoreState::InUse => Check::fail(
+            NAME,
+            "locked by another process, and no Silas daemon answers on the web port",
+            "find and stop the other process (`fuser -v {data_dir}/silas.redb`)",
+        ),
+        StoreState::Broken(e) => Check::fail(
+            NAME,
+            format!("does not open: {e}"),
+            "restore the data dir from a backup",
+        ),
+    }
+}
+
+/// The system clock against times it must be after (the binary's build,
+/// the audit log's last entry). A small slack absorbs coarse timestamps.
+pub fn clock(
+    now: chrono::DateTime<chrono::Utc>,
+    floors: &[(&str, chrono::DateTime<chrono::Utc>)],
+) -> Check {
+    const NAME: &str = "clock";
+    let slack = chrono::Duration::minutes(5);
+    match floors.iter().find(|(_, t)| now + slack < *t) {
+        None => Check::pass(NAME, format!("{} UTC", now.format("%Y-%m-%d %H:%M:%S"))),
+        Some((what, t)) => Check::fail(
+            NAME,
+            format!(
+                "the system time {} is before {what} ({}): approvals, schedules and the audit log would be wrong",
+                now.format("%Y-%m-%d %H:%M:%S"),
+                t.format("%Y-%m-%d %H:%M:%S")
+            ),
+            "set the clock (timedatectl set-ntp true)",
+        ),
+    }
+}
+
+/// Exit code of a report: 1 when any check failed.
+pub fn any_failed(checks: &[Check]) -> bool {
+    checks.iter().any(|c| c.status == Status::Fail)
+}

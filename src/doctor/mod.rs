@@ -1,0 +1,176 @@
+//! `silas doctor` (issue #13 item 3): one line per check — PASS, WARN or
+//! FAIL, what was found and the fix — and exit code 1 when anything failed.
+//! `silas start` runs the cheap subset first ([`preflight`]) and stops on a
+//! FAIL with the same line.
+//!
+//! `checks.rs` holds the verdicts (pure, unit-tested), `probe.rs` gathers
+//! the facts; this file only orders them.
+
+pub mod checks;
+mod probe;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use silas_core::ErrorCode;
+use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
+use silas_sandbox::launcher::{SANDBOX_GID, SANDBOX_UID};
+
+use crate::error::CliError;
+use checks::{Check, WhenAbsent};
+
+/// Most a path of the data dir may grant (see `commands::initialise`).
+const DATA_DIR_MAX: u32 = 0o711;
+const PRIVATE_DIR_MAX: u32 = 0o700;
+const PRIVATE_FILE_MAX: u32 = 0o600;
+
+/// The data dir's own mode and the private entries in it.
+fn layout_checks(cfg: &Config) -> Vec<Check> {
+    let d = &cfg.data_dir;
+    let mut out = vec![
+        checks::mode(
+            "data-dir",
+            &probe::path_fact(d.clone()),
+            DATA_DIR_MAX,
+            WhenAbsent::NeedsInit,
+        ),
+        checks::mode(
+            "store-file",
+            &probe::path_fact(d.join(silas_storage::STORE_FILE)),
+            PRIVATE_FILE_MAX,
+            WhenAbsent::NeedsInit,
+        ),
+        checks::mode(
+            "secrets-dir",
+            &probe::path_fact(d.join("secrets")),
+            PRIVATE_DIR_MAX,
+            WhenAbsent::Fine,
+        ),
+    ];
+    if cfg.keystore.backend == KeystoreBackend::File {
+        let key = cfg.keystore_path();
+        if let Some(dir) = key.parent() {
+            out.push(checks::mode(
+                "keys-dir",
+                &probe::path_fact(dir.to_path_buf()),
+                PRIVATE_DIR_MAX,
+                WhenAbsent::NeedsInit,
+            ));
+        }
+        out.push(checks::mode(
+            "key-file",
+            &probe::path_fact(key),
+            PRIVATE_FILE_MAX,
+            WhenAbsent::NeedsInit,
+        ));
+    }
+    out
+}
+
+fn sandbox_dirs_check(cfg: &Config) -> Check {
+    let sandbox = cfg.sandbox_root();
+    checks::sandbox_reachable(
+        probe::daemon_is_root(),
+        &sandbox,
+        &probe::ancestors(&sandbox),
+        SANDBOX_UID,
+        SANDBOX_GID,
+    )
+}
+
+fn config_source(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None if Path::new(silas_core::config::DEFAULT_CONFIG_PATH).is_file() => {
+            silas_core::config::DEFAULT_CONFIG_PATH.to_string()
+        }
+        None => "built-in defaults".to_string(),
+    }
+}
+
+fn print(checks: &[Check]) {
+    for c in checks {
+        println!("{}", c.line());
+    }
+}
+
+/// `silas doctor`.
+pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
+    let source = config_source(config);
+    let mut cfg = match Config::load(config, &ProcessEnv) {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing else can be checked without a configuration.
+            print(&[checks::config(&source, &[e.to_string()])]);
+            return Ok(ExitCode::from(1));
+        }
+    };
+    if let Some(d) = data_dir {
+        cfg.data_dir = d;
+    }
+    let errors: Vec<String> = cfg
+        .validation_errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut report = vec![checks::config(&source, &errors)];
+    report.extend(layout_checks(&cfg));
+    report.push(checks::landlock(probe::landlock_abi()));
+    report.push(sandbox_dirs_check(&cfg));
+    let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
+    let secret = probe::trial_secret(&cfg);
+    let trial = runtime.block_on(probe::sandbox_trial(&cfg, &secret));
+    report.extend(checks::sandbox_trial(&trial, &secret));
+    let addr = probe::web_addr(&cfg);
+    let port = runtime.block_on(probe::port_state(&cfg));
+    report.push(checks::port(&addr, &port, false));
+    report.push(checks::model(&runtime.block_on(probe::model(&cfg))));
+    report.extend(checks::owner_credential(
+        probe::keystore(&cfg),
+        probe::cli_token(&cfg).as_deref(),
+    ));
+    let (store, last_audit) = probe::store(&cfg);
+    report.push(checks::store(&store, port == checks::PortState::Silas));
+    let mut floors = Vec::new();
+    if let Some(t) = probe::binary_time() {
+        floors.push(("the silas binary's build", t));
+    }
+    if let Some(t) = last_audit {
+        floors.push(("the audit log's last entry", t));
+    }
+    report.push(checks::clock(chrono::Utc::now(), &floors));
+    print(&report);
+    Ok(if checks::any_failed(&report) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The cheap checks `silas start` runs before it touches anything: config
+/// (already validated by loading), the sandbox dirs' reachability and the
+/// web port. The first FAIL stops it with the check's line and fix. (The
+/// data dir's modes are narrowed by `initialise` itself, and a key file
+/// readable by others is refused there.)
+pub fn preflight(cfg: &Config) -> Result<(), CliError> {
+    let mut report = vec![sandbox_dirs_check(cfg)];
+    let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
+    let port = runtime.block_on(probe::port_state(cfg));
+    report.push(checks::port(&probe::web_addr(cfg), &port, true));
+    match report
+        .into_iter()
+        .find(|c| c.status == checks::Status::Fail)
+    {
+        None => Ok(()),
+        Some(c) => {
+            let code = if c.name == "port" {
+                ErrorCode::EChannelProtocol
+            } else {
+                ErrorCode::ESandboxUnavailable
+            };
+            Err(CliError::new(code, c.line()))
+        }
+    }
+}
