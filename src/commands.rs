@@ -72,7 +72,10 @@ pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Con
 
 /// Load and apply `--data-dir`; paths are anchored at the working directory
 /// here, once, so nothing downstream ever sees `./data` (issue #13).
-fn load_unvalidated(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
+pub fn load_unvalidated(
+    path: Option<&Path>,
+    data_dir: Option<PathBuf>,
+) -> Result<Config, CliError> {
     let mut cfg = Config::load(path, &ProcessEnv)?;
     if let Some(d) = data_dir {
         cfg.data_dir = d;
@@ -94,22 +97,26 @@ pub const FALLBACK_SANDBOX_BASE: &str = "/var/lib/silas/sandbox";
 
 /// As root, commands run as `nobody`, which must search every ancestor of
 /// the sandbox dirs. When the data dir sits under a private directory (a
-/// checkout in `/root`) and `sandbox.root_dir` is not set, the sandbox dirs
-/// move to [`FALLBACK_SANDBOX_BASE`]; whatever is configured is then checked,
-/// and a blocker stops the start with the path to fix. A non-root daemon
-/// runs commands as its own user, which reached the data dir already.
-pub fn arrange_sandbox_root(cfg: &mut Config) -> Result<(), CliError> {
-    if !rustix::process::geteuid().is_root() {
-        return Ok(());
-    }
-    if cfg.sandbox.root_dir.is_none()
-        && silas_sandbox::reach::first_blocker(&cfg.sandbox_root()).is_some()
-    {
+/// checkout in `/root`) and `sandbox.root_dir` is not set, they go under
+/// [`FALLBACK_SANDBOX_BASE`] instead. A non-root daemon runs commands as its
+/// own user, which reached the data dir already. `None`: stay put.
+pub fn planned_sandbox_root(cfg: &Config) -> Option<PathBuf> {
+    let moved = rustix::process::geteuid().is_root()
+        && cfg.sandbox.root_dir.is_none()
+        && silas_sandbox::reach::first_blocker(&cfg.sandbox_root()).is_some();
+    moved.then(|| {
         let id = silas_core::canonical::sha256_hex(cfg.data_dir.as_os_str().as_encoded_bytes());
-        let fallback = Path::new(FALLBACK_SANDBOX_BASE).join(&id[..16]);
+        Path::new(FALLBACK_SANDBOX_BASE).join(&id[..16])
+    })
+}
+
+/// Applies [`planned_sandbox_root`], creating the fallback chain 0711.
+/// Whatever is then configured is checked by `doctor::preflight`, which
+/// stops the start with the blocking directory and the fix.
+pub fn arrange_sandbox_root(cfg: &mut Config) -> Result<(), CliError> {
+    if let Some(fallback) = planned_sandbox_root(cfg) {
         create_traversable_dir(&fallback)?;
-        // Only the directories this created chain consists of; /var/lib
-        // itself is left as the system has it.
+        // Only the chain this created; /var/lib itself stays as the system has it.
         for dir in fallback
             .ancestors()
             .take_while(|d| d.starts_with("/var/lib/silas"))
@@ -118,21 +125,10 @@ pub fn arrange_sandbox_root(cfg: &mut Config) -> Result<(), CliError> {
         }
         cfg.sandbox.root_dir = Some(fallback);
     }
-    for dir in [cfg.sandbox_work_dir(), cfg.verify_dir()] {
-        if let Some(b) = silas_sandbox::reach::first_blocker(&dir) {
-            return Err(CliError::new(
-                ErrorCode::ESandboxUnavailable,
-                format!(
-                    "sandbox dir {} is unreachable: {b}; set sandbox.root_dir (or sandbox.verify_dir) to a directory whose parents are searchable by others, e.g. under /var/lib",
-                    dir.display()
-                ),
-            ));
-        }
-    }
     Ok(())
 }
 
-fn config_source(path: Option<&Path>) -> String {
+pub fn config_source(path: Option<&Path>) -> String {
     match path {
         Some(p) => p.display().to_string(),
         None if Path::new(silas_core::config::DEFAULT_CONFIG_PATH).is_file() => {

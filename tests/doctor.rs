@@ -261,18 +261,25 @@ fn start_stops_when_the_sandbox_user_cannot_reach_its_dirs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let private = dir.path().join("private");
     std::fs::create_dir(&private).unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
-    // `silas(dir)` makes `dir` traversable; `private` stays closed.
+    // A data dir under a private directory alone is arranged for (the
+    // sandbox dirs move under /var/lib/silas, tests/first_run.rs); a
+    // sandbox root the owner *configured* there cannot be, and stops the start.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_silas"))
         .current_dir(dir.path())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", dir.path())
         .env("SILAS__CHANNELS__WEB__PORT", "0")
+        .env(
+            "SILAS__SANDBOX__ROOT_DIR",
+            private.join("sandbox").display().to_string(),
+        )
         .args(["--data-dir"])
-        .arg(private.join("data"))
+        .arg(dir.path().join("data"))
         .arg("start")
         .stdin(Stdio::null())
         .output()

@@ -119,6 +119,21 @@ pub enum Isolation {
     HostNetwork,
 }
 
+impl Isolation {
+    /// One phrase for operators (`silas doctor`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isolation::RootNamespaces => {
+                "empty network namespace, as nobody in a user namespace of its own"
+            }
+            Isolation::UserNamespace => "user + empty network namespace (unprivileged daemon)",
+            Isolation::Seccomp => "seccomp socket filter (the kernel refused user namespaces)",
+            Isolation::EgressProxy => "host network through the egress proxy only",
+            Isolation::HostNetwork => "host network, unfiltered",
+        }
+    }
+}
+
 /// How a run was confined: the network isolation and the kernel's landlock
 /// ABI (filesystem confinement is always landlock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -142,14 +142,12 @@ pub struct Ancestor {
 /// group bits for its group, other bits otherwise (as the kernel decides,
 /// without supplementary groups).
 pub fn can_traverse(a: &Ancestor, uid: u32, gid: u32) -> bool {
-    let bit = if a.uid == uid {
-        0o100
-    } else if a.gid == gid {
-        0o010
-    } else {
-        0o001
+    let perm = silas_sandbox::reach::DirPerm {
+        uid: a.uid,
+        gid: a.gid,
+        mode: a.mode,
     };
-    a.mode & bit != 0
+    silas_sandbox::reach::may_traverse(perm, uid, gid)
 }
 
 /// A root daemon's sandbox runs as `nobody` (`sandbox_uid`), which must
@@ -231,6 +229,7 @@ pub enum Trial {
     Ran {
         exit_code: Option<i32>,
         secret_read: bool,
+        confinement: silas_sandbox::Confinement,
     },
     /// The sandbox refused: a kernel feature is missing (`E_SANDBOX_UNAVAILABLE`).
     Unavailable(String),
@@ -262,11 +261,14 @@ pub fn sandbox_trial(trial: &Trial, secret: &Path) -> Vec<Check> {
         Trial::Ran {
             exit_code,
             secret_read,
+            confinement,
         } => {
             let ran = Check::pass(
                 RUN,
                 format!(
-                    "a trial command ran isolated (no network, landlock, limits; exit {})",
+                    "a trial command ran isolated ({}; landlock ABI {}; limits; exit {})",
+                    confinement.isolation.describe(),
+                    confinement.landlock_abi,
                     exit_code.map_or_else(|| "by signal".into(), |c| c.to_string())
                 ),
             );
@@ -380,7 +382,7 @@ pub fn owner_credential(keystore: Result<String, String>, cli_token: Option<&Pat
         Some(p) => Check::pass("cli-credential", format!("{} present", p.display())),
         None => Check::warn(
             "cli-credential",
-            "no {data_dir}/cli.token yet, so `silas chat`/`pair`/`devices` cannot authenticate",
+            "no cli.token in the data dir yet, so `silas chat`/`pair`/`devices` cannot authenticate",
             "silas start (the daemon writes it)",
         ),
     };

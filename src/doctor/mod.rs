@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use silas_core::ErrorCode;
-use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
+use silas_core::config::{Config, KeystoreBackend};
 use silas_sandbox::launcher::{SANDBOX_GID, SANDBOX_UID};
 
 use crate::error::CliError;
@@ -69,25 +69,36 @@ fn layout_checks(cfg: &Config) -> Vec<Check> {
     out
 }
 
+/// Both places commands run: the work dirs' root and the verification dir
+/// (which `sandbox.verify_dir` may put elsewhere). The first blocked one is
+/// reported.
 fn sandbox_dirs_check(cfg: &Config) -> Check {
-    let sandbox = cfg.sandbox_root();
-    checks::sandbox_reachable(
-        probe::daemon_is_root(),
-        &sandbox,
-        &probe::ancestors(&sandbox),
-        SANDBOX_UID,
-        SANDBOX_GID,
-    )
-}
-
-fn config_source(path: Option<&Path>) -> String {
-    match path {
-        Some(p) => p.display().to_string(),
-        None if Path::new(silas_core::config::DEFAULT_CONFIG_PATH).is_file() => {
-            silas_core::config::DEFAULT_CONFIG_PATH.to_string()
-        }
-        None => "built-in defaults".to_string(),
+    let mut dirs = vec![cfg.sandbox_root()];
+    if !cfg.verify_dir().starts_with(cfg.sandbox_root()) {
+        dirs.push(cfg.verify_dir());
     }
+    let checks: Vec<Check> = dirs
+        .iter()
+        .map(|d| {
+            checks::sandbox_reachable(
+                probe::daemon_is_root(),
+                d,
+                &probe::ancestors(d),
+                SANDBOX_UID,
+                SANDBOX_GID,
+            )
+        })
+        .collect();
+    let first_failure = checks
+        .iter()
+        .position(|c| c.status == checks::Status::Fail)
+        .unwrap_or(0);
+    checks.into_iter().nth(first_failure).unwrap_or_else(|| {
+        Check::pass(
+            "sandbox-dirs",
+            "the sandbox runs as this user; nothing to traverse",
+        )
+    })
 }
 
 fn print(checks: &[Check]) {
@@ -98,17 +109,19 @@ fn print(checks: &[Check]) {
 
 /// `silas doctor`.
 pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
-    let source = config_source(config);
-    let mut cfg = match Config::load(config, &ProcessEnv) {
+    let source = crate::commands::config_source(config);
+    let mut cfg = match crate::commands::load_unvalidated(config, data_dir) {
         Ok(c) => c,
         Err(e) => {
             // Nothing else can be checked without a configuration.
-            print(&[checks::config(&source, &[e.to_string()])]);
+            print(&[checks::config(&source, &[e.one_line()])]);
             return Ok(ExitCode::from(1));
         }
     };
-    if let Some(d) = data_dir {
-        cfg.data_dir = d;
+    // Judge the layout `silas start` would use.
+    let moved = crate::commands::planned_sandbox_root(&cfg);
+    if let Some(fallback) = moved.clone() {
+        cfg.sandbox.root_dir = Some(fallback);
     }
     let errors: Vec<String> = cfg
         .validation_errors()
@@ -119,6 +132,15 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     report.extend(layout_checks(&cfg));
     report.push(checks::landlock(probe::landlock_abi()));
     report.push(sandbox_dirs_check(&cfg));
+    if let Some(root) = &moved {
+        report.push(Check::pass(
+            "sandbox-placement",
+            format!(
+                "the data dir's parents are closed to the sandbox user, so `silas start` keeps the sandbox dirs in {}",
+                root.display()
+            ),
+        ));
+    }
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     let secret = probe::trial_secret(&cfg);
     let trial = runtime.block_on(probe::sandbox_trial(&cfg, &secret));

@@ -139,6 +139,7 @@ pub async fn sandbox_trial(cfg: &Config, secret: &Path) -> Trial {
                 _ => None,
             },
             secret_read: o.stdout.trim() == "READ",
+            confinement: o.confinement,
         },
         Err(e @ silas_sandbox::SandboxError::Unavailable { .. }) => {
             Trial::Unavailable(e.to_string())

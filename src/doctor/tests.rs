@@ -153,6 +153,11 @@ fn landlock_levels() {
     assert_eq!(landlock(9).status, Status::Pass);
 }
 
+const CONFINED: silas_sandbox::Confinement = silas_sandbox::Confinement {
+    isolation: silas_sandbox::Isolation::UserNamespace,
+    landlock_abi: 6,
+};
+
 #[test]
 fn sandbox_trial_verdicts() {
     let key = Path::new("/d/keys/owner.key");
@@ -160,6 +165,7 @@ fn sandbox_trial_verdicts() {
         &Trial::Ran {
             exit_code: Some(0),
             secret_read: false,
+            confinement: CONFINED,
         },
         key,
     );
@@ -167,10 +173,13 @@ fn sandbox_trial_verdicts() {
         ran.iter().map(|c| c.status).collect::<Vec<_>>(),
         vec![Status::Pass, Status::Pass]
     );
+    assert!(ran[0].detail.contains("user + empty network namespace"));
+    assert!(ran[0].detail.contains("landlock ABI 6"));
     let leaked = sandbox_trial(
         &Trial::Ran {
             exit_code: Some(0),
             secret_read: true,
+            confinement: CONFINED,
         },
         key,
     );
