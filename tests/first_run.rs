@@ -22,7 +22,10 @@ use support::{connect_with_token, frame_of_type, owner_token, request_plan, send
 /// `silas` as the README runs it: in `cwd`, with nothing but `PATH` and a
 /// `HOME` of its own.
 fn readme_silas(cwd: &Path, home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_silas"));
+    with_env(Command::new(env!("CARGO_BIN_EXE_silas")), cwd, home)
+}
+
+fn with_env(mut c: Command, cwd: &Path, home: &Path) -> Command {
     c.current_dir(cwd)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -133,4 +136,72 @@ async fn a_checkout_under_a_private_directory_still_finishes_a_task() {
         let mode = std::fs::metadata(&private).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
     }
+}
+
+/// The careful owner's deployment: the daemon as a dedicated unprivileged
+/// user. Before issue #13 it could not run a single command (the network
+/// namespace needs CAP_SYS_ADMIN); now its sandboxes use a user namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_running_as_an_unprivileged_user_finishes_a_task() {
+    if !rustix::process::geteuid().is_root() {
+        // Already unprivileged: the other tests of this file are this test.
+        return;
+    }
+    const UID: u32 = 4343;
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The binary where that user can execute it (the target dir may be private).
+    let bin = base.path().join("silas");
+    std::fs::copy(env!("CARGO_BIN_EXE_silas"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cwd = base.path().join("home");
+    std::fs::create_dir(&cwd).unwrap();
+    rustix::fs::chown(
+        &cwd,
+        Some(rustix::fs::Uid::from_raw(UID)),
+        Some(rustix::fs::Gid::from_raw(UID)),
+    )
+    .unwrap();
+    let mut setpriv = Command::new("setpriv");
+    setpriv.args([
+        &format!("--reuid={UID}"),
+        &format!("--regid={UID}"),
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    setpriv.arg(&bin);
+    let cmd = with_env(setpriv, &cwd, &cwd);
+    let (daemon, addr, banner) = start_daemon(cmd, Stdio::null());
+    let data = cwd.join("data");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&data).unwrap().uid(), UID);
+    let (mut ws, _) = connect_with_token(&addr, &owner_token(&data), Duration::from_secs(10)).await;
+    let mut log = Vec::new();
+    let card = request_plan(
+        &mut ws,
+        "create a file notes.txt containing hi",
+        Duration::from_secs(30),
+        &mut log,
+    )
+    .await;
+    let request_id = card["request_id"].as_str().unwrap().to_string();
+    send(
+        &mut ws,
+        json!({"type": "approval_response", "request_id": request_id, "verdict": "approved"}),
+    )
+    .await;
+    let last = loop {
+        let f = frame_of_type(&mut ws, "work_status", Duration::from_secs(90), &mut log).await;
+        if ["done", "failed", "stuck", "blocked"].contains(&f["status"].as_str().unwrap()) {
+            break f;
+        }
+    };
+    assert_eq!(last["status"], "done", "{last}\nbanner {banner:?}");
+    let checks = last["verification"].as_array().unwrap();
+    assert!(
+        checks.len() >= 2 && checks.iter().all(|c| c["passed"] == true),
+        "{last}"
+    );
+    daemon.stop().await;
 }
