@@ -33,6 +33,36 @@ fn with_env(mut c: Command, cwd: &Path, home: &Path) -> Command {
     c
 }
 
+/// Ask for a file, approve the plan card, and return every `work_status`
+/// seen and the final one.
+async fn approve_file_task(
+    ws: &mut support::Ws,
+    log: &mut Vec<serde_json::Value>,
+) -> (Vec<String>, serde_json::Value) {
+    let card = request_plan(
+        ws,
+        "create a file notes.txt containing hi",
+        Duration::from_secs(30),
+        log,
+    )
+    .await;
+    let request_id = card["request_id"].as_str().unwrap().to_string();
+    send(
+        ws,
+        json!({"type": "approval_response", "request_id": request_id, "verdict": "approved"}),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    loop {
+        let f = frame_of_type(ws, "work_status", Duration::from_secs(90), log).await;
+        let status = f["status"].as_str().unwrap().to_string();
+        statuses.push(status.clone());
+        if ["done", "failed", "stuck", "blocked"].contains(&status.as_str()) {
+            return (statuses, f);
+        }
+    }
+}
+
 /// Start in `cwd`, ask for a file, approve, and return the banner once the
 /// work item is `done` with its checks passed.
 async fn first_task_completes(cwd: &Path, home: &Path) -> Vec<String> {
@@ -57,28 +87,7 @@ async fn first_task_completes(cwd: &Path, home: &Path) -> Vec<String> {
 
     let (mut ws, _) = connect_with_token(&addr, &owner_token(&data), Duration::from_secs(10)).await;
     let mut log = Vec::new();
-    let card = request_plan(
-        &mut ws,
-        "create a file notes.txt containing hi",
-        Duration::from_secs(30),
-        &mut log,
-    )
-    .await;
-    let request_id = card["request_id"].as_str().unwrap().to_string();
-    send(
-        &mut ws,
-        json!({"type": "approval_response", "request_id": request_id, "verdict": "approved"}),
-    )
-    .await;
-    let mut statuses = Vec::new();
-    let last = loop {
-        let f = frame_of_type(&mut ws, "work_status", Duration::from_secs(90), &mut log).await;
-        let status = f["status"].as_str().unwrap().to_string();
-        statuses.push(status.clone());
-        if ["done", "failed", "stuck", "blocked"].contains(&status.as_str()) {
-            break f;
-        }
-    };
+    let (statuses, last) = approve_file_task(&mut ws, &mut log).await;
     assert_eq!(
         last["status"], "done",
         "statuses {statuses:?}, last {last}\nframes {log:?}"
@@ -178,25 +187,7 @@ async fn a_daemon_running_as_an_unprivileged_user_finishes_a_task() {
     assert_eq!(std::fs::metadata(&data).unwrap().uid(), UID);
     let (mut ws, _) = connect_with_token(&addr, &owner_token(&data), Duration::from_secs(10)).await;
     let mut log = Vec::new();
-    let card = request_plan(
-        &mut ws,
-        "create a file notes.txt containing hi",
-        Duration::from_secs(30),
-        &mut log,
-    )
-    .await;
-    let request_id = card["request_id"].as_str().unwrap().to_string();
-    send(
-        &mut ws,
-        json!({"type": "approval_response", "request_id": request_id, "verdict": "approved"}),
-    )
-    .await;
-    let last = loop {
-        let f = frame_of_type(&mut ws, "work_status", Duration::from_secs(90), &mut log).await;
-        if ["done", "failed", "stuck", "blocked"].contains(&f["status"].as_str().unwrap()) {
-            break f;
-        }
-    };
+    let (_, last) = approve_file_task(&mut ws, &mut log).await;
     assert_eq!(last["status"], "done", "{last}\nbanner {banner:?}");
     let checks = last["verification"].as_array().unwrap();
     assert!(
