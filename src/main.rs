@@ -9,9 +9,11 @@ use clap::Parser;
 mod chat;
 mod cli;
 mod commands;
+mod control;
 mod daemon;
 mod devices;
 mod error;
+mod remote;
 mod web_bridge;
 
 fn main() -> ExitCode {

@@ -50,9 +50,9 @@ pub struct ControlClient {
 }
 
 impl ControlClient {
-    /// Connect to `path` and authenticate with `token`.
-    /// [`ClientError::NotRunning`] when no daemon listens there.
-    pub async fn connect(path: &Path, token: OwnerToken) -> Result<Self, ClientError> {
+    /// Connect to `path` (not yet authenticated): [`ClientError::NotRunning`]
+    /// when no daemon listens there.
+    pub async fn open(path: &Path) -> Result<Self, ClientError> {
         let stream = match UnixStream::connect(path).await {
             Ok(s) => s,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
@@ -61,21 +61,30 @@ impl ControlClient {
             Err(e) => return Err(ClientError::Io(e)),
         };
         let (rd, wr) = stream.into_split();
-        let mut client = ControlClient {
+        Ok(ControlClient {
             rd: BufReader::new(rd),
             wr,
             buf: Vec::new(),
-        };
-        match client
+        })
+    }
+
+    /// Authenticate with an owner credential.
+    pub async fn hello(mut self, token: OwnerToken) -> Result<Self, ClientError> {
+        match self
             .call(&Request::Hello {
                 version: PROTOCOL_VERSION,
                 token,
             })
             .await?
         {
-            Response::Welcome { .. } => Ok(client),
+            Response::Welcome { .. } => Ok(self),
             other => Err(unexpected(&other)),
         }
+    }
+
+    /// [`Self::open`] then [`Self::hello`].
+    pub async fn connect(path: &Path, token: OwnerToken) -> Result<Self, ClientError> {
+        Self::open(path).await?.hello(token).await
     }
 
     /// One request, one response; a [`Response::Error`] becomes
