@@ -43,6 +43,7 @@ pub struct DaemonControl {
     pub health: Arc<HealthState>,
     pub web: Arc<dyn WebBackend>,
     pub seal: OwnerSeal,
+    /// The web channel's base URL, as pairing links use it.
     pub base_url: String,
     pub started_at: Timestamp,
     pub started: Instant,
@@ -61,9 +62,12 @@ fn from_cli(e: CliError) -> Response {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Response> + Send + 'static,
 ) -> Result<T, Response> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(Response::error(ErrorCode::EDbIo, format!("store task: {e}"))))
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(Response::error(
+            ErrorCode::EDbIo,
+            format!("store task: {e}"),
+        ))
+    })
 }
 
 fn work_executor() -> Option<ractor::ActorRef<WorkExecutorMsg>> {
@@ -190,7 +194,7 @@ impl DaemonControl {
             pid: std::process::id(),
             started_at: self.started_at,
             uptime_seconds: self.started.elapsed().as_secs(),
-            web_url: self.base_url.clone(),
+            web_url: self.base_url.trim_end_matches('/').to_owned(),
             connections: self.health.connections(),
             queue: self.web.queue_pressure().await,
             pending_cards,
@@ -356,7 +360,10 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("web-secret") && !text.contains("search-secret"));
         assert_eq!(r.channels.web.auth_token.as_deref(), Some(REDACTED));
-        assert_eq!(r.channels.telegram.token, None, "an unset secret stays unset");
+        assert_eq!(
+            r.channels.telegram.token, None,
+            "an unset secret stays unset"
+        );
         assert_eq!(r.data_dir, cfg.data_dir);
     }
 
@@ -382,7 +389,10 @@ mod tests {
         std::fs::write(&path, "no_such_key: 1\n").unwrap();
         match compare_on_disk(&running, &origin) {
             OnDiskConfig::Invalid { errors } => {
-                assert!(errors[0].starts_with("error[E_CFG_UNKNOWN_KEY]"), "{errors:?}")
+                assert!(
+                    errors[0].starts_with("error[E_CFG_UNKNOWN_KEY]"),
+                    "{errors:?}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -411,7 +421,10 @@ mod tests {
         let ids: Vec<_> = all.iter().map(|w| (w.id.as_str(), w.status)).collect();
         assert_eq!(
             ids,
-            [("w1", WorkItemStatus::Running), ("w2", WorkItemStatus::Done)]
+            [
+                ("w1", WorkItemStatus::Running),
+                ("w2", WorkItemStatus::Done)
+            ]
         );
     }
 }

@@ -132,7 +132,8 @@ async fn run(
     let pairing_code = owner_auth
         .issue_pairing_code()
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
-    let pairing_link = silas_web::pairing_link(&server.base_url(), &pairing_code);
+    let base_url = server.base_url();
+    let pairing_link = silas_web::pairing_link(&base_url, &pairing_code);
     let addr = server.local_addr().ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelProtocol,
@@ -185,7 +186,7 @@ async fn run(
             health: health.clone(),
             web: bridge.clone(),
             seal: seal.clone(),
-            base_url: format!("http://{addr}"),
+            base_url,
             started_at: started.0,
             started: started.1,
         };
@@ -289,16 +290,16 @@ async fn run(
             silas_actors::work_executor::WORK_EXECUTOR_NAME,
             RestartMode::Permanent,
             move || {
-            (
-                silas_actors::work_executor::WorkExecutor,
-                silas_actors::work_executor::WorkExecutorArgs {
-                    engine: work_engine.clone(),
-                    dispatch_rx: Some(dispatch_rx.clone()),
-                    resume_scope_id: "owner".into(),
-                    // Per-item restart limit; no fault hook in production.
-                    supervision: Default::default(),
-                },
-            )
+                (
+                    silas_actors::work_executor::WorkExecutor,
+                    silas_actors::work_executor::WorkExecutorArgs {
+                        engine: work_engine.clone(),
+                        dispatch_rx: Some(dispatch_rx.clone()),
+                        resume_scope_id: "owner".into(),
+                        // Per-item restart limit; no fault hook in production.
+                        supervision: Default::default(),
+                    },
+                )
             },
         ),
     ];

@@ -165,10 +165,7 @@ pub fn status_text(r: &StatusReport) -> String {
     if r.running_work.is_empty() {
         out.push_str("  running work:  none\n");
     } else {
-        out.push_str(&format!(
-            "  running work:  {}\n",
-            r.running_work.join(", ")
-        ));
+        out.push_str(&format!("  running work:  {}\n", r.running_work.join(", ")));
     }
     match &r.next_jobs {
         None => out.push_str("  scheduler:     disabled\n"),
@@ -218,11 +215,8 @@ pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
                     let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
                         crate::commands::keystore_from_config(cfg).load()?,
                     ));
-                    let report = crate::control::verify_audit(
-                        &store,
-                        &seal,
-                        from_checkpoint.as_deref(),
-                    )?;
+                    let report =
+                        crate::control::verify_audit(&store, &seal, from_checkpoint.as_deref())?;
                     print_verified(&report);
                 }
             }
@@ -283,7 +277,11 @@ pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
                 "cancelled {} (was {}{}); it is now failed",
                 r.id,
                 r.previous,
-                if r.was_running { ", its run was stopped" } else { "" }
+                if r.was_running {
+                    ", its run was stopped"
+                } else {
+                    ""
+                }
             );
             if !r.also_cancelled.is_empty() {
                 println!("  also cancelled: {}", r.also_cancelled.join(", "));
@@ -338,13 +336,9 @@ pub fn pair(cfg: &Config, url: Option<&str>) -> Result<ExitCode, CliError> {
 
 pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> {
     match cmd {
-        DevicesCommand::List { url: Some(u), json } => crate::devices::devices(
-            cfg,
-            DevicesCommand::List {
-                url: Some(u),
-                json,
-            },
-        ),
+        DevicesCommand::List { url: Some(u), json } => {
+            crate::devices::devices(cfg, DevicesCommand::List { url: Some(u), json })
+        }
         DevicesCommand::Revoke {
             device_id,
             url: Some(u),
@@ -367,7 +361,11 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
         DevicesCommand::Revoke {
             device_id,
             url: None,
-        } => match ask_daemon(cfg, Request::DevicesRevoke { device_id }, "revoking a device")? {
+        } => match ask_daemon(
+            cfg,
+            Request::DevicesRevoke { device_id },
+            "revoking a device",
+        )? {
             Response::DeviceRevoked { device_id } => {
                 println!("revoked {device_id}; its open connections were closed");
                 Ok(ExitCode::SUCCESS)
@@ -388,10 +386,7 @@ pub fn config_check(cfg: &Config) -> Result<Option<ExitCode>, CliError> {
         None => return Ok(None),
     };
     let running = &report.running;
-    println!(
-        "config in force (running daemon): {}",
-        report.source
-    );
+    println!("config in force (running daemon): {}", report.source);
     println!("  data_dir:   {}", running.data_dir.display());
     println!(
         "  web:        http://{}:{}{}",

@@ -379,7 +379,12 @@ impl OwnerAuth {
     }
 
     /// [`Self::check`] for any kind of peer (the control socket's local uid).
-    pub fn check_peer(&self, peer: Option<Peer>, token: Option<&str>, channel: &str) -> AuthOutcome {
+    pub fn check_peer(
+        &self,
+        peer: Option<Peer>,
+        token: Option<&str>,
+        channel: &str,
+    ) -> AuthOutcome {
         if self.throttled_now_peer(peer, channel) {
             return AuthOutcome::Throttled;
         }

@@ -113,7 +113,10 @@ impl ControlClient {
             .await
             .map_err(|_| ClientError::Refused {
                 code: ErrorCode::EChannelTimeout,
-                message: format!("no answer from the daemon within {}s", CALL_TIMEOUT.as_secs()),
+                message: format!(
+                    "no answer from the daemon within {}s",
+                    CALL_TIMEOUT.as_secs()
+                ),
             })??;
         match resp {
             Response::Error { code, message } => Err(ClientError::Refused { code, message }),

@@ -57,17 +57,30 @@ impl Drop for OwnerToken {
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Protocol version and the owner credential.
-    Hello { version: u32, token: OwnerToken },
+    Hello {
+        version: u32,
+        token: OwnerToken,
+    },
     Status,
-    AuditTail { lines: usize },
+    AuditTail {
+        lines: usize,
+    },
     /// `None`: the whole chain; `Some("latest")` or a checkpoint id.
-    AuditVerify { from_checkpoint: Option<String> },
+    AuditVerify {
+        from_checkpoint: Option<String>,
+    },
     Pair,
     DevicesList,
-    DevicesRevoke { device_id: String },
+    DevicesRevoke {
+        device_id: String,
+    },
     WorkList,
-    WorkShow { id: String },
-    WorkCancel { id: String },
+    WorkShow {
+        id: String,
+    },
+    WorkCancel {
+        id: String,
+    },
     ConfigCheck,
 }
 
@@ -75,19 +88,36 @@ pub enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
-    Welcome { version: u32 },
+    Welcome {
+        version: u32,
+    },
     Status(Box<StatusReport>),
-    AuditTail { entries: Vec<AuditEntry> },
+    AuditTail {
+        entries: Vec<AuditEntry>,
+    },
     AuditVerified(AuditVerifyReport),
-    PairingLink { link: String },
-    Devices { devices: Vec<DeviceInfo> },
-    DeviceRevoked { device_id: String },
-    WorkItems { items: Vec<WorkSummary> },
-    WorkItem { item: Box<WorkItem> },
+    PairingLink {
+        link: String,
+    },
+    Devices {
+        devices: Vec<DeviceInfo>,
+    },
+    DeviceRevoked {
+        device_id: String,
+    },
+    WorkItems {
+        items: Vec<WorkSummary>,
+    },
+    WorkItem {
+        item: Box<WorkItem>,
+    },
     WorkCancelled(CancelReport),
     Config(Box<ConfigReport>),
     /// The request failed or was refused; the connection stays open.
-    Error { code: ErrorCode, message: String },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
 }
 
 impl Response {
@@ -217,9 +247,13 @@ pub const REDACTED: &str = "<redacted>";
 pub enum OnDiskConfig {
     Same,
     /// Valid, but differs in these top-level sections (a restart applies it).
-    Differs { sections: Vec<String> },
+    Differs {
+        sections: Vec<String>,
+    },
     /// Would not load or validate: one `error[CODE]: …` line per problem.
-    Invalid { errors: Vec<String> },
+    Invalid {
+        errors: Vec<String>,
+    },
 }
 
 /// How one frame read ended.
@@ -327,19 +361,18 @@ mod tests {
         )
         .await
         .unwrap();
-        write_frame(
-            &mut out,
-            &Response::error(ErrorCode::EChannelAuth, "no"),
-        )
-        .await
-        .unwrap();
+        write_frame(&mut out, &Response::error(ErrorCode::EChannelAuth, "no"))
+            .await
+            .unwrap();
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(text.lines().count(), 2);
         assert!(text.starts_with("{\"op\":\"hello\",\"version\":1,\"token\":\"s3cret\"}\n"));
         assert!(text.contains("\"code\":\"E_CHANNEL_AUTH\""), "{text}");
         let mut r = BufReader::new(&out[..]);
         let mut buf = Vec::new();
-        read_frame(&mut r, MAX_REQUEST_BYTES, &mut buf).await.unwrap();
+        read_frame(&mut r, MAX_REQUEST_BYTES, &mut buf)
+            .await
+            .unwrap();
         let req: Request = serde_json::from_slice(&buf).unwrap();
         match &req {
             Request::Hello { version, token } => {
@@ -350,7 +383,9 @@ mod tests {
         }
         // Debug never shows the credential.
         assert!(!format!("{req:?}").contains("s3cret"));
-        read_frame(&mut r, MAX_RESPONSE_BYTES, &mut buf).await.unwrap();
+        read_frame(&mut r, MAX_RESPONSE_BYTES, &mut buf)
+            .await
+            .unwrap();
         let resp: Response = serde_json::from_slice(&buf).unwrap();
         assert!(matches!(
             resp,

@@ -46,9 +46,7 @@ pub trait ControlBackend: Send + Sync + 'static {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error(
-        "another Silas daemon is already serving {0} (stop it first, or use another data dir)"
-    )]
+    #[error("another Silas daemon is already serving {0} (stop it first, or use another data dir)")]
     AlreadyRunning(PathBuf),
     #[error("{0} exists and is not a socket; remove it and start again")]
     NotASocket(PathBuf),
@@ -107,7 +105,8 @@ pub fn bind(path: &Path, group: Option<u32>) -> Result<ControlListener, ControlE
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o660))
             .map_err(io("set permissions on", &tmp))?;
         if let Some(gid) = group {
-            std::os::unix::fs::chown(&tmp, None, Some(gid)).map_err(io("set the group of", &tmp))?;
+            std::os::unix::fs::chown(&tmp, None, Some(gid))
+                .map_err(io("set the group of", &tmp))?;
         }
         std_listener
             .set_nonblocking(true)
@@ -182,7 +181,11 @@ async fn connection(stream: UnixStream, auth: Arc<OwnerAuth>, backend: Arc<dyn C
     let peer = stream.peer_cred().ok().map(|c| Peer::LocalUid(c.uid()));
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
-    let mut session = Session { auth, peer, who: None };
+    let mut session = Session {
+        auth,
+        peer,
+        who: None,
+    };
     let mut buf = Vec::new();
     loop {
         let read = tokio::time::timeout(
@@ -350,26 +353,58 @@ mod tests {
         let mut s = Session::new(auth.clone(), Some(Peer::LocalUid(1000)));
         let show = br#"{"op":"work_show","id":"w1"}"#;
         // No hello: refused, audited as a missing credential.
-        assert_eq!(code(&s.answer(show, &Echo).await), Some(ErrorCode::EChannelAuth));
+        assert_eq!(
+            code(&s.answer(show, &Echo).await),
+            Some(ErrorCode::EChannelAuth)
+        );
         // Garbage: a protocol error, the session carries on.
-        assert_eq!(code(&s.answer(b"\x00garbage", &Echo).await), Some(ErrorCode::EChannelProtocol));
-        assert_eq!(code(&s.answer(&hello("wrong"), &Echo).await), Some(ErrorCode::EChannelAuth));
+        assert_eq!(
+            code(&s.answer(b"\x00garbage", &Echo).await),
+            Some(ErrorCode::EChannelProtocol)
+        );
+        assert_eq!(
+            code(&s.answer(&hello("wrong"), &Echo).await),
+            Some(ErrorCode::EChannelAuth)
+        );
         let old = br#"{"op":"hello","version":0,"token":"x"}"#;
-        assert_eq!(code(&s.answer(old, &Echo).await), Some(ErrorCode::EChannelProtocol));
-        assert!(matches!(s.answer(&hello(&token), &Echo).await, Response::Welcome { version: 1 }));
+        assert_eq!(
+            code(&s.answer(old, &Echo).await),
+            Some(ErrorCode::EChannelProtocol)
+        );
+        assert!(matches!(
+            s.answer(&hello(&token), &Echo).await,
+            Response::Welcome { version: 1 }
+        ));
         match s.answer(show, &Echo).await {
-            Response::DeviceRevoked { device_id } => assert_eq!(device_id, format!("w1:{}", dev.device_id)),
+            Response::DeviceRevoked { device_id } => {
+                assert_eq!(device_id, format!("w1:{}", dev.device_id))
+            }
             other => panic!("{other:?}"),
         }
         // Revoking the device ends this session's authentication too.
         auth.revoke(&dev.device_id).unwrap();
-        assert_eq!(code(&s.answer(show, &Echo).await), Some(ErrorCode::EChannelAuth));
+        assert_eq!(
+            code(&s.answer(show, &Echo).await),
+            Some(ErrorCode::EChannelAuth)
+        );
         let log = rec.0.lock().unwrap();
         let failed: Vec<_> = log.iter().filter(|(e, _)| e == "web.auth_failed").collect();
         assert_eq!(failed.len(), 3, "{log:?}");
-        assert!(failed.iter().all(|(_, d)| d["channel"] == CHANNEL && d["remote"] == "local uid 1000"));
-        assert!(failed.iter().any(|(_, d)| d["reason"] == "missing_credential"));
-        assert!(failed.iter().any(|(_, d)| d["reason"] == "invalid_credential"));
+        assert!(
+            failed
+                .iter()
+                .all(|(_, d)| d["channel"] == CHANNEL && d["remote"] == "local uid 1000")
+        );
+        assert!(
+            failed
+                .iter()
+                .any(|(_, d)| d["reason"] == "missing_credential")
+        );
+        assert!(
+            failed
+                .iter()
+                .any(|(_, d)| d["reason"] == "invalid_credential")
+        );
         assert!(log.iter().all(|(_, d)| !d.to_string().contains(&token)));
     }
 
@@ -379,7 +414,10 @@ mod tests {
         let (_, token) = auth.create_device("local CLI").unwrap();
         let mut bad = Session::new(auth.clone(), Some(Peer::LocalUid(1001)));
         for _ in 0..FAILED_AUTH_LIMIT {
-            assert_eq!(code(&bad.answer(&hello("nope"), &Echo).await), Some(ErrorCode::EChannelAuth));
+            assert_eq!(
+                code(&bad.answer(&hello("nope"), &Echo).await),
+                Some(ErrorCode::EChannelAuth)
+            );
         }
         // Over budget: even the right credential is not compared.
         assert_eq!(
@@ -388,7 +426,10 @@ mod tests {
         );
         // Another uid is unaffected.
         let mut good = Session::new(auth, Some(Peer::LocalUid(1002)));
-        assert!(matches!(good.answer(&hello(&token), &Echo).await, Response::Welcome { .. }));
+        assert!(matches!(
+            good.answer(&hello(&token), &Echo).await,
+            Response::Welcome { .. }
+        ));
     }
 
     #[tokio::test]
@@ -406,6 +447,9 @@ mod tests {
         drop(live);
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, b"not a socket").unwrap();
-        assert!(matches!(bind(&path, None).err().unwrap(), ControlError::NotASocket(_)));
+        assert!(matches!(
+            bind(&path, None).err().unwrap(),
+            ControlError::NotASocket(_)
+        ));
     }
 }
