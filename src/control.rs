@@ -371,7 +371,7 @@ mod tests {
     fn on_disk_config_is_compared_by_section() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("silas.yaml");
-        std::fs::write(&path, "chronicle:\n  retention_days: 30\n").unwrap();
+        std::fs::write(&path, "silas:\n  chronicle:\n    retention_days: 30\n").unwrap();
         let origin = ConfigOrigin {
             path: Some(path.clone()),
             data_dir: Some(dir.path().join("data")),
@@ -379,14 +379,14 @@ mod tests {
         let mut running = Config::load(Some(&path), &ProcessEnv).unwrap();
         running.data_dir = dir.path().join("data");
         assert_eq!(compare_on_disk(&running, &origin), OnDiskConfig::Same);
-        std::fs::write(&path, "chronicle:\n  retention_days: 31\n").unwrap();
+        std::fs::write(&path, "silas:\n  chronicle:\n    retention_days: 31\n").unwrap();
         assert_eq!(
             compare_on_disk(&running, &origin),
             OnDiskConfig::Differs {
                 sections: vec!["chronicle".into()]
             }
         );
-        std::fs::write(&path, "no_such_key: 1\n").unwrap();
+        std::fs::write(&path, "silas:\n  no_such_key: 1\n").unwrap();
         match compare_on_disk(&running, &origin) {
             OnDiskConfig::Invalid { errors } => {
                 assert!(
