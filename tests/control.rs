@@ -42,7 +42,7 @@ fn ok(dir: &Path, args: &[&str]) -> String {
 /// `silas init`, then one pending work item written while no daemon runs.
 fn init_with_work(dir: &Path) {
     ok(dir, &["init"]);
-    let store = silas_storage::Store::open_in(&dir.join("data")).unwrap();
+    let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
     let item: silas_core::model::work::WorkItem = serde_json::from_value(json!({
         "id": "w-ctl-1", "type": "task", "title": "Tidy the notes", "body": "b",
     }))
