@@ -1,7 +1,7 @@
-//! Command-line surface (spec §12): `init`, `start`, `chat`, `pair`,
-//! `devices list|revoke`, `audit verify|tail`, `config check`, `doctor`,
-//! `service install`, with the global `--config` and `--data-dir`
-//! options.
+//! Command-line surface (spec §12): `init`, `start`, `status`, `chat`, `pair`,
+//! `devices list|revoke`, `work list|show|cancel`, `audit verify|tail`,
+//! `config check`, `doctor`, `service install`, with the global `--config`
+//! and `--data-dir` options.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,13 +32,19 @@ pub enum Command {
     Init(InitArgs),
     /// Run the daemon until SIGINT/SIGTERM (initialises first if needed).
     Start,
+    /// Show the running daemon's state (exit 3 when it is not running).
+    Status(StatusArgs),
+    /// Background work items: list, show, cancel (cancel needs the daemon).
+    #[command(subcommand)]
+    Work(WorkCommand),
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
     /// Print a fresh one-time pairing link (and QR code) for another owner
-    /// device; asks the running daemon.
+    /// device; asks the running daemon (over its control socket).
     Pair(PairArgs),
-    /// List or revoke the owner's paired devices (asks the running daemon).
+    /// List or revoke the owner's paired devices (asks the running daemon
+    /// over its control socket).
     #[command(subcommand)]
     Devices(DevicesCommand),
     /// Inspect the hash-chained audit log.
@@ -95,8 +101,35 @@ pub struct ChatArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// One JSON object instead of the readable form.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkCommand {
+    /// Every work item, oldest first.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One work item in full.
+    Show {
+        id: String,
+        /// On one line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a work item (its run, if any) and end it failed; audited.
+    Cancel { id: String },
+}
+
+#[derive(Args, Debug)]
 pub struct PairArgs {
-    /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+    /// Ask over the daemon's loopback HTTP API at this base URL instead of
+    /// the control socket.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 }
@@ -105,7 +138,8 @@ pub struct PairArgs {
 pub enum DevicesCommand {
     /// Show every owner device (active and revoked).
     List {
-        /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+        /// Ask over the daemon's loopback HTTP API at this base URL instead
+        /// of the control socket.
         #[arg(long, value_name = "URL")]
         url: Option<String>,
         /// One JSON object per line.
@@ -116,7 +150,8 @@ pub enum DevicesCommand {
     /// connections are closed.
     Revoke {
         device_id: String,
-        /// The daemon's base URL (default: http://HOST:PORT from `channels.web`).
+        /// Ask over the daemon's loopback HTTP API at this base URL instead
+        /// of the control socket.
         #[arg(long, value_name = "URL")]
         url: Option<String>,
     },

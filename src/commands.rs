@@ -12,7 +12,7 @@ use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
 use silas_keys::{FileKeystore, InitOutcome, KekSources, KeyringKeystore, OwnerKey, OwnerKeystore};
 use silas_storage::Store;
 
-use crate::cli::{AuditCommand, Cli, Command, ConfigCommand, ServiceCommand};
+use crate::cli::{Cli, Command, ConfigCommand, ServiceCommand};
 use crate::daemon;
 use crate::error::CliError;
 
@@ -27,7 +27,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Start => {
-            let mut cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let mut cfg = load_config(cli.config.as_deref(), cli.data_dir.clone())?;
             arrange_sandbox_root(&mut cfg)?;
             let init = initialise(&cfg, false)?;
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
@@ -36,7 +36,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             // After init (which creates and narrows the layout), before
             // anything is served: the cheap `silas doctor` checks.
             crate::doctor::preflight(&cfg)?;
-            daemon::start(cfg, init.store, init.owner_key)
+            let origin = crate::control::ConfigOrigin {
+                path: cli.config.clone(),
+                data_dir: cli.data_dir.clone(),
+                cwd: working_dir()?,
+            };
+            daemon::start(cfg, init.store, init.owner_key, origin)
         }
         Command::Chat(args) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
@@ -44,11 +49,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Pair(args) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
-            crate::devices::pair(&cfg, args.url.as_deref())
+            crate::remote::pair(&cfg, args.url.as_deref())
         }
         Command::Devices(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
-            crate::devices::devices(&cfg, cmd)
+            crate::remote::devices(&cfg, cmd)
         }
         Command::Doctor => crate::doctor::run(cli.config.as_deref(), cli.data_dir),
         Command::Service(ServiceCommand::Install { user, output }) => {
@@ -57,8 +62,15 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Audit(cmd) => {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
-            let store = open_existing_store(&cfg.data_dir)?;
-            audit(&cfg, &store, cmd)
+            crate::remote::audit(&cfg, cmd)
+        }
+        Command::Status(args) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::remote::status(&cfg, args)
+        }
+        Command::Work(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::remote::work(&cfg, cmd)
         }
     }
 }
@@ -76,18 +88,30 @@ pub fn load_unvalidated(
     path: Option<&Path>,
     data_dir: Option<PathBuf>,
 ) -> Result<Config, CliError> {
+    load_unvalidated_at(path, data_dir, &working_dir()?)
+}
+
+/// [`load_unvalidated`] with relative paths meaning `cwd`.
+pub fn load_unvalidated_at(
+    path: Option<&Path>,
+    data_dir: Option<PathBuf>,
+    cwd: &Path,
+) -> Result<Config, CliError> {
     let mut cfg = Config::load(path, &ProcessEnv)?;
     if let Some(d) = data_dir {
         cfg.data_dir = d;
     }
-    let cwd = std::env::current_dir().map_err(|e| {
+    cfg.anchor_paths(cwd);
+    Ok(cfg)
+}
+
+fn working_dir() -> Result<PathBuf, CliError> {
+    std::env::current_dir().map_err(|e| {
         CliError::new(
             ErrorCode::ECfgIo,
             format!("cannot read the working directory to resolve relative paths: {e}"),
         )
-    })?;
-    cfg.anchor_paths(&cwd);
-    Ok(cfg)
+    })
 }
 
 /// Where a root daemon's sandbox dirs go when the data dir's own
@@ -140,6 +164,11 @@ pub fn config_source(path: Option<&Path>) -> String {
 
 fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
     let cfg = load_unvalidated(path, data_dir)?;
+    // A running daemon reports the configuration in force and compares
+    // the file with it.
+    if let Some(code) = crate::remote::config_check(&cfg)? {
+        return Ok(code);
+    }
     let errors = cfg.validation_errors();
     if errors.is_empty() {
         println!("config ok: {}", config_source(path));
@@ -216,12 +245,15 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), CliError> {
     })
 }
 
-/// Mode of the data dir itself. Only `{data_dir}/sandbox` has to be reached by
-/// another user (`nobody`, when the daemon is root), so the data dir is
-/// traverse-only then and fully private otherwise; every entry in it other
-/// than `sandbox/` is 0700/0600 (issue #12 item 6).
+/// Mode of the data dir itself: traverse-only for anyone else, never
+/// listable. `{data_dir}/sandbox` has to be reached by `nobody` when the
+/// daemon is root (0711); otherwise only the daemon's group traverses it
+/// (0710), to reach the control socket (0660) and the CLI credential (0640)
+/// — an administrator in the service's group runs `silas status`. Every
+/// other entry (keys/, secrets/, the store) stays 0700/0600 (issue #12
+/// item 6; ARCHITECTURE.md, control socket).
 pub fn data_dir_mode(daemon_is_root: bool) -> u32 {
-    if daemon_is_root { 0o711 } else { 0o700 }
+    if daemon_is_root { 0o711 } else { 0o710 }
 }
 
 fn create_dir_with_mode(path: &Path, mode: u32) -> Result<(), CliError> {
@@ -340,7 +372,7 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
     );
 }
 
-fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
+pub fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
     let path = data_dir.join(silas_storage::STORE_FILE);
     if !path.is_file() {
         return Err(CliError::new(
@@ -351,49 +383,14 @@ fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
     Ok(Store::open(path)?)
 }
 
-fn audit(cfg: &Config, store: &Store, cmd: AuditCommand) -> Result<ExitCode, CliError> {
-    let audit = store.audit();
-    match cmd {
-        AuditCommand::Verify { from_checkpoint } => {
-            let v = match from_checkpoint.as_deref() {
-                None => audit.verify_chain()?,
-                Some("latest") => audit.verify_from_checkpoint(None)?,
-                Some(id) => audit.verify_from_checkpoint(Some(id))?,
-            };
-            if let Some(b) = v.first_bad {
-                return Err(CliError::new(
-                    ErrorCode::EDbAuditChainBroken,
-                    format!("audit chain broken at entry {}: {}", b.index, b.reason),
-                ));
-            }
-            // Hashes alone can be recomputed by whoever can write the store;
-            // the owner key's signatures and the head mirror cannot.
-            let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
-                keystore_from_config(cfg).load()?,
-            ));
-            let sealed = audit.verify_sealed(&seal)?;
-            if let Some(problem) = sealed.problem {
-                return Err(CliError::new(
-                    ErrorCode::EDbAuditChainBroken,
-                    format!("audit log tampered: {problem}"),
-                ));
-            }
-            println!("audit chain ok: {} entries verified", v.entries_checked);
-            for line in seal_report_lines(&sealed) {
-                println!("{line}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        AuditCommand::Tail { lines, json } => {
-            for e in audit.tail(lines)? {
-                if json {
-                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
-                } else {
-                    let data = serde_json::to_string(&e.data).unwrap_or_default();
-                    println!("#{:<6} {} {:<28} {data}", e.seq, e.timestamp, e.event);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+/// `silas audit tail`: oldest first, readable or one JSON object per line.
+pub fn print_audit_tail(entries: &[silas_storage::AuditEntry], json: bool) {
+    for e in entries {
+        if json {
+            println!("{}", serde_json::to_string(&e).unwrap_or_default());
+        } else {
+            let data = serde_json::to_string(&e.data).unwrap_or_default();
+            println!("#{:<6} {} {:<28} {data}", e.seq, e.timestamp, e.event);
         }
     }
 }
@@ -420,7 +417,7 @@ pub fn check_audit_seal_at_start(store: &Store, seal: &silas_actors::audit_seal:
 }
 
 /// What a passing sealed verification vouches for, and what it does not.
-fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
+pub fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
     let mut lines = Vec::new();
     match r.covered_through {
         Some(last) => lines.push(format!(

@@ -27,7 +27,12 @@ use tokio::sync::watch;
 
 use crate::error::CliError;
 
-pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+pub fn start(
+    cfg: Config,
+    store: Store,
+    owner_key: OwnerKey,
+    origin: crate::control::ConfigOrigin,
+) -> Result<ExitCode, CliError> {
     init_tracing();
     harden_process();
     // The actors write redb synchronously (each commit fsyncs) on worker
@@ -40,7 +45,7 @@ pub fn start(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         .max(4);
     let runtime =
         crate::error::runtime(tokio::runtime::Builder::new_multi_thread().worker_threads(workers))?;
-    runtime.block_on(run(cfg, store, owner_key))
+    runtime.block_on(run(cfg, store, owner_key, origin))
 }
 
 /// The daemon holds the owner's signing key in memory: no core dumps, and not
@@ -85,7 +90,13 @@ fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
     }
 }
 
-async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode, CliError> {
+async fn run(
+    cfg: Config,
+    store: Store,
+    owner_key: OwnerKey,
+    origin: crate::control::ConfigOrigin,
+) -> Result<ExitCode, CliError> {
+    let started = (silas_core::Timestamp::now(), std::time::Instant::now());
     // One key signs approvals and audit checkpoints (§4.16). The seal is
     // checked before this run appends anything, so what was found is judged
     // on the log as it was left, and recorded before the next checkpoint
@@ -108,6 +119,12 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         auth_token: cfg.channels.web.auth_token.clone(),
     };
     let server = silas_web::bind(&settings, health.clone()).await?;
+    // The CLI's way in while this process holds the store (a live socket
+    // means another daemon serves this data dir; a stale one is replaced).
+    let control = silas_web::control::bind(
+        &crate::remote::socket_path(&cfg),
+        Some(rustix::process::getegid().as_raw()),
+    )?;
     // Issue #12: the owner always authenticates — a device credential (the
     // local CLI's is written to {data_dir}/cli.token), a paired browser's, or
     // the configured auth_token. A first pairing link is printed below.
@@ -115,7 +132,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let pairing_code = owner_auth
         .issue_pairing_code()
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
-    let pairing_link = silas_web::pairing_link(&server.base_url(), &pairing_code);
+    let base_url = server.base_url();
+    let pairing_link = silas_web::pairing_link(&base_url, &pairing_code);
     let addr = server.local_addr().ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelProtocol,
@@ -150,7 +168,7 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)
-        .with_auth(owner_auth)
+        .with_auth(owner_auth.clone())
         // Chatbot deployment (an active goal): every non-owner connection
         // gets its own scope (§5.1 isolation model, §8.1).
         .with_customer_scopes(cfg.active_goal.is_some())
@@ -159,6 +177,24 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
             description: model.startup_line(&cfg),
         });
     let (stop_tx, stop_rx) = watch::channel(false);
+    let control_task = {
+        let backend = crate::control::DaemonControl {
+            store: store.clone(),
+            cfg: Arc::new(cfg.clone()),
+            origin,
+            auth: owner_auth.clone(),
+            health: health.clone(),
+            web: bridge.clone(),
+            seal: seal.clone(),
+            base_url,
+            started_at: started.0,
+            started: started.1,
+        };
+        let mut stop = stop_rx.clone();
+        control.serve(owner_auth.clone(), Arc::new(backend), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+    };
     let mut server_stop = stop_rx;
     let server_task = server.serve(async move {
         let _ = server_stop.wait_for(|s| *s).await;
@@ -248,18 +284,24 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
         // Before the Stream: a replayed turn may answer a card.
         ApprovalEngine::child_spec(approvals.clone()),
         silas_actors::stream::Stream::child_spec(stream),
-        ChildSpec::new("work_executor", RestartMode::Permanent, move || {
-            (
-                silas_actors::work_executor::WorkExecutor,
-                silas_actors::work_executor::WorkExecutorArgs {
-                    engine: work_engine.clone(),
-                    dispatch_rx: Some(dispatch_rx.clone()),
-                    resume_scope_id: "owner".into(),
-                    // Per-item restart limit; no fault hook in production.
-                    supervision: Default::default(),
-                },
-            )
-        }),
+        // Named: `silas work cancel` reaches it through the control socket.
+        ChildSpec::named(
+            "work_executor",
+            silas_actors::work_executor::WORK_EXECUTOR_NAME,
+            RestartMode::Permanent,
+            move || {
+                (
+                    silas_actors::work_executor::WorkExecutor,
+                    silas_actors::work_executor::WorkExecutorArgs {
+                        engine: work_engine.clone(),
+                        dispatch_rx: Some(dispatch_rx.clone()),
+                        resume_scope_id: "owner".into(),
+                        // Per-item restart limit; no fault hook in production.
+                        supervision: Default::default(),
+                    },
+                )
+            },
+        ),
     ];
     // Restart policies (ARCHITECTURE.md): all permanent; each rebuilds
     // from redb (the GateRunner from config). The scheduler starts last so
@@ -324,6 +366,8 @@ async fn run(cfg: Config, store: Store, owner_key: OwnerKey) -> Result<ExitCode,
     }
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+    // Stopped with the web server (same signal); it removes its socket.
+    let _ = tokio::time::timeout(Duration::from_secs(2), control_task).await;
     activity_feed.abort();
     if !escalated {
         root.stop(Some("shutdown".into()));

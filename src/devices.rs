@@ -1,9 +1,12 @@
 //! Owner devices (issue #12): the store and audit behind
 //! [`silas_web::auth::OwnerAuth`], the local CLI's credential file
 //! (`{data_dir}/cli.token`, 0600), the pairing link printed by `silas start`
-//! (with a terminal QR code), and `silas pair` / `silas devices list|revoke`,
-//! which talk to the running daemon over its loopback HTTP API (the daemon
-//! holds the store's lock) authenticated with the CLI credential.
+//! (with a terminal QR code), and `silas pair` / `silas devices list|revoke`
+//! over the loopback HTTP API (`--url`; without it they go over the control
+//! socket, `crate::remote`), authenticated with the CLI credential.
+//!
+//! The credential file is 0640: readable by the daemon's group, whose
+//! members administer it (ARCHITECTURE.md, control socket); never by others.
 
 use std::fs;
 use std::io::Write;
@@ -77,20 +80,26 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> CliError {
     )
 }
 
-/// Write `token` to `path` atomically, readable by the owner only.
+/// Mode of the CLI credential: the owner and the daemon's group.
+pub const CLI_TOKEN_MODE: u32 = 0o640;
+
+/// Write `token` to `path` atomically, readable by the owner and group only.
 fn write_secret_file(path: &Path, token: &str) -> Result<(), CliError> {
     let tmp = path.with_extension("token.tmp");
     let _ = fs::remove_file(&tmp);
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(CLI_TOKEN_MODE)
         .open(&tmp)
         .map_err(|e| io_err("create", &tmp, e))?;
     f.write_all(token.as_bytes())
         .and_then(|()| f.sync_all())
         .map_err(|e| io_err("write", &tmp, e))?;
     drop(f);
+    // The umask may have narrowed it; the group must be able to read it.
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(CLI_TOKEN_MODE))
+        .map_err(|e| io_err("set permissions on", &tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| io_err("replace", path, e))?;
     if let Some(dir) = path.parent()
         && let Ok(d) = fs::File::open(dir)
@@ -100,7 +109,7 @@ fn write_secret_file(path: &Path, token: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The CLI credential, if the file exists and is private to the owner.
+/// The CLI credential, if the file exists and other users cannot read it.
 pub fn read_cli_token(data_dir: &Path) -> Result<Option<String>, CliError> {
     let path = cli_token_path(data_dir);
     let meta = match fs::metadata(&path) {
@@ -108,7 +117,7 @@ pub fn read_cli_token(data_dir: &Path) -> Result<Option<String>, CliError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("read", &path, e)),
     };
-    if meta.permissions().mode() & 0o077 != 0 {
+    if meta.permissions().mode() & 0o007 != 0 {
         return Err(CliError::new(
             ErrorCode::ECfgInvalid,
             format!(
@@ -131,7 +140,13 @@ pub fn ensure_cli_device(auth: &OwnerAuth, data_dir: &Path) -> Result<(), CliErr
         .and_then(|t| auth.identify(&t))
         .and_then(|c| c.device_id().map(str::to_string));
     let keep = match current {
-        Some(id) => id,
+        Some(id) => {
+            // Written 0600 by older versions: open it to the group now.
+            let path = cli_token_path(data_dir);
+            fs::set_permissions(&path, fs::Permissions::from_mode(CLI_TOKEN_MODE))
+                .map_err(|e| io_err("set permissions on", &path, e))?;
+            id
+        }
         None => {
             let (device, token) = auth
                 .create_device(CLI_DEVICE_LABEL)
@@ -301,6 +316,32 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
     }
 }
 
+/// `silas devices list` from the control socket's typed answer.
+pub fn print_devices(devices: &[silas_web::control::protocol::DeviceInfo], json: bool) {
+    if json {
+        for d in devices {
+            println!("{}", serde_json::to_string(d).unwrap_or_default());
+        }
+        return;
+    }
+    println!(
+        "{:<22} {:<10} {:<28} {:<28} LABEL",
+        "DEVICE", "STATE", "CREATED", "LAST SEEN"
+    );
+    for d in devices {
+        println!(
+            "{:<22} {:<10} {:<28} {:<28} {}",
+            d.device_id,
+            if d.revoked { "revoked" } else { "active" },
+            d.created_at.to_string(),
+            d.last_seen
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "-".into()),
+            d.label,
+        );
+    }
+}
+
 /// Build the daemon's owner authentication over `store`, with the CLI
 /// credential in place.
 pub fn owner_auth(cfg: &Config, store: &Store) -> Result<Arc<OwnerAuth>, CliError> {
@@ -327,12 +368,18 @@ mod tests {
         let path = cli_token_path(dir.path());
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
+            0o640
         );
         let first = read_cli_token(dir.path()).unwrap().unwrap();
         assert!(auth.identify(&first).is_some());
-        // Still valid: kept, no second CLI device.
+        // Still valid: kept, no second CLI device; an older 0600 file is
+        // opened to the group.
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         ensure_cli_device(&auth, dir.path()).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
         assert_eq!(read_cli_token(dir.path()).unwrap().unwrap(), first);
         assert_eq!(auth.list().len(), 1);
         // A lost credential: a new device, the old one revoked.

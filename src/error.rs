@@ -30,6 +30,11 @@ impl CliError {
         format!("error[{}]: {flat}", self.code)
     }
 
+    /// The code and the message (to forward over the control socket).
+    pub fn parts(self) -> (ErrorCode, String) {
+        (self.code, self.message)
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.exit)
     }
@@ -63,5 +68,7 @@ from_coded!(
     silas_core::config::ConfigError,
     silas_storage::StoreError,
     silas_keys::KeyError,
-    silas_web::WebError
+    silas_web::WebError,
+    silas_web::control::ControlError,
+    silas_web::control::ClientError
 );

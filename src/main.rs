@@ -9,10 +9,12 @@ use clap::Parser;
 mod chat;
 mod cli;
 mod commands;
+mod control;
 mod daemon;
 mod devices;
 mod doctor;
 mod error;
+mod remote;
 mod service;
 mod web_bridge;
 

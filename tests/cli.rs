@@ -526,7 +526,7 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
     // Only `sandbox/` is for the unprivileged sandbox user (a root daemon's
     // sandboxes run as `nobody`): traverse-only, like the data dir then.
     let is_root = std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
-    let data_mode = if is_root { 0o711 } else { 0o700 };
+    let data_mode = if is_root { 0o711 } else { 0o710 };
     assert_eq!(mode(&data), data_mode, "data dir mode");
     for dir in [
         data.join("sandbox"),

@@ -62,6 +62,33 @@ impl ChildSpec {
             }),
         }
     }
+
+    /// [`ChildSpec::new`], registered under `name` (found by other parts
+    /// of the daemon whatever incarnation is running).
+    pub fn named<A, F>(
+        label: impl Into<String>,
+        name: &'static str,
+        mode: RestartMode,
+        make: F,
+    ) -> ChildSpec
+    where
+        A: Actor,
+        F: Fn() -> (A, A::Arguments) + Send + Sync + 'static,
+    {
+        let make = Arc::new(make);
+        ChildSpec {
+            label: label.into(),
+            mode,
+            spawn: Arc::new(move |parent: ActorCell| {
+                let (actor, args) = make();
+                Box::pin(async move {
+                    let (r, _join) =
+                        Actor::spawn_linked(Some(name.into()), actor, args, parent).await?;
+                    Ok(r.get_cell())
+                })
+            }),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

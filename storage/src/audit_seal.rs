@@ -176,7 +176,7 @@ fn tmp_path(path: &Path) -> PathBuf {
 }
 
 /// The outcome of a sealed verification.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SealReport {
     /// Entries in the store.
     pub chain_len: u64,

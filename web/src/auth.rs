@@ -115,15 +115,40 @@ impl PairingCodes {
     }
 }
 
-/// Failed-authentication counts per address over a sliding window.
+/// Who is authenticating: a remote address (web) or the local user on the
+/// other end of the control socket (by uid, from the kernel's peer
+/// credentials). Failures are throttled per peer either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    Ip(IpAddr),
+    LocalUid(u32),
+}
+
+impl From<IpAddr> for Peer {
+    fn from(ip: IpAddr) -> Self {
+        Peer::Ip(ip)
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Ip(ip) => write!(f, "{ip}"),
+            Peer::LocalUid(uid) => write!(f, "local uid {uid}"),
+        }
+    }
+}
+
+/// Failed-authentication counts per peer over a sliding window.
 #[derive(Debug, Default)]
 pub struct Throttle {
-    failures: HashMap<IpAddr, VecDeque<Instant>>,
+    failures: HashMap<Peer, VecDeque<Instant>>,
 }
 
 impl Throttle {
     /// Whether `ip` may attempt to authenticate now.
-    pub fn allowed(&mut self, ip: IpAddr, now: Instant) -> bool {
+    pub fn allowed(&mut self, ip: impl Into<Peer>, now: Instant) -> bool {
+        let ip = ip.into();
         let Some(q) = self.failures.get_mut(&ip) else {
             return true;
         };
@@ -140,7 +165,8 @@ impl Throttle {
         q.len() < FAILED_AUTH_LIMIT
     }
 
-    pub fn record_failure(&mut self, ip: IpAddr, now: Instant) {
+    pub fn record_failure(&mut self, ip: impl Into<Peer>, now: Instant) {
+        let ip = ip.into();
         if !self.failures.contains_key(&ip) && self.failures.len() >= MAX_THROTTLED_ADDRESSES {
             // Bounded memory: forget the address whose last failure is oldest.
             if let Some(stale) = self
@@ -242,8 +268,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn remote(ip: Option<IpAddr>) -> String {
-    ip.map(|i| i.to_string())
+fn remote(peer: Option<Peer>) -> String {
+    peer.map(|p| p.to_string())
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -291,27 +317,40 @@ impl OwnerAuth {
 
     /// Whether `ip` is over its failure budget (checked before comparing).
     pub fn throttled(&self, ip: Option<IpAddr>) -> bool {
-        ip.is_some_and(|ip| !lock(&self.throttle).allowed(ip, Instant::now()))
+        self.throttled_peer(ip.map(Peer::Ip))
+    }
+
+    fn throttled_peer(&self, peer: Option<Peer>) -> bool {
+        peer.is_some_and(|p| !lock(&self.throttle).allowed(p, Instant::now()))
     }
 
     /// Record and audit one failed authentication from `ip`.
     pub fn failed(&self, ip: Option<IpAddr>, channel: &str, reason: &str) {
-        if let Some(ip) = ip {
-            lock(&self.throttle).record_failure(ip, Instant::now());
+        self.failed_peer(ip.map(Peer::Ip), channel, reason);
+    }
+
+    /// [`Self::failed`] for any kind of peer.
+    pub fn failed_peer(&self, peer: Option<Peer>, channel: &str, reason: &str) {
+        if let Some(p) = peer {
+            lock(&self.throttle).record_failure(p, Instant::now());
         }
         self.audit.record(
             "web.auth_failed",
-            json!({"remote": remote(ip), "channel": channel, "reason": reason}),
+            json!({"remote": remote(peer), "channel": channel, "reason": reason}),
         );
     }
 
     /// [`Self::throttled`], audited when it refuses.
     pub fn throttled_now(&self, ip: Option<IpAddr>, channel: &str) -> bool {
-        let refused = self.throttled(ip);
+        self.throttled_now_peer(ip.map(Peer::Ip), channel)
+    }
+
+    fn throttled_now_peer(&self, peer: Option<Peer>, channel: &str) -> bool {
+        let refused = self.throttled_peer(peer);
         if refused {
             self.audit.record(
                 "web.auth_throttled",
-                json!({"remote": remote(ip), "channel": channel}),
+                json!({"remote": remote(peer), "channel": channel}),
             );
         }
         refused
@@ -336,7 +375,17 @@ impl OwnerAuth {
     /// The full check: throttle first, then compare; failures recorded and
     /// audited, a device's `last_seen` refreshed on success.
     pub fn check(&self, ip: Option<IpAddr>, token: Option<&str>, channel: &str) -> AuthOutcome {
-        if self.throttled_now(ip, channel) {
+        self.check_peer(ip.map(Peer::Ip), token, channel)
+    }
+
+    /// [`Self::check`] for any kind of peer (the control socket's local uid).
+    pub fn check_peer(
+        &self,
+        peer: Option<Peer>,
+        token: Option<&str>,
+        channel: &str,
+    ) -> AuthOutcome {
+        if self.throttled_now_peer(peer, channel) {
             return AuthOutcome::Throttled;
         }
         let found = token
@@ -355,7 +404,7 @@ impl OwnerAuth {
                 } else {
                     "missing_credential"
                 };
-                self.failed(ip, channel, reason);
+                self.failed_peer(peer, channel, reason);
                 AuthOutcome::Refused
             }
         }

@@ -73,6 +73,7 @@
 //! When the executor stops, its runs are killed with it (ractor terminates
 //! linked children) and resume at the next start.
 
+pub mod cancel;
 pub mod cards;
 pub mod engine;
 pub mod policy;
@@ -92,6 +93,7 @@ use silas_core::model::work::{WorkItem, WorkItemStatus, WorkItemType};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use cancel::{CancelError, Cancelled};
 pub use engine::{GoalCycleOutcome, WorkConfig, WorkEngine, WorkError};
 pub use run::{RunAttempt, RunFault, RunSupervision, WorkRun, WorkRunMsg};
 pub use tools::ToolLimits;
@@ -101,6 +103,8 @@ use crate::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
 
 /// Audit event of a crashed run (see the module doc).
 pub const WORK_RUN_CRASHED: &str = "work_run_crashed";
+/// The name the daemon registers its WorkExecutor under.
+pub const WORK_EXECUTOR_NAME: &str = "silas.work_executor";
 
 /// Messages to the WorkExecutor. Plain owned data (reply ports aside).
 pub enum WorkExecutorMsg {
@@ -110,6 +114,12 @@ pub enum WorkExecutorMsg {
     RunGoalCycle(DispatchRequest),
     /// Ids of the items running now (including one waiting to restart).
     Running(RpcReplyPort<Vec<String>>),
+    /// The owner cancels an item ([`cancel`]); `by` names who, for the audit.
+    Cancel {
+        id: String,
+        by: String,
+        reply: RpcReplyPort<Result<Cancelled, CancelError>>,
+    },
 }
 
 /// The receiving end of the dispatch channel, shared by every incarnation
@@ -522,6 +532,9 @@ impl Actor for WorkExecutor {
             WorkExecutorMsg::RunGoalCycle(req) => state.start(&myself, req, true).await,
             WorkExecutorMsg::Running(reply) => {
                 let _ = reply.send(state.running.keys().cloned().collect());
+            }
+            WorkExecutorMsg::Cancel { id, by, reply } => {
+                let _ = reply.send(state.cancel(&id, &by).await);
             }
         }
         Ok(())

@@ -1,0 +1,114 @@
+//! `WorkExecutorMsg::Cancel` (the owner's `silas work cancel`): a run in
+//! flight is stopped and its item ends `failed`, audited; ended or unknown
+//! items are refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Fx, audit_data, item, spawn_executor, wait_for, wait_for_event};
+use serde_json::json;
+use silas_actors::work::{DispatchRequest, WorkStatusKind};
+use silas_actors::work_executor::{
+    CancelError, Cancelled, RunAttempt, RunFault, RunSupervision, WorkExecutorMsg,
+};
+use silas_core::model::work::WorkItemStatus;
+
+async fn cancel(
+    actor: &ractor::ActorRef<WorkExecutorMsg>,
+    id: &str,
+) -> Result<Cancelled, CancelError> {
+    ractor::call_t!(
+        actor,
+        |reply| WorkExecutorMsg::Cancel {
+            id: id.into(),
+            by: "dev-test".into(),
+            reply
+        },
+        10_000
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn cancel_stops_a_run_in_flight_and_ends_the_item_failed() {
+    let mut f = Fx::new().await;
+    let mut t = item(json!({"id": "t-long", "type": "task", "title": "l", "body": "l"}));
+    let pending = item(json!({"id": "t-wait", "type": "task", "title": "w", "body": "w"}));
+    f.store.work_items().save(&pending).unwrap();
+    // The run stays in flight (its fault hook never returns) until killed.
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fault: RunFault = {
+        let started = started.clone();
+        Arc::new(move |_: RunAttempt| {
+            started.store(true, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::pending::<()>())
+        })
+    };
+    let sup = RunSupervision {
+        fault: Some(fault),
+        ..RunSupervision::default()
+    };
+    let mut events = f.engine.events.subscribe();
+    let (actor, _h) = spawn_executor(&f.engine, None, sup).await;
+    f.approve(&mut t);
+    actor
+        .cast(WorkExecutorMsg::Dispatch(DispatchRequest {
+            work_item_id: "t-long".into(),
+            scope_id: "s".into(),
+        }))
+        .unwrap();
+    wait_for("the run", || {
+        started.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    let status_before = f.get("t-long").status;
+
+    let done = cancel(&actor, "t-long").await.unwrap();
+    assert!(done.was_running, "{done:?}");
+    assert_eq!(done.previous, status_before);
+    assert_eq!(f.get("t-long").status, WorkItemStatus::Failed);
+    let running: Vec<String> = ractor::call_t!(actor, WorkExecutorMsg::Running, 2000).unwrap();
+    assert!(running.is_empty(), "{running:?}");
+    let ev = wait_for_event(&mut events, "t-long").await;
+    assert_eq!(ev.status, WorkStatusKind::Failed);
+    assert_eq!(ev.summary, "cancelled by the owner");
+
+    // An item that never ran is cancelled too, with nothing to stop.
+    let waiting = cancel(&actor, "t-wait").await.unwrap();
+    assert_eq!(waiting.previous, WorkItemStatus::Pending);
+    assert!(!waiting.was_running);
+    assert_eq!(f.get("t-wait").status, WorkItemStatus::Failed);
+
+    // Ended and unknown items are refused.
+    assert!(matches!(
+        cancel(&actor, "t-long").await,
+        Err(CancelError::Ended {
+            status: WorkItemStatus::Failed,
+            ..
+        })
+    ));
+    assert!(matches!(
+        cancel(&actor, "nope").await,
+        Err(CancelError::NotFound(_))
+    ));
+
+    let audited = audit_data(&f.store, "work_item.cancelled");
+    assert_eq!(audited.len(), 2, "{audited:?}");
+    assert_eq!(audited[0]["work_item_id"], "t-long");
+    assert_eq!(audited[0]["by"], "dev-test");
+    assert_eq!(audited[0]["was_running"], true);
+    assert_eq!(audited[1]["previous_status"], "pending");
+    // A later dispatch does not bring it back.
+    actor
+        .cast(WorkExecutorMsg::Dispatch(DispatchRequest {
+            work_item_id: "t-long".into(),
+            scope_id: "s".into(),
+        }))
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(f.get("t-long").status, WorkItemStatus::Failed);
+    f.drain();
+    actor.stop(None);
+}

@@ -1,0 +1,471 @@
+//! The CLI commands that read or change live state: over the running
+//! daemon's control socket (`{data_dir}/control.sock`) when one runs, else
+//! directly on the store where that makes sense (redb allows one process
+//! at a time, and the daemon holds it).
+//!
+//! * `status` — the daemon's state; "not running" exits 3 (systemd's
+//!   "program is not running" convention).
+//! * `audit tail|verify`, `work list|show` — socket, else the store.
+//! * `work cancel`, `pair`, `devices` — the daemon only (`pair`/`devices`
+//!   keep `--url` for the loopback HTTP API).
+//! * `config check` — against the running configuration when a daemon runs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use silas_core::ErrorCode;
+use silas_core::config::Config;
+use silas_web::control::protocol::{
+    AuditVerifyReport, OnDiskConfig, SOCKET_FILE, StatusReport, WorkSummary,
+};
+use silas_web::control::{ClientError, ControlClient, OwnerToken, Request, Response};
+
+use crate::cli::{AuditCommand, DevicesCommand, StatusArgs, WorkCommand};
+use crate::error::{CliError, coded};
+
+/// Exit code of `silas status` when no daemon runs.
+pub const NOT_RUNNING_EXIT: u8 = 3;
+
+pub fn socket_path(cfg: &Config) -> PathBuf {
+    cfg.data_dir.join(SOCKET_FILE)
+}
+
+/// The owner credential the CLI presents: `$SILAS_WEB_TOKEN`, then the CLI
+/// credential file, then `channels.web.auth_token` (as `silas chat`).
+fn owner_token(cfg: &Config) -> Result<Option<OwnerToken>, CliError> {
+    let token = std::env::var(crate::chat::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(Ok)
+        .or_else(|| crate::devices::read_cli_token(&cfg.data_dir).transpose())
+        .transpose()?
+        .or_else(|| cfg.channels.web.auth_token.clone());
+    Ok(token.map(OwnerToken::new))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())
+}
+
+/// The running daemon, authenticated; `None` when none runs.
+async fn connect(cfg: &Config) -> Result<Option<ControlClient>, CliError> {
+    let path = socket_path(cfg);
+    let client = match ControlClient::open(&path).await {
+        Ok(c) => c,
+        Err(ClientError::NotRunning) => return Ok(None),
+        Err(e) => {
+            return Err(CliError::new(
+                silas_core::Coded::code(&e),
+                format!("cannot reach the daemon at {}: {e}", path.display()),
+            ));
+        }
+    };
+    let token = owner_token(cfg)?.ok_or_else(|| {
+        CliError::new(
+            ErrorCode::EChannelAuth,
+            format!(
+                "a daemon runs but there is no owner credential to present: {} is missing (set {} or channels.web.auth_token)",
+                crate::devices::cli_token_path(&cfg.data_dir).display(),
+                crate::chat::TOKEN_ENV
+            ),
+        )
+    })?;
+    client.hello(token).await.map(Some).map_err(coded)
+}
+
+/// One request to the running daemon; `Ok(None)` when none runs.
+fn ask(cfg: &Config, req: Request) -> Result<Option<Response>, CliError> {
+    runtime()?.block_on(async {
+        match connect(cfg).await? {
+            Some(mut c) => c.call(&req).await.map(Some).map_err(coded),
+            None => Ok(None),
+        }
+    })
+}
+
+/// A request only the running daemon can answer.
+fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Response, CliError> {
+    ask(cfg, req)?.ok_or_else(|| {
+        CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!(
+                "{what} needs the running daemon, and none runs on {} (start it with `silas start`)",
+                cfg.data_dir.display()
+            ),
+        )
+    })
+}
+
+fn unexpected(r: &Response) -> CliError {
+    coded(silas_web::control::client::unexpected(r))
+}
+
+fn json_line<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string(v).unwrap_or_default());
+}
+
+// ------------------------------------------------------------------ status
+
+pub fn status(cfg: &Config, args: StatusArgs) -> Result<ExitCode, CliError> {
+    let report = match ask(cfg, Request::Status)? {
+        Some(Response::Status(r)) => r,
+        Some(other) => return Err(unexpected(&other)),
+        None => {
+            if args.json {
+                println!("{{\"running\":false}}");
+            } else {
+                println!(
+                    "silas: not running (no daemon on {})",
+                    socket_path(cfg).display()
+                );
+            }
+            return Ok(ExitCode::from(NOT_RUNNING_EXIT));
+        }
+    };
+    if args.json {
+        json_line(&report);
+    } else {
+        print!("{}", status_text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn duration_text(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+pub fn status_text(r: &StatusReport) -> String {
+    let mut out = format!(
+        "silas: running (pid {}, version {}, up {} since {})\n",
+        r.pid,
+        r.version,
+        duration_text(r.uptime_seconds),
+        r.started_at
+    );
+    out.push_str(&format!("  web:           {}/\n", r.web_url));
+    out.push_str(&format!("  connections:   {}\n", r.connections));
+    match &r.queue {
+        Some(q) => out.push_str(&format!(
+            "  turn queue:    {} ({} of {} pending, {} scope(s) waiting{})\n",
+            q.pressure,
+            q.pending_total,
+            q.capacity_total,
+            q.scopes_waiting,
+            if q.accepting { "" } else { ", draining" }
+        )),
+        None => out.push_str("  turn queue:    unavailable (restarting)\n"),
+    }
+    out.push_str(&format!("  pending cards: {}\n", r.pending_cards));
+    if r.running_work.is_empty() {
+        out.push_str("  running work:  none\n");
+    } else {
+        out.push_str(&format!("  running work:  {}\n", r.running_work.join(", ")));
+    }
+    match &r.next_jobs {
+        None => out.push_str("  scheduler:     disabled\n"),
+        Some(jobs) if jobs.is_empty() => out.push_str("  scheduler:     no jobs\n"),
+        Some(jobs) => {
+            out.push_str("  next jobs:\n");
+            for j in jobs.iter().take(5) {
+                let when = j
+                    .next_fire
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "-".into());
+                out.push_str(&format!("    {when}  {}  ({})\n", j.job_id, j.schedule));
+            }
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------ audit
+
+pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
+    let req = match &cmd {
+        AuditCommand::Tail { lines, .. } => Request::AuditTail { lines: *lines },
+        AuditCommand::Verify { from_checkpoint } => Request::AuditVerify {
+            from_checkpoint: from_checkpoint.clone(),
+        },
+    };
+    let remote = ask(cfg, req)?;
+    match (cmd, remote) {
+        (AuditCommand::Tail { json, .. }, Some(Response::AuditTail { entries })) => {
+            crate::commands::print_audit_tail(&entries, json);
+            Ok(ExitCode::SUCCESS)
+        }
+        (AuditCommand::Verify { .. }, Some(Response::AuditVerified(report))) => {
+            print_verified(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        (_, Some(other)) => Err(unexpected(&other)),
+        // No daemon: the store is free to open.
+        (cmd, None) => {
+            let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+            match cmd {
+                AuditCommand::Tail { lines, json } => {
+                    crate::commands::print_audit_tail(&store.audit().tail(lines)?, json);
+                }
+                AuditCommand::Verify { from_checkpoint } => {
+                    let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
+                        crate::commands::keystore_from_config(cfg).load()?,
+                    ));
+                    let report =
+                        crate::control::verify_audit(&store, &seal, from_checkpoint.as_deref())?;
+                    print_verified(&report);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_verified(r: &AuditVerifyReport) {
+    println!("audit chain ok: {} entries verified", r.entries_checked);
+    for line in crate::commands::seal_report_lines(&r.seal) {
+        println!("{line}");
+    }
+}
+
+// ------------------------------------------------------------------ work
+
+pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
+    match cmd {
+        WorkCommand::List { json } => {
+            let items = match ask(cfg, Request::WorkList)? {
+                Some(Response::WorkItems { items }) => items,
+                Some(other) => return Err(unexpected(&other)),
+                None => {
+                    let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+                    crate::control::list_work(&store)?
+                }
+            };
+            print_work_list(&items, json);
+        }
+        WorkCommand::Show { id, json } => {
+            let item = match ask(cfg, Request::WorkShow { id: id.clone() })? {
+                Some(Response::WorkItem { item }) => *item,
+                Some(other) => return Err(unexpected(&other)),
+                None => crate::commands::open_existing_store(&cfg.data_dir)?
+                    .work_items()
+                    .get(&id)?
+                    .ok_or_else(|| {
+                        CliError::new(ErrorCode::EDbNotFound, format!("no work item {id:?}"))
+                    })?,
+            };
+            if json {
+                json_line(&item);
+            } else {
+                // The full record, readable: pretty JSON of the typed item.
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&item).unwrap_or_default()
+                );
+            }
+        }
+        WorkCommand::Cancel { id } => {
+            let r = match ask_daemon(cfg, Request::WorkCancel { id }, "cancelling work")? {
+                Response::WorkCancelled(r) => r,
+                other => return Err(unexpected(&other)),
+            };
+            println!(
+                "cancelled {} (was {}{}); it is now failed",
+                r.id,
+                r.previous,
+                if r.was_running {
+                    ", its run was stopped"
+                } else {
+                    ""
+                }
+            );
+            if !r.also_cancelled.is_empty() {
+                println!("  also cancelled: {}", r.also_cancelled.join(", "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_work_list(items: &[WorkSummary], json: bool) {
+    if json {
+        for w in items {
+            json_line(w);
+        }
+        return;
+    }
+    if items.is_empty() {
+        println!("no work items");
+        return;
+    }
+    println!(
+        "{:<24} {:<8} {:<9} {:<8} {:<28} TITLE",
+        "ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED"
+    );
+    for w in items {
+        let title: String = w.title.chars().take(60).collect();
+        println!(
+            "{:<24} {:<8} {:<9} {:<8} {:<28} {title}",
+            w.id,
+            w.kind.as_str(),
+            w.status.as_str(),
+            w.attempts,
+            w.created_at.to_string()
+        );
+    }
+}
+
+// ------------------------------------------------------------------ devices
+
+pub fn pair(cfg: &Config, url: Option<&str>) -> Result<ExitCode, CliError> {
+    if url.is_some() {
+        return crate::devices::pair(cfg, url);
+    }
+    match ask_daemon(cfg, Request::Pair, "pairing")? {
+        Response::PairingLink { link } => {
+            print!("{}", crate::devices::pairing_banner(&link));
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> {
+    match cmd {
+        DevicesCommand::List { url: Some(u), json } => {
+            crate::devices::devices(cfg, DevicesCommand::List { url: Some(u), json })
+        }
+        DevicesCommand::Revoke {
+            device_id,
+            url: Some(u),
+        } => crate::devices::devices(
+            cfg,
+            DevicesCommand::Revoke {
+                device_id,
+                url: Some(u),
+            },
+        ),
+        DevicesCommand::List { url: None, json } => {
+            match ask_daemon(cfg, Request::DevicesList, "listing devices")? {
+                Response::Devices { devices } => {
+                    crate::devices::print_devices(&devices, json);
+                    Ok(ExitCode::SUCCESS)
+                }
+                other => Err(unexpected(&other)),
+            }
+        }
+        DevicesCommand::Revoke {
+            device_id,
+            url: None,
+        } => match ask_daemon(
+            cfg,
+            Request::DevicesRevoke { device_id },
+            "revoking a device",
+        )? {
+            Response::DeviceRevoked { device_id } => {
+                println!("revoked {device_id}; its open connections were closed");
+                Ok(ExitCode::SUCCESS)
+            }
+            other => Err(unexpected(&other)),
+        },
+    }
+}
+
+// ------------------------------------------------------------------ config
+
+/// `silas config check` against the running daemon; `None` when none runs
+/// (the caller checks the file on its own then).
+pub fn config_check(cfg: &Config) -> Result<Option<ExitCode>, CliError> {
+    let report = match ask(cfg, Request::ConfigCheck)? {
+        Some(Response::Config(r)) => r,
+        Some(other) => return Err(unexpected(&other)),
+        None => return Ok(None),
+    };
+    let running = &report.running;
+    println!("config in force (running daemon): {}", report.source);
+    println!("  data_dir:   {}", running.data_dir.display());
+    println!(
+        "  web:        http://{}:{}{}",
+        running.channels.web.host,
+        running.channels.web.port,
+        if running.channels.web.auth_token.is_some() {
+            " (auth token set)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  web_search: {}",
+        if running.web_search_enabled() {
+            "enabled"
+        } else {
+            "disabled (no search provider key)"
+        }
+    );
+    match &report.on_disk {
+        OnDiskConfig::Same => {
+            println!("config on disk: same as the running daemon's");
+            Ok(Some(ExitCode::SUCCESS))
+        }
+        OnDiskConfig::Differs { sections } => {
+            println!(
+                "config on disk: valid, differs in {} (restart the daemon to apply)",
+                sections.join(", ")
+            );
+            Ok(Some(ExitCode::SUCCESS))
+        }
+        OnDiskConfig::Invalid { errors } => {
+            eprintln!("config on disk is invalid (the daemon keeps running the config above):");
+            for e in errors {
+                eprintln!("{e}");
+            }
+            Ok(Some(ExitCode::from(2)))
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_short_and_readable() {
+        assert_eq!(duration_text(5), "5s");
+        assert_eq!(duration_text(65), "1m 5s");
+        assert_eq!(duration_text(3 * 3600 + 120), "3h 2m");
+        assert_eq!(duration_text(2 * 86_400 + 3600), "2d 1h");
+    }
+
+    #[test]
+    fn status_text_names_every_part() {
+        let r = StatusReport {
+            version: "0.1.0".into(),
+            pid: 42,
+            started_at: silas_core::Timestamp::now(),
+            uptime_seconds: 61,
+            web_url: "http://127.0.0.1:8420".into(),
+            connections: 2,
+            queue: None,
+            pending_cards: 1,
+            running_work: vec!["w-1".into()],
+            next_jobs: None,
+        };
+        let t = status_text(&r);
+        for want in [
+            "running (pid 42",
+            "up 1m 1s",
+            "http://127.0.0.1:8420/",
+            "connections:   2",
+            "pending cards: 1",
+            "running work:  w-1",
+            "scheduler:     disabled",
+        ] {
+            assert!(t.contains(want), "{want:?} in {t}");
+        }
+    }
+}

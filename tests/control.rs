@@ -1,0 +1,261 @@
+//! The control socket over the real binary: the CLI reads and changes live
+//! state while `silas start` holds the store, every connection needs an
+//! owner credential, and without a daemon the read commands fall back to
+//! the store while the live ones say they need it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+use support::{audit_events, owner_token, silas, start};
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    silas(dir).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = run(dir, args);
+    assert!(
+        o.status.success(),
+        "silas {args:?}: {:?}\n{}{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// `silas init`, then one pending work item written while no daemon runs.
+fn init_with_work(dir: &Path) {
+    ok(dir, &["init"]);
+    let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
+    let item: silas_core::model::work::WorkItem = serde_json::from_value(json!({
+        "id": "w-ctl-1", "type": "task", "title": "Tidy the notes", "body": "b",
+    }))
+    .unwrap();
+    store.work_items().save(&item).unwrap();
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    init_with_work(dir);
+    let (daemon, addr) = start(dir);
+    let data = dir.join("data");
+    assert_eq!(mode(&data.join("control.sock")), 0o660);
+    assert_eq!(mode(&data.join("cli.token")), 0o640);
+    assert_eq!(mode(&data.join("keys")), 0o700);
+
+    let status = ok(dir, &["status"]);
+    assert!(status.contains("silas: running (pid"), "{status}");
+    assert!(status.contains(&format!("http://{addr}/")), "{status}");
+    let report: Value = serde_json::from_str(ok(dir, &["status", "--json"]).trim()).unwrap();
+    assert_eq!(report["web_url"], format!("http://{addr}"));
+    assert_eq!(report["queue"]["pressure"], "ok");
+    assert!(
+        report["next_jobs"]
+            .as_array()
+            .is_some_and(|j| !j.is_empty())
+    );
+
+    // The store is the daemon's; these go over the socket.
+    let tail = ok(dir, &["audit", "tail", "-n", "50", "--json"]);
+    let events: Vec<Value> = tail
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        events.iter().any(|e| e["event"] == "daemon.started"),
+        "{tail}"
+    );
+    let verified = ok(dir, &["audit", "verify"]);
+    assert!(verified.starts_with("audit chain ok:"), "{verified}");
+
+    let list = ok(dir, &["work", "list"]);
+    assert!(
+        list.contains("w-ctl-1") && list.contains("pending"),
+        "{list}"
+    );
+    let shown: Value =
+        serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
+    assert_eq!(shown["title"], "Tidy the notes");
+    let missing = run(dir, &["work", "show", "w-nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).starts_with("error[E_DB_NOT_FOUND]"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let cancelled = ok(dir, &["work", "cancel", "w-ctl-1"]);
+    assert!(
+        cancelled.contains("cancelled w-ctl-1 (was pending"),
+        "{cancelled}"
+    );
+    let shown: Value =
+        serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
+    assert_eq!(shown["status"], "failed");
+    let again = run(dir, &["work", "cancel", "w-ctl-1"]);
+    assert!(
+        stderr(&again).contains("already ended"),
+        "{}",
+        stderr(&again)
+    );
+
+    let devices = ok(dir, &["devices", "list", "--json"]);
+    let cli_device: Value = serde_json::from_str(devices.lines().next().unwrap()).unwrap();
+    assert_eq!(cli_device["label"], "local CLI");
+    assert!(cli_device.get("token_sha256").is_none(), "{devices}");
+    let pair = ok(dir, &["pair"]);
+    assert!(pair.contains(&format!("http://{addr}/#pair=")), "{pair}");
+    let cfg = ok(dir, &["config", "check"]);
+    assert!(cfg.contains("config in force (running daemon)"), "{cfg}");
+    assert!(cfg.contains("config on disk: same"), "{cfg}");
+
+    daemon.stop_blocking();
+    let events = audit_events(dir);
+    let cancel = events
+        .iter()
+        .find(|e| e["event"] == "work_item.cancelled")
+        .expect("cancellation audited");
+    assert_eq!(cancel["data"]["work_item_id"], "w-ctl-1");
+    assert_eq!(cancel["data"]["by"], cli_device["device_id"]);
+    assert!(
+        !data.join("control.sock").exists(),
+        "socket removed at stop"
+    );
+}
+
+fn send(conn: &mut UnixStream, reader: &mut BufReader<UnixStream>, line: &[u8]) -> Value {
+    conn.write_all(line).unwrap();
+    conn.write_all(b"\n").unwrap();
+    let mut answer = String::new();
+    reader.read_line(&mut answer).unwrap();
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{answer:?}: {e}"))
+}
+
+#[test]
+fn the_socket_refuses_missing_and_wrong_credentials_and_survives_garbage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (daemon, _addr) = start(dir);
+    let data = dir.join("data");
+    let mut conn = UnixStream::connect(data.join("control.sock")).unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+
+    let r = send(&mut conn, &mut reader, br#"{"op":"work_list"}"#);
+    assert_eq!(r["code"], "E_CHANNEL_AUTH", "{r}");
+    let r = send(&mut conn, &mut reader, b"\x01\x02 not json {{{");
+    assert_eq!(r["code"], "E_CHANNEL_PROTOCOL", "{r}");
+    let r = send(
+        &mut conn,
+        &mut reader,
+        br#"{"op":"hello","version":1,"token":"0000"}"#,
+    );
+    assert_eq!(r["code"], "E_CHANNEL_AUTH", "{r}");
+    let r = send(&mut conn, &mut reader, br#"{"op":"status"}"#);
+    assert_eq!(r["code"], "E_CHANNEL_AUTH", "still refused: {r}");
+    // The same connection, still open, with the owner's credential.
+    let hello = json!({"op": "hello", "version": 1, "token": owner_token(&data)});
+    let r = send(&mut conn, &mut reader, hello.to_string().as_bytes());
+    assert_eq!(r, json!({"kind": "welcome", "version": 1}));
+    let r = send(&mut conn, &mut reader, br#"{"op":"work_list"}"#);
+    assert_eq!(r, json!({"kind": "work_items", "items": []}));
+    let r = send(&mut conn, &mut reader, b"garbage after auth");
+    assert_eq!(r["code"], "E_CHANNEL_PROTOCOL", "{r}");
+    let r = send(&mut conn, &mut reader, br#"{"op":"status"}"#);
+    assert_eq!(r["kind"], "status", "{r}");
+    drop(conn);
+
+    daemon.stop_blocking();
+    let failed: Vec<Value> = audit_events(dir)
+        .into_iter()
+        .filter(|e| e["event"] == "web.auth_failed" && e["data"]["channel"] == "control")
+        .collect();
+    let reasons: Vec<&str> = failed
+        .iter()
+        .map(|e| e["data"]["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "missing_credential",
+            "invalid_credential",
+            "missing_credential"
+        ],
+        "{failed:?}"
+    );
+    assert!(
+        failed[0]["data"]["remote"]
+            .as_str()
+            .unwrap()
+            .starts_with("local uid ")
+    );
+}
+
+#[test]
+fn without_a_daemon_reads_use_the_store_and_live_commands_say_they_need_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    init_with_work(dir);
+
+    let status = run(dir, &["status"]);
+    assert_eq!(status.status.code(), Some(3), "{}", stderr(&status));
+    assert!(
+        stdout(&status).starts_with("silas: not running"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(ok(dir, &["work", "list"]).contains("w-ctl-1"));
+    let shown: Value =
+        serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
+    assert_eq!(shown["status"], "pending");
+    assert!(ok(dir, &["audit", "tail"]).contains("init.owner_key_created"));
+    assert!(ok(dir, &["audit", "verify"]).starts_with("audit chain ok:"));
+    for args in [&["work", "cancel", "w-ctl-1"][..], &["pair"][..]] {
+        let o = run(dir, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.starts_with("error[E_CHANNEL_DISCONNECTED]")
+                && err.contains("needs the running daemon"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_socket_file_does_not_stop_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    ok(dir, &["init"]);
+    let sock = dir.join("data").join("control.sock");
+    // What a killed daemon leaves behind: a socket nobody listens on.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    // The CLI sees no daemon there.
+    assert_eq!(run(dir, &["status"]).status.code(), Some(3));
+
+    let (daemon, _addr) = start(dir);
+    assert!(ok(dir, &["status"]).contains("silas: running"));
+    daemon.stop_blocking();
+}
