@@ -259,3 +259,70 @@ fn a_stale_socket_file_does_not_stop_start() {
     assert!(ok(dir, &["status"]).contains("silas: running"));
     daemon.stop_blocking();
 }
+
+/// `silas` as another local user (through `setpriv`), from a copy of the
+/// binary that user can execute.
+fn as_user(uid: u32, groups: &str, dir: &Path, args: &[&str]) -> Output {
+    let bin = dir.join("silas-bin");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_silas"), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let group_arg = if groups.is_empty() {
+        "--clear-groups".to_string()
+    } else {
+        format!("--groups={groups}")
+    };
+    std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            group_arg,
+            "--inh-caps=-all".into(),
+            "--bounding-set=-all".into(),
+        ])
+        .arg(&bin)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .output()
+        .unwrap()
+}
+
+/// The service's group is how an administrator reaches a daemon running as
+/// another user: a member can ask it, anyone else cannot even connect.
+#[test]
+fn a_member_of_the_daemons_group_can_ask_it_and_other_users_cannot() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root to act as two other users");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (daemon, _addr) = start(dir);
+    let gid = std::os::unix::fs::MetadataExt::gid(
+        &std::fs::metadata(dir.join("data/control.sock")).unwrap(),
+    );
+    let member = as_user(4545, &gid.to_string(), dir, &["status"]);
+    assert!(
+        member.status.success() && stdout(&member).contains("silas: running (pid"),
+        "{:?}\n{}{}",
+        member.status,
+        stdout(&member),
+        stderr(&member)
+    );
+    let stranger = as_user(4546, "", dir, &["status"]);
+    assert!(!stranger.status.success(), "{}", stdout(&stranger));
+    assert!(!stdout(&stranger).contains("running (pid"));
+    assert!(
+        stderr(&stranger).contains("Permission denied"),
+        "{}",
+        stderr(&stranger)
+    );
+    drop(daemon);
+}
