@@ -203,6 +203,9 @@ impl VerificationRunner {
             Ok(w) => w,
             Err(e) => return Self::fail(check, e.to_string()),
         };
+        // Removed when this check is done, whatever the outcome: a home
+        // server runs checks for years, and each one stages artifact copies.
+        let _cleanup = RemoveOnDrop(work.clone());
         // The check is owner-approved configuration, not model text; it is a
         // shell command by definition (§3.3 `run`), passed as one argv element.
         let mut spec = SandboxSpec::new(
@@ -279,6 +282,37 @@ impl VerificationRunner {
             output: truncate(&out.stdout, MAX_RESULT_OUTPUT_CHARS),
             exit_code,
             egress_refusals,
+        }
+    }
+}
+
+/// Deletes a finished check's directory. What the check left may be
+/// unwritable to its owner (a `chmod 000` dir), so permissions are opened
+/// first; nothing is followed out of the tree (symlinks are removed, not
+/// traversed). Failure is logged, never fatal: the result stands.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if std::fs::remove_dir_all(&self.0).is_ok() {
+            return;
+        }
+        open_up(&self.0);
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!(dir = %self.0.display(), "cannot remove a finished check's directory: {e}");
+        }
+    }
+}
+
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&entry.path());
         }
     }
 }

@@ -226,6 +226,44 @@ async fn verification_runs_each_check_in_its_own_minimal_sandbox() {
     assert_eq!(report.failed, vec!["no probing", "slow"]);
 }
 
+/// Every check's directory is gone once the check is done, passed, failed,
+/// timed out or booby-trapped with an unwritable subdirectory: years of
+/// checks must not fill the server's disk.
+#[tokio::test]
+async fn finished_checks_leave_nothing_behind() {
+    let verify = tempfile::tempdir().unwrap();
+    let artifacts = tempfile::tempdir().unwrap();
+    std::fs::write(artifacts.path().join("big.txt"), "x".repeat(10_000)).unwrap();
+    let runner = VerificationRunner::new(
+        sandbox(),
+        verify.path().to_path_buf(),
+        Vec::new(),
+        Limits::default(),
+    );
+    let checks = vec![
+        check(
+            json!({"name": "ok", "run": "echo hi > out.txt", "expect": {"file_exists": "out.txt"}}),
+        ),
+        check(json!({"name": "fails", "run": "exit 3", "expect": {"exit_code": 0}})),
+        check(json!({"name": "slow", "run": "sleep 30", "timeout": 1, "expect": {"exit_code": 0}})),
+        check(
+            json!({"name": "trap", "run": "mkdir -p d/e && echo x > d/e/f && chmod 000 d/e d && echo done", "expect": {"contains": "done"}}),
+        ),
+    ];
+    let report = runner.run_checks(&checks, Some(artifacts.path())).await;
+    let by_name = |n: &str| report.results.iter().find(|r| r.name == n).unwrap().clone();
+    assert!(by_name("ok").passed, "{:?}", by_name("ok"));
+    assert!(by_name("trap").passed, "{:?}", by_name("trap"));
+    assert!(!by_name("fails").passed && !by_name("slow").passed);
+    let left: Vec<_> = std::fs::read_dir(verify.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // The originals are untouched.
+    assert!(artifacts.path().join("big.txt").is_file());
+}
+
 #[tokio::test]
 async fn verification_output_is_cut_to_1000_chars_and_network_is_off() {
     let verify = tempfile::tempdir().unwrap();
