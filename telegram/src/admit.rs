@@ -134,14 +134,23 @@ mod tests {
                 scope_id: "telegram:77".into()
             }
         );
-        // Another member of a group the owner is in: refused, the owner not.
+        // The owner's group: another member is refused, the owner is not.
+        let group = OwnerIdentity {
+            chat_id: -5,
+            user_id: Some(10),
+        };
         assert!(matches!(
-            admit(&u, &owner, &msg(-5, 78), false).unwrap(),
+            admit(&u, &group, &msg(-5, 78), false).unwrap(),
             Admission::Refused { chat_id: -5, .. }
         ));
         assert_eq!(
-            admit(&u, &owner, &msg(-5, 10), false).unwrap(),
+            admit(&u, &group, &msg(-5, 10), false).unwrap(),
             Admission::Owner
         );
+        // The owner's user in some other group is not the owner there.
+        assert!(matches!(
+            admit(&u, &owner, &msg(-6, 10), false).unwrap(),
+            Admission::Refused { chat_id: -6, .. }
+        ));
     }
 }

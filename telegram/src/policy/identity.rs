@@ -1,9 +1,11 @@
 //! Who a Telegram update speaks for (issue #14 item 3, spec §4.1).
 //!
 //! Only the owner's own messages and button presses count as the owner's:
-//! anything in the private chat `owner_chat_id` from the owner, and in a
-//! group only what the owner's user (`owner_user_id`) sends or taps — never
-//! another member of that group. Every other chat is a stranger: it gets one
+//! the owner's private chat with the bot, and in the group `owner_chat_id`
+//! (when it is one) only what the owner's user (`owner_user_id`) sends or
+//! taps — never another member of that group. The owner's user in any other
+//! group is not the owner there: the bot's replies would be read by that
+//! group's members. Every other chat is a stranger: it gets one
 //! polite refusal (the caller records it durably so a restart does not
 //! repeat it) and an audit entry — unless a chatbot goal is active, when each
 //! such chat is its own customer scope with customer rights only.
@@ -83,13 +85,13 @@ pub fn classify(owner: &OwnerIdentity, origin: &Origin, chatbot_active: bool) ->
         return Identity::Ignored;
     }
     let owner_user = owner.user_id();
-    let is_owner = match origin.chat.kind {
-        ChatKind::Private => {
-            origin.chat.id == owner.chat_id && owner_user.is_none_or(|u| u == from.id)
-        }
-        // In a group only the owner's user counts, whichever group it is.
-        _ => owner_user == Some(from.id),
-    };
+    let is_owner = owner_user == Some(from.id)
+        && match origin.chat.kind {
+            // A private chat's id is its user's id: only the owner's own.
+            ChatKind::Private => origin.chat.id == from.id,
+            // Only the configured group, never any group the owner is in.
+            _ => origin.chat.id == owner.chat_id,
+        };
     if is_owner {
         Identity::Owner
     } else if chatbot_active {
@@ -156,41 +158,51 @@ mod tests {
         assert_eq!(classify(&owner(), &o, true), Identity::Owner);
     }
 
+    fn group_owner() -> OwnerIdentity {
+        OwnerIdentity {
+            chat_id: GROUP,
+            user_id: Some(OWNER),
+        }
+    }
+
     #[test]
-    fn owner_user_in_a_group_is_owner_other_members_are_not() {
+    fn owner_user_in_the_owner_group_is_owner_other_members_are_not() {
         for kind in [ChatKind::Group, ChatKind::Supergroup] {
             let me = origin(GROUP, kind.clone(), Some(OWNER));
-            assert_eq!(classify(&owner(), &me, false), Identity::Owner);
+            assert_eq!(classify(&group_owner(), &me, false), Identity::Owner);
             let member = origin(GROUP, kind, Some(2002));
             assert_eq!(
-                classify(&owner(), &member, false),
+                classify(&group_owner(), &member, false),
                 Identity::Stranger { chat_id: GROUP }
             );
             assert_eq!(
-                classify(&owner(), &member, true),
+                classify(&group_owner(), &member, true),
                 Identity::Customer {
                     scope_id: "telegram:-5005".into()
                 }
             );
         }
+        // The owner's private chat still counts with a group configured.
+        let dm = origin(OWNER, ChatKind::Private, Some(OWNER));
+        assert_eq!(classify(&group_owner(), &dm, false), Identity::Owner);
     }
 
     #[test]
-    fn explicit_owner_user_id_governs_groups_and_the_private_chat() {
-        // The owner chat is a group: only owner_user_id counts in it.
-        let cfg = OwnerIdentity {
-            chat_id: GROUP,
-            user_id: Some(OWNER),
-        };
+    fn the_owner_in_another_group_is_not_the_owner_there() {
+        // Replies there would be read by that group's members.
+        let elsewhere = origin(-777, ChatKind::Supergroup, Some(OWNER));
         assert_eq!(
-            classify(&cfg, &origin(GROUP, ChatKind::Group, Some(OWNER)), false),
-            Identity::Owner
+            classify(&owner(), &elsewhere, false),
+            Identity::Stranger { chat_id: -777 }
         );
         assert_eq!(
-            classify(&cfg, &origin(GROUP, ChatKind::Group, Some(7)), false),
-            Identity::Stranger { chat_id: GROUP }
+            classify(&group_owner(), &elsewhere, false),
+            Identity::Stranger { chat_id: -777 }
         );
-        // Without owner_user_id a group owner chat grants nobody owner rights.
+    }
+
+    #[test]
+    fn without_an_owner_user_a_group_grants_nobody_owner_rights() {
         let no_user = OwnerIdentity {
             chat_id: GROUP,
             user_id: None,
@@ -275,11 +287,11 @@ mod tests {
         };
         let o = Origin::of(&press(2002)).unwrap();
         assert_eq!(
-            classify(&owner(), &o, false),
+            classify(&group_owner(), &o, false),
             Identity::Stranger { chat_id: GROUP }
         );
         let o = Origin::of(&press(OWNER)).unwrap();
-        assert_eq!(classify(&owner(), &o, false), Identity::Owner);
+        assert_eq!(classify(&group_owner(), &o, false), Identity::Owner);
         let empty = Update {
             update_id: 2,
             message: None,
