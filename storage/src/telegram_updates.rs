@@ -40,7 +40,8 @@ pub enum UpdateState {
 pub struct UpdateRecord {
     pub update_id: u64,
     pub state: UpdateState,
-    /// The update as received (JSON), decoded by the channel.
+    /// The update as received (JSON), decoded by the channel; emptied once
+    /// handled (message text is not kept longer than needed).
     pub payload: String,
     pub received_at: Timestamp,
     /// Handling attempts started, crashed ones included.
@@ -173,6 +174,9 @@ impl TelegramUpdates {
         if r.state != UpdateState::Handled {
             r.state = UpdateState::Handled;
             r.handled_at = Some(now);
+            // The message text has gone where the handler put it; the record
+            // only needs its id and state for de-duplication.
+            r.payload.clear();
             put_in(&txn, &r)?;
         }
         let offset = {
@@ -283,13 +287,14 @@ mod tests {
             u.record(5, "{\"a\":2}", now).unwrap(),
             Recorded::AlreadyPending
         );
-        // The first payload is kept.
+        // The first payload is kept while pending, dropped once handled.
         assert_eq!(u.get(5).unwrap().unwrap().payload, "{\"a\":1}");
         // 6 handled while 5 is pending: above the offset, still known.
         assert_eq!(u.record(6, "{}", now).unwrap(), Recorded::New);
         assert_eq!(u.mark_handled(6, now).unwrap(), 0);
         assert_eq!(u.record(6, "{}", now).unwrap(), Recorded::AlreadyHandled);
         assert_eq!(u.mark_handled(5, now).unwrap(), 7);
+        assert_eq!(u.get(5).unwrap().unwrap().payload, "");
         // Pruning keeps the offset, so pruned ids stay refused.
         let later = now.plus(chrono::Duration::seconds(1));
         assert_eq!(u.prune_handled(later).unwrap(), 2);

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
+use silas_core::Coded;
+use tokio::sync::{Mutex, watch};
 
 use crate::client::BotClient;
 use crate::error::TelegramError;
@@ -16,6 +17,9 @@ use crate::types::{
     AnswerCallbackQuery, DeleteMessage, EditMessageReplyMarkup, EditMessageText,
     InlineKeyboardMarkup, LinkPreviewOptions, Message, ParseMode, SendMessage,
 };
+
+/// How often the flusher looks for held edits when none is due.
+const FLUSH_IDLE_TICK: Duration = Duration::from_millis(100);
 
 /// A message body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +136,7 @@ impl Outbox {
                     failures += 1;
                     match self.retry.wait_for(&e, failures - 1) {
                         Some(wait) if failures < self.retry.attempts => {
-                            tracing::warn!(code = %silas_core::Coded::code(&e).as_str(), error = %e, ?wait, "telegram call failed; retrying");
+                            tracing::warn!(code = e.code().as_str(), error = %e, ?wait, "telegram call failed; retrying");
                             tokio::time::sleep(wait).await;
                         }
                         _ => return Err(e),
@@ -250,6 +254,29 @@ impl Outbox {
     /// When the next held edit is due.
     pub async fn next_due(&self) -> Option<Instant> {
         self.pacing.lock().await.edits.next_due()
+    }
+
+    /// Send held edits as they fall due, until `shutdown` turns true (the
+    /// daemon runs this as a task next to the poller).
+    pub async fn run_flusher(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let wait = match self.next_due().await {
+                Some(at) => at.saturating_duration_since(Instant::now()),
+                // Nothing held: look again soon (an edit may be held meanwhile).
+                None => FLUSH_IDLE_TICK,
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait.min(FLUSH_IDLE_TICK)) => {}
+                _ = shutdown.changed() => return,
+            }
+            if let Err(e) = self.flush_due().await {
+                // The edit is dropped: a later status edit supersedes it.
+                tracing::warn!(code = e.code().as_str(), error = %e, "telegram held edit failed");
+            }
+        }
     }
 
     /// Carry out one handler action.

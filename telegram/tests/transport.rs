@@ -276,8 +276,6 @@ async fn long_text_is_split_with_the_keyboard_on_the_last_piece() {
     }))
     .unwrap();
     let sent = out.send(-42, &Text::Plain(text.clone()), Some(&kb)).await;
-    // A group chat: paced, but 3 messages fit the group budget at once
-    // apart from the 1 s per-chat gap.
     let sent = sent.unwrap();
     assert_eq!(sent.len(), 3);
     let calls = fake.calls_to("sendMessage");
@@ -319,6 +317,28 @@ async fn edits_are_throttled_and_coalesced_to_the_latest_text() {
     let texts: Vec<_> = edits.iter().map(|c| c.body["text"].clone()).collect();
     assert_eq!(texts, [json!("working 1/3"), json!("working 3/3")]);
     assert!(edits[1].at - edits[0].at >= Duration::from_millis(490));
+}
+
+#[tokio::test]
+async fn the_flusher_sends_the_coalesced_status_edit_by_itself() {
+    let fake = FakeBotApi::start().await.unwrap();
+    let out = Outbox::new(client(&fake), fast_retry());
+    let (tx, rx) = watch::channel(false);
+    let flusher = tokio::spawn(out.clone().run_flusher(rx));
+    for i in 1..=10 {
+        out.edit(7, 56, &Text::Plain(format!("step {i}")), None)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    tx.send(true).unwrap();
+    flusher.await.unwrap();
+    let texts: Vec<_> = fake
+        .calls_to("editMessageText")
+        .iter()
+        .map(|c| c.body["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("step 1"), json!("step 10")]);
 }
 
 #[tokio::test]

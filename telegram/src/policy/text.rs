@@ -86,6 +86,15 @@ fn hard_cut(s: &str, max: usize) -> usize {
     }
 }
 
+/// Plain text as MarkdownV2 messages that render it literally: split by
+/// its visible length first, then each piece escaped.
+pub fn markdown_v2_pieces(plain: &str) -> Vec<String> {
+    split_message(plain, MAX_MESSAGE_UTF16)
+        .iter()
+        .map(|p| escape_markdown_v2(p))
+        .collect()
+}
+
 /// Characters MarkdownV2 reserves outside code entities.
 const MARKDOWN_V2_RESERVED: &[char] = &[
     '_', '*', '[', ']', '(', ')', '~', '`', '>', '#', '+', '-', '=', '|', '{', '}', '.', '!', '\\',
@@ -203,6 +212,16 @@ mod tests {
             "Cost: 3\\.50 \\(approx\\) \\- ok\\!"
         );
         assert_eq!(escape_markdown_v2("plain text é 😀"), "plain text é 😀");
+    }
+
+    #[test]
+    fn markdown_pieces_split_by_visible_length_then_escape() {
+        // 4,096 dots fit one message once parsed, though escaped they are 8,192.
+        let dots = ".".repeat(4096);
+        let pieces = markdown_v2_pieces(&dots);
+        assert_eq!(pieces, vec!["\\.".repeat(4096)]);
+        let pieces = markdown_v2_pieces(&format!("{dots}\n!"));
+        assert_eq!(pieces, vec!["\\.".repeat(4096), "\\!".to_string()]);
     }
 
     #[test]
