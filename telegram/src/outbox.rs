@@ -3,6 +3,7 @@
 //! retries in place on 429 (`retry_after`) and 5xx, so a transient failure
 //! does not make the poller re-handle an update whose replies half went out.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -101,13 +102,16 @@ struct Pacing {
     chats: ChatRateLimiter,
     edits: EditThrottle,
     /// The full request of each held edit (the throttle keeps only text).
-    held: std::collections::HashMap<MessageKey, EditMessageText>,
+    held: HashMap<MessageKey, EditMessageText>,
 }
 
 pub struct Outbox {
     client: BotClient,
     retry: RetryPolicy,
     pacing: Mutex<Pacing>,
+    /// (chat, status key) → the message that shows that status. Held across
+    /// the first send so two first updates cannot post two messages.
+    statuses: Mutex<HashMap<(i64, String), i64>>,
 }
 
 impl Outbox {
@@ -118,8 +122,9 @@ impl Outbox {
             pacing: Mutex::new(Pacing {
                 chats: ChatRateLimiter::default(),
                 edits: EditThrottle::default(),
-                held: Default::default(),
+                held: HashMap::new(),
             }),
+            statuses: Mutex::new(HashMap::new()),
         })
     }
 
@@ -233,6 +238,45 @@ impl Outbox {
         }
         self.with_retry(|| self.client.edit_message_text(&req))
             .await
+    }
+
+    /// Show `text` as the status `key` in `chat_id`: the first call posts
+    /// one message, later calls edit it (throttled and coalesced like any
+    /// edit), so a busy work item updates one message instead of flooding
+    /// the chat. Returns the status message's id.
+    pub async fn status(&self, chat_id: i64, key: &str, text: &str) -> Result<i64, TelegramError> {
+        let mut statuses = self.statuses.lock().await;
+        let slot = (chat_id, key.to_string());
+        if let Some(&message_id) = statuses.get(&slot) {
+            drop(statuses);
+            self.edit(chat_id, message_id, &Text::Plain(text.to_string()), None)
+                .await?;
+            return Ok(message_id);
+        }
+        let first = split_message(text, MAX_MESSAGE_UTF16)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let sent = self
+            .send(chat_id, &Text::Plain(first.clone()), None)
+            .await?;
+        let message_id = sent.first().map_or(0, |m| m.message_id);
+        // The post counts as the message's last edit for the throttle.
+        self.pacing
+            .lock()
+            .await
+            .edits
+            .offer((chat_id, message_id), &first, Instant::now());
+        statuses.insert(slot, message_id);
+        Ok(message_id)
+    }
+
+    /// The status `key` is final: later calls post a new message.
+    pub async fn end_status(&self, chat_id: i64, key: &str) -> Option<i64> {
+        self.statuses
+            .lock()
+            .await
+            .remove(&(chat_id, key.to_string()))
     }
 
     /// Send the held edits that are due; returns how many went out.

@@ -342,6 +342,34 @@ async fn the_flusher_sends_the_coalesced_status_edit_by_itself() {
 }
 
 #[tokio::test]
+async fn a_work_status_updates_one_message() {
+    let fake = FakeBotApi::start().await.unwrap();
+    let out = Outbox::new(client(&fake), fast_retry());
+    let mut ids = Vec::new();
+    for i in 1..=5 {
+        ids.push(
+            out.status(7, "work-1", &format!("step {i}/5"))
+                .await
+                .unwrap(),
+        );
+    }
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+    assert_eq!(fake.calls_to("sendMessage").len(), 1);
+    // The post counts as the first edit: the rest coalesce.
+    assert!(fake.calls_to("editMessageText").is_empty());
+    tokio::time::sleep_until(out.next_due().await.unwrap().into()).await;
+    out.flush_due().await.unwrap();
+    let edits = fake.calls_to("editMessageText");
+    assert_eq!(edits.len(), 1);
+    assert_eq!(edits[0].body["text"], "step 5/5");
+    assert_eq!(edits[0].body["message_id"], ids[0]);
+    // Once ended, the next status is a new message.
+    assert_eq!(out.end_status(7, "work-1").await, Some(ids[0]));
+    let next = out.status(7, "work-1", "again").await.unwrap();
+    assert_ne!(next, ids[0]);
+}
+
+#[tokio::test]
 async fn sends_retry_in_place_on_429_and_a_refused_reply_does_not_block_the_update() {
     let fake = FakeBotApi::start().await.unwrap();
     fake.script("sendMessage", BotReply::RateLimited { retry_after: 1 });
