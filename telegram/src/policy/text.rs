@@ -41,7 +41,9 @@ pub fn split_message(text: &str, max: usize) -> Vec<String> {
         let mut rest = body;
         while utf16_len(rest) > max {
             let cut = hard_cut(rest, max);
-            out.push(rest[..cut].to_string());
+            if !rest[..cut].trim().is_empty() {
+                out.push(rest[..cut].to_string());
+            }
             rest = rest[cut..].trim_start_matches(' ');
         }
         cur.push_str(rest);
@@ -181,6 +183,8 @@ mod tests {
         assert_eq!(pieces.len(), 2);
         assert_eq!(utf16_len(&pieces[0]), 4096);
         assert_eq!(pieces[1], "😀");
+        // A cut that leaves only a space sends no blank message.
+        assert_eq!(split_message(" 😀", 2), vec!["😀"]);
         // An odd limit never splits a pair.
         let pieces = split_message("😀😀😀", 5);
         assert_eq!(pieces, vec!["😀😀", "😀"]);
@@ -199,6 +203,24 @@ mod tests {
             assert!(utf16_len(p) <= 4096);
         }
         assert_eq!(pieces.join("\n") + "\n", text);
+    }
+
+    proptest::proptest! {
+        /// Any text, any limit: pieces fit, none is blank, and only
+        /// whitespace at the cuts is lost.
+        #[test]
+        fn pieces_fit_and_keep_every_visible_character(
+            text in "[a é😀\n]{0,300}",
+            max in 2usize..40,
+        ) {
+            let pieces = split_message(&text, max);
+            for p in &pieces {
+                proptest::prop_assert!(utf16_len(p) <= max, "{p:?}");
+                proptest::prop_assert!(!p.trim().is_empty());
+            }
+            let visible = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+            proptest::prop_assert_eq!(visible(&pieces.concat()), visible(&text));
+        }
     }
 
     #[test]
