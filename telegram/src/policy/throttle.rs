@@ -257,6 +257,34 @@ mod tests {
         assert_eq!(rl.reserve(5, t0 + 10_000 * MS), Duration::ZERO);
     }
 
+    proptest::proptest! {
+        /// Whatever the arrival pattern, the reserved send times keep the
+        /// per-chat gap, and no 60 s window of a group holds more than 20.
+        #[test]
+        fn reservations_never_break_the_limits(
+            gaps in proptest::collection::vec(0u64..3000, 1..80),
+            group in proptest::bool::ANY,
+        ) {
+            let t0 = Instant::now();
+            let chat = if group { -1 } else { 1 };
+            let mut rl = ChatRateLimiter::default();
+            let mut now = t0;
+            let mut at = Vec::new();
+            for g in gaps {
+                now += Duration::from_millis(g);
+                at.push(now + rl.reserve(chat, now));
+            }
+            for w in at.windows(2) {
+                proptest::prop_assert!(w[1] >= w[0] + 1000 * MS);
+            }
+            if group {
+                for w in at.windows(21) {
+                    proptest::prop_assert!(w[20] >= w[0] + 60_000 * MS);
+                }
+            }
+        }
+    }
+
     #[test]
     fn groups_get_at_most_twenty_per_minute() {
         let t0 = Instant::now();
