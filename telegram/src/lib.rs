@@ -24,6 +24,7 @@ pub mod error;
 pub mod outbox;
 pub mod policy;
 pub mod poller;
+pub mod settings;
 pub mod token;
 pub mod types;
 
@@ -32,4 +33,5 @@ pub use client::BotClient;
 pub use error::TelegramError;
 pub use outbox::{Action, Outbox, RetryPolicy, Text};
 pub use poller::{Delivery, HandleError, Handler, Poller, PollerConfig};
+pub use settings::TelegramSettings;
 pub use token::BotToken;
