@@ -103,7 +103,8 @@ mod tests {
 
     #[test]
     fn each_bad_key_is_named_and_the_token_never_echoed() {
-        let cases: Vec<(&str, fn(&mut TelegramChannelConfig))> = vec![
+        type Breaker = fn(&mut TelegramChannelConfig);
+        let cases: Vec<(&str, Breaker)> = vec![
             ("channels.telegram.token", |c| c.token = None),
             ("channels.telegram.token", |c| {
                 c.token = Some("SECRET-no-bot-id".into())
