@@ -24,6 +24,7 @@ pub mod nonces;
 pub mod records;
 pub mod scheduled_jobs;
 pub mod schema;
+pub mod telegram_updates;
 pub mod work_items;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records};
 pub use scheduled_jobs::ScheduledJob;
+pub use telegram_updates::{Recorded, TelegramUpdates, UpdateRecord, UpdateState};
 pub use work_items::WorkItemStore;
 
 /// File name of the store inside the data dir.
@@ -124,6 +126,11 @@ impl Store {
 
     pub fn nonces(&self) -> NonceStore {
         NonceStore::new(self.db.clone())
+    }
+
+    /// The Telegram channel's received updates and refused chats.
+    pub fn telegram_updates(&self) -> TelegramUpdates {
+        TelegramUpdates::new(self.db.clone())
     }
 
     pub fn approvals(&self) -> ApprovalLedger {

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -65,6 +65,13 @@ pub(crate) const SCHEDULED_JOBS: TableDefinition<&str, &[u8]> =
 pub(crate) const OWNER_DEVICES: TableDefinition<&str, &[u8]> =
     TableDefinition::new("owner_devices");
 
+/// update_id → UpdateRecord: received Telegram updates and their state (v3).
+pub(crate) const TELEGRAM_UPDATES: TableDefinition<u64, &[u8]> =
+    TableDefinition::new("telegram_updates");
+/// chat_id → refused_at µs: chats that got their one refusal (v3).
+pub(crate) const TELEGRAM_REFUSED_CHATS: TableDefinition<i64, i64> =
+    TableDefinition::new("telegram_refused_chats");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -88,6 +95,8 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("inbox_pending", "(str,u64)", "str", 0),
     ("scheduled_jobs", "str", "record", RECORD_V1),
     ("owner_devices", "str", "record", RECORD_V1),
+    ("telegram_updates", "u64", "record", RECORD_V1),
+    ("telegram_refused_chats", "i64", "i64", 0),
 ];
 
 /// The text the checksum is computed over.
@@ -110,14 +119,29 @@ struct Migration {
 }
 
 /// Registered migrations, forward only.
-const MIGRATIONS: &[Migration] = &[Migration {
-    from: 1,
-    run: v1_to_v2,
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        from: 1,
+        run: v1_to_v2,
+    },
+    Migration {
+        from: 2,
+        run: v2_to_v3,
+    },
+];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
 fn v1_to_v2(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(OWNER_DEVICES)?;
+    txn.open_table(TELEGRAM_UPDATES)?;
+    txn.open_table(TELEGRAM_REFUSED_CHATS)?;
+    Ok(())
+}
+
+/// v3 adds the Telegram channel's update log and refused chats (issue #14).
+fn v2_to_v3(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(TELEGRAM_UPDATES)?;
+    txn.open_table(TELEGRAM_REFUSED_CHATS)?;
     Ok(())
 }
 
@@ -142,6 +166,8 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INBOX_PENDING)?;
     txn.open_table(SCHEDULED_JOBS)?;
     txn.open_table(OWNER_DEVICES)?;
+    txn.open_table(TELEGRAM_UPDATES)?;
+    txn.open_table(TELEGRAM_REFUSED_CHATS)?;
     Ok(())
 }
 

@@ -118,3 +118,18 @@ fn v1_store_migrates_to_current_with_owner_devices() {
     // Stamped with this build's schema: it opens again without migrating.
     drop(Store::open(&path).unwrap());
 }
+
+#[test]
+fn v2_store_migrates_to_current_with_telegram_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    set_meta(&path, "schema_version", "2");
+    set_meta(&path, "schema_checksum", "v2-layout");
+    let store = Store::open(&path).unwrap();
+    let updates = store.telegram_updates();
+    assert_eq!(updates.offset().unwrap(), 0);
+    assert!(updates.pending().unwrap().is_empty());
+    drop((updates, store));
+    drop(Store::open(&path).unwrap());
+}

@@ -10,10 +10,15 @@
 //! For load tests and benchmarks, [`FakeLlm::zero_latency`] answers every
 //! request with one fixed reply, immediately, and records nothing.
 //!
+//! [`telegram::FakeBotApi`] is a scriptable Telegram Bot API server (updates
+//! for long polling, recorded calls, 429/5xx on demand).
+//!
 //! **Architecture invariant:** binds loopback only; nothing here can reach
 //! the network, and no test that uses it needs to.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod telegram;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

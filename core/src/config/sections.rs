@@ -606,7 +606,7 @@ impl Default for WebChannelConfig {
 
 /// `channels.telegram:`. The shipped file takes `token` and `owner_chat_id`
 /// from `${SILAS_TELEGRAM_TOKEN}` / `${SILAS_TELEGRAM_OWNER_ID}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelegramChannelConfig {
     pub enabled: bool,
@@ -614,6 +614,32 @@ pub struct TelegramChannelConfig {
     pub token: Option<String>,
     #[serde(deserialize_with = "lenient_opt_string")]
     pub owner_chat_id: Option<String>,
+    /// The owner's Telegram user id: the only member whose messages and
+    /// button presses count as the owner's in a group chat. Defaults to
+    /// `owner_chat_id` when that is a private chat (there the ids coincide).
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub owner_user_id: Option<String>,
+    /// Bot API base URL (a self-hosted Bot API server, or a fake in tests).
+    pub api_url: String,
+    /// Cards above this risk are not approvable with a tap in Telegram:
+    /// the owner is sent to the web UI.
+    pub max_approval_risk: crate::risk::RiskLevel,
+}
+
+/// The public Bot API.
+pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
+
+impl Default for TelegramChannelConfig {
+    fn default() -> Self {
+        TelegramChannelConfig {
+            enabled: false,
+            token: None,
+            owner_chat_id: None,
+            owner_user_id: None,
+            api_url: TELEGRAM_API_URL.to_string(),
+            max_approval_risk: crate::risk::RiskLevel::Medium,
+        }
+    }
 }
 
 /// `channels.cli:`.

@@ -258,6 +258,47 @@ fn telegram_credentials_from_env() {
     assert_eq!(cfg.channels.telegram.owner_chat_id.as_deref(), Some("42"));
 }
 
+#[test]
+fn telegram_transport_keys_default_and_validate() {
+    use crate::risk::RiskLevel;
+    let cfg = load("silas: {}\n");
+    let tg = &cfg.channels.telegram;
+    assert_eq!(tg.api_url, "https://api.telegram.org");
+    assert_eq!(tg.max_approval_risk, RiskLevel::Medium);
+    assert_eq!(tg.owner_user_id, None);
+
+    let cfg = load(
+        "silas:\n  channels:\n    telegram:\n      api_url: http://127.0.0.1:8081\n      \
+         owner_chat_id: -1001\n      owner_user_id: 42\n      max_approval_risk: low\n",
+    );
+    let tg = &cfg.channels.telegram;
+    assert_eq!(tg.api_url, "http://127.0.0.1:8081");
+    assert_eq!(tg.owner_user_id.as_deref(), Some("42"));
+    assert_eq!(tg.max_approval_risk, RiskLevel::Low);
+    assert!(errors(&cfg).is_empty(), "{:?}", errors(&cfg));
+
+    for ok in [
+        "https://tg.example.org/",
+        "http://localhost:9000",
+        "http://[::1]:1",
+    ] {
+        let mut c = cfg.clone();
+        c.channels.telegram.api_url = ok.into();
+        assert!(errors(&c).is_empty(), "{ok}: {:?}", errors(&c));
+    }
+    let env = MapEnv::new();
+    let err = Config::from_yaml_str(
+        "silas:\n  channels:\n    telegram:\n      max_approval_risk: extreme\n",
+        &env,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("channels.telegram.max_approval_risk"),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // overrides
 
@@ -519,6 +560,26 @@ fn every_validation_rule_names_its_key() {
         ("channels.telegram.owner_chat_id", |c| {
             c.channels.telegram.enabled = true;
             c.channels.telegram.token = Some("t".into());
+        }),
+        ("channels.telegram.owner_chat_id", |c| {
+            c.channels.telegram.owner_chat_id = Some("@owner".into())
+        }),
+        ("channels.telegram.owner_user_id", |c| {
+            c.channels.telegram.owner_user_id = Some("-5".into())
+        }),
+        ("channels.telegram.owner_user_id", |c| {
+            c.channels.telegram.enabled = true;
+            c.channels.telegram.token = Some("1:t".into());
+            c.channels.telegram.owner_chat_id = Some("-1001".into());
+        }),
+        ("channels.telegram.api_url", |c| {
+            c.channels.telegram.api_url = "http://api.example.org".into()
+        }),
+        ("channels.telegram.api_url", |c| {
+            c.channels.telegram.api_url = "ftp://api.example.org".into()
+        }),
+        ("channels.telegram.api_url", |c| {
+            c.channels.telegram.api_url = "https://u:p@api.example.org".into()
         }),
         ("channels.web.host", |c| {
             c.channels.web.host = String::new();

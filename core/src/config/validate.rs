@@ -45,6 +45,74 @@ fn is_env_var_name(name: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
+/// `owner_chat_id` must be a chat id; `owner_user_id` a user id, and
+/// required when the owner chat is a group (negative id), since in a group
+/// only the owner's user may act as the owner.
+fn telegram_ids(tg: &super::sections::TelegramChannelConfig, c: &mut Checker) {
+    let chat = match tg.owner_chat_id.as_deref().map(str::trim) {
+        Some(v) if !v.is_empty() => match v.parse::<i64>() {
+            Ok(id) if id != 0 => Some(id),
+            _ => {
+                c.fail(
+                    "channels.telegram.owner_chat_id",
+                    format!("must be a Telegram chat id (a non-zero integer), got {v:?}"),
+                );
+                None
+            }
+        },
+        _ => None,
+    };
+    match tg.owner_user_id.as_deref().map(str::trim) {
+        Some(v) if !v.is_empty() => {
+            if !v.parse::<i64>().is_ok_and(|id| id > 0) {
+                c.fail(
+                    "channels.telegram.owner_user_id",
+                    format!("must be a Telegram user id (a positive integer), got {v:?}"),
+                );
+            }
+        }
+        _ => {
+            if tg.enabled && chat.is_some_and(|id| id < 0) {
+                c.fail(
+                    "channels.telegram.owner_user_id",
+                    "required when channels.telegram.owner_chat_id is a group chat (negative id)",
+                );
+            }
+        }
+    }
+}
+
+/// The Bot API URL carries the token in every request: https, or plain http
+/// only to a loopback host (a local Bot API server or a test fake).
+fn check_bot_api_url(url: &str) -> Result<(), String> {
+    let url = url.trim();
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("must be an http(s) URL, got {url:?}"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err("must not contain credentials".into());
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    if host.is_empty() {
+        return Err(format!("has no host: {url:?}"));
+    }
+    if rest.contains(['?', '#']) {
+        return Err("must not have a query or fragment".into());
+    }
+    match scheme {
+        "https" => Ok(()),
+        "http" if is_loopback_host(host) => Ok(()),
+        "http" => Err(format!(
+            "plain http is allowed only to a loopback host (the bot token is in every request), got host {host:?}"
+        )),
+        _ => Err(format!("must be an http(s) URL, got {url:?}")),
+    }
+}
+
 fn blank(v: &Option<String>) -> bool {
     v.as_deref().is_none_or(|s| s.trim().is_empty())
 }
@@ -541,6 +609,10 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
                 "required when channels.telegram.enabled is true (set SILAS_TELEGRAM_OWNER_ID)",
             );
         }
+    }
+    telegram_ids(tg, c);
+    if let Err(why) = check_bot_api_url(&tg.api_url) {
+        c.fail("channels.telegram.api_url", why);
     }
 
     // Limits and backpressure.

@@ -1,0 +1,37 @@
+//! `silas-telegram`: the Telegram channel's transport (issue #14).
+//!
+//! * [`client::BotClient`] — a small typed Bot API client on reqwest
+//!   (`getMe`, `getUpdates`, `sendMessage`, `editMessageText`,
+//!   `editMessageReplyMarkup`, `answerCallbackQuery`, `deleteMessage`); the
+//!   [`token::BotToken`] never reaches an error, a log or `Debug`.
+//! * [`poller::Poller`] — long polling with updates recorded durably
+//!   (`silas_storage::TelegramUpdates`) before they are handled, the offset
+//!   advanced only after, backoff on 5xx and 429 `retry_after`; the daemon
+//!   plugs in through [`poller::Handler`] (update in → [`outbox::Action`]s out).
+//! * [`outbox::Outbox`] — sends within Telegram's limits (splitting, per-chat
+//!   pacing, throttled and coalesced edits).
+//! * [`policy`] — pure policies: identity, text splitting and MarkdownV2
+//!   escaping, throttles, callback-data MACs; [`admit`] runs identity with
+//!   the durable once-per-chat refusal.
+//!
+//! Not yet wired into the daemon; cards are rendered by a later change.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod admit;
+pub mod client;
+pub mod error;
+pub mod outbox;
+pub mod policy;
+pub mod poller;
+pub mod settings;
+pub mod token;
+pub mod types;
+
+pub use admit::{Admission, admit};
+pub use client::BotClient;
+pub use error::TelegramError;
+pub use outbox::{Action, Outbox, RetryPolicy, Text};
+pub use poller::{Delivery, HandleError, Handler, Poller, PollerConfig};
+pub use settings::TelegramSettings;
+pub use token::BotToken;

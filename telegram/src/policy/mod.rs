@@ -1,0 +1,6 @@
+//! Pure policies of the Telegram channel: no I/O, exhaustively unit-tested.
+
+pub mod callback;
+pub mod identity;
+pub mod text;
+pub mod throttle;

@@ -1,0 +1,247 @@
+//! The long-polling run loop and the [`Handler`] seam the daemon implements.
+//!
+//! Each step: handle what the store still has pending (in `update_id`
+//! order), long-poll `getUpdates` from the stored offset, record every
+//! received update durably, handle the new ones. Handling an update = count
+//! the attempt, call the handler, carry out its actions through the
+//! [`Outbox`], then mark it handled (which is what advances the offset). A
+//! crash at any point leaves the update pending, so it is handled on restart;
+//! an update Telegram sends again is recognised by `update_id`. The handler
+//! sees the attempt number and keys its effects by `update_id`, so a
+//! redelivery after a crash between its effect and the handled mark does not
+//! act twice.
+//!
+//! Errors: 429 waits `retry_after`; 5xx, timeouts and transport failures back
+//! off exponentially; a rejected token (401/404) stops the loop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_storage::{Recorded, TelegramUpdates};
+use tokio::sync::watch;
+
+use crate::client::BotClient;
+use crate::error::TelegramError;
+use crate::outbox::{Action, Outbox, RetryPolicy};
+use crate::types::{Update, UpdateId};
+
+/// One update handed to the handler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub update: Update,
+    /// 1 on first delivery; more means an earlier attempt may have run
+    /// (a crash before the handled mark) — effects must be keyed by
+    /// `update.update_id`.
+    pub attempt: u32,
+}
+
+/// A handler failure. `retry`: leave the update pending and try again after
+/// a backoff; otherwise it is marked handled (logged with its code).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HandleError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry: bool,
+}
+
+/// Update in → actions out. Implemented by the daemon (identity via
+/// `policy::identity`, inbox, cards); a test implements it directly.
+pub trait Handler: Send + Sync {
+    fn handle(
+        &self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<Vec<Action>, HandleError>> + Send;
+}
+
+/// A shared handler (the daemon keeps a handle to it).
+impl<H: Handler> Handler for Arc<H> {
+    fn handle(
+        &self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<Vec<Action>, HandleError>> + Send {
+        self.as_ref().handle(delivery)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct PollerConfig {
+    /// `getUpdates` long-poll timeout.
+    pub long_poll_secs: u32,
+    /// Backoff of the loop between failed steps.
+    pub backoff: RetryPolicy,
+    /// An update whose handling was started this many times (crashes
+    /// included) is marked handled unhandled: a poison update must not
+    /// wedge the channel.
+    pub max_attempts: u32,
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        PollerConfig {
+            long_poll_secs: 25,
+            backoff: RetryPolicy::default(),
+            max_attempts: 5,
+        }
+    }
+}
+
+pub struct Poller<H> {
+    client: BotClient,
+    updates: TelegramUpdates,
+    outbox: Arc<Outbox>,
+    handler: H,
+    config: PollerConfig,
+}
+
+impl<H: Handler> Poller<H> {
+    pub fn new(
+        client: BotClient,
+        updates: TelegramUpdates,
+        outbox: Arc<Outbox>,
+        handler: H,
+        config: PollerConfig,
+    ) -> Self {
+        Poller {
+            client,
+            updates,
+            outbox,
+            handler,
+            config,
+        }
+    }
+
+    /// Handle every pending update in order. Stops at the first one that
+    /// must be retried (later ones wait: handling order is update order).
+    pub async fn handle_pending(&self) -> Result<usize, TelegramError> {
+        let mut handled = 0;
+        for rec in self.updates.pending()? {
+            let id = rec.update_id;
+            let rec = self.updates.begin_attempt(id)?;
+            if rec.attempts > self.config.max_attempts {
+                tracing::warn!(
+                    update_id = id,
+                    attempts = rec.attempts,
+                    "telegram update abandoned after repeated failed attempts"
+                );
+            } else {
+                match serde_json::from_str::<Update>(&rec.payload) {
+                    Ok(update) => {
+                        let delivery = Delivery {
+                            update,
+                            attempt: rec.attempts,
+                        };
+                        match self.handler.handle(&delivery).await {
+                            Ok(actions) => {
+                                for action in &actions {
+                                    match self.outbox.execute(action).await {
+                                        Ok(()) => {}
+                                        Err(e) if e.is_transient() => return Err(e),
+                                        // A refused reply (the user blocked the
+                                        // bot, a deleted message) does not make
+                                        // the update unhandled.
+                                        Err(e) => {
+                                            tracing::warn!(update_id = id, code = e.code().as_str(), error = %e, "telegram action refused")
+                                        }
+                                    }
+                                }
+                            }
+                            Err(e) if e.retry => {
+                                return Err(TelegramError::Handler {
+                                    code: e.code,
+                                    message: e.message,
+                                });
+                            }
+                            Err(e) => {
+                                tracing::warn!(update_id = id, code = e.code.as_str(), error = %e, "telegram update failed");
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        tracing::warn!(update_id = id, "undecodable telegram update skipped");
+                    }
+                }
+            }
+            self.updates.mark_handled(id, Timestamp::now())?;
+            handled += 1;
+        }
+        Ok(handled)
+    }
+
+    /// Long-poll once and record what arrived; returns how many were new.
+    pub async fn poll_once(&self) -> Result<usize, TelegramError> {
+        let offset = self.updates.offset()?;
+        let raw = self
+            .client
+            .get_updates(offset, self.config.long_poll_secs)
+            .await?;
+        let mut fresh = 0;
+        for value in raw {
+            let Ok(UpdateId { update_id }) = serde_json::from_value::<UpdateId>(value.clone())
+            else {
+                // Without an id it can be neither recorded nor confirmed.
+                tracing::warn!("telegram update without update_id ignored");
+                continue;
+            };
+            if self
+                .updates
+                .record(update_id, &value.to_string(), Timestamp::now())?
+                == Recorded::New
+            {
+                fresh += 1;
+            }
+        }
+        Ok(fresh)
+    }
+
+    /// One step: pending first, then a poll, then what it brought.
+    pub async fn step(&self) -> Result<(), TelegramError> {
+        self.handle_pending().await?;
+        if self.poll_once().await? > 0 {
+            self.handle_pending().await?;
+        }
+        Ok(())
+    }
+
+    /// Run until `shutdown` turns true. Returns `Err` only for a rejected
+    /// token (nothing will work until the owner fixes it).
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) -> Result<(), TelegramError> {
+        let mut failures = 0u32;
+        loop {
+            if *shutdown.borrow() {
+                return Ok(());
+            }
+            let result = tokio::select! {
+                r = self.step() => r,
+                _ = shutdown.changed() => return Ok(()),
+            };
+            let wait = match result {
+                Ok(()) => {
+                    failures = 0;
+                    continue;
+                }
+                Err(e @ TelegramError::Unauthorized { .. }) => return Err(e),
+                Err(e) => {
+                    let wait = match &e {
+                        TelegramError::RateLimited { retry_after } => *retry_after,
+                        _ => self.config.backoff.backoff(failures),
+                    };
+                    tracing::warn!(code = e.code().as_str(), error = %e, ?wait, "telegram poll step failed");
+                    failures = failures.saturating_add(1);
+                    wait
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return Ok(()),
+            }
+        }
+    }
+
+    /// The backoff the loop would use after `failures` consecutive failures.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        self.config.backoff.backoff(failures)
+    }
+}
