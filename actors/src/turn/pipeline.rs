@@ -69,13 +69,12 @@ pub const STEPS: [&str; 19] = [
 
 /// Memories injected by auto-retrieve (step 4).
 pub const AUTO_RETRIEVE_LIMIT: usize = 5;
-/// Card type of a plan approval request.
-pub const PLAN_CARD: &str = "approval_request";
+/// Card types of a plan approval request and of a paused tool call of
+/// background work (§5.2.1 c2, §4.24).
+pub use silas_core::cards::{PLAN_CARD, TOOL_CARD};
 /// What a chatbot customer is told when its request needs the owner's
 /// approval: nothing about the plan, the owner or the card.
 pub const SENT_FOR_REVIEW: &str = "Thanks — your request needs a person's review before anything is done. It has been sent for review.";
-/// Card type of a paused tool call of background work (§5.2.1 c2, §4.24).
-pub const TOOL_CARD: &str = "tool_approval";
 
 /// Sees each step as it starts (tests record the order).
 pub trait TurnObserver: Send + Sync {
