@@ -450,25 +450,19 @@ pub fn secure_input_card(
     guidance: Value,
     now: Timestamp,
     timeouts: &CardTimeouts,
-) -> PendingCard {
+) -> Result<PendingCard, serde_json::Error> {
     let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
-    let mut payload = silas_core::model::JsonObject::new();
-    payload.insert("ref_id".into(), Value::from(ref_id));
-    payload.insert("label".into(), Value::from(label));
-    payload.insert(
-        "input_hint".into(),
-        input_hint.map_or(Value::Null, Value::from),
-    );
-    payload.insert("guidance".into(), guidance);
-    PendingCard {
+    let (card_type, payload) =
+        silas_core::cards::secure_input_card(label, input_hint, guidance).into_parts()?;
+    Ok(PendingCard {
         request_id: ref_id.to_string(),
         scope_id: scope_id.to_string(),
-        card_type: CardKind::SecureInput.card_type().to_string(),
+        card_type: card_type.to_string(),
         payload,
         created_at: now,
         expires_at: now.plus(ttl),
         audience: silas_storage::CardAudience::Owner,
-    }
+    })
 }
 
 /// Everything an answer must pass before it changes anything: the card

@@ -199,7 +199,7 @@ pub struct ToolCard {
     #[serde(default)]
     pub reason: String,
     #[serde(default)]
-    pub attempt: u32,
+    pub attempt: u64,
     #[serde(default = "executor_origin")]
     pub origin: CardOrigin,
     /// The executor's resume state (`silas_actors::work_executor::cards::
@@ -337,8 +337,9 @@ fn lenient_level<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RiskLevel>, D
 pub enum CardPayload {
     #[serde(rename = "approval_request")]
     Plan(PlanCard),
+    /// Boxed: the recorded decision holds a whole approval token.
     #[serde(rename = "tool_approval")]
-    Tool(ToolCard),
+    Tool(Box<ToolCard>),
     #[serde(rename = "gate_approval")]
     Gate(GateCard),
     #[serde(rename = "checkpoint")]
@@ -507,12 +508,12 @@ pub struct ToolCall<'a> {
     pub tool_name: &'a str,
     pub arguments: &'a Value,
     pub reason: &'a str,
-    pub attempt: u32,
+    pub attempt: u64,
 }
 
 /// A paused tool call of `item`; `pause` is the executor's resume state.
 pub fn tool_card(item: &WorkItem, call: ToolCall<'_>, pause: Value) -> CardPayload {
-    CardPayload::Tool(ToolCard {
+    CardPayload::Tool(Box::new(ToolCard {
         work_item_id: item.id.clone(),
         title: item.title.clone(),
         tool_name: call.tool_name.to_string(),
@@ -522,7 +523,7 @@ pub fn tool_card(item: &WorkItem, call: ToolCall<'_>, pause: Value) -> CardPaylo
         origin: CardOrigin::WorkExecutor,
         pause,
         decision: None,
-    })
+    }))
 }
 
 /// A secure-input request (the value goes `POST /secrets/{ref_id}`).

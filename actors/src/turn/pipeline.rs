@@ -966,17 +966,25 @@ impl Turn<'_> {
         // goes to the owner's Review (the owner scope), never back to the
         // customer, who is told only that it was sent for review.
         let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
+        // The plan hash binds the card to the plan as shown: an edit after
+        // the card makes the approval fail (`decide_card`).
+        let (card_type, payload) = silas_core::cards::proposed_plan_card(
+            &work,
+            &plan_hash,
+            &self.record.inbox_id,
+            &self.scope.scope_id,
+            crate::turn::OWNER_SCOPE,
+        )
+        .into_parts()
+        .map_err(|e| silas_storage::StoreError::Encoding {
+            table: "pending_cards",
+            detail: e.to_string(),
+        })?;
         let card = PendingCard {
             request_id,
             scope_id: crate::turn::OWNER_SCOPE.to_string(),
-            card_type: PLAN_CARD.to_string(),
-            // The plan hash binds the card to the plan as shown: an edit
-            // after the card makes the approval fail (`decide_card`).
-            payload: obj(json!({"work_item_id": work.id, "title": work.title,
-                                "kind": work.kind.as_str(),
-                                "inbox_id": self.record.inbox_id,
-                                "from_scope": self.scope.scope_id,
-                                crate::work_executor::cards::PLAN_HASH_KEY: plan_hash})),
+            card_type: card_type.to_string(),
+            payload,
             created_at: now,
             expires_at: now.plus(ttl),
             audience: silas_storage::CardAudience::Owner,
