@@ -36,10 +36,12 @@ use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_for};
 use silas_actors::turn::OWNER_SCOPE;
-use silas_core::model::approval::{ApprovalDecision, ApprovalStrength, ApprovalVerdict};
+use silas_core::cards::{CardPayload, PLAN_CARD};
+use silas_core::model::approval::{ApprovalDecision, ApprovalStrength};
 use silas_core::{Coded, Timestamp};
 use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
 use silas_storage::{CardAudience, PendingCard, Store};
+use silas_web::cards::CardAnswerFrame;
 use silas_web::protocol::{ActivityItem, ClientFrame, ProtocolError, ServerFrame};
 use silas_web::ws::{
     BoxFuture, ConnectionInfo, QueuePressure, SecretSink, SecretStoreError, WebBackend,
@@ -81,18 +83,6 @@ fn may_see(card: &PendingCard, owner: bool) -> bool {
 fn rejection(e: CardRejection) -> ProtocolError {
     let rid = e.request_id().map(str::to_string);
     ProtocolError::new(e.code().as_str(), e.to_string(), rid)
-}
-
-fn text(payload: &silas_core::model::JsonObject, key: &str) -> String {
-    payload
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn value(payload: &silas_core::model::JsonObject, key: &str) -> Value {
-    payload.get(key).cloned().unwrap_or(Value::Null)
 }
 
 impl WebBridge {
@@ -154,177 +144,29 @@ impl WebBridge {
             .unwrap_or_default()
     }
 
-    /// The server frame for a card, by its type.
+    /// The server frame for a card: the typed card, rendered by
+    /// `silas_web::cards`. A plan card's view is built from the stored item
+    /// the token will bind, never from the card's own payload text.
     fn card_frame(&self, card: &PendingCard) -> Option<ServerFrame> {
-        let p = &card.payload;
-        let rid = card.request_id.clone();
-        if card.card_type == silas_actors::turn::pipeline::TOOL_CARD {
-            // A paused tool call is a plan-style approval: same frame, same answer.
-            let risk = silas_core::risk::tool_call_risk(&text(p, "tool_name"));
-            return Some(ServerFrame::ApprovalRequest {
-                request_id: rid,
-                title: format!("Allow {} for '{}'?", text(p, "tool_name"), text(p, "title")),
-                body: format!(
-                    "{}\n\nArguments: {}",
-                    text(p, "reason"),
-                    serde_json::to_string(&value(p, "arguments")).unwrap_or_default()
-                ),
-                budget: Value::Null,
-                verify: Value::Null,
-                risk_level: risk.level,
-                risk_reasons: risk.reasons,
-                plan: None,
-                from_scope: None,
-            });
-        }
-        let Some(kind) = CardKind::from_card_type(&card.card_type) else {
-            // Another flow's approval card: render it as a plan-style approval.
-            return Some(ServerFrame::ApprovalRequest {
-                request_id: rid,
-                title: text(p, "title"),
-                body: text(p, "body"),
-                budget: value(p, "budget"),
-                verify: value(p, "verify"),
-                // A flow this server cannot describe: the cautious level.
-                risk_level: silas_core::risk::RiskLevel::High,
-                risk_reasons: vec!["an approval this channel cannot show in full".into()],
-                plan: None,
-                from_scope: None,
-            });
+        let payload = if card.card_type == PLAN_CARD {
+            let p = &card.payload;
+            let item_id = p.get("work_item_id").and_then(Value::as_str)?;
+            let item = self.store.work_items().get(item_id).ok().flatten()?;
+            let hash = p
+                .get("plan_hash")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut plan = silas_core::cards::plan_card(&item, hash);
+            plan.from_scope = p
+                .get("from_scope")
+                .and_then(Value::as_str)
+                .filter(|s| *s != OWNER_SCOPE)
+                .map(str::to_string);
+            CardPayload::Plan(plan)
+        } else {
+            CardPayload::from_parts(&card.card_type, Value::Object(card.payload.clone())).ok()?
         };
-        // One server function decides every other card's risk (§0.5.2);
-        // plan cards get theirs from the plan (`PlanView`).
-        let risk = silas_core::risk::card_risk(&card.card_type, p);
-        Some(match kind {
-            CardKind::Plan => {
-                let item_id = p.get("work_item_id").and_then(Value::as_str)?;
-                let item = self.store.work_items().get(item_id).ok().flatten()?;
-                // What the card shows is built from the stored item the
-                // token will bind, never from the card's own payload text.
-                let view = silas_core::risk::PlanView::of(&item);
-                ServerFrame::ApprovalRequest {
-                    request_id: rid,
-                    title: item.title.clone(),
-                    body: item.body.clone(),
-                    budget: serde_json::to_value(&item.budget).unwrap_or(Value::Null),
-                    verify: serde_json::to_value(&item.verify).unwrap_or(Value::Null),
-                    risk_level: view.risk.level,
-                    risk_reasons: view.risk.reasons.clone(),
-                    plan: Some(Box::new(view)),
-                    from_scope: p
-                        .get("from_scope")
-                        .and_then(Value::as_str)
-                        .filter(|s| *s != OWNER_SCOPE)
-                        .map(str::to_string),
-                }
-            }
-            CardKind::Gate => ServerFrame::GateApproval {
-                request_id: rid,
-                gate_name: text(p, "gate_name"),
-                value: value(p, "value"),
-                context: value(p, "context"),
-                risk_level: risk,
-            },
-            CardKind::Checkpoint => ServerFrame::Checkpoint {
-                request_id: rid,
-                message: text(p, "message"),
-                options: p
-                    .get("options")
-                    .and_then(Value::as_array)
-                    .map(|o| {
-                        o.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                risk_level: risk,
-            },
-            CardKind::BatchReview => ServerFrame::BatchReview {
-                request_id: rid,
-                batch: value(p, "batch"),
-                risk_level: risk,
-            },
-            CardKind::DraftReview => ServerFrame::DraftReview {
-                request_id: rid,
-                context: text(p, "context"),
-                draft: text(p, "draft"),
-                metadata: value(p, "metadata"),
-                risk_level: risk,
-            },
-            CardKind::Decision => ServerFrame::Decision {
-                request_id: rid,
-                question: text(p, "question"),
-                options: value(p, "options"),
-                allow_freetext: p
-                    .get("allow_freetext")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                risk_level: risk,
-            },
-            CardKind::Suggestion => ServerFrame::Suggestion {
-                request_id: rid,
-                suggestion: value(p, "suggestion"),
-                risk_level: risk,
-            },
-            CardKind::AutonomyThreshold => ServerFrame::AutonomyThresholdReview {
-                request_id: rid,
-                proposal: value(p, "proposal"),
-                risk_level: risk,
-            },
-            CardKind::SecureInput => ServerFrame::SecureInputRequest {
-                ref_id: rid,
-                label: text(p, "label"),
-                input_hint: p
-                    .get("input_hint")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                guidance: value(p, "guidance"),
-            },
-            CardKind::ConnectionSetup => {
-                let mut fields = p.clone();
-                fields.remove("step_type");
-                // The server's level replaces whatever the payload said.
-                fields.remove("risk_level");
-                if let Some(r) = risk {
-                    fields.insert("risk_level".into(), Value::from(r.as_str()));
-                }
-                ServerFrame::ConnectionSetupStep {
-                    request_id: rid,
-                    step_type: text(p, "step_type"),
-                    fields,
-                }
-            }
-            CardKind::PermissionEscalation => {
-                let list = |k: &str| -> Vec<String> {
-                    p.get(k)
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                ServerFrame::PermissionEscalation {
-                    request_id: rid,
-                    connection_name: text(p, "connection_name"),
-                    current_permissions: list("current_permissions"),
-                    requested_permissions: list("requested_permissions"),
-                    reason: text(p, "reason"),
-                    risk_level: risk.map_or("high", |r| r.as_str()).to_string(),
-                }
-            }
-            CardKind::ConnectionFailure => ServerFrame::ConnectionFailure {
-                request_id: rid,
-                failure_type: text(p, "failure_type"),
-                service: text(p, "service"),
-                message: text(p, "message"),
-                recovery_options: value(p, "recovery_options"),
-                risk_level: risk,
-            },
-        })
+        Some(silas_web::cards::card_frame(&card.request_id, &payload))
     }
 
     fn frame_for(&self, out: &Outbound) -> Option<ServerFrame> {
@@ -459,115 +301,6 @@ impl WebBridge {
             }
         });
     }
-}
-
-fn verdict(v: &str) -> Option<ApprovalVerdict> {
-    match v {
-        "approved" | "approve" => Some(ApprovalVerdict::Approved),
-        "declined" | "decline" | "rejected" | "reject" => Some(ApprovalVerdict::Declined),
-        "edit_requested" | "edit" => Some(ApprovalVerdict::EditRequested),
-        _ => None,
-    }
-}
-
-/// A card response frame as the card kind it answers and its typed answer.
-fn card_answer(frame: ClientFrame) -> Option<(String, CardKind, CardResponse)> {
-    use CardResponse::*;
-    Some(match frame {
-        ClientFrame::GateResponse {
-            request_id,
-            verdict,
-        } => (request_id, CardKind::Gate, Verdict { verdict }),
-        ClientFrame::Checkpoint {
-            request_id,
-            verdict,
-        } => (request_id, CardKind::Checkpoint, Verdict { verdict }),
-        ClientFrame::BatchReviewResponse {
-            request_id,
-            verdict,
-            selected_item_ids,
-        } => (
-            request_id,
-            CardKind::BatchReview,
-            Batch {
-                verdict,
-                selected_item_ids: selected_item_ids.unwrap_or_default(),
-            },
-        ),
-        ClientFrame::DraftReviewResponse {
-            request_id,
-            verdict,
-            edited_text,
-        } => (
-            request_id,
-            CardKind::DraftReview,
-            Draft {
-                verdict,
-                edited_text,
-            },
-        ),
-        ClientFrame::DecisionResponse {
-            request_id,
-            selected_value,
-            freetext,
-        } => (
-            request_id,
-            CardKind::Decision,
-            Choice {
-                selected_value,
-                freetext,
-            },
-        ),
-        ClientFrame::SuggestionResponse {
-            request_id,
-            selected_value,
-            freetext,
-        } => (
-            request_id,
-            CardKind::Suggestion,
-            Choice {
-                selected_value,
-                freetext,
-            },
-        ),
-        ClientFrame::AutonomyThresholdResponse {
-            request_id,
-            verdict,
-        } => (request_id, CardKind::AutonomyThreshold, Verdict { verdict }),
-        ClientFrame::ConnectionSetupResponse {
-            request_id,
-            step_type,
-            action,
-        } => (
-            request_id,
-            CardKind::ConnectionSetup,
-            SetupAction { step_type, action },
-        ),
-        ClientFrame::PermissionEscalationResponse {
-            request_id,
-            verdict,
-        } => (
-            request_id,
-            CardKind::PermissionEscalation,
-            Verdict { verdict },
-        ),
-        ClientFrame::ConnectionFailureResponse {
-            request_id,
-            selected_action,
-        } => (
-            request_id,
-            CardKind::ConnectionFailure,
-            Recovery { selected_action },
-        ),
-        ClientFrame::SecureInputCompleted { ref_id, success } => {
-            (ref_id, CardKind::SecureInput, SecureInput { success })
-        }
-        ClientFrame::Auth { .. }
-        | ClientFrame::Message { .. }
-        | ClientFrame::ApprovalResponse { .. } => {
-            return None;
-        }
-    })
 }
 
 impl WebBackend for WebBridge {
@@ -714,56 +447,57 @@ impl WebBackend for WebBridge {
                         Err(e) => Err(ProtocolError::new(e.code().as_str(), e.to_string(), None)),
                     }
                 }
-                ClientFrame::ApprovalResponse {
-                    request_id,
-                    verdict: v,
-                } => {
-                    let verdict = verdict(&v).ok_or_else(|| {
-                        ProtocolError::new(
-                            "E_CHANNEL_PROTOCOL",
-                            format!("unknown verdict {v:?}"),
-                            Some(request_id.clone()),
-                        )
-                    })?;
-                    let decision = ApprovalDecision {
+                other => match silas_web::cards::answer(other)? {
+                    None => Err(ProtocolError::new(
+                        "E_CHANNEL_PROTOCOL",
+                        "not a card response",
+                        None,
+                    )),
+                    Some(CardAnswerFrame::Approval {
+                        request_id,
                         verdict,
-                        approval_strength: ApprovalStrength::Tap,
-                        conditions: Default::default(),
-                    };
-                    stream
-                        .decide_card_for(
-                            &scope_id,
-                            &request_id,
-                            decision,
-                            AnswerOrigin::new(WEB_CHANNEL, &connection_id),
-                        )
-                        .await
-                        .map(|_| ())
-                        .map_err(rejection)
-                }
-                other => {
-                    let (request_id, kind, response) = card_answer(other).ok_or_else(|| {
-                        ProtocolError::new("E_CHANNEL_PROTOCOL", "not a card response", None)
-                    })?;
-                    // A client cannot claim a secret it did not store.
-                    let response = match response {
-                        CardResponse::SecureInput { success } => CardResponse::SecureInput {
-                            success: success && self.vault.fulfilled(&request_id),
-                        },
-                        r => r,
-                    };
-                    stream
-                        .answer_card(
-                            &scope_id,
-                            &request_id,
-                            kind,
-                            response,
-                            AnswerOrigin::new(WEB_CHANNEL, &connection_id),
-                        )
-                        .await
-                        .map(|_| ())
-                        .map_err(rejection)
-                }
+                    }) => {
+                        let decision = ApprovalDecision {
+                            verdict,
+                            approval_strength: ApprovalStrength::Tap,
+                            conditions: Default::default(),
+                        };
+                        stream
+                            .decide_card_for(
+                                &scope_id,
+                                &request_id,
+                                decision,
+                                AnswerOrigin::new(WEB_CHANNEL, &connection_id),
+                            )
+                            .await
+                            .map(|_| ())
+                            .map_err(rejection)
+                    }
+                    Some(CardAnswerFrame::Card {
+                        request_id,
+                        kind,
+                        response,
+                    }) => {
+                        // A client cannot claim a secret it did not store.
+                        let response = match response {
+                            CardResponse::SecureInput { success } => CardResponse::SecureInput {
+                                success: success && self.vault.fulfilled(&request_id),
+                            },
+                            r => r,
+                        };
+                        stream
+                            .answer_card(
+                                &scope_id,
+                                &request_id,
+                                kind,
+                                response,
+                                AnswerOrigin::new(WEB_CHANNEL, &connection_id),
+                            )
+                            .await
+                            .map(|_| ())
+                            .map_err(rejection)
+                    }
+                },
             }
         })
     }

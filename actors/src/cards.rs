@@ -29,86 +29,11 @@ pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 /// §8.1: "120s for gate approvals".
 pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Every card type of the §8.1 server→client table that waits for an answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CardKind {
-    Plan,
-    Gate,
-    Checkpoint,
-    BatchReview,
-    DraftReview,
-    Decision,
-    Suggestion,
-    AutonomyThreshold,
-    SecureInput,
-    ConnectionSetup,
-    PermissionEscalation,
-    ConnectionFailure,
-}
+pub use silas_core::cards::{CardKind, CardResponse};
 
-impl CardKind {
-    pub const ALL: [CardKind; 12] = [
-        CardKind::Plan,
-        CardKind::Gate,
-        CardKind::Checkpoint,
-        CardKind::BatchReview,
-        CardKind::DraftReview,
-        CardKind::Decision,
-        CardKind::Suggestion,
-        CardKind::AutonomyThreshold,
-        CardKind::SecureInput,
-        CardKind::ConnectionSetup,
-        CardKind::PermissionEscalation,
-        CardKind::ConnectionFailure,
-    ];
-
-    /// `PendingCard::card_type`, which is also the server frame's `type`.
-    pub fn card_type(self) -> &'static str {
-        match self {
-            CardKind::Plan => "approval_request",
-            CardKind::Gate => "gate_approval",
-            CardKind::Checkpoint => "checkpoint",
-            CardKind::BatchReview => "batch_review",
-            CardKind::DraftReview => "draft_review",
-            CardKind::Decision => "decision",
-            CardKind::Suggestion => "suggestion",
-            CardKind::AutonomyThreshold => "autonomy_threshold_review",
-            CardKind::SecureInput => "secure_input_request",
-            CardKind::ConnectionSetup => "connection_setup_step",
-            CardKind::PermissionEscalation => "permission_escalation",
-            CardKind::ConnectionFailure => "connection_failure",
-        }
-    }
-
-    /// The client frame `type` that answers this card.
-    pub fn response_type(self) -> &'static str {
-        match self {
-            CardKind::Plan => "approval_response",
-            CardKind::Gate => "gate_response",
-            CardKind::Checkpoint => "checkpoint",
-            CardKind::BatchReview => "batch_review_response",
-            CardKind::DraftReview => "draft_review_response",
-            CardKind::Decision => "decision_response",
-            CardKind::Suggestion => "suggestion_response",
-            CardKind::AutonomyThreshold => "autonomy_threshold_response",
-            CardKind::SecureInput => "secure_input_completed",
-            CardKind::ConnectionSetup => "connection_setup_response",
-            CardKind::PermissionEscalation => "permission_escalation_response",
-            CardKind::ConnectionFailure => "connection_failure_response",
-        }
-    }
-
-    pub fn from_card_type(card_type: &str) -> Option<CardKind> {
-        CardKind::ALL
-            .into_iter()
-            .find(|k| k.card_type() == card_type)
-    }
-
-    /// Gate and checkpoint cards hold up running work: the short timeout.
-    fn uses_gate_timeout(self) -> bool {
-        matches!(self, CardKind::Gate | CardKind::Checkpoint)
-    }
+/// Gate and checkpoint cards hold up running work: the short timeout.
+fn uses_gate_timeout(kind: CardKind) -> bool {
+    matches!(kind, CardKind::Gate | CardKind::Checkpoint)
 }
 
 /// How long each card type waits for the owner.
@@ -139,7 +64,7 @@ impl CardTimeouts {
     /// tool-approval card) get the plan timeout: they are decisions too.
     pub fn for_card_type(&self, card_type: &str) -> Duration {
         match CardKind::from_card_type(card_type) {
-            Some(k) if k.uses_gate_timeout() => self.gate,
+            Some(k) if uses_gate_timeout(k) => self.gate,
             _ => self.plan,
         }
     }
@@ -154,39 +79,6 @@ pub fn deadline(card: &PendingCard, timeouts: &CardTimeouts) -> Timestamp {
 
 pub fn is_expired(card: &PendingCard, timeouts: &CardTimeouts, now: Timestamp) -> bool {
     now >= deadline(card, timeouts)
-}
-
-/// The owner's answer to a non-plan card, typed by response shape.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "shape", rename_all = "snake_case")]
-pub enum CardResponse {
-    /// gate, checkpoint, autonomy threshold, permission escalation, plan.
-    Verdict {
-        verdict: String,
-    },
-    Batch {
-        verdict: String,
-        selected_item_ids: Vec<String>,
-    },
-    Draft {
-        verdict: String,
-        edited_text: Option<String>,
-    },
-    /// decision and suggestion cards.
-    Choice {
-        selected_value: Option<String>,
-        freetext: Option<String>,
-    },
-    SetupAction {
-        step_type: String,
-        action: String,
-    },
-    Recovery {
-        selected_action: String,
-    },
-    SecureInput {
-        success: bool,
-    },
 }
 
 /// How a card was resolved.
@@ -558,25 +450,19 @@ pub fn secure_input_card(
     guidance: Value,
     now: Timestamp,
     timeouts: &CardTimeouts,
-) -> PendingCard {
+) -> Result<PendingCard, serde_json::Error> {
     let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
-    let mut payload = silas_core::model::JsonObject::new();
-    payload.insert("ref_id".into(), Value::from(ref_id));
-    payload.insert("label".into(), Value::from(label));
-    payload.insert(
-        "input_hint".into(),
-        input_hint.map_or(Value::Null, Value::from),
-    );
-    payload.insert("guidance".into(), guidance);
-    PendingCard {
+    let (card_type, payload) =
+        silas_core::cards::secure_input_card(label, input_hint, guidance).into_parts()?;
+    Ok(PendingCard {
         request_id: ref_id.to_string(),
         scope_id: scope_id.to_string(),
-        card_type: CardKind::SecureInput.card_type().to_string(),
+        card_type: card_type.to_string(),
         payload,
         created_at: now,
         expires_at: now.plus(ttl),
         audience: silas_storage::CardAudience::Owner,
-    }
+    })
 }
 
 /// Everything an answer must pass before it changes anything: the card

@@ -1183,7 +1183,11 @@ impl StreamHandle {
             guidance,
             Timestamp::now(),
             timeouts,
-        );
+        )
+        .map_err(|e| silas_storage::StoreError::Encoding {
+            table: "pending_cards",
+            detail: e.to_string(),
+        })?;
         self.ask(card, timeouts).await
     }
 

@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod b64;
 pub mod canonical;
+pub mod cards;
 pub mod config;
 pub mod error;
 pub mod model;

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::JsonObject;
+use crate::cards::CardPayload;
 use crate::model::work::{Budget, WorkItem, WorkItemType};
 
 /// §0.5.2's four levels, in increasing order of friction.
@@ -158,10 +158,6 @@ fn level_in(v: Option<&serde_json::Value>) -> Option<RiskLevel> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-fn field<'a>(payload: &'a JsonObject, key: &str) -> Option<&'a serde_json::Value> {
-    payload.get(key)
-}
-
 /// The risk level of every non-plan card (§0.5.2), decided here — the one
 /// place, for every channel. Each card type has a floor from what answering
 /// it does; a level its payload carries may raise that, never lower it (a
@@ -176,19 +172,25 @@ fn field<'a>(payload: &'a JsonObject, key: &str) -> Option<&'a serde_json::Value
 /// | `autonomy_threshold_review` | medium; high if any change widens autonomy |
 /// | `permission_escalation` | high (a new permission) |
 /// | `decision`, `suggestion`, `checkpoint`, `connection_setup_step`, `connection_failure` | low |
-pub fn card_risk(card_type: &str, payload: &JsonObject) -> Option<RiskLevel> {
-    let obj = |k: &str| field(payload, k).and_then(|v| v.as_object());
-    let (floor, carried) = match card_type {
-        "secure_input_request" => return None,
-        "gate_approval" => (RiskLevel::Medium, None),
-        "draft_review" => (
+///
+/// Plan and tool cards take their risk from the plan / the tool
+/// ([`CardPayload::risk`]); here they read as high, the cautious level.
+pub fn card_risk(card: &CardPayload) -> Option<RiskLevel> {
+    // The batch, proposal and suggestion are producer-described, free-form
+    // objects: their well-known keys are read here and nowhere else.
+    let key = |v: &'_ serde_json::Value, k: &str| v.get(k).cloned();
+    let (floor, carried) = match card {
+        CardPayload::SecureInput(_) => return None,
+        CardPayload::Plan(_) | CardPayload::Tool(_) => (RiskLevel::High, None),
+        CardPayload::Gate(_) => (RiskLevel::Medium, None),
+        CardPayload::DraftReview(d) => (
             RiskLevel::Medium,
-            level_in(obj("metadata").and_then(|m| m.get("risk_level"))),
+            level_in(key(&d.metadata, "risk_level").as_ref()),
         ),
-        "batch_review" => {
-            let batch = obj("batch");
-            let action = batch
-                .and_then(|b| b.get("action"))
+        CardPayload::BatchReview(b) => {
+            let action = b
+                .batch
+                .get("action")
                 .and_then(|a| a.as_str())
                 .unwrap_or_default()
                 .to_ascii_lowercase();
@@ -197,12 +199,12 @@ pub fn card_risk(card_type: &str, payload: &JsonObject) -> Option<RiskLevel> {
             } else {
                 RiskLevel::Medium
             };
-            (floor, level_in(batch.and_then(|b| b.get("risk_level"))))
+            (floor, level_in(key(&b.batch, "risk_level").as_ref()))
         }
-        "autonomy_threshold_review" => {
-            let proposal = obj("proposal");
-            let widens = proposal
-                .and_then(|p| p.get("changes"))
+        CardPayload::AutonomyThreshold(a) => {
+            let widens = a
+                .proposal
+                .get("changes")
                 .and_then(|c| c.as_array())
                 .is_some_and(|c| {
                     c.iter()
@@ -213,14 +215,17 @@ pub fn card_risk(card_type: &str, payload: &JsonObject) -> Option<RiskLevel> {
             } else {
                 RiskLevel::Medium
             };
-            (floor, level_in(proposal.and_then(|p| p.get("risk_level"))))
+            (floor, level_in(key(&a.proposal, "risk_level").as_ref()))
         }
-        "permission_escalation" => (RiskLevel::High, level_in(field(payload, "risk_level"))),
-        "suggestion" => (
+        CardPayload::PermissionEscalation(p) => (RiskLevel::High, p.risk_level),
+        CardPayload::Suggestion(s) => (
             RiskLevel::Low,
-            level_in(obj("suggestion").and_then(|s| s.get("risk_level"))),
+            level_in(key(&s.suggestion, "risk_level").as_ref()),
         ),
-        _ => (RiskLevel::Low, level_in(field(payload, "risk_level"))),
+        CardPayload::ConnectionSetup(c) => (RiskLevel::Low, level_in(c.fields.get("risk_level"))),
+        CardPayload::Decision(_)
+        | CardPayload::Checkpoint(_)
+        | CardPayload::ConnectionFailure(_) => (RiskLevel::Low, None),
     };
     Some(carried.map_or(floor, |c| c.max(floor)))
 }
@@ -414,7 +419,6 @@ mod tests {
 
     #[test]
     fn card_risk_table_floors_and_raises_never_lowers() {
-        let o = |v: serde_json::Value| v.as_object().cloned().unwrap();
         let cases = [
             ("gate_approval", json!({}), Some(RiskLevel::Medium)),
             ("draft_review", json!({}), Some(RiskLevel::Medium)),
@@ -484,11 +488,8 @@ mod tests {
             ("secure_input_request", json!({"risk_level": "high"}), None),
         ];
         for (kind, payload, want) in cases {
-            assert_eq!(
-                card_risk(kind, &o(payload.clone())),
-                want,
-                "{kind} {payload}"
-            );
+            let card = CardPayload::from_parts(kind, payload.clone()).unwrap();
+            assert_eq!(card_risk(&card), want, "{kind} {payload}");
         }
     }
 

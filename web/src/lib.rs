@@ -34,6 +34,7 @@ use warp::http::StatusCode;
 
 pub mod assets;
 pub mod auth;
+pub mod cards;
 pub mod control;
 pub mod protocol;
 pub mod ws;

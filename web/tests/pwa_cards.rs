@@ -105,7 +105,9 @@ fn frame(mut v: Value) -> ServerFrame {
         && let Some(kind) = o.get("type").and_then(Value::as_str).map(str::to_string)
         && kind != "activity"
         && kind != "approval_request"
-        && let Some(r) = silas_core::risk::card_risk(&kind, o)
+        && let Ok(card) =
+            silas_core::cards::CardPayload::from_parts(&kind, Value::Object(o.clone()))
+        && let Some(r) = silas_core::risk::card_risk(&card)
     {
         o.insert("risk_level".into(), Value::from(r.as_str()));
     }

@@ -69,13 +69,12 @@ pub const STEPS: [&str; 19] = [
 
 /// Memories injected by auto-retrieve (step 4).
 pub const AUTO_RETRIEVE_LIMIT: usize = 5;
-/// Card type of a plan approval request.
-pub const PLAN_CARD: &str = "approval_request";
+/// Card types of a plan approval request and of a paused tool call of
+/// background work (§5.2.1 c2, §4.24).
+pub use silas_core::cards::{PLAN_CARD, TOOL_CARD};
 /// What a chatbot customer is told when its request needs the owner's
 /// approval: nothing about the plan, the owner or the card.
 pub const SENT_FOR_REVIEW: &str = "Thanks — your request needs a person's review before anything is done. It has been sent for review.";
-/// Card type of a paused tool call of background work (§5.2.1 c2, §4.24).
-pub const TOOL_CARD: &str = "tool_approval";
 
 /// Sees each step as it starts (tests record the order).
 pub trait TurnObserver: Send + Sync {
@@ -967,17 +966,25 @@ impl Turn<'_> {
         // goes to the owner's Review (the owner scope), never back to the
         // customer, who is told only that it was sent for review.
         let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
+        // The plan hash binds the card to the plan as shown: an edit after
+        // the card makes the approval fail (`decide_card`).
+        let (card_type, payload) = silas_core::cards::proposed_plan_card(
+            &work,
+            &plan_hash,
+            &self.record.inbox_id,
+            &self.scope.scope_id,
+            crate::turn::OWNER_SCOPE,
+        )
+        .into_parts()
+        .map_err(|e| silas_storage::StoreError::Encoding {
+            table: "pending_cards",
+            detail: e.to_string(),
+        })?;
         let card = PendingCard {
             request_id,
             scope_id: crate::turn::OWNER_SCOPE.to_string(),
-            card_type: PLAN_CARD.to_string(),
-            // The plan hash binds the card to the plan as shown: an edit
-            // after the card makes the approval fail (`decide_card`).
-            payload: obj(json!({"work_item_id": work.id, "title": work.title,
-                                "kind": work.kind.as_str(),
-                                "inbox_id": self.record.inbox_id,
-                                "from_scope": self.scope.scope_id,
-                                crate::work_executor::cards::PLAN_HASH_KEY: plan_hash})),
+            card_type: card_type.to_string(),
+            payload,
             created_at: now,
             expires_at: now.plus(ttl),
             audience: silas_storage::CardAudience::Owner,

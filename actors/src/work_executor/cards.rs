@@ -19,9 +19,9 @@
 //!   a restart.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use silas_core::Timestamp;
-use silas_core::model::JsonObject;
+use silas_core::cards::{self as model, CardPayload};
 use silas_core::model::approval::{ApprovalToken, ToolCallApproval};
 use silas_core::model::work::WorkItem;
 use silas_llm::tool_loop::PausedRun;
@@ -60,13 +60,6 @@ pub enum ToolDecision {
     Declined { reason: String },
 }
 
-fn obj(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
-
 /// Deterministic card id of a fix task (re-running the cycle step cannot
 /// create a second card for the same task).
 pub fn fix_task_card_id(task_id: &str) -> String {
@@ -82,16 +75,10 @@ pub fn fix_task_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> PendingCard {
-    let payload = json!({
-        "work_item_id": task.id, "title": task.title, "kind": task.kind.as_str(),
-        "goal_id": goal_id, "reason": reason, PLAN_HASH_KEY: plan_hash,
-        "origin": ORIGIN,
-    });
+) -> Result<PendingCard, serde_json::Error> {
     owner_card(
-        PLAN_CARD,
+        model::fix_task_card(task, plan_hash, goal_id, reason),
         fix_task_card_id(&task.id),
-        payload,
         scope_id,
         now,
         ttl_minutes,
@@ -100,22 +87,22 @@ pub fn fix_task_card(
 
 /// A card of this flow: the owner's, open for `ttl_minutes`.
 fn owner_card(
-    card_type: &str,
+    card: CardPayload,
     request_id: String,
-    payload: Value,
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> PendingCard {
-    PendingCard {
+) -> Result<PendingCard, serde_json::Error> {
+    let (card_type, payload) = card.into_parts()?;
+    Ok(PendingCard {
         request_id,
         scope_id: scope_id.to_owned(),
         card_type: card_type.to_owned(),
-        payload: obj(payload),
+        payload,
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
         audience: silas_storage::CardAudience::Owner,
-    }
+    })
 }
 
 /// Deterministic card id of a goal's renewal card: one open card per goal,
@@ -135,16 +122,10 @@ pub fn renewal_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> PendingCard {
-    let payload = json!({
-        "work_item_id": goal.id, "title": goal.title, "kind": goal.kind.as_str(),
-        "goal_id": goal.id, "reason": reason, PLAN_HASH_KEY: plan_hash,
-        "renewal": true, "origin": ORIGIN,
-    });
+) -> Result<PendingCard, serde_json::Error> {
     owner_card(
-        PLAN_CARD,
+        model::renewal_card(goal, plan_hash, reason),
         renewal_card_id(&goal.id),
-        payload,
         scope_id,
         now,
         ttl_minutes,
@@ -177,19 +158,14 @@ pub fn tool_card(
     ttl_minutes: u32,
 ) -> Result<PendingCard, serde_json::Error> {
     let c = &pause.tool_call;
-    let payload = json!({
-        "work_item_id": item.id, "title": item.title, "tool_name": c.tool_name,
-        "arguments": c.arguments, "reason": pause.paused.reason, "attempt": c.attempt,
-        "origin": ORIGIN, PAUSE_KEY: serde_json::to_value(pause)?,
-    });
-    Ok(owner_card(
-        TOOL_CARD,
-        tool_card_id(c),
-        payload,
-        scope_id,
-        now,
-        ttl_minutes,
-    ))
+    let call = model::ToolCall {
+        tool_name: &c.tool_name,
+        arguments: &c.arguments,
+        reason: &pause.paused.reason,
+        attempt: c.attempt,
+    };
+    let card = model::tool_card(item, call, serde_json::to_value(pause)?);
+    owner_card(card, tool_card_id(c), scope_id, now, ttl_minutes)
 }
 
 /// The card's work item id.
@@ -246,6 +222,15 @@ pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<Pendin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use silas_core::model::JsonObject;
+
+    fn obj(v: Value) -> JsonObject {
+        match v {
+            Value::Object(o) => o,
+            _ => JsonObject::new(),
+        }
+    }
 
     fn card(kind: &str, id: &str, decision: Option<Value>) -> PendingCard {
         let mut payload = obj(json!({"work_item_id": id}));

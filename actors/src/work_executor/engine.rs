@@ -1280,7 +1280,8 @@ impl WorkEngine {
                     scope,
                     Timestamp::now(),
                     self.approvals.default_ttl_minutes(),
-                );
+                )
+                .map_err(|e| WorkError::Encoding(e.to_string()))?;
                 self.store
                     .work_items()
                     .save_with_card(&blocked, Some(&card), None)?;
@@ -1339,7 +1340,8 @@ impl WorkEngine {
             scope,
             Timestamp::now(),
             self.approvals.default_ttl_minutes(),
-        );
+        )
+        .map_err(|e| WorkError::Encoding(e.to_string()))?;
         self.store
             .work_items()
             .save_with_card(&goal, Some(&card), None)?;
