@@ -152,6 +152,29 @@ pub fn arrange_sandbox_root(cfg: &mut Config) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The lines `config check` shows for a configuration (no secret values).
+pub fn print_config_summary(cfg: &Config) {
+    println!("  data_dir:   {}", cfg.data_dir.display());
+    println!(
+        "  web:        http://{}:{}{}",
+        cfg.channels.web.host,
+        cfg.channels.web.port,
+        if cfg.channels.web.auth_token.is_some() {
+            " (auth token set)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  web_search: {}",
+        if cfg.web_search_enabled() {
+            "enabled"
+        } else {
+            "disabled (no search provider key)"
+        }
+    );
+}
+
 pub fn config_source(path: Option<&Path>) -> String {
     match path {
         Some(p) => p.display().to_string(),
@@ -172,25 +195,7 @@ fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCo
     let errors = cfg.validation_errors();
     if errors.is_empty() {
         println!("config ok: {}", config_source(path));
-        println!("  data_dir:   {}", cfg.data_dir.display());
-        println!(
-            "  web:        http://{}:{}{}",
-            cfg.channels.web.host,
-            cfg.channels.web.port,
-            if cfg.channels.web.auth_token.is_some() {
-                " (auth token set)"
-            } else {
-                ""
-            }
-        );
-        println!(
-            "  web_search: {}",
-            if cfg.web_search_enabled() {
-                "enabled"
-            } else {
-                "disabled (no search provider key)"
-            }
-        );
+        print_config_summary(&cfg);
         return Ok(ExitCode::SUCCESS);
     }
     for e in &errors {

@@ -387,25 +387,7 @@ pub fn config_check(cfg: &Config) -> Result<Option<ExitCode>, CliError> {
     };
     let running = &report.running;
     println!("config in force (running daemon): {}", report.source);
-    println!("  data_dir:   {}", running.data_dir.display());
-    println!(
-        "  web:        http://{}:{}{}",
-        running.channels.web.host,
-        running.channels.web.port,
-        if running.channels.web.auth_token.is_some() {
-            " (auth token set)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "  web_search: {}",
-        if running.web_search_enabled() {
-            "enabled"
-        } else {
-            "disabled (no search provider key)"
-        }
-    );
+    crate::commands::print_config_summary(running);
     match &report.on_disk {
         OnDiskConfig::Same => {
             println!("config on disk: same as the running daemon's");
