@@ -504,7 +504,7 @@ async fn a_panicking_tool_call_gate_blocks_the_executor_call_before_the_sandbox(
         "no timeout wait"
     );
     assert!(out.artifacts.is_empty(), "{out:?}");
-    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    assert_eq!(f.executions(), 0, "nothing reached the sandbox");
     let reqs = f.fake.requests();
     assert_eq!(reqs.len(), 2);
     let refused = reqs[1].last_message_text();

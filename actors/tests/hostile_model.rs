@@ -250,7 +250,7 @@ async fn forged_or_copied_tokens_in_a_plan_never_authorise_execution() {
         served,
         "the executor model was never asked"
     );
-    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    assert_eq!(f.executions(), 0, "nothing reached the sandbox");
     let audit = f.audit();
     let blocked: Vec<&Value> = audit
         .iter()
@@ -322,7 +322,7 @@ async fn needs_approval_false_is_overridden_and_nothing_runs_unapproved() {
     assert_eq!(r.status, WorkItemStatus::Blocked);
     assert!(r.summary.contains("no approval token"), "{}", r.summary);
     assert_eq!(f.fake.served(), served, "no executor request");
-    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    assert_eq!(f.executions(), 0, "nothing reached the sandbox");
 
     // The owner declines the card: still nothing runs, nothing is issued.
     let out = rt
@@ -547,8 +547,9 @@ async fn executor_cannot_touch_the_audit_log() {
 }
 
 /// §15 "See other executors' contexts". Run A leaves a secret in its work
-/// dir (which stays on disk for artifact collection); run B, of another
-/// task, goes looking for it. Defences: every execution gets a fresh work
+/// dir; run B, of another task, goes looking for it — in a run's dir that is
+/// still live (runs overlap; a finished one's dir is removed once its
+/// artifacts are stored, so A's own is gone). Defences: every execution gets a fresh work
 /// dir and landlock confines it there; the executor's request is built from
 /// its own work item only (stateless envelope).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,17 +564,22 @@ async fn executors_cannot_see_other_runs_dirs_or_briefings() {
         .push(output(SECRET));
     let r = f.engine.run_task("t-alpha", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done);
-    let a_dir = std::fs::read_dir(f.path("work"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    assert_eq!(f.executions(), 1);
+    assert_eq!(
+        std::fs::read_dir(f.path("work")).unwrap().count(),
+        0,
+        "a finished run's dir is removed"
+    );
+    // A run still in flight: its dir as the sandbox makes it, holding the secret.
+    let a_dir = silas_sandbox::SubprocessSandbox::new(common::launcher())
+        .fresh_work_dir(&f.path("work"), "t-alpha-a2-live")
+        .unwrap();
+    std::fs::write(a_dir.join("secret.txt"), SECRET).unwrap();
     assert!(
         std::fs::read_to_string(a_dir.join("secret.txt"))
             .unwrap()
             .contains(SECRET),
-        "run A's file is still on disk, so B could only be stopped by isolation"
+        "run A's file is on disk, so B could only be stopped by isolation"
     );
     let before = f.fake.requests().len();
     let work = f.path("work").display().to_string();
@@ -686,7 +692,7 @@ async fn executor_cannot_call_unconfigured_or_unoffered_tools() {
         results.iter().all(|c| c.starts_with("refused")),
         "{results:#?}"
     );
-    assert_eq!(f.execution_dirs(), 0, "nothing executed");
+    assert_eq!(f.executions(), 0, "nothing executed");
 
     // The turn pipeline does not offer it either.
     f.fake.push(direct(json!({"message": "hi"})));
@@ -1144,7 +1150,7 @@ async fn model_cannot_install_or_activate_skills() {
         results.iter().all(|c| c.starts_with("refused")),
         "{results:#?}"
     );
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
     let issued: Vec<String> = f
         .audit()
         .into_iter()
@@ -1186,7 +1192,7 @@ async fn skill_and_briefing_placeholders_are_never_expanded() {
         assert!(system.contains(literal), "{literal} was expanded: {system}");
     }
     assert!(!marker.exists());
-    assert_eq!(f.execution_dirs(), 0, "something ran without a tool call");
+    assert_eq!(f.executions(), 0, "something ran without a tool call");
 }
 
 /// §15 "Inject shell commands via gate script inputs". The model's response

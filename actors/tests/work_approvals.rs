@@ -209,7 +209,7 @@ async fn declined_fix_task_stays_blocked_and_nothing_runs() {
     let r = f.engine.execute("goal-1-fix-1", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked);
     assert_eq!(f.fake.served(), 0);
-    assert_eq!(f.execution_dirs(), 0, "no sandbox run");
+    assert_eq!(f.executions(), 0, "no sandbox run");
     assert_eq!(
         f.store.nonces().len().unwrap(),
         1,
@@ -244,7 +244,7 @@ async fn fix_task_edited_after_its_card_is_refused() {
     assert!(f.audit_events().contains(&"plan_card_refused".to_owned()));
     let r = f.engine.execute("goal-1-fix-1", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked);
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
 }
 
 // ---------------------------------------------------- paused tool calls
@@ -260,7 +260,7 @@ async fn paused_tool_call_approved_runs_the_call_and_the_item_completes() {
     let r = f.engine.run_task("t-pause", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Paused, "{r:?}");
     assert_eq!(f.get("t-pause").status, WorkItemStatus::Paused);
-    assert_eq!(f.execution_dirs(), 0, "not executed before the approval");
+    assert_eq!(f.executions(), 0, "not executed before the approval");
     assert_eq!(f.fake.served(), 1, "the run waits");
     let card = f.card_for("t-pause", TOOL_CARD);
     assert_eq!(card.payload["tool_name"], json!("shell_exec"));
@@ -277,7 +277,7 @@ async fn paused_tool_call_approved_runs_the_call_and_the_item_completes() {
     // The item is not resumable before the owner answers.
     let r = f.engine.execute("t-pause", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Paused);
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
 
     let out_ = f.decide(&card.request_id, "approved").await.unwrap();
     let DecideOutcome::ToolCallApproved { token_id, .. } = out_ else {
@@ -293,7 +293,7 @@ async fn paused_tool_call_approved_runs_the_call_and_the_item_completes() {
     let r = f.engine.execute("t-pause", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
     assert!(out.exists(), "the approved call ran");
-    assert_eq!(f.execution_dirs(), 1);
+    assert_eq!(f.executions(), 1);
     let stored = f.get("t-pause");
     assert_eq!(stored.attempts, 1, "the paused attempt continued");
     assert!(f.cards().is_empty(), "the pause is consumed");
@@ -328,7 +328,7 @@ async fn paused_tool_call_declined_never_runs_and_the_model_is_told() {
     let r = f.engine.execute("t-no", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
     assert_eq!(r.summary, "could not do it");
-    assert_eq!(f.execution_dirs(), 0, "the declined call never ran");
+    assert_eq!(f.executions(), 0, "the declined call never ran");
     let reqs = f.fake.requests();
     assert_eq!(reqs.len(), 2);
     let told = reqs[1].last_message_text();
@@ -359,7 +359,7 @@ async fn an_edited_item_cannot_have_its_paused_call_approved() {
     // And the item itself no longer passes its execution-entry check.
     let r = f.engine.execute("t-edit", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked);
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
 }
 
 #[tokio::test]
@@ -389,7 +389,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     assert_eq!(f.get("t-restart").status, WorkItemStatus::Paused);
     assert_eq!(f.card_for("t-restart", TOOL_CARD), card);
     assert_eq!(f.fake.served(), 1);
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
 
     // Answered after the restart: the executor resumes the paused run.
     let out_ = approval_flow::decide_card(
@@ -408,7 +408,7 @@ async fn restart_while_paused_keeps_the_card_and_resumes_after_approval() {
     let ev = wait_for_event(&mut events, "t-restart").await;
     assert_eq!(ev.status, WorkStatusKind::Done, "{ev:?}");
     assert!(out.exists());
-    assert_eq!(f.execution_dirs(), 1);
+    assert_eq!(f.executions(), 1);
     assert!(f.cards().is_empty());
     actor.stop(None);
     handle.await.unwrap();
@@ -451,7 +451,7 @@ fn standing_goal(f: &Fx, issued: silas_core::Timestamp) -> WorkItem {
 fn assert_cycle_did_not_run(f: &Fx) {
     assert!(!f.path("artifacts/goal-1").exists(), "the checks ran");
     assert!(!f.audit_events().contains(&"goal_cycle_checks".to_owned()));
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
     assert_eq!(f.fake.served(), 0);
     assert_eq!(f.store.nonces().len().unwrap(), 0);
 }

@@ -56,6 +56,13 @@ async fn fail_retry_planner_consulted_then_succeed() {
     let r = f.engine.run_task("t-retry", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
     assert!(r.artifacts.contains_key("done.txt"));
+    // Four attempts ran a command each; none left its work dir behind.
+    let left: Vec<_> = std::fs::read_dir(f.path("work"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "work dirs left behind: {left:?}");
     assert_eq!(r.next_steps, vec!["look".to_owned()]);
     let stored = f.get("t-retry");
     assert_eq!(stored.status, WorkItemStatus::Done);
@@ -117,7 +124,7 @@ async fn stored_artifacts_carry_no_privileges() {
     f.approve(&mut t);
     f.fake.push(shell(&format!(
         "printf '#!/bin/sh\\nid\\n' > tool && chmod 4755 tool && \
-         ln -s /etc/shadow shadow && ln -s {} key",
+         ln -s /etc/shadow shadow && ln -s {} key && stat -c 'made %a' tool",
         secret.display()
     )));
     f.fake.push(output("made tool"));
@@ -125,16 +132,20 @@ async fn stored_artifacts_carry_no_privileges() {
     let r = f.engine.run_task("t-suid", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
     assert_eq!(r.artifacts.keys().collect::<Vec<_>>(), vec!["tool"]);
-    // The sandbox really left a setuid file in its work dir.
-    let work = f.path("work");
-    let made: Vec<u32> = std::fs::read_dir(&work)
+    // The sandbox really made a setuid file (the tool output the model saw)...
+    let reqs = f.fake.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.last_message_text().contains("made 4755")),
+        "the control failed: no setuid file was made"
+    );
+    // ...and its work dir is gone once the artifacts were stored.
+    let left: Vec<_> = std::fs::read_dir(f.path("work"))
         .unwrap()
         .flatten()
-        .map(|e| e.path().join("tool"))
-        .filter(|p| p.is_file())
-        .map(|p| mode(&p))
+        .map(|e| e.path())
         .collect();
-    assert_eq!(made, vec![0o4755]);
+    assert!(left.is_empty(), "work dirs left behind: {left:?}");
     assert_eq!(mode(&tool), 0o600);
     assert_eq!(mode(tool.parent().unwrap()), 0o700);
     assert_eq!(std::fs::read_to_string(&tool).unwrap(), "#!/bin/sh\nid\n");
@@ -231,7 +242,7 @@ async fn no_token_or_expired_token_blocks_with_nothing_executed() {
     assert_eq!(r.status, WorkItemStatus::Blocked);
 
     assert_eq!(f.fake.served(), 0, "no model request");
-    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    assert_eq!(f.executions(), 0, "nothing reached the sandbox");
     for id in ["t-none", "t-expired", "t-unverified"] {
         assert_eq!(f.get(id).status, WorkItemStatus::Blocked);
         assert_eq!(f.get(id).attempts, 0);
@@ -355,7 +366,7 @@ async fn tampered_spawn_is_refused() {
             .is_empty()
     );
     assert_eq!(f.fake.served(), 0);
-    assert_eq!(f.execution_dirs(), 0);
+    assert_eq!(f.executions(), 0);
     assert_eq!(f.store.nonces().len().unwrap(), 0);
     let ev = f.drain();
     let blocked = ev.iter().find(|e| e.work_item_id == "goal-1").unwrap();
@@ -399,7 +410,7 @@ async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
     let r = f.engine.run_task("t-gated", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done);
     assert!(r.artifacts.is_empty());
-    assert_eq!(f.execution_dirs(), 0, "nothing executed");
+    assert_eq!(f.executions(), 0, "nothing executed");
     let reqs = f.fake.requests();
     let refused = reqs[1].last_message_text();
     assert!(
@@ -432,7 +443,7 @@ async fn tool_call_gate_allows_and_after_step_gate_blocks() {
     let r = f.engine.run_task("t-after", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Blocked, "{r:?}");
     assert!(r.summary.contains("summary-ok"), "{}", r.summary);
-    assert_eq!(f.execution_dirs(), 1, "the allowed call ran");
+    assert_eq!(f.executions(), 1, "the allowed call ran");
     let stored = f.get("t-after");
     assert!(
         stored.verification_results.is_empty(),
@@ -541,7 +552,7 @@ async fn project_without_a_valid_token_is_refused_before_any_child_runs() {
     );
     assert_eq!(f.get("pc").attempts, 0);
     assert_eq!(f.fake.served(), 0, "no model request");
-    assert_eq!(f.execution_dirs(), 0, "nothing reached the sandbox");
+    assert_eq!(f.executions(), 0, "nothing reached the sandbox");
     let blocked = f
         .audit_events()
         .into_iter()

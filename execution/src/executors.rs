@@ -84,6 +84,19 @@ fn arg_str<'a>(env: &'a ExecutionEnvelope, key: &str) -> Option<&'a str> {
 }
 
 impl ExecutorRegistry {
+    /// Deletes one finished execution's work dir. Called once its results
+    /// (and artifacts) were taken; an id that is not a plain directory name
+    /// is ignored, so nothing outside `work_base` can be named.
+    pub fn discard_work_dir(&self, execution_id: &str) {
+        let plain = !execution_id.is_empty()
+            && execution_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if plain {
+            crate::cleanup::remove_tree(&self.work_base.join(execution_id));
+        }
+    }
+
     pub fn new(sandbox: SubprocessSandbox, work_base: PathBuf) -> Self {
         ExecutorRegistry {
             sandbox,

@@ -27,6 +27,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod artifacts;
+pub mod cleanup;
 pub mod executors;
 pub mod verification;
 pub mod web_search;

@@ -286,33 +286,11 @@ impl VerificationRunner {
     }
 }
 
-/// Deletes a finished check's directory. What the check left may be
-/// unwritable to its owner (a `chmod 000` dir), so permissions are opened
-/// first; nothing is followed out of the tree (symlinks are removed, not
-/// traversed). Failure is logged, never fatal: the result stands.
+/// Deletes a finished check's directory ([`crate::cleanup::remove_tree`]).
 struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        if std::fs::remove_dir_all(&self.0).is_ok() {
-            return;
-        }
-        open_up(&self.0);
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            tracing::warn!(dir = %self.0.display(), "cannot remove a finished check's directory: {e}");
-        }
-    }
-}
-
-fn open_up(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            open_up(&entry.path());
-        }
+        crate::cleanup::remove_tree(&self.0);
     }
 }

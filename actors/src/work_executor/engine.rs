@@ -570,7 +570,10 @@ impl WorkEngine {
                 }
             };
             // c3. Artifacts from the ledger only.
-            let artifacts = self.store_artifacts(&item.id, &ledger)?;
+            let artifacts = self.store_artifacts(&item.id, &ledger);
+            // Stored (or refused): the attempt's work dirs are done with.
+            self.discard_work_dirs(&ledger);
+            let artifacts = artifacts?;
             let refs: BTreeSet<&str> = output.artifact_refs.iter().map(String::as_str).collect();
             let actual: BTreeSet<&str> = artifacts.keys().map(String::as_str).collect();
             if refs != actual {
@@ -834,7 +837,12 @@ impl WorkEngine {
     fn conclude(&self, tools: &WorkTools, outcome: ExecutorOutcome) -> Result<Attempt, WorkError> {
         let mut ledger = tools.take_ledger();
         self.audit_events(&std::mem::take(&mut ledger.audit))?;
-        Ok(match outcome {
+        let ran: Vec<String> = ledger
+            .executed
+            .iter()
+            .map(|r| r.execution_id.clone())
+            .collect();
+        let attempt = match outcome {
             ExecutorOutcome::Completed(Structured::Valid { value, .. }) => {
                 Attempt::Output(value, ledger)
             }
@@ -845,7 +853,22 @@ impl WorkEngine {
             // The next budget check ends the loop as stuck.
             ExecutorOutcome::BudgetExhausted => Attempt::Retry("budget exhausted".into()),
             ExecutorOutcome::RequestLimit => Attempt::Retry("tool round limit reached".into()),
-        })
+        };
+        // A retried attempt's outputs are never used again (the next attempt
+        // starts from the briefing); an output or a pause still needs them.
+        if matches!(attempt, Attempt::Retry(_)) {
+            for id in &ran {
+                self.registry.discard_work_dir(id);
+            }
+        }
+        Ok(attempt)
+    }
+
+    /// Deletes the work dirs of every execution in `ledger`.
+    fn discard_work_dirs(&self, ledger: &Ledger) {
+        for r in &ledger.executed {
+            self.registry.discard_work_dir(&r.execution_id);
+        }
     }
 
     /// §5.2.1 c2: the item waits, `paused`, with a tool card holding the

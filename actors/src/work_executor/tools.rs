@@ -103,6 +103,9 @@ pub struct WorkTools {
     rate: Option<(String, Arc<crate::limits::RuntimeLimits>)>,
 }
 
+/// Audit event for one sandboxed tool run.
+pub const TOOL_EXECUTED: &str = "tool_executed";
+
 fn out(success: bool, content: impl Into<String>) -> ToolOutput {
     ToolOutput {
         success,
@@ -283,7 +286,23 @@ impl WorkTools {
             Some(e) => format!("{}\nerror: {e}", result.return_value),
         };
         let success = result.success;
-        self.with_ledger(|l| l.executed.push(result));
+        // Every sandboxed run is an action the audit log records (ids and
+        // outcome only: output is model-influenced and may hold secrets).
+        let mut data = JsonObject::new();
+        data.insert("work_item_id".into(), Value::from(self.item_id.as_str()));
+        data.insert("tool_name".into(), Value::from(name));
+        data.insert(
+            "execution_id".into(),
+            Value::from(result.execution_id.as_str()),
+        );
+        data.insert("success".into(), Value::from(success));
+        self.with_ledger(|l| {
+            l.executed.push(result);
+            l.audit.push(AuditEvent {
+                event: TOOL_EXECUTED.into(),
+                data,
+            });
+        });
         out(success, content)
     }
 

@@ -287,10 +287,16 @@ impl Fx {
     }
 
     /// How many executions got a work directory.
-    pub fn execution_dirs(&self) -> usize {
-        std::fs::read_dir(self.path("work"))
-            .map(|rd| rd.count())
-            .unwrap_or(0)
+    /// Sandboxed tool runs so far, from the audit log (their work dirs are
+    /// removed once an attempt's artifacts are stored).
+    pub fn executions(&self) -> usize {
+        self.store
+            .audit()
+            .tail(100_000)
+            .unwrap()
+            .iter()
+            .filter(|e| e.event == silas_actors::work_executor::tools::TOOL_EXECUTED)
+            .count()
     }
 
     /// Every tool result the model was shown, in order, without repeats.
