@@ -32,11 +32,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use silas_actors::activity::{self, WorkFacts};
 use silas_actors::approval::{AnswerOrigin, OwnerSessions};
-use silas_actors::cards::{CardKind, CardRejection, CardResponse, CardTimeouts};
+use silas_actors::cards::{CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_for};
 use silas_actors::turn::OWNER_SCOPE;
-use silas_core::cards::{CardPayload, PLAN_CARD};
+use silas_core::cards::CardPayload;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength};
 use silas_core::{Coded, Timestamp};
 use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
@@ -145,28 +145,10 @@ impl WebBridge {
     }
 
     /// The server frame for a card: the typed card, rendered by
-    /// `silas_web::cards`. A plan card's view is built from the stored item
-    /// the token will bind, never from the card's own payload text.
-    fn card_frame(&self, card: &PendingCard) -> Option<ServerFrame> {
-        let payload = if card.card_type == PLAN_CARD {
-            let p = &card.payload;
-            let item_id = p.get("work_item_id").and_then(Value::as_str)?;
-            let item = self.store.work_items().get(item_id).ok().flatten()?;
-            let hash = p
-                .get("plan_hash")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let mut plan = silas_core::cards::plan_card(&item, hash);
-            plan.from_scope = p
-                .get("from_scope")
-                .and_then(Value::as_str)
-                .filter(|s| *s != OWNER_SCOPE)
-                .map(str::to_string);
-            CardPayload::Plan(plan)
-        } else {
-            CardPayload::from_parts(&card.card_type, Value::Object(card.payload.clone())).ok()?
-        };
-        Some(silas_web::cards::card_frame(&card.request_id, &payload))
+    /// `silas_web::cards` (a plan card's view was built from the same item,
+    /// at the same moment, as the plan hash its approval is checked against).
+    fn card_frame(card: &PendingCard) -> ServerFrame {
+        silas_web::cards::card_frame(&card.request_id, &card.card)
     }
 
     fn frame_for(&self, out: &Outbound) -> Option<ServerFrame> {
@@ -189,7 +171,7 @@ impl WebBridge {
                 verification: serde_json::to_value(&event.verification)
                     .unwrap_or(Value::Array(vec![])),
             },
-            Outbound::Card { card } => self.card_frame(card)?,
+            Outbound::Card { card } => Self::card_frame(card),
         })
     }
 
@@ -348,9 +330,7 @@ impl WebBackend for WebBridge {
                     && may_see(c, owner)
                     && !silas_actors::cards::is_expired(c, &self.timeouts, now)
             }) {
-                if let Some(f) = self.card_frame(card) {
-                    let _ = tx.send(f).await;
-                }
+                let _ = tx.send(Self::card_frame(card)).await;
             }
             // The Activity timeline is the owner's audit trail: owner only.
             if owner && scope_id == OWNER_SCOPE {
@@ -619,7 +599,7 @@ impl SecretSink for SecretVault {
             }
         };
         let Some(card) = card.filter(|c| {
-            c.card_type == CardKind::SecureInput.card_type()
+            matches!(c.card, CardPayload::SecureInput(_))
                 && !silas_actors::cards::is_expired(c, &self.timeouts, Timestamp::now())
         }) else {
             return Err(SecretStoreError::UnknownRef);
@@ -633,11 +613,10 @@ impl SecretSink for SecretVault {
                 return Err(SecretStoreError::Failed);
             }
         }
-        let label = card
-            .payload
-            .get("label")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let label = match &card.card {
+            CardPayload::SecureInput(s) => s.label.as_str(),
+            _ => "",
+        };
         let mut data = silas_core::model::JsonObject::new();
         data.insert("ref_id".into(), Value::from(ref_id));
         data.insert("label".into(), Value::from(label));

@@ -29,6 +29,7 @@ pub const DEFAULT_PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 /// §8.1: "120s for gate approvals".
 pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(120);
 
+use silas_core::cards::CardPayload;
 pub use silas_core::cards::{CardKind, CardResponse};
 
 /// Gate and checkpoint cards hold up running work: the short timeout.
@@ -72,7 +73,7 @@ impl CardTimeouts {
 
 /// The moment a card stops accepting answers.
 pub fn deadline(card: &PendingCard, timeouts: &CardTimeouts) -> Timestamp {
-    let timeout = chrono::Duration::from_std(timeouts.for_card_type(&card.card_type))
+    let timeout = chrono::Duration::from_std(timeouts.for_card_type(card.card_type()))
         .unwrap_or(chrono::Duration::seconds(300));
     card.expires_at.min(card.created_at.plus(timeout))
 }
@@ -129,8 +130,12 @@ fn verdict(v: &str) -> CardResponse {
     }
 }
 
-fn payload_str<'a>(card: &'a PendingCard, key: &str) -> Option<&'a str> {
-    card.payload.get(key).and_then(Value::as_str)
+/// The step a connection-setup card asks about (empty for other cards).
+fn step_type_of(card: &PendingCard) -> &str {
+    match &card.card {
+        CardPayload::ConnectionSetup(c) => &c.step_type,
+        _ => "",
+    }
 }
 
 /// The safe outcome of a card nobody answered (§8.1: declined / block;
@@ -160,7 +165,7 @@ pub fn safe_default(kind: CardKind, card: &PendingCard) -> CardResponse {
         CardKind::PermissionEscalation => verdict("deny"),
         CardKind::SecureInput => CardResponse::SecureInput { success: false },
         CardKind::ConnectionSetup => CardResponse::SetupAction {
-            step_type: payload_str(card, "step_type").unwrap_or_default().into(),
+            step_type: step_type_of(card).into(),
             action: "cancel".into(),
         },
         CardKind::ConnectionFailure => CardResponse::Recovery {
@@ -239,22 +244,22 @@ fn one_of(request_id: &str, value: &str, allowed: &[&str]) -> Result<(), CardRej
     }
 }
 
-/// The option values a card offered, if it lists them (`options` as strings
-/// or objects with `value`/`action`/`id`).
-fn offered(card: &PendingCard, key: &str) -> Option<Vec<String>> {
-    let list = card.payload.get(key)?.as_array()?;
-    Some(
-        list.iter()
-            .filter_map(|o| match o {
-                Value::String(s) => Some(s.clone()),
-                Value::Object(m) => ["value", "action", "id"]
-                    .iter()
-                    .find_map(|k| m.get(*k).and_then(Value::as_str))
-                    .map(str::to_string),
-                _ => None,
-            })
-            .collect(),
-    )
+/// The option values a card offered (strings or objects with
+/// `value`/`action`/`id`); nothing when the producer listed none.
+fn offered(options: &Value) -> Vec<String> {
+    let Some(list) = options.as_array() else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|o| match o {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(m) => ["value", "action", "id"]
+                .iter()
+                .find_map(|k| m.get(*k).and_then(Value::as_str))
+                .map(str::to_string),
+            _ => None,
+        })
+        .collect()
 }
 
 fn invalid(request_id: &str, reason: impl Into<String>) -> CardRejection {
@@ -293,11 +298,11 @@ pub fn validate_response(
             Ok(verdict(v))
         }
         (CardKind::Checkpoint, CardResponse::Verdict { verdict: v }) => {
-            if let Some(options) = offered(card, "options")
-                && !options.is_empty()
-                && !options.contains(&v)
-                && v != "decline"
-            {
+            let options = match &card.card {
+                CardPayload::Checkpoint(c) => c.options.as_slice(),
+                _ => &[],
+            };
+            if !options.is_empty() && !options.contains(&v) && v != "decline" {
                 return Err(invalid(
                     rid,
                     format!("{v:?} is not one of the checkpoint's options"),
@@ -325,11 +330,10 @@ pub fn validate_response(
                 if selected_item_ids.is_empty() {
                     return Err(invalid(rid, "edit_selection requires selected_item_ids"));
                 }
-                let items = card
-                    .payload
-                    .get("batch")
-                    .and_then(|b| b.get("items"))
-                    .and_then(Value::as_array);
+                let items = match &card.card {
+                    CardPayload::BatchReview(b) => b.batch.get("items").and_then(Value::as_array),
+                    _ => None,
+                };
                 if let Some(items) = items {
                     let known: HashSet<&str> = items
                         .iter()
@@ -382,7 +386,11 @@ pub fn validate_response(
             let freetext = freetext.filter(|t| !t.trim().is_empty());
             match &selected_value {
                 Some(v) => {
-                    let options = offered(card, "options").unwrap_or_default();
+                    let options = match &card.card {
+                        CardPayload::Decision(d) => offered(&d.options),
+                        CardPayload::Suggestion(s) => offered(&s.options),
+                        _ => Vec::new(),
+                    };
                     // Suggestions always offer "do it" / "not now" (§4.1.1).
                     let builtin = kind == CardKind::Suggestion
                         && ["do_it", "not_now", "dismiss"].contains(&v.as_str());
@@ -394,11 +402,7 @@ pub fn validate_response(
                     }
                 }
                 None => {
-                    let allow = card
-                        .payload
-                        .get("allow_freetext")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
+                    let allow = matches!(&card.card, CardPayload::Decision(d) if d.allow_freetext);
                     if freetext.is_none() || !allow {
                         return Err(invalid(rid, "choose one of the options"));
                     }
@@ -410,7 +414,7 @@ pub fn validate_response(
             })
         }
         (CardKind::ConnectionSetup, CardResponse::SetupAction { step_type, action }) => {
-            if payload_str(card, "step_type").is_some_and(|s| s != step_type) {
+            if matches!(&card.card, CardPayload::ConnectionSetup(c) if c.step_type != step_type) {
                 return Err(invalid(
                     rid,
                     format!("this card is not a {step_type:?} step"),
@@ -420,7 +424,10 @@ pub fn validate_response(
             Ok(CardResponse::SetupAction { step_type, action })
         }
         (CardKind::ConnectionFailure, CardResponse::Recovery { selected_action }) => {
-            let options = offered(card, "recovery_options").unwrap_or_default();
+            let options = match &card.card {
+                CardPayload::ConnectionFailure(f) => offered(&f.recovery_options),
+                _ => Vec::new(),
+            };
             if selected_action != "skip" && !options.contains(&selected_action) {
                 return Err(invalid(
                     rid,
@@ -450,19 +457,16 @@ pub fn secure_input_card(
     guidance: Value,
     now: Timestamp,
     timeouts: &CardTimeouts,
-) -> Result<PendingCard, serde_json::Error> {
+) -> PendingCard {
     let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
-    let (card_type, payload) =
-        silas_core::cards::secure_input_card(label, input_hint, guidance).into_parts()?;
-    Ok(PendingCard {
+    PendingCard {
         request_id: ref_id.to_string(),
         scope_id: scope_id.to_string(),
-        card_type: card_type.to_string(),
-        payload,
+        card: silas_core::cards::secure_input_card(label, input_hint, guidance),
         created_at: now,
         expires_at: now.plus(ttl),
         audience: silas_storage::CardAudience::Owner,
-    })
+    }
 }
 
 /// Everything an answer must pass before it changes anything: the card
@@ -487,13 +491,14 @@ pub fn check_answer(
         _ if already_answered => return Err(CardRejection::AlreadyAnswered(request_id.into())),
         _ => return Err(CardRejection::Unknown(request_id.into())),
     };
-    if card.card_type != kind.card_type() {
-        let expected = CardKind::from_card_type(&card.card_type)
-            .map(CardKind::response_type)
-            .unwrap_or("approval_response");
+    if card.card.kind() != Some(kind) {
+        let expected = card
+            .card
+            .kind()
+            .map_or("approval_response", CardKind::response_type);
         return Err(CardRejection::WrongType {
             request_id: request_id.into(),
-            card_type: card.card_type.clone(),
+            card_type: card.card_type().to_string(),
             expected: expected.into(),
         });
     }
@@ -508,7 +513,7 @@ pub fn check_answer(
 pub fn audit_record(card: &PendingCard, answer: &CardAnswer) -> (&'static str, Value) {
     let mut data = json!({
         "request_id": card.request_id,
-        "card_type": card.card_type,
+        "card_type": card.card_type(),
         "scope_id": card.scope_id,
         "resolution": answer.resolution,
     });
@@ -566,244 +571,5 @@ impl RecentlyResolved {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use silas_core::model::JsonObject;
-
-    fn card(kind: CardKind, payload: Value) -> PendingCard {
-        let now = Timestamp::now();
-        PendingCard {
-            request_id: "r1".into(),
-            scope_id: "owner".into(),
-            card_type: kind.card_type().into(),
-            payload: match payload {
-                Value::Object(o) => o,
-                _ => JsonObject::new(),
-            },
-            created_at: now,
-            expires_at: now.plus(chrono::Duration::minutes(30)),
-            audience: silas_storage::CardAudience::Owner,
-        }
-    }
-
-    #[test]
-    fn kinds_round_trip_and_names_match_the_spec_tables() {
-        for k in CardKind::ALL {
-            assert_eq!(CardKind::from_card_type(k.card_type()), Some(k));
-        }
-        assert_eq!(CardKind::from_card_type("fix_task"), None);
-        assert_eq!(CardKind::Plan.card_type(), crate::turn::pipeline::PLAN_CARD);
-    }
-
-    #[test]
-    fn deadlines_are_300_s_for_plans_and_120_s_for_gates() {
-        let t = CardTimeouts::default();
-        let plan = card(CardKind::Plan, json!({}));
-        assert_eq!(
-            deadline(&plan, &t),
-            plan.created_at.plus(chrono::Duration::seconds(300))
-        );
-        for k in [CardKind::Gate, CardKind::Checkpoint] {
-            let c = card(k, json!({}));
-            assert_eq!(
-                deadline(&c, &t),
-                c.created_at.plus(chrono::Duration::seconds(120))
-            );
-        }
-        // An earlier expires_at wins; unknown card types get the plan timeout.
-        let mut short = card(CardKind::Decision, json!({}));
-        short.expires_at = short.created_at.plus(chrono::Duration::seconds(5));
-        assert_eq!(deadline(&short, &t), short.expires_at);
-        assert_eq!(t.for_card_type("fix_task"), DEFAULT_PLAN_TIMEOUT);
-        assert!(!is_expired(&plan, &t, plan.created_at));
-        assert!(is_expired(
-            &plan,
-            &t,
-            plan.created_at.plus(chrono::Duration::seconds(300))
-        ));
-    }
-
-    #[test]
-    fn every_safe_default_is_a_decline_and_passes_validation() {
-        for k in CardKind::ALL {
-            let c = card(k, json!({"step_type": "device_code"}));
-            let d = safe_default(k, &c);
-            match (&k, &d) {
-                (CardKind::Gate, CardResponse::Verdict { verdict }) => assert_eq!(verdict, "block"),
-                (CardKind::Suggestion, CardResponse::Choice { selected_value, .. }) => {
-                    assert_eq!(selected_value.as_deref(), Some("not_now"))
-                }
-                (CardKind::AutonomyThreshold, CardResponse::Verdict { verdict }) => {
-                    assert_eq!(verdict, "decline")
-                }
-                (CardKind::SecureInput, CardResponse::SecureInput { success }) => assert!(!success),
-                _ => {}
-            }
-            // A decision card's default is "nothing chosen": valid as an
-            // outcome, not as an owner answer.
-            if k != CardKind::Decision {
-                assert!(validate_response(k, &c, d).is_ok(), "{k:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn answers_are_checked_against_card_scope_type_and_deadline() {
-        let t = CardTimeouts::default();
-        let c = card(CardKind::Gate, json!({}));
-        let now = c.created_at;
-        let ok = |r| check_answer(Some(&c), "r1", "owner", CardKind::Gate, r, false, &t, now);
-        assert_eq!(ok(verdict("continue")), Ok(verdict("approve")));
-        assert!(matches!(
-            ok(verdict("maybe")),
-            Err(CardRejection::Invalid { .. })
-        ));
-        // Another scope's card is unknown to it.
-        assert_eq!(
-            check_answer(
-                Some(&c),
-                "r1",
-                "ws-9",
-                CardKind::Gate,
-                verdict("approve"),
-                false,
-                &t,
-                now
-            ),
-            Err(CardRejection::Unknown("r1".into()))
-        );
-        assert!(matches!(
-            check_answer(
-                Some(&c),
-                "r1",
-                "owner",
-                CardKind::Decision,
-                verdict("x"),
-                false,
-                &t,
-                now
-            ),
-            Err(CardRejection::WrongType { .. })
-        ));
-        let late = now.plus(chrono::Duration::seconds(121));
-        assert_eq!(
-            check_answer(
-                Some(&c),
-                "r1",
-                "owner",
-                CardKind::Gate,
-                verdict("approve"),
-                false,
-                &t,
-                late
-            ),
-            Err(CardRejection::Expired("r1".into()))
-        );
-        assert_eq!(
-            check_answer(
-                None,
-                "r1",
-                "owner",
-                CardKind::Gate,
-                verdict("approve"),
-                true,
-                &t,
-                now
-            ),
-            Err(CardRejection::AlreadyAnswered("r1".into()))
-        );
-        assert_eq!(
-            check_answer(
-                None,
-                "r1",
-                "owner",
-                CardKind::Gate,
-                verdict("approve"),
-                false,
-                &t,
-                now
-            ),
-            Err(CardRejection::Unknown("r1".into()))
-        );
-    }
-
-    #[test]
-    fn response_validation_per_card_type() {
-        let batch = card(
-            CardKind::BatchReview,
-            json!({"batch": {"items": [{"id": "a"}, {"id": "b"}]}}),
-        );
-        let sel = |v: &str, ids: &[&str]| CardResponse::Batch {
-            verdict: v.into(),
-            selected_item_ids: ids.iter().map(|s| s.to_string()).collect(),
-        };
-        assert!(
-            validate_response(CardKind::BatchReview, &batch, sel("edit_selection", &["a"])).is_ok()
-        );
-        assert!(
-            validate_response(CardKind::BatchReview, &batch, sel("edit_selection", &["z"]))
-                .is_err()
-        );
-        assert!(validate_response(CardKind::BatchReview, &batch, sel("approve", &["a"])).is_err());
-        let decision = card(
-            CardKind::Decision,
-            json!({"options": [{"value": "a"}, {"value": "b"}], "allow_freetext": false}),
-        );
-        let choice = |v: Option<&str>, f: Option<&str>| CardResponse::Choice {
-            selected_value: v.map(str::to_string),
-            freetext: f.map(str::to_string),
-        };
-        assert!(validate_response(CardKind::Decision, &decision, choice(Some("a"), None)).is_ok());
-        assert!(validate_response(CardKind::Decision, &decision, choice(Some("c"), None)).is_err());
-        assert!(
-            validate_response(CardKind::Decision, &decision, choice(None, Some("hm"))).is_err()
-        );
-        let draft = card(CardKind::DraftReview, json!({}));
-        let d = |v: &str, t: Option<&str>| CardResponse::Draft {
-            verdict: v.into(),
-            edited_text: t.map(str::to_string),
-        };
-        assert!(validate_response(CardKind::DraftReview, &draft, d("edit", None)).is_err());
-        assert!(validate_response(CardKind::DraftReview, &draft, d("edit", Some("x"))).is_ok());
-        let failure = card(
-            CardKind::ConnectionFailure,
-            json!({"recovery_options": [{"action": "reauth"}]}),
-        );
-        let rec = |a: &str| CardResponse::Recovery {
-            selected_action: a.into(),
-        };
-        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("reauth")).is_ok());
-        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("skip")).is_ok());
-        assert!(validate_response(CardKind::ConnectionFailure, &failure, rec("rm")).is_err());
-        // Wrong shape for the kind.
-        assert!(validate_response(CardKind::Gate, &draft, d("approve", None)).is_err());
-    }
-
-    #[test]
-    fn audit_records_never_carry_free_text() {
-        let c = card(CardKind::DraftReview, json!({}));
-        let answer = CardAnswer {
-            request_id: "r1".into(),
-            kind: CardKind::DraftReview,
-            response: CardResponse::Draft {
-                verdict: "edit".into(),
-                edited_text: Some("my private words".into()),
-            },
-            resolution: Resolution::Answered,
-        };
-        let (event, data) = audit_record(&c, &answer);
-        assert_eq!(event, "card_answered");
-        assert!(!data.to_string().contains("private"), "{data}");
-        assert_eq!(data["edited"], true);
-    }
-
-    #[test]
-    fn recently_resolved_is_bounded() {
-        let mut r = RecentlyResolved::default();
-        for i in 0..(RecentlyResolved::CAPACITY + 10) {
-            r.remember(&format!("c{i}"));
-        }
-        assert!(!r.contains("c0"));
-        assert!(r.contains(&format!("c{}", RecentlyResolved::CAPACITY + 9)));
-    }
-}
+#[path = "cards_tests.rs"]
+mod tests;

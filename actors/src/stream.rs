@@ -370,7 +370,7 @@ impl StreamState {
         audit(
             &self.args.deps,
             "card_answer_refused",
-            json!({"request_id": card.request_id, "card_type": card.card_type,
+            json!({"request_id": card.request_id, "card_type": card.card_type(),
                    "reason": reason, "scope_id": scope_id,
                    "channel": origin.channel, "connection_id": origin.connection_id}),
         )?;
@@ -420,7 +420,7 @@ impl StreamState {
         resolution: Resolution,
     ) -> Result<(), ActorProcessingErr> {
         let deps = self.args.deps.clone();
-        let kind = CardKind::from_card_type(&card.card_type);
+        let kind = card.card.kind();
         let response = match kind {
             Some(k) => cards::safe_default(k, &card),
             None => cards::safe_default(CardKind::Plan, &card),
@@ -520,14 +520,14 @@ impl StreamState {
         // §18.5: proactive suggestion cards per hour and autonomy-threshold
         // proposals per week, per scope. Over the limit the card is never
         // stored or shown; the requester gets a typed refusal.
-        if let Some(kind) = CardKind::from_card_type(&card.card_type) {
+        if let Some(kind) = card.card.kind() {
             let limit = OpenLimit::for_kind(kind);
             if let Err(hit) = self.card_limits.open(limit, &card.scope_id, Instant::now()) {
                 audit(
                     &deps,
                     "security_rate_limited",
                     json!({"scope_id": card.scope_id, "limit": hit.as_str(),
-                           "request_id": card.request_id, "card_type": card.card_type}),
+                           "request_id": card.request_id, "card_type": card.card_type()}),
                 )?;
                 return Ok(Err(TurnError::RateLimited(hit)));
             }
@@ -537,7 +537,7 @@ impl StreamState {
         audit(
             &deps,
             "card_opened",
-            json!({"request_id": card.request_id, "card_type": card.card_type,
+            json!({"request_id": card.request_id, "card_type": card.card_type(),
                    "scope_id": card.scope_id}),
         )?;
         // §8.1: a card for a scope with no live connection resolves to its
@@ -637,12 +637,12 @@ impl StreamState {
         };
         // Known non-plan cards are answered with their own frame; unknown
         // types belong to decide_card (other approval flows).
-        if let Some(kind) = CardKind::from_card_type(&card.card_type)
+        if let Some(kind) = card.card.kind()
             && kind != CardKind::Plan
         {
             return Ok(Err(CardRejection::WrongType {
                 request_id: request_id.into(),
-                card_type: card.card_type.clone(),
+                card_type: card.card_type().to_string(),
                 expected: kind.response_type().into(),
             }));
         }
@@ -1121,8 +1121,8 @@ impl StreamHandle {
         card: PendingCard,
         timeouts: &CardTimeouts,
     ) -> Result<CardAnswer, TurnError> {
-        let kind = CardKind::from_card_type(&card.card_type).ok_or_else(|| {
-            TurnError::Unavailable(format!("unknown card type {:?}", card.card_type))
+        let kind = card.card.kind().ok_or_else(|| {
+            TurnError::Unavailable(format!("unknown card type {:?}", card.card_type()))
         })?;
         let fallback = CardAnswer {
             request_id: card.request_id.clone(),
@@ -1183,11 +1183,7 @@ impl StreamHandle {
             guidance,
             Timestamp::now(),
             timeouts,
-        )
-        .map_err(|e| silas_storage::StoreError::Encoding {
-            table: "pending_cards",
-            detail: e.to_string(),
-        })?;
+        );
         self.ask(card, timeouts).await
     }
 

@@ -296,7 +296,7 @@ async fn secure_input_request_card_carries_metadata_only() {
     let mut sent = None;
     for _ in 0..200 {
         sent = rt.sink.sent().into_iter().find_map(|o| match o {
-            Outbound::Card { card } if card.card_type == "secure_input_request" => Some(card),
+            Outbound::Card { card } if card.card_type() == "secure_input_request" => Some(card),
             _ => None,
         });
         if sent.is_some() {
@@ -305,9 +305,9 @@ async fn secure_input_request_card_carries_metadata_only() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let card = sent.expect("secure input card sent");
-    assert_eq!(card.payload["label"], "GitHub token");
+    assert_eq!(common::payload_of(&card)["label"], "GitHub token");
     // The ref is the card's request id; the typed card carries no copy.
-    assert!(card.payload.get("ref_id").is_none());
+    assert!(common::payload_of(&card).get("ref_id").is_none());
     assert!(card.request_id.starts_with("sec-"));
     rt.stream
         .answer_card(

@@ -295,7 +295,7 @@ async fn needs_approval_false_is_overridden_and_nothing_runs_unapproved() {
     assert!(reply.contains("Plan ready"), "{reply}");
     wait_for("card", || !rt.cards().is_empty()).await;
     let card = rt.cards().remove(0);
-    assert_eq!(card.payload["work_item_id"], "t-sneaky");
+    assert_eq!(common::payload_of(&card)["work_item_id"], "t-sneaky");
 
     let stored = f.get("t-sneaky");
     assert!(
@@ -358,7 +358,11 @@ async fn a_plan_changed_after_its_card_cannot_be_approved() {
     rt.turn("owner", "do the safe thing").await;
     wait_for("card", || !rt.cards().is_empty()).await;
     let card = rt.cards().remove(0);
-    assert!(card.payload["plan_hash"].is_string(), "{:?}", card.payload);
+    assert!(
+        common::payload_of(&card)["plan_hash"].is_string(),
+        "{:?}",
+        common::payload_of(&card)
+    );
     f.store
         .work_items()
         .update("t-swap", |w| {
@@ -1566,7 +1570,7 @@ async fn a_chatbot_customer_cannot_see_or_answer_the_plan_it_caused() {
     let card = rt.cards().remove(0);
     assert_eq!(card.scope_id, "owner", "the card is the owner's");
     assert_eq!(card.audience, silas_storage::CardAudience::Owner);
-    assert_eq!(card.payload["from_scope"], json!(customer));
+    assert_eq!(common::payload_of(&card)["from_scope"], json!(customer));
     // The customer answers on its own connection, in its own scope and
     // (forging) in the owner's scope: unknown card both times.
     let from_customer = AnswerOrigin::new("web", customer);
@@ -1652,6 +1656,9 @@ async fn a_plan_cannot_build_on_another_scopes_work() {
     f.fake.push(to_planner()).push(planner_reply(true, &mine));
     rt.turn("owner", "continue the report").await;
     wait_for("owner's card", || !rt.cards().is_empty()).await;
-    assert_eq!(rt.cards()[0].payload["work_item_id"], json!("t-mine"));
+    assert_eq!(
+        common::payload_of(&rt.cards()[0])["work_item_id"],
+        json!("t-mine")
+    );
     rt.stop().await;
 }

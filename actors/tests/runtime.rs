@@ -527,7 +527,7 @@ async fn restart_flow_approved_plan_survives_and_is_not_re_executed() {
         .unwrap();
     let events = audit_events(&store);
     assert!(events.contains(&"plan_proposed".to_string()));
-    let work_item_id = card.payload["work_item_id"].as_str().unwrap().to_string();
+    let work_item_id = card.card.work_item_id().unwrap().to_string();
     let item = store.work_items().get(&work_item_id).unwrap().unwrap();
     assert!(item.needs_approval && item.approval_token.is_none());
 

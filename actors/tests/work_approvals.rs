@@ -73,7 +73,9 @@ impl Fx {
     fn card_for(&self, id: &str, card_type: &str) -> PendingCard {
         self.cards()
             .into_iter()
-            .find(|c| c.card_type == card_type && c.payload["work_item_id"] == json!(id))
+            .find(|c| {
+                c.card_type() == card_type && common::payload_of(c)["work_item_id"] == json!(id)
+            })
             .unwrap_or_else(|| panic!("no {card_type} card for {id}: {:?}", self.cards()))
     }
 
@@ -137,7 +139,7 @@ async fn fix_task_without_standing_token_gets_a_card_and_runs_once_approved() {
     let mut f = Fx::new().await;
     let card = blocked_fix_task(&f).await;
     assert_eq!(card.scope_id, "owner");
-    assert_eq!(card.payload["goal_id"], json!("goal-1"));
+    assert_eq!(common::payload_of(&card)["goal_id"], json!("goal-1"));
     // The Stream delivers it with the item's blocked event.
     let open = approval_flow::open_cards_for(&f.deps, "goal-1-fix-1").unwrap();
     assert_eq!(open, vec![card.clone()]);
@@ -263,9 +265,9 @@ async fn paused_tool_call_approved_runs_the_call_and_the_item_completes() {
     assert_eq!(f.executions(), 0, "not executed before the approval");
     assert_eq!(f.fake.served(), 1, "the run waits");
     let card = f.card_for("t-pause", TOOL_CARD);
-    assert_eq!(card.payload["tool_name"], json!("shell_exec"));
+    assert_eq!(common::payload_of(&card)["tool_name"], json!("shell_exec"));
     assert_eq!(
-        card.payload["arguments"],
+        common::payload_of(&card)["arguments"],
         json!({"command": "echo ok > out.txt"})
     );
     let ev: Vec<WorkStatusEvent> = std::iter::from_fn(|| f.events.try_recv().ok()).collect();
@@ -480,9 +482,9 @@ async fn goal_with_expired_standing_token_is_stopped_and_renewed_by_its_card() {
     assert_eq!(stopped[0]["token_id"], json!(old_token.token_id));
     let card = f.card_for("goal-1", PLAN_CARD);
     assert_eq!(card.request_id, "card-renew-goal-1");
-    assert_eq!(card.payload["renewal"], json!(true));
+    assert_eq!(common::payload_of(&card)["renewal"], json!(true));
     assert_eq!(
-        card.payload["plan_hash"],
+        common::payload_of(&card)["plan_hash"],
         json!(silas_core::projections::plan_hash(&g).unwrap())
     );
     let ev = f.drain();

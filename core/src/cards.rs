@@ -415,22 +415,10 @@ impl CardPayload {
         }
     }
 
-    /// Decodes a `card_type` and its JSON payload (tests, migrations and
-    /// producers outside Rust's type system, e.g. fixtures).
+    /// Decodes a `card_type` and its JSON payload (tests and fixtures; the
+    /// runtime builds cards with the typed builders below).
     pub fn from_parts(card_type: &str, payload: Value) -> Result<CardPayload, serde_json::Error> {
         serde_json::from_value(serde_json::json!({"card_type": card_type, "payload": payload}))
-    }
-
-    /// The stored form: `card_type` and the JSON payload object.
-    pub fn into_parts(self) -> Result<(&'static str, JsonObject), serde_json::Error> {
-        let card_type = self.card_type();
-        match serde_json::to_value(&self)? {
-            Value::Object(mut o) => match o.remove("payload") {
-                Some(Value::Object(p)) => Ok((card_type, p)),
-                _ => Ok((card_type, JsonObject::new())),
-            },
-            _ => Ok((card_type, JsonObject::new())),
-        }
     }
 
     /// The card's risk (§0.5.2), decided by the server for every channel:

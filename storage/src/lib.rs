@@ -20,6 +20,7 @@ pub mod chronicle;
 pub mod codec;
 pub mod error;
 pub mod inbox;
+mod migrate_cards;
 pub mod nonces;
 pub mod records;
 pub mod scheduled_jobs;

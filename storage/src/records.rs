@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use silas_core::Timestamp;
-use silas_core::model::JsonObject;
+use silas_core::cards::CardPayload;
 use silas_core::model::connections::Connection;
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
@@ -84,13 +84,21 @@ pub enum CardAudience {
 pub struct PendingCard {
     pub request_id: String,
     pub scope_id: String,
-    /// Card type, e.g. `approval_request`, `gate_approval`, `batch_review`.
-    pub card_type: String,
-    pub payload: JsonObject,
+    /// What the card shows, typed per card type. Flattened so the record
+    /// keeps the `{card_type, payload}` layout it had before it was typed.
+    #[serde(flatten)]
+    pub card: CardPayload,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
     #[serde(default)]
     pub audience: CardAudience,
+}
+
+impl PendingCard {
+    /// The stored `card_type` (also the server frame's `type`).
+    pub fn card_type(&self) -> &'static str {
+        self.card.card_type()
+    }
 }
 
 impl Keyed for PendingCard {

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -127,6 +127,10 @@ const MIGRATIONS: &[Migration] = &[
     Migration {
         from: 2,
         run: v2_to_v3,
+    },
+    Migration {
+        from: 3,
+        run: crate::migrate_cards::v3_to_v4,
     },
 ];
 

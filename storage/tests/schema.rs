@@ -133,3 +133,103 @@ fn v2_store_migrates_to_current_with_telegram_tables() {
     drop((updates, store));
     drop(Store::open(&path).unwrap());
 }
+
+const PENDING_CARDS: TableDefinition<&str, &[u8]> = TableDefinition::new("pending_cards");
+
+fn put_raw_card(path: &std::path::Path, key: &str, record: serde_json::Value) {
+    let db = Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    let mut bytes = vec![silas_storage::codec::RECORD_V1];
+    bytes.extend(serde_json::to_vec(&record).unwrap());
+    txn.open_table(PENDING_CARDS)
+        .unwrap()
+        .insert(key, bytes.as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+fn old_card(id: &str, card_type: &str, payload: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "request_id": id, "scope_id": "owner", "card_type": card_type, "payload": payload,
+        "created_at": "2026-11-22T10:00:00Z", "expires_at": "2026-11-22T10:30:00Z",
+    })
+}
+
+/// v3 plan cards carried no `plan` view: the migration builds it from the
+/// stored work item, keeps cards that decode as they are, and drops (counts)
+/// the ones that cannot be decoded.
+#[test]
+fn v3_store_migrates_pending_cards_to_typed_payloads() {
+    use serde_json::json;
+    use silas_core::cards::CardPayload;
+    use silas_storage::PendingCard;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let s = Store::open(&path).unwrap();
+        let item: silas_core::model::work::WorkItem = serde_json::from_value(json!({
+            "id": "wi-1", "type": "task", "title": "Fix the tests", "body": "pytest",
+            "verify": [{"name": "tests", "run": "pytest -q", "expect": {"exit_code": 0}}],
+        }))
+        .unwrap();
+        s.work_items().save(&item).unwrap();
+    }
+    set_meta(&path, "schema_version", "3");
+    set_meta(&path, "schema_checksum", "v3-layout");
+    let v3_plan = json!({"work_item_id": "wi-1", "title": "Fix the tests", "kind": "task",
+        "plan_hash": "ab", "goal_id": "g-1", "reason": "a check failed", "origin": "work_executor"});
+    put_raw_card(
+        &path,
+        "c-plan",
+        old_card("c-plan", "approval_request", v3_plan),
+    );
+    put_raw_card(
+        &path,
+        "c-gate",
+        old_card(
+            "c-gate",
+            "gate_approval",
+            json!({"gate_name": "pii", "value": "x"}),
+        ),
+    );
+    let orphan = json!({"work_item_id": "gone", "plan_hash": "cd"});
+    put_raw_card(
+        &path,
+        "c-orphan",
+        old_card("c-orphan", "approval_request", orphan),
+    );
+    put_raw_card(
+        &path,
+        "c-junk",
+        old_card("c-junk", "no_such_card", json!({})),
+    );
+
+    let store = Store::open(&path).unwrap();
+    let cards = store.records::<PendingCard>();
+    let mut ids: Vec<String> = cards
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.request_id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, vec!["c-gate", "c-plan"]);
+    match cards.get("c-plan").unwrap().unwrap().card {
+        CardPayload::Plan(p) => {
+            assert_eq!(p.work_item_id, "wi-1");
+            assert_eq!(p.plan_hash, "ab");
+            assert_eq!(p.plan.title, "Fix the tests");
+            assert_eq!(p.verify.len(), 1);
+            assert_eq!(p.goal_id.as_deref(), Some("g-1"));
+            assert_eq!(p.origin, silas_core::cards::CardOrigin::WorkExecutor);
+        }
+        other => panic!("not a plan card: {other:?}"),
+    }
+    match cards.get("c-gate").unwrap().unwrap().card {
+        CardPayload::Gate(g) => assert_eq!(g.gate_name, "pii"),
+        other => panic!("not a gate card: {other:?}"),
+    }
+    drop((cards, store));
+    drop(Store::open(&path).unwrap());
+}

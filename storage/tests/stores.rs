@@ -202,8 +202,7 @@ fn keyed_records_and_persona_events() {
     let card = PendingCard {
         request_id: "req-1".into(),
         scope_id: "owner".into(),
-        card_type: "approval_request".into(),
-        payload: serde_json::from_value(json!({"work_item_id": "wi-1"})).unwrap(),
+        card: silas_core::cards::gate_card("pii", json!("x"), json!({"work_item_id": "wi-1"})),
         created_at: Timestamp::now(),
         expires_at: Timestamp::now(),
         audience: silas_storage::CardAudience::Owner,

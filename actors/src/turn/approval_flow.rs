@@ -1,11 +1,11 @@
 //! The owner's answer to a card, dispatched on the card type:
 //!
-//! * a plan card ([`PLAN_CARD`], §5.1.2 steps 4–9 — also the fresh
+//! * a plan card ([`silas_core::cards::PLAN_CARD`], §5.1.2 steps 4–9 — also the fresh
 //!   interactive approval of a goal-spawned fix task, §5.2.3 step 4): mint
 //!   the token, attach it, verify it (the single consuming authorisation),
 //!   dispatch the work in the background. A card that recorded the plan hash
 //!   it was asked for approves only that exact plan.
-//! * a tool card ([`TOOL_CARD`], §5.2.1 c2, §4.24): a paused tool call of
+//! * a tool card ([`silas_core::cards::TOOL_CARD`], §5.2.1 c2, §4.24): a paused tool call of
 //!   background work. Approval mints a `single_step` token bound to that call
 //!   and the item's plan and verifies it; approval or refusal is written into
 //!   the card and the item is dispatched, and the WorkExecutor resumes the
@@ -16,6 +16,7 @@
 
 use serde_json::json;
 use silas_core::approval::Denial;
+use silas_core::cards::{CardPayload, PlanCard};
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
 use silas_core::model::work::{WorkItem, WorkItemStatus, WorkItemType};
 use silas_core::{Timestamp, projections};
@@ -24,7 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::approval::{AnswerOrigin, ApprovalError, OwnedSubject};
 use crate::channel::Outbound;
-use crate::turn::pipeline::{PLAN_CARD, TOOL_CARD, TurnDeps, TurnError};
+use crate::turn::pipeline::{TurnDeps, TurnError};
 use crate::work::DispatchRequest;
 use crate::work_executor::cards::{self, ToolDecision};
 
@@ -99,7 +100,7 @@ pub async fn decide_card(
     let cards = deps.store.records::<PendingCard>();
     let card = cards
         .get(request_id)?
-        .filter(|c| c.card_type == PLAN_CARD || c.card_type == TOOL_CARD)
+        .filter(|c| c.card.is_approval())
         .ok_or_else(|| TurnError::UnknownCard(request_id.to_string()))?;
     let work_item_id = cards::work_item_of(&card).unwrap_or_default().to_string();
     let work = deps
@@ -114,11 +115,11 @@ pub async fn decide_card(
             deps,
             "plan_card_expired",
             json!({"request_id": request_id, "work_item_id": work_item_id,
-                   "card_type": card.card_type}),
+                   "card_type": card.card_type()}),
         )?;
         return Err(TurnError::UnknownCard(request_id.to_string()));
     }
-    if card.card_type == TOOL_CARD {
+    if matches!(card.card, CardPayload::Tool(_)) {
         decide_tool_call(deps, dispatch, card, work, decision, origin).await
     } else {
         decide_plan(deps, dispatch, card, work, decision, origin).await
@@ -180,15 +181,14 @@ async fn decide_plan(
     }
     // The owner approved what the card showed: a card that recorded its
     // plan hash approves that plan only, never one edited since.
-    if let Some(asked) = card
-        .payload
-        .get(cards::PLAN_HASH_KEY)
-        .and_then(|v| v.as_str())
+    if let CardPayload::Plan(PlanCard {
+        plan_hash: asked, ..
+    }) = &card.card
     {
         let current = projections::plan_hash(&work).map_err(|e| {
             TurnError::Approval(ApprovalError::Denied(Denial::Unhashable(e.to_string())))
         })?;
-        if current != asked {
+        if current != *asked {
             cards.delete(request_id)?;
             audit(
                 deps,
@@ -308,7 +308,7 @@ async fn decide_tool_call(
     let work_item_id = work.id.clone();
     let bad = |why: String| TurnError::Approval(ApprovalError::Denied(Denial::Unhashable(why)));
     // Answered before (a retry after a crash): only make sure it resumes.
-    if cards::decision_of(&card).map_err(bad)?.is_some() {
+    if cards::decision_of(&card).is_some() {
         send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
         return Ok(DecideOutcome::AlreadyApproved { work_item_id });
     }
@@ -363,7 +363,7 @@ async fn decide_tool_call(
         let verified = deps.approval_engine.verify_subject(token, subject).await?;
         ToolDecision::Approved { token: verified }
     };
-    let decided = cards::with_decision(card.clone(), &recorded).map_err(|e| bad(e.to_string()))?;
+    let decided = cards::with_decision(card.clone(), &recorded);
     cards.put(&decided)?;
     send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
     match recorded {

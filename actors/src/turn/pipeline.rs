@@ -923,10 +923,7 @@ impl Turn<'_> {
                     .store
                     .records::<PendingCard>()
                     .get(&request_id)?
-                    .is_some_and(|c| {
-                        c.payload.get("work_item_id").and_then(|v| v.as_str())
-                            == Some(work.id.as_str())
-                    });
+                    .is_some_and(|c| c.card.work_item_id() == Some(work.id.as_str()));
             if !own_replay {
                 let renamed = format!("{}-{}", work.id, self.record.inbox_id);
                 self.push(
@@ -968,23 +965,16 @@ impl Turn<'_> {
         let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
         // The plan hash binds the card to the plan as shown: an edit after
         // the card makes the approval fail (`decide_card`).
-        let (card_type, payload) = silas_core::cards::proposed_plan_card(
-            &work,
-            &plan_hash,
-            &self.record.inbox_id,
-            &self.scope.scope_id,
-            crate::turn::OWNER_SCOPE,
-        )
-        .into_parts()
-        .map_err(|e| silas_storage::StoreError::Encoding {
-            table: "pending_cards",
-            detail: e.to_string(),
-        })?;
         let card = PendingCard {
             request_id,
             scope_id: crate::turn::OWNER_SCOPE.to_string(),
-            card_type: card_type.to_string(),
-            payload,
+            card: silas_core::cards::proposed_plan_card(
+                &work,
+                &plan_hash,
+                &self.record.inbox_id,
+                &self.scope.scope_id,
+                crate::turn::OWNER_SCOPE,
+            ),
             created_at: now,
             expires_at: now.plus(ttl),
             audience: silas_storage::CardAudience::Owner,

@@ -19,25 +19,16 @@
 //!   a restart.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use silas_core::Timestamp;
-use silas_core::cards::{self as model, CardPayload};
-use silas_core::model::approval::{ApprovalToken, ToolCallApproval};
+pub use silas_core::cards::ToolDecision;
+use silas_core::cards::{self as model, CardOrigin, CardPayload};
+use silas_core::model::approval::ToolCallApproval;
 use silas_core::model::work::WorkItem;
 use silas_llm::tool_loop::PausedRun;
 use silas_storage::PendingCard;
 
 use super::tools::Ledger;
 pub use crate::turn::pipeline::{PLAN_CARD, TOOL_CARD};
-
-/// `payload.origin` of cards created by the WorkExecutor.
-pub const ORIGIN: &str = "work_executor";
-/// Payload key of a tool card's [`ToolPause`].
-pub const PAUSE_KEY: &str = "pause";
-/// Payload key of a tool card's [`ToolDecision`], once the owner answered.
-pub const DECISION_KEY: &str = "decision";
-/// Payload key of the plan hash a plan card was asked for.
-pub const PLAN_HASH_KEY: &str = "plan_hash";
 
 /// Everything needed to resume a paused executor run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -47,17 +38,6 @@ pub struct ToolPause {
     pub paused: PausedRun,
     /// The attempt's tool ledger up to the pause (its artifacts count).
     pub ledger: Ledger,
-}
-
-/// The owner's answer to a tool card.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-pub enum ToolDecision {
-    /// Approved: the token was issued for the call and verified (one
-    /// execution consumed).
-    Approved { token: ApprovalToken },
-    /// Declined (or not approvable): the model is told why.
-    Declined { reason: String },
 }
 
 /// Deterministic card id of a fix task (re-running the cycle step cannot
@@ -75,7 +55,7 @@ pub fn fix_task_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> Result<PendingCard, serde_json::Error> {
+) -> PendingCard {
     owner_card(
         model::fix_task_card(task, plan_hash, goal_id, reason),
         fix_task_card_id(&task.id),
@@ -92,17 +72,15 @@ fn owner_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> Result<PendingCard, serde_json::Error> {
-    let (card_type, payload) = card.into_parts()?;
-    Ok(PendingCard {
+) -> PendingCard {
+    PendingCard {
         request_id,
         scope_id: scope_id.to_owned(),
-        card_type: card_type.to_owned(),
-        payload,
+        card,
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(i64::from(ttl_minutes))),
         audience: silas_storage::CardAudience::Owner,
-    })
+    }
 }
 
 /// Deterministic card id of a goal's renewal card: one open card per goal,
@@ -122,7 +100,7 @@ pub fn renewal_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
-) -> Result<PendingCard, serde_json::Error> {
+) -> PendingCard {
     owner_card(
         model::renewal_card(goal, plan_hash, reason),
         renewal_card_id(&goal.id),
@@ -165,57 +143,70 @@ pub fn tool_card(
         attempt: c.attempt,
     };
     let card = model::tool_card(item, call, serde_json::to_value(pause)?);
-    owner_card(card, tool_card_id(c), scope_id, now, ttl_minutes)
+    Ok(owner_card(
+        card,
+        tool_card_id(c),
+        scope_id,
+        now,
+        ttl_minutes,
+    ))
 }
 
 /// The card's work item id.
 pub fn work_item_of(card: &PendingCard) -> Option<&str> {
-    card.payload.get("work_item_id").and_then(Value::as_str)
+    card.card.work_item_id()
+}
+
+/// A plan card the WorkExecutor made (fix task or renewal): it re-delivers
+/// these after a restart.
+pub fn is_executor_plan_card(card: &PendingCard) -> bool {
+    matches!(&card.card, CardPayload::Plan(p) if p.origin == CardOrigin::WorkExecutor)
 }
 
 /// A tool card's pause, if it parses.
 pub fn pause_of(card: &PendingCard) -> Result<ToolPause, String> {
-    let v = card
-        .payload
-        .get(PAUSE_KEY)
-        .ok_or_else(|| format!("card {} carries no pause", card.request_id))?;
-    serde_json::from_value(v.clone()).map_err(|e| format!("card {}: {e}", card.request_id))
+    let CardPayload::Tool(t) = &card.card else {
+        return Err(format!("card {} is not a tool card", card.request_id));
+    };
+    serde_json::from_value(t.pause.clone()).map_err(|e| format!("card {}: {e}", card.request_id))
 }
 
-/// A tool card's recorded decision (`None`: still waiting for the owner).
-pub fn decision_of(card: &PendingCard) -> Result<Option<ToolDecision>, String> {
-    match card.payload.get(DECISION_KEY) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| format!("card {}: {e}", card.request_id)),
+/// A tool card's recorded decision (`None`: still waiting for the owner, or
+/// not a tool card).
+pub fn decision_of(card: &PendingCard) -> Option<&ToolDecision> {
+    match &card.card {
+        CardPayload::Tool(t) => t.decision.as_ref(),
+        _ => None,
     }
 }
 
-/// The card with `decision` recorded.
-pub fn with_decision(
-    mut card: PendingCard,
-    decision: &ToolDecision,
-) -> Result<PendingCard, serde_json::Error> {
-    card.payload
-        .insert(DECISION_KEY.into(), serde_json::to_value(decision)?);
-    Ok(card)
+/// The card with `decision` recorded (a card that is no tool card is
+/// returned as it is: there is nothing to record on it).
+pub fn with_decision(mut card: PendingCard, decision: &ToolDecision) -> PendingCard {
+    if let CardPayload::Tool(t) = &mut card.card {
+        t.decision = Some(decision.clone());
+    }
+    card
 }
 
 /// The tool card of a paused work item, if any.
 pub fn tool_card_for<'a>(cards: &'a [PendingCard], work_item_id: &str) -> Option<&'a PendingCard> {
     cards
         .iter()
-        .find(|c| c.card_type == TOOL_CARD && work_item_of(c) == Some(work_item_id))
+        .find(|c| matches!(&c.card, CardPayload::Tool(t) if t.work_item_id == work_item_id))
 }
 
 /// Cards of a work item still waiting for the owner (what to deliver when
-/// the item reports it is waiting).
+/// the item reports it is waiting): plan cards and undecided tool cards.
 pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<PendingCard> {
     cards
         .into_iter()
         .filter(|c| work_item_of(c) == Some(work_item_id))
-        .filter(|c| c.card_type == PLAN_CARD || matches!(decision_of(c), Ok(None)))
+        .filter(|c| match &c.card {
+            CardPayload::Plan(_) => true,
+            CardPayload::Tool(t) => t.decision.is_none(),
+            _ => false,
+        })
         .collect()
 }
 
@@ -223,25 +214,33 @@ pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<Pendin
 mod tests {
     use super::*;
     use serde_json::json;
-    use silas_core::model::JsonObject;
 
-    fn obj(v: Value) -> JsonObject {
-        match v {
-            Value::Object(o) => o,
-            _ => JsonObject::new(),
-        }
-    }
-
-    fn card(kind: &str, id: &str, decision: Option<Value>) -> PendingCard {
-        let mut payload = obj(json!({"work_item_id": id}));
-        if let Some(d) = decision {
-            payload.insert(DECISION_KEY.into(), d);
-        }
+    fn card(kind: &str, id: &str, decision: Option<ToolDecision>) -> PendingCard {
+        let item: WorkItem = serde_json::from_value(json!({
+            "id": id, "type": "task", "title": "t", "body": "b",
+        }))
+        .unwrap();
+        let card = if kind == PLAN_CARD {
+            model::fix_task_card(&item, "ab", "g", "why")
+        } else {
+            let call = model::ToolCall {
+                tool_name: "shell_exec",
+                arguments: &json!({}),
+                reason: "r",
+                attempt: 1,
+            };
+            match model::tool_card(&item, call, json!({})) {
+                CardPayload::Tool(mut t) => {
+                    t.decision = decision;
+                    CardPayload::Tool(t)
+                }
+                other => other,
+            }
+        };
         PendingCard {
             request_id: format!("c-{id}-{kind}"),
             scope_id: "owner".into(),
-            card_type: kind.into(),
-            payload,
+            card,
             created_at: Timestamp::now(),
             expires_at: Timestamp::now(),
             audience: silas_storage::CardAudience::Owner,
@@ -257,7 +256,9 @@ mod tests {
             card(
                 TOOL_CARD,
                 "c",
-                Some(json!({"verdict": "declined", "reason": "no"})),
+                Some(ToolDecision::Declined {
+                    reason: "no".into(),
+                }),
             ),
         ];
         let open: Vec<String> = open_cards_for(cards.clone(), "a")
@@ -267,11 +268,24 @@ mod tests {
         assert_eq!(open, vec!["c-a-approval_request", "c-a-tool_approval"]);
         assert!(open_cards_for(cards.clone(), "c").is_empty());
         assert_eq!(
-            decision_of(&cards[3]).unwrap(),
-            Some(ToolDecision::Declined {
+            decision_of(&cards[3]),
+            Some(&ToolDecision::Declined {
                 reason: "no".into()
             })
         );
+        assert_eq!(decision_of(&cards[1]), None);
+        let decided = with_decision(
+            cards[1].clone(),
+            &ToolDecision::Declined {
+                reason: "later".into(),
+            },
+        );
+        assert!(matches!(
+            decision_of(&decided),
+            Some(ToolDecision::Declined { reason }) if reason == "later"
+        ));
+        assert!(is_executor_plan_card(&cards[0]));
+        assert!(!is_executor_plan_card(&cards[1]));
         assert_eq!(
             tool_card_for(&cards, "b").unwrap().request_id,
             "c-b-tool_approval"

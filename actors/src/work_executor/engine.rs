@@ -932,11 +932,11 @@ impl WorkEngine {
         let Some(card) = cards::tool_card_for(&all, &item.id) else {
             return Ok(PauseState::Gone("no approval card".into()));
         };
-        let (pause, decision) = match (cards::pause_of(card), cards::decision_of(card)) {
-            (Ok(p), Ok(d)) => (p, d),
-            (Err(e), _) | (_, Err(e)) => return Ok(PauseState::Gone(e)),
+        let pause = match cards::pause_of(card) {
+            Ok(p) => p,
+            Err(e) => return Ok(PauseState::Gone(e)),
         };
-        let Some(decision) = decision else {
+        let Some(decision) = cards::decision_of(card).cloned() else {
             return Ok(PauseState::Waiting);
         };
         let call = &pause.paused.call;
@@ -1303,8 +1303,7 @@ impl WorkEngine {
                     scope,
                     Timestamp::now(),
                     self.approvals.default_ttl_minutes(),
-                )
-                .map_err(|e| WorkError::Encoding(e.to_string()))?;
+                );
                 self.store
                     .work_items()
                     .save_with_card(&blocked, Some(&card), None)?;
@@ -1363,8 +1362,7 @@ impl WorkEngine {
             scope,
             Timestamp::now(),
             self.approvals.default_ttl_minutes(),
-        )
-        .map_err(|e| WorkError::Encoding(e.to_string()))?;
+        );
         self.store
             .work_items()
             .save_with_card(&goal, Some(&card), None)?;

@@ -482,8 +482,7 @@ impl Actor for WorkExecutor {
             .records::<silas_storage::PendingCard>()
             .list()?
             .into_iter()
-            .filter(|c| c.card_type == cards::PLAN_CARD)
-            .filter(|c| c.payload.get("origin").and_then(|v| v.as_str()) == Some(cards::ORIGIN))
+            .filter(cards::is_executor_plan_card)
         {
             let Some(id) = cards::work_item_of(&card) else {
                 continue;

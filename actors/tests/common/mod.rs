@@ -516,22 +516,25 @@ impl Turns {
     }
 }
 
-/// A card of `kind` for `scope`, open for 30 minutes.
+/// A card of `kind` for `scope`, open for 30 minutes, decoded from the
+/// payload a producer would have written.
 #[allow(dead_code)]
 pub fn pending_card(kind: CardKind, id: &str, scope: &str, payload: Value) -> PendingCard {
     let now = Timestamp::now();
     PendingCard {
         request_id: id.into(),
         scope_id: scope.into(),
-        card_type: kind.card_type().into(),
-        payload: match payload {
-            Value::Object(o) => o,
-            _ => Default::default(),
-        },
+        card: silas_core::cards::CardPayload::from_parts(kind.card_type(), payload).unwrap(),
         created_at: now,
         expires_at: now.plus(chrono::Duration::minutes(30)),
         audience: silas_storage::CardAudience::Owner,
     }
+}
+
+/// A card's payload in its stored JSON form (what a channel receives).
+#[allow(dead_code)]
+pub fn payload_of(card: &PendingCard) -> Value {
+    serde_json::to_value(&card.card).unwrap()["payload"].clone()
 }
 
 // ------------------------------------------------------------------ waits
