@@ -49,18 +49,7 @@ impl ChildSpec {
         A: Actor,
         F: Fn() -> (A, A::Arguments) + Send + Sync + 'static,
     {
-        let make = Arc::new(make);
-        ChildSpec {
-            label: label.into(),
-            mode,
-            spawn: Arc::new(move |parent: ActorCell| {
-                let (actor, args) = make();
-                Box::pin(async move {
-                    let (r, _join) = Actor::spawn_linked(None, actor, args, parent).await?;
-                    Ok(r.get_cell())
-                })
-            }),
-        }
+        Self::spawned(label, None, mode, make)
     }
 
     /// [`ChildSpec::new`], registered under `name` (found by other parts
@@ -75,6 +64,19 @@ impl ChildSpec {
         A: Actor,
         F: Fn() -> (A, A::Arguments) + Send + Sync + 'static,
     {
+        Self::spawned(label, Some(name), mode, make)
+    }
+
+    fn spawned<A, F>(
+        label: impl Into<String>,
+        name: Option<&'static str>,
+        mode: RestartMode,
+        make: F,
+    ) -> ChildSpec
+    where
+        A: Actor,
+        F: Fn() -> (A, A::Arguments) + Send + Sync + 'static,
+    {
         let make = Arc::new(make);
         ChildSpec {
             label: label.into(),
@@ -82,8 +84,8 @@ impl ChildSpec {
             spawn: Arc::new(move |parent: ActorCell| {
                 let (actor, args) = make();
                 Box::pin(async move {
-                    let (r, _join) =
-                        Actor::spawn_linked(Some(name.into()), actor, args, parent).await?;
+                    let name = name.map(Into::into);
+                    let (r, _join) = Actor::spawn_linked(name, actor, args, parent).await?;
                     Ok(r.get_cell())
                 })
             }),
