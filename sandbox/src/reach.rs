@@ -58,24 +58,36 @@ impl std::fmt::Display for Blocker {
     }
 }
 
-/// The first existing ancestor of `path` (the path itself included; it must
-/// be absolute) that `uid`/`gid` cannot search. Missing components are
-/// skipped: whoever creates them chooses their mode.
-pub fn first_blocker_for(path: &Path, uid: u32, gid: u32) -> Option<Blocker> {
-    let mut chain: Vec<&Path> = path.ancestors().collect();
-    chain.reverse();
-    chain.into_iter().find_map(|dir| {
-        let meta = std::fs::metadata(dir).ok()?;
-        let perm = DirPerm {
-            uid: meta.uid(),
-            gid: meta.gid(),
-            mode: meta.mode(),
-        };
-        (!may_traverse(perm, uid, gid)).then(|| Blocker {
-            dir: dir.to_path_buf(),
-            mode: meta.mode(),
+/// Every existing directory from `/` down to `path` (the path itself
+/// included when it exists; it must be absolute), with its owner, group and
+/// mode. Missing components are skipped: whoever creates them chooses their
+/// mode.
+pub fn ancestors(path: &Path) -> Vec<(PathBuf, DirPerm)> {
+    let mut chain: Vec<(PathBuf, DirPerm)> = path
+        .ancestors()
+        .filter_map(|dir| {
+            let meta = std::fs::metadata(dir).ok()?;
+            let perm = DirPerm {
+                uid: meta.uid(),
+                gid: meta.gid(),
+                mode: meta.mode(),
+            };
+            Some((dir.to_path_buf(), perm))
         })
-    })
+        .collect();
+    chain.reverse();
+    chain
+}
+
+/// The first of [`ancestors`] that `uid`/`gid` cannot search.
+pub fn first_blocker_for(path: &Path, uid: u32, gid: u32) -> Option<Blocker> {
+    ancestors(path)
+        .into_iter()
+        .find(|(_, perm)| !may_traverse(*perm, uid, gid))
+        .map(|(dir, perm)| Blocker {
+            dir,
+            mode: perm.mode,
+        })
 }
 
 /// [`first_blocker_for`] the sandbox user a root daemon runs commands as.

@@ -28,20 +28,15 @@ pub fn path_fact(path: PathBuf) -> PathFact {
 /// creates them traversable.
 pub fn ancestors(target: &Path) -> Vec<Ancestor> {
     let abs = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
-    let mut out: Vec<Ancestor> = abs
-        .ancestors()
-        .filter_map(|p| {
-            let m = std::fs::metadata(p).ok()?;
-            Some(Ancestor {
-                path: p.to_path_buf(),
-                mode: m.mode(),
-                uid: m.uid(),
-                gid: m.gid(),
-            })
+    silas_sandbox::reach::ancestors(&abs)
+        .into_iter()
+        .map(|(path, p)| Ancestor {
+            path,
+            mode: p.mode,
+            uid: p.uid,
+            gid: p.gid,
         })
-        .collect();
-    out.reverse();
-    out
+        .collect()
 }
 
 pub fn daemon_is_root() -> bool {
