@@ -88,11 +88,7 @@ impl ExecutorRegistry {
     /// (and artifacts) were taken; an id that is not a plain directory name
     /// is ignored, so nothing outside `work_base` can be named.
     pub fn discard_work_dir(&self, execution_id: &str) {
-        let plain = !execution_id.is_empty()
-            && execution_id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if plain {
+        if silas_sandbox::manager::is_plain_dir_name(execution_id) {
             crate::cleanup::remove_tree(&self.work_base.join(execution_id));
         }
     }

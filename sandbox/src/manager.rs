@@ -61,6 +61,15 @@ impl Launcher {
     }
 }
 
+/// An execution id usable as one directory name under a work base: ASCII
+/// letters, digits, `-` and `_` only, so it can never name a path elsewhere.
+pub fn is_plain_dir_name(execution_id: &str) -> bool {
+    !execution_id.is_empty()
+        && execution_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// The default sandbox backend (§9.1): one launcher process per execution.
 #[derive(Clone, Debug)]
 pub struct SubprocessSandbox {
@@ -75,11 +84,7 @@ impl SubprocessSandbox {
     /// A fresh, private work directory `base/<execution_id>` for one run,
     /// owned by the sandbox user when the daemon runs as root.
     pub fn fresh_work_dir(&self, base: &Path, execution_id: &str) -> Result<PathBuf, SandboxError> {
-        let safe = !execution_id.is_empty()
-            && execution_id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !safe {
+        if !is_plain_dir_name(execution_id) {
             return Err(SandboxError::Invalid(format!(
                 "unsafe execution id {execution_id:?}"
             )));
