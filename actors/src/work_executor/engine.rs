@@ -1304,21 +1304,16 @@ impl WorkEngine {
                     Timestamp::now(),
                     self.approvals.default_ttl_minutes(),
                 );
-                self.store
-                    .work_items()
-                    .save_with_card(&blocked, Some(&card), None)?;
-                self.audit(
+                self.block_with_card(
+                    &blocked,
+                    &card,
+                    scope,
                     "spawned_task_needs_approval",
                     json!({"work_item_id": id, "spawned_task_id": task_id, "reason": reason,
                            "request_id": card.request_id}),
-                )?;
-                self.publish(
-                    &task_id,
-                    scope,
-                    WorkStatusKind::Blocked,
                     format!("fix task for goal {id:?} needs your approval ({reason})"),
                     Some(&report),
-                );
+                )?;
                 Ok(GoalCycleOutcome::FixTaskBlocked { task_id, reason })
             }
         }
@@ -1363,22 +1358,38 @@ impl WorkEngine {
             Timestamp::now(),
             self.approvals.default_ttl_minutes(),
         );
-        self.store
-            .work_items()
-            .save_with_card(&goal, Some(&card), None)?;
-        self.audit(
+        self.block_with_card(
+            &goal,
+            &card,
+            scope,
             "goal_stopped_approval_invalid",
             json!({"work_item_id": id, "token_id": token_id, "reason": reason,
                    "request_id": card.request_id}),
-        )?;
-        self.publish(
-            &id,
-            scope,
-            WorkStatusKind::Blocked,
             format!("goal {id:?} stopped: its approval needs renewing ({reason})"),
             None,
-        );
+        )?;
         Ok(GoalCycleOutcome::Stopped { reason })
+    }
+
+    /// A `blocked` item and the card that asks the owner about it, stored in
+    /// one transaction; then audited and announced.
+    #[allow(clippy::too_many_arguments)]
+    fn block_with_card(
+        &self,
+        item: &WorkItem,
+        card: &PendingCard,
+        scope: &str,
+        event: &str,
+        data: Value,
+        summary: String,
+        report: Option<&VerificationReport>,
+    ) -> Result<(), WorkError> {
+        self.store
+            .work_items()
+            .save_with_card(item, Some(card), None)?;
+        self.audit(event, data)?;
+        self.publish(&item.id, scope, WorkStatusKind::Blocked, summary, report);
+        Ok(())
     }
 
     /// Standing-approval verification of a spawned task (§5.2.3 step 4):
