@@ -73,32 +73,25 @@ fn layout_checks(cfg: &Config) -> Vec<Check> {
 /// (which `sandbox.verify_dir` may put elsewhere). The first blocked one is
 /// reported.
 fn sandbox_dirs_check(cfg: &Config) -> Check {
-    let mut dirs = vec![cfg.sandbox_root()];
-    if !cfg.verify_dir().starts_with(cfg.sandbox_root()) {
-        dirs.push(cfg.verify_dir());
-    }
-    let checks: Vec<Check> = dirs
-        .iter()
-        .map(|d| {
-            checks::sandbox_reachable(
-                probe::daemon_is_root(),
-                d,
-                &probe::ancestors(d),
-                SANDBOX_UID,
-                SANDBOX_GID,
-            )
-        })
-        .collect();
-    let first_failure = checks
-        .iter()
-        .position(|c| c.status == checks::Status::Fail)
-        .unwrap_or(0);
-    checks.into_iter().nth(first_failure).unwrap_or_else(|| {
-        Check::pass(
-            "sandbox-dirs",
-            "the sandbox runs as this user; nothing to traverse",
+    let check = |dir: &Path| {
+        checks::sandbox_reachable(
+            probe::daemon_is_root(),
+            dir,
+            &probe::ancestors(dir),
+            SANDBOX_UID,
+            SANDBOX_GID,
         )
-    })
+    };
+    let root = check(&cfg.sandbox_root());
+    if root.status == checks::Status::Fail || cfg.verify_dir().starts_with(cfg.sandbox_root()) {
+        return root;
+    }
+    let verify = check(&cfg.verify_dir());
+    if verify.status == checks::Status::Fail {
+        verify
+    } else {
+        root
+    }
 }
 
 fn print(checks: &[Check]) {
