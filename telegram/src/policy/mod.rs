@@ -4,3 +4,4 @@ pub mod callback;
 pub mod identity;
 pub mod text;
 pub mod throttle;
+pub mod secrets;
