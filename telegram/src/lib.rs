@@ -14,11 +14,15 @@
 //!   escaping, throttles, callback-data MACs; [`admit`] runs identity with
 //!   the durable once-per-chat refusal.
 //!
-//! Not yet wired into the daemon; cards are rendered by a later change.
+//! * [`cards`] — every owner card as a MarkdownV2 message with an inline
+//!   keyboard, and presses / typed answers mapped back to typed answers.
+//!
+//! Not yet wired into the daemon.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admit;
+pub mod cards;
 pub mod client;
 pub mod error;
 pub mod outbox;

@@ -131,11 +131,34 @@ pub struct UpdateId {
     pub update_id: u64,
 }
 
+/// A button: exactly one of `callback_data` (a press comes back as a
+/// callback query) or `url` (the client opens the link) is set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InlineKeyboardButton {
     pub text: String,
     /// At most 64 bytes (see `policy::callback`).
-    pub callback_data: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl InlineKeyboardButton {
+    pub fn callback(text: impl Into<String>, data: impl Into<String>) -> Self {
+        InlineKeyboardButton {
+            text: text.into(),
+            callback_data: Some(data.into()),
+            url: None,
+        }
+    }
+
+    pub fn url(text: impl Into<String>, url: impl Into<String>) -> Self {
+        InlineKeyboardButton {
+            text: text.into(),
+            callback_data: None,
+            url: Some(url.into()),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -48,6 +48,23 @@ pub enum CallbackError {
     BadMac,
 }
 
+/// A new render nonce (4 random bytes, base64url: 6 characters).
+pub fn fresh_nonce() -> Result<String, CallbackError> {
+    let mut nonce = [0u8; NONCE_BYTES];
+    getrandom::fill(&mut nonce).map_err(|_| CallbackError::Random)?;
+    Ok(URL_SAFE_NO_PAD.encode(nonce))
+}
+
+impl silas_core::Coded for CallbackError {
+    fn code(&self) -> silas_core::ErrorCode {
+        match self {
+            // A press whose MAC fails is a forged or foreign approval.
+            CallbackError::BadMac => silas_core::ErrorCode::EApprovalSignature,
+            _ => silas_core::ErrorCode::EChannelProtocol,
+        }
+    }
+}
+
 pub struct CallbackSigner {
     key: Zeroizing<[u8; 32]>,
 }
@@ -97,12 +114,13 @@ impl CallbackSigner {
         card_id: &str,
         action: &str,
     ) -> Result<String, CallbackError> {
-        let mut nonce = [0u8; NONCE_BYTES];
-        getrandom::fill(&mut nonce).map_err(|_| CallbackError::Random)?;
-        self.encode_with_nonce(chat_id, card_id, action, &URL_SAFE_NO_PAD.encode(nonce))
+        self.encode_with_nonce(chat_id, card_id, action, &fresh_nonce()?)
     }
 
-    fn encode_with_nonce(
+    /// Callback data with a given nonce: every button of one render of a
+    /// card shares the render's nonce, so one live nonce per card refuses
+    /// presses on every older render at once.
+    pub fn encode_with_nonce(
         &self,
         chat_id: i64,
         card_id: &str,
@@ -110,7 +128,7 @@ impl CallbackSigner {
         nonce: &str,
     ) -> Result<String, CallbackError> {
         let bad = |s: &str| s.is_empty() || s.contains(':');
-        if bad(card_id) || bad(action) {
+        if bad(card_id) || bad(action) || bad(nonce) {
             return Err(CallbackError::BadField);
         }
         let tag = self
@@ -224,6 +242,26 @@ mod tests {
             s.encode(1, &long, "approve"),
             Err(CallbackError::TooLong(_))
         ));
+    }
+
+    #[test]
+    fn one_nonce_can_sign_every_button_of_a_render() {
+        let s = signer();
+        let nonce = fresh_nonce().unwrap();
+        assert_eq!(nonce.len(), 6);
+        assert_ne!(nonce, fresh_nonce().unwrap());
+        let ok = s.encode_with_nonce(42, "h1", "ok", &nonce).unwrap();
+        let no = s.encode_with_nonce(42, "h1", "no", &nonce).unwrap();
+        assert_eq!(s.decode(42, &ok).unwrap().nonce, nonce);
+        assert_eq!(s.decode(42, &no).unwrap().nonce, nonce);
+        assert_eq!(
+            s.encode_with_nonce(42, "h1", "ok", "a:b"),
+            Err(CallbackError::BadField)
+        );
+        assert_eq!(
+            s.encode_with_nonce(42, "h1", "ok", ""),
+            Err(CallbackError::BadField)
+        );
     }
 
     #[test]
