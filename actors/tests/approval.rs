@@ -941,7 +941,9 @@ async fn the_raw_engine_message_cannot_skip_the_owner_check() {
 #[tokio::test]
 async fn the_token_records_the_channel_it_was_approved_on_under_the_signature() {
     let f = fixture();
-    f.svc.owner_sessions().authenticated("telegram", "owner:1001");
+    f.svc
+        .owner_sessions()
+        .authenticated("telegram", "owner:1001");
     let origin = AnswerOrigin::new("telegram", "owner:1001");
     let t = task("t-channel");
     let mut claim = approve();

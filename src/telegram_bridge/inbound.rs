@@ -84,10 +84,7 @@ impl Handler for TelegramBridge {
                 return Ok(reply);
             }
             Admission::Ignored => {
-                self.audit(
-                    "telegram.ignored",
-                    json!({"update_id": d.update.update_id}),
-                );
+                self.audit("telegram.ignored", json!({"update_id": d.update.update_id}));
                 return Ok(Vec::new());
             }
         };
@@ -150,8 +147,12 @@ impl TelegramBridge {
             }
             return Ok(actions);
         };
-        let stream = StreamHandle::find()
-            .ok_or_else(|| retry(ErrorCode::EChannelUnavailable, "the assistant is not running"))?;
+        let stream = StreamHandle::find().ok_or_else(|| {
+            retry(
+                ErrorCode::EChannelDisconnected,
+                "the assistant is not running",
+            )
+        })?;
         let scope_id = self.scope_of(owner, chat_id);
         if text == "/start" {
             actions.push(say(
@@ -172,7 +173,10 @@ impl TelegramBridge {
                 .take(100)
                 .collect();
             if label.is_empty() {
-                actions.push(say(chat_id, "Usage: /secret <what it is, e.g. GitHub token>"));
+                actions.push(say(
+                    chat_id,
+                    "Usage: /secret <what it is, e.g. GitHub token>",
+                ));
             } else {
                 self.request_secret(stream, scope_id, chat_id, label);
             }
@@ -214,7 +218,7 @@ impl TelegramBridge {
             }
             Ok(SubmitOutcome::RateLimited { message }) => actions.push(say(chat_id, message)),
             Ok(SubmitOutcome::ShuttingDown) => {
-                return Err(retry(ErrorCode::EChannelUnavailable, "shutting down"));
+                return Err(retry(ErrorCode::EChannelDisconnected, "shutting down"));
             }
             Err(e) => return Err(retry(e.code(), e.to_string())),
         }
@@ -292,11 +296,16 @@ impl TelegramBridge {
             return refuse("unknown_action", "This button is not valid.");
         };
         let Some(stream) = StreamHandle::find() else {
-            return vec![callback_reply(q, "Silas is restarting; try again in a moment.")];
+            return vec![callback_reply(
+                q,
+                "Silas is restarting; try again in a moment.",
+            )];
         };
         let scope_id = self.scope_of(owner, chat_id);
         let origin = AnswerOrigin::new(TELEGRAM_CHANNEL, self.connection_id(owner, chat_id));
-        let reply = self.apply(&stream, &scope_id, origin, render, &card, answer).await;
+        let reply = self
+            .apply(&stream, &scope_id, origin, render, &card, answer)
+            .await;
         vec![callback_reply(q, &reply)]
     }
 

@@ -61,11 +61,23 @@ pub struct TelegramBridge {
     delivered: Mutex<VecDeque<String>>,
 }
 
+pub struct TelegramBridgeArgs {
+    pub store: Store,
+    pub settings: TelegramSettings,
+    pub signer: CallbackSigner,
+    pub outbox: Arc<Outbox>,
+    pub timeouts: CardTimeouts,
+    /// A chatbot goal is active: other chats are customer scopes.
+    pub chatbot_active: bool,
+    pub web_url: Option<String>,
+}
+
 /// A short random id (base64url of 8 bytes: 11 characters).
 fn random_handle() -> Result<String, ChannelError> {
     use base64::Engine;
     let mut b = [0u8; 8];
-    getrandom::fill(&mut b).map_err(|e| ChannelError::Disconnected(format!("no randomness: {e}")))?;
+    getrandom::fill(&mut b)
+        .map_err(|e| ChannelError::Disconnected(format!("no randomness: {e}")))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
 }
 
@@ -74,20 +86,22 @@ fn send_failed(e: TelegramError) -> ChannelError {
 }
 
 impl TelegramBridge {
-    pub fn new(
-        store: Store,
-        settings: TelegramSettings,
-        signer: CallbackSigner,
-        outbox: Arc<Outbox>,
-        timeouts: CardTimeouts,
-        chatbot_active: bool,
-        web_url: Option<String>,
-        owners: &OwnerSessions,
-    ) -> Arc<TelegramBridge> {
+    /// Registers the owner's connection with `owners` (the ApprovalEngine's
+    /// record of owner-authenticated connections).
+    pub fn new(args: TelegramBridgeArgs, owners: &OwnerSessions) -> Arc<TelegramBridge> {
         // The owner's chat is authenticated by Telegram (the bot token's
         // updates name the sender); `admit` decides per update whether the
         // sender is that owner before anything uses this connection.
         owners.authenticated(TELEGRAM_CHANNEL, OWNER_CONNECTION);
+        let TelegramBridgeArgs {
+            store,
+            settings,
+            signer,
+            outbox,
+            timeouts,
+            chatbot_active,
+            web_url,
+        } = args;
         Arc::new(TelegramBridge {
             store,
             settings,
@@ -131,7 +145,12 @@ impl TelegramBridge {
         }
     }
 
-    fn render_context<'a>(&'a self, chat_id: i64, handle: &'a str, nonce: &'a str) -> RenderContext<'a> {
+    fn render_context<'a>(
+        &'a self,
+        chat_id: i64,
+        handle: &'a str,
+        nonce: &'a str,
+    ) -> RenderContext<'a> {
         RenderContext {
             chat_id,
             handle,
@@ -158,7 +177,7 @@ impl TelegramBridge {
             return Ok(());
         }
         let handle = random_handle()?;
-        let nonce = CallbackSigner::fresh_nonce()
+        let nonce = silas_telegram::policy::callback::fresh_nonce()
             .map_err(|e| ChannelError::Disconnected(e.to_string()))?;
         let rendered = render(
             &card.request_id,
@@ -191,7 +210,12 @@ impl TelegramBridge {
 
     /// Edit a card's message to its outcome (buttons removed) and record it,
     /// so no later press on it counts.
-    async fn close_render(&self, mut render_rec: TelegramCardMessage, card: Option<&PendingCard>, outcome: &str) {
+    async fn close_render(
+        &self,
+        mut render_rec: TelegramCardMessage,
+        card: Option<&PendingCard>,
+        outcome: &str,
+    ) {
         render_rec.outcome = Some(outcome.to_string());
         if let Err(e) = self.store.records::<TelegramCardMessage>().put(&render_rec) {
             tracing::warn!(code = %e.code(), "telegram card outcome not recorded: {e}");
@@ -236,11 +260,19 @@ impl TelegramBridge {
         for r in renders {
             if r.outcome.is_some() {
                 if r.sent_at < cutoff {
-                    let _ = self.store.records::<TelegramCardMessage>().delete(&r.handle);
+                    let _ = self
+                        .store
+                        .records::<TelegramCardMessage>()
+                        .delete(&r.handle);
                 }
                 continue;
             }
-            let card = self.store.records::<PendingCard>().get(&r.request_id).ok().flatten();
+            let card = self
+                .store
+                .records::<PendingCard>()
+                .get(&r.request_id)
+                .ok()
+                .flatten();
             let outcome = match &card {
                 None => "Answered or closed elsewhere.",
                 Some(c) if silas_actors::cards::is_expired(c, &self.timeouts, now) => {
@@ -262,9 +294,12 @@ impl TelegramBridge {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
+            if *stop.borrow() {
+                return;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(every) => self.sweep().await,
-                _ = stop.wait_for(|s| *s) => return,
+                r = stop.changed() => if r.is_err() { return },
             }
         }
     }

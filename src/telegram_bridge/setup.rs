@@ -16,7 +16,7 @@ use silas_telegram::{BotClient, Outbox, Poller, PollerConfig, RetryPolicy, Teleg
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::TelegramBridge;
+use super::{TelegramBridge, TelegramBridgeArgs};
 use crate::error::CliError;
 
 /// The secret-store ref of the callback MAC key: persisted, so buttons
@@ -99,13 +99,15 @@ pub fn build(
     let client = BotClient::new(&settings.api_url, settings.token.clone()).map_err(coded)?;
     let outbox = Outbox::new(client.clone(), RetryPolicy::default());
     let bridge = TelegramBridge::new(
-        store.clone(),
-        settings,
-        CallbackSigner::new(callback_key(secrets)?),
-        outbox.clone(),
-        timeouts,
-        cfg.active_goal.is_some(),
-        Some(web_url),
+        TelegramBridgeArgs {
+            store: store.clone(),
+            settings,
+            signer: CallbackSigner::new(callback_key(secrets)?),
+            outbox: outbox.clone(),
+            timeouts,
+            chatbot_active: cfg.active_goal.is_some(),
+            web_url: Some(web_url),
+        },
         owners,
     );
     let poller = Poller::new(

@@ -358,12 +358,18 @@ mod tests {
         };
         let first = {
             let store = Store::open_in(dir.path()).unwrap();
-            let (rec, fresh) = store.inbox().accept_once(keyed(), Timestamp::now()).unwrap();
+            let (rec, fresh) = store
+                .inbox()
+                .accept_once(keyed(), Timestamp::now())
+                .unwrap();
             assert!(fresh);
             rec
         };
         let store = Store::open_in(dir.path()).unwrap();
-        let (again, fresh) = store.inbox().accept_once(keyed(), Timestamp::now()).unwrap();
+        let (again, fresh) = store
+            .inbox()
+            .accept_once(keyed(), Timestamp::now())
+            .unwrap();
         assert!(!fresh);
         assert_eq!(again.inbox_id, first.inbox_id);
         assert_eq!(store.inbox().pending_all().unwrap().len(), 1);
@@ -372,9 +378,21 @@ mod tests {
             dedup_key: Some("telegram:update:8".into()),
             ..msg("owner", "hello")
         };
-        assert!(store.inbox().accept_once(other, Timestamp::now()).unwrap().1);
-        store.inbox().accept(msg("owner", "hello"), Timestamp::now()).unwrap();
-        store.inbox().accept(msg("owner", "hello"), Timestamp::now()).unwrap();
+        assert!(
+            store
+                .inbox()
+                .accept_once(other, Timestamp::now())
+                .unwrap()
+                .1
+        );
+        store
+            .inbox()
+            .accept(msg("owner", "hello"), Timestamp::now())
+            .unwrap();
+        store
+            .inbox()
+            .accept(msg("owner", "hello"), Timestamp::now())
+            .unwrap();
         assert_eq!(store.inbox().pending_all().unwrap().len(), 4);
     }
 

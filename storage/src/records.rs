@@ -22,7 +22,8 @@ use silas_core::model::personality::{PersonaEvent, PersonaState};
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
-    CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, TELEGRAM_CARDS, PERSONA_EVENTS, PERSONA_STATE,
+    CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE,
+    TELEGRAM_CARDS,
 };
 
 /// A record stored under its own string key.

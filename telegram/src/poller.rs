@@ -199,11 +199,7 @@ impl<H: Handler> Poller<H> {
                 method: "getUpdates",
                 detail: e.to_string(),
             })?;
-            if self
-                .updates
-                .record(update_id, &payload, Timestamp::now())?
-                == Recorded::New
-            {
+            if self.updates.record(update_id, &payload, Timestamp::now())? == Recorded::New {
                 fresh += 1;
             }
         }

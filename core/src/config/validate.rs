@@ -87,8 +87,7 @@ fn telegram_ids(tg: &super::sections::TelegramChannelConfig, c: &mut Checker) {
 /// A secret-store ref (the shape `silas_keys::secrets::valid_ref` accepts).
 fn valid_secret_ref(r: &str) -> bool {
     r.len() <= 128
-        && r
-            .bytes()
+        && r.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 

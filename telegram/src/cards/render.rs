@@ -152,7 +152,8 @@ impl Doc {
         let mut body_room = if body_need + detail_need <= room {
             body_need
         } else {
-            room.saturating_sub(detail_need).max(body_need.min(room / 2))
+            room.saturating_sub(detail_need)
+                .max(body_need.min(room / 2))
         };
         let mut detail_room = room.saturating_sub(body_room);
         for (i, (part, plain)) in self.parts.iter().enumerate() {
@@ -473,10 +474,7 @@ pub fn render(
         ));
     }
     if offered.more > 0 {
-        doc.note(format!(
-            "{} more choices in the web app.",
-            offered.more
-        ));
+        doc.note(format!("{} more choices in the web app.", offered.more));
     }
     if !shown.is_empty() {
         doc.note(if numbered(card) {
@@ -490,7 +488,9 @@ pub fn render(
     }
     let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
     if let Some(url) = link
-        && (hidden || is_secure || matches!(card, CardPayload::ConnectionSetup(c) if c.step_type == "secure_input"))
+        && (hidden
+            || is_secure
+            || matches!(card, CardPayload::ConnectionSetup(c) if c.step_type == "secure_input"))
     {
         let text = if hidden {
             "Review in the web app"

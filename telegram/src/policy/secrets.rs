@@ -84,6 +84,10 @@ mod tests {
         let before = u.clone();
         assert!(!redact_update(&mut u));
         assert_eq!(u, before);
-        assert!(!serde_json::to_string(&u).unwrap().contains("silas_redacted"));
+        assert!(
+            !serde_json::to_string(&u)
+                .unwrap()
+                .contains("silas_redacted")
+        );
     }
 }
