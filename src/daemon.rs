@@ -182,6 +182,7 @@ async fn run(
         card_timeouts,
         owner_sessions.clone(),
     );
+    bridge.set_owner_reachable_elsewhere(telegram.is_some());
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)

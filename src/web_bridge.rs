@@ -70,6 +70,9 @@ pub struct WebBridge {
     /// Where this channel reports owner-authenticated connections to the
     /// ApprovalEngine (and withdraws them when they close).
     owners: OwnerSessions,
+    /// Another channel (Telegram) keeps the owner's scope reachable: closing
+    /// the last web connection does not resolve the owner's cards.
+    owner_reachable_elsewhere: std::sync::atomic::AtomicBool,
 }
 
 /// The channel name answers and messages from this bridge carry.
@@ -98,7 +101,15 @@ impl WebBridge {
             timeouts,
             connections: Mutex::new(HashMap::new()),
             owners,
+            owner_reachable_elsewhere: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Another channel shows the owner's scope (its cards stay answerable
+    /// there when the web app closes).
+    pub fn set_owner_reachable_elsewhere(&self, yes: bool) {
+        self.owner_reachable_elsewhere
+            .store(yes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Connections a card may be shown on: its scope's, and for an
@@ -488,7 +499,11 @@ impl WebBackend for WebBridge {
             let gone = conns.remove(connection_id)?;
             self.owners.closed(WEB_CHANNEL, connection_id);
             let last = !conns.values().any(|c| c.scope_id == gone.scope_id);
-            last.then_some(gone.scope_id)
+            let elsewhere = gone.scope_id == OWNER_SCOPE
+                && self
+                    .owner_reachable_elsewhere
+                    .load(std::sync::atomic::Ordering::Relaxed);
+            (last && !elsewhere).then_some(gone.scope_id)
         });
         Box::pin(async move {
             // §8.1: the scope's last connection is gone, so nobody can answer

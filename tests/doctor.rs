@@ -300,3 +300,50 @@ fn start_stops_when_the_sandbox_user_cannot_reach_its_dirs() {
 fn is_root() -> bool {
     std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
 }
+
+/// Issue #14: with Telegram enabled, doctor asks the configured Bot API
+/// (here a fake on loopback) who the token belongs to; a rejected token is a
+/// FAIL naming the fix, and the token never appears in the output.
+#[test]
+fn doctor_checks_the_telegram_token_against_the_bot_api() {
+    const TOKEN: &str = "4242:DOCTOR-canary-token";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(silas_testkit::telegram::FakeBotApi::start())
+        .unwrap();
+    let dir = scratch();
+    let api_url = fake.api_url();
+    let env = [
+        ("SILAS__CHANNELS__TELEGRAM__ENABLED", "true"),
+        ("SILAS__CHANNELS__TELEGRAM__API_URL", api_url.as_str()),
+        ("SILAS_TELEGRAM_TOKEN", TOKEN),
+        ("SILAS__CHANNELS__TELEGRAM__TOKEN", TOKEN),
+        ("SILAS__CHANNELS__TELEGRAM__OWNER_CHAT_ID", "1001"),
+    ];
+    let (out, lines) = doctor(dir.path(), free_port(), &env);
+    let l = line(&lines, "telegram");
+    assert!(l.starts_with("PASS telegram:"), "{l}");
+    assert!(l.contains("@silas_bot"), "{l}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("canary"));
+    assert_eq!(fake.calls_to("getMe").len(), 1);
+    assert_eq!(fake.calls_to("getMe")[0].token, TOKEN);
+
+    fake.script(
+        "getMe",
+        silas_testkit::telegram::BotReply::Error {
+            status: 401,
+            description: "Unauthorized".into(),
+        },
+    );
+    let (out, lines) = doctor(dir.path(), free_port(), &env);
+    assert_eq!(out.status.code(), Some(1), "{lines:#?}");
+    let l = line(&lines, "telegram");
+    assert!(l.starts_with("FAIL telegram:"), "{l}");
+    assert!(l.contains("SILAS_TELEGRAM_TOKEN"), "{l}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains("canary"), "{all}");
+}

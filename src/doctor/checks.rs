@@ -368,6 +368,47 @@ pub fn model(m: &Model) -> Check {
     }
 }
 
+/// The Telegram channel's Bot API, when enabled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Telegram {
+    Answered { api: String, bot: String },
+    /// 401/404: the token is wrong or revoked.
+    Rejected { api: String, status: u16 },
+    Unreachable { api: String, error: String },
+    Invalid { detail: String },
+    /// `token_ref`: read from the secret store by `silas start`.
+    StoredToken { api: String },
+}
+
+pub fn telegram(t: &Telegram) -> Check {
+    const NAME: &str = "telegram";
+    match t {
+        Telegram::Answered { api, bot } => {
+            Check::pass(NAME, format!("{api} knows the bot token (bot @{bot})"))
+        }
+        Telegram::Rejected { api, status } => Check::fail(
+            NAME,
+            format!("{api} rejected the bot token (HTTP {status})"),
+            "set channels.telegram.token (SILAS_TELEGRAM_TOKEN) to the token @BotFather gave you",
+        ),
+        Telegram::Unreachable { api, error } => Check::fail(
+            NAME,
+            format!("cannot reach {api}: {error}"),
+            "check the network, or channels.telegram.api_url for a self-hosted Bot API server",
+        ),
+        Telegram::Invalid { detail } => Check::fail(
+            NAME,
+            detail.clone(),
+            "fix the channels.telegram key the message names",
+        ),
+        Telegram::StoredToken { api } => Check::warn(
+            NAME,
+            format!("the bot token is in the secret store (token_ref); not tried against {api}"),
+            "`silas start` reads it; a wrong token shows as \"telegram channel stopped\" in its log",
+        ),
+    }
+}
+
 /// The owner keystore and the local CLI's credential.
 pub fn owner_credential(keystore: Result<String, String>, cli_token: Option<&Path>) -> Vec<Check> {
     let key = match keystore {

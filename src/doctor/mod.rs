@@ -142,6 +142,9 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     let port = runtime.block_on(probe::port_state(&cfg));
     report.push(checks::port(&addr, &port, false));
     report.push(checks::model(&runtime.block_on(probe::model(&cfg))));
+    if let Some(t) = runtime.block_on(probe::telegram(&cfg)) {
+        report.push(checks::telegram(&t));
+    }
     report.extend(checks::owner_credential(
         probe::keystore(&cfg),
         probe::cli_token(&cfg).as_deref(),

@@ -278,3 +278,43 @@ pub fn binary_time() -> Option<chrono::DateTime<chrono::Utc>> {
     let modified = std::fs::metadata(exe).ok()?.modified().ok()?;
     Some(chrono::DateTime::<chrono::Utc>::from(modified))
 }
+
+/// What the configured Bot API said to the bot token.
+pub async fn telegram(cfg: &Config) -> Option<super::checks::Telegram> {
+    use super::checks::Telegram as T;
+    let tg = &cfg.channels.telegram;
+    if !tg.enabled {
+        return None;
+    }
+    let api = tg.api_url.trim().to_string();
+    if tg.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+        // Kept in the secret store (token_ref): `silas start` reads it.
+        return Some(T::StoredToken { api });
+    }
+    let settings = match silas_telegram::TelegramSettings::from_config(tg) {
+        Ok(s) => s,
+        Err(e) => return Some(T::Invalid { detail: e.to_string() }),
+    };
+    let client = match silas_telegram::BotClient::new(&settings.api_url, settings.token) {
+        Ok(c) => c,
+        Err(e) => return Some(T::Invalid { detail: e.to_string() }),
+    };
+    Some(match tokio::time::timeout(PROBE_TIMEOUT, client.get_me()).await {
+        Ok(Ok(me)) => T::Answered {
+            api,
+            bot: me.username.unwrap_or(me.first_name),
+        },
+        Ok(Err(silas_telegram::TelegramError::Unauthorized { status, .. })) => {
+            T::Rejected { api, status }
+        }
+        // The error never carries the request URL (the token is in it).
+        Ok(Err(e)) => T::Unreachable {
+            api,
+            error: e.to_string(),
+        },
+        Err(_) => T::Unreachable {
+            api,
+            error: "no answer in time".into(),
+        },
+    })
+}

@@ -283,3 +283,29 @@ fn any_fail_sets_the_exit_code() {
     assert!(!any_failed(&[pass.clone(), warn.clone()]));
     assert!(any_failed(&[pass, warn, Check::fail("c", "no", "fix")]));
 }
+
+#[test]
+fn telegram_verdicts_name_the_fix_and_never_the_token() {
+    let ok = telegram(&Telegram::Answered {
+        api: "http://127.0.0.1:1".into(),
+        bot: "silas_bot".into(),
+    });
+    assert_eq!(ok.status, Status::Pass);
+    assert!(ok.line().contains("@silas_bot"), "{}", ok.line());
+    let bad = telegram(&Telegram::Rejected {
+        api: "https://api.telegram.org".into(),
+        status: 401,
+    });
+    assert_eq!(bad.status, Status::Fail);
+    assert!(bad.line().contains("SILAS_TELEGRAM_TOKEN"), "{}", bad.line());
+    let down = telegram(&Telegram::Unreachable {
+        api: "https://api.telegram.org".into(),
+        error: "connection refused".into(),
+    });
+    assert_eq!(down.status, Status::Fail);
+    assert!(down.line().contains("api_url"));
+    assert_eq!(
+        telegram(&Telegram::StoredToken { api: "x".into() }).status,
+        Status::Warn
+    );
+}
