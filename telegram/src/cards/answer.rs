@@ -211,7 +211,13 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
         ],
         CardPayload::Gate(_) => vec![
             with_outcome(
-                choice("ok", "✅", "Let it through", Role::Yes, verdict(K::Gate, "approve")),
+                choice(
+                    "ok",
+                    "✅",
+                    "Let it through",
+                    Role::Yes,
+                    verdict(K::Gate, "approve"),
+                ),
                 "✅ Let through",
             ),
             with_outcome(
@@ -230,7 +236,13 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
             let (mut list, rest) = option_choices(&opts, |v| verdict(K::Checkpoint, v));
             more = rest;
             list.push(with_outcome(
-                choice("no", "❌", "Decline", Role::No, verdict(K::Checkpoint, "decline")),
+                choice(
+                    "no",
+                    "❌",
+                    "Decline",
+                    Role::No,
+                    verdict(K::Checkpoint, "decline"),
+                ),
                 "❌ Declined",
             ));
             list
@@ -299,14 +311,26 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
             )];
             list.extend(extra);
             list.push(with_outcome(
-                choice("no", "💤", "Not now", Role::No, pick(K::Suggestion, "not_now")),
+                choice(
+                    "no",
+                    "💤",
+                    "Not now",
+                    Role::No,
+                    pick(K::Suggestion, "not_now"),
+                ),
                 "💤 Not now",
             ));
             list
         }
         CardPayload::AutonomyThreshold(_) => vec![
             with_outcome(
-                choice("ok", "✅", "Approve", Role::Yes, verdict(K::AutonomyThreshold, "approve")),
+                choice(
+                    "ok",
+                    "✅",
+                    "Approve",
+                    Role::Yes,
+                    verdict(K::AutonomyThreshold, "approve"),
+                ),
                 "✅ Approved",
             ),
             with_outcome(
@@ -320,7 +344,13 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
                 "🔒 Tightened",
             ),
             with_outcome(
-                choice("no", "❌", "Decline", Role::No, verdict(K::AutonomyThreshold, "decline")),
+                choice(
+                    "no",
+                    "❌",
+                    "Decline",
+                    Role::No,
+                    verdict(K::AutonomyThreshold, "decline"),
+                ),
                 "❌ Declined",
             ),
         ],
@@ -346,7 +376,13 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
                 "☝️ Granted just this once",
             ),
             with_outcome(
-                choice("no", "⛔", "Deny", Role::No, verdict(K::PermissionEscalation, "deny")),
+                choice(
+                    "no",
+                    "⛔",
+                    "Deny",
+                    Role::No,
+                    verdict(K::PermissionEscalation, "deny"),
+                ),
                 "⛔ Denied",
             ),
         ],
@@ -415,10 +451,7 @@ const NO_WORDS: &[&str] = &[
 /// full stop / exclamation mark.
 fn normalize(text: &str) -> String {
     let t: String = text.chars().filter(|c| *c != '\u{fe0f}').collect();
-    t.trim()
-        .trim_end_matches(['.', '!'])
-        .trim()
-        .to_lowercase()
+    t.trim().trim_end_matches(['.', '!']).trim().to_lowercase()
 }
 
 /// §4.1 text fallback: "approve"/"yes"/"ok"/"✅"… and "decline"/"no"/
@@ -435,7 +468,10 @@ pub fn answer_for_text(card: &CardPayload, text: &str) -> Option<CardAnswer> {
     if numbered(card)
         && let Ok(n) = said.parse::<usize>()
     {
-        return n.checked_sub(1).and_then(|i| list.get(i)).map(|c| c.answer.clone());
+        return n
+            .checked_sub(1)
+            .and_then(|i| list.get(i))
+            .map(|c| c.answer.clone());
     }
     let named = list.iter().find(|c| {
         normalize(&c.label) == said || c.value.as_deref().is_some_and(|v| normalize(v) == said)
@@ -477,7 +513,9 @@ pub fn is_affirmative(answer: &CardAnswer) -> bool {
             selected_value.as_deref(),
             None | Some("not_now" | "dismiss")
         ),
-        CardResponse::SetupAction { action, .. } => !matches!(action.as_str(), "cancel" | "trouble"),
+        CardResponse::SetupAction { action, .. } => {
+            !matches!(action.as_str(), "cancel" | "trouble")
+        }
         CardResponse::Recovery { selected_action } => selected_action != "skip",
         CardResponse::SecureInput { success } => *success,
     }

@@ -18,8 +18,8 @@ mod answer;
 mod render;
 
 pub use answer::{
-    CardAnswer, answer_for_button, answer_for_text, approvable_here, is_affirmative,
-    outcome_line, timed_out_line,
+    CardAnswer, answer_for_button, answer_for_text, approvable_here, is_affirmative, outcome_line,
+    timed_out_line,
 };
 pub use render::{MAX_BUTTON_LABEL, RenderContext, RenderedCard, render};
 
