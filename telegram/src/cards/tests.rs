@@ -679,3 +679,34 @@ fn outcome_lines() {
         }
     }
 }
+
+proptest::proptest! {
+    /// Any title, body and option text: the message parses as the
+    /// renderer's own markup only, fits, and every button stays in bounds.
+    #[test]
+    fn any_card_text_renders_escaped_and_fits(
+        title in "[a-z_*\\[\\]()~`>#+\\-=|{}.!\\\\ 😀é\n]{0,80}",
+        body in "[a-z_*\\[\\]()~`>#+\\-=|{}.!\\\\ 😀é\n]{0,300}",
+        repeat in 1usize..60,
+    ) {
+        let s = signer();
+        let body = body.repeat(repeat);
+        let cards = [
+            plan(WorkItemType::Task, &title, &body),
+            card("decision", json!({"question": title, "options": [body.clone(), title.clone()]})),
+            card("draft_review", json!({"context": title, "draft": body})),
+        ];
+        for c in &cards {
+            let r = render("r", c, &ctx(&s, RiskLevel::Medium, Some(WEB))).unwrap();
+            let text = text_of(&r);
+            proptest::prop_assert!(utf16_len(text) <= MAX_MESSAGE_UTF16);
+            check_markdown(text);
+            for b in buttons(&r) {
+                proptest::prop_assert!(b.text.chars().count() <= MAX_BUTTON_LABEL);
+                if let Some(d) = &b.callback_data {
+                    proptest::prop_assert!(d.len() <= MAX_CALLBACK_DATA);
+                }
+            }
+        }
+    }
+}
