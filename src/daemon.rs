@@ -150,15 +150,32 @@ async fn run(
         silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
     )
     .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    // The web channel reports which connections authenticated as the owner;
+    // the ApprovalEngine mints tokens only for answers from those.
+    let owner_sessions = silas_actors::approval::OwnerSessions::default();
+    // Telegram (issue #14), when enabled: links in the chat point at the
+    // web app where the owner's devices reach it.
+    let web_url = cfg
+        .channels
+        .web
+        .public_url
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| base_url.clone());
+    let telegram = crate::telegram_bridge::setup::build(
+        &cfg,
+        &store,
+        &secrets,
+        &owner_sessions,
+        card_timeouts,
+        web_url,
+    )?;
     let vault = Arc::new(crate::web_bridge::SecretVault::new(
         store.clone(),
         secrets,
         card_timeouts,
     ));
     tracing::info!("{}", vault.describe());
-    // The web channel reports which connections authenticated as the owner;
-    // the ApprovalEngine mints tokens only for answers from those.
-    let owner_sessions = silas_actors::approval::OwnerSessions::default();
     let bridge = crate::web_bridge::WebBridge::new(
         store.clone(),
         vault.clone(),
@@ -177,6 +194,7 @@ async fn run(
             description: model.startup_line(&cfg),
         });
     let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_rx_tasks = stop_rx.clone();
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -267,7 +285,10 @@ async fn run(
                 Arc::new(cfg.clone()),
                 agents,
                 approvals.clone(),
-                bridge.clone(),
+                Arc::new(crate::channels::Channels {
+                    web: bridge.clone(),
+                    telegram: telegram.as_ref().map(|t| t.bridge.clone()),
+                }),
             )
         }),
         dispatch: dispatch_tx,
@@ -326,6 +347,11 @@ async fn run(
         )
     })?;
 
+    // Polling starts once the Stream is registered (updates go to it).
+    let telegram_on = telegram.is_some();
+    let telegram_tasks = telegram
+        .map(|t| t.spawn(stop_rx_tasks.clone()))
+        .unwrap_or_default();
     audit_event(
         &store,
         "daemon.started",
@@ -342,6 +368,9 @@ async fn run(
         cfg.sandbox_work_dir().display(),
         cfg.verify_dir().display()
     );
+    if telegram_on {
+        println!("Telegram: polling as the bot of channels.telegram (owner chat only).");
+    }
     println!(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."
     );
@@ -369,6 +398,9 @@ async fn run(
     // Stopped with the web server (same signal); it removes its socket.
     let _ = tokio::time::timeout(Duration::from_secs(2), control_task).await;
     activity_feed.abort();
+    for t in telegram_tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
     if !escalated {
         root.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(grace, root_join).await;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod channels;
 mod chat;
 mod cli;
 mod commands;
@@ -16,6 +17,7 @@ mod doctor;
 mod error;
 mod remote;
 mod service;
+mod telegram_bridge;
 mod web_bridge;
 
 fn main() -> ExitCode {

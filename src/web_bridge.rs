@@ -408,6 +408,7 @@ impl WebBackend for WebBridge {
                         signed: None,
                         connection_id,
                         ip,
+                        dedup_key: None,
                     };
                     match stream.submit(m).await {
                         Ok(SubmitOutcome::Accepted { .. }) => Ok(()),

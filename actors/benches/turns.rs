@@ -123,6 +123,7 @@ fn msg(scope: &str, text: &str) -> InboundMessage {
         signed: None,
         connection_id: scope.into(),
         ip: Some("127.0.0.1".into()),
+        dedup_key: None,
     }
 }
 

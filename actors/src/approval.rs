@@ -252,13 +252,20 @@ impl ApprovalService {
             random_id()?,
         )
         .map_err(ApprovalError::Issue)?;
+        // The channel is the server's record of where the owner answered
+        // (signed with the rest); whatever a client put there is replaced.
+        token.conditions.insert(
+            silas_core::model::approval::APPROVED_VIA_KEY.to_string(),
+            Value::from(origin.channel.as_str()),
+        );
         let payload = projections::token_signing_payload(&token)
             .map_err(|e| ApprovalError::Issue(IssueError::Unhashable(e.to_string())))?;
         token.signature = Base64Bytes(self.key.sign(&payload).to_bytes().to_vec());
         let audit = obj(
             json!({"token_id": token.token_id, "work_item_id": token.work_item_id,
             "scope": token.scope, "plan_hash": token.plan_hash, "expires_at": token.expires_at,
-            "max_executions": token.max_executions, "approval_strength": token.approval_strength}),
+            "max_executions": token.max_executions, "approval_strength": token.approval_strength,
+            "channel": origin.channel}),
         );
         self.store
             .approvals()

@@ -75,6 +75,9 @@ pub struct InboundMessage {
     pub signed: Option<SignedMessage>,
     pub connection_id: String,
     pub ip: Option<String>,
+    /// The channel's idempotency key: the same key is accepted once, even
+    /// across restarts (a Telegram update redelivered after a crash).
+    pub dedup_key: Option<String>,
 }
 
 /// The scope of a connection: `owner` in single-user mode (and for the
@@ -334,11 +337,19 @@ impl StreamState {
             connection_id: m.connection_id,
             ip: m.ip,
             owner_authenticated,
+            dedup_key: m.dedup_key,
         };
         let store = deps.store.clone();
-        let record =
-            tokio::task::spawn_blocking(move || store.inbox().accept(inbound, Timestamp::now()))
-                .await??;
+        let (record, fresh) = tokio::task::spawn_blocking(move || {
+            store.inbox().accept_once(inbound, Timestamp::now())
+        })
+        .await??;
+        if !fresh {
+            // Handed over before: it is queued or done already.
+            return Ok(SubmitOutcome::Accepted {
+                inbox_id: record.inbox_id,
+            });
+        }
         self.queues.push(&scope_id);
         let p = self.processor(myself, &scope_id).await?;
         p.send_message(TurnMsg::Wake)?;

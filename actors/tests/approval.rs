@@ -934,3 +934,54 @@ async fn the_raw_engine_message_cannot_skip_the_owner_check() {
     engine.stop(None);
     join.await.unwrap();
 }
+
+/// Issue #14: the token records the channel the owner approved on, signed
+/// with the rest; a client cannot claim another channel through conditions,
+/// and changing the recorded channel breaks the signature.
+#[tokio::test]
+async fn the_token_records_the_channel_it_was_approved_on_under_the_signature() {
+    let f = fixture();
+    f.svc
+        .owner_sessions()
+        .authenticated("telegram", "owner:1001");
+    let origin = AnswerOrigin::new("telegram", "owner:1001");
+    let t = task("t-channel");
+    let mut claim = approve();
+    claim.conditions.insert(
+        silas_core::model::approval::APPROVED_VIA_KEY.into(),
+        Value::from("web"),
+    );
+    let tok = f
+        .svc
+        .issue_token(
+            Subject::WorkItem(&t),
+            &claim,
+            ApprovalScope::FullPlan,
+            &origin,
+            Timestamp::now(),
+        )
+        .unwrap();
+    assert_eq!(
+        tok.conditions
+            .get(silas_core::model::approval::APPROVED_VIA_KEY),
+        Some(&Value::from("telegram"))
+    );
+    assert_eq!(tok.approval_strength.as_str(), "tap");
+    let issued = f.store.audit().tail(5).unwrap();
+    let entry = issued
+        .iter()
+        .find(|e| e.event == "approval.issued")
+        .unwrap();
+    assert_eq!(entry.data.get("channel"), Some(&Value::from("telegram")));
+    // The recorded channel is signed: rewriting it fails verification.
+    let mut forged = tok.clone();
+    forged.conditions.insert(
+        silas_core::model::approval::APPROVED_VIA_KEY.into(),
+        Value::from("web"),
+    );
+    assert!(matches!(
+        f.svc.verify(&forged, &t, None, Timestamp::now()),
+        Err(ApprovalError::Denied(_))
+    ));
+    f.svc.verify(&tok, &t, None, Timestamp::now()).unwrap();
+}

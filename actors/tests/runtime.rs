@@ -242,6 +242,7 @@ fn msg(scope: &str, text: &str) -> InboundMessage {
         signed: None,
         connection_id: scope.into(),
         ip: Some("127.0.0.1".into()),
+        dedup_key: None,
     }
 }
 
@@ -1026,6 +1027,7 @@ async fn a_new_runtime_quarantines_records_that_used_their_attempts() {
         connection_id: scope.into(),
         ip: None,
         owner_authenticated: false,
+        dedup_key: None,
     };
     let inbox = store.inbox();
     // Earlier daemon runs crashed on these (the attempts are durable): one

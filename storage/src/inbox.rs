@@ -30,7 +30,7 @@ use silas_core::model::messages::{SignedMessage, TaintLevel};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
-use crate::schema::{COUNTERS, INBOX, INBOX_PENDING};
+use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 
 const TABLE: &str = "inbox";
 const SEQ_COUNTER: &str = "inbox_seq";
@@ -59,6 +59,10 @@ pub struct NewInbound {
     /// with an owner credential. Never taken from a client frame.
     #[serde(default)]
     pub owner_authenticated: bool,
+    /// The channel's idempotency key (e.g. `telegram:update:<update_id>`): a
+    /// message handed over again under the same key is not accepted twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_key: Option<String>,
 }
 
 /// One accepted message and its progress.
@@ -117,10 +121,33 @@ impl InboxStore {
     /// Durably record an inbound message (one transaction); only after this
     /// returns may the channel be told the message was accepted.
     pub fn accept(&self, message: NewInbound, now: Timestamp) -> StoreResult<InboxRecord> {
+        self.accept_once(message, now).map(|(record, _)| record)
+    }
+
+    /// [`Self::accept`], idempotent on `message.dedup_key`: a key seen before
+    /// returns the record it was accepted as, and `false` (nothing stored).
+    /// The key and the record commit in one transaction, so a crash between
+    /// a channel's hand-over and its own "handled" mark cannot make a second
+    /// turn.
+    pub fn accept_once(
+        &self,
+        message: NewInbound,
+        now: Timestamp,
+    ) -> StoreResult<(InboxRecord, bool)> {
         if message.scope_id.is_empty() {
             return Err(StoreError::Invalid("scope_id must not be empty".into()));
         }
         let txn = self.db.begin_write()?;
+        if let Some(key) = &message.dedup_key {
+            let known = txn
+                .open_table(INBOX_KEYS)?
+                .get(key.as_str())?
+                .map(|v| v.value().to_string());
+            if let Some(id) = known {
+                let record = get_in(&txn, &id)?;
+                return Ok((record, false));
+            }
+        }
         let record = {
             let mut counters = txn.open_table(COUNTERS)?;
             let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
@@ -141,10 +168,14 @@ impl InboxStore {
                 (record.message.scope_id.as_str(), seq),
                 record.inbox_id.as_str(),
             )?;
+            if let Some(key) = &record.message.dedup_key {
+                txn.open_table(INBOX_KEYS)?
+                    .insert(key.as_str(), record.inbox_id.as_str())?;
+            }
             record
         };
         txn.commit()?;
-        Ok(record)
+        Ok((record, true))
     }
 
     pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
@@ -314,7 +345,55 @@ mod tests {
             connection_id: scope.into(),
             ip: None,
             owner_authenticated: false,
+            dedup_key: None,
         }
+    }
+
+    #[test]
+    fn a_keyed_message_is_accepted_once_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let keyed = || NewInbound {
+            dedup_key: Some("telegram:update:7".into()),
+            ..msg("owner", "hello")
+        };
+        let first = {
+            let store = Store::open_in(dir.path()).unwrap();
+            let (rec, fresh) = store
+                .inbox()
+                .accept_once(keyed(), Timestamp::now())
+                .unwrap();
+            assert!(fresh);
+            rec
+        };
+        let store = Store::open_in(dir.path()).unwrap();
+        let (again, fresh) = store
+            .inbox()
+            .accept_once(keyed(), Timestamp::now())
+            .unwrap();
+        assert!(!fresh);
+        assert_eq!(again.inbox_id, first.inbox_id);
+        assert_eq!(store.inbox().pending_all().unwrap().len(), 1);
+        // Unkeyed messages are never deduplicated; another key is another message.
+        let other = NewInbound {
+            dedup_key: Some("telegram:update:8".into()),
+            ..msg("owner", "hello")
+        };
+        assert!(
+            store
+                .inbox()
+                .accept_once(other, Timestamp::now())
+                .unwrap()
+                .1
+        );
+        store
+            .inbox()
+            .accept(msg("owner", "hello"), Timestamp::now())
+            .unwrap();
+        store
+            .inbox()
+            .accept(msg("owner", "hello"), Timestamp::now())
+            .unwrap();
+        assert_eq!(store.inbox().pending_all().unwrap().len(), 4);
     }
 
     fn item(text: &str) -> ContextItem {

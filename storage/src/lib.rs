@@ -40,7 +40,7 @@ pub use chronicle::ChronicleStore;
 pub use error::{StoreError, StoreResult};
 pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
-pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records};
+pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};
 pub use scheduled_jobs::ScheduledJob;
 pub use telegram_updates::{Recorded, TelegramUpdates, UpdateRecord, UpdateState};
 pub use work_items::WorkItemStore;

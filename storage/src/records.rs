@@ -23,6 +23,7 @@ use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
     CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE,
+    TELEGRAM_CARDS,
 };
 
 /// A record stored under its own string key.
@@ -106,6 +107,33 @@ impl Keyed for PendingCard {
     const NAME: &'static str = "pending_cards";
     fn key(&self) -> &str {
         &self.request_id
+    }
+}
+
+/// One card as shown in a Telegram chat (issue #14): the render's random
+/// `handle` is what its buttons carry (request ids can exceed Telegram's
+/// 64-byte callback data), `nonce` the render's live nonce. A press counts
+/// only while `outcome` is `None` and the press names this handle, chat and
+/// nonce; answering (or resolving the card elsewhere) sets the outcome, so a
+/// replayed or stale press is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TelegramCardMessage {
+    pub handle: String,
+    pub request_id: String,
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub nonce: String,
+    pub sent_at: Timestamp,
+    /// The line the message was edited to once the card was resolved.
+    #[serde(default)]
+    pub outcome: Option<String>,
+}
+
+impl Keyed for TelegramCardMessage {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TELEGRAM_CARDS;
+    const NAME: &'static str = "telegram_cards";
+    fn key(&self) -> &str {
+        &self.handle
     }
 }
 

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -71,6 +71,12 @@ pub(crate) const TELEGRAM_UPDATES: TableDefinition<u64, &[u8]> =
 /// chat_id → refused_at µs: chats that got their one refusal (v3).
 pub(crate) const TELEGRAM_REFUSED_CHATS: TableDefinition<i64, i64> =
     TableDefinition::new("telegram_refused_chats");
+/// A channel's idempotency key of an inbound message → its inbox id: a
+/// message handed over twice (a redelivered Telegram update) is accepted once.
+pub(crate) const INBOX_KEYS: TableDefinition<&str, &str> = TableDefinition::new("inbox_keys");
+/// Telegram card messages: render handle → which card, chat and message.
+pub(crate) const TELEGRAM_CARDS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("telegram_cards");
 
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
@@ -97,6 +103,8 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("owner_devices", "str", "record", RECORD_V1),
     ("telegram_updates", "u64", "record", RECORD_V1),
     ("telegram_refused_chats", "i64", "i64", 0),
+    ("inbox_keys", "str", "str", 0),
+    ("telegram_cards", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -132,6 +140,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 3,
         run: crate::migrate_cards::v3_to_v4,
     },
+    Migration {
+        from: 4,
+        run: v4_to_v5,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -146,6 +158,13 @@ fn v1_to_v2(txn: &WriteTransaction) -> StoreResult<()> {
 fn v2_to_v3(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(TELEGRAM_UPDATES)?;
     txn.open_table(TELEGRAM_REFUSED_CHATS)?;
+    Ok(())
+}
+
+/// v5 adds inbound idempotency keys and Telegram card messages (issue #14).
+fn v4_to_v5(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(INBOX_KEYS)?;
+    txn.open_table(TELEGRAM_CARDS)?;
     Ok(())
 }
 
@@ -172,6 +191,8 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(OWNER_DEVICES)?;
     txn.open_table(TELEGRAM_UPDATES)?;
     txn.open_table(TELEGRAM_REFUSED_CHATS)?;
+    txn.open_table(INBOX_KEYS)?;
+    txn.open_table(TELEGRAM_CARDS)?;
     Ok(())
 }
 

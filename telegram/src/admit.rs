@@ -84,6 +84,8 @@ mod tests {
                 },
                 date: 1,
                 text: Some("hi".into()),
+                caption: None,
+                redacted: Vec::new(),
             }),
             edited_message: None,
             callback_query: None,

@@ -29,6 +29,7 @@ pub mod outbox;
 pub mod policy;
 pub mod poller;
 pub mod settings;
+pub mod status;
 pub mod token;
 pub mod types;
 

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use crate::client::BotClient;
 use crate::error::TelegramError;
 use crate::outbox::{Action, Outbox, RetryPolicy};
+use crate::policy::secrets;
 use crate::types::{Update, UpdateId};
 
 /// One update handed to the handler.
@@ -185,11 +186,20 @@ impl<H: Handler> Poller<H> {
                 tracing::warn!("telegram update without update_id ignored");
                 continue;
             };
-            if self
-                .updates
-                .record(update_id, &value.to_string(), Timestamp::now())?
-                == Recorded::New
-            {
+            // What is stored is the typed update (unknown fields dropped),
+            // secrets already redacted: the store is the first durable copy.
+            let payload = match serde_json::from_value::<Update>(value) {
+                Ok(mut update) => {
+                    secrets::redact_update(&mut update);
+                    serde_json::to_string(&update)
+                }
+                Err(_) => serde_json::to_string(&UpdateId { update_id }),
+            }
+            .map_err(|e| TelegramError::Decode {
+                method: "getUpdates",
+                detail: e.to_string(),
+            })?;
+            if self.updates.record(update_id, &payload, Timestamp::now())? == Recorded::New {
                 fresh += 1;
             }
         }

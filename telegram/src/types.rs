@@ -90,6 +90,17 @@ pub struct Message {
     pub date: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// Silas's own mark, set when the update is recorded: the kinds of
+    /// secret removed from `text`/`caption` before the first durable copy
+    /// (the handler deletes the message from the chat and tells the owner).
+    #[serde(
+        rename = "silas_redacted",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub redacted: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,7 +126,7 @@ pub struct Update {
 
 /// Just the id of an update, for one Silas cannot decode (it is recorded and
 /// skipped rather than wedging the poll loop).
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct UpdateId {
     pub update_id: u64,
 }

@@ -425,6 +425,7 @@ pub fn inbound(scope: &str, text: &str) -> InboundMessage {
         signed: None,
         connection_id: scope.into(),
         ip: Some("127.0.0.1".into()),
+        dedup_key: None,
     }
 }
 

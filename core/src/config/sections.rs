@@ -591,6 +591,11 @@ pub struct WebChannelConfig {
     /// Required whenever `host` is not a loopback address.
     #[serde(deserialize_with = "lenient_opt_string")]
     pub auth_token: Option<String>,
+    /// Where the owner's devices reach the web app (e.g. behind a reverse
+    /// proxy or on the LAN); links sent through other channels (Telegram's
+    /// Review and secure-form links) use it. Default: the listen address.
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub public_url: Option<String>,
 }
 
 impl Default for WebChannelConfig {
@@ -600,6 +605,7 @@ impl Default for WebChannelConfig {
             host: s("127.0.0.1"),
             port: 8420,
             auth_token: None,
+            public_url: None,
         }
     }
 }
@@ -612,6 +618,11 @@ pub struct TelegramChannelConfig {
     pub enabled: bool,
     #[serde(deserialize_with = "lenient_opt_string")]
     pub token: Option<String>,
+    /// The bot token kept in the encrypted secret store instead: the ref
+    /// of a secret stored through the web app's secure form (`/secret
+    /// Telegram bot token`). Used when `token` is unset.
+    #[serde(deserialize_with = "lenient_opt_string")]
+    pub token_ref: Option<String>,
     #[serde(deserialize_with = "lenient_opt_string")]
     pub owner_chat_id: Option<String>,
     /// The owner's Telegram user id: the only member whose messages and
@@ -634,6 +645,7 @@ impl Default for TelegramChannelConfig {
         TelegramChannelConfig {
             enabled: false,
             token: None,
+            token_ref: None,
             owner_chat_id: None,
             owner_user_id: None,
             api_url: TELEGRAM_API_URL.to_string(),

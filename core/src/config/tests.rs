@@ -1364,3 +1364,43 @@ fn new_limit_keys_have_their_defaults_and_parse_from_yaml() {
     assert_eq!(parsed.llm_calls_per_minute_global, 40);
     assert!(serde_yaml_ng::from_str::<LimitsConfig>("llm_calls_per_minute_totl: 5\n").is_err());
 }
+
+#[test]
+fn web_public_url_and_telegram_token_ref_validate_by_key() {
+    let cfg = load("silas: {}\n");
+    assert_eq!(cfg.channels.web.public_url, None);
+    assert_eq!(cfg.channels.telegram.token_ref, None);
+    let cfg = load(
+        "silas:\n  channels:\n    web:\n      public_url: https://silas.home.example/\n    \
+         telegram:\n      enabled: true\n      token_ref: sec-abc_1\n      owner_chat_id: 7\n",
+    );
+    // A stored token stands in for `token`.
+    assert!(errors(&cfg).is_empty(), "{:?}", errors(&cfg));
+    for (bad, key) in [
+        ("ftp://x", "channels.web.public_url"),
+        ("https://user:pw@x/", "channels.web.public_url"),
+        ("https://x/?a=1", "channels.web.public_url"),
+        ("silas.local", "channels.web.public_url"),
+    ] {
+        let mut c = cfg.clone();
+        c.channels.web.public_url = Some(bad.into());
+        let errs = errors(&c);
+        assert!(errs.iter().any(|e| e.key() == Some(key)), "{bad}: {errs:?}");
+    }
+    let mut c = cfg.clone();
+    c.channels.telegram.token_ref = Some("../../etc/passwd".into());
+    assert!(
+        errors(&c)
+            .iter()
+            .any(|e| e.key() == Some("channels.telegram.token_ref"))
+    );
+    // Enabled with neither a token nor a ref: the error names `token`.
+    let mut c = cfg.clone();
+    c.channels.telegram.token_ref = None;
+    c.channels.telegram.token = None;
+    assert!(
+        errors(&c)
+            .iter()
+            .any(|e| e.key() == Some("channels.telegram.token"))
+    );
+}

@@ -84,6 +84,36 @@ fn telegram_ids(tg: &super::sections::TelegramChannelConfig, c: &mut Checker) {
 
 /// The Bot API URL carries the token in every request: https, or plain http
 /// only to a loopback host (a local Bot API server or a test fake).
+/// A secret-store ref (the shape `silas_keys::secrets::valid_ref` accepts).
+fn valid_secret_ref(r: &str) -> bool {
+    r.len() <= 128
+        && r.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `channels.web.public_url`: an absolute http(s) URL without credentials,
+/// query or fragment (links are built by appending to it).
+fn check_public_url(url: &str) -> Result<(), String> {
+    let url = url.trim();
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("must be an http(s) URL, got {url:?}"))?;
+    if !matches!(scheme, "http" | "https") {
+        return Err(format!("must be an http(s) URL, got {url:?}"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(format!("has no host: {url:?}"));
+    }
+    if authority.contains('@') {
+        return Err("must not contain credentials".into());
+    }
+    if rest.contains(['?', '#']) {
+        return Err("must not have a query or fragment".into());
+    }
+    Ok(())
+}
+
 fn check_bot_api_url(url: &str) -> Result<(), String> {
     let url = url.trim();
     let (scheme, rest) = url
@@ -596,11 +626,24 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         c.fail("channels.web.host", "must not be empty");
     }
     let tg = &cfg.channels.telegram;
+    if let Some(url) = web.public_url.as_deref().filter(|u| !u.trim().is_empty())
+        && let Err(why) = check_public_url(url)
+    {
+        c.fail("channels.web.public_url", why);
+    }
+    if let Some(r) = tg.token_ref.as_deref().filter(|r| !r.trim().is_empty())
+        && !valid_secret_ref(r)
+    {
+        c.fail(
+            "channels.telegram.token_ref",
+            "must be a secret ref (letters, digits, '-' and '_', at most 128)",
+        );
+    }
     if tg.enabled {
-        if blank(&tg.token) {
+        if blank(&tg.token) && blank(&tg.token_ref) {
             c.fail(
                 "channels.telegram.token",
-                "required when channels.telegram.enabled is true (set SILAS_TELEGRAM_TOKEN)",
+                "required when channels.telegram.enabled is true (set SILAS_TELEGRAM_TOKEN, or token_ref to a stored secret)",
             );
         }
         if blank(&tg.owner_chat_id) {

@@ -47,6 +47,10 @@ spec_enum! {
     }
 }
 
+/// The signed `conditions` key naming the channel the owner approved on
+/// (`web`, `telegram`, `cli`), set by the ApprovalEngine — never the client.
+pub const APPROVED_VIA_KEY: &str = "approved_via";
+
 /// The key a standing token's `conditions` must carry (§3.6).
 pub const SPAWN_POLICY_HASH_KEY: &str = "spawn_policy_hash";
 

@@ -273,6 +273,8 @@ mod tests {
             },
             date: 0,
             text: None,
+            caption: None,
+            redacted: Vec::new(),
         };
         let press = |by: i64| Update {
             update_id: 1,

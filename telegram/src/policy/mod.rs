@@ -2,5 +2,6 @@
 
 pub mod callback;
 pub mod identity;
+pub mod secrets;
 pub mod text;
 pub mod throttle;

@@ -1,0 +1,393 @@
+//! Glue between the Telegram channel (`silas-telegram`) and the turn runtime
+//! (issue #14). The transport, identity, rendering and text policies live in
+//! `silas-telegram`; this module only sequences them against the Stream and
+//! the store:
+//!
+//! * inbound ([`inbound`]): the poller hands each recorded update to the
+//!   [`TelegramBridge`] (`Handler`): identity first (`admit`), then a message
+//!   becomes an `InboundMessage` keyed by its `update_id` (accepted once even
+//!   if a crash makes the poller hand it over again), a button press an
+//!   answer checked against the card's live render (handle, chat, nonce) and
+//!   then by the Stream and the ApprovalEngine like any other channel's;
+//! * outbound ([`ChannelSink`]): replies, notices, cards (inline keyboards,
+//!   each render recorded as a [`TelegramCardMessage`]) and one edited status
+//!   message per work item;
+//! * [`TelegramBridge::sweep`]: cards answered elsewhere or timed out lose
+//!   their buttons; handled updates and old renders are pruned.
+//!
+//! The owner's chat is the owner's scope (`owner`), so the conversation is
+//! the same one the web app shows and rehydrates across restarts; with a
+//! chatbot goal, other chats are customer scopes `telegram:{chat_id}`.
+
+mod inbound;
+pub mod setup;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use silas_actors::approval::OwnerSessions;
+use silas_actors::cards::CardTimeouts;
+use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, Outbound};
+use silas_actors::turn::OWNER_SCOPE;
+use silas_core::{Coded, Timestamp};
+use silas_storage::{CardAudience, PendingCard, Store, TelegramCardMessage};
+use silas_telegram::cards::{RenderContext, render};
+use silas_telegram::policy::callback::CallbackSigner;
+use silas_telegram::policy::identity::customer_scope;
+use silas_telegram::status::{Check, is_final, work_status_text};
+use silas_telegram::{Outbox, TelegramError, TelegramSettings, Text};
+
+/// The channel name on answers, messages and the signed token.
+pub const TELEGRAM_CHANNEL: &str = "telegram";
+/// The owner's connection id on this channel (registered as an owner
+/// session: Telegram vouches for the user id the update names).
+pub const OWNER_CONNECTION: &str = "tg:owner";
+/// How long handled updates and resolved card renders are kept.
+const KEEP_HANDLED: chrono::Duration = chrono::Duration::days(2);
+/// Replies remembered for de-duplication (a replayed turn redelivers).
+const REMEMBERED_REPLIES: usize = 1024;
+
+pub struct TelegramBridge {
+    store: Store,
+    settings: TelegramSettings,
+    signer: CallbackSigner,
+    outbox: Arc<Outbox>,
+    timeouts: CardTimeouts,
+    chatbot_active: bool,
+    /// Where the owner's devices reach the web app (Review and secure-form
+    /// links).
+    web_url: Option<String>,
+    delivered: Mutex<VecDeque<String>>,
+}
+
+pub struct TelegramBridgeArgs {
+    pub store: Store,
+    pub settings: TelegramSettings,
+    pub signer: CallbackSigner,
+    pub outbox: Arc<Outbox>,
+    pub timeouts: CardTimeouts,
+    /// A chatbot goal is active: other chats are customer scopes.
+    pub chatbot_active: bool,
+    pub web_url: Option<String>,
+}
+
+/// A short random id (base64url of 8 bytes: 11 characters).
+fn random_handle() -> Result<String, ChannelError> {
+    use base64::Engine;
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b)
+        .map_err(|e| ChannelError::Disconnected(format!("no randomness: {e}")))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
+}
+
+fn send_failed(e: TelegramError) -> ChannelError {
+    ChannelError::Disconnected(format!("telegram: {e}"))
+}
+
+impl TelegramBridge {
+    /// Registers the owner's connection with `owners` (the ApprovalEngine's
+    /// record of owner-authenticated connections).
+    pub fn new(args: TelegramBridgeArgs, owners: &OwnerSessions) -> Arc<TelegramBridge> {
+        // The owner's chat is authenticated by Telegram (the bot token's
+        // updates name the sender); `admit` decides per update whether the
+        // sender is that owner before anything uses this connection.
+        owners.authenticated(TELEGRAM_CHANNEL, OWNER_CONNECTION);
+        let TelegramBridgeArgs {
+            store,
+            settings,
+            signer,
+            outbox,
+            timeouts,
+            chatbot_active,
+            web_url,
+        } = args;
+        Arc::new(TelegramBridge {
+            store,
+            settings,
+            signer,
+            outbox,
+            timeouts,
+            chatbot_active,
+            web_url,
+            delivered: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    pub fn outbox(&self) -> Arc<Outbox> {
+        self.outbox.clone()
+    }
+
+    /// The chat a scope is shown in, if it is one of this channel's.
+    fn chat_for_scope(&self, scope_id: &str) -> Option<i64> {
+        if scope_id == OWNER_SCOPE {
+            return Some(self.settings.owner.chat_id);
+        }
+        let chat: i64 = scope_id.strip_prefix("telegram:")?.parse().ok()?;
+        (customer_scope(chat) == scope_id).then_some(chat)
+    }
+
+    /// The scope of a chat's owner or customer traffic.
+    fn scope_of(&self, owner: bool, chat_id: i64) -> String {
+        if owner {
+            OWNER_SCOPE.to_string()
+        } else {
+            customer_scope(chat_id)
+        }
+    }
+
+    fn audit(&self, event: &str, data: serde_json::Value) {
+        let serde_json::Value::Object(data) = data else {
+            return;
+        };
+        if let Err(e) = self.store.audit().log(event, data) {
+            tracing::error!(code = %e.code(), "audit write failed: {e}");
+        }
+    }
+
+    fn render_context<'a>(
+        &'a self,
+        chat_id: i64,
+        handle: &'a str,
+        nonce: &'a str,
+    ) -> RenderContext<'a> {
+        RenderContext {
+            chat_id,
+            handle,
+            nonce,
+            signer: &self.signer,
+            max_approval_risk: self.settings.max_approval_risk,
+            web_url: self.web_url.as_deref(),
+        }
+    }
+
+    /// Shows `card` in `chat_id` with fresh buttons and records the render.
+    async fn show_card(&self, card: &PendingCard, chat_id: i64) -> Result<(), ChannelError> {
+        let renders = self
+            .store
+            .records::<TelegramCardMessage>()
+            .list()
+            .map_err(|e| ChannelError::Disconnected(e.to_string()))?;
+        // Redelivered (a restart, the executor re-announcing): the render
+        // already in the chat still works.
+        if renders
+            .iter()
+            .any(|r| r.request_id == card.request_id && r.chat_id == chat_id && r.outcome.is_none())
+        {
+            return Ok(());
+        }
+        let handle = random_handle()?;
+        let nonce = silas_telegram::policy::callback::fresh_nonce()
+            .map_err(|e| ChannelError::Disconnected(e.to_string()))?;
+        let rendered = render(
+            &card.request_id,
+            &card.card,
+            &self.render_context(chat_id, &handle, &nonce),
+        )
+        .map_err(|e| ChannelError::Disconnected(format!("card not renderable: {e}")))?;
+        let sent = self
+            .outbox
+            .send(chat_id, &rendered.text, rendered.keyboard.as_ref())
+            .await
+            .map_err(send_failed)?;
+        let Some(message) = sent.last() else {
+            return Err(ChannelError::Disconnected("nothing was sent".into()));
+        };
+        self.store
+            .records::<TelegramCardMessage>()
+            .put(&TelegramCardMessage {
+                handle,
+                request_id: card.request_id.clone(),
+                chat_id,
+                message_id: message.message_id,
+                nonce,
+                sent_at: Timestamp::now(),
+                outcome: None,
+            })
+            .map_err(|e| ChannelError::Disconnected(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Edit a card's message to its outcome (buttons removed) and record it,
+    /// so no later press on it counts.
+    async fn close_render(
+        &self,
+        mut render_rec: TelegramCardMessage,
+        card: Option<&PendingCard>,
+        outcome: &str,
+    ) {
+        render_rec.outcome = Some(outcome.to_string());
+        if let Err(e) = self.store.records::<TelegramCardMessage>().put(&render_rec) {
+            tracing::warn!(code = %e.code(), "telegram card outcome not recorded: {e}");
+        }
+        let body = card.and_then(|c| {
+            render(
+                &c.request_id,
+                &c.card,
+                &self.render_context(render_rec.chat_id, &render_rec.handle, &render_rec.nonce),
+            )
+            .ok()
+        });
+        let text = match body.map(|r| r.text) {
+            Some(Text::MarkdownV2(t)) => Text::MarkdownV2(format!(
+                "{t}\n\n*{}*",
+                silas_telegram::policy::text::escape_markdown_v2(outcome)
+            )),
+            Some(Text::Plain(t)) => Text::Plain(format!("{t}\n\n{outcome}")),
+            None => Text::Plain(outcome.to_string()),
+        };
+        if let Err(e) = self
+            .outbox
+            .edit(render_rec.chat_id, render_rec.message_id, &text, None)
+            .await
+        {
+            tracing::warn!(code = %e.code(), "telegram card message not edited: {e}");
+        }
+    }
+
+    /// Cards resolved elsewhere (the web app, a timeout's safe default) lose
+    /// their buttons here too; old records and handled updates are pruned.
+    pub async fn sweep(&self) {
+        let renders = match self.store.records::<TelegramCardMessage>().list() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(code = %e.code(), "telegram sweep: {e}");
+                return;
+            }
+        };
+        let now = Timestamp::now();
+        let cutoff = now.plus(-KEEP_HANDLED);
+        for r in renders {
+            if r.outcome.is_some() {
+                if r.sent_at < cutoff {
+                    let _ = self
+                        .store
+                        .records::<TelegramCardMessage>()
+                        .delete(&r.handle);
+                }
+                continue;
+            }
+            let card = self
+                .store
+                .records::<PendingCard>()
+                .get(&r.request_id)
+                .ok()
+                .flatten();
+            let outcome = match &card {
+                None => "Answered or closed elsewhere.",
+                Some(c) if silas_actors::cards::is_expired(c, &self.timeouts, now) => {
+                    "⏱ Timed out: the safe default applies."
+                }
+                Some(_) => continue,
+            };
+            self.close_render(r, card.as_ref(), outcome).await;
+        }
+        if let Err(e) = self.store.telegram_updates().prune_handled(cutoff) {
+            tracing::warn!(code = %e.code(), "telegram updates not pruned: {e}");
+        }
+    }
+
+    /// Runs [`Self::sweep`] every `every` until `stop` turns true.
+    pub async fn run_sweeper(
+        self: Arc<Self>,
+        every: Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => self.sweep().await,
+                r = stop.changed() => if r.is_err() { return },
+            }
+        }
+    }
+
+    fn first_delivery(&self, reply_to: &str) -> bool {
+        let Ok(mut seen) = self.delivered.lock() else {
+            return true;
+        };
+        if seen.iter().any(|r| r == reply_to) {
+            return false;
+        }
+        if seen.len() >= REMEMBERED_REPLIES {
+            seen.pop_front();
+        }
+        seen.push_back(reply_to.to_string());
+        true
+    }
+
+    /// Whether this channel shows `out` at all (the multiplexer asks every
+    /// channel; a reply goes only to the channel it came from).
+    pub fn serves(&self, out: &Outbound) -> bool {
+        match out {
+            Outbound::Reply { connection_id, .. } => connection_id.starts_with("tg:"),
+            other => self.chat_for_scope(other.scope_id()).is_some(),
+        }
+    }
+}
+
+impl ChannelSink for TelegramBridge {
+    fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
+        Box::pin(async move {
+            let Some(chat_id) = self.chat_for_scope(out.scope_id()) else {
+                return Err(ChannelError::Disconnected(format!(
+                    "no telegram chat for scope {}",
+                    out.scope_id()
+                )));
+            };
+            match out {
+                Outbound::Reply { reply_to, text, .. } => {
+                    if self.first_delivery(&reply_to) {
+                        self.outbox
+                            .send(chat_id, &Text::Plain(text), None)
+                            .await
+                            .map_err(send_failed)?;
+                    }
+                    Ok(())
+                }
+                Outbound::OwnerNotice { text, .. } => self
+                    .outbox
+                    .send(chat_id, &Text::Plain(text), None)
+                    .await
+                    .map(drop)
+                    .map_err(send_failed),
+                Outbound::Card { card } => {
+                    // Owner cards only in the owner's chat; a customer chat
+                    // sees only its own customer-audience cards.
+                    let owner_chat = card.scope_id == OWNER_SCOPE;
+                    if !owner_chat && card.audience != CardAudience::Customer {
+                        return Err(ChannelError::Disconnected(
+                            "owner cards are not shown in customer chats".into(),
+                        ));
+                    }
+                    self.show_card(&card, chat_id).await
+                }
+                Outbound::WorkStatus { event } => {
+                    let status = serde_json::to_value(event.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    let checks: Vec<Check> = event
+                        .verification
+                        .iter()
+                        .map(|c| Check {
+                            name: c.name.clone(),
+                            passed: c.passed,
+                        })
+                        .collect();
+                    let text = work_status_text(&status, &event.summary, &checks);
+                    self.outbox
+                        .status(chat_id, &event.work_item_id, &text)
+                        .await
+                        .map_err(send_failed)?;
+                    if is_final(&status) {
+                        self.outbox.end_status(chat_id, &event.work_item_id).await;
+                    }
+                    Ok(())
+                }
+            }
+        })
+    }
+}
