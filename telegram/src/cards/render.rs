@@ -162,11 +162,11 @@ impl Doc {
                 Part::Detail => &mut detail_room,
                 _ => continue,
             };
-            // A sliver of a paragraph says nothing: leave it out.
-            if *pool < MIN_PARAGRAPH {
+            let e = fitted(*part, plain, *pool);
+            // A sliver of a cut paragraph says nothing: leave it out.
+            if e.ends_with('…') && utf16_len(&e) < MIN_PARAGRAPH {
                 continue;
             }
-            let e = fitted(*part, plain, *pool);
             *pool = pool.saturating_sub(utf16_len(&e) + overhead(*part));
             out[i] = Some(e);
         }
@@ -241,12 +241,11 @@ fn describe(v: &Value) -> String {
             .iter()
             .filter(|(k, _)| k.as_str() != "risk_level")
             .filter_map(|(k, v)| {
-                let shown = match v {
+                Some(match v {
                     Value::Null => return None,
-                    Value::Array(items) => format!("\n{}", bullets(items)),
-                    other => inline(other),
-                };
-                Some(format!("{}: {shown}", words(k)))
+                    Value::Array(items) => format!("{}:\n{}", words(k), bullets(items)),
+                    other => format!("{}: {}", words(k), inline(other)),
+                })
             })
             .collect::<Vec<_>>()
             .join("\n"),
@@ -465,7 +464,7 @@ pub fn render(
     if hidden {
         let level = risk.as_ref().map_or("high", |r| r.level.as_str());
         doc.note(format!(
-            "⚠️ This is {level} risk: approve it in the web app's Review{} You can still decline here.",
+            "⚠️ This is {level} risk: approve it in the web app's Review{}",
             if link.is_some() {
                 " (button below)."
             } else {
@@ -476,7 +475,9 @@ pub fn render(
     if offered.more > 0 {
         doc.note(format!("{} more choices in the web app.", offered.more));
     }
-    if !shown.is_empty() {
+    if hidden && !shown.is_empty() {
+        doc.note("To refuse it here, tap a button below or reply \"decline\".");
+    } else if !shown.is_empty() {
         doc.note(if numbered(card) {
             "Tap a button or reply with its number."
         } else {
