@@ -371,13 +371,26 @@ pub fn model(m: &Model) -> Check {
 /// The Telegram channel's Bot API, when enabled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Telegram {
-    Answered { api: String, bot: String },
+    Answered {
+        api: String,
+        bot: String,
+    },
     /// 401/404: the token is wrong or revoked.
-    Rejected { api: String, status: u16 },
-    Unreachable { api: String, error: String },
-    Invalid { detail: String },
+    Rejected {
+        api: String,
+        status: u16,
+    },
+    Unreachable {
+        api: String,
+        error: String,
+    },
+    Invalid {
+        detail: String,
+    },
     /// `token_ref`: read from the secret store by `silas start`.
-    StoredToken { api: String },
+    StoredToken {
+        api: String,
+    },
 }
 
 pub fn telegram(t: &Telegram) -> Check {

@@ -293,28 +293,38 @@ pub async fn telegram(cfg: &Config) -> Option<super::checks::Telegram> {
     }
     let settings = match silas_telegram::TelegramSettings::from_config(tg) {
         Ok(s) => s,
-        Err(e) => return Some(T::Invalid { detail: e.to_string() }),
+        Err(e) => {
+            return Some(T::Invalid {
+                detail: e.to_string(),
+            });
+        }
     };
     let client = match silas_telegram::BotClient::new(&settings.api_url, settings.token) {
         Ok(c) => c,
-        Err(e) => return Some(T::Invalid { detail: e.to_string() }),
-    };
-    Some(match tokio::time::timeout(PROBE_TIMEOUT, client.get_me()).await {
-        Ok(Ok(me)) => T::Answered {
-            api,
-            bot: me.username.unwrap_or(me.first_name),
-        },
-        Ok(Err(silas_telegram::TelegramError::Unauthorized { status, .. })) => {
-            T::Rejected { api, status }
+        Err(e) => {
+            return Some(T::Invalid {
+                detail: e.to_string(),
+            });
         }
-        // The error never carries the request URL (the token is in it).
-        Ok(Err(e)) => T::Unreachable {
-            api,
-            error: e.to_string(),
+    };
+    Some(
+        match tokio::time::timeout(PROBE_TIMEOUT, client.get_me()).await {
+            Ok(Ok(me)) => T::Answered {
+                api,
+                bot: me.username.unwrap_or(me.first_name),
+            },
+            Ok(Err(silas_telegram::TelegramError::Unauthorized { status, .. })) => {
+                T::Rejected { api, status }
+            }
+            // The error never carries the request URL (the token is in it).
+            Ok(Err(e)) => T::Unreachable {
+                api,
+                error: e.to_string(),
+            },
+            Err(_) => T::Unreachable {
+                api,
+                error: "no answer in time".into(),
+            },
         },
-        Err(_) => T::Unreachable {
-            api,
-            error: "no answer in time".into(),
-        },
-    })
+    )
 }

@@ -297,7 +297,11 @@ fn telegram_verdicts_name_the_fix_and_never_the_token() {
         status: 401,
     });
     assert_eq!(bad.status, Status::Fail);
-    assert!(bad.line().contains("SILAS_TELEGRAM_TOKEN"), "{}", bad.line());
+    assert!(
+        bad.line().contains("SILAS_TELEGRAM_TOKEN"),
+        "{}",
+        bad.line()
+    );
     let down = telegram(&Telegram::Unreachable {
         api: "https://api.telegram.org".into(),
         error: "connection refused".into(),

@@ -418,6 +418,24 @@ fn web_link(web_url: Option<&str>) -> Option<&str> {
     web_url.filter(|u| u.starts_with("https://") || u.starts_with("http://"))
 }
 
+/// Whether `url` may be a URL button: Telegram refuses buttons to loopback
+/// hosts (refusing the whole message), so those are shown as text instead
+/// (set `channels.web.public_url` to where the owner's phone reaches the app).
+fn buttonable(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    }
+    .to_ascii_lowercase();
+    !(host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "::1"
+        || host.starts_with("127.")
+        || host.is_empty())
+}
+
 fn button_label(n: Option<usize>, c: &Choice) -> String {
     let mut label = match n {
         Some(n) => format!("{n}. {}", c.label),
@@ -442,6 +460,11 @@ pub fn render(
     card_text(&mut doc, card);
     let offered = choices(card);
     let link = web_link(ctx.web_url);
+    // A loopback address is named in the text; a public one is a button.
+    let (link, text_link) = match link {
+        Some(u) if buttonable(u) => (Some(u), None),
+        other => (None, other),
+    };
     let approvable = approvable_here(card, ctx.max_approval_risk);
     let is_secure = matches!(card, CardPayload::SecureInput(_));
     let risk = card.risk();
@@ -465,10 +488,10 @@ pub fn render(
         let level = risk.as_ref().map_or("high", |r| r.level.as_str());
         doc.note(format!(
             "⚠️ This is {level} risk: approve it in the web app's Review{}",
-            if link.is_some() {
-                " (button below)."
-            } else {
-                " — open the web app."
+            match (link, text_link) {
+                (Some(_), _) => " (button below).".to_string(),
+                (None, Some(u)) => format!(" — open the web app at {u}"),
+                (None, None) => " — open the web app.".to_string(),
             }
         ));
     }
@@ -485,7 +508,10 @@ pub fn render(
         });
     }
     if is_secure && link.is_none() {
-        doc.note("Open the web app to enter it.");
+        doc.note(match text_link {
+            Some(u) => format!("Open the web app at {u} to enter it."),
+            None => "Open the web app to enter it.".to_string(),
+        });
     }
     let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
     if let Some(url) = link

@@ -16,7 +16,7 @@ use crate::types::InlineKeyboardButton;
 const CHAT: i64 = -100_123;
 const HANDLE: &str = "Ab3_x9Kq2Zt"; // 11 chars, the daemon's handle size
 const NONCE: &str = "n0Nc3x";
-const WEB: &str = "http://127.0.0.1:8420/";
+const WEB: &str = "https://silas.home.example/";
 
 fn signer() -> CallbackSigner {
     CallbackSigner::new([9u8; 32])
@@ -382,6 +382,22 @@ fn a_plan_above_the_limit_gets_no_approve_button_and_a_review_link() {
     let r = render("req-1", &goal, &ctx(&s, RiskLevel::Medium, None)).unwrap();
     assert!(buttons(&r).iter().all(|b| b.url.is_none()));
     assert!(text_of(&r).contains("open the web app"));
+    // A loopback web app (no public_url): Telegram refuses URL buttons to
+    // it, so the address is in the text and there is no link button.
+    for local in [
+        "http://127.0.0.1:8420/",
+        "http://localhost:8420/",
+        "http://[::1]:8420/",
+    ] {
+        let r = render("req-1", &goal, &ctx(&s, RiskLevel::Medium, Some(local))).unwrap();
+        assert!(buttons(&r).iter().all(|b| b.url.is_none()), "{local}");
+        assert_eq!(actions(&s, &r), vec!["no"]);
+        let text = text_of(&r);
+        assert!(
+            text.contains("open the web app at") && text.contains("8420"),
+            "{local}: {text}"
+        );
+    }
     // A typed "approve" still maps, so the daemon's check is what refuses it.
     let yes = answer_for_text(&goal, "approve").unwrap();
     assert!(is_affirmative(&yes) && !approvable_here(&goal, RiskLevel::Medium));
