@@ -989,14 +989,15 @@
         const dl = facts(ctx.details);
         fact(dl, 'From', words(s.source));
         fact(dl, 'Prepared work item', str(s.proposed_work_item_id));
-        const alts = optionList(s.alternatives).map((o) => ({ id: o.value, label: o.label, tone: 'alt', gated: true,
+        // The lifecycle accepts do_it / not_now / dismiss and the card's own options.
+        const alts = optionList(f.options).map((o) => ({ id: o.value, label: o.label, tone: 'alt', gated: true,
           run: () => respond(e, { type: 'suggestion_response', request_id: f.request_id, selected_value: o.value }, 'You picked "' + o.label + '"', 'ok') }));
         setActions(ctx, [
           { id: 'accept', label: 'Do it', hint: s.proposed_work_item_id ? 'plan goes to Review' : '', tone: 'primary', gated: true,
-            run: () => respond(e, { type: 'suggestion_response', request_id: f.request_id, selected_value: 'accept' }, 'You accepted a suggestion', 'ok') },
+            run: () => respond(e, { type: 'suggestion_response', request_id: f.request_id, selected_value: 'do_it' }, 'You accepted a suggestion', 'ok') },
           ...alts,
           { id: 'defer', label: 'Not now', hint: 'ask me later', tone: 'destructive',
-            run: () => respond(e, { type: 'suggestion_response', request_id: f.request_id, selected_value: 'defer' }, 'You deferred a suggestion', 'muted') },
+            run: () => respond(e, { type: 'suggestion_response', request_id: f.request_id, selected_value: 'not_now' }, 'You deferred a suggestion', 'muted') },
         ]);
       },
     },

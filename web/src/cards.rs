@@ -81,6 +81,7 @@ pub fn card_frame(request_id: &str, card: &CardPayload) -> ServerFrame {
         CardPayload::Suggestion(s) => ServerFrame::Suggestion {
             request_id: rid,
             suggestion: s.suggestion.clone(),
+            options: s.options.clone(),
             risk_level: level,
         },
         CardPayload::AutonomyThreshold(a) => ServerFrame::AutonomyThresholdReview {

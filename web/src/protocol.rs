@@ -190,6 +190,10 @@ pub enum ServerFrame {
     Suggestion {
         request_id: String,
         suggestion: Value,
+        /// Choices beyond the built-in `do_it` / `not_now` (strings or
+        /// `{value, label}`), answered as `selected_value`.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        options: Value,
         /// The server's risk level (§0.5.2, `silas_core::risk::card_risk`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         risk_level: Option<RiskLevel>,

@@ -232,7 +232,7 @@ fn expected() -> Vec<ClientFrame> {
         json!({"type": "decision_response", "request_id": "dec-1", "selected_value": "weekly", "freetext": "Monday mornings, please"}),
         json!({"type": "draft_review_response", "request_id": "draft-1", "verdict": "edit", "edited_text": "Hi Ana, Thursday at 10 works. Best, Sam"}),
         json!({"type": "batch_review_response", "request_id": "batch-1", "verdict": "edit_selection", "selected_item_ids": ["m1", "m3"]}),
-        json!({"type": "suggestion_response", "request_id": "sug-1", "selected_value": "defer"}),
+        json!({"type": "suggestion_response", "request_id": "sug-1", "selected_value": "not_now"}),
         json!({"type": "autonomy_threshold_response", "request_id": "auto-1", "verdict": "approve"}),
         json!({"type": "checkpoint", "request_id": "cp-1", "verdict": "continue"}),
         json!({"type": "secure_input_completed", "ref_id": REF_ID, "success": true}),
