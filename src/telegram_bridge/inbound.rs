@@ -102,6 +102,13 @@ impl Handler for TelegramBridge {
         }
         Ok(Vec::new())
     }
+
+    fn abandoned(&self, update_id: u64, attempts: u32) {
+        self.audit(
+            "telegram.update_abandoned",
+            json!({"update_id": update_id, "attempts": attempts}),
+        );
+    }
 }
 
 impl TelegramBridge {

@@ -55,6 +55,12 @@ pub trait Handler: Send + Sync {
         &self,
         delivery: &Delivery,
     ) -> impl Future<Output = Result<Vec<Action>, HandleError>> + Send;
+
+    /// `update_id` was given up after `attempts` tries (a poison update):
+    /// the daemon audits it. Default: nothing beyond the poller's log line.
+    fn abandoned(&self, update_id: u64, attempts: u32) {
+        let _ = (update_id, attempts);
+    }
 }
 
 /// A shared handler (the daemon keeps a handle to it).
@@ -64,6 +70,10 @@ impl<H: Handler> Handler for Arc<H> {
         delivery: &Delivery,
     ) -> impl Future<Output = Result<Vec<Action>, HandleError>> + Send {
         self.as_ref().handle(delivery)
+    }
+
+    fn abandoned(&self, update_id: u64, attempts: u32) {
+        self.as_ref().abandoned(update_id, attempts)
     }
 }
 
@@ -127,6 +137,7 @@ impl<H: Handler> Poller<H> {
                     attempts = rec.attempts,
                     "telegram update abandoned after repeated failed attempts"
                 );
+                self.handler.abandoned(id, rec.attempts);
             } else {
                 match serde_json::from_str::<Update>(&rec.payload) {
                     Ok(update) => {

@@ -404,6 +404,7 @@ async fn sends_retry_in_place_on_429_and_a_refused_reply_does_not_block_the_upda
 struct Flaky {
     failures_left: AtomicUsize,
     calls: AtomicUsize,
+    abandoned: std::sync::Mutex<Vec<(u64, u32)>>,
 }
 
 impl Handler for Flaky {
@@ -419,6 +420,10 @@ impl Handler for Flaky {
         }
         Ok(vec![])
     }
+
+    fn abandoned(&self, update_id: u64, attempts: u32) {
+        self.abandoned.lock().unwrap().push((update_id, attempts));
+    }
 }
 
 #[tokio::test]
@@ -427,11 +432,12 @@ async fn a_retrying_handler_keeps_the_update_pending_and_poison_is_bounded() {
     fake.push_update(text_update(500, 7, "a"));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
-    let flaky = Flaky {
+    let flaky = Arc::new(Flaky {
         failures_left: AtomicUsize::new(100),
         calls: AtomicUsize::new(0),
-    };
-    let p = poller(&fake, &store, flaky);
+        abandoned: Default::default(),
+    });
+    let p = poller(&fake, &store, flaky.clone());
     let err = p.step().await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::EDbIo);
     assert_eq!(store.telegram_updates().offset().unwrap(), 0);
@@ -439,6 +445,9 @@ async fn a_retrying_handler_keeps_the_update_pending_and_poison_is_bounded() {
     for _ in 0..4 {
         assert!(p.step().await.is_err());
     }
+    assert!(flaky.abandoned.lock().unwrap().is_empty());
     p.step().await.unwrap();
     assert_eq!(store.telegram_updates().offset().unwrap(), 501);
+    // The handler hears of it (the daemon audits `telegram.update_abandoned`).
+    assert_eq!(*flaky.abandoned.lock().unwrap(), vec![(500, 6)]);
 }
