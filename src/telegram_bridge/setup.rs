@@ -139,3 +139,57 @@ impl TelegramChannel {
         vec![polling, flusher, sweeper]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use silas_keys::KekSources;
+
+    use super::*;
+
+    fn secrets(dir: &std::path::Path) -> SecretStore {
+        let env = silas_core::config::MapEnv::default();
+        SecretStore::open(
+            dir,
+            KekSources::new("SILAS_KEYSTORE_KEK", "silas-kek", Arc::new(env)),
+        )
+        .unwrap()
+    }
+
+    fn cfg(token: Option<&str>, token_ref: Option<&str>) -> Config {
+        let mut cfg = Config::default();
+        let tg = &mut cfg.channels.telegram;
+        tg.enabled = true;
+        tg.token = token.map(str::to_string);
+        tg.token_ref = token_ref.map(str::to_string);
+        tg.owner_chat_id = Some("1001".into());
+        cfg
+    }
+
+    #[test]
+    fn the_token_comes_from_config_or_the_secret_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = secrets(dir.path());
+        store.put("sec-tg", b"777:STORED-canary-token\n").unwrap();
+        let s = settings(&cfg(None, Some("sec-tg")), &store).unwrap();
+        assert_eq!(s.token.bot_id(), "777");
+        // A configured token wins over the ref.
+        let s = settings(&cfg(Some("888:CFG-token"), Some("sec-tg")), &store).unwrap();
+        assert_eq!(s.token.bot_id(), "888");
+        // A ref with nothing behind it names the key, not the value.
+        let e = settings(&cfg(None, Some("sec-missing")), &store).unwrap_err();
+        let line = e.one_line();
+        assert!(line.contains("channels.telegram.token_ref"), "{line}");
+        assert!(!line.contains("canary"), "{line}");
+    }
+
+    #[test]
+    fn the_callback_key_is_created_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = callback_key(&secrets(dir.path())).unwrap();
+        let again = callback_key(&secrets(dir.path())).unwrap();
+        assert_eq!(first, again);
+        assert_ne!(first, [0u8; 32]);
+    }
+}
