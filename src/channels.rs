@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
+use silas_actors::cards::{CardResponse, CardTimeouts};
 use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, Outbound};
+use silas_actors::stream::StreamHandle;
 
 use crate::telegram_bridge::TelegramBridge;
 use crate::web_bridge::WebBridge;
@@ -35,5 +37,33 @@ impl ChannelSink for Channels {
                 (Err(e), Err(_)) => Err(e),
             }
         })
+    }
+}
+
+/// `/secret <label>` on any channel: open a secure input card for the owner
+/// (each channel renders it: the web app's form, a link in Telegram), wait
+/// for its resolution and return what to tell the owner — never the value.
+pub async fn ask_for_secret(
+    stream: &StreamHandle,
+    scope_id: &str,
+    label: &str,
+    timeouts: &CardTimeouts,
+) -> String {
+    let guidance = serde_json::json!({
+        "instructions": format!("Paste the value for \"{label}\". It goes straight to Silas's encrypted secret store, not into the chat."),
+        "help_url": null,
+    });
+    match stream
+        .request_secure_input(scope_id, label, None, guidance, timeouts)
+        .await
+    {
+        Ok(answer)
+            if answer.answered()
+                && answer.response == (CardResponse::SecureInput { success: true }) =>
+        {
+            format!("Stored \"{label}\" securely as {}.", answer.request_id)
+        }
+        Ok(_) => format!("\"{label}\" was not stored."),
+        Err(e) => format!("Could not ask for \"{label}\": {e}"),
     }
 }

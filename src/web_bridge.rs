@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use silas_actors::activity::{self, WorkFacts};
 use silas_actors::approval::{AnswerOrigin, OwnerSessions};
 use silas_actors::cards::{CardRejection, CardResponse, CardTimeouts};
@@ -267,23 +267,7 @@ impl WebBridge {
         let timeouts = self.timeouts;
         let outbound = self.targets(&scope_id, None);
         tokio::spawn(async move {
-            let guidance = json!({
-                "instructions": format!("Paste the value for \"{label}\". It goes straight to Silas's encrypted secret store, not into the chat."),
-                "help_url": null,
-            });
-            let outcome = stream
-                .request_secure_input(&scope_id, &label, None, guidance, &timeouts)
-                .await;
-            let text = match outcome {
-                Ok(answer)
-                    if answer.answered()
-                        && answer.response == (CardResponse::SecureInput { success: true }) =>
-                {
-                    format!("Stored \"{label}\" securely as {}.", answer.request_id)
-                }
-                Ok(_) => format!("\"{label}\" was not stored."),
-                Err(e) => format!("Could not ask for \"{label}\": {e}"),
-            };
+            let text = crate::channels::ask_for_secret(&stream, &scope_id, &label, &timeouts).await;
             let frame = ServerFrame::Message {
                 text,
                 sender: "silas".into(),

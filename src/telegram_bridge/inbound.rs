@@ -49,10 +49,10 @@ fn say(chat_id: i64, text: impl Into<String>) -> Action {
 impl Handler for TelegramBridge {
     async fn handle(&self, d: &Delivery) -> Result<Vec<Action>, HandleError> {
         let admission = admit(
-            &self.store.telegram_updates(),
-            &self.settings.owner,
+            &self.args.store.telegram_updates(),
+            &self.args.settings.owner,
             &d.update,
-            self.chatbot_active,
+            self.args.chatbot_active,
         )
         .map_err(|e| retry(e.code(), e.to_string()))?;
         let owner = match admission {
@@ -238,12 +238,18 @@ impl TelegramBridge {
         chat_id: i64,
         text: &str,
     ) -> Option<(TelegramCardMessage, PendingCard, CardAnswer)> {
-        let renders = self.store.records::<TelegramCardMessage>().list().ok()?;
+        let renders = self
+            .args
+            .store
+            .records::<TelegramCardMessage>()
+            .list()
+            .ok()?;
         let render = renders
             .into_iter()
             .filter(|r| r.chat_id == chat_id && r.outcome.is_none())
             .max_by_key(|r| r.message_id)?;
         let card = self
+            .args
             .store
             .records::<PendingCard>()
             .get(&render.request_id)
@@ -271,10 +277,11 @@ impl TelegramBridge {
             return refuse("no_data", "This button is not valid.");
         };
         // Foreign (another chat's button, another key) or forged.
-        let Ok(payload) = self.signer.decode(chat_id, data) else {
+        let Ok(payload) = self.args.signer.decode(chat_id, data) else {
             return refuse("bad_mac", "This button is not valid.");
         };
         let render = self
+            .args
             .store
             .records::<TelegramCardMessage>()
             .get(&payload.card_id)
@@ -289,6 +296,7 @@ impl TelegramBridge {
             return refuse("replayed", "Already answered.");
         }
         let card = self
+            .args
             .store
             .records::<PendingCard>()
             .get(&render.request_id)
@@ -329,12 +337,13 @@ impl TelegramBridge {
     ) -> String {
         // Policy: above max_approval_risk a tap cannot approve (declining
         // always can); the card showed a Review link instead.
-        if is_affirmative(&answer) && !approvable_here(&card.card, self.settings.max_approval_risk)
+        if is_affirmative(&answer)
+            && !approvable_here(&card.card, self.args.settings.max_approval_risk)
         {
             self.audit(
                 "telegram.approval_refused_risk",
                 json!({"request_id": card.request_id,
-                       "max_approval_risk": self.settings.max_approval_risk.as_str()}),
+                       "max_approval_risk": self.args.settings.max_approval_risk.as_str()}),
             );
             return "This needs the web app's Review: it is above the risk Telegram may approve."
                 .into();
@@ -393,26 +402,10 @@ impl TelegramBridge {
     /// the web app's form); the outcome is reported in the chat, never the
     /// value.
     fn request_secret(&self, stream: StreamHandle, scope_id: String, chat_id: i64, label: String) {
-        let timeouts = self.timeouts;
+        let timeouts = self.args.timeouts;
         let outbox = self.outbox();
         tokio::spawn(async move {
-            let guidance = json!({
-                "instructions": format!("Paste the value for \"{label}\". It goes straight to Silas's encrypted secret store, not into the chat."),
-                "help_url": null,
-            });
-            let outcome = stream
-                .request_secure_input(&scope_id, &label, None, guidance, &timeouts)
-                .await;
-            let text = match outcome {
-                Ok(answer)
-                    if answer.answered()
-                        && answer.response == (CardResponse::SecureInput { success: true }) =>
-                {
-                    format!("Stored \"{label}\" securely as {}.", answer.request_id)
-                }
-                Ok(_) => format!("\"{label}\" was not stored."),
-                Err(e) => format!("Could not ask for \"{label}\": {e}"),
-            };
+            let text = crate::channels::ask_for_secret(&stream, &scope_id, &label, &timeouts).await;
             if let Err(e) = outbox.send(chat_id, &Text::Plain(text), None).await {
                 tracing::warn!(code = %e.code(), "telegram: secret outcome not sent: {e}");
             }

@@ -49,15 +49,7 @@ const KEEP_HANDLED: chrono::Duration = chrono::Duration::days(2);
 const REMEMBERED_REPLIES: usize = 1024;
 
 pub struct TelegramBridge {
-    store: Store,
-    settings: TelegramSettings,
-    signer: CallbackSigner,
-    outbox: Arc<Outbox>,
-    timeouts: CardTimeouts,
-    chatbot_active: bool,
-    /// Where the owner's devices reach the web app (Review and secure-form
-    /// links).
-    web_url: Option<String>,
+    args: TelegramBridgeArgs,
     delivered: Mutex<VecDeque<String>>,
 }
 
@@ -69,6 +61,8 @@ pub struct TelegramBridgeArgs {
     pub timeouts: CardTimeouts,
     /// A chatbot goal is active: other chats are customer scopes.
     pub chatbot_active: bool,
+    /// Where the owner's devices reach the web app (Review and secure-form
+    /// links).
     pub web_url: Option<String>,
 }
 
@@ -93,35 +87,20 @@ impl TelegramBridge {
         // updates name the sender); `admit` decides per update whether the
         // sender is that owner before anything uses this connection.
         owners.authenticated(TELEGRAM_CHANNEL, OWNER_CONNECTION);
-        let TelegramBridgeArgs {
-            store,
-            settings,
-            signer,
-            outbox,
-            timeouts,
-            chatbot_active,
-            web_url,
-        } = args;
         Arc::new(TelegramBridge {
-            store,
-            settings,
-            signer,
-            outbox,
-            timeouts,
-            chatbot_active,
-            web_url,
+            args,
             delivered: Mutex::new(VecDeque::new()),
         })
     }
 
     pub fn outbox(&self) -> Arc<Outbox> {
-        self.outbox.clone()
+        self.args.outbox.clone()
     }
 
     /// The chat a scope is shown in, if it is one of this channel's.
     fn chat_for_scope(&self, scope_id: &str) -> Option<i64> {
         if scope_id == OWNER_SCOPE {
-            return Some(self.settings.owner.chat_id);
+            return Some(self.args.settings.owner.chat_id);
         }
         let chat: i64 = scope_id.strip_prefix("telegram:")?.parse().ok()?;
         (customer_scope(chat) == scope_id).then_some(chat)
@@ -140,7 +119,7 @@ impl TelegramBridge {
         let serde_json::Value::Object(data) = data else {
             return;
         };
-        if let Err(e) = self.store.audit().log(event, data) {
+        if let Err(e) = self.args.store.audit().log(event, data) {
             tracing::error!(code = %e.code(), "audit write failed: {e}");
         }
     }
@@ -155,15 +134,16 @@ impl TelegramBridge {
             chat_id,
             handle,
             nonce,
-            signer: &self.signer,
-            max_approval_risk: self.settings.max_approval_risk,
-            web_url: self.web_url.as_deref(),
+            signer: &self.args.signer,
+            max_approval_risk: self.args.settings.max_approval_risk,
+            web_url: self.args.web_url.as_deref(),
         }
     }
 
     /// Shows `card` in `chat_id` with fresh buttons and records the render.
     async fn show_card(&self, card: &PendingCard, chat_id: i64) -> Result<(), ChannelError> {
         let renders = self
+            .args
             .store
             .records::<TelegramCardMessage>()
             .list()
@@ -186,6 +166,7 @@ impl TelegramBridge {
         )
         .map_err(|e| ChannelError::Disconnected(format!("card not renderable: {e}")))?;
         let sent = self
+            .args
             .outbox
             .send(chat_id, &rendered.text, rendered.keyboard.as_ref())
             .await
@@ -193,7 +174,8 @@ impl TelegramBridge {
         let Some(message) = sent.last() else {
             return Err(ChannelError::Disconnected("nothing was sent".into()));
         };
-        self.store
+        self.args
+            .store
             .records::<TelegramCardMessage>()
             .put(&TelegramCardMessage {
                 handle,
@@ -217,7 +199,12 @@ impl TelegramBridge {
         outcome: &str,
     ) {
         render_rec.outcome = Some(outcome.to_string());
-        if let Err(e) = self.store.records::<TelegramCardMessage>().put(&render_rec) {
+        if let Err(e) = self
+            .args
+            .store
+            .records::<TelegramCardMessage>()
+            .put(&render_rec)
+        {
             tracing::warn!(code = %e.code(), "telegram card outcome not recorded: {e}");
         }
         let body = card.and_then(|c| {
@@ -237,6 +224,7 @@ impl TelegramBridge {
             None => Text::Plain(outcome.to_string()),
         };
         if let Err(e) = self
+            .args
             .outbox
             .edit(render_rec.chat_id, render_rec.message_id, &text, None)
             .await
@@ -248,7 +236,7 @@ impl TelegramBridge {
     /// Cards resolved elsewhere (the web app, a timeout's safe default) lose
     /// their buttons here too; old records and handled updates are pruned.
     pub async fn sweep(&self) {
-        let renders = match self.store.records::<TelegramCardMessage>().list() {
+        let renders = match self.args.store.records::<TelegramCardMessage>().list() {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(code = %e.code(), "telegram sweep: {e}");
@@ -261,6 +249,7 @@ impl TelegramBridge {
             if r.outcome.is_some() {
                 if r.sent_at < cutoff {
                     let _ = self
+                        .args
                         .store
                         .records::<TelegramCardMessage>()
                         .delete(&r.handle);
@@ -268,6 +257,7 @@ impl TelegramBridge {
                 continue;
             }
             let card = self
+                .args
                 .store
                 .records::<PendingCard>()
                 .get(&r.request_id)
@@ -275,14 +265,14 @@ impl TelegramBridge {
                 .flatten();
             let outcome = match &card {
                 None => "Answered or closed elsewhere.",
-                Some(c) if silas_actors::cards::is_expired(c, &self.timeouts, now) => {
+                Some(c) if silas_actors::cards::is_expired(c, &self.args.timeouts, now) => {
                     "⏱ Timed out: the safe default applies."
                 }
                 Some(_) => continue,
             };
             self.close_render(r, card.as_ref(), outcome).await;
         }
-        if let Err(e) = self.store.telegram_updates().prune_handled(cutoff) {
+        if let Err(e) = self.args.store.telegram_updates().prune_handled(cutoff) {
             tracing::warn!(code = %e.code(), "telegram updates not pruned: {e}");
         }
     }
@@ -340,7 +330,8 @@ impl ChannelSink for TelegramBridge {
             match out {
                 Outbound::Reply { reply_to, text, .. } => {
                     if self.first_delivery(&reply_to) {
-                        self.outbox
+                        self.args
+                            .outbox
                             .send(chat_id, &Text::Plain(text), None)
                             .await
                             .map_err(send_failed)?;
@@ -348,6 +339,7 @@ impl ChannelSink for TelegramBridge {
                     Ok(())
                 }
                 Outbound::OwnerNotice { text, .. } => self
+                    .args
                     .outbox
                     .send(chat_id, &Text::Plain(text), None)
                     .await
@@ -378,12 +370,16 @@ impl ChannelSink for TelegramBridge {
                         })
                         .collect();
                     let text = work_status_text(&status, &event.summary, &checks);
-                    self.outbox
+                    self.args
+                        .outbox
                         .status(chat_id, &event.work_item_id, &text)
                         .await
                         .map_err(send_failed)?;
                     if is_final(&status) {
-                        self.outbox.end_status(chat_id, &event.work_item_id).await;
+                        self.args
+                            .outbox
+                            .end_status(chat_id, &event.work_item_id)
+                            .await;
                     }
                     Ok(())
                 }
