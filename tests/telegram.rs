@@ -370,6 +370,12 @@ async fn owner_approves_a_plan_card_and_the_work_runs() {
     assert!(text_of(&edited).contains("Approved"), "{}", edited.body);
     let status = work_ran(&bot, OWNER).await;
     assert_ne!(status, card_id);
+    // Every edit of the card says what happened here (the sweeper must not
+    // take this answer's removal of the card for an answer elsewhere).
+    for e in edits_of(&bot, card_id) {
+        assert!(text_of(&e).contains("Approved"), "{}", e.body);
+        assert!(e.body["reply_markup"].is_null(), "{}", e.body);
+    }
     // One status message for the work item, edited rather than reposted.
     let posted = sent_to(&bot, OWNER)
         .into_iter()
