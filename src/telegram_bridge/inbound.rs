@@ -335,6 +335,9 @@ impl TelegramBridge {
         card: &PendingCard,
         answer: CardAnswer,
     ) -> String {
+        // Until the render is closed below, the sweeper must not take the
+        // card's removal (by this very answer) for an answer elsewhere.
+        let _answering = self.answering(&card.request_id);
         // Policy: above max_approval_risk a tap cannot approve (declining
         // always can); the card showed a Review link instead.
         if is_affirmative(&answer)

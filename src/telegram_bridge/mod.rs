@@ -22,7 +22,7 @@
 mod inbound;
 pub mod setup;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,25 @@ const REMEMBERED_REPLIES: usize = 1024;
 pub struct TelegramBridge {
     args: TelegramBridgeArgs,
     delivered: Mutex<VecDeque<String>>,
+    /// Cards an answer from this chat is being applied to right now. The
+    /// sweeper leaves them alone: applying the answer removes the pending
+    /// card before the render is closed, and the sweeper would otherwise
+    /// close it first as "answered elsewhere".
+    answering: Mutex<HashSet<String>>,
+}
+
+/// Marks a card as being answered here until dropped.
+pub(crate) struct Answering<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    request_id: String,
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut set) = self.set.lock() {
+            set.remove(&self.request_id);
+        }
+    }
 }
 
 pub struct TelegramBridgeArgs {
@@ -90,7 +109,27 @@ impl TelegramBridge {
         Arc::new(TelegramBridge {
             args,
             delivered: Mutex::new(VecDeque::new()),
+            answering: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Holds `request_id` as being answered here (see `answering`).
+    pub(crate) fn answering(&self, request_id: &str) -> Answering<'_> {
+        if let Ok(mut set) = self.answering.lock() {
+            set.insert(request_id.to_string());
+        }
+        Answering {
+            set: &self.answering,
+            request_id: request_id.to_string(),
+        }
+    }
+
+    fn is_answering(&self, request_id: &str) -> bool {
+        // A poisoned lock: assume an answer is in flight (the next sweep
+        // closes the render if it is still open).
+        self.answering
+            .lock()
+            .map_or(true, |set| set.contains(request_id))
     }
 
     pub fn outbox(&self) -> Arc<Outbox> {
@@ -270,7 +309,22 @@ impl TelegramBridge {
                 }
                 Some(_) => continue,
             };
-            self.close_render(r, card.as_ref(), outcome).await;
+            // Checked after the card was read: if an answer here removed
+            // it, that answer is still in flight, or it has finished and the
+            // fresh record below carries its outcome.
+            if self.is_answering(&r.request_id) {
+                continue;
+            }
+            let fresh = self
+                .store
+                .records::<TelegramCardMessage>()
+                .get(&r.handle)
+                .ok()
+                .flatten();
+            let Some(fresh) = fresh.filter(|f| f.outcome.is_none()) else {
+                continue;
+            };
+            self.close_render(fresh, card.as_ref(), outcome).await;
         }
         if let Err(e) = self.args.store.telegram_updates().prune_handled(cutoff) {
             tracing::warn!(code = %e.code(), "telegram updates not pruned: {e}");

@@ -41,6 +41,10 @@ pub struct BotCall {
     pub token: String,
     pub body: Value,
     pub at: std::time::Instant,
+    /// The `message_id` this call's reply carries: assigned when the call is
+    /// recorded (for an unscripted `sendMessage`; the edited message's id for
+    /// an edit), so a test can press a button on the message it sent.
+    pub message_id: Option<i64>,
 }
 
 #[derive(Default)]
@@ -165,15 +169,28 @@ async fn handle(shared: &Shared, bot: &str, method: &str, bytes: &[u8]) -> warp:
             description: "Not Found".into(),
         });
     };
-    let scripted = {
+    let (scripted, message_id) = {
         let mut st = shared.lock();
+        let scripted = st.scripted.get_mut(method).and_then(VecDeque::pop_front);
+        // Assigned under the same lock as the call is recorded, so ids follow
+        // the recorded order even when calls race.
+        let message_id = match method {
+            _ if scripted.is_some() => None,
+            "sendMessage" => {
+                st.next_message_id += 1;
+                Some(st.next_message_id)
+            }
+            "editMessageText" | "editMessageReplyMarkup" => body["message_id"].as_i64(),
+            _ => None,
+        };
         st.calls.push(BotCall {
             method: method.to_string(),
             token: token.to_string(),
             body: body.clone(),
             at: std::time::Instant::now(),
+            message_id,
         });
-        st.scripted.get_mut(method).and_then(VecDeque::pop_front)
+        (scripted, message_id)
     };
     if let Some(reply) = scripted {
         return respond(&reply);
@@ -182,13 +199,7 @@ async fn handle(shared: &Shared, bot: &str, method: &str, bytes: &[u8]) -> warp:
         "getUpdates" => get_updates(shared, &body).await,
         "getMe" => json!({"id": 1, "is_bot": true, "first_name": "Silas", "username": "silas_bot"}),
         "sendMessage" | "editMessageText" | "editMessageReplyMarkup" => {
-            let message_id = if method == "sendMessage" {
-                let mut st = shared.lock();
-                st.next_message_id += 1;
-                st.next_message_id
-            } else {
-                body["message_id"].as_i64().unwrap_or(0)
-            };
+            let message_id = message_id.unwrap_or(0);
             let chat_id = body["chat_id"].as_i64().unwrap_or(0);
             let kind = if chat_id < 0 { "group" } else { "private" };
             json!({

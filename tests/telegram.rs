@@ -1,0 +1,582 @@
+//! The Telegram channel through the real daemon binary (issue #14 "Shown
+//! by"): `silas start` long-polls a fake Bot API on loopback
+//! ([`FakeBotApi`]: queued updates, scripted failures, every call recorded)
+//! and, where a test needs to script the model or read what it was sent,
+//! talks to the fake OpenAI-compatible model ([`FakeLlm`]); otherwise the
+//! offline rule-based responder plans "create a file NAME containing TEXT".
+//!
+//! Covered: an owner's message → plan card → Approve button → the work runs
+//! (one status message, edited), the card edited to its outcome; strangers
+//! refused once and never reaching the model; a replayed press; a button
+//! pressed in another chat (bad MAC); another member's press in the owner's
+//! group; a high-risk card with no approving button; a pasted API key
+//! deleted from the chat and absent from the model, the store and the log;
+//! 502/429 on `getUpdates` losing nothing; a SIGKILL mid-turn handled
+//! exactly once after restart; the bot token absent from the debug log and
+//! the audit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+#[path = "telegram_kit/mod.rs"]
+mod kit;
+
+use std::time::{Duration, Instant};
+
+use kit::*;
+use serde_json::Value;
+use silas_testkit::telegram::{BotReply, FakeBotApi};
+use support::audit_events;
+
+// ----------------------------------------------------------------- tests
+
+/// 1. Owner message → plan card with Approve → press → the work runs; the
+///    card is edited to its outcome without buttons; the press is answered;
+///    the token records that the owner approved in Telegram.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_approves_a_plan_card_and_the_work_runs() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(1, OWNER, OWNER, 10, PLAN_REQUEST));
+    let card = card(&bot, OWNER, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    assert!(text_of(&card).contains("notes"), "{}", card.body);
+    let approve = button_data(&card, "Approve");
+    button_data(&card, "Decline");
+
+    bot.push_update(press(2, "cb-approve", OWNER, OWNER, card_id, &approve));
+    let ack = answered(&bot, "cb-approve", Duration::from_secs(30)).await;
+    assert!(
+        ack.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Approved"),
+        "{}",
+        ack.body
+    );
+    let edited = wait_for(&bot, "the card edited", Duration::from_secs(10), |_| {
+        edits_of(&bot, card_id).into_iter().next()
+    })
+    .await;
+    assert_eq!(edited.method, "editMessageText");
+    assert!(edited.body["reply_markup"].is_null(), "{}", edited.body);
+    assert!(text_of(&edited).contains("Approved"), "{}", edited.body);
+    let status = work_ran(&bot, OWNER).await;
+    assert_ne!(status, card_id);
+    // Every edit of the card says what happened here (the sweeper must not
+    // take this answer's removal of the card for an answer elsewhere).
+    for e in edits_of(&bot, card_id) {
+        assert!(text_of(&e).contains("Approved"), "{}", e.body);
+        assert!(e.body["reply_markup"].is_null(), "{}", e.body);
+    }
+    // One status message for the work item, edited rather than reposted.
+    let posted = sent_to(&bot, OWNER)
+        .into_iter()
+        .filter(|c| text_of(c).starts_with("⏳") || text_of(c).starts_with("✅ Done"))
+        .count();
+    assert_eq!(posted, 1, "{}", dump(&bot.calls()));
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    let issued = with_event(&events, "approval.issued");
+    assert_eq!(issued.len(), 1, "{issued:?}");
+    assert_eq!(issued[0]["data"]["channel"], "telegram", "{}", issued[0]);
+    assert_eq!(count(&events, "work_dispatched"), 1);
+    support::assert_audit_verifies(dir.path());
+}
+
+/// 2. A stranger gets one refusal, however often they write; each message
+///    is audited as refused and none of their text reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_is_refused_once_and_never_reaches_the_model() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Hi owner.", Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(
+        1,
+        STRANGER,
+        STRANGER,
+        5,
+        "stranger-words-one please run rm",
+    ));
+    let refusal = sent_text(
+        &bot,
+        STRANGER,
+        "only answers its owner",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(refusal.body["reply_markup"].is_null());
+    bot.push_update(message(
+        2,
+        STRANGER,
+        STRANGER,
+        6,
+        "stranger-words-two hello?",
+    ));
+    // Updates are handled in order: once the owner's reply is out, the
+    // stranger's second message was handled too.
+    bot.push_update(message(3, OWNER, OWNER, 7, "owner-words hello"));
+    sent_text(&bot, OWNER, "Hi owner.", Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sent_to(&bot, STRANGER).len(), 1, "{}", dump(&bot.calls()));
+
+    daemon.stop().await;
+    let bodies: Vec<String> = llm.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("owner-words")),
+        "the owner's turn ran"
+    );
+    assert!(
+        !bodies.iter().any(|b| b.contains("stranger-words")),
+        "a stranger's text reached the model"
+    );
+    let events = audit_events(dir.path());
+    let refused = with_event(&events, "telegram.refused");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for r in &refused {
+        assert_eq!(r["data"]["chat_id"], STRANGER, "{r}");
+        assert_eq!(r["data"]["what"], "message", "{r}");
+    }
+    let audit = support::audit_json(dir.path());
+    assert!(
+        !audit.contains("stranger-words"),
+        "a stranger's text was audited"
+    );
+}
+
+/// 3. The same button pressed twice (two updates, the same data): one
+///    approval, one dispatch; the second press is answered as a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_press_runs_the_work_once() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(1, OWNER, OWNER, 10, PLAN_REQUEST));
+    let card = card(&bot, OWNER, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    let approve = button_data(&card, "Approve");
+    bot.push_update(press(2, "cb-first", OWNER, OWNER, card_id, &approve));
+    bot.push_update(press(3, "cb-again", OWNER, OWNER, card_id, &approve));
+    let again = answered(&bot, "cb-again", Duration::from_secs(30)).await;
+    assert_eq!(again.body["text"], "Already answered.", "{}", again.body);
+    work_ran(&bot, OWNER).await;
+    // Nothing else starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let statuses = sent_to(&bot, OWNER)
+        .into_iter()
+        .filter(|c| text_of(c).starts_with("⏳"))
+        .count();
+    assert_eq!(statuses, 1, "{}", dump(&bot.calls()));
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(count(&events, "approval.issued"), 1);
+    assert_eq!(count(&events, "work_dispatched"), 1);
+    let refused = with_event(&events, "telegram.callback_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["data"]["reason"], "replayed", "{}", refused[0]);
+}
+
+/// 4. A real button's data pressed in another chat by the owner's own user
+///    (their private chat, the card being in their group): the MAC binds
+///    the data to the group, so the press is refused as bad_mac and nothing
+///    is approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_button_pressed_in_another_chat_is_refused_as_bad_mac() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Group);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
+    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    let approve = button_data(&card, "Approve");
+    // The owner's private chat is the owner's too: admitted, then the MAC.
+    bot.push_update(press(2, "cb-foreign", OWNER, OWNER, card_id, &approve));
+    let ack = answered(&bot, "cb-foreign", Duration::from_secs(30)).await;
+    assert_eq!(
+        ack.body["text"], "This button is not valid.",
+        "{}",
+        ack.body
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(edits_of(&bot, card_id).is_empty(), "the card was answered");
+    assert!(
+        !bot.calls().iter().any(|c| text_of(c).starts_with("⏳")),
+        "work started"
+    );
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    let refused = with_event(&events, "telegram.callback_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["data"]["reason"], "bad_mac", "{}", refused[0]);
+    assert_eq!(refused[0]["data"]["chat_id"], OWNER, "{}", refused[0]);
+    assert_eq!(count(&events, "approval.issued"), 0);
+    assert_eq!(count(&events, "work_dispatched"), 0);
+}
+
+/// 5. In the owner's group another member's press is refused and changes
+///    nothing; the owner's own press on the same button then works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_owners_group_only_the_owner_can_press() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Group);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
+    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    let approve = button_data(&card, "Approve");
+    bot.push_update(press(2, "cb-member", MEMBER, GROUP, card_id, &approve));
+    let ack = answered(&bot, "cb-member", Duration::from_secs(30)).await;
+    assert!(
+        !ack.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Approved"),
+        "{}",
+        ack.body
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        edits_of(&bot, card_id).is_empty(),
+        "a member answered the card"
+    );
+    assert!(!bot.calls().iter().any(|c| text_of(c).starts_with("⏳")));
+
+    bot.push_update(press(3, "cb-owner", OWNER, GROUP, card_id, &approve));
+    let ack = answered(&bot, "cb-owner", Duration::from_secs(30)).await;
+    assert!(
+        ack.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Approved"),
+        "{}",
+        ack.body
+    );
+    work_ran(&bot, GROUP).await;
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    let refused: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            (e["event"] == "telegram.refused" || e["event"] == "telegram.callback_refused")
+                && e["data"]["user_id"] == MEMBER
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let issued = with_event(&events, "approval.issued");
+    assert_eq!(issued.len(), 1, "{issued:?}");
+    assert_eq!(issued[0]["data"]["channel"], "telegram");
+}
+
+/// 6. A plan above `max_approval_risk` (a scheduled goal: high): the card
+///    has no approving button, a url button to the web app's Review, and a
+///    typed "approve" is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_risk_card_links_to_the_web_app_instead_of_approving() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Noted.", Duration::ZERO).await;
+    plan_replies(
+        &llm,
+        "g-watch",
+        "goal",
+        "schedule: \"@every 15s\"\nverify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (daemon, addr) = start(dir.path(), false);
+
+    bot.push_update(message(1, OWNER, OWNER, 10, "keep an eye on it"));
+    let card = card(&bot, OWNER, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    assert!(text_of(&card).contains("high"), "{}", card.body);
+    let all = buttons(&card);
+    let url_buttons: Vec<&Value> = all.iter().filter(|b| b["url"].is_string()).collect();
+    assert_eq!(url_buttons.len(), 1, "{}", card.body);
+    let url = url_buttons[0]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!("http://{addr}")),
+        "{url} vs {addr}"
+    );
+    for b in all.iter().filter(|b| b["callback_data"].is_string()) {
+        let label = b["text"].as_str().unwrap();
+        assert!(!label.contains("Approve"), "an approving button: {b}");
+        // The action is the data's first field ("ok" approves).
+        assert!(
+            !b["callback_data"].as_str().unwrap().starts_with("ok:"),
+            "an approving button: {b}"
+        );
+    }
+    let decline = button_data(&card, "Decline");
+
+    // The declining button's data turned into an approval fails its MAC.
+    let forged = decline.replacen("no:", "ok:", 1);
+    bot.push_update(press(2, "cb-forged", OWNER, OWNER, card_id, &forged));
+    answered(&bot, "cb-forged", Duration::from_secs(30)).await;
+    // Typing the answer cannot approve it either.
+    bot.push_update(message(3, OWNER, OWNER, 11, "approve"));
+    sent_text(&bot, OWNER, "web app's Review", Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(edits_of(&bot, card_id).is_empty(), "the card was answered");
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(count(&events, "approval.issued"), 0);
+    assert_eq!(count(&events, "telegram.approval_refused_risk"), 1);
+    let refused = with_event(&events, "telegram.callback_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["data"]["reason"], "bad_mac");
+}
+
+/// 7. A pasted API key: the message is deleted from the chat, the owner is
+///    told, and the key reaches no model request, no file under the data
+///    dir (the redb store included) and no line of the debug log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pasted_api_key_is_deleted_and_stored_nowhere() {
+    const KEY: &str = "sk-ant-api03-Qw7Er4Ty1Ui8Op5As2Df9Gh6Jk3Lz0Xc7Vb4Nm1Qa8Ws5Ed2Rf9Tg6";
+    const KEY_TAIL: &str = "Qw7Er4Ty1Ui8Op5As2Df9Gh6Jk3Lz0Xc7Vb4Nm1Qa8Ws5Ed2Rf9Tg6";
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Noted.", Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), true);
+
+    let text = format!("here is my key {KEY} remember-this-marker");
+    bot.push_update(message(1, OWNER, OWNER, 42, &text));
+    let deleted = wait_for(&bot, "deleteMessage", Duration::from_secs(30), |calls| {
+        calls.iter().find(|c| c.method == "deleteMessage").cloned()
+    })
+    .await;
+    assert_eq!(deleted.body["chat_id"], OWNER);
+    assert_eq!(deleted.body["message_id"], 42);
+    sent_text(&bot, OWNER, SECRET_NOTICE_PREFIX, Duration::from_secs(10)).await;
+    // The rest of the message still makes a turn.
+    sent_text(&bot, OWNER, "Noted.", Duration::from_secs(30)).await;
+
+    daemon.stop().await;
+    let bodies: Vec<String> = llm.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("remember-this-marker")),
+        "no turn"
+    );
+    assert!(
+        !bodies.iter().any(|b| b.contains(KEY_TAIL)),
+        "the key reached the model"
+    );
+    for c in bot.calls().iter().filter(|c| c.method != "getUpdates") {
+        assert!(
+            !c.body.to_string().contains(KEY_TAIL),
+            "echoed to the chat: {}",
+            c.body
+        );
+    }
+    let log = read_stderr(dir.path());
+    assert!(!log.is_empty(), "no daemon log captured");
+    assert!(!log.contains(KEY_TAIL), "the key is in the daemon log");
+    let mut redb = 0;
+    for file in walk(&dir.path().join("data")) {
+        let bytes = std::fs::read(&file).unwrap();
+        redb += usize::from(file.extension().is_some_and(|e| e == "redb"));
+        assert!(
+            !contains_bytes(&bytes, KEY_TAIL),
+            "the key is in {}",
+            file.display()
+        );
+    }
+    assert!(redb >= 1, "no redb file scanned");
+    let audit = support::audit_json(dir.path());
+    assert!(!audit.contains(KEY_TAIL), "the key is in the audit");
+    assert!(audit.contains("secret_redacted_inbound"), "not audited");
+    // The turn's durable copy is the redacted text; the update record keeps
+    // only its id and state once handled.
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    let inbox = store
+        .inbox()
+        .get(&format!("{:020}", 0))
+        .unwrap()
+        .expect("accepted");
+    assert_eq!(
+        inbox.message.dedup_key.as_deref(),
+        Some("telegram:update:1")
+    );
+    assert!(
+        inbox.message.text.contains("remember-this-marker"),
+        "{inbox:?}"
+    );
+    assert!(!inbox.message.text.contains(KEY_TAIL), "{inbox:?}");
+    let rec = store
+        .telegram_updates()
+        .get(1)
+        .unwrap()
+        .expect("update recorded");
+    assert_eq!(rec.state, silas_storage::UpdateState::Handled);
+    assert!(!rec.payload.contains(KEY_TAIL), "{}", rec.payload);
+}
+
+/// 8. `getUpdates` answered 502 (a proxy's HTML page) and then 429
+///    (retry_after 1): the owner's queued message is still handled, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bot_api_502_and_429_lose_no_update() {
+    let bot = FakeBotApi::start().await.unwrap();
+    bot.script(
+        "getUpdates",
+        BotReply::Raw {
+            status: 502,
+            body: "<html><body>502 Bad Gateway</body></html>".into(),
+        },
+    )
+    .script("getUpdates", BotReply::RateLimited { retry_after: 1 });
+    bot.push_update(message(1, OWNER, OWNER, 10, "hello"));
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    sent_text(&bot, OWNER, "offline", Duration::from_secs(60)).await;
+    let polls = bot.calls_to("getUpdates");
+    assert!(polls.len() >= 3, "{}", dump(&polls));
+    // After the 429 the poller waited its retry_after.
+    assert!(
+        polls[2].at.duration_since(polls[1].at) >= Duration::from_millis(950),
+        "retry_after not honoured: {:?}",
+        polls[2].at.duration_since(polls[1].at)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(sent_to(&bot, OWNER).len(), 1, "{}", dump(&bot.calls()));
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(count(&events, "turn_completed"), 1);
+}
+
+/// 9. SIGKILL while the owner's turn is in flight (a slow model), then a
+///    restart over the same data dir: the update is handled exactly once —
+///    one inbox record, one reply, one `turn_completed`, and polling moves
+///    past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_turn_then_restart_handles_the_update_once() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Slow hello.", Duration::from_secs(3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (mut daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(7, OWNER, OWNER, 70, "crash-test message"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while llm.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.child.kill().unwrap(); // SIGKILL, mid model call
+    daemon.child.wait().unwrap();
+    drop(daemon);
+    assert!(sent_to(&bot, OWNER).is_empty(), "answered before the kill");
+
+    let (daemon, _) = start(dir.path(), false);
+    sent_text(&bot, OWNER, "Slow hello.", Duration::from_secs(60)).await;
+    // A second reply (a double replay) would come within a turn's time.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let replies = sent_to(&bot, OWNER);
+    assert_eq!(replies.len(), 1, "{}", dump(&replies));
+    let confirmed = wait_for(
+        &bot,
+        "a poll past update 7",
+        Duration::from_secs(30),
+        |calls| {
+            calls
+                .iter()
+                .find(|c| c.method == "getUpdates" && c.body["offset"].as_u64() > Some(7))
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(confirmed.body["offset"], 8);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    let mut records = Vec::new();
+    for seq in 0u64.. {
+        match store.inbox().get(&format!("{seq:020}")).unwrap() {
+            Some(r) => records.push(r),
+            None => break,
+        }
+    }
+    let ours: Vec<_> = records
+        .iter()
+        .filter(|r| r.message.dedup_key.as_deref() == Some("telegram:update:7"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{records:?}");
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(ours[0].stage, silas_storage::InboxStage::Delivered);
+    assert_eq!(ours[0].reply.as_deref(), Some("Slow hello."));
+    let audit = store.audit().tail(100_000).unwrap();
+    let completed = audit
+        .iter()
+        .filter(|e| e.event == "turn_completed" && e.data["inbox_id"] == ours[0].inbox_id.as_str())
+        .count();
+    assert_eq!(completed, 1);
+    let update = store.telegram_updates().get(7).unwrap().expect("recorded");
+    assert_eq!(update.state, silas_storage::UpdateState::Handled);
+}
+
+/// 10. The bot token appears in no line of the daemon's debug log and no
+///     audit entry — including when the Bot API's error descriptions echo
+///     it back and calls fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_token_is_never_logged_or_audited() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let echo = format!("Bad Gateway at /bot{TOKEN}/getUpdates");
+    bot.script(
+        "getUpdates",
+        BotReply::Error {
+            status: 502,
+            description: echo.clone(),
+        },
+    )
+    .script(
+        "sendMessage",
+        BotReply::Error {
+            status: 400,
+            description: format!("Bad Request: chat not found for {TOKEN}"),
+        },
+    );
+    bot.push_update(message(1, STRANGER, STRANGER, 5, "hi"));
+    bot.push_update(message(2, OWNER, OWNER, 6, "hello"));
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), true);
+
+    sent_text(&bot, OWNER, "offline", Duration::from_secs(60)).await;
+    daemon.stop().await;
+    // The canary was really in use.
+    assert!(bot.calls().iter().all(|c| c.token == TOKEN));
+    let log = read_stderr(dir.path());
+    assert!(log.lines().count() > 10, "no debug log captured:\n{log}");
+    for line in log.lines() {
+        assert!(!line.contains(TOKEN_SECRET), "the token is logged: {line}");
+    }
+    assert!(
+        log.contains("telegram poll step failed"),
+        "the scripted failure was not logged"
+    );
+    let audit = support::audit_json(dir.path());
+    assert!(!audit.contains(TOKEN_SECRET), "the token is in the audit");
+}
