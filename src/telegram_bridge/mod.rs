@@ -316,6 +316,7 @@ impl TelegramBridge {
                 continue;
             }
             let fresh = self
+                .args
                 .store
                 .records::<TelegramCardMessage>()
                 .get(&r.handle)
