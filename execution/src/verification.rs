@@ -121,6 +121,27 @@ fn check_env(work: &Path, staged: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// Where a check runs: a fresh dir with the artifacts staged read-only, or
+/// a prepared project copy.
+#[derive(Clone, Copy)]
+enum Where<'a> {
+    Artifacts(Option<&'a Path>),
+    Project(&'a Path),
+}
+
+/// The environment of a check over a project copy: the project's own files
+/// are the owner's (the checks' files restored from the untouched copy), so
+/// Python may import from the working directory; `HOME` is a fresh dir.
+fn project_env(home: &Path) -> Vec<(String, String)> {
+    let s = |v: &str| v.to_string();
+    vec![
+        (s("PATH"), s(VERIFY_PATH)),
+        (s("HOME"), home.display().to_string()),
+        (s("PYTHONDONTWRITEBYTECODE"), s("1")),
+        (s("PYTHONNOUSERSITE"), s("1")),
+    ]
+}
+
 fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => s[..i].to_string(),
@@ -167,17 +188,7 @@ impl VerificationRunner {
         for check in checks {
             results.push(self.run_check(check, artifacts_dir).await);
         }
-        let failed: Vec<String> = results
-            .iter()
-            .filter(|r| !r.passed)
-            .map(|r| r.name.clone())
-            .collect();
-        VerificationReport {
-            all_passed: failed.is_empty(),
-            results,
-            failed,
-            timestamp: Timestamp::now(),
-        }
+        Self::report(results)
     }
 
     fn fail(check: &VerificationCheck, reason: String) -> VerificationResult {
@@ -191,11 +202,52 @@ impl VerificationRunner {
         }
     }
 
+    /// Run every check against a project: `project` is a prepared copy of
+    /// the executor's result (the checks' own files already restored from the
+    /// untouched copy by the caller), handed to the sandbox user. Each check
+    /// runs with the project as its working directory — so `pytest` and
+    /// `ruff check .` see the project and can import it — and `HOME` in a
+    /// fresh empty dir of its own; nothing of the executor's process or
+    /// directory is involved.
+    pub async fn run_checks_on_project(
+        &self,
+        checks: &[VerificationCheck],
+        project: &Path,
+    ) -> VerificationReport {
+        let mut results = Vec::with_capacity(checks.len());
+        for check in checks {
+            results.push(self.run_in(check, Where::Project(project)).await);
+        }
+        Self::report(results)
+    }
+
+    fn report(results: Vec<VerificationResult>) -> VerificationReport {
+        let failed: Vec<String> = results
+            .iter()
+            .filter(|r| !r.passed)
+            .map(|r| r.name.clone())
+            .collect();
+        VerificationReport {
+            all_passed: failed.is_empty(),
+            results,
+            failed,
+            timestamp: Timestamp::now(),
+        }
+    }
+
     pub async fn run_check(
         &self,
         check: &VerificationCheck,
         artifacts_dir: Option<&Path>,
     ) -> VerificationResult {
+        self.run_in(check, Where::Artifacts(artifacts_dir)).await
+    }
+
+    async fn run_in(&self, check: &VerificationCheck, place: Where<'_>) -> VerificationResult {
+        let artifacts_dir = match place {
+            Where::Artifacts(a) => a,
+            Where::Project(_) => None,
+        };
         let work = match self
             .sandbox
             .fresh_work_dir(&self.verify_dir, &format!("verify-{}", crate::random_id()))
@@ -208,15 +260,25 @@ impl VerificationRunner {
         let _cleanup = RemoveOnDrop(work.clone());
         // The check is owner-approved configuration, not model text; it is a
         // shell command by definition (§3.3 `run`), passed as one argv element.
-        let mut spec = SandboxSpec::new(
-            vec!["/bin/sh".into(), "-c".into(), check.run.clone()],
-            work.clone(),
-        );
-        let staged = work.join(ARTIFACTS_SUBDIR);
-        if let Err(e) = stage_artifacts(artifacts_dir, &staged) {
-            return Self::fail(check, format!("cannot stage artifacts: {e}"));
-        }
-        spec.env = check_env(&work, &staged);
+        let argv = vec!["/bin/sh".into(), "-c".into(), check.run.clone()];
+        let mut spec = match place {
+            Where::Artifacts(_) => {
+                let mut spec = SandboxSpec::new(argv, work.clone());
+                let staged = work.join(ARTIFACTS_SUBDIR);
+                if let Err(e) = stage_artifacts(artifacts_dir, &staged) {
+                    return Self::fail(check, format!("cannot stage artifacts: {e}"));
+                }
+                spec.env = check_env(&work, &staged);
+                spec
+            }
+            Where::Project(project) => {
+                let mut spec = SandboxSpec::new(argv, project.to_path_buf());
+                // `work` is only the check's HOME here.
+                spec.write_paths.push(work.clone());
+                spec.env = project_env(&work);
+                spec
+            }
+        };
         spec.network = check.network;
         spec.timeout = Duration::from_secs(check.timeout.max(1));
         spec.limits = self.limits.clone();
@@ -265,6 +327,9 @@ impl VerificationRunner {
         // (`artifacts/x`); absolute ones may name the stored originals. The
         // daemon evaluates this, never following a path out of these roots.
         let mut allowed = vec![work.clone()];
+        if let Where::Project(p) = place {
+            allowed.push(p.to_path_buf());
+        }
         allowed.extend(artifacts_dir.map(Path::to_path_buf));
         allowed.extend(self.project_dirs.iter().cloned());
         let (passed, reason) = evaluate(

@@ -115,6 +115,56 @@ impl SubprocessSandbox {
         Ok(dir)
     }
 
+    /// Hand a prepared tree (a workspace copy) to the sandbox user when the
+    /// daemon runs as root, so the command can work in it; otherwise the
+    /// daemon's own files already are the sandbox's. Symlinks are changed
+    /// themselves, never followed: a link in the copy cannot make the daemon
+    /// give away a file outside it. A root that is itself a symlink is refused.
+    pub fn hand_over_tree(&self, root: &Path) -> Result<(), SandboxError> {
+        let meta = std::fs::symlink_metadata(root).map_err(|e| {
+            SandboxError::Invalid(format!("cannot read {}: {e}", root.display()))
+        })?;
+        if !meta.is_dir() {
+            return Err(SandboxError::Invalid(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
+        if !rustix::process::geteuid().is_root() {
+            return Ok(());
+        }
+        let uid = Some(rustix::fs::Uid::from_raw(SANDBOX_UID));
+        let gid = Some(rustix::fs::Gid::from_raw(SANDBOX_GID));
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            rustix::fs::chownat(
+                rustix::fs::CWD,
+                &path,
+                uid,
+                gid,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| {
+                SandboxError::Invalid(format!(
+                    "cannot hand {} to the sandbox user: {e}",
+                    path.display()
+                ))
+            })?;
+            let is_dir = std::fs::symlink_metadata(&path)
+                .map(|m| m.is_dir())
+                .unwrap_or(false);
+            if is_dir {
+                let entries = std::fs::read_dir(&path).map_err(|e| {
+                    SandboxError::Invalid(format!("cannot list {}: {e}", path.display()))
+                })?;
+                for entry in entries.flatten() {
+                    stack.push(entry.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Run one command. Errors mean it did not run as asked; a command that
     /// ran and failed is an `Ok` with its termination.
     pub async fn run(&self, spec: &SandboxSpec) -> Result<SandboxOutput, SandboxError> {

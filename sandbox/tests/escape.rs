@@ -301,3 +301,44 @@ fn launcher_reads_spec_from_stdin_only() {
     assert_eq!(out[0], b'S');
     assert!(String::from_utf8_lossy(&out[5..]).contains("malformed spec"));
 }
+
+/// Issue #15: a workspace copy handed to the sandbox is writable inside it,
+/// while a symlink in the copy pointing outside gives nothing away — the
+/// link itself changes owner, its target does not, and writing through it
+/// from inside is refused.
+#[tokio::test]
+async fn a_handed_over_copy_is_writable_and_its_outward_symlink_gives_nothing_away() {
+    use std::os::unix::fs::MetadataExt;
+    let base = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("owner-file");
+    std::fs::write(&target, "owner's").unwrap();
+    let copy = base.path().join("copy");
+    std::fs::create_dir_all(copy.join("src")).unwrap();
+    std::fs::write(copy.join("src/app.py"), "x = 1\n").unwrap();
+    std::os::unix::fs::symlink(&target, copy.join("escape")).unwrap();
+    let owner_before = std::fs::metadata(&target).unwrap().uid();
+    sandbox().hand_over_tree(&copy).unwrap();
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().uid(),
+        owner_before,
+        "the link's target kept its owner"
+    );
+    // The sandbox user must reach the copy: open the temp base like the
+    // real work base (0711).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut spec = sh(
+        "echo y >> src/app.py && cat src/app.py; echo pwned > escape 2>/dev/null && echo WROTE-THROUGH",
+        &copy,
+    );
+    spec.timeout = Duration::from_secs(20);
+    let out = run(&spec).await;
+    assert!(out.stdout.contains("x = 1\ny"), "{out:?}");
+    assert!(!out.stdout.contains("WROTE-THROUGH"), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "owner's");
+    // A root that is a symlink is refused.
+    let link = base.path().join("link");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    assert!(sandbox().hand_over_tree(&link).is_err());
+}
