@@ -309,39 +309,47 @@ fn execute(
     }
     let id = new_journal_dir(journal_dir)?;
     let jdir = journal_dir.join(&id);
-    match prepare(root, journal_dir, &id, &ops) {
-        Ok(mut journal) => {
-            if let Err(e) = journal.finish(journal_dir, fault) {
-                if !matches!(e, ApplyError::InjectedFault(_))
-                    && let Err(rb) = journal.rollback(journal_dir)
-                {
-                    tracing::error!(error = %rb, id, "rollback failed; recovery at start will retry");
+    let mut written = None;
+    match prepare(root, journal_dir, &id, &ops, &mut written) {
+        Ok(()) => {}
+        Err(e) => {
+            match written {
+                Some(mut j) => {
+                    if let Err(rb) = j.rollback(journal_dir) {
+                        tracing::error!(error = %rb, id, "rollback failed; recovery at start will retry");
+                    }
                 }
-                return Err(e);
-            }
-            Ok(journal)
-        }
-        Err((journal, e)) => {
-            if let Some(mut j) = journal {
-                if let Err(rb) = j.rollback(journal_dir) {
-                    tracing::error!(error = %rb, id, "rollback failed; recovery at start will retry");
+                None => {
+                    let _ = fs::remove_dir_all(&jdir);
                 }
-            } else {
-                let _ = fs::remove_dir_all(&jdir);
             }
-            Err(e)
+            return Err(e);
         }
     }
+    let Some(mut journal) = written else {
+        return Err(ApplyError::Invalid("journal missing after prepare".into()));
+    };
+    if let Err(e) = journal.finish(journal_dir, fault) {
+        if !matches!(e, ApplyError::InjectedFault(_))
+            && let Err(rb) = journal.rollback(journal_dir)
+        {
+            tracing::error!(error = %rb, id, "rollback failed; recovery at start will retry");
+        }
+        return Err(e);
+    }
+    Ok(journal)
 }
 
 /// Backups, journal, directories and staged files: everything up to the
-/// first rename. On error, the journal (if written) for rollback.
+/// first rename. `written` holds the journal once it is on disk, so the
+/// caller can roll back whatever was staged.
 fn prepare(
     root: &Path,
     journal_dir: &Path,
     id: &str,
     ops: &[Op],
-) -> Result<Journal, (Option<Journal>, ApplyError)> {
+    written: &mut Option<Journal>,
+) -> Result<(), ApplyError> {
     let backups = journal_dir.join(id).join(BACKUPS);
     let mut entries = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -349,15 +357,12 @@ fn prepare(
         let (before, backup) = match &op.expect {
             Some(sha) => {
                 let name = i.to_string();
-                let fact =
-                    backup_file(&target, &backups.join(&name), &op.path).map_err(|e| (None, e))?;
+                let fact = backup_file(&target, &backups.join(&name), &op.path)?;
                 if &fact.sha256 != sha {
-                    return Err((
-                        None,
-                        ApplyError::Conflict {
-                            paths: vec![op.path.clone()],
-                        },
-                    ));
+                    // Changed between the check and the backup.
+                    return Err(ApplyError::Conflict {
+                        paths: vec![op.path.clone()],
+                    });
                 }
                 (Some(fact), Some(name))
             }
@@ -396,7 +401,7 @@ fn prepare(
             after,
         });
     }
-    let mut journal = Journal {
+    let journal = Journal {
         version: 1,
         id: id.to_owned(),
         root: root.to_path_buf(),
@@ -404,16 +409,15 @@ fn prepare(
         created_dirs: Vec::new(),
         entries,
     };
-    journal.write(journal_dir).map_err(|e| (None, e))?;
-    if let Err(e) = stage(&mut journal, journal_dir, ops) {
-        return Err((Some(journal), e));
-    }
+    journal.write(journal_dir)?;
+    let journal = written.insert(journal);
+    stage(journal, journal_dir, ops)?;
     journal.state = JournalState::Prepared;
     if let Err(e) = journal.write(journal_dir) {
         journal.state = JournalState::Staging;
-        return Err((Some(journal), e));
+        return Err(e);
     }
-    Ok(journal)
+    Ok(())
 }
 
 fn backup_file(target: &Path, backup: &Path, rel: &str) -> Result<FileFact, ApplyError> {

@@ -12,6 +12,8 @@
 //! Pure library: no actors, no network. Every type that crosses into the daemon
 //! is serde so it can be persisted with the task.
 
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod apply;
 pub mod copy;
 pub mod diff;

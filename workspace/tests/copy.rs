@@ -1,5 +1,7 @@
 //! `copy::take`: the executor's copy of a workspace (issue #15 item 2).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::fs;
@@ -8,8 +10,8 @@ use std::path::Path;
 
 use common::{git, git_bin, write};
 use silas_core::{Coded, ErrorCode};
-use silas_workspace::copy::{self, CopyLimits};
 use silas_workspace::WorkspaceError;
+use silas_workspace::copy::{self, CopyLimits};
 
 #[test]
 fn git_copy_has_the_uncommitted_state_and_runs_nothing_from_the_repo() {
@@ -46,15 +48,28 @@ fn git_copy_has_the_uncommitted_state_and_runs_nothing_from_the_repo() {
         git(&ws, &["config", key, &cmd]);
     }
     let hook = ws.join(".git/hooks/post-checkout");
-    fs::write(&hook, format!("#!/bin/sh\ntouch {}-hook\n", pwned.display())).unwrap();
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\ntouch {}-hook\n", pwned.display()),
+    )
+    .unwrap();
     common::chmod(&ws, ".git/hooks/post-checkout", 0o755);
 
     let dest = tmp.path().join("copy");
     let snap = copy::take(&ws, &dest, &CopyLimits::default()).unwrap();
 
-    assert_eq!(fs::read(dest.join("a.py")).unwrap(), b"print('edited, not committed')\n");
-    assert!(!dest.join("b.py").exists(), "deleted file must not come back");
-    assert_eq!(fs::read(dest.join("new.py")).unwrap(), b"untracked = True\n");
+    assert_eq!(
+        fs::read(dest.join("a.py")).unwrap(),
+        b"print('edited, not committed')\n"
+    );
+    assert!(
+        !dest.join("b.py").exists(),
+        "deleted file must not come back"
+    );
+    assert_eq!(
+        fs::read(dest.join("new.py")).unwrap(),
+        b"untracked = True\n"
+    );
     assert!(!dest.join("debug.log").exists(), "ignored file copied");
     assert_eq!(fs::read(dest.join("pkg/c.py")).unwrap(), b"x = 1\n");
     // A real clone (its own .git directory, not a worktree's gitdir file) at HEAD.
@@ -67,14 +82,23 @@ fn git_copy_has_the_uncommitted_state_and_runs_nothing_from_the_repo() {
     assert!(planted.is_empty(), "clone has hooks: {planted:?}");
     for what in ["fsmonitor", "clean", "smudge", "pager", "hook"] {
         let marker = format!("{}-{what}", pwned.display());
-        assert!(!Path::new(&marker).exists(), "the repo made Silas run its {what}");
+        assert!(
+            !Path::new(&marker).exists(),
+            "the repo made Silas run its {what}"
+        );
     }
     let names: Vec<&str> = snap.files.keys().map(String::as_str).collect();
-    assert_eq!(names, [".gitattributes", ".gitignore", "a.py", "new.py", "pkg/c.py"]);
+    assert_eq!(
+        names,
+        [".gitattributes", ".gitignore", "a.py", "new.py", "pkg/c.py"]
+    );
     assert_eq!(snap.source, fs::canonicalize(&ws).unwrap());
     let fact = &snap.files["a.py"];
     assert_eq!(fact.size, b"print('edited, not committed')\n".len() as u64);
-    assert_eq!(fact.sha256, silas_core::canonical::sha256_hex(b"print('edited, not committed')\n"));
+    assert_eq!(
+        fact.sha256,
+        silas_core::canonical::sha256_hex(b"print('edited, not committed')\n")
+    );
     assert_eq!(common::mode(&dest), 0o700);
 }
 
@@ -93,7 +117,15 @@ fn plain_copy_honours_gitignore_and_includes_hidden_files() {
     let dest = tmp.path().join("copy");
     let snap = copy::take(&ws, &dest, &CopyLimits::default()).unwrap();
     let names: Vec<&str> = snap.files.keys().map(String::as_str).collect();
-    assert_eq!(names, [".env.example", ".gitignore", "src/.gitignore", "src/main.py"]);
+    assert_eq!(
+        names,
+        [
+            ".env.example",
+            ".gitignore",
+            "src/.gitignore",
+            "src/main.py"
+        ]
+    );
     assert!(!dest.join("build").exists());
     assert!(!dest.join("src/scratch.tmp").exists());
     assert!(!dest.join("src/local.txt").exists());
@@ -117,15 +149,25 @@ fn symlinks_leaving_the_workspace_are_never_followed() {
     let dest = tmp.path().join("copy");
     let snap = copy::take(&ws, &dest, &CopyLimits::default()).unwrap();
     for skipped in ["passwd", "up", "chain", "here"] {
-        assert!(snap.skipped.iter().any(|s| s == skipped), "{skipped} not skipped: {:?}", snap.skipped);
-        assert!(fs::symlink_metadata(dest.join(skipped)).is_err(), "{skipped} copied");
+        assert!(
+            snap.skipped.iter().any(|s| s == skipped),
+            "{skipped} not skipped: {:?}",
+            snap.skipped
+        );
+        assert!(
+            fs::symlink_metadata(dest.join(skipped)).is_err(),
+            "{skipped} copied"
+        );
     }
     assert!(!snap.files.contains_key("passwd"));
     assert_eq!(
         fs::read_link(dest.join("docs/readme-link")).unwrap(),
         Path::new("../README")
     );
-    assert_eq!(fs::read(dest.join("docs/readme-link")).unwrap(), b"readme\n");
+    assert_eq!(
+        fs::read(dest.join("docs/readme-link")).unwrap(),
+        b"readme\n"
+    );
 }
 
 #[test]
@@ -144,7 +186,10 @@ fn committed_symlink_to_etc_passwd_is_not_in_a_git_copy() {
     git(&ws, &["commit", "-q", "-m", "link"]);
     let dest = tmp.path().join("copy");
     let snap = copy::take(&ws, &dest, &CopyLimits::default()).unwrap();
-    assert!(fs::symlink_metadata(dest.join("passwd")).is_err(), "clone's link left in the copy");
+    assert!(
+        fs::symlink_metadata(dest.join("passwd")).is_err(),
+        "clone's link left in the copy"
+    );
     assert!(snap.skipped.contains(&"passwd".to_owned()));
     assert!(dest.join("a.txt").is_file());
 }
@@ -157,23 +202,47 @@ fn size_limits_fail_with_a_clear_error_and_leave_nothing() {
         write(&ws, &format!("f{i}.bin"), &[7u8; 1000]);
     }
     let dest = tmp.path().join("copy");
-    let limits = CopyLimits { max_bytes: 2500, max_files: 100 };
+    let limits = CopyLimits {
+        max_bytes: 2500,
+        max_files: 100,
+    };
     let err = copy::take(&ws, &dest, &limits).unwrap_err();
-    assert!(matches!(err, WorkspaceError::TooLarge { bytes: 3000, limit: 2500 }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            WorkspaceError::TooLarge {
+                bytes: 3000,
+                limit: 2500
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("limit of 2500 bytes"), "{err}");
     assert_eq!(err.code(), ErrorCode::ESandboxFailed);
     assert!(!dest.exists(), "partial copy left behind");
 
-    let limits = CopyLimits { max_bytes: 1 << 20, max_files: 2 };
+    let limits = CopyLimits {
+        max_bytes: 1 << 20,
+        max_files: 2,
+    };
     let err = copy::take(&ws, &dest, &limits).unwrap_err();
-    assert!(matches!(err, WorkspaceError::TooManyFiles { files: 3, limit: 2 }), "{err:?}");
+    assert!(
+        matches!(err, WorkspaceError::TooManyFiles { files: 3, limit: 2 }),
+        "{err:?}"
+    );
     assert!(!dest.exists());
 
     // Under the limits it works; an existing destination is refused.
-    let limits = CopyLimits { max_bytes: 3000, max_files: 3 };
+    let limits = CopyLimits {
+        max_bytes: 3000,
+        max_files: 3,
+    };
     copy::take(&ws, &dest, &limits).unwrap();
     let err = copy::take(&ws, &dest, &limits).unwrap_err();
-    assert!(matches!(err, WorkspaceError::DestinationExists { .. }), "{err:?}");
+    assert!(
+        matches!(err, WorkspaceError::DestinationExists { .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -190,8 +259,14 @@ fn git_copy_size_limit_applies_before_cloning() {
     git(&ws, &["add", "-A"]);
     git(&ws, &["commit", "-q", "-m", "big"]);
     let dest = tmp.path().join("copy");
-    let limits = CopyLimits { max_bytes: 4000, max_files: 100 };
+    let limits = CopyLimits {
+        max_bytes: 4000,
+        max_files: 100,
+    };
     let err = copy::take(&ws, &dest, &limits).unwrap_err();
-    assert!(matches!(err, WorkspaceError::TooLarge { limit: 4000, .. }), "{err:?}");
+    assert!(
+        matches!(err, WorkspaceError::TooLarge { limit: 4000, .. }),
+        "{err:?}"
+    );
     assert!(!dest.exists());
 }

@@ -28,7 +28,14 @@ pub fn tree(root: &Path) -> BTreeMap<String, (String, Vec<u8>, u32)> {
         let rel = e.strip_prefix(root).unwrap().to_string_lossy().into_owned();
         let m = fs::symlink_metadata(&e).unwrap();
         let entry = if m.file_type().is_symlink() {
-            ("link".to_owned(), fs::read_link(&e).unwrap().into_os_string().into_encoded_bytes(), 0)
+            (
+                "link".to_owned(),
+                fs::read_link(&e)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                0,
+            )
         } else if m.is_dir() {
             ("dir".to_owned(), Vec::new(), m.mode() & 0o7777)
         } else {
@@ -75,6 +82,10 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
