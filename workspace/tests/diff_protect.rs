@@ -238,3 +238,19 @@ fn restore_never_writes_through_a_planted_symlink() {
     assert!(fs::symlink_metadata(verify.join("tests")).unwrap().is_dir());
     assert_eq!(fs::read(verify.join("tests/test_x.py")).unwrap(), TEST_X);
 }
+
+/// Runs `tests/test_x.py::test_add` with the copy's `src/` on the path:
+/// `Some(passed)`, or `None` when python3 is not installed.
+fn run_test_x(root: &Path) -> Option<bool> {
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .iter()
+        .find(|p| Path::new(p).is_file())?;
+    let status = std::process::Command::new(python)
+        .current_dir(root)
+        .env("PYTHONPATH", "src:tests")
+        .args(["-B", "-c", "import test_x; test_x.test_add()"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    Some(status.success())
+}
