@@ -137,6 +137,14 @@ pub(crate) fn take(git_bin: &Path, copier: &mut Copier) -> Result<(), WorkspaceE
 
     // Clone-created symlinks are re-decided by the overlay (or removed below).
     for p in &paths {
+        if fsutil::parents_state(&src, p).is_err() {
+            // An indexed path under a directory since replaced by a symlink:
+            // reading it would follow the link out of the workspace.
+            fsutil::remove_entry(&dest.join(p))
+                .map_err(|e| WorkspaceError::io(format!("remove {p}"), e))?;
+            copier.skipped.push(p.clone());
+            continue;
+        }
         match std::fs::symlink_metadata(src.join(p)) {
             Err(e) if fsutil::is_not_found(&e) => {
                 // Deleted in the working tree.

@@ -182,8 +182,15 @@ fn committed_symlink_to_etc_passwd_is_not_in_a_git_copy() {
     git(&ws, &["init", "-q"]);
     write(&ws, "a.txt", b"a\n");
     symlink("/etc/passwd", ws.join("passwd")).unwrap();
+    write(&ws, "d/file", b"committed\n");
     git(&ws, &["add", "-A"]);
     git(&ws, &["commit", "-q", "-m", "link"]);
+    // After the commit, `d` becomes a link to a directory outside; the index
+    // still lists `d/file`.
+    let outside = tmp.path().join("outside");
+    write(&outside, "file", b"outside secret\n");
+    fs::remove_dir_all(ws.join("d")).unwrap();
+    symlink(&outside, ws.join("d")).unwrap();
     let dest = tmp.path().join("copy");
     let snap = copy::take(&ws, &dest, &CopyLimits::default()).unwrap();
     assert!(
@@ -192,6 +199,13 @@ fn committed_symlink_to_etc_passwd_is_not_in_a_git_copy() {
     );
     assert!(snap.skipped.contains(&"passwd".to_owned()));
     assert!(dest.join("a.txt").is_file());
+    assert!(!snap.files.contains_key("d/file"));
+    let leaked = fs::read(dest.join("d/file")).unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&leaked).contains("outside secret"));
+    assert!(
+        fs::symlink_metadata(dest.join("d")).is_err(),
+        "outside link copied"
+    );
 }
 
 #[test]
