@@ -196,11 +196,20 @@ fn restore_undoes_an_assert_true_rewrite_before_the_checks() {
     fs::remove_file(verify.join("pyproject.toml")).unwrap();
     write(&verify, "src/app.py", b"def add(a, b):\n    return 0\n");
     let protected = Protected::new(&[]).unwrap();
+    // The weakened test passes on the executor's broken code...
+    let weakened = run_test_x(&verify);
+    assert!(weakened.unwrap_or(true), "assert True should pass");
     let restored = protect::restore(&base, &verify, &protected).unwrap();
     assert_eq!(
         restored,
         ["conftest.py", "pyproject.toml", "tests/test_x.py"]
     );
+    // ...the restored original runs on the same code and fails.
+    if weakened.is_some() {
+        assert_eq!(run_test_x(&verify), Some(false));
+    } else {
+        println!("NOTE: python3 not installed; the restored test was not run");
+    }
     assert_eq!(fs::read(verify.join("tests/test_x.py")).unwrap(), TEST_X);
     assert!(!verify.join("conftest.py").exists());
     assert_eq!(
