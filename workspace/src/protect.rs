@@ -1,0 +1,209 @@
+//! Protected files: the ones that define the checks. Before verification they
+//! are restored in the verification copy from the untouched copy, so an
+//! executor that rewrites a test to `assert True` is still checked against the
+//! original test.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::error::WorkspaceError;
+use crate::fsutil;
+
+/// The default protected set (any depth unless anchored).
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/tests/**",
+    "**/test/**",
+    "**/conftest.py",
+    "**/pytest.ini",
+    "**/pyproject.toml",
+    "**/setup.cfg",
+    "**/tox.ini",
+    "**/ruff.toml",
+    "**/.ruff.toml",
+    "**/noxfile.py",
+    ".github/**",
+];
+
+/// A compiled set of protected-path globs (`*` never crosses `/`).
+#[derive(Clone, Debug)]
+pub struct Protected {
+    set: GlobSet,
+}
+
+impl Protected {
+    /// The default set plus the plan's `protected` globs.
+    pub fn new(extra_globs: &[String]) -> Result<Self, WorkspaceError> {
+        let mut builder = GlobSetBuilder::new();
+        for pat in DEFAULT_PROTECTED
+            .iter()
+            .copied()
+            .chain(extra_globs.iter().map(String::as_str))
+        {
+            let glob = GlobBuilder::new(pat)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| WorkspaceError::UnsafePath {
+                    path: pat.to_owned(),
+                    reason: format!("invalid protected glob: {e}"),
+                })?;
+            builder.add(glob);
+        }
+        let set = builder.build().map_err(|e| WorkspaceError::UnsafePath {
+            path: String::new(),
+            reason: format!("invalid protected globs: {e}"),
+        })?;
+        Ok(Protected { set })
+    }
+
+    pub fn is_protected(&self, rel_path: &str) -> bool {
+        self.set.is_match(rel_path)
+    }
+}
+
+/// Protected entries (files and links) under `root`, `.git` excluded. No
+/// `.gitignore` is honoured: an executor could use one to hide a planted
+/// `conftest.py`.
+fn protected_entries(root: &Path, protected: &Protected) -> BTreeSet<String> {
+    walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(root).ok()?;
+            fsutil::rel_string(rel)
+        })
+        .filter(|r| protected.is_protected(r))
+        .collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (fs::symlink_metadata(a), fs::symlink_metadata(b)) else {
+        return false;
+    };
+    if ma.file_type().is_symlink() || mb.file_type().is_symlink() {
+        return ma.file_type().is_symlink()
+            && mb.file_type().is_symlink()
+            && fs::read_link(a).ok() == fs::read_link(b).ok();
+    }
+    if (ma.permissions().mode() & 0o777) != (mb.permissions().mode() & 0o777) {
+        return false;
+    }
+    match (fsutil::hash_file(a), fsutil::hash_file(b)) {
+        (Ok((ha, _)), Ok((hb, _))) => ha == hb,
+        _ => false,
+    }
+}
+
+/// Makes every protected file in `verify_copy` identical to `base_copy`:
+/// edited or deleted ones restored, added ones removed. Returns the paths it
+/// touched (sorted) — the diff card flags them and the verifier runs on the
+/// restored tree.
+pub fn restore(
+    base_copy: &Path,
+    verify_copy: &Path,
+    protected: &Protected,
+) -> Result<Vec<String>, WorkspaceError> {
+    let base = protected_entries(base_copy, protected);
+    let verify = protected_entries(verify_copy, protected);
+    let mut restored = Vec::new();
+    for rel in verify.difference(&base) {
+        fsutil::remove_entry(&verify_copy.join(rel))
+            .map_err(|e| WorkspaceError::io(format!("remove protected {rel}"), e))?;
+        restored.push(rel.clone());
+    }
+    for rel in &base {
+        let from = base_copy.join(rel);
+        let to = verify_copy.join(rel);
+        // A parent replaced by a symlink or file would make the write leave
+        // the copy: clear it first.
+        if let Err(reason) = fsutil::parents_state(verify_copy, rel) {
+            tracing::info!(path = %rel, %reason, "protected file's parent replaced; cleared");
+            clear_bad_parents(verify_copy, rel)?;
+        } else if same_file(&from, &to) {
+            continue;
+        }
+        copy_exact(&from, &to, verify_copy, rel)?;
+        restored.push(rel.clone());
+    }
+    restored.sort();
+    restored.dedup();
+    Ok(restored)
+}
+
+fn clear_bad_parents(root: &Path, rel: &str) -> Result<(), WorkspaceError> {
+    let mut cur = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        cur.push(part);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {}
+            Ok(_) => {
+                fs::remove_file(&cur)
+                    .map_err(|e| WorkspaceError::io(format!("clear {}", cur.display()), e))?;
+                return Ok(());
+            }
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+fn copy_exact(from: &Path, to: &Path, root: &Path, rel: &str) -> Result<(), WorkspaceError> {
+    let err = |e| WorkspaceError::io(format!("restore protected {rel}"), e);
+    fsutil::ensure_parents(root, rel, 0o755).map_err(err)?;
+    fsutil::remove_entry(to).map_err(err)?;
+    let meta = fs::symlink_metadata(from).map_err(err)?;
+    if meta.file_type().is_symlink() {
+        let link = fs::read_link(from).map_err(err)?;
+        return std::os::unix::fs::symlink(link, to).map_err(err);
+    }
+    let mut src = fsutil::open_regular(from).map_err(err)?;
+    let mut dst = fsutil::create_new(to, 0o600).map_err(err)?;
+    fsutil::copy_hashed(&mut src, &mut dst).map_err(err)?;
+    dst.set_permissions(fs::Permissions::from_mode(
+        meta.permissions().mode() & 0o777,
+    ))
+    .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_set() {
+        let p = Protected::new(&["src/checks/*.rs".to_owned()]).unwrap();
+        for yes in [
+            "test_x.py",
+            "pkg/test_y.py",
+            "pkg/y_test.py",
+            "tests/helpers.py",
+            "a/tests/data/x.json",
+            "conftest.py",
+            "deep/er/conftest.py",
+            "pyproject.toml",
+            ".github/workflows/ci.yml",
+            "ruff.toml",
+            ".ruff.toml",
+            "src/checks/a.rs",
+        ] {
+            assert!(p.is_protected(yes), "{yes}");
+        }
+        for no in [
+            "src/app.py",
+            "testing.py",
+            "src/checks/deep/a.rs",
+            "x/.github/y",
+        ] {
+            assert!(!p.is_protected(no), "{no}");
+        }
+    }
+}
