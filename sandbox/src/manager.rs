@@ -121,9 +121,8 @@ impl SubprocessSandbox {
     /// themselves, never followed: a link in the copy cannot make the daemon
     /// give away a file outside it. A root that is itself a symlink is refused.
     pub fn hand_over_tree(&self, root: &Path) -> Result<(), SandboxError> {
-        let meta = std::fs::symlink_metadata(root).map_err(|e| {
-            SandboxError::Invalid(format!("cannot read {}: {e}", root.display()))
-        })?;
+        let meta = std::fs::symlink_metadata(root)
+            .map_err(|e| SandboxError::Invalid(format!("cannot read {}: {e}", root.display())))?;
         if !meta.is_dir() {
             return Err(SandboxError::Invalid(format!(
                 "{} is not a directory",
