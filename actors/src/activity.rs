@@ -117,6 +117,9 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("gate_runner_fault", Treatment::Shown),
     ("delivery_no_connection", Treatment::Hidden),
     ("plan_card_refused", Treatment::Shown),
+    ("plan_refused_workspace", Treatment::Shown),
+    ("workspace_added", Treatment::Shown),
+    ("workspace_removed", Treatment::Shown),
     ("plan_id_collision", Treatment::Shown),
     ("memory_op_refused", Treatment::Shown),
     ("tool_call_approved", Treatment::Shown),
@@ -402,7 +405,46 @@ pub fn describe(
         ),
         "plan_card_refused" => (
             "security",
-            format!("Refused an approval of {title}: the plan changed after it was shown to you"),
+            if s(data, "reason") == Some("workspace") {
+                format!(
+                    "Refused an approval of {title}: its workspace changed in the registry after it was shown to you"
+                )
+            } else {
+                format!(
+                    "Refused an approval of {title}: the plan changed after it was shown to you"
+                )
+            },
+        ),
+        "plan_refused_workspace" => (
+            "security",
+            format!(
+                "Refused a plan before asking you: {}",
+                match s(data, "reason") {
+                    Some("unknown_workspace") => "it named a workspace you have not registered",
+                    Some("write_on_read_only") => "it asked to change a read-only workspace",
+                    Some("relative_extra_path" | "missing_extra_path") => {
+                        "it asked for an extra path that is not a real absolute path"
+                    }
+                    _ => "its workspace could not be checked",
+                }
+            ),
+        ),
+        "workspace_added" => (
+            "system",
+            format!(
+                "Registered workspace {} ({}{})",
+                s(data, "name").unwrap_or("?"),
+                s(data, "path").unwrap_or("?"),
+                if data.get("writable").and_then(Value::as_bool) == Some(true) {
+                    ", writable"
+                } else {
+                    ", read-only"
+                }
+            ),
+        ),
+        "workspace_removed" => (
+            "system",
+            format!("Removed workspace {}", s(data, "name").unwrap_or("?")),
         ),
         "plan_id_collision" => (
             "security",

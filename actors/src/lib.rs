@@ -33,3 +33,4 @@ pub mod supervisor;
 pub mod turn;
 pub mod work;
 pub mod work_executor;
+pub mod workspaces;

@@ -60,6 +60,13 @@ pub const PLAN_HASH_INCLUDED: &[&str] = &[
     "depends_on",
 ];
 
+/// WorkItem fields in the approval projection only when set (not `null`):
+/// added after plans were first hashed, so every plan without them keeps its
+/// byte-identical hash, while a plan that sets one binds all of it (for
+/// `workspace`: name, access, extra paths, protected globs, the
+/// protected-edit permission, apply mode and commit message).
+pub const PLAN_HASH_INCLUDED_WHEN_SET: &[&str] = &["workspace"];
+
 /// Runtime-managed WorkItem fields, never part of the plan hash (§3.3).
 pub const PLAN_HASH_EXCLUDED: &[&str] = &[
     "approval_token",
@@ -90,6 +97,14 @@ pub fn plan_hash_bytes(item: &WorkItem) -> Result<Vec<u8>, CanonicalError> {
     for key in PLAN_HASH_INCLUDED {
         let v = full.remove(*key).unwrap_or(Value::Null);
         projection.insert((*key).to_string(), v);
+    }
+    for key in PLAN_HASH_INCLUDED_WHEN_SET {
+        match full.remove(*key) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                projection.insert((*key).to_string(), v);
+            }
+        }
     }
     canonical::to_bytes(&Value::Object(projection))
 }

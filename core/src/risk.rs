@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cards::CardPayload;
 use crate::model::work::{Budget, WorkItem, WorkItemType};
+use crate::model::workspace::{Access, ApplyMode, WorkspaceUse};
 
 /// §0.5.2's four levels, in increasing order of friction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -61,11 +62,20 @@ const NETWORK_TOOLS: &[&str] = &["web_fetch", "web_search"];
 /// connections), widens access levels, or escalates to other queues or
 /// spawns work. Nothing Silas can run today is irreversible outside the
 /// sandbox; connection actions that are will raise it when they exist.
+///
+/// A workspace (issue #15): `read` adds a reason only (the executor works on
+/// a copy); `write` with `apply: review` stays at the medium floor (nothing
+/// reaches the owner's files before the owner approves the diff); `apply:
+/// direct` or `allow_protected_edits` is `high` (changes land without a
+/// second look, or may touch tests/config the checks rely on).
 pub fn plan_risk(item: &WorkItem) -> Risk {
     let mut risk = Risk {
         level: RiskLevel::Medium,
         reasons: vec!["runs commands in the sandbox; checked by verification".into()],
     };
+    if let Some(ws) = &item.workspace {
+        workspace_risk(&mut risk, ws);
+    }
     if item.kind == WorkItemType::Goal {
         risk.at_least(
             RiskLevel::High,
@@ -124,6 +134,38 @@ pub fn plan_risk(item: &WorkItem) -> Risk {
         );
     }
     risk
+}
+
+fn workspace_risk(risk: &mut Risk, ws: &WorkspaceUse) {
+    match (ws.access, ws.apply) {
+        (Access::Read, _) => risk.reasons.push(format!(
+            "reads workspace {} (works on a copy; nothing there changes)",
+            ws.name
+        )),
+        (Access::Write, ApplyMode::Review) => risk.reasons.push(format!(
+            "changes workspace {} after you review the diff",
+            ws.name
+        )),
+        (Access::Write, ApplyMode::Direct) => risk.at_least(
+            RiskLevel::High,
+            format!(
+                "changes workspace {} directly, without a diff review",
+                ws.name
+            ),
+        ),
+    }
+    if ws.allow_protected_edits {
+        risk.at_least(
+            RiskLevel::High,
+            "may edit protected files (tests, configuration)",
+        );
+    }
+    if !ws.extra_paths.is_empty() {
+        risk.reasons.push(format!(
+            "reads and executes outside the workspace: {}",
+            ws.extra_paths.join(", ")
+        ));
+    }
 }
 
 /// The risk of one paused tool call the owner is asked about: a call that
@@ -239,6 +281,51 @@ pub struct CheckView {
     pub timeout: u64,
 }
 
+/// The workspace a plan works in, as the card shows it (issue #15).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceView {
+    pub name: String,
+    /// The registered directory, looked up when the card was made (`None`
+    /// when the card was made without the registry).
+    #[serde(default)]
+    pub path: Option<String>,
+    pub access: Access,
+    /// Granted read and execute only.
+    pub extra_paths: Vec<String>,
+    /// Extra globs the executor may not change (the defaults also apply).
+    pub protected: Vec<String>,
+    pub allow_protected_edits: bool,
+    pub apply: ApplyMode,
+    pub commit_message: Option<String>,
+}
+
+impl WorkspaceView {
+    pub fn of(ws: &WorkspaceUse) -> WorkspaceView {
+        WorkspaceView {
+            name: ws.name.clone(),
+            path: None,
+            access: ws.access,
+            extra_paths: ws.extra_paths.clone(),
+            protected: ws.protected.clone(),
+            allow_protected_edits: ws.allow_protected_edits,
+            apply: ws.apply,
+            commit_message: ws.commit_message.clone(),
+        }
+    }
+
+    /// `Workspace: NAME (PATH) — read` or `— write; applies after review`
+    /// / `— write; applies directly`: the one summary line every channel shows.
+    pub fn line(&self) -> String {
+        let path = self.path.as_deref().unwrap_or("path not looked up");
+        let how = match (self.access, self.apply) {
+            (Access::Read, _) => "read".to_string(),
+            (Access::Write, ApplyMode::Review) => "write; applies after review".to_string(),
+            (Access::Write, ApplyMode::Direct) => "write; applies directly".to_string(),
+        };
+        format!("Workspace: {} ({path}) — {how}", self.name)
+    }
+}
+
 /// Everything the plan hash covers that changes what runs, for a card.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanView {
@@ -265,6 +352,10 @@ pub struct PlanView {
     /// The approval outlives one run (goals: a standing approval).
     pub standing: bool,
     pub risk: Risk,
+    /// The workspace the plan names, if any (cards from before workspaces
+    /// have none).
+    #[serde(default)]
+    pub workspace: Option<WorkspaceView>,
 }
 
 impl PlanView {
@@ -309,6 +400,7 @@ impl PlanView {
             budget: item.budget.clone(),
             standing: item.kind == WorkItemType::Goal,
             risk: plan_risk(item),
+            workspace: item.workspace.as_ref().map(WorkspaceView::of),
         }
     }
 }
@@ -497,5 +589,60 @@ mod tests {
     fn network_tool_calls_are_high() {
         assert_eq!(tool_call_risk("web_fetch").level, RiskLevel::High);
         assert_eq!(tool_call_risk("shell_exec").level, RiskLevel::Medium);
+    }
+
+    #[test]
+    fn workspace_risk_follows_access_and_apply_mode() {
+        let with = |ws: WorkspaceUse| {
+            let mut w = task();
+            w.workspace = Some(ws);
+            plan_risk(&w)
+        };
+        let read = with(WorkspaceUse::read("site"));
+        assert_eq!(read.level, RiskLevel::Medium);
+        assert!(
+            read.reasons
+                .iter()
+                .any(|r| r.contains("reads workspace site"))
+        );
+        let write = WorkspaceUse {
+            access: Access::Write,
+            ..WorkspaceUse::read("site")
+        };
+        assert_eq!(with(write.clone()).level, RiskLevel::Medium);
+        let direct = WorkspaceUse {
+            apply: ApplyMode::Direct,
+            ..write.clone()
+        };
+        let r = with(direct);
+        assert_eq!(r.level, RiskLevel::High);
+        assert!(r.reasons.iter().any(|x| x.contains("directly")), "{r:?}");
+        let protected = WorkspaceUse {
+            allow_protected_edits: true,
+            ..write
+        };
+        assert_eq!(with(protected).level, RiskLevel::High);
+    }
+
+    #[test]
+    fn the_plan_view_shows_the_workspace_line() {
+        let mut w = task();
+        assert_eq!(PlanView::of(&w).workspace, None);
+        w.workspace = Some(WorkspaceUse {
+            access: Access::Write,
+            extra_paths: vec!["/opt/venv".into()],
+            ..WorkspaceUse::read("site")
+        });
+        let mut view = PlanView::of(&w).workspace.unwrap();
+        assert_eq!(view.extra_paths, vec!["/opt/venv"]);
+        view.path = Some("/srv/site".into());
+        assert_eq!(
+            view.line(),
+            "Workspace: site (/srv/site) — write; applies after review"
+        );
+        view.apply = ApplyMode::Direct;
+        assert!(view.line().ends_with("— write; applies directly"));
+        view.access = Access::Read;
+        assert!(view.line().ends_with("(/srv/site) — read"));
     }
 }

@@ -8,7 +8,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use silas_core::model::approval::ApprovalToken;
 use silas_core::model::work::WorkItem;
-use silas_core::projections::{self, PLAN_HASH_EXCLUDED, PLAN_HASH_INCLUDED};
+use silas_core::projections::{
+    self, PLAN_HASH_EXCLUDED, PLAN_HASH_INCLUDED, PLAN_HASH_INCLUDED_WHEN_SET,
+};
 use silas_core::{Timestamp, canonical};
 
 mod common;
@@ -33,10 +35,13 @@ fn every_work_item_field_is_classified_exactly_once() {
         .collect();
     let inc: BTreeSet<&str> = PLAN_HASH_INCLUDED.iter().copied().collect();
     let exc: BTreeSet<&str> = PLAN_HASH_EXCLUDED.iter().copied().collect();
+    let when_set: BTreeSet<&str> = PLAN_HASH_INCLUDED_WHEN_SET.iter().copied().collect();
     assert!(inc.is_disjoint(&exc));
+    assert!(when_set.is_disjoint(&exc) && when_set.is_disjoint(&inc));
+    let all: BTreeSet<&str> = inc.union(&exc).copied().collect();
     assert_eq!(
         keys,
-        inc.union(&exc).copied().collect(),
+        all.union(&when_set).copied().collect(),
         "a WorkItem field is unclassified"
     );
 }
@@ -77,6 +82,53 @@ fn plan_hash_is_sha256_of_the_canonical_projection() {
         projections::plan_hash(&wi).unwrap(),
         canonical::sha256_hex(&bytes)
     );
+}
+
+/// The plan hash of `base_goal()`, pinned from before workspaces existed:
+/// an unset `workspace` must leave every existing plan hash byte-identical.
+const BASE_GOAL_PLAN_HASH: &str =
+    "94b44cbdb6378a273c6cbd64853dae32369502389e734f4234cbcb588fa8b3a7";
+
+#[test]
+fn a_plan_without_a_workspace_keeps_its_hash() {
+    assert_eq!(plan_hash(&base_goal()), BASE_GOAL_PLAN_HASH);
+    let mut explicit_null = base_goal();
+    explicit_null["workspace"] = Value::Null;
+    assert_eq!(plan_hash(&explicit_null), BASE_GOAL_PLAN_HASH);
+    let text =
+        String::from_utf8(projections::plan_hash_bytes(&item(&base_goal())).unwrap()).unwrap();
+    assert!(!text.contains("\"workspace\""), "{text}");
+}
+
+#[test]
+fn every_workspace_field_is_bound_by_the_plan_hash() {
+    let mut with = base_goal();
+    with["workspace"] = json!({"name": "proj"});
+    let base = plan_hash(&with);
+    assert_ne!(
+        base, BASE_GOAL_PLAN_HASH,
+        "naming a workspace changes the hash"
+    );
+    let changes = [
+        ("name", json!("other")),
+        ("access", json!("write")),
+        ("extra_paths", json!(["/opt/venv"])),
+        ("protected", json!(["*.lock"])),
+        ("allow_protected_edits", json!(true)),
+        ("apply", json!("direct")),
+        ("commit_message", json!("fix: tests")),
+    ];
+    let mut seen = BTreeSet::new();
+    for (field, value) in changes {
+        let mut changed = with.clone();
+        changed["workspace"][field] = value;
+        let h = plan_hash(&changed);
+        assert_ne!(h, base, "workspace.{field} is not bound");
+        assert!(seen.insert(h), "workspace.{field} collides");
+    }
+    // Every field of the use is in the table above.
+    let dumped = serde_json::to_value(item(&with).workspace.unwrap()).unwrap();
+    assert_eq!(dumped.as_object().unwrap().len(), seen.len());
 }
 
 #[test]

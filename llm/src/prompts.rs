@@ -25,6 +25,9 @@ pub struct RenderedContext {
     pub skills: Vec<String>,
     /// Configured context profile names.
     pub profiles: Vec<String>,
+    /// The owner's registered workspaces a plan may name, as `name (mode)`
+    /// lines — names only, never paths (issue #15).
+    pub workspaces: Vec<String>,
 }
 
 /// The `N` of a `<!-- version: N -->` first line.
@@ -109,6 +112,7 @@ pub fn planner_system(ctx: &RenderedContext) -> String {
         &[
             ("constitution", &constitution()),
             ("skills", &ctx.skills.join("\n\n")),
+            ("workspaces", &list(&ctx.workspaces)),
             ("context", &ctx.blocks.join("\n\n")),
         ],
     )
@@ -140,14 +144,15 @@ mod tests {
 
     #[test]
     fn every_prompt_is_versioned() {
-        for (name, p) in [
-            ("constitution", CONSTITUTION),
-            ("proxy", PROXY),
-            ("planner", PLANNER),
-            ("executor", EXECUTOR),
-            ("scorer", SCORER),
+        for (name, p, v) in [
+            ("constitution", CONSTITUTION, 1),
+            ("proxy", PROXY, 1),
+            // v2: the `workspace` plan field and the registered names.
+            ("planner", PLANNER, 2),
+            ("executor", EXECUTOR, 1),
+            ("scorer", SCORER, 1),
         ] {
-            assert_eq!(prompt_version(p), Some(1), "{name}");
+            assert_eq!(prompt_version(p), Some(v), "{name}");
         }
     }
 
@@ -176,6 +181,7 @@ mod tests {
             tools: vec!["memory_search".into()],
             skills: vec!["coding: write code".into()],
             profiles: vec!["conversation".into(), "coding".into()],
+            workspaces: vec!["site (writable)".into()],
         };
         let p = proxy_system(&ctx);
         assert!(p.contains("# Constitution"));
@@ -185,6 +191,8 @@ mod tests {
         assert!(!p.contains("{{"), "{p}");
         let p = planner_system(&ctx);
         assert!(p.contains("coding: write code") && !p.contains("{{"));
+        assert!(p.contains("Registered workspaces: site (writable)"), "{p}");
+        assert!(p.contains("workspace:"), "the plan field is described: {p}");
         let p = executor_system("Create notes.txt", &[]);
         assert!(p.contains("Create notes.txt") && !p.contains("{{"));
         let p = scorer_prompt("goal", "turns", "b1: x");

@@ -18,12 +18,13 @@ use silas_core::model::connections::Connection;
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
 use silas_core::model::personality::{PersonaEvent, PersonaState};
+use silas_core::model::workspace::Workspace;
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
     CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE,
-    TELEGRAM_CARDS,
+    TELEGRAM_CARDS, WORKSPACES,
 };
 
 /// A record stored under its own string key.
@@ -62,6 +63,15 @@ impl Keyed for OwnerDevice {
     const NAME: &'static str = "owner_devices";
     fn key(&self) -> &str {
         &self.device_id
+    }
+}
+
+/// The owner's registered workspaces, by name (issue #15).
+impl Keyed for Workspace {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = WORKSPACES;
+    const NAME: &'static str = "workspaces";
+    fn key(&self) -> &str {
+        &self.name
     }
 }
 

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -78,6 +78,9 @@ pub(crate) const INBOX_KEYS: TableDefinition<&str, &str> = TableDefinition::new(
 pub(crate) const TELEGRAM_CARDS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("telegram_cards");
 
+/// name → Workspace: directories the owner registered (v6, issue #15).
+pub(crate) const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -105,6 +108,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("telegram_refused_chats", "i64", "i64", 0),
     ("inbox_keys", "str", "str", 0),
     ("telegram_cards", "str", "record", RECORD_V1),
+    ("workspaces", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -144,6 +148,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 4,
         run: v4_to_v5,
     },
+    Migration {
+        from: 5,
+        run: v5_to_v6,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -165,6 +173,12 @@ fn v2_to_v3(txn: &WriteTransaction) -> StoreResult<()> {
 fn v4_to_v5(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INBOX_KEYS)?;
     txn.open_table(TELEGRAM_CARDS)?;
+    Ok(())
+}
+
+/// v6 adds the owner's workspace registry (issue #15).
+fn v5_to_v6(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(WORKSPACES)?;
     Ok(())
 }
 
@@ -193,6 +207,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(TELEGRAM_REFUSED_CHATS)?;
     txn.open_table(INBOX_KEYS)?;
     txn.open_table(TELEGRAM_CARDS)?;
+    txn.open_table(WORKSPACES)?;
     Ok(())
 }
 

@@ -233,3 +233,36 @@ fn v3_store_migrates_pending_cards_to_typed_payloads() {
     drop((cards, store));
     drop(Store::open(&path).unwrap());
 }
+
+const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
+
+#[test]
+fn v5_store_migrates_to_v6_with_the_workspace_registry() {
+    use silas_core::model::workspace::Workspace;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    // Make the file a real v5 store: no workspaces table, v5 stamp.
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(WORKSPACES).unwrap());
+        txn.commit().unwrap();
+    }
+    set_meta(&path, "schema_version", "5");
+    set_meta(&path, "schema_checksum", "v5-layout");
+    let store = Store::open(&path).unwrap();
+    let registry = store.records::<Workspace>();
+    assert!(registry.is_empty().unwrap());
+    let ws = Workspace {
+        name: "proj".into(),
+        path: "/srv/proj".into(),
+        writable: true,
+        added_at: silas_core::Timestamp::now(),
+    };
+    registry.put(&ws).unwrap();
+    assert_eq!(registry.get("proj").unwrap(), Some(ws));
+    drop((registry, store));
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.records::<Workspace>().len().unwrap(), 1);
+}

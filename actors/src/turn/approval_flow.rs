@@ -220,6 +220,25 @@ async fn decide_plan(
         )?;
         return Err(TurnError::ForeignReference(why));
     }
+    // The workspace registry may have changed since the card (removed, or
+    // made read-only): the plan is checked against it again before any
+    // token exists (issue #15).
+    if let Err(why) = crate::workspaces::check_plan(&deps.store, &work) {
+        cards.delete(request_id)?;
+        audit(
+            deps,
+            "plan_card_refused",
+            json!({"request_id": request_id, "work_item_id": work_item_id,
+                   "reason": "workspace", "detail": why.to_string()}),
+        )?;
+        notify(
+            deps,
+            &card.scope_id,
+            format!("\"{}\" was not approved: {why}. Nothing runs.", work.title),
+        )
+        .await?;
+        return Err(TurnError::Workspace(why.to_string()));
+    }
     // Steps 5–8: issue (through the ApprovalEngine, which checks the answer
     // came from the owner), attach + save, verify (consumes one execution;
     // the ledger mirrors the updated token onto the stored work item).

@@ -127,6 +127,7 @@ impl ScopeContext {
             tools,
             skills: Vec::new(),
             profiles: Vec::new(),
+            workspaces: Vec::new(),
         }
     }
 }

@@ -178,6 +178,9 @@ pub enum TurnError {
     /// A plan names work of another conversation scope.
     #[error("refused: {0}")]
     ForeignReference(String),
+    /// The plan's workspace is not (or no longer) registered as it asks.
+    #[error("refused: {0}")]
+    Workspace(String),
 }
 
 impl Coded for TurnError {
@@ -190,7 +193,7 @@ impl Coded for TurnError {
             TurnError::Dispatch(_) => ErrorCode::ESandboxUnavailable,
             TurnError::Unavailable(_) => ErrorCode::EChannelTimeout,
             TurnError::RateLimited(_) => ErrorCode::EChannelRateLimited,
-            TurnError::ForeignReference(_) => ErrorCode::EApprovalScope,
+            TurnError::ForeignReference(_) | TurnError::Workspace(_) => ErrorCode::EApprovalScope,
         }
     }
 }
@@ -658,6 +661,15 @@ impl Turn<'_> {
                     return;
                 }
                 self.source = "agent:planner";
+                let mut rendered = rendered;
+                // Only the owner's planner learns the workspace names: a
+                // customer's conversation has no business with them.
+                if self.scope.scope_id == crate::turn::OWNER_SCOPE {
+                    match crate::workspaces::planner_lines(&self.deps.store) {
+                        Ok(lines) => rendered.workspaces = lines,
+                        Err(e) => tracing::warn!("workspace registry unreadable: {e}"),
+                    }
+                }
                 match self
                     .deps
                     .agents
@@ -896,6 +908,35 @@ impl Turn<'_> {
             ));
             return Ok(());
         }
+        // A named workspace must be registered, writable if write is asked,
+        // its extra paths real — else no card at all (issue #15).
+        let registered = match crate::workspaces::check_plan(&self.deps.store, &work) {
+            Ok(found) => found.map(|(_, ws)| ws),
+            Err(why) => {
+                let reason = match &why {
+                    crate::workspaces::PlanWorkspaceError::Refused(r) => r.kind(),
+                    crate::workspaces::PlanWorkspaceError::Store(_) => "registry_unreadable",
+                };
+                self.push(
+                    "plan_refused_workspace",
+                    json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "reason": reason, "detail": why.to_string()}),
+                );
+                // A customer learns nothing about the owner's registry.
+                self.reply = Some(if self.scope.scope_id == crate::turn::OWNER_SCOPE {
+                    format!(
+                        "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
+                        resp.message
+                    )
+                } else {
+                    format!(
+                        "{}\n\n(The plan was refused, so nothing was scheduled.)",
+                        resp.message
+                    )
+                });
+                return Ok(());
+            }
+        };
         let has_valid_token = false;
         let needs = effective_needs_approval(resp.needs_approval, has_valid_token);
         if needs && !resp.needs_approval {
@@ -979,6 +1020,14 @@ impl Turn<'_> {
             expires_at: now.plus(ttl),
             audience: silas_storage::CardAudience::Owner,
         };
+        let mut card = card;
+        // The card shows the directory the registry has now; the approval
+        // re-checks the registry (`approval_flow`).
+        if let (Some(ws), silas_core::cards::CardPayload::Plan(p)) = (&registered, &mut card.card)
+            && let Some(view) = p.plan.workspace.as_mut()
+        {
+            view.path = Some(ws.path.clone());
+        }
         if from_customer {
             self.push(
                 "plan_sent_for_review",

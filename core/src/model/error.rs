@@ -65,4 +65,12 @@ pub enum ModelError {
         "batch action decision: verdict \"edit_selection\" requires a non-empty selected_item_ids"
     )]
     EditSelectionWithoutItems,
+
+    // Workspaces (issue #15)
+    #[error("workspace name {name:?} must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")]
+    WorkspaceBadName { name: String },
+    #[error("workspace path {path:?} must be absolute, without '.' or '..'")]
+    WorkspaceRelativePath { path: String },
+    #[error("workspace protected globs must not be empty")]
+    WorkspaceEmptyGlob,
 }

@@ -61,6 +61,7 @@ pub mod personality;
 pub mod review;
 pub mod sessions;
 pub mod work;
+pub mod workspace;
 
 pub use error::ModelError;
 

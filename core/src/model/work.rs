@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::agents::InteractionMode;
 use super::approval::ApprovalToken;
 use super::gates::{AccessLevel, Gate};
+use super::workspace::WorkspaceUse;
 use super::{JsonObject, ModelError};
 use crate::Timestamp;
 
@@ -391,6 +392,9 @@ pub struct WorkItem {
     /// may only name items of the same scope. `None` for items from before
     /// scopes were recorded, which only the owner's scope may then use.
     pub scope_id: Option<String>,
+    /// The registered workspace the plan works in, and how (issue #15).
+    /// In the plan hash only when set, so older plans keep their hashes.
+    pub workspace: Option<WorkspaceUse>,
 }
 
 #[derive(Deserialize)]
@@ -457,6 +461,8 @@ struct WorkItemRaw {
     created_at: Timestamp,
     #[serde(default)]
     scope_id: Option<String>,
+    #[serde(default)]
+    workspace: Option<WorkspaceUse>,
 }
 
 fn default_true() -> bool {
@@ -507,6 +513,7 @@ impl TryFrom<WorkItemRaw> for WorkItem {
             verification_results: r.verification_results,
             created_at: r.created_at,
             scope_id: r.scope_id,
+            workspace: r.workspace,
         };
         v.validate()?;
         Ok(v)
@@ -550,6 +557,7 @@ impl WorkItem {
             verification_results: Vec::new(),
             created_at: Timestamp::now(),
             scope_id: None,
+            workspace: None,
         }
     }
 
@@ -568,6 +576,9 @@ impl WorkItem {
         self.gates.iter().try_for_each(Gate::validate)?;
         if let Some(token) = &self.approval_token {
             token.validate()?;
+        }
+        if let Some(ws) = &self.workspace {
+            ws.validate()?;
         }
         Ok(())
     }
@@ -890,8 +901,10 @@ mod tests {
             "budget_used",
             "verification_results",
             "created_at",
-            // Silas addition after the spec's fields: the creating scope.
+            // Silas additions after the spec's fields: the creating scope,
+            // the workspace the plan names (issue #15).
             "scope_id",
+            "workspace",
         ];
         let positions: Vec<usize> = order
             .iter()

@@ -1,0 +1,384 @@
+//! Workspaces (issue #15): directories the owner registered once, by name,
+//! and the plan side that names one.
+//!
+//! Invariant: only the owner registers a workspace (the CLI with the owner
+//! credential, or an owner-authenticated web frame); a plan names one —
+//! never a path — and asks `read` or `write` access. Which directory that
+//! is, and whether write is allowed, is the registry's answer, never the
+//! model's. Every field of [`WorkspaceUse`] is covered by the plan hash.
+
+use std::path::{Component, Path};
+
+use serde::{Deserialize, Serialize};
+
+use super::ModelError;
+use crate::Timestamp;
+
+/// Longest workspace name accepted.
+pub const WORKSPACE_NAME_MAX: usize = 64;
+
+/// Refuses a name that is not 1–64 characters of `[A-Za-z0-9_-]`: a name is
+/// shown on cards and typed on the command line, so it never needs quoting.
+pub fn validate_workspace_name(name: &str) -> Result<(), ModelError> {
+    let ok = !name.is_empty()
+        && name.len() <= WORKSPACE_NAME_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ModelError::WorkspaceBadName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// True for an absolute path with no `.`/`..` component (a plain, already
+/// resolved spelling: what the card shows is what is granted).
+pub fn is_plain_absolute(path: &str) -> bool {
+    let p = Path::new(path);
+    p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+/// A directory the owner registered (table `workspaces`, keyed by name).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub name: String,
+    /// Absolute and canonical (symlinks resolved) when it was registered.
+    pub path: String,
+    /// Whether a plan may ask `write` on it.
+    pub writable: bool,
+    pub added_at: Timestamp,
+}
+
+impl Workspace {
+    pub fn validate(&self) -> Result<(), ModelError> {
+        validate_workspace_name(&self.name)?;
+        if !is_plain_absolute(&self.path) {
+            return Err(ModelError::WorkspaceRelativePath {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `read-only` / `writable`, as listed and shown.
+    pub fn mode_str(&self) -> &'static str {
+        if self.writable {
+            "writable"
+        } else {
+            "read-only"
+        }
+    }
+}
+
+spec_enum! {
+    /// The access a plan asks on its workspace.
+    #[derive(Default)]
+    pub enum Access {
+        #[default]
+        Read => "read",
+        Write => "write",
+    }
+}
+
+spec_enum! {
+    /// How an approved change reaches the workspace: after the owner reviews
+    /// the diff (default), or directly (the card says so before approval).
+    #[derive(Default)]
+    pub enum ApplyMode {
+        #[default]
+        Review => "review",
+        Direct => "direct",
+    }
+}
+
+/// A plan's `workspace:` field. Absent fields take the cautious default
+/// (read access, review before apply, nothing extra).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceUse {
+    pub name: String,
+    #[serde(default)]
+    pub access: Access,
+    /// Absolute paths outside the workspace (a virtualenv, a toolchain):
+    /// granted read and execute only.
+    #[serde(default)]
+    pub extra_paths: Vec<String>,
+    /// Globs the executor may not change, on top of the library's defaults.
+    #[serde(default)]
+    pub protected: Vec<String>,
+    /// The approved plan may edit protected files.
+    #[serde(default)]
+    pub allow_protected_edits: bool,
+    #[serde(default)]
+    pub apply: ApplyMode,
+    /// A local commit with this message after applying, if set.
+    #[serde(default)]
+    pub commit_message: Option<String>,
+}
+
+impl WorkspaceUse {
+    /// A read-only use of `name` with every default.
+    pub fn read(name: impl Into<String>) -> Self {
+        WorkspaceUse {
+            name: name.into(),
+            access: Access::Read,
+            extra_paths: Vec::new(),
+            protected: Vec::new(),
+            allow_protected_edits: false,
+            apply: ApplyMode::Review,
+            commit_message: None,
+        }
+    }
+
+    /// Shape rules that need no registry: a valid name, plain absolute
+    /// extra paths, non-empty globs.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        validate_workspace_name(&self.name)?;
+        if let Some(p) = self.extra_paths.iter().find(|p| !is_plain_absolute(p)) {
+            return Err(ModelError::WorkspaceRelativePath { path: p.clone() });
+        }
+        if self.protected.iter().any(|g| g.trim().is_empty()) {
+            return Err(ModelError::WorkspaceEmptyGlob);
+        }
+        Ok(())
+    }
+}
+
+/// Why a plan's workspace use was refused against the registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkspaceRefusal {
+    #[error("the plan names workspace {0:?}, which is not registered")]
+    Unknown(String),
+    #[error("the plan asks write access on workspace {0:?}, which is registered read-only")]
+    ReadOnly(String),
+    #[error("the plan names extra path {0:?}, which must be an absolute path")]
+    RelativeExtraPath(String),
+    #[error("the plan names extra path {0:?}, which does not exist")]
+    MissingExtraPath(String),
+}
+
+impl WorkspaceRefusal {
+    /// The audit `reason` of a refusal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkspaceRefusal::Unknown(_) => "unknown_workspace",
+            WorkspaceRefusal::ReadOnly(_) => "write_on_read_only",
+            WorkspaceRefusal::RelativeExtraPath(_) => "relative_extra_path",
+            WorkspaceRefusal::MissingExtraPath(_) => "missing_extra_path",
+        }
+    }
+}
+
+/// Checks a plan's workspace use against the registry entry it names
+/// (`registered`: `None` when the name is unknown) and the filesystem
+/// (`exists`, for extra paths). Returns the registered workspace.
+pub fn check_use<'a>(
+    want: &WorkspaceUse,
+    registered: Option<&'a Workspace>,
+    exists: impl Fn(&str) -> bool,
+) -> Result<&'a Workspace, WorkspaceRefusal> {
+    let ws = registered
+        .filter(|w| w.name == want.name)
+        .ok_or_else(|| WorkspaceRefusal::Unknown(want.name.clone()))?;
+    if want.access == Access::Write && !ws.writable {
+        return Err(WorkspaceRefusal::ReadOnly(want.name.clone()));
+    }
+    for p in &want.extra_paths {
+        if !is_plain_absolute(p) {
+            return Err(WorkspaceRefusal::RelativeExtraPath(p.clone()));
+        }
+        if !exists(p) {
+            return Err(WorkspaceRefusal::MissingExtraPath(p.clone()));
+        }
+    }
+    Ok(ws)
+}
+
+/// Why the owner's registration was refused (paths already canonical).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RegistryRefusal {
+    #[error("{0}")]
+    BadName(ModelError),
+    #[error("{0:?} is the filesystem root; register a project directory instead")]
+    Root(String),
+    #[error("{path:?} overlaps Silas's {what} ({reserved:?}); a workspace must be outside it")]
+    Reserved {
+        path: String,
+        what: String,
+        reserved: String,
+    },
+    #[error("a workspace named {0:?} already exists; remove it first")]
+    NameTaken(String),
+    #[error("{path:?} is already registered as workspace {name:?}")]
+    PathTaken { path: String, name: String },
+}
+
+/// Pure registration rules over canonical paths: a valid, unused name; not
+/// `/`; not inside, nor containing, any reserved directory (`reserved`:
+/// what it is, its canonical path — the data dir, the sandbox dirs); not a
+/// path another workspace already has.
+pub fn check_registration(
+    name: &str,
+    path: &Path,
+    reserved: &[(&str, &Path)],
+    existing: &[Workspace],
+) -> Result<(), RegistryRefusal> {
+    validate_workspace_name(name).map_err(RegistryRefusal::BadName)?;
+    let shown = path.display().to_string();
+    if path.parent().is_none() {
+        return Err(RegistryRefusal::Root(shown));
+    }
+    for (what, dir) in reserved {
+        if path.starts_with(dir) || dir.starts_with(path) {
+            return Err(RegistryRefusal::Reserved {
+                path: shown,
+                what: (*what).to_string(),
+                reserved: dir.display().to_string(),
+            });
+        }
+    }
+    if existing.iter().any(|w| w.name == name) {
+        return Err(RegistryRefusal::NameTaken(name.to_string()));
+    }
+    if let Some(w) = existing.iter().find(|w| Path::new(&w.path) == path) {
+        return Err(RegistryRefusal::PathTaken {
+            path: shown,
+            name: w.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::test_support::{assert_enum_strings, round_trip};
+
+    fn ws(name: &str, path: &str, writable: bool) -> Workspace {
+        Workspace {
+            name: name.into(),
+            path: path.into(),
+            writable,
+            added_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn names_follow_the_rule() {
+        for ok in ["a", "my-proj_2", &"x".repeat(64)] {
+            assert!(validate_workspace_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a b", "../x", "a/b", "é", &"x".repeat(65), "a.b"] {
+            assert!(validate_workspace_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn enum_strings() {
+        assert_enum_strings(
+            Access::ALL,
+            &[(Access::Read, "read"), (Access::Write, "write")],
+        );
+        assert_enum_strings(
+            ApplyMode::ALL,
+            &[(ApplyMode::Review, "review"), (ApplyMode::Direct, "direct")],
+        );
+    }
+
+    #[test]
+    fn a_bare_use_takes_the_cautious_defaults() {
+        let u: WorkspaceUse = serde_json::from_value(json!({"name": "proj"})).unwrap();
+        assert_eq!(u, WorkspaceUse::read("proj"));
+        round_trip(&u);
+        round_trip(&ws("proj", "/srv/proj", true));
+    }
+
+    #[test]
+    fn shape_rules() {
+        let mut u = WorkspaceUse::read("proj");
+        u.extra_paths = vec!["venv".into()];
+        assert!(u.validate().is_err());
+        u.extra_paths = vec!["/opt/../etc".into()];
+        assert!(u.validate().is_err());
+        u.extra_paths = vec!["/opt/venv".into()];
+        assert!(u.validate().is_ok());
+        u.protected = vec!["  ".into()];
+        assert!(u.validate().is_err());
+        assert!(ws("p", "rel/dir", false).validate().is_err());
+    }
+
+    #[test]
+    fn use_is_checked_against_the_registry() {
+        let ro = ws("proj", "/srv/proj", false);
+        let rw = ws("proj", "/srv/proj", true);
+        let mut u = WorkspaceUse::read("proj");
+        assert_eq!(
+            check_use(&u, None, |_| true),
+            Err(WorkspaceRefusal::Unknown("proj".into()))
+        );
+        assert!(check_use(&u, Some(&ro), |_| true).is_ok());
+        u.access = Access::Write;
+        assert_eq!(
+            check_use(&u, Some(&ro), |_| true),
+            Err(WorkspaceRefusal::ReadOnly("proj".into()))
+        );
+        assert!(check_use(&u, Some(&rw), |_| true).is_ok());
+        u.extra_paths = vec!["/opt/venv".into()];
+        assert_eq!(
+            check_use(&u, Some(&rw), |_| false),
+            Err(WorkspaceRefusal::MissingExtraPath("/opt/venv".into()))
+        );
+        u.extra_paths = vec!["venv".into()];
+        assert_eq!(
+            check_use(&u, Some(&rw), |_| true),
+            Err(WorkspaceRefusal::RelativeExtraPath("venv".into()))
+        );
+        // A registry entry under another name never answers for this one.
+        let other = ws("other", "/srv/other", true);
+        assert!(check_use(&WorkspaceUse::read("proj"), Some(&other), |_| true).is_err());
+    }
+
+    #[test]
+    fn registration_rules() {
+        let data = PathBuf::from("/var/lib/silas");
+        let reserved = [("data dir", data.as_path())];
+        let existing = vec![ws("proj", "/srv/proj", false)];
+        let ok = |n: &str, p: &str| check_registration(n, Path::new(p), &reserved, &existing);
+        assert!(ok("new", "/srv/new").is_ok());
+        assert!(matches!(ok("new", "/"), Err(RegistryRefusal::Root(_))));
+        assert!(matches!(
+            ok("new", "/var/lib/silas/x"),
+            Err(RegistryRefusal::Reserved { .. })
+        ));
+        assert!(matches!(
+            ok("new", "/var/lib"),
+            Err(RegistryRefusal::Reserved { .. })
+        ));
+        assert!(matches!(
+            ok("new", "/var/lib/silas"),
+            Err(RegistryRefusal::Reserved { .. })
+        ));
+        // A sibling sharing a prefix is not inside: components, not bytes.
+        assert!(ok("new", "/var/lib/silas2").is_ok());
+        assert!(matches!(
+            ok("proj", "/srv/x"),
+            Err(RegistryRefusal::NameTaken(_))
+        ));
+        assert!(matches!(
+            ok("new", "/srv/proj"),
+            Err(RegistryRefusal::PathTaken { .. })
+        ));
+        assert!(matches!(
+            ok("bad name", "/srv/y"),
+            Err(RegistryRefusal::BadName(_))
+        ));
+    }
+}
