@@ -26,6 +26,15 @@ use silas_sandbox::{Limits, SandboxOutput, SandboxSpec, SubprocessSandbox, Termi
 const REDACTION_MARGIN: usize = 4096;
 const EXEC_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// A workspace copy an execution works in (issue #15).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectDir {
+    /// The copy: the command's working directory, read-write.
+    pub dir: PathBuf,
+    /// The plan's extra paths (a virtualenv, a toolchain): read and execute.
+    pub read_paths: Vec<PathBuf>,
+}
+
 /// The core executors.
 pub const SHELL_EXEC: &str = "shell_exec";
 pub const PYTHON_EXEC: &str = "python_exec";
@@ -129,7 +138,30 @@ impl ExecutorRegistry {
         names
     }
 
+    /// The directory executions get their work dirs in.
+    pub fn work_base(&self) -> &Path {
+        &self.work_base
+    }
+
+    /// The sandbox the executors run in.
+    pub fn sandbox(&self) -> &SubprocessSandbox {
+        &self.sandbox
+    }
+
     pub async fn execute(&self, env: &ExecutionEnvelope) -> ExecutionResult {
+        self.execute_in(env, None).await
+    }
+
+    /// Runs `env` in `project` (a workspace copy handed to the sandbox user)
+    /// instead of a fresh dir: the command's working directory is the copy,
+    /// the plan's extra paths are readable (and executable), nothing else of
+    /// the host is. A `python_exec` script is staged in a scratch dir of its
+    /// own, never in the project; the project's files are not artifacts.
+    pub async fn execute_in(
+        &self,
+        env: &ExecutionEnvelope,
+        project: Option<&ProjectDir>,
+    ) -> ExecutionResult {
         if env.action == silas_netguard::executor::WEB_FETCH {
             return match &self.web_fetch {
                 Some(f) => silas_netguard::executor::web_fetch(f, env).await,
@@ -172,25 +204,52 @@ impl ExecutorRegistry {
             },
             other => return failed(env, format!("unknown executor {other:?}")),
         };
-        let work = match self
+        let scratch = match self
             .sandbox
             .fresh_work_dir(&self.work_base, &env.execution_id)
         {
             Ok(w) => w,
             Err(e) => return failed(env, e.to_string()),
         };
-        if let Err(e) = self.prepare(env, &work) {
+        if let Err(e) = self.prepare(env, &scratch, project.is_some()) {
             return failed(env, e);
         }
-        let spec = self.spec(env, argv, work.clone());
+        let Some(project) = project else {
+            let spec = self.spec(env, argv, scratch.clone());
+            return match self.sandbox.run(&spec).await {
+                Ok(out) => self.result(env, &scratch, out),
+                Err(e) => failed(env, e.to_string()),
+            };
+        };
+        let mut argv = argv;
+        if env.action == PYTHON_EXEC && arg_str(env, "script").is_some() {
+            argv[1] = scratch.join("main.py").display().to_string();
+        }
+        let mut spec = self.spec(env, argv, project.dir.clone());
+        // HOME (caches, dotfiles) stays out of the project and its diff.
+        spec.env.retain(|(k, _)| k != "HOME");
+        spec.env
+            .push(("HOME".into(), scratch.display().to_string()));
+        spec.write_paths.push(scratch.clone());
+        spec.read_paths.extend(project.read_paths.iter().cloned());
         match self.sandbox.run(&spec).await {
-            Ok(out) => self.result(env, &work, out),
+            Ok(out) => {
+                let mut r = self.result(env, &scratch, out);
+                r.artifacts.clear();
+                r
+            }
             Err(e) => failed(env, e.to_string()),
         }
     }
 
-    fn prepare(&self, env: &ExecutionEnvelope, work: &Path) -> Result<(), String> {
-        for (name, content) in &env.input_artifacts {
+    fn prepare(&self, env: &ExecutionEnvelope, work: &Path, project: bool) -> Result<(), String> {
+        // In a project the inputs are the project itself.
+        let inputs = if project {
+            BTreeMap::new()
+        } else {
+            env.input_artifacts.clone()
+        };
+        for (name, content) in &inputs {
             if !safe_artifact_name(name) {
                 return Err(format!("refusing artifact name {name:?}"));
             }

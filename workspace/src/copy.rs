@@ -37,6 +37,26 @@ impl Default for CopyLimits {
 /// Copies the workspace at `src` into `dest` (which must not exist; created
 /// 0700) and returns the manifest of the real files copied.
 pub fn take(src: &Path, dest: &Path, limits: &CopyLimits) -> Result<Snapshot, WorkspaceError> {
+    take_as(src, dest, limits, true)
+}
+
+/// Like [`take`], but never through git, even when `src` holds a `.git`:
+/// for copying a tree the executor wrote (its `.git/config` is the
+/// executor's, so no git command may read it). `.git` is left out.
+pub fn take_plain(
+    src: &Path,
+    dest: &Path,
+    limits: &CopyLimits,
+) -> Result<Snapshot, WorkspaceError> {
+    take_as(src, dest, limits, false)
+}
+
+fn take_as(
+    src: &Path,
+    dest: &Path,
+    limits: &CopyLimits,
+    use_git: bool,
+) -> Result<Snapshot, WorkspaceError> {
     let source = fs::canonicalize(src)
         .map_err(|e| WorkspaceError::io(format!("workspace {}", src.display()), e))?;
     if !source.is_dir() {
@@ -52,7 +72,7 @@ pub fn take(src: &Path, dest: &Path, limits: &CopyLimits) -> Result<Snapshot, Wo
         .create(dest)
         .map_err(|e| WorkspaceError::io(format!("create {}", dest.display()), e))?;
     let mut copier = Copier::new(source.clone(), dest.to_path_buf(), *limits);
-    let is_repo = fs::symlink_metadata(source.join(".git")).is_ok_and(|m| m.is_dir());
+    let is_repo = use_git && fs::symlink_metadata(source.join(".git")).is_ok_and(|m| m.is_dir());
     let outcome = match (is_repo, gitcopy::git_binary()) {
         (true, Some(git)) => gitcopy::take(&git, &mut copier),
         (true, None) => {

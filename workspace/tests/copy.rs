@@ -284,3 +284,29 @@ fn git_copy_size_limit_applies_before_cloning() {
     );
     assert!(!dest.exists());
 }
+
+/// A tree the executor wrote is copied without git: its planted `.git`
+/// (hooks, fsmonitor) is neither copied nor run.
+#[test]
+fn a_plain_take_of_an_executor_tree_never_runs_its_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("result");
+    let marker = dir.path().join("pwned");
+    write(&src, "app.py", b"x = 2\n");
+    write(
+        &src,
+        ".git/config",
+        format!(
+            "[core]\n\tfsmonitor = touch {}\n\thooksPath = /tmp\n",
+            marker.display()
+        )
+        .as_bytes(),
+    );
+    write(&src, ".git/HEAD", b"ref: refs/heads/main\n");
+    let dest = dir.path().join("verify");
+    let snap = copy::take_plain(&src, &dest, &CopyLimits::default()).unwrap();
+    assert_eq!(fs::read_to_string(dest.join("app.py")).unwrap(), "x = 2\n");
+    assert!(!dest.join(".git").exists());
+    assert!(snap.files.contains_key("app.py"));
+    assert!(!marker.exists(), "a planted git config ran");
+}

@@ -251,7 +251,7 @@ impl WorkEngine {
         Ok(())
     }
 
-    fn audit(&self, event: &str, data: Value) -> Result<(), WorkError> {
+    pub(super) fn audit(&self, event: &str, data: Value) -> Result<(), WorkError> {
         self.store.audit().log(event, obj(data))?;
         Ok(())
     }
@@ -500,6 +500,15 @@ impl WorkEngine {
         let mut failure: Option<String> = None;
         let mut guidance: Option<String> = None;
         let mut last_report: Option<VerificationReport> = None;
+        // Issue #15: a workspace task works on a copy (made once, reused
+        // across attempts and restarts); the real directory is never touched.
+        let ws = match self.workspace_run(&item) {
+            Ok(ws) => ws,
+            Err(e) => {
+                let summary = format!("{}: {e}", e.code());
+                return self.finish(item, scope, WorkItemStatus::Failed, summary, None);
+            }
+        };
         loop {
             // A paused attempt continues where it stopped (same attempt
             // number); the card is consumed in the same write that marks the
@@ -620,11 +629,16 @@ impl WorkEngine {
             }
             // e–f. External verification (or a single successful run).
             if item.verify.is_empty() {
-                let summary = output.summary.clone();
+                let summary = self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
                 return self.done(item, scope, summary, artifacts, output.next_steps, None);
             }
-            let dir = self.artifact_dir(&item.id);
-            let report = self.verifier.run_checks(&item.verify, Some(&dir)).await;
+            let report = match &ws {
+                Some(run) => self.verify_workspace(&item, run).await?,
+                None => {
+                    let dir = self.artifact_dir(&item.id);
+                    self.verifier.run_checks(&item.verify, Some(&dir)).await
+                }
+            };
             item.verification_results = results_as_json(&report);
             self.audit(
                 "verification_completed",
@@ -635,7 +649,7 @@ impl WorkEngine {
                 ),
             )?;
             if report.all_passed {
-                let summary = output.summary.clone();
+                let summary = self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
                 return self.done(
                     item,
                     scope,
@@ -818,6 +832,7 @@ impl WorkEngine {
         ledger: Ledger,
         approved: Option<ToolCall>,
     ) -> WorkTools {
+        let project = self.project_dir_for(item);
         WorkTools::new(
             self.registry.clone(),
             self.gate_runner.clone(),
@@ -831,6 +846,7 @@ impl WorkEngine {
             approved,
         )
         .with_rate_limits(scope, self.config.rate_limits.clone())
+        .with_project(project)
     }
 
     /// How a (possibly resumed) executor run ended, for the loop.

@@ -79,6 +79,7 @@ pub mod engine;
 pub mod policy;
 pub mod run;
 pub mod tools;
+pub mod workspace;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

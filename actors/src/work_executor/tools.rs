@@ -101,6 +101,8 @@ pub struct WorkTools {
     /// The item's originating scope and the shared §18.5 limits
     /// (`web_search` calls per scope per minute); none: not limited.
     rate: Option<(String, Arc<crate::limits::RuntimeLimits>)>,
+    /// A workspace task's copy: every call runs there (issue #15).
+    project: Option<silas_execution::executors::ProjectDir>,
 }
 
 /// Audit event for one sandboxed tool run.
@@ -146,7 +148,14 @@ impl WorkTools {
             approved: Mutex::new(approved),
             screened: Mutex::new(None),
             rate: None,
+            project: None,
         }
+    }
+
+    /// Runs every call in `project` (a workspace copy) instead of a fresh dir.
+    pub fn with_project(mut self, project: Option<silas_execution::executors::ProjectDir>) -> Self {
+        self.project = project;
+        self
     }
 
     /// Applies the §18.5 per-scope `web_search` limit for `scope_id`.
@@ -280,7 +289,7 @@ impl WorkTools {
         {
             return refused;
         }
-        let result = self.registry.execute(&env).await;
+        let result = self.registry.execute_in(&env, self.project.as_ref()).await;
         let content = match &result.error {
             None => result.return_value.clone(),
             Some(e) => format!("{}\nerror: {e}", result.return_value),

@@ -1,0 +1,253 @@
+//! A task that names a workspace (issue #15) works on a copy of it, never on
+//! the real directory:
+//!
+//! * `{work_base}/ws-{item_id}/base` — the untouched copy
+//!   (`silas_workspace::copy::take`, hardened git clone + uncommitted state,
+//!   or a `.gitignore`-aware copy), with the real tree's manifest in
+//!   `snapshot.json`;
+//! * `…/result` — a second copy, handed to the sandbox user: every tool call
+//!   of every attempt runs there (landlock: that copy read-write, the plan's
+//!   extra paths read/execute, nothing else of the host);
+//! * `…/verify-{attempt}` — per verification, a plain copy of the result
+//!   (no git reads the executor's `.git`) with the files that define the
+//!   checks restored from `base` unless the plan allows editing them; the
+//!   checks run there in their own sandboxes, and the copy is removed.
+//!
+//! On success the change set (`base` → `result`) is stored with the item's
+//! artifacts (`changes.diff`, `changes.json`) and audited
+//! (`workspace_changes`, protected edits flagged). Nothing is written to the
+//! real workspace here.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use silas_core::model::work::WorkItem;
+use silas_core::model::workspace::WorkspaceUse;
+use silas_execution::executors::ProjectDir;
+use silas_execution::verification::VerificationReport;
+use silas_workspace::{ChangeSet, CopyLimits, Protected, Snapshot, copy, diff, protect};
+
+use super::engine::{WorkEngine, WorkError};
+
+/// The copies of one task's workspace.
+pub struct WorkspaceRun {
+    pub use_: WorkspaceUse,
+    pub root: PathBuf,
+    pub snapshot: Snapshot,
+    pub protected: Protected,
+}
+
+const SNAPSHOT: &str = "snapshot.json";
+
+fn io(what: impl std::fmt::Display) -> WorkError {
+    WorkError::Io(what.to_string())
+}
+
+impl WorkspaceRun {
+    pub fn base(&self) -> PathBuf {
+        self.root.join("base")
+    }
+
+    pub fn result(&self) -> PathBuf {
+        self.root.join("result")
+    }
+}
+
+impl WorkEngine {
+    /// The item's workspace copies, made on first use (and after a restart
+    /// reused as they were left). `Ok(None)`: the item names no workspace.
+    /// The registry is checked again here: a workspace removed (or made
+    /// read-only) since the approval stops the task.
+    pub(super) fn workspace_run(&self, item: &WorkItem) -> Result<Option<WorkspaceRun>, WorkError> {
+        let (use_, ws) = match crate::workspaces::check_plan(&self.store, item) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(io(format!("workspace: {e}"))),
+        };
+        let dir_name = format!("ws-{}", item.id);
+        let plain = item
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !plain || item.id.is_empty() {
+            return Err(io(format!("unsafe work item id {:?}", item.id)));
+        }
+        let root = self.registry.work_base().join(dir_name);
+        let protected = Protected::new(&use_.protected).map_err(io)?;
+        let snapshot_path = root.join(SNAPSHOT);
+        if let Ok(text) = std::fs::read_to_string(&snapshot_path)
+            && let Ok(snapshot) = serde_json::from_str::<Snapshot>(&text)
+            && root.join("base").is_dir()
+            && root.join("result").is_dir()
+        {
+            return Ok(Some(WorkspaceRun {
+                use_,
+                root,
+                snapshot,
+                protected,
+            }));
+        }
+        // A half-made run (a crash while copying) starts over.
+        silas_execution::cleanup::remove_tree(&root);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(&root)
+            .map_err(|e| io(format!("cannot create {}: {e}", root.display())))?;
+        // Traversable (not listable) so the sandbox user reaches its copy.
+        set_mode(&root, 0o711)?;
+        let limits = CopyLimits::default();
+        let snapshot = copy::take(Path::new(&ws.path), &root.join("base"), &limits)
+            .map_err(|e| io(format!("workspace {}: {e}", ws.name)))?;
+        copy::take_plain(&root.join("base"), &root.join("result"), &limits)
+            .map_err(|e| io(format!("workspace {}: {e}", ws.name)))?;
+        self.registry
+            .sandbox()
+            .hand_over_tree(&root.join("result"))
+            .map_err(io)?;
+        let text =
+            serde_json::to_string(&snapshot).map_err(|e| WorkError::Encoding(e.to_string()))?;
+        std::fs::write(&snapshot_path, text)
+            .map_err(|e| io(format!("cannot write {}: {e}", snapshot_path.display())))?;
+        self.audit(
+            "workspace_copied",
+            json!({"work_item_id": item.id, "workspace": ws.name, "path": ws.path,
+                   "access": use_.access, "files": snapshot.files.len(),
+                   "skipped": snapshot.skipped}),
+        )?;
+        Ok(Some(WorkspaceRun {
+            use_,
+            root,
+            snapshot,
+            protected,
+        }))
+    }
+
+    /// The item's checks over a fresh copy of the result, the checks' own
+    /// files restored from the untouched copy first (unless the approved plan
+    /// allows editing them).
+    pub(super) async fn verify_workspace(
+        &self,
+        item: &WorkItem,
+        run: &WorkspaceRun,
+    ) -> Result<VerificationReport, WorkError> {
+        let verify = run.root.join(format!("verify-{}", item.attempts));
+        silas_execution::cleanup::remove_tree(&verify);
+        copy::take_plain(&run.result(), &verify, &CopyLimits::default()).map_err(io)?;
+        let restored = if run.use_.allow_protected_edits {
+            Vec::new()
+        } else {
+            protect::restore(&run.base(), &verify, &run.protected).map_err(io)?
+        };
+        if !restored.is_empty() {
+            self.audit(
+                "workspace_checks_restored",
+                json!({"work_item_id": item.id, "attempt": item.attempts, "files": restored}),
+            )?;
+        }
+        let report = match self.registry.sandbox().hand_over_tree(&verify) {
+            Ok(()) => {
+                self.verifier
+                    .run_checks_on_project(&item.verify, &verify)
+                    .await
+            }
+            Err(e) => {
+                silas_execution::cleanup::remove_tree(&verify);
+                return Err(io(e));
+            }
+        };
+        silas_execution::cleanup::remove_tree(&verify);
+        Ok(report)
+    }
+
+    /// Where a workspace item's tool calls run (its result copy).
+    pub(super) fn project_dir_for(&self, item: &WorkItem) -> Option<ProjectDir> {
+        let use_ = item.workspace.as_ref()?;
+        Some(ProjectDir {
+            dir: self
+                .registry
+                .work_base()
+                .join(format!("ws-{}", item.id))
+                .join("result"),
+            read_paths: use_.extra_paths.iter().map(PathBuf::from).collect(),
+        })
+    }
+
+    /// The executor's summary, plus the change set of a workspace run.
+    pub(super) fn summary_with_changes(
+        &self,
+        item: &WorkItem,
+        run: Option<&WorkspaceRun>,
+        summary: &str,
+    ) -> Result<String, WorkError> {
+        let Some(run) = run else {
+            return Ok(summary.to_string());
+        };
+        let changes = self.workspace_changes(item, run)?;
+        Ok(format!(
+            "{summary}\n\n{}",
+            describe(&changes, &run.use_.name)
+        ))
+    }
+
+    /// The change set of a finished run, stored with the item's artifacts
+    /// and audited. The real workspace is not touched.
+    pub(super) fn workspace_changes(
+        &self,
+        item: &WorkItem,
+        run: &WorkspaceRun,
+    ) -> Result<ChangeSet, WorkError> {
+        let changes =
+            diff::changes(&run.snapshot, &run.base(), &run.result(), &run.protected).map_err(io)?;
+        let dir = self.artifact_dir(&item.id);
+        silas_execution::artifacts::create_private_dir(&dir).map_err(io)?;
+        std::fs::write(dir.join("changes.diff"), &changes.unified_diff)
+            .map_err(|e| io(format!("cannot store the diff: {e}")))?;
+        let text = serde_json::to_string_pretty(&changes)
+            .map_err(|e| WorkError::Encoding(e.to_string()))?;
+        std::fs::write(dir.join("changes.json"), text)
+            .map_err(|e| io(format!("cannot store the change set: {e}")))?;
+        let files: Vec<serde_json::Value> = changes
+            .files
+            .iter()
+            .map(|f| {
+                json!({"path": f.path, "kind": f.kind, "added": f.added_lines,
+                       "removed": f.removed_lines, "protected": f.protected})
+            })
+            .collect();
+        self.audit(
+            "workspace_changes",
+            json!({"work_item_id": item.id, "workspace": run.use_.name,
+                   "files": files, "added": changes.total_added, "removed": changes.total_removed,
+                   "protected_edits": changes.protected_edits(),
+                   "approval": item.approval_token.as_ref().map(|t| t.token_id.clone())}),
+        )?;
+        Ok(changes)
+    }
+}
+
+/// A one-paragraph account of a change set for the item's result.
+pub fn describe(changes: &ChangeSet, workspace: &str) -> String {
+    if changes.files.is_empty() {
+        return format!("No changes to workspace {workspace}.");
+    }
+    let mut out = format!(
+        "Changes to workspace {workspace} (on a copy; not applied): {} file(s), +{} −{}.",
+        changes.files.len(),
+        changes.total_added,
+        changes.total_removed
+    );
+    let protected = changes.protected_edits();
+    if !protected.is_empty() {
+        out.push_str(&format!(
+            " Edits to check-defining files (the checks ran on the originals): {}.",
+            protected.join(", ")
+        ));
+    }
+    out
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), WorkError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io(format!("cannot set the mode of {}: {e}", path.display())))
+}
