@@ -94,6 +94,18 @@ async fn the_executor_fixes_a_copy_the_checks_pass_on_it_and_the_project_is_unto
     assert_eq!(common::audit_data(&f.store, "workspace_copied").len(), 1);
     let stored = f.get("t-ws-fix");
     assert!(stored.verification_results[0]["passed"].as_bool().unwrap());
+    // Kept for applying: the untouched copy and the fixed one.
+    let ws = f.path("work/ws-t-ws-fix");
+    assert_eq!(read(&ws.join("base/clock.py")), BUGGY);
+    assert!(read(&ws.join("result/clock.py")).contains("hour - offset"));
+    // Verification copies are gone.
+    let left: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("verify"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test]
@@ -118,6 +130,8 @@ async fn rewriting_the_test_to_assert_true_does_not_pass_the_check() {
     assert_eq!(restored.len(), 1, "{restored:?}");
     assert_eq!(restored[0]["files"][0], "tests/test_clock.py");
     assert_eq!(read(&real.join("tests/test_clock.py")), TEST);
+    // A task that did not get done keeps no copy of the owner's project.
+    assert!(!f.path("work/ws-t-ws-cheat").exists());
 }
 
 #[tokio::test]

@@ -420,7 +420,12 @@ impl WorkEngine {
                 return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
             }
         };
-        self.task_loop(item, scope, inputs, gates, resume).await
+        let workspace = item.workspace.clone();
+        let result = self.task_loop(item, scope, inputs, gates, resume).await;
+        if let (Some(use_), Ok(r)) = (&workspace, &result) {
+            self.release_workspace(id, use_, r.status);
+        }
+        result
     }
 
     fn block_unapproved(

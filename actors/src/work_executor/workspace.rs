@@ -189,6 +189,29 @@ impl WorkEngine {
         ))
     }
 
+    /// Removes a finished task's copies, unless they are still needed: a
+    /// done task with write access keeps `base`/`result` for applying its
+    /// change set; a paused or blocked one may still go on.
+    pub(super) fn release_workspace(
+        &self,
+        item_id: &str,
+        use_: &WorkspaceUse,
+        status: silas_core::model::work::WorkItemStatus,
+    ) {
+        use silas_core::model::work::WorkItemStatus as S;
+        use silas_core::model::workspace::Access;
+        let keep = match status {
+            S::Done => use_.access == Access::Write,
+            S::Failed | S::Stuck => false,
+            _ => true,
+        };
+        if !keep {
+            silas_execution::cleanup::remove_tree(
+                &self.registry.work_base().join(format!("ws-{item_id}")),
+            );
+        }
+    }
+
     /// The change set of a finished run, stored with the item's artifacts
     /// and audited. The real workspace is not touched.
     pub(super) fn workspace_changes(
