@@ -79,6 +79,9 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("artifact_ref_mismatch", Treatment::Shown),
     ("artifact_refused", Treatment::Shown),
     ("goal_cycle_checks", Treatment::Shown),
+    ("workspace_copied", Treatment::Shown),
+    ("workspace_changes", Treatment::Shown),
+    ("workspace_checks_restored", Treatment::Shown),
     ("goal_spawned_task", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
@@ -288,6 +291,48 @@ pub fn describe(
             format!("Did not keep a file from {title}: it was a link, not a plain file"),
         ),
         "goal_cycle_checks" => ("work", format!("Checked on goal {title}")),
+        // Issue #15: which workspace was read, what changed, by which approval.
+        "workspace_copied" => (
+            "work",
+            format!(
+                "Copied workspace '{}' for {title} ({} access) — the original is not touched",
+                s(data, "workspace").unwrap_or("?"),
+                s(data, "access").unwrap_or("read")
+            ),
+        ),
+        "workspace_changes" => (
+            "work",
+            format!(
+                "{title} changed {} in a copy of workspace '{}' (+{} −{}){}{}",
+                plural(
+                    data.get("files")
+                        .and_then(Value::as_array)
+                        .map_or(0, |f| f.len() as u64),
+                    "file"
+                ),
+                s(data, "workspace").unwrap_or("?"),
+                n(data, "added").unwrap_or(0),
+                n(data, "removed").unwrap_or(0),
+                match data.get("protected_edits").and_then(Value::as_array) {
+                    Some(p) if !p.is_empty() => {
+                        format!("; check-defining files edited: {}", p.len())
+                    }
+                    _ => String::new(),
+                },
+                s(data, "approval")
+                    .map(|t| format!(" — approval {}", t.chars().take(8).collect::<String>()))
+                    .unwrap_or_default(),
+            ),
+        ),
+        "workspace_checks_restored" => (
+            "security",
+            format!(
+                "{title} edited check-defining files ({}); the checks ran on the originals",
+                data.get("files")
+                    .and_then(Value::as_array)
+                    .map_or(0, |f| f.len())
+            ),
+        ),
         "goal_spawned_task" => ("work", format!("Goal {title} started a task")),
         "spawned_task_needs_approval" => (
             "approval",
@@ -576,6 +621,32 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), KNOWN_EVENTS.len(), "duplicate entries");
+    }
+
+    #[test]
+    fn workspace_events_say_which_workspace_what_changed_and_which_approval() {
+        let d = obj(
+            json!({"work_item_id": "w1", "workspace": "clock", "access": "write",
+                           "files": [{"path": "clock.py"}, {"path": "tests/test_clock.py"}],
+                           "added": 3, "removed": 1, "protected_edits": ["tests/test_clock.py"],
+                           "approval": "0123456789abcdef"}),
+        );
+        let t = describe(1, "t", "workspace_changes", &d, &facts)
+            .unwrap()
+            .text;
+        assert_eq!(
+            t,
+            "'Create notes.txt' changed 2 files in a copy of workspace 'clock' (+3 −1); check-defining files edited: 1 — approval 01234567"
+        );
+        let t = describe(1, "t", "workspace_copied", &d, &facts)
+            .unwrap()
+            .text;
+        assert!(
+            t.contains("workspace 'clock'") && t.contains("write access"),
+            "{t}"
+        );
+        let r = describe(1, "t", "workspace_checks_restored", &d, &facts).unwrap();
+        assert_eq!(r.kind, "security");
     }
 
     #[test]
