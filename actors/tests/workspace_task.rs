@@ -94,8 +94,15 @@ async fn the_executor_fixes_a_copy_the_checks_pass_on_it_and_the_project_is_unto
     assert_eq!(common::audit_data(&f.store, "workspace_copied").len(), 1);
     let stored = f.get("t-ws-fix");
     assert!(stored.verification_results[0]["passed"].as_bool().unwrap());
-    // Kept for applying: the untouched copy and the fixed one.
+    // Kept for applying: the untouched copy and the fixed one; the manifest
+    // of the owner's files is the daemon's alone.
     let ws = f.path("work/ws-t-ws-fix");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(ws.join("snapshot.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
     assert_eq!(read(&ws.join("base/clock.py")), BUGGY);
     assert!(read(&ws.join("result/clock.py")).contains("hour - offset"));
     // Verification copies are gone.

@@ -106,8 +106,9 @@ impl WorkEngine {
             .map_err(io)?;
         let text =
             serde_json::to_string(&snapshot).map_err(|e| WorkError::Encoding(e.to_string()))?;
-        std::fs::write(&snapshot_path, text)
-            .map_err(|e| io(format!("cannot write {}: {e}", snapshot_path.display())))?;
+        // Owner-only: the manifest lists the owner's files (the root dir is
+        // traversable by the sandbox user).
+        write_private(&snapshot_path, text.as_bytes())?;
         self.audit(
             "workspace_copied",
             json!({"work_item_id": item.id, "workspace": ws.name, "path": ws.path,
@@ -267,6 +268,21 @@ pub fn describe(changes: &ChangeSet, workspace: &str) -> String {
         ));
     }
     out
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), WorkError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io(format!("cannot write {}: {e}", path.display())))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| io(format!("cannot write {}: {e}", path.display())))
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), WorkError> {
