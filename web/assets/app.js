@@ -754,6 +754,16 @@
         // server's PlanView), so the owner approves what will run.
         if (f.from_scope) fact(dl, 'Asked by', 'a customer (' + str(f.from_scope) + ')');
         if (plan.kind) fact(dl, 'Kind', str(plan.kind) + (plan.standing ? ' — standing approval, every cycle' : ''));
+        if (plan.workspace) {
+          // The server's WorkspaceView (issue #15): name, registered path, access, apply mode.
+          const w = obj(plan.workspace);
+          const how = w.access === 'write' ? (w.apply === 'direct' ? 'write; applies directly' : 'write; applies after review') : 'read';
+          fact(dl, 'Workspace', str(w.name) + ' (' + str(w.path || 'path not looked up') + ') — ' + how);
+          if (arr(w.extra_paths).length) fact(dl, 'Also reads', arr(w.extra_paths).join(', ') + ' (read and execute only)');
+          if (arr(w.protected).length) fact(dl, 'Protected', arr(w.protected).join(', '));
+          if (w.allow_protected_edits === true) fact(dl, 'Protected edits', 'allowed (tests, configuration)');
+          if (w.commit_message) fact(dl, 'Commit', str(w.commit_message));
+        }
         if (plan.schedule) fact(dl, 'Schedule', str(plan.schedule));
         if (plan.follow_up_of) fact(dl, 'Continues', str(plan.follow_up_of) + (arr(plan.input_artifacts_from).length ? ' (uses ' + arr(plan.input_artifacts_from).join(', ') + ')' : ''));
         if (arr(plan.tasks).length) fact(dl, 'Tasks', arr(plan.tasks).join(', '));
