@@ -12,6 +12,7 @@ use silas_core::ErrorCode;
 use silas_core::config::Config;
 use silas_core::model::workspace::Workspace;
 use silas_web::control::{Request, Response};
+use silas_web::protocol::{ClientFrame, ProtocolError};
 
 use crate::cli::WorkspaceCommand;
 use crate::error::{CliError, coded};
@@ -108,6 +109,55 @@ pub fn run(cfg: &Config, cmd: WorkspaceCommand) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A web channel registry frame (`workspace_list|add|remove`): the same
+/// registry calls as the control socket, for an owner connection only.
+/// Returns the registry after the change, for the `workspaces` frame.
+pub async fn web_op(
+    store: &silas_storage::Store,
+    reserved: &[(String, PathBuf)],
+    owner: bool,
+    connection_id: &str,
+    frame: ClientFrame,
+) -> Result<Vec<Workspace>, ProtocolError> {
+    if !owner {
+        return Err(ProtocolError::new(
+            ErrorCode::EChannelAuth.as_str(),
+            "only the owner manages workspaces",
+            None,
+        ));
+    }
+    let (store, reserved) = (store.clone(), reserved.to_vec());
+    let by = format!("web:{connection_id}");
+    let refused = |e: RegistryError| {
+        ProtocolError::new(silas_core::Coded::code(&e).as_str(), e.to_string(), None)
+    };
+    tokio::task::spawn_blocking(move || {
+        match frame {
+            ClientFrame::WorkspaceAdd {
+                name,
+                path,
+                writable,
+            } => {
+                workspaces::add(&store, &name, Path::new(&path), writable, &reserved, &by)
+                    .map_err(refused)?;
+            }
+            ClientFrame::WorkspaceRemove { name } => {
+                workspaces::remove(&store, &name, &by).map_err(refused)?;
+            }
+            _ => {}
+        }
+        workspaces::list(&store).map_err(refused)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ProtocolError::new(
+            ErrorCode::EDbIo.as_str(),
+            format!("registry task: {e}"),
+            None,
+        ))
+    })
 }
 
 fn print_list(all: &[Workspace], json: bool) {

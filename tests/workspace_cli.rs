@@ -312,3 +312,76 @@ async fn with_a_daemon_the_cli_uses_the_socket_and_plans_are_checked_before_any_
     assert_eq!(added.len(), 2);
     assert_eq!(events_named(&dir, "workspace_removed").len(), 1);
 }
+
+// ------------------------------------------------------------------ web
+
+/// Next frame of type `ty` (or an `error`), skipping feeds.
+async fn reply_of(ws: &mut support::Ws, ty: &str) -> Value {
+    loop {
+        let f = next_frame(ws, Duration::from_secs(10))
+            .await
+            .expect("an answer");
+        if f["type"] == ty || f["type"] == "error" {
+            return f;
+        }
+    }
+}
+
+/// The registry over the web channel: the owner lists, adds and removes;
+/// a chatbot customer's connection gets a typed `E_CHANNEL_AUTH` error for
+/// each frame and nothing changes (no entry, no audit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_owner_manages_workspaces_over_the_web() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    layout(&dir);
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(&dir);
+    cmd.env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let proj = std::fs::canonicalize(dir.join("proj")).unwrap();
+    let proj = proj.display().to_string();
+
+    let (mut customer, auth) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    assert_ne!(auth["scope_id"], "owner");
+    for frame in [
+        json!({"type": "workspace_add", "name": "stolen", "path": proj, "writable": true}),
+        json!({"type": "workspace_list"}),
+        json!({"type": "workspace_remove", "name": "stolen"}),
+    ] {
+        send(&mut customer, frame.clone()).await;
+        let f = reply_of(&mut customer, "workspaces").await;
+        assert_eq!(f["type"], "error", "{frame} → {f}");
+        assert_eq!(f["code"], "E_CHANNEL_AUTH", "{f}");
+    }
+
+    let (mut owner, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    send(
+        &mut owner,
+        json!({"type": "workspace_add", "name": "proj", "path": proj, "writable": true}),
+    )
+    .await;
+    let f = reply_of(&mut owner, "workspaces").await;
+    assert_eq!(f["type"], "workspaces", "{f}");
+    assert_eq!(f["workspaces"][0]["name"], "proj");
+    assert_eq!(f["workspaces"][0]["path"], proj);
+    assert_eq!(f["workspaces"][0]["writable"], true);
+    // A refusal is a typed error frame too.
+    send(
+        &mut owner,
+        json!({"type": "workspace_add", "name": "data", "path": dir.join("data")}),
+    )
+    .await;
+    let f = reply_of(&mut owner, "workspaces").await;
+    assert_eq!(f["code"], "E_CFG_INVALID", "{f}");
+    send(&mut owner, json!({"type": "workspace_remove", "name": "proj"})).await;
+    let f = reply_of(&mut owner, "workspaces").await;
+    assert_eq!(f["workspaces"], json!([]), "{f}");
+    daemon.stop().await;
+
+    let added = events_named(&dir, "workspace_added");
+    assert_eq!(added.len(), 1, "the customer added nothing: {added:?}");
+    assert!(added[0]["data"]["by"].as_str().unwrap().starts_with("web:"));
+    assert_eq!(events_named(&dir, "workspace_removed").len(), 1);
+}
