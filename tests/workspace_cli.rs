@@ -375,7 +375,11 @@ async fn only_the_owner_manages_workspaces_over_the_web() {
     .await;
     let f = reply_of(&mut owner, "workspaces").await;
     assert_eq!(f["code"], "E_CFG_INVALID", "{f}");
-    send(&mut owner, json!({"type": "workspace_remove", "name": "proj"})).await;
+    send(
+        &mut owner,
+        json!({"type": "workspace_remove", "name": "proj"}),
+    )
+    .await;
     let f = reply_of(&mut owner, "workspaces").await;
     assert_eq!(f["workspaces"], json!([]), "{f}");
     daemon.stop().await;

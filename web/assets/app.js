@@ -1464,6 +1464,34 @@
     renderModelStep();
   }
 
+  // ---- workspaces (owner only; the server refuses anyone else) -------
+  function onWorkspaces(f) {
+    const box = $('workspaces');
+    box.hidden = false;
+    const list = $('workspace-list');
+    list.textContent = '';
+    const all = arr(f.workspaces);
+    if (!all.length) list.appendChild(el('li', 'empty', 'No workspaces yet.'));
+    for (const w0 of all) {
+      const w = obj(w0);
+      const li = el('li', null, str(w.name) + ' — ' + str(w.path) + ' (' + (w.writable === true ? 'writable' : 'read-only') + ') ');
+      const rm = el('button', 'btn btn-ghost', 'Remove');
+      rm.type = 'button';
+      rm.addEventListener('click', () => send({ type: 'workspace_remove', name: str(w.name) }));
+      li.appendChild(rm);
+      list.appendChild(li);
+    }
+  }
+  $('workspace-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send({
+      type: 'workspace_add',
+      name: $('workspace-name').value.trim(),
+      path: $('workspace-path').value.trim(),
+      writable: $('workspace-write').checked,
+    });
+  });
+
   // ---- frames --------------------------------------------------------
   function handle(f) {
     const kind = f && f.type;
@@ -1477,6 +1505,11 @@
         syncModal();
         setConn('connected', 'Connected');
         showModel(f.model);
+        // Only the owner's connection gets an answer; the section stays hidden otherwise.
+        if (f.scope_id === 'owner') send({ type: 'workspace_list' });
+        break;
+      case 'workspaces':
+        onWorkspaces(f);
         break;
       case 'message':
         bubble('silas', str(f.text), f.timestamp);
