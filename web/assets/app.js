@@ -1466,8 +1466,6 @@
 
   // ---- workspaces (owner only; the server refuses anyone else) -------
   function onWorkspaces(f) {
-    const box = $('workspaces');
-    box.hidden = false;
     const list = $('workspace-list');
     list.textContent = '';
     const all = arr(f.workspaces);
@@ -1482,6 +1480,9 @@
       list.appendChild(li);
     }
   }
+  $('workspaces').addEventListener('toggle', () => {
+    if ($('workspaces').open) send({ type: 'workspace_list' });
+  });
   $('workspace-form').addEventListener('submit', (e) => {
     e.preventDefault();
     send({
@@ -1505,8 +1506,9 @@
         syncModal();
         setConn('connected', 'Connected');
         showModel(f.model);
-        // Only the owner's connection gets an answer; the section stays hidden otherwise.
-        if (f.scope_id === 'owner') send({ type: 'workspace_list' });
+        // Only the owner manages workspaces (the server refuses anyone else);
+        // the list is asked for when the section is opened.
+        $('workspaces').hidden = f.scope_id !== 'owner';
         break;
       case 'workspaces':
         onWorkspaces(f);
