@@ -236,6 +236,15 @@ fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
             lines.push(format!("  {name}: {v}"));
         }
     };
+    if let Some(ws) = &p.workspace {
+        field(
+            "workspace",
+            ws.line().trim_start_matches("Workspace: ").to_string(),
+        );
+        for l in ws.detail_lines() {
+            field("workspace", l);
+        }
+    }
     field("schedule", p.schedule.clone().unwrap_or_default());
     field("tasks", p.tasks.join(", "));
     field("depends on", p.depends_on.join(", "));
@@ -760,8 +769,14 @@ mod tests {
         );
         c.network = true;
         w.verify.push(c);
+        w.workspace = Some(silas_core::model::workspace::WorkspaceUse {
+            commit_message: Some("chore: notes".into()),
+            ..silas_core::model::workspace::WorkspaceUse::read("notes")
+        });
         let lines = render_plan(&silas_core::risk::PlanView::of(&w)).join("\n");
         for want in [
+            "workspace: notes (path not looked up) — read",
+            "workspace: Commits locally: chore: notes",
             "kind: goal (standing approval: every cycle)",
             "schedule: 0 9 * * *",
             "continues: t-0",

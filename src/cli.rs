@@ -1,5 +1,6 @@
 //! Command-line surface (spec §12): `init`, `start`, `status`, `chat`, `pair`,
-//! `devices list|revoke`, `work list|show|cancel`, `audit verify|tail`,
+//! `devices list|revoke`, `work list|show|cancel`, `workspace add|list|remove`,
+//! `audit verify|tail`,
 //! `config check`, `doctor`, `service install`, with the global `--config`
 //! and `--data-dir` options.
 
@@ -37,6 +38,10 @@ pub enum Command {
     /// Background work items: list, show, cancel (cancel needs the daemon).
     #[command(subcommand)]
     Work(WorkCommand),
+    /// The owner's registered workspaces: directories a plan may name (by
+    /// name) to read or, when registered `--write`, change after approval.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
@@ -124,6 +129,28 @@ pub enum WorkCommand {
     },
     /// Stop a work item (its run, if any) and end it failed; audited.
     Cancel { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkspaceCommand {
+    /// Register a directory under NAME (read-only unless --write).
+    Add {
+        /// 1–64 characters of A-Z, a-z, 0-9, '_' or '-'.
+        name: String,
+        /// An existing directory (relative paths mean the current directory's).
+        path: PathBuf,
+        /// Plans may ask write access (changes still need your approval).
+        #[arg(long)]
+        write: bool,
+    },
+    /// Every registered workspace: name, mode, path.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a workspace (the directory itself is untouched).
+    Remove { name: String },
 }
 
 #[derive(Args, Debug)]

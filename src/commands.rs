@@ -72,6 +72,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::work(&cfg, cmd)
         }
+        Command::Workspace(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::workspace_cmd::run(&cfg, cmd)
+        }
     }
 }
 

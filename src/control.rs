@@ -151,6 +151,43 @@ impl DaemonControl {
             }
             Request::WorkCancel { id } => Response::WorkCancelled(self.cancel(caller, id).await?),
             Request::ConfigCheck => Response::Config(Box::new(self.config_report())),
+            Request::WorkspaceList => Response::Workspaces {
+                workspaces: blocking(move || {
+                    silas_actors::workspaces::list(&store).map_err(refused)
+                })
+                .await?,
+            },
+            Request::WorkspaceAdd {
+                name,
+                path,
+                writable,
+            } => {
+                let reserved = crate::workspace_cmd::reserved_dirs(&self.cfg);
+                let by = caller.device_id().unwrap_or("cli").to_owned();
+                Response::WorkspaceAdded {
+                    workspace: blocking(move || {
+                        silas_actors::workspaces::add(
+                            &store,
+                            &name,
+                            std::path::Path::new(&path),
+                            writable,
+                            &reserved,
+                            &by,
+                        )
+                        .map_err(refused)
+                    })
+                    .await?,
+                }
+            }
+            Request::WorkspaceRemove { name } => {
+                let by = caller.device_id().unwrap_or("cli").to_owned();
+                Response::WorkspaceRemoved {
+                    workspace: blocking(move || {
+                        silas_actors::workspaces::remove(&store, &name, &by).map_err(refused)
+                    })
+                    .await?,
+                }
+            }
         })
     }
 

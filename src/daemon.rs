@@ -181,6 +181,7 @@ async fn run(
         vault.clone(),
         card_timeouts,
         owner_sessions.clone(),
+        crate::workspace_cmd::reserved_dirs(&cfg),
     );
     bridge.set_owner_reachable_elsewhere(telegram.is_some());
     let activity_feed = bridge.spawn_activity_feed();

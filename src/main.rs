@@ -19,6 +19,7 @@ mod remote;
 mod service;
 mod telegram_bridge;
 mod web_bridge;
+mod workspace_cmd;
 
 fn main() -> ExitCode {
     // Multi-call: `silas __sandbox-exec` is the sandbox launcher (see silas-sandbox).

@@ -74,7 +74,7 @@ async fn connect(cfg: &Config) -> Result<Option<ControlClient>, CliError> {
 }
 
 /// One request to the running daemon; `Ok(None)` when none runs.
-fn ask(cfg: &Config, req: Request) -> Result<Option<Response>, CliError> {
+pub(crate) fn ask(cfg: &Config, req: Request) -> Result<Option<Response>, CliError> {
     runtime()?.block_on(async {
         match connect(cfg).await? {
             Some(mut c) => c.call(&req).await.map(Some).map_err(coded),
@@ -96,7 +96,7 @@ fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Response, CliErr
     })
 }
 
-fn unexpected(r: &Response) -> CliError {
+pub(crate) fn unexpected(r: &Response) -> CliError {
     coded(silas_web::control::client::unexpected(r))
 }
 

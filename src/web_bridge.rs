@@ -73,6 +73,8 @@ pub struct WebBridge {
     /// Another channel (Telegram) keeps the owner's scope reachable: closing
     /// the last web connection does not resolve the owner's cards.
     owner_reachable_elsewhere: std::sync::atomic::AtomicBool,
+    /// Silas's own directories, which no workspace may overlap.
+    workspace_reserved: Vec<(String, std::path::PathBuf)>,
 }
 
 /// The channel name answers and messages from this bridge carry.
@@ -94,6 +96,7 @@ impl WebBridge {
         vault: Arc<SecretVault>,
         timeouts: CardTimeouts,
         owners: OwnerSessions,
+        workspace_reserved: Vec<(String, std::path::PathBuf)>,
     ) -> Arc<WebBridge> {
         Arc::new(WebBridge {
             store,
@@ -102,6 +105,7 @@ impl WebBridge {
             connections: Mutex::new(HashMap::new()),
             owners,
             owner_reachable_elsewhere: std::sync::atomic::AtomicBool::new(false),
+            workspace_reserved,
         })
     }
 
@@ -356,6 +360,26 @@ impl WebBackend for WebBridge {
             let (scope_id, ip, owner) = conn.ok_or_else(|| {
                 ProtocolError::new("E_CHANNEL_PROTOCOL", "unknown connection", None)
             })?;
+            if frame.is_workspace_op() {
+                // Owner only, decided by the server from how the connection
+                // authenticated — never by the frame.
+                let listed = crate::workspace_cmd::web_op(
+                    &self.store,
+                    &self.workspace_reserved,
+                    owner && scope_id == OWNER_SCOPE,
+                    &connection_id,
+                    frame,
+                )
+                .await?;
+                for tx in self.targets(&scope_id, Some(&connection_id)) {
+                    let _ = tx
+                        .send(ServerFrame::Workspaces {
+                            workspaces: listed.clone(),
+                        })
+                        .await;
+                }
+                return Ok(());
+            }
             let stream = StreamHandle::find().ok_or_else(|| {
                 ProtocolError::new(
                     "E_CHANNEL_UNAVAILABLE",

@@ -324,6 +324,28 @@ impl WorkspaceView {
         };
         format!("Workspace: {} ({path}) — {how}", self.name)
     }
+
+    /// The rest of what the owner approves about the workspace, one line
+    /// each: extra paths, protected globs, protected edits, the commit.
+    pub fn detail_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.extra_paths.is_empty() {
+            out.push(format!(
+                "Also reads and executes (no writes): {}",
+                self.extra_paths.join(", ")
+            ));
+        }
+        if !self.protected.is_empty() {
+            out.push(format!("Also protected: {}", self.protected.join(", ")));
+        }
+        if self.allow_protected_edits {
+            out.push("May edit protected files (tests, configuration)".to_string());
+        }
+        if let Some(m) = &self.commit_message {
+            out.push(format!("Commits locally: {m}"));
+        }
+        out
+    }
 }
 
 /// Everything the plan hash covers that changes what runs, for a card.
@@ -644,5 +666,13 @@ mod tests {
         assert!(view.line().ends_with("— write; applies directly"));
         view.access = Access::Read;
         assert!(view.line().ends_with("(/srv/site) — read"));
+        view.commit_message = Some("fix: readme".into());
+        assert_eq!(
+            view.detail_lines(),
+            vec![
+                "Also reads and executes (no writes): /opt/venv",
+                "Commits locally: fix: readme"
+            ]
+        );
     }
 }

@@ -754,6 +754,16 @@
         // server's PlanView), so the owner approves what will run.
         if (f.from_scope) fact(dl, 'Asked by', 'a customer (' + str(f.from_scope) + ')');
         if (plan.kind) fact(dl, 'Kind', str(plan.kind) + (plan.standing ? ' — standing approval, every cycle' : ''));
+        if (plan.workspace) {
+          // The server's WorkspaceView (issue #15): name, registered path, access, apply mode.
+          const w = obj(plan.workspace);
+          const how = w.access === 'write' ? (w.apply === 'direct' ? 'write; applies directly' : 'write; applies after review') : 'read';
+          fact(dl, 'Workspace', str(w.name) + ' (' + str(w.path || 'path not looked up') + ') — ' + how);
+          if (arr(w.extra_paths).length) fact(dl, 'Also reads', arr(w.extra_paths).join(', ') + ' (read and execute only)');
+          if (arr(w.protected).length) fact(dl, 'Protected', arr(w.protected).join(', '));
+          if (w.allow_protected_edits === true) fact(dl, 'Protected edits', 'allowed (tests, configuration)');
+          if (w.commit_message) fact(dl, 'Commit', str(w.commit_message));
+        }
         if (plan.schedule) fact(dl, 'Schedule', str(plan.schedule));
         if (plan.follow_up_of) fact(dl, 'Continues', str(plan.follow_up_of) + (arr(plan.input_artifacts_from).length ? ' (uses ' + arr(plan.input_artifacts_from).join(', ') + ')' : ''));
         if (arr(plan.tasks).length) fact(dl, 'Tasks', arr(plan.tasks).join(', '));
@@ -1454,6 +1464,35 @@
     renderModelStep();
   }
 
+  // ---- workspaces (owner only; the server refuses anyone else) -------
+  function onWorkspaces(f) {
+    const list = $('workspace-list');
+    list.textContent = '';
+    const all = arr(f.workspaces);
+    if (!all.length) list.appendChild(el('li', 'empty', 'No workspaces yet.'));
+    for (const w0 of all) {
+      const w = obj(w0);
+      const li = el('li', null, str(w.name) + ' — ' + str(w.path) + ' (' + (w.writable === true ? 'writable' : 'read-only') + ') ');
+      const rm = el('button', 'btn btn-ghost', 'Remove');
+      rm.type = 'button';
+      rm.addEventListener('click', () => send({ type: 'workspace_remove', name: str(w.name) }));
+      li.appendChild(rm);
+      list.appendChild(li);
+    }
+  }
+  $('workspaces').addEventListener('toggle', () => {
+    if ($('workspaces').open) send({ type: 'workspace_list' });
+  });
+  $('workspace-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send({
+      type: 'workspace_add',
+      name: $('workspace-name').value.trim(),
+      path: $('workspace-path').value.trim(),
+      writable: $('workspace-write').checked,
+    });
+  });
+
   // ---- frames --------------------------------------------------------
   function handle(f) {
     const kind = f && f.type;
@@ -1467,6 +1506,12 @@
         syncModal();
         setConn('connected', 'Connected');
         showModel(f.model);
+        // Only the owner manages workspaces (the server refuses anyone else);
+        // the list is asked for when the section is opened.
+        $('workspaces').hidden = f.scope_id !== 'owner';
+        break;
+      case 'workspaces':
+        onWorkspaces(f);
         break;
       case 'message':
         bubble('silas', str(f.text), f.timestamp);

@@ -167,7 +167,11 @@ pub fn answer(frame: ClientFrame) -> Result<Option<CardAnswerFrame>, ProtocolErr
         }))
     };
     match frame {
-        ClientFrame::Auth { .. } | ClientFrame::Message { .. } => Ok(None),
+        ClientFrame::Auth { .. }
+        | ClientFrame::Message { .. }
+        | ClientFrame::WorkspaceList
+        | ClientFrame::WorkspaceAdd { .. }
+        | ClientFrame::WorkspaceRemove { .. } => Ok(None),
         ClientFrame::ApprovalResponse {
             request_id,
             verdict,

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use silas_core::model::JsonObject;
+use silas_core::model::workspace::Workspace;
 use silas_core::risk::{PlanView, RiskLevel};
 
 fn cautious_risk() -> RiskLevel {
@@ -85,9 +86,33 @@ pub enum ClientFrame {
         request_id: String,
         selected_action: String,
     },
+    /// Owner only (issue #15): the registered workspaces, answered with a
+    /// `workspaces` frame. Anyone else gets an `E_CHANNEL_AUTH` error frame.
+    WorkspaceList,
+    /// Owner only: register `path` (absolute) as `name`.
+    WorkspaceAdd {
+        name: String,
+        path: String,
+        #[serde(default)]
+        writable: bool,
+    },
+    /// Owner only: forget `name` (the directory is untouched).
+    WorkspaceRemove {
+        name: String,
+    },
 }
 
 impl ClientFrame {
+    /// An owner-only registry frame (issue #15).
+    pub fn is_workspace_op(&self) -> bool {
+        matches!(
+            self,
+            ClientFrame::WorkspaceList
+                | ClientFrame::WorkspaceAdd { .. }
+                | ClientFrame::WorkspaceRemove { .. }
+        )
+    }
+
     /// The card this frame answers, if any.
     pub fn request_id(&self) -> Option<&str> {
         use ClientFrame::*;
@@ -103,7 +128,12 @@ impl ClientFrame {
             | ConnectionSetupResponse { request_id, .. }
             | PermissionEscalationResponse { request_id, .. }
             | ConnectionFailureResponse { request_id, .. } => Some(request_id),
-            Auth { .. } | Message { .. } | SecureInputCompleted { .. } => None,
+            Auth { .. }
+            | Message { .. }
+            | SecureInputCompleted { .. }
+            | WorkspaceList
+            | WorkspaceAdd { .. }
+            | WorkspaceRemove { .. } => None,
         }
     }
 }
@@ -112,6 +142,8 @@ impl ClientFrame {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
+    /// The owner's registered workspaces, after any registry frame.
+    Workspaces { workspaces: Vec<Workspace> },
     AuthOk {
         scope_id: String,
         /// Which model serves this assistant; present when the runtime says,

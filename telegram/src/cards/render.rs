@@ -308,6 +308,12 @@ fn plan_text(doc: &mut Doc, p: &PlanCard) {
         kind.push_str(" · standing approval");
     }
     doc.line(kind);
+    if let Some(ws) = &p.plan.workspace {
+        doc.line(ws.line());
+        for l in ws.detail_lines() {
+            doc.line(l);
+        }
+    }
     doc.body(&p.plan.body);
     doc.list("Tasks", &p.plan.tasks);
     let checks: Vec<String> = p

@@ -726,3 +726,26 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_workspace_plan_shows_the_workspace_its_path_and_access() {
+    let s = signer();
+    let mut w = item(WorkItemType::Task, "Tidy the readme", "tidy it");
+    w.workspace = Some(silas_core::model::workspace::WorkspaceUse {
+        access: silas_core::model::workspace::Access::Write,
+        extra_paths: vec!["/opt/venv".into()],
+        ..silas_core::model::workspace::WorkspaceUse::read("site")
+    });
+    let mut p = proposed_plan_card(&w, "h1", "in-1", "owner", "owner");
+    if let CardPayload::Plan(pc) = &mut p {
+        pc.plan.workspace.as_mut().unwrap().path = Some("/srv/site".into());
+    }
+    let r = render("req-1", &p, &ctx(&s, RiskLevel::Medium, Some(WEB))).unwrap();
+    let text = text_of(&r);
+    // MarkdownV2 escapes '(' ')' '-' '.' and '_'.
+    assert!(
+        text.contains("Workspace: site \\(/srv/site\\) — write; applies after review"),
+        "{text}"
+    );
+    assert!(text.contains("/opt/venv"), "{text}");
+}

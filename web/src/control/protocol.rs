@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::work::{WorkItem, WorkItemStatus, WorkItemType};
+use silas_core::model::workspace::Workspace;
 use silas_core::{ErrorCode, Timestamp};
 use silas_storage::{AuditEntry, SealReport};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
@@ -82,6 +83,17 @@ pub enum Request {
         id: String,
     },
     ConfigCheck,
+    /// The owner's registered workspaces (issue #15).
+    WorkspaceList,
+    /// Register `path` (absolute: the CLI resolves it against its own cwd).
+    WorkspaceAdd {
+        name: String,
+        path: String,
+        writable: bool,
+    },
+    WorkspaceRemove {
+        name: String,
+    },
 }
 
 /// Daemon → CLI: exactly one per request.
@@ -113,6 +125,15 @@ pub enum Response {
     },
     WorkCancelled(CancelReport),
     Config(Box<ConfigReport>),
+    Workspaces {
+        workspaces: Vec<Workspace>,
+    },
+    WorkspaceAdded {
+        workspace: Workspace,
+    },
+    WorkspaceRemoved {
+        workspace: Workspace,
+    },
     /// The request failed or was refused; the connection stays open.
     Error {
         code: ErrorCode,
