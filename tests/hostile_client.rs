@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use silas_core::model::messages::TaintLevel;
-use support::{Ws, frame_of_type, next_frame, send, silas, start_daemon};
+use support::{Ws, frame_of_type, next_frame, plan_replies, send, silas, start_daemon};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
@@ -224,23 +224,6 @@ fn start_on_fake(
         .env("SILAS__CHANNELS__WEB__AUTH_TOKEN", OWNER_TOKEN);
     let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
     (daemon, addr)
-}
-
-/// The fake model's two answers for one planned message: route to the
-/// planner, then a plan of `kind` with `extra` front-matter lines.
-fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, kind: &str, extra: &str) {
-    use silas_testkit::Reply;
-    let markdown = format!(
-        "---\nid: {id}\ntype: {kind}\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
-    );
-    fake.push(Reply::json(
-        &json!({"route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"}),
-    ));
-    fake.push(Reply::json(&json!({"message": "Here is a plan.",
-        "plan_action": {"action": "propose", "plan_markdown": markdown},
-        "needs_approval": true})));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,8 +14,8 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use silas_testkit::{FakeLlm, Reply};
-use support::{Daemon, audit_events, next_frame, send, silas, start_daemon};
+use silas_testkit::FakeLlm;
+use support::{Daemon, audit_events, next_frame, plan_replies, send, silas, start_daemon};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     silas(dir).args(args).output().unwrap()
@@ -157,22 +157,6 @@ fn start(dir: &Path) -> (Daemon, String) {
     (daemon, addr)
 }
 
-/// The proxy routes to the planner, which proposes a plan whose front
-/// matter carries `workspace_yaml`.
-fn plan_replies(llm: &FakeLlm, id: &str, workspace_yaml: &str) {
-    let markdown = format!(
-        "---\nid: {id}\ntype: task\ntitle: \"{id}\"\nverify:\n  - name: ok\n    run: \"true\"\n    expect: {{exit_code: 0}}\n{workspace_yaml}\n---\n\nTidy the readme.\n"
-    );
-    llm.push(Reply::json(
-        &json!({"route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"}),
-    ));
-    llm.push(Reply::json(&json!({"message": "Here is a plan.",
-        "plan_action": {"action": "propose", "plan_markdown": markdown},
-        "needs_approval": true})));
-}
-
 /// Sends `text`; the chat reply, and the plan card if one arrives before
 /// the reply or within a second after it (the card may follow the reply).
 async fn ask(ws: &mut support::Ws, text: &str) -> (String, Option<Value>) {
@@ -230,7 +214,12 @@ async fn with_a_daemon_the_cli_uses_the_socket_and_plans_are_checked_before_any_
     let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
 
     // An unregistered workspace: refused, no card.
-    plan_replies(&fake, "plan-ghost", "workspace: {name: ghost}");
+    plan_replies(
+        &fake,
+        "plan-ghost",
+        "task",
+        "verify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}\nworkspace: {name: ghost}",
+    );
     let (reply, card) = ask(&mut ws, "tidy ghost").await;
     assert!(card.is_none(), "a card for an unknown workspace: {card:?}");
     assert!(
@@ -239,7 +228,12 @@ async fn with_a_daemon_the_cli_uses_the_socket_and_plans_are_checked_before_any_
     );
 
     // Write on a read-only one: refused, no card.
-    plan_replies(&fake, "plan-ro", "workspace: {name: proj, access: write}");
+    plan_replies(
+        &fake,
+        "plan-ro",
+        "task",
+        "verify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}\nworkspace: {name: proj, access: write}",
+    );
     let (reply, card) = ask(&mut ws, "change proj").await;
     assert!(card.is_none(), "a card for write on read-only: {card:?}");
     assert!(reply.contains("registered read-only"), "{reply}");
@@ -263,7 +257,8 @@ async fn with_a_daemon_the_cli_uses_the_socket_and_plans_are_checked_before_any_
     plan_replies(
         &fake,
         "plan-site",
-        "workspace: {name: site, access: write, apply: direct, extra_paths: [\"/usr\"]}",
+        "task",
+        "verify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}\nworkspace: {name: site, access: write, apply: direct, extra_paths: [\"/usr\"]}",
     );
     let (_, card) = ask(&mut ws, "change site").await;
     let card = card.expect("a card for a registered workspace");

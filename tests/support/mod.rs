@@ -321,3 +321,23 @@ pub fn assert_audit_verifies(dir: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The fake model's two answers for one planned message: the proxy routes
+/// to the planner, which proposes a plan of `kind` with `extra` front-matter
+/// lines (YAML) and the body "Summarise the report.".
+#[allow(dead_code)]
+pub fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, kind: &str, extra: &str) {
+    use silas_testkit::Reply;
+    let markdown = format!(
+        "---\nid: {id}\ntype: {kind}\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
+    );
+    fake.push(Reply::json(&serde_json::json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(Reply::json(
+        &serde_json::json!({"message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": markdown},
+        "needs_approval": true}),
+    ));
+}

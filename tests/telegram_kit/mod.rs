@@ -94,21 +94,7 @@ pub async fn direct_llm(text: &str, delay: Duration) -> FakeLlm {
     llm
 }
 
-/// The model's two answers for one planned message: route to the planner,
-/// then a plan of `kind` with `extra` front-matter lines.
-pub fn plan_replies(llm: &FakeLlm, id: &str, kind: &str, extra: &str) {
-    let markdown = format!(
-        "---\nid: {id}\ntype: {kind}\ntitle: \"{id}\"\n{extra}\n---\n\nSummarise the report.\n"
-    );
-    llm.push(Reply::json(
-        &json!({"route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"}),
-    ));
-    llm.push(Reply::json(&json!({"message": "Here is a plan.",
-        "plan_action": {"action": "propose", "plan_markdown": markdown},
-        "needs_approval": true})));
-}
+pub use crate::support::plan_replies;
 
 // --------------------------------------------------------------- updates
 
