@@ -370,6 +370,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A goal's fix task works on the goal's workspace, with the same
+    /// access (and it needs its own approval, which shows it).
+    #[test]
+    fn a_fix_task_keeps_its_goals_workspace() {
+        let goal: WorkItem = serde_json::from_value(json!({
+            "id": "g1", "type": "goal", "title": "Keep CI green", "body": "watch",
+            "schedule": "@every 1h", "failure_context": "Fix: $failed_checks",
+            "workspace": {"name": "site", "access": "write", "extra_paths": ["/opt/venv"]},
+        }))
+        .unwrap();
+        let task = build_fix_task(&goal, "g1-fix-1", "- ci: red");
+        assert_eq!(task.workspace, goal.workspace);
+        assert!(task.needs_approval && task.approval_token.is_none());
+    }
+
     #[test]
     fn egress_refusals_join_the_verification_audit_only_when_present() {
         use silas_execution::verification::VerificationResult;
