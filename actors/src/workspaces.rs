@@ -171,6 +171,19 @@ pub fn planner_lines(store: &Store) -> Result<Vec<String>, StoreError> {
         .collect())
 }
 
+/// Shows the registered directory on a plan card that names a workspace
+/// (the card's view is built from the item, which holds only the name).
+/// An unregistered name keeps "path not looked up"; the approval re-checks.
+pub fn fill_card_path(store: &Store, card: &mut silas_storage::PendingCard) {
+    if let silas_core::cards::CardPayload::Plan(p) = &mut card.card
+        && let Some(view) = p.plan.workspace.as_mut()
+        && view.path.is_none()
+        && let Ok(Some(ws)) = store.records::<Workspace>().get(&view.name)
+    {
+        view.path = Some(ws.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +197,34 @@ mod tests {
         let proj = dir.path().join("proj");
         std::fs::create_dir(&proj).unwrap();
         (dir, store, std::fs::canonicalize(data).unwrap())
+    }
+
+    #[test]
+    fn a_plan_card_shows_the_registered_directory() {
+        let (dir, store, _) = fixture();
+        let ws = add(&store, "proj", &dir.path().join("proj"), false, &[], "t").unwrap();
+        let item: WorkItem = serde_json::from_value(serde_json::json!({
+            "id": "t1", "type": "task", "title": "t", "body": "b",
+            "workspace": {"name": "proj"}}))
+        .unwrap();
+        let now = Timestamp::now();
+        let mut card = silas_storage::PendingCard {
+            request_id: "c1".into(),
+            scope_id: "owner".into(),
+            card: silas_core::cards::CardPayload::Plan(silas_core::cards::plan_card(&item, "h")),
+            created_at: now,
+            expires_at: now,
+            audience: Default::default(),
+        };
+        let path = |c: &silas_storage::PendingCard| match &c.card {
+            silas_core::cards::CardPayload::Plan(p) => {
+                p.plan.workspace.as_ref().and_then(|w| w.path.clone())
+            }
+            _ => None,
+        };
+        assert_eq!(path(&card), None);
+        fill_card_path(&store, &mut card);
+        assert_eq!(path(&card), Some(ws.path));
     }
 
     #[test]

@@ -910,33 +910,30 @@ impl Turn<'_> {
         }
         // A named workspace must be registered, writable if write is asked,
         // its extra paths real — else no card at all (issue #15).
-        let registered = match crate::workspaces::check_plan(&self.deps.store, &work) {
-            Ok(found) => found.map(|(_, ws)| ws),
-            Err(why) => {
-                let reason = match &why {
-                    crate::workspaces::PlanWorkspaceError::Refused(r) => r.kind(),
-                    crate::workspaces::PlanWorkspaceError::Store(_) => "registry_unreadable",
-                };
-                self.push(
-                    "plan_refused_workspace",
-                    json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
-                       "reason": reason, "detail": why.to_string()}),
-                );
-                // A customer learns nothing about the owner's registry.
-                self.reply = Some(if self.scope.scope_id == crate::turn::OWNER_SCOPE {
-                    format!(
-                        "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
-                        resp.message
-                    )
-                } else {
-                    format!(
-                        "{}\n\n(The plan was refused, so nothing was scheduled.)",
-                        resp.message
-                    )
-                });
-                return Ok(());
-            }
-        };
+        if let Err(why) = crate::workspaces::check_plan(&self.deps.store, &work) {
+            let reason = match &why {
+                crate::workspaces::PlanWorkspaceError::Refused(r) => r.kind(),
+                crate::workspaces::PlanWorkspaceError::Store(_) => "registry_unreadable",
+            };
+            self.push(
+                "plan_refused_workspace",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                   "reason": reason, "detail": why.to_string()}),
+            );
+            // A customer learns nothing about the owner's registry.
+            self.reply = Some(if self.scope.scope_id == crate::turn::OWNER_SCOPE {
+                format!(
+                    "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
+                    resp.message
+                )
+            } else {
+                format!(
+                    "{}\n\n(The plan was refused, so nothing was scheduled.)",
+                    resp.message
+                )
+            });
+            return Ok(());
+        }
         let has_valid_token = false;
         let needs = effective_needs_approval(resp.needs_approval, has_valid_token);
         if needs && !resp.needs_approval {
@@ -1023,11 +1020,7 @@ impl Turn<'_> {
         let mut card = card;
         // The card shows the directory the registry has now; the approval
         // re-checks the registry (`approval_flow`).
-        if let (Some(ws), silas_core::cards::CardPayload::Plan(p)) = (&registered, &mut card.card)
-            && let Some(view) = p.plan.workspace.as_mut()
-        {
-            view.path = Some(ws.path.clone());
-        }
+        crate::workspaces::fill_card_path(&self.deps.store, &mut card);
         if from_customer {
             self.push(
                 "plan_sent_for_review",

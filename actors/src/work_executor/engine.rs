@@ -1405,9 +1405,11 @@ impl WorkEngine {
         summary: String,
         report: Option<&VerificationReport>,
     ) -> Result<(), WorkError> {
+        let mut card = card.clone();
+        crate::workspaces::fill_card_path(&self.store, &mut card);
         self.store
             .work_items()
-            .save_with_card(item, Some(card), None)?;
+            .save_with_card(item, Some(&card), None)?;
         self.audit(event, data)?;
         self.publish(&item.id, scope, WorkStatusKind::Blocked, summary, report);
         Ok(())
