@@ -21,11 +21,10 @@ use serde_json::{Value, json};
 use silas_core::approval::Subject;
 use silas_core::config::GateDefinition;
 use silas_core::model::JsonObject;
-use silas_core::model::approval::{ApprovalScope, ApprovalToken, ToolCallApproval};
+use silas_core::model::approval::ToolCallApproval;
 use silas_core::model::execution::ExecutorAgentOutput;
 use silas_core::model::gates::{GateAction, GateTrigger};
-use silas_core::model::review::BatchProposal;
-use silas_core::model::work::{BudgetUsed, WorkItem, WorkItemResult, WorkItemStatus, WorkItemType};
+use silas_core::model::work::{WorkItem, WorkItemResult, WorkItemStatus, WorkItemType};
 use silas_core::{Coded, ErrorCode, Timestamp, projections};
 use silas_execution::artifacts;
 use silas_execution::executors::ExecutorRegistry;
@@ -44,9 +43,8 @@ use tokio::sync::broadcast;
 
 use super::cards::{self, ToolDecision, ToolPause};
 use super::policy::{
-    self, SPAWN_TASK, build_briefing, build_fix_task, format_failures, loop_budget, next_attempt,
-    results_as_json, should_consult_planner, topological_order, unmet_dependency,
-    with_egress_refusals,
+    self, build_briefing, format_failures, loop_budget, next_attempt, results_as_json,
+    should_consult_planner, with_egress_refusals,
 };
 use super::tools::{Ledger, ToolLimits, WorkTools};
 use crate::approval::{ApprovalError, ApprovalService};
@@ -137,7 +135,7 @@ pub enum GoalCycleOutcome {
     Stopped { reason: String },
 }
 
-fn terminal(s: WorkItemStatus) -> bool {
+pub(super) fn terminal(s: WorkItemStatus) -> bool {
     matches!(
         s,
         WorkItemStatus::Done
@@ -148,7 +146,7 @@ fn terminal(s: WorkItemStatus) -> bool {
     )
 }
 
-fn kind_for(s: WorkItemStatus) -> WorkStatusKind {
+pub(super) fn kind_for(s: WorkItemStatus) -> WorkStatusKind {
     match s {
         WorkItemStatus::Done | WorkItemStatus::Healthy => WorkStatusKind::Done,
         WorkItemStatus::Failed => WorkStatusKind::Failed,
@@ -158,18 +156,18 @@ fn kind_for(s: WorkItemStatus) -> WorkStatusKind {
     }
 }
 
-fn obj(v: Value) -> JsonObject {
+pub(super) fn obj(v: Value) -> JsonObject {
     match v {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     }
 }
 
-fn artifact_error(e: artifacts::ArtifactError) -> WorkError {
+pub(super) fn artifact_error(e: artifacts::ArtifactError) -> WorkError {
     WorkError::Io(e.to_string())
 }
 
-fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
+pub(super) fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
     report
         .map(|r| {
             r.results
@@ -185,7 +183,7 @@ fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome> {
 }
 
 /// How one attempt ended, before verification.
-enum Attempt {
+pub(super) enum Attempt {
     Output(ExecutorAgentOutput, Ledger),
     Retry(String),
     /// A tool call awaits the owner's approval.
@@ -193,7 +191,7 @@ enum Attempt {
 }
 
 /// A paused attempt the owner has answered: what the resumed run needs.
-struct Resume {
+pub(super) struct Resume {
     card_id: String,
     pause: ToolPause,
     resolution: ApprovalResolution,
@@ -202,7 +200,7 @@ struct Resume {
 }
 
 /// Where a paused item stands.
-enum PauseState {
+pub(super) enum PauseState {
     /// The owner has not answered yet.
     Waiting,
     /// Answered; resume.
@@ -212,14 +210,14 @@ enum PauseState {
 }
 
 impl WorkEngine {
-    fn load(&self, id: &str) -> Result<WorkItem, WorkError> {
+    pub(super) fn load(&self, id: &str) -> Result<WorkItem, WorkError> {
         self.store
             .work_items()
             .get(id)?
             .ok_or_else(|| WorkError::NotFound(id.to_owned()))
     }
 
-    fn persist(&self, item: &WorkItem) -> Result<(), WorkError> {
+    pub(super) fn persist(&self, item: &WorkItem) -> Result<(), WorkError> {
         // Only runtime state is written; the approval token (mirrored by the
         // ledger) and the plan fields stay as stored.
         let state = item.clone();
@@ -234,7 +232,7 @@ impl WorkEngine {
     }
 
     /// Like [`Self::persist`], together with a card change (one transaction).
-    fn persist_with_card(
+    pub(super) fn persist_with_card(
         &self,
         item: &WorkItem,
         card: Option<&PendingCard>,
@@ -256,7 +254,7 @@ impl WorkEngine {
         Ok(())
     }
 
-    fn audit_events(&self, events: &[AuditEvent]) -> Result<(), WorkError> {
+    pub(super) fn audit_events(&self, events: &[AuditEvent]) -> Result<(), WorkError> {
         if !events.is_empty() {
             let batch = events
                 .iter()
@@ -267,7 +265,7 @@ impl WorkEngine {
         Ok(())
     }
 
-    fn publish(
+    pub(super) fn publish(
         &self,
         id: &str,
         scope: &str,
@@ -285,7 +283,11 @@ impl WorkEngine {
         });
     }
 
-    fn result(item: &WorkItem, summary: String, last_error: Option<String>) -> WorkItemResult {
+    pub(super) fn result(
+        item: &WorkItem,
+        summary: String,
+        last_error: Option<String>,
+    ) -> WorkItemResult {
         WorkItemResult {
             work_item_id: item.id.clone(),
             status: item.status,
@@ -299,7 +301,7 @@ impl WorkEngine {
     }
 
     /// Ends an item: status, persist, audit, publish.
-    fn finish(
+    pub(super) fn finish(
         &self,
         mut item: WorkItem,
         scope: &str,
@@ -428,7 +430,7 @@ impl WorkEngine {
         result
     }
 
-    fn block_unapproved(
+    pub(super) fn block_unapproved(
         &self,
         item: WorkItem,
         scope: &str,
@@ -444,7 +446,7 @@ impl WorkEngine {
     }
 
     /// Loads the artifacts a follow-up imports (name → content).
-    fn hydrate(&self, item: &WorkItem) -> Result<BTreeMap<String, String>, String> {
+    pub(super) fn hydrate(&self, item: &WorkItem) -> Result<BTreeMap<String, String>, String> {
         let Some(prior_id) = &item.follow_up_of else {
             return Ok(BTreeMap::new());
         };
@@ -478,7 +480,7 @@ impl WorkEngine {
         Ok(out)
     }
 
-    async fn task_loop(
+    pub(super) async fn task_loop(
         &self,
         mut item: WorkItem,
         scope: &str,
@@ -682,7 +684,7 @@ impl WorkEngine {
         }
     }
 
-    fn done(
+    pub(super) fn done(
         &self,
         item: WorkItem,
         scope: &str,
@@ -701,7 +703,7 @@ impl WorkEngine {
     /// window to free one (at most `RuntimeLimits::work_wait_max` per call);
     /// past that the call is refused and audited, and the caller ends what
     /// it was doing without calling the model.
-    async fn llm_slot(
+    pub(super) async fn llm_slot(
         &self,
         item_id: &str,
         scope: &str,
@@ -736,7 +738,7 @@ impl WorkEngine {
     /// The attempt's end when no model-call slot was granted: it counts
     /// like any failed attempt, so the item still ends within
     /// `max_attempts` (as `stuck`, naming the limit).
-    fn rate_limited(kind: crate::limits::LimitKind) -> Attempt {
+    pub(super) fn rate_limited(kind: crate::limits::LimitKind) -> Attempt {
         Attempt::Retry(format!(
             "{}: model-call rate limit reached ({}); nothing was sent to the model",
             ErrorCode::EChannelRateLimited,
@@ -744,7 +746,7 @@ impl WorkEngine {
         ))
     }
 
-    async fn attempt(
+    pub(super) async fn attempt(
         &self,
         item: &mut WorkItem,
         scope: &str,
@@ -779,7 +781,7 @@ impl WorkEngine {
     /// Over the model-call limit the resumption ends as a failed attempt:
     /// the card was consumed with the resume, so the approved call is not
     /// executed and the next attempt starts afresh (it may ask again).
-    async fn resume_attempt(
+    pub(super) async fn resume_attempt(
         &self,
         item: &mut WorkItem,
         scope: &str,
@@ -828,7 +830,7 @@ impl WorkEngine {
         self.conclude(&tools, outcome)
     }
 
-    fn tools(
+    pub(super) fn tools(
         &self,
         item: &WorkItem,
         scope: &str,
@@ -855,7 +857,11 @@ impl WorkEngine {
     }
 
     /// How a (possibly resumed) executor run ended, for the loop.
-    fn conclude(&self, tools: &WorkTools, outcome: ExecutorOutcome) -> Result<Attempt, WorkError> {
+    pub(super) fn conclude(
+        &self,
+        tools: &WorkTools,
+        outcome: ExecutorOutcome,
+    ) -> Result<Attempt, WorkError> {
         let mut ledger = tools.take_ledger();
         self.audit_events(&std::mem::take(&mut ledger.audit))?;
         let ran: Vec<String> = ledger
@@ -886,7 +892,7 @@ impl WorkEngine {
     }
 
     /// Deletes the work dirs of every execution in `ledger`.
-    fn discard_work_dirs(&self, ledger: &Ledger) {
+    pub(super) fn discard_work_dirs(&self, ledger: &Ledger) {
         for r in &ledger.executed {
             self.registry.discard_work_dir(&r.execution_id);
         }
@@ -895,7 +901,7 @@ impl WorkEngine {
     /// §5.2.1 c2: the item waits, `paused`, with a tool card holding the
     /// paused run — both in one transaction, so a restart finds the pause
     /// and its card or neither (then the attempt simply re-runs).
-    fn pause(
+    pub(super) fn pause(
         &self,
         mut item: WorkItem,
         scope: &str,
@@ -948,7 +954,7 @@ impl WorkEngine {
     /// Reads a paused item's card: still waiting, answered (with the
     /// resolution re-checked here — the token must be the verified one for
     /// exactly this call of exactly this plan), or gone.
-    fn pause_state(&self, item: &WorkItem) -> Result<PauseState, WorkError> {
+    pub(super) fn pause_state(&self, item: &WorkItem) -> Result<PauseState, WorkError> {
         let all = self.store.records::<PendingCard>().list()?;
         let Some(card) = cards::tool_card_for(&all, &item.id) else {
             return Ok(PauseState::Gone("no approval card".into()));
@@ -1006,7 +1012,7 @@ impl WorkEngine {
 
     /// Copies this attempt's artifacts into the item's durable directory
     /// (replacing the previous attempt's). Returns name → stored path.
-    fn store_artifacts(
+    pub(super) fn store_artifacts(
         &self,
         id: &str,
         ledger: &Ledger,
@@ -1040,7 +1046,7 @@ impl WorkEngine {
 
     /// Over the model-call limit there is no guidance (audited by
     /// `llm_slot`); the next attempt runs without it.
-    async fn consult_planner(
+    pub(super) async fn consult_planner(
         &self,
         item: &mut WorkItem,
         scope: &str,
@@ -1072,400 +1078,5 @@ impl WorkEngine {
             Structured::Valid { value, .. } => Some(value.message),
             Structured::Fallback { .. } => None,
         }
-    }
-
-    // ------------------------------------------------------------- project
-
-    /// §5.2.2: tasks in topological order; each dependency must be `done`
-    /// first; a task that does not end `done` ends the project (`blocked`
-    /// if it was blocked, else `failed`); then project-level checks.
-    /// Tasks already `done` are skipped, so a resumed project continues.
-    pub async fn run_project(&self, id: &str, scope: &str) -> Result<WorkItemResult, WorkError> {
-        let mut project = self.load(id)?;
-        if project.kind != WorkItemType::Project {
-            return Err(WorkError::WrongKind {
-                id: id.to_owned(),
-                kind: project.kind.as_str(),
-                expected: "project",
-            });
-        }
-        if terminal(project.status) {
-            let s = format!("already {}", project.status.as_str());
-            return Ok(Self::result(&project, s, None));
-        }
-        // Approval gate, as for a task: before any child runs.
-        let Some(token) = project.approval_token.clone() else {
-            return self.block_unapproved(project, scope, "no approval token".into(), None);
-        };
-        if let Err(e) = self.approvals.check(&token, &project, Timestamp::now()) {
-            let code = e.code().as_str();
-            return self.block_unapproved(project, scope, e.to_string(), Some(code));
-        }
-        project.status = WorkItemStatus::Running;
-        self.persist(&project)?;
-        self.publish(id, scope, WorkStatusKind::Running, "project started", None);
-
-        let mut deps = BTreeMap::new();
-        for t in &project.tasks {
-            match self.store.work_items().get(t)? {
-                Some(child) => {
-                    deps.insert(t.clone(), child.depends_on.clone());
-                }
-                None => {
-                    let s = format!("project task {t:?} not found");
-                    return self.finish(project, scope, WorkItemStatus::Failed, s, None);
-                }
-            }
-        }
-        let order = match topological_order(&project.tasks, &deps) {
-            Ok(o) => o,
-            Err(e) => {
-                let s = e.to_string();
-                return self.finish(project, scope, WorkItemStatus::Failed, s, None);
-            }
-        };
-        for t in &order {
-            let child = self.load(t)?;
-            if child.status != WorkItemStatus::Done {
-                let store = self.store.work_items();
-                let status_of = |d: &str| store.get(d).ok().flatten().map(|w| w.status);
-                if let Some(dep) = unmet_dependency(&child.depends_on, status_of) {
-                    let s = format!("task {t:?} depends on {dep:?}, which is not done");
-                    project.budget_used = self.children_budget(&project)?;
-                    return self.finish(project, scope, WorkItemStatus::Blocked, s, None);
-                }
-                let r = self.run_task(t, scope).await?;
-                if r.status != WorkItemStatus::Done {
-                    let status =
-                        if matches!(r.status, WorkItemStatus::Blocked | WorkItemStatus::Paused) {
-                            WorkItemStatus::Blocked
-                        } else {
-                            WorkItemStatus::Failed
-                        };
-                    let s = format!("task {t:?} ended {}: {}", r.status.as_str(), r.summary);
-                    project.budget_used = self.children_budget(&project)?;
-                    return self.finish(project, scope, status, s, None);
-                }
-            }
-            project.budget_used = self.children_budget(&project)?;
-            self.persist(&project)?;
-        }
-        if project.verify.is_empty() {
-            return self.finish(
-                project,
-                scope,
-                WorkItemStatus::Done,
-                "all tasks done".into(),
-                None,
-            );
-        }
-        // Project-level checks over the union of the tasks' artifacts.
-        let dir = self.artifact_dir(id);
-        self.gather_artifacts(&dir, &order)?;
-        let report = self.verifier.run_checks(&project.verify, Some(&dir)).await;
-        project.verification_results = results_as_json(&report);
-        self.audit(
-            "verification_completed",
-            with_egress_refusals(
-                json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
-                &report,
-            ),
-        )?;
-        if report.all_passed {
-            self.finish(
-                project,
-                scope,
-                WorkItemStatus::Done,
-                "all tasks done; project checks passed".into(),
-                Some(&report),
-            )
-        } else {
-            let s = format!("project checks failed:\n{}", format_failures(&report));
-            self.finish(project, scope, WorkItemStatus::Failed, s, Some(&report))
-        }
-    }
-
-    fn children_budget(&self, project: &WorkItem) -> Result<BudgetUsed, WorkError> {
-        let mut total = BudgetUsed::default();
-        for t in &project.tasks {
-            if let Some(c) = self.store.work_items().get(t)? {
-                total.merge(&c.budget_used);
-            }
-        }
-        Ok(total)
-    }
-
-    fn gather_artifacts(&self, dir: &Path, tasks: &[String]) -> Result<(), WorkError> {
-        let io = |e: std::io::Error| WorkError::Io(format!("{}: {e}", dir.display()));
-        artifacts::create_private_dir(dir).map_err(artifact_error)?;
-        for t in tasks {
-            let Ok(rd) = std::fs::read_dir(self.artifact_dir(t)) else {
-                continue;
-            };
-            for e in rd.filter_map(Result::ok) {
-                let dst = dir.join(e.file_name());
-                // A later task's file of the same name wins.
-                match std::fs::remove_file(&dst) {
-                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(io(err)),
-                    _ => {}
-                }
-                match artifacts::copy_plain_file(&e.path(), &dst) {
-                    Ok(_) | Err(artifacts::ArtifactError::Refused { .. }) => {}
-                    Err(err) => return Err(artifact_error(err)),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    // ---------------------------------------------------------------- goal
-
-    /// §5.2.3: one cycle of a goal (called by the scheduler).
-    pub async fn run_goal_cycle(
-        &self,
-        id: &str,
-        scope: &str,
-    ) -> Result<GoalCycleOutcome, WorkError> {
-        let goal = self.load(id)?;
-        if goal.kind != WorkItemType::Goal {
-            return Err(WorkError::WrongKind {
-                id: id.to_owned(),
-                kind: goal.kind.as_str(),
-                expected: "goal",
-            });
-        }
-        // 0. The goal's own approval, re-verified every cycle before its
-        // checks run in the sandbox.
-        if let Err(reason) = self.goal_approval(&goal) {
-            return self.stop_goal(goal, scope, reason);
-        }
-        // 1–2. Checks, logged to audit.
-        let dir = self.artifact_dir(id);
-        artifacts::create_private_dir(&dir).map_err(artifact_error)?;
-        let report = self.verifier.run_checks(&goal.verify, Some(&dir)).await;
-        self.audit(
-            "goal_cycle_checks",
-            with_egress_refusals(
-                json!({"work_item_id": id, "all_passed": report.all_passed, "failed": report.failed}),
-                &report,
-            ),
-        )?;
-        let results = results_as_json(&report);
-        let healthy = report.all_passed;
-        self.store.work_items().update(id, move |g| {
-            g.verification_results = results;
-            g.status = if healthy {
-                WorkItemStatus::Healthy
-            } else {
-                WorkItemStatus::Failed
-            };
-            Ok(())
-        })?;
-        if healthy {
-            self.publish(
-                id,
-                scope,
-                WorkStatusKind::Done,
-                "goal healthy",
-                Some(&report),
-            );
-            return Ok(GoalCycleOutcome::Healthy);
-        }
-        self.publish(
-            id,
-            scope,
-            WorkStatusKind::VerificationFailed,
-            "goal checks failed",
-            Some(&report),
-        );
-        if goal.on_failure != SPAWN_TASK {
-            self.publish(
-                id,
-                scope,
-                WorkStatusKind::Failed,
-                "goal checks failed",
-                Some(&report),
-            );
-            return Ok(GoalCycleOutcome::Failed {
-                failed_checks: report.failed,
-            });
-        }
-        // 4. Spawn a fix task from the goal's template.
-        // Deterministic id: the goal's n-th spawned task.
-        let n = self.store.work_items().list_by_parent(id)?.len() + 1;
-        let task_id = format!("{id}-fix-{n}");
-        let fix = build_fix_task(&goal, &task_id, &format_failures(&report));
-        let spawned_task_hash = projections::plan_hash(&fix)
-            .map_err(|e| WorkError::Io(format!("unhashable spawned task: {e}")))?;
-        self.audit(
-            "goal_spawned_task",
-            json!({"work_item_id": id, "spawned_task_id": task_id,
-                   "spawned_task_hash": spawned_task_hash}),
-        )?;
-        match self.authorize_spawn(&goal, fix.clone()) {
-            Ok(task) => {
-                self.store.work_items().save(&task)?;
-                let r = self.run_task(&task_id, scope).await?;
-                Ok(GoalCycleOutcome::FixTask(r))
-            }
-            Err(reason) => {
-                // A fresh interactive approval is needed (§5.2.3 step 4):
-                // the task waits, blocked, with its plan card — saved in one
-                // transaction, so a restart never finds one without the
-                // other. The card binds the plan hash the owner is shown.
-                let mut blocked = fix;
-                blocked.needs_approval = true;
-                blocked.status = WorkItemStatus::Blocked;
-                let card = cards::fix_task_card(
-                    &blocked,
-                    &spawned_task_hash,
-                    id,
-                    &reason,
-                    scope,
-                    Timestamp::now(),
-                    self.approvals.default_ttl_minutes(),
-                );
-                self.block_with_card(
-                    &blocked,
-                    &card,
-                    scope,
-                    "spawned_task_needs_approval",
-                    json!({"work_item_id": id, "spawned_task_id": task_id, "reason": reason,
-                           "request_id": card.request_id}),
-                    format!("fix task for goal {id:?} needs your approval ({reason})"),
-                    Some(&report),
-                )?;
-                Ok(GoalCycleOutcome::FixTaskBlocked { task_id, reason })
-            }
-        }
-    }
-
-    /// Why the goal's token does not authorise a cycle, if it does not: a
-    /// standing token by `check_standing`; any other (a plan-approved goal)
-    /// by the ordinary non-consuming `check`.
-    fn goal_approval(&self, goal: &WorkItem) -> Result<(), String> {
-        let Some(token) = goal.approval_token.as_ref() else {
-            return Err("the goal has no approval".into());
-        };
-        let now = Timestamp::now();
-        let checked = if token.scope == ApprovalScope::Standing {
-            self.approvals.check_standing(token, goal, now)
-        } else {
-            self.approvals.check(token, goal, now)
-        };
-        checked.map_err(|e| format!("{}: {e}", e.code()))
-    }
-
-    /// Stops a goal whose approval did not verify: `blocked` (so the
-    /// scheduler drops it), the stale token detached (so the renewal card's
-    /// approval mints a fresh one), and the renewal card, in one transaction.
-    fn stop_goal(
-        &self,
-        mut goal: WorkItem,
-        scope: &str,
-        reason: String,
-    ) -> Result<GoalCycleOutcome, WorkError> {
-        let id = goal.id.clone();
-        let token_id = goal.approval_token.take().map(|t| t.token_id);
-        goal.status = WorkItemStatus::Blocked;
-        goal.needs_approval = true;
-        let plan_hash = projections::plan_hash(&goal)
-            .map_err(|e| WorkError::Io(format!("unhashable goal: {e}")))?;
-        let card = cards::renewal_card(
-            &goal,
-            &plan_hash,
-            &reason,
-            scope,
-            Timestamp::now(),
-            self.approvals.default_ttl_minutes(),
-        );
-        self.block_with_card(
-            &goal,
-            &card,
-            scope,
-            "goal_stopped_approval_invalid",
-            json!({"work_item_id": id, "token_id": token_id, "reason": reason,
-                   "request_id": card.request_id}),
-            format!("goal {id:?} stopped: its approval needs renewing ({reason})"),
-            None,
-        )?;
-        Ok(GoalCycleOutcome::Stopped { reason })
-    }
-
-    /// A `blocked` item and the card that asks the owner about it, stored in
-    /// one transaction; then audited and announced.
-    #[allow(clippy::too_many_arguments)]
-    fn block_with_card(
-        &self,
-        item: &WorkItem,
-        card: &PendingCard,
-        scope: &str,
-        event: &str,
-        data: Value,
-        summary: String,
-        report: Option<&VerificationReport>,
-    ) -> Result<(), WorkError> {
-        let mut card = card.clone();
-        crate::workspaces::fill_card_path(&self.store, &mut card);
-        self.store
-            .work_items()
-            .save_with_card(item, Some(&card), None)?;
-        self.audit(event, data)?;
-        self.publish(&item.id, scope, WorkStatusKind::Blocked, summary, report);
-        Ok(())
-    }
-
-    /// Standing-approval verification of a spawned task (§5.2.3 step 4):
-    /// consumes one execution of the goal's standing token and attaches it.
-    /// Refuses (with the reason) when the goal has no usable standing token
-    /// or the task does not match the goal's approved spawn policy.
-    pub fn authorize_spawn(&self, goal: &WorkItem, mut task: WorkItem) -> Result<WorkItem, String> {
-        let Some(token) = goal.approval_token.as_ref() else {
-            return Err("the goal has no standing approval".into());
-        };
-        if token.scope != ApprovalScope::Standing {
-            return Err(format!(
-                "the goal's approval is {}, not standing",
-                token.scope.as_str()
-            ));
-        }
-        if token.executions_used >= token.max_executions {
-            return Err("the goal's standing approval is used up".into());
-        }
-        match self
-            .approvals
-            .verify(token, goal, Some(&task), Timestamp::now())
-        {
-            Ok(updated) => {
-                task.approval_token = Some(updated);
-                task.needs_approval = false;
-                Ok(task)
-            }
-            Err(e) => Err(format!("{}: {e}", e.code())),
-        }
-    }
-
-    // --------------------------------------------------------------- batch
-
-    /// §5.2.4 step 4: executes a reviewed batch only under a token bound to
-    /// this exact payload (consuming one execution), then runs `action`.
-    pub async fn execute_batch<F, Fut, R>(
-        &self,
-        proposal: &BatchProposal,
-        token: &ApprovalToken,
-        action: F,
-    ) -> Result<R, WorkError>
-    where
-        F: FnOnce(BatchProposal) -> Fut,
-        Fut: std::future::Future<Output = R>,
-    {
-        self.approvals
-            .verify_subject(token, Subject::Batch(proposal), Timestamp::now())?;
-        self.audit(
-            "batch_executed",
-            json!({"batch_id": proposal.batch_id, "goal_id": proposal.goal_id,
-                   "action": proposal.action, "count": proposal.items.len()}),
-        )?;
-        Ok(action(proposal.clone()).await)
     }
 }

@@ -76,7 +76,9 @@
 pub mod cancel;
 pub mod cards;
 pub mod engine;
+pub mod goal;
 pub mod policy;
+pub mod project;
 pub mod run;
 pub mod tools;
 pub mod workspace;
