@@ -29,6 +29,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use silas_core::ErrorCode;
 use silas_core::config::Config;
+use silas_core::model::approval::ChangesAction;
 use silas_web::protocol::{ClientFrame, ServerFrame};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -541,6 +542,75 @@ impl Session {
                 } else {
                     for l in render_checks(&verify) {
                         out(l);
+                    }
+                }
+                self.cards.push_back(Card {
+                    request_id,
+                    high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                });
+            }
+            ServerFrame::ApplyChanges {
+                request_id,
+                title,
+                phase,
+                workspace,
+                path,
+                files,
+                total_added,
+                total_removed,
+                protected_edits,
+                refused,
+                diff,
+                diff_truncated,
+                commit_message,
+                undo_until,
+                risk_level,
+                ..
+            } => {
+                let head = match phase {
+                    ChangesAction::Apply => "apply these changes",
+                    ChangesAction::Undo => "undo this apply",
+                };
+                out(format!(
+                    "── {head}? {title}  [{} risk]",
+                    risk_level.as_str()
+                ));
+                out(format!(
+                    "  workspace {workspace} ({path}): {} file(s), +{total_added} −{total_removed}",
+                    files.len()
+                ));
+                for f in &files {
+                    let flag = if f.protected {
+                        "  ⚠ defines the checks"
+                    } else {
+                        ""
+                    };
+                    out(format!(
+                        "    {} {} (+{} −{}){flag}",
+                        f.kind, f.path, f.added, f.removed
+                    ));
+                }
+                if !protected_edits.is_empty() {
+                    out(format!(
+                        "  warning: edits files that define the checks ({}); the checks ran on the originals",
+                        protected_edits.join(", ")
+                    ));
+                }
+                for r in &refused {
+                    out(format!("  not applied: {r}"));
+                }
+                if let Some(m) = &commit_message {
+                    out(format!("  then commits locally: {m}"));
+                }
+                if let Some(t) = &undo_until {
+                    out(format!("  undo possible until {t}"));
+                }
+                if phase == ChangesAction::Apply {
+                    for l in diff.lines() {
+                        out(format!("  {l}"));
+                    }
+                    if diff_truncated {
+                        out("  … (diff cut; the whole diff is the task's changes.diff)");
                     }
                 }
                 self.cards.push_back(Card {

@@ -469,6 +469,8 @@ fn work_engine(
             system_gates: cfg.gates.system.clone(),
             max_gate_evals: cfg.limits.max_gate_evals_per_turn,
             artifacts_dir: cfg.data_dir.join("artifacts"),
+            journal_dir: cfg.data_dir.join("workspace-journal"),
+            undo_window: std::time::Duration::from_secs(cfg.approval.undo_window_seconds),
             tool_limits: Default::default(),
             rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
                 &cfg.limits,

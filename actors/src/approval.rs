@@ -14,7 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 use silas_core::approval::{self, Denial, IssueError, IssuePolicy, Subject};
 use silas_core::model::approval::{
-    ApprovalDecision, ApprovalScope, ApprovalToken, ToolCallApproval,
+    ApprovalDecision, ApprovalScope, ApprovalToken, ChangesApproval, ToolCallApproval,
 };
 use silas_core::model::messages::{ChannelMessage, SignedMessage};
 use silas_core::model::review::{AutonomyThresholdProposal, BatchProposal};
@@ -78,6 +78,7 @@ pub enum OwnedSubject {
     Batch(BatchProposal),
     AutonomyThreshold(AutonomyThresholdProposal),
     ToolCall(ToolCallApproval),
+    Changes(ChangesApproval),
 }
 
 impl OwnedSubject {
@@ -87,6 +88,7 @@ impl OwnedSubject {
             OwnedSubject::Batch(b) => Subject::Batch(b),
             OwnedSubject::AutonomyThreshold(p) => Subject::AutonomyThreshold(p),
             OwnedSubject::ToolCall(c) => Subject::ToolCall(c),
+            OwnedSubject::Changes(c) => Subject::Changes(c),
         }
     }
 }

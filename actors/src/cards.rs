@@ -73,6 +73,12 @@ impl CardTimeouts {
 
 /// The moment a card stops accepting answers.
 pub fn deadline(card: &PendingCard, timeouts: &CardTimeouts) -> Timestamp {
+    // An undo card lives exactly as long as its undo window (§0.5.5).
+    if let CardPayload::Changes(c) = &card.card
+        && c.phase == silas_core::model::approval::ChangesAction::Undo
+    {
+        return card.expires_at;
+    }
     let timeout = chrono::Duration::from_std(timeouts.for_card_type(card.card_type()))
         .unwrap_or(chrono::Duration::seconds(300));
     card.expires_at.min(card.created_at.plus(timeout))

@@ -887,11 +887,15 @@ impl Actor for Stream {
                            "status": event.status}),
                 )?;
                 // An item waiting for the owner (a fix task's plan card, a
-                // paused tool call's card) brings its open cards along.
-                let waiting = (event.status == crate::work::WorkStatusKind::Blocked)
-                    .then(|| approval_flow::open_cards_for(&state.args.deps, &event.work_item_id))
-                    .transpose()?
-                    .unwrap_or_default();
+                // paused tool call's card) brings its open cards along, and
+                // so does a done one (its apply or undo card).
+                let waiting = matches!(
+                    event.status,
+                    crate::work::WorkStatusKind::Blocked | crate::work::WorkStatusKind::Done
+                )
+                .then(|| approval_flow::open_cards_for(&state.args.deps, &event.work_item_id))
+                .transpose()?
+                .unwrap_or_default();
                 if let Err(e) = state
                     .args
                     .deps

@@ -25,7 +25,7 @@ use crate::error::ErrorCode;
 use crate::model::JsonObject;
 use crate::model::approval::{
     ApprovalDecision, ApprovalScope, ApprovalStrength, ApprovalToken, ApprovalVerdict,
-    SPAWN_POLICY_HASH_KEY, ToolCallApproval,
+    ChangesApproval, SPAWN_POLICY_HASH_KEY, ToolCallApproval,
 };
 use crate::model::review::{AutonomyThresholdProposal, BatchProposal};
 use crate::model::work::{WorkItem, WorkItemType};
@@ -40,6 +40,8 @@ pub enum Subject<'a> {
     Batch(&'a BatchProposal),
     AutonomyThreshold(&'a AutonomyThresholdProposal),
     ToolCall(&'a ToolCallApproval),
+    /// Applying (or undoing) a workspace change set (issue #15).
+    Changes(&'a ChangesApproval),
 }
 
 impl Subject<'_> {
@@ -61,6 +63,10 @@ impl Subject<'_> {
             Subject::ToolCall(c) => Ok((
                 c.work_item_id.clone(),
                 projections::tool_call_hash(c).map_err(hash_err)?,
+            )),
+            Subject::Changes(c) => Ok((
+                c.work_item_id.clone(),
+                projections::changes_hash(c).map_err(hash_err)?,
             )),
         }
     }
@@ -172,6 +178,12 @@ pub fn unsigned_token(
             return Err(IssueError::ScopeMismatch {
                 scope,
                 why: "a paused tool call is approved as one single step",
+            });
+        }
+        (Subject::Changes(_), s) if s != ApprovalScope::SingleStep => {
+            return Err(IssueError::ScopeMismatch {
+                scope,
+                why: "a change set is applied (or undone) as one single step",
             });
         }
         (Subject::WorkItem(_), ApprovalScope::AutonomyThreshold) => {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::model::JsonObject;
-use crate::model::approval::ApprovalToken;
+use crate::model::approval::{ApprovalToken, ChangesAction};
 use crate::model::work::{VerificationCheck, WorkItem};
 use crate::risk::{self, PlanView, Risk, RiskLevel};
 
@@ -103,6 +103,8 @@ impl CardKind {
 pub const PLAN_CARD: &str = "approval_request";
 /// Card type of a paused tool call of background work (§5.2.1 c2, §4.24).
 pub const TOOL_CARD: &str = "tool_approval";
+/// Card type of a workspace change set to apply, or an apply to undo (#15).
+pub const CHANGES_CARD: &str = "apply_changes";
 
 /// The owner's answer to a non-plan card, typed by response shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +210,89 @@ pub struct ToolCard {
     pub pause: Value,
     #[serde(default)]
     pub decision: Option<ToolDecision>,
+}
+
+/// One file of a change set, as a card shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedFile {
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub kind: String,
+    pub added: u64,
+    pub removed: u64,
+    #[serde(default)]
+    pub binary: bool,
+    /// A file that defines the checks (tests, check configuration): the
+    /// checks ran on the original, and the card flags the edit.
+    #[serde(default)]
+    pub protected: bool,
+}
+
+/// A verified workspace change set waiting to be applied (phase `apply`),
+/// or an apply that can still be undone (phase `undo`, the §0.5.5
+/// post-execution card). Answered like a plan card: approving mints a
+/// single-step token bound to exactly this change set (`changes_sha256`,
+/// the hash of the stored `changes.json`) and the item's plan hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChangesCard {
+    pub work_item_id: String,
+    pub title: String,
+    pub phase: ChangesAction,
+    pub workspace: String,
+    /// The workspace's registered directory.
+    pub path: String,
+    pub plan_hash: String,
+    pub changes_sha256: String,
+    pub files: Vec<ChangedFile>,
+    pub total_added: u64,
+    pub total_removed: u64,
+    /// Paths in the result that are reported but never applied (symlinks,
+    /// special files), with why.
+    #[serde(default)]
+    pub refused: Vec<String>,
+    /// The unified diff, cut to [`CHANGES_CARD_DIFF_MAX`] bytes for the card
+    /// (the whole diff is the item's `changes.diff` artifact).
+    #[serde(default)]
+    pub diff: String,
+    #[serde(default)]
+    pub diff_truncated: bool,
+    /// Commit message of the optional local commit after applying.
+    #[serde(default)]
+    pub commit_message: Option<String>,
+    /// Undo phase: when the undo window closes.
+    #[serde(default)]
+    pub undo_until: Option<crate::Timestamp>,
+    /// The owner's answer, recorded until the executor acts on it.
+    #[serde(default)]
+    pub decision: Option<ToolDecision>,
+}
+
+/// The largest diff a change card carries (bigger ones are cut at a line).
+pub const CHANGES_CARD_DIFF_MAX: usize = 64 * 1024;
+
+impl ChangesCard {
+    /// Paths of edited check-defining files (the card's warning).
+    pub fn protected_edits(&self) -> Vec<&str> {
+        self.files
+            .iter()
+            .filter(|f| f.protected)
+            .map(|f| f.path.as_str())
+            .collect()
+    }
+}
+
+/// `diff` cut at a line boundary to at most `max` bytes; whether it was cut.
+pub fn cut_diff(diff: &str, max: usize) -> (String, bool) {
+    if diff.len() <= max {
+        return (diff.to_string(), false);
+    }
+    let mut end = max;
+    while end > 0 && !diff.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &diff[..end];
+    let head = head.rfind('\n').map_or(head, |i| &head[..=i]);
+    (head.to_string(), true)
 }
 
 fn executor_origin() -> CardOrigin {
@@ -362,6 +447,9 @@ pub enum CardPayload {
     PermissionEscalation(PermissionEscalationCard),
     #[serde(rename = "connection_failure")]
     ConnectionFailure(ConnectionFailureCard),
+    /// Boxed: it carries a diff and possibly a whole approval token.
+    #[serde(rename = "apply_changes")]
+    Changes(Box<ChangesCard>),
 }
 
 impl CardPayload {
@@ -369,7 +457,7 @@ impl CardPayload {
     pub fn kind(&self) -> Option<CardKind> {
         Some(match self {
             CardPayload::Plan(_) => CardKind::Plan,
-            CardPayload::Tool(_) => return None,
+            CardPayload::Tool(_) | CardPayload::Changes(_) => return None,
             CardPayload::Gate(_) => CardKind::Gate,
             CardPayload::Checkpoint(_) => CardKind::Checkpoint,
             CardPayload::BatchReview(_) => CardKind::BatchReview,
@@ -388,6 +476,7 @@ impl CardPayload {
     pub fn card_type(&self) -> &'static str {
         match self {
             CardPayload::Tool(_) => TOOL_CARD,
+            CardPayload::Changes(_) => CHANGES_CARD,
             other => other.kind().map_or(PLAN_CARD, CardKind::card_type),
         }
     }
@@ -395,7 +484,10 @@ impl CardPayload {
     /// Plan-style cards (plan, fix-task, renewal, tool) are answered through
     /// the ApprovalEngine with `approval_response`.
     pub fn is_approval(&self) -> bool {
-        matches!(self, CardPayload::Plan(_) | CardPayload::Tool(_))
+        matches!(
+            self,
+            CardPayload::Plan(_) | CardPayload::Tool(_) | CardPayload::Changes(_)
+        )
     }
 
     /// The work item a plan or tool card is about.
@@ -403,6 +495,7 @@ impl CardPayload {
         match self {
             CardPayload::Plan(p) => Some(&p.work_item_id),
             CardPayload::Tool(t) => Some(&t.work_item_id),
+            CardPayload::Changes(c) => Some(&c.work_item_id),
             _ => None,
         }
     }
@@ -411,6 +504,7 @@ impl CardPayload {
         match self {
             CardPayload::Plan(p) => p.origin,
             CardPayload::Tool(t) => t.origin,
+            CardPayload::Changes(_) => CardOrigin::WorkExecutor,
             _ => CardOrigin::Turn,
         }
     }
@@ -429,6 +523,7 @@ impl CardPayload {
         match self {
             CardPayload::Plan(p) => Some(p.plan.risk.clone()),
             CardPayload::Tool(t) => Some(risk::tool_call_risk(&t.tool_name)),
+            CardPayload::Changes(c) => Some(risk::changes_risk(c)),
             other => risk::card_risk(other).map(|level| Risk {
                 level,
                 reasons: Vec::new(),

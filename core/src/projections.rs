@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Timestamp;
 use crate::canonical::{self, CanonicalError};
-use crate::model::approval::{ApprovalToken, ToolCallApproval};
+use crate::model::approval::{ApprovalToken, ChangesApproval, ToolCallApproval};
 use crate::model::review::{AutonomyThresholdProposal, BatchProposal};
 use crate::model::work::WorkItem;
 
@@ -219,6 +219,18 @@ pub fn tool_call_hash(c: &ToolCallApproval) -> Result<String, CanonicalError> {
         "call_id": c.call_id,
         "tool_name": c.tool_name,
         "arguments": c.arguments,
+    });
+    canonical::hash_of(&projection)
+}
+
+/// Binding hash of an apply/undo approval (issue #15): the change set's
+/// own hash under the item's plan hash, with the action.
+pub fn changes_hash(c: &ChangesApproval) -> Result<String, CanonicalError> {
+    let projection = json!({
+        "work_item_id": c.work_item_id,
+        "plan_hash": c.plan_hash,
+        "action": c.action.as_str(),
+        "changes_sha256": c.changes_sha256,
     });
     canonical::hash_of(&projection)
 }

@@ -184,6 +184,47 @@ pub fn tool_call_risk(tool_name: &str) -> Risk {
     }
 }
 
+/// The risk of applying (or undoing) a workspace change set (issue #15):
+/// applying writes the owner's files — medium, since an undo stays possible
+/// for the undo window — and high when it edits the files that define the
+/// checks (the checks ran on the originals). An undo only puts back what
+/// the apply replaced (refused if anything changed since): low.
+pub fn changes_risk(c: &crate::cards::ChangesCard) -> Risk {
+    use crate::model::approval::ChangesAction;
+    if c.phase == ChangesAction::Undo {
+        return Risk {
+            level: RiskLevel::Low,
+            reasons: vec![format!(
+                "puts back {} file(s) in {} exactly as they were",
+                c.files.len(),
+                c.path
+            )],
+        };
+    }
+    let mut reasons = vec![format!(
+        "writes {} file(s) in {} (+{} −{})",
+        c.files.len(),
+        c.path,
+        c.total_added,
+        c.total_removed
+    )];
+    let deleted = c.files.iter().filter(|f| f.kind == "deleted").count();
+    if deleted > 0 {
+        reasons.push(format!("deletes {deleted} file(s); undo restores them"));
+    }
+    let protected = c.protected_edits();
+    let level = if protected.is_empty() {
+        RiskLevel::Medium
+    } else {
+        reasons.push(format!(
+            "edits files that define the checks: {}",
+            protected.join(", ")
+        ));
+        RiskLevel::High
+    };
+    Risk { level, reasons }
+}
+
 /// Domain actions that cannot be taken back (§0.5.5: delete, unsubscribe…).
 pub const IRREVERSIBLE_ACTIONS: &[&str] = &[
     "delete",
@@ -224,6 +265,7 @@ pub fn card_risk(card: &CardPayload) -> Option<RiskLevel> {
     let (floor, carried) = match card {
         CardPayload::SecureInput(_) => return None,
         CardPayload::Plan(_) | CardPayload::Tool(_) => (RiskLevel::High, None),
+        CardPayload::Changes(c) => (changes_risk(c).level, None),
         CardPayload::Gate(_) => (RiskLevel::Medium, None),
         CardPayload::DraftReview(d) => (
             RiskLevel::Medium,

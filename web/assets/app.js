@@ -807,6 +807,59 @@
       },
     },
 
+    // A verified change set for one of the owner's workspaces (issue #15):
+    // the file list and the unified diff, then apply / decline; after an
+    // apply the same card type offers the undo within its window.
+    apply_changes: {
+      label: 'Changes',
+      intent: (f) => (f.phase === 'undo' ? 'Undo the changes for ' : 'Apply the changes for ') + str(f.title),
+      rationale: (f) => (f.phase === 'undo'
+        ? 'These changes were applied to your workspace. Undo puts every file back exactly as it was.'
+        : 'Silas made these changes on a copy and the checks passed there. Nothing in your workspace changes until you apply them.'),
+      build(ctx) {
+        const f = ctx.f;
+        const undo = f.phase === 'undo';
+        const dl = facts(ctx.body);
+        fact(dl, 'Workspace', str(f.workspace) + ' (' + str(f.path) + ')');
+        const files = arr(f.files).map(obj);
+        fact(dl, 'Changes', plural(files.length, 'file') + ', +' + (f.total_added || 0) + ' −' + (f.total_removed || 0));
+        if (f.commit_message) fact(dl, 'Then commits', str(f.commit_message) + ' (locally, hooks off)');
+        if (undo && f.undo_until) fact(dl, 'Undo until', str(f.undo_until));
+        const ul = el('ul', 'change-files');
+        for (const c of files) {
+          const li = el('li', 'change-file' + (c.protected ? ' change-protected' : ''));
+          li.appendChild(el('span', 'change-kind', str(c.kind)));
+          li.appendChild(el('code', 'change-path', str(c.path)));
+          li.appendChild(el('span', 'change-lines', c.binary ? 'binary' : '+' + (c.added || 0) + ' −' + (c.removed || 0)));
+          if (c.protected) li.appendChild(el('span', 'change-flag', 'defines the checks'));
+          ul.appendChild(li);
+        }
+        ctx.body.appendChild(ul);
+        const prot = arr(f.protected_edits).map(str).filter(Boolean);
+        if (prot.length) {
+          ctx.body.appendChild(el('p', 'card-warning', 'Edits files that define the checks: ' + prot.join(', ') + '. The checks ran on the originals.'));
+        }
+        const refused = arr(f.refused).map(str).filter(Boolean);
+        if (refused.length) fact(dl, 'Not applied', refused.join('; '));
+        if (!undo && f.diff) {
+          ctx.details.appendChild(el('p', 'details-label', 'Diff' + (f.diff_truncated ? ' (cut; the whole diff is the task’s changes.diff)' : '')));
+          ctx.details.appendChild(el('pre', 'change-diff', str(f.diff)));
+        }
+        const e = ctx.entry;
+        setActions(ctx, undo ? [
+          { id: 'undo', label: 'Undo', hint: 'put every file back', tone: 'primary', gated: true,
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'approved' }, 'You undid the changes', 'ok') },
+          { id: 'keep', label: 'Keep', hint: 'leave them applied', tone: 'destructive',
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'declined' }, 'You kept the changes', 'muted') },
+        ] : [
+          { id: 'apply', label: 'Apply', hint: 'to ' + str(f.path), tone: 'primary', gated: true,
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'approved' }, 'You applied the changes', 'ok') },
+          { id: 'decline', label: 'Decline', hint: 'workspace untouched', tone: 'destructive',
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'declined' }, 'You declined the changes', 'muted') },
+        ]);
+      },
+    },
+
     gate_approval: {
       label: 'Gate',
       intent: (f) => 'Let "' + words(f.gate_name) + '" through',

@@ -46,6 +46,31 @@ pub fn card_frame(request_id: &str, card: &CardPayload) -> ServerFrame {
                 from_scope: None,
             }
         }
+        CardPayload::Changes(c) => {
+            let risk = silas_core::risk::changes_risk(c);
+            ServerFrame::ApplyChanges {
+                request_id: rid,
+                title: c.title.clone(),
+                phase: c.phase,
+                workspace: c.workspace.clone(),
+                path: c.path.clone(),
+                files: c.files.clone(),
+                total_added: c.total_added,
+                total_removed: c.total_removed,
+                protected_edits: c
+                    .protected_edits()
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+                refused: c.refused.clone(),
+                diff: c.diff.clone(),
+                diff_truncated: c.diff_truncated,
+                commit_message: c.commit_message.clone(),
+                undo_until: c.undo_until.map(|t| t.to_string()),
+                risk_level: risk.level,
+                risk_reasons: risk.reasons,
+            }
+        }
         CardPayload::Gate(g) => ServerFrame::GateApproval {
             request_id: rid,
             gate_name: g.gate_name.clone(),

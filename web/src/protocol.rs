@@ -7,7 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use silas_core::cards::ChangedFile;
 use silas_core::model::JsonObject;
+use silas_core::model::approval::ChangesAction;
 use silas_core::model::workspace::Workspace;
 use silas_core::risk::{PlanView, RiskLevel};
 
@@ -176,6 +178,35 @@ pub enum ServerFrame {
         /// A chatbot customer's request: the conversation it came from.
         #[serde(default)]
         from_scope: Option<String>,
+    },
+    /// A verified workspace change set to apply (`phase: apply`), or an
+    /// apply that can still be undone (`phase: undo`, until `undo_until`).
+    /// Answered with `approval_response` (approved = apply / undo).
+    ApplyChanges {
+        request_id: String,
+        title: String,
+        phase: ChangesAction,
+        workspace: String,
+        path: String,
+        files: Vec<ChangedFile>,
+        total_added: u64,
+        total_removed: u64,
+        /// Check-defining files the executor edited (the checks ran on the
+        /// originals).
+        protected_edits: Vec<String>,
+        /// Result paths reported but never applied, with why.
+        refused: Vec<String>,
+        /// The unified diff (cut at 64 KiB; the whole one is the
+        /// `changes.diff` artifact).
+        diff: String,
+        diff_truncated: bool,
+        #[serde(default)]
+        commit_message: Option<String>,
+        #[serde(default)]
+        undo_until: Option<String>,
+        risk_level: RiskLevel,
+        #[serde(default)]
+        risk_reasons: Vec<String>,
     },
     GateApproval {
         request_id: String,

@@ -22,7 +22,7 @@ use crate::fsutil;
 use crate::journal::{self, BACKUPS, Entry, Journal, JournalState};
 use crate::{FileFact, Snapshot};
 
-pub use crate::journal::{RecoveryReport, recover};
+pub use crate::journal::{RecoveryReport, prune, recover};
 
 /// One file of an apply, as needed to reverse it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -37,7 +37,7 @@ pub(crate) fn git_binary() -> Option<PathBuf> {
         .find(|p| p.metadata().is_ok_and(|m| m.is_file()))
 }
 
-fn git(git: &Path, safe_dir: &Path) -> Command {
+pub(crate) fn git(git: &Path, safe_dir: &Path) -> Command {
     let mut cmd = Command::new(git);
     cmd.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -72,7 +72,7 @@ fn git(git: &Path, safe_dir: &Path) -> Command {
     cmd
 }
 
-fn run(mut cmd: Command, what: &str) -> Result<Vec<u8>, WorkspaceError> {
+pub(crate) fn run(mut cmd: Command, what: &str) -> Result<Vec<u8>, WorkspaceError> {
     let out = cmd
         .output()
         .map_err(|e| WorkspaceError::io(format!("run git {what}"), e))?;

@@ -303,3 +303,42 @@ pub fn recover(journal_dir: &Path, workspace_root: &Path) -> Result<RecoveryRepo
     }
     Ok(report)
 }
+
+/// Removes finished journals (complete or rolled back) last written more
+/// than `older_than` ago, with their backups: once the undo window is over
+/// nothing reads them. Incomplete journals are never pruned (recovery needs
+/// them). Returns how many were removed.
+pub fn prune(journal_dir: &Path, older_than: std::time::Duration) -> Result<usize, ApplyError> {
+    let entries = match fs::read_dir(journal_dir) {
+        Ok(e) => e,
+        Err(e) if fsutil::is_not_found(&e) => return Ok(0),
+        Err(e) => return Err(ApplyError::io("read journal dir", e)),
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path().join(JOURNAL_FILE);
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age >= older_than);
+        if !old {
+            continue;
+        }
+        let Ok(journal) = Journal::read(&path) else {
+            continue;
+        };
+        if matches!(
+            journal.state,
+            JournalState::Complete | JournalState::RolledBack
+        ) && fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}

@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod apply;
+pub mod commit;
 pub mod copy;
 pub mod diff;
 mod error;

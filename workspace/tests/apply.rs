@@ -256,3 +256,31 @@ fn undo_after_a_later_edit_is_refused() {
     );
     assert_eq!(tree(&f.ws), after_edit);
 }
+
+#[test]
+fn prune_removes_finished_journals_past_the_window_and_keeps_the_rest() {
+    let f = fixture();
+    let applied = apply::apply(&f.changes, &f.result, &f.snap, &f.journal).unwrap();
+    let dir = f.journal.join(&applied.id);
+    assert!(dir.join("backups").is_dir());
+    // Inside the window: kept (an undo still needs the backups).
+    assert_eq!(
+        apply::prune(&f.journal, std::time::Duration::from_secs(3600)).unwrap(),
+        0
+    );
+    assert!(dir.is_dir());
+    // An incomplete journal is never pruned, however old.
+    let g = fixture();
+    let _ = apply::apply_with_fault(&g.changes, &g.result, &g.snap, &f.journal, 1);
+    let before: Vec<_> = fs::read_dir(&f.journal).unwrap().flatten().collect();
+    assert_eq!(before.len(), 2);
+    assert_eq!(
+        apply::prune(&f.journal, std::time::Duration::ZERO).unwrap(),
+        1
+    );
+    assert!(!dir.exists(), "the finished journal is gone");
+    assert_eq!(fs::read_dir(&f.journal).unwrap().count(), 1);
+    // Recovery still finds the incomplete one.
+    let report = apply::recover(&f.journal, &g.ws).unwrap();
+    assert_eq!(report.finished.len() + report.rolled_back.len(), 1);
+}

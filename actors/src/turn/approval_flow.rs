@@ -17,7 +17,9 @@
 use serde_json::json;
 use silas_core::approval::Denial;
 use silas_core::cards::{CardPayload, PlanCard};
-use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
+use silas_core::model::approval::{
+    ApprovalDecision, ApprovalScope, ApprovalVerdict, ChangesApproval,
+};
 use silas_core::model::work::{WorkItem, WorkItemStatus, WorkItemType};
 use silas_core::{Timestamp, projections};
 use silas_storage::PendingCard;
@@ -53,6 +55,14 @@ pub enum DecideOutcome {
     /// A paused tool call was declined; the item was dispatched to resume
     /// with the refusal (the call never runs).
     ToolCallDeclined { work_item_id: String },
+    /// A change card (apply or undo) was approved: a token bound to exactly
+    /// that change set was issued and verified; the item was dispatched.
+    ChangesApproved {
+        work_item_id: String,
+        token_id: String,
+    },
+    /// A change card was declined: nothing is written to the workspace.
+    ChangesDeclined { work_item_id: String },
 }
 
 fn audit(deps: &TurnDeps, event: &str, data: serde_json::Value) -> Result<(), TurnError> {
@@ -121,6 +131,8 @@ pub async fn decide_card(
     }
     if matches!(card.card, CardPayload::Tool(_)) {
         decide_tool_call(deps, dispatch, card, work, decision, origin).await
+    } else if matches!(card.card, CardPayload::Changes(_)) {
+        decide_changes(deps, dispatch, card, work, decision, origin).await
     } else {
         decide_plan(deps, dispatch, card, work, decision, origin).await
     }
@@ -418,6 +430,97 @@ async fn decide_tool_call(
             )
             .await?;
             Ok(DecideOutcome::ToolCallDeclined { work_item_id })
+        }
+    }
+}
+
+/// Issue #15 for a change card (apply, or undo within the window): record
+/// the owner's answer in the card — after minting and verifying a
+/// single-step token bound to the item, its plan hash, the action and the
+/// SHA-256 of the exact change set shown — then dispatch the item so the
+/// WorkExecutor acts on it (it checks the token against the card and the
+/// stored bytes again before writing anything).
+async fn decide_changes(
+    deps: &TurnDeps,
+    dispatch: &mpsc::Sender<DispatchRequest>,
+    card: PendingCard,
+    work: WorkItem,
+    decision: ApprovalDecision,
+    origin: &AnswerOrigin,
+) -> Result<DecideOutcome, TurnError> {
+    let cards = deps.store.records::<PendingCard>();
+    let request_id = card.request_id.clone();
+    let work_item_id = work.id.clone();
+    let CardPayload::Changes(changes) = &card.card else {
+        return Err(TurnError::UnknownCard(request_id));
+    };
+    if changes.decision.is_some() {
+        send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+        return Ok(DecideOutcome::AlreadyApproved { work_item_id });
+    }
+    if work.status != WorkItemStatus::Done {
+        cards.delete(&request_id)?;
+        return Err(TurnError::UnknownCard(request_id));
+    }
+    let action = changes.phase;
+    let recorded = if decision.verdict != ApprovalVerdict::Approved {
+        ToolDecision::Declined {
+            reason: format!("the owner answered {}", decision.verdict.as_str()),
+        }
+    } else {
+        let bad = |why: String| TurnError::Approval(ApprovalError::Denied(Denial::Unhashable(why)));
+        let current = projections::plan_hash(&work).map_err(|e| bad(e.to_string()))?;
+        if current != changes.plan_hash {
+            audit(
+                deps,
+                "workspace_apply_refused",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "reason": Denial::PlanHashMismatch.kind()}),
+            )?;
+            return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
+        }
+        let subject = OwnedSubject::Changes(ChangesApproval {
+            work_item_id: work_item_id.clone(),
+            plan_hash: current,
+            action,
+            changes_sha256: changes.changes_sha256.clone(),
+        });
+        let token = deps
+            .approval_engine
+            .issue_token(
+                subject.clone(),
+                decision.clone(),
+                ApprovalScope::SingleStep,
+                origin.clone(),
+            )
+            .await?;
+        let verified = deps.approval_engine.verify_subject(token, subject).await?;
+        ToolDecision::Approved { token: verified }
+    };
+    let decided = cards::with_decision(card.clone(), &recorded);
+    cards.put(&decided)?;
+    send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+    match recorded {
+        ToolDecision::Approved { token } => {
+            audit(
+                deps,
+                "workspace_changes_approved",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "action": action.as_str(), "token_id": token.token_id}),
+            )?;
+            Ok(DecideOutcome::ChangesApproved {
+                work_item_id,
+                token_id: token.token_id,
+            })
+        }
+        ToolDecision::Declined { .. } => {
+            audit(
+                deps,
+                "workspace_changes_declined",
+                json!({"request_id": request_id, "work_item_id": work_item_id,
+                       "action": action.as_str(), "verdict": decision.verdict.as_str()}),
+            )?;
+            Ok(DecideOutcome::ChangesDeclined { work_item_id })
         }
     }
 }

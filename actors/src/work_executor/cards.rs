@@ -21,7 +21,8 @@
 use serde::{Deserialize, Serialize};
 use silas_core::Timestamp;
 pub use silas_core::cards::ToolDecision;
-use silas_core::cards::{self as model, CardOrigin, CardPayload};
+use silas_core::cards::{self as model, CardOrigin, CardPayload, ChangesCard};
+use silas_core::model::approval::ChangesAction;
 use silas_core::model::approval::ToolCallApproval;
 use silas_core::model::work::WorkItem;
 use silas_llm::tool_loop::PausedRun;
@@ -152,6 +153,39 @@ pub fn tool_card(
     ))
 }
 
+/// Card id of a work item's change card (one per item and phase).
+pub fn changes_card_id(work_item_id: &str, phase: ChangesAction) -> String {
+    format!("card-{}-{work_item_id}", phase.as_str())
+}
+
+/// A change card of this flow, open until `expires_at`.
+pub fn changes_card(
+    card: ChangesCard,
+    scope_id: &str,
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> PendingCard {
+    PendingCard {
+        request_id: changes_card_id(&card.work_item_id, card.phase),
+        scope_id: scope_id.to_owned(),
+        card: CardPayload::Changes(Box::new(card)),
+        created_at: now,
+        expires_at,
+        audience: silas_storage::CardAudience::Owner,
+    }
+}
+
+/// A work item's change card (apply or undo), if any.
+pub fn changes_card_for<'a>(
+    cards: &'a [PendingCard],
+    work_item_id: &str,
+) -> Option<(&'a PendingCard, &'a ChangesCard)> {
+    cards.iter().find_map(|c| match &c.card {
+        CardPayload::Changes(ch) if ch.work_item_id == work_item_id => Some((c, ch.as_ref())),
+        _ => None,
+    })
+}
+
 /// The card's work item id.
 pub fn work_item_of(card: &PendingCard) -> Option<&str> {
     card.card.work_item_id()
@@ -176,6 +210,7 @@ pub fn pause_of(card: &PendingCard) -> Result<ToolPause, String> {
 pub fn decision_of(card: &PendingCard) -> Option<&ToolDecision> {
     match &card.card {
         CardPayload::Tool(t) => t.decision.as_ref(),
+        CardPayload::Changes(c) => c.decision.as_ref(),
         _ => None,
     }
 }
@@ -183,8 +218,10 @@ pub fn decision_of(card: &PendingCard) -> Option<&ToolDecision> {
 /// The card with `decision` recorded (a card that is no tool card is
 /// returned as it is: there is nothing to record on it).
 pub fn with_decision(mut card: PendingCard, decision: &ToolDecision) -> PendingCard {
-    if let CardPayload::Tool(t) = &mut card.card {
-        t.decision = Some(decision.clone());
+    match &mut card.card {
+        CardPayload::Tool(t) => t.decision = Some(decision.clone()),
+        CardPayload::Changes(c) => c.decision = Some(decision.clone()),
+        _ => {}
     }
     card
 }
@@ -197,7 +234,8 @@ pub fn tool_card_for<'a>(cards: &'a [PendingCard], work_item_id: &str) -> Option
 }
 
 /// Cards of a work item still waiting for the owner (what to deliver when
-/// the item reports it is waiting): plan cards and undecided tool cards.
+/// the item reports it is waiting, or done with changes to review): plan
+/// cards and undecided tool and change cards.
 pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<PendingCard> {
     cards
         .into_iter()
@@ -205,6 +243,7 @@ pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<Pendin
         .filter(|c| match &c.card {
             CardPayload::Plan(_) => true,
             CardPayload::Tool(t) => t.decision.is_none(),
+            CardPayload::Changes(c) => c.decision.is_none(),
             _ => false,
         })
         .collect()

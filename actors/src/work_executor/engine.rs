@@ -47,6 +47,7 @@ use super::policy::{
     should_consult_planner, with_egress_refusals,
 };
 use super::tools::{Ledger, ToolLimits, WorkTools};
+use super::workspace::{StoredChanges, WorkspaceRun};
 use crate::approval::{ApprovalError, ApprovalService};
 use crate::gate_runner::GateHandle;
 use crate::work::{CheckOutcome, WorkStatusEvent, WorkStatusKind};
@@ -97,6 +98,11 @@ pub struct WorkConfig {
     pub max_gate_evals: u32,
     /// Durable per-item artifact directories: `{artifacts_dir}/{work_item_id}/`.
     pub artifacts_dir: PathBuf,
+    /// Apply journals and the originals an undo puts back (owner-only):
+    /// `{data_dir}/workspace-journal`.
+    pub journal_dir: PathBuf,
+    /// `approval.undo_window_seconds`: how long an apply can be undone.
+    pub undo_window: std::time::Duration,
     pub tool_limits: ToolLimits,
     /// §18.5 limits shared with the turn pipeline: model calls per scope +
     /// the global cap (each executor attempt, resumption and planner
@@ -116,6 +122,14 @@ pub struct WorkEngine {
     pub gate_runner: GateHandle,
     pub config: WorkConfig,
     pub events: broadcast::Sender<WorkStatusEvent>,
+}
+
+/// What a successful task ends with.
+pub(super) struct Done<'a> {
+    pub summary: String,
+    pub artifacts: BTreeMap<String, String>,
+    pub next_steps: Vec<String>,
+    pub report: Option<&'a VerificationReport>,
 }
 
 /// The outcome of one goal cycle (§5.2.3).
@@ -311,6 +325,18 @@ impl WorkEngine {
     ) -> Result<WorkItemResult, WorkError> {
         item.status = status;
         self.persist(&item)?;
+        self.ended(item, scope, summary, report)
+    }
+
+    /// Audits and publishes an item's persisted end.
+    fn ended(
+        &self,
+        item: WorkItem,
+        scope: &str,
+        summary: String,
+        report: Option<&VerificationReport>,
+    ) -> Result<WorkItemResult, WorkError> {
+        let status = item.status;
         self.audit(
             &format!("work_item.{}", status.as_str()),
             json!({"work_item_id": item.id, "attempts": item.attempts,
@@ -369,8 +395,7 @@ impl WorkEngine {
             });
         }
         if terminal(item.status) {
-            let s = format!("already {}", item.status.as_str());
-            return Ok(Self::result(&item, s, None));
+            return self.done_item(item, scope);
         }
         // 0. Approval gate: non-consuming check before anything runs.
         let Some(token) = item.approval_token.clone() else {
@@ -422,10 +447,10 @@ impl WorkEngine {
                 return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
             }
         };
-        let workspace = item.workspace.clone();
+        let workspace = item.workspace.is_some();
         let result = self.task_loop(item, scope, inputs, gates, resume).await;
-        if let (Some(use_), Ok(r)) = (&workspace, &result) {
-            self.release_workspace(id, use_, r.status);
+        if let (true, Ok(r)) = (workspace, &result) {
+            self.release_workspace(id, r.status);
         }
         result
     }
@@ -636,8 +661,15 @@ impl WorkEngine {
             }
             // e–f. External verification (or a single successful run).
             if item.verify.is_empty() {
-                let summary = self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
-                return self.done(item, scope, summary, artifacts, output.next_steps, None);
+                let (summary, changes) =
+                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
+                let done = Done {
+                    summary,
+                    artifacts,
+                    next_steps: output.next_steps,
+                    report: None,
+                };
+                return self.done(item, scope, done, ws.as_ref().zip(changes));
             }
             let report = match &ws {
                 Some(run) => self.verify_workspace(&item, run).await?,
@@ -656,15 +688,15 @@ impl WorkEngine {
                 ),
             )?;
             if report.all_passed {
-                let summary = self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
-                return self.done(
-                    item,
-                    scope,
+                let (summary, changes) =
+                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
+                let done = Done {
                     summary,
                     artifacts,
-                    output.next_steps,
-                    Some(&report),
-                );
+                    next_steps: output.next_steps,
+                    report: Some(&report),
+                };
+                return self.done(item, scope, done, ws.as_ref().zip(changes));
             }
             let details = format_failures(&report);
             self.persist(&item)?;
@@ -684,18 +716,30 @@ impl WorkEngine {
         }
     }
 
+    /// Ends an item `done`. A workspace run's change set is offered on an
+    /// apply card (or applied, `apply: direct`) stored in the same
+    /// transaction as the status, so the Stream delivers it with the result.
     pub(super) fn done(
         &self,
-        item: WorkItem,
+        mut item: WorkItem,
         scope: &str,
-        summary: String,
-        artifacts: BTreeMap<String, String>,
-        next_steps: Vec<String>,
-        report: Option<&VerificationReport>,
+        done: Done<'_>,
+        changes: Option<(&WorkspaceRun, StoredChanges)>,
     ) -> Result<WorkItemResult, WorkError> {
-        let mut r = self.finish(item, scope, WorkItemStatus::Done, summary, report)?;
-        r.artifacts = artifacts;
-        r.next_steps = next_steps;
+        let mut summary = done.summary;
+        let mut card = None;
+        if let Some((run, changes)) = changes {
+            let outcome = self.changes_outcome(&item, scope, run, &changes)?;
+            if let Some(note) = outcome.note {
+                summary = format!("{summary} {note}");
+            }
+            card = outcome.card;
+        }
+        item.status = WorkItemStatus::Done;
+        self.persist_with_card(&item, card.as_ref(), None)?;
+        let mut r = self.ended(item, scope, summary, done.report)?;
+        r.artifacts = done.artifacts;
+        r.next_steps = done.next_steps;
         Ok(r)
     }
 

@@ -73,6 +73,7 @@
 //! When the executor stops, its runs are killed with it (ractor terminates
 //! linked children) and resume at the next start.
 
+pub mod apply;
 pub mod cancel;
 pub mod cards;
 pub mod engine;
@@ -519,6 +520,29 @@ impl Actor for WorkExecutor {
                     false,
                 )
                 .await;
+        }
+        // Workspace applies a crash interrupted are finished or rolled back
+        // before anything else touches a workspace; then every change card
+        // is settled again (a waiting one re-announced, an answered one
+        // acted on).
+        state.engine.recover_applies();
+        let change_cards: Vec<silas_storage::PendingCard> = state
+            .engine
+            .store
+            .records::<silas_storage::PendingCard>()
+            .list()?
+            .into_iter()
+            .filter(|c| matches!(c.card, silas_core::cards::CardPayload::Changes(_)))
+            .collect();
+        for card in change_cards {
+            let Some(id) = cards::work_item_of(&card) else {
+                continue;
+            };
+            let req = DispatchRequest {
+                work_item_id: id.to_owned(),
+                scope_id: card.scope_id.clone(),
+            };
+            state.start(&myself, req, false).await;
         }
         Ok(state)
     }

@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use silas_core::model::work::WorkItem;
+use silas_core::model::work::{WorkItem, WorkItemStatus};
 use silas_core::model::workspace::WorkspaceUse;
 use silas_execution::executors::ProjectDir;
 use silas_execution::verification::VerificationReport;
@@ -38,6 +38,16 @@ pub struct WorkspaceRun {
 }
 
 const SNAPSHOT: &str = "snapshot.json";
+/// The stored change set, in the item's artifacts (an apply approval binds
+/// its SHA-256).
+pub(super) const CHANGES_FILE: &str = "changes.json";
+
+/// A run's change set as stored with the item's artifacts.
+pub struct StoredChanges {
+    pub set: ChangeSet,
+    /// SHA-256 of the stored `changes.json`.
+    pub sha256: String,
+}
 
 fn io(what: impl std::fmt::Display) -> WorkError {
     WorkError::Io(what.to_string())
@@ -123,6 +133,21 @@ impl WorkEngine {
         }))
     }
 
+    /// The copies a finished task left for applying (`None`: gone).
+    pub(super) fn kept_run(&self, item: &WorkItem) -> Option<WorkspaceRun> {
+        let use_ = item.workspace.clone()?;
+        let root = self.workspace_root(&item.id);
+        let text = std::fs::read_to_string(root.join(SNAPSHOT)).ok()?;
+        let snapshot = serde_json::from_str::<Snapshot>(&text).ok()?;
+        let protected = Protected::new(&use_.protected).ok()?;
+        (root.join("result").is_dir()).then_some(WorkspaceRun {
+            use_,
+            root,
+            snapshot,
+            protected,
+        })
+    }
+
     /// The item's checks over a fresh copy of the result, the checks' own
     /// files restored from the untouched copy first (unless the approved plan
     /// allows editing them).
@@ -173,44 +198,40 @@ impl WorkEngine {
         })
     }
 
-    /// The executor's summary, plus the change set of a workspace run.
+    /// The executor's summary, plus the change set of a workspace run
+    /// (stored with the item's artifacts).
     pub(super) fn summary_with_changes(
         &self,
         item: &WorkItem,
         run: Option<&WorkspaceRun>,
         summary: &str,
-    ) -> Result<String, WorkError> {
+    ) -> Result<(String, Option<StoredChanges>), WorkError> {
         let Some(run) = run else {
-            return Ok(summary.to_string());
+            return Ok((summary.to_string(), None));
         };
         let changes = self.workspace_changes(item, run)?;
-        Ok(format!(
-            "{summary}\n\n{}",
-            describe(&changes, &run.use_.name)
-        ))
+        let text = format!("{summary}\n\n{}", describe(&changes.set, &run.use_.name));
+        Ok((text, Some(changes)))
     }
 
-    /// Removes a finished task's copies, unless they are still needed: a
-    /// done task with write access keeps `base`/`result` for applying its
-    /// change set; a paused or blocked one may still go on.
-    pub(super) fn release_workspace(
-        &self,
-        item_id: &str,
-        use_: &WorkspaceUse,
-        status: silas_core::model::work::WorkItemStatus,
-    ) {
-        use silas_core::model::work::WorkItemStatus as S;
-        use silas_core::model::workspace::Access;
+    /// Removes a finished task's copies unless they are still needed: a
+    /// change card still waiting to be answered needs `base`/`result` to
+    /// apply from, and a paused or blocked task may still go on.
+    pub(super) fn release_workspace(&self, item_id: &str, status: WorkItemStatus) {
+        use WorkItemStatus as S;
         let keep = match status {
-            S::Done => use_.access == Access::Write,
+            S::Done => self.apply_pending(item_id),
             S::Failed | S::Stuck => false,
             _ => true,
         };
         if !keep {
-            silas_execution::cleanup::remove_tree(
-                &self.registry.work_base().join(format!("ws-{item_id}")),
-            );
+            silas_execution::cleanup::remove_tree(&self.workspace_root(item_id));
         }
+    }
+
+    /// `{work_base}/ws-{item_id}`.
+    pub(super) fn workspace_root(&self, item_id: &str) -> PathBuf {
+        self.registry.work_base().join(format!("ws-{item_id}"))
     }
 
     /// The change set of a finished run, stored with the item's artifacts
@@ -219,7 +240,7 @@ impl WorkEngine {
         &self,
         item: &WorkItem,
         run: &WorkspaceRun,
-    ) -> Result<ChangeSet, WorkError> {
+    ) -> Result<StoredChanges, WorkError> {
         let changes =
             diff::changes(&run.snapshot, &run.base(), &run.result(), &run.protected).map_err(io)?;
         let dir = self.artifact_dir(&item.id);
@@ -228,7 +249,9 @@ impl WorkEngine {
             .map_err(|e| io(format!("cannot store the diff: {e}")))?;
         let text = serde_json::to_string_pretty(&changes)
             .map_err(|e| WorkError::Encoding(e.to_string()))?;
-        std::fs::write(dir.join("changes.json"), text)
+        // What an apply approval binds: these exact bytes.
+        let sha256 = silas_core::canonical::sha256_hex(text.as_bytes());
+        std::fs::write(dir.join(CHANGES_FILE), text)
             .map_err(|e| io(format!("cannot store the change set: {e}")))?;
         let files: Vec<serde_json::Value> = changes
             .files
@@ -243,9 +266,13 @@ impl WorkEngine {
             json!({"work_item_id": item.id, "workspace": run.use_.name,
                    "files": files, "added": changes.total_added, "removed": changes.total_removed,
                    "protected_edits": changes.protected_edits(),
+                   "changes_sha256": sha256,
                    "approval": item.approval_token.as_ref().map(|t| t.token_id.clone())}),
         )?;
-        Ok(changes)
+        Ok(StoredChanges {
+            set: changes,
+            sha256,
+        })
     }
 }
 
@@ -255,7 +282,7 @@ pub fn describe(changes: &ChangeSet, workspace: &str) -> String {
         return format!("No changes to workspace {workspace}.");
     }
     let mut out = format!(
-        "Changes to workspace {workspace} (on a copy; not applied): {} file(s), +{} −{}.",
+        "Changes to workspace {workspace} (made on a copy): {} file(s), +{} −{}.",
         changes.files.len(),
         changes.total_added,
         changes.total_removed

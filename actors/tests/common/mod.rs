@@ -210,6 +210,8 @@ impl Fx {
                 system_gates: Vec::new(),
                 max_gate_evals: 32,
                 artifacts_dir: dir.path().join("artifacts"),
+                journal_dir: dir.path().join("workspace-journal"),
+                undo_window: std::time::Duration::from_secs(300),
                 tool_limits: ToolLimits::default(),
                 rate_limits: Arc::new(RuntimeLimits::from_config(&Default::default())),
             },

@@ -908,6 +908,9 @@ pub struct ApprovalConfig {
     /// How long a gate approval or checkpoint card waits before it resolves
     /// to `block` (§8.1: 120 s).
     pub gate_card_timeout_seconds: u64,
+    /// How long an applied workspace change set can still be undone from
+    /// its post-execution card (§0.5.5: 5 minutes, configurable).
+    pub undo_window_seconds: u64,
 }
 
 impl Default for ApprovalConfig {
@@ -929,6 +932,7 @@ impl Default for ApprovalConfig {
             .collect(),
             plan_card_timeout_seconds: 300,
             gate_card_timeout_seconds: 120,
+            undo_window_seconds: 300,
         }
     }
 }

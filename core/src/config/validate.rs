@@ -731,6 +731,16 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         "approval.gate_card_timeout_seconds",
         ap.gate_card_timeout_seconds,
     );
+    c.positive("approval.undo_window_seconds", ap.undo_window_seconds);
+    if ap.undo_window_seconds > 7 * 24 * 3600 {
+        c.fail(
+            "approval.undo_window_seconds",
+            format!(
+                "must be at most a week (604800 s), got {}",
+                ap.undo_window_seconds
+            ),
+        );
+    }
     for (i, level) in ap.auto_approve_risk_levels.iter().enumerate() {
         if !RISK_LEVELS.contains(&level.as_str()) {
             c.fail(

@@ -73,6 +73,37 @@ pub struct ToolCallApproval {
     pub arguments: serde_json::Value,
 }
 
+/// What a change-set approval does to the owner's workspace (issue #15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangesAction {
+    /// Write a verified change set into the real workspace.
+    Apply,
+    /// Reverse an apply from its backups (within the undo window).
+    Undo,
+}
+
+impl ChangesAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangesAction::Apply => "apply",
+            ChangesAction::Undo => "undo",
+        }
+    }
+}
+
+/// The subject of an apply (or undo) approval. A token for it (scope
+/// `single_step`) binds the work item, its plan hash and the SHA-256 of the
+/// exact stored change set (`changes.json`), so it authorises neither another
+/// change set nor the same one under a changed plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangesApproval {
+    pub work_item_id: String,
+    pub plan_hash: String,
+    pub action: ChangesAction,
+    pub changes_sha256: String,
+}
+
 /// A decision collected by a channel before a token is minted (§3.6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalDecision {

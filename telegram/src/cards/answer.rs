@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use silas_core::cards::{CardKind, CardPayload, CardResponse};
-use silas_core::model::approval::ApprovalVerdict;
+use silas_core::model::approval::{ApprovalVerdict, ChangesAction};
 use silas_core::risk::RiskLevel;
 
 /// What a pressed button or a typed answer means (channel-neutral).
@@ -209,6 +209,34 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
                 "❌ Declined",
             ),
         ],
+        CardPayload::Changes(c) => {
+            let (yes, yes_done, no, no_done) = match c.phase {
+                ChangesAction::Apply => ("Apply", "✅ Applying", "Decline", "❌ Not applied"),
+                ChangesAction::Undo => ("Undo", "↩️ Undoing", "Keep", "Kept"),
+            };
+            vec![
+                with_outcome(
+                    choice(
+                        "ok",
+                        "✅",
+                        yes,
+                        Role::Yes,
+                        CardAnswer::Approval(ApprovalVerdict::Approved),
+                    ),
+                    yes_done,
+                ),
+                with_outcome(
+                    choice(
+                        "no",
+                        "❌",
+                        no,
+                        Role::No,
+                        CardAnswer::Approval(ApprovalVerdict::Declined),
+                    ),
+                    no_done,
+                ),
+            ]
+        }
         CardPayload::Gate(_) => vec![
             with_outcome(
                 choice(
@@ -595,6 +623,8 @@ pub fn timed_out_line(card: &CardPayload) -> String {
         | CardPayload::Checkpoint(_)
         | CardPayload::BatchReview(_)
         | CardPayload::AutonomyThreshold(_) => "declined",
+        CardPayload::Changes(c) if c.phase == ChangesAction::Apply => "not applied",
+        CardPayload::Changes(_) => "kept (the undo window closed)",
         CardPayload::Gate(_) => "blocked",
         CardPayload::DraftReview(_) => "rejected",
         CardPayload::Decision(_) => "no choice made",

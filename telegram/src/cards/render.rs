@@ -7,7 +7,8 @@
 //! than Telegram, which counts after parsing) by cutting the card's body.
 
 use serde_json::Value;
-use silas_core::cards::{CardPayload, PlanCard, ToolCard};
+use silas_core::cards::{CardPayload, ChangesCard, PlanCard, ToolCard};
+use silas_core::model::approval::ChangesAction;
 use silas_core::risk::RiskLevel;
 
 use super::answer::{Choice, choices, numbered, words};
@@ -343,11 +344,68 @@ fn tool_text(doc: &mut Doc, t: &ToolCard) {
     doc.line(format!("Arguments: {}", cut_plain(&args, LINE_CAP * 2)));
 }
 
+/// Files listed on a change card before "and N more".
+const CHANGE_FILES_SHOWN: usize = 12;
+
+fn changes_text(doc: &mut Doc, c: &ChangesCard) {
+    match c.phase {
+        ChangesAction::Apply => doc.bold(format!("📝 Apply changes for '{}'?", c.title)),
+        ChangesAction::Undo => doc.bold(format!("↩️ Applied changes for '{}'", c.title)),
+    }
+    doc.line(format!("Workspace: {} ({})", c.workspace, c.path));
+    doc.line(format!(
+        "{} file(s), +{} −{}",
+        c.files.len(),
+        c.total_added,
+        c.total_removed
+    ));
+    let files: Vec<String> = c
+        .files
+        .iter()
+        .take(CHANGE_FILES_SHOWN)
+        .map(|f| {
+            let flag = if f.protected {
+                " ⚠️ check file"
+            } else {
+                ""
+            };
+            format!("{} {} (+{} −{}){flag}", f.kind, f.path, f.added, f.removed)
+        })
+        .collect();
+    doc.list("Files", &files);
+    if c.files.len() > CHANGE_FILES_SHOWN {
+        doc.note(format!(
+            "…and {} more file(s).",
+            c.files.len() - CHANGE_FILES_SHOWN
+        ));
+    }
+    let protected = c.protected_edits();
+    if !protected.is_empty() {
+        doc.note(format!(
+            "⚠️ Edits files that define the checks ({}); the checks ran on the originals.",
+            protected.join(", ")
+        ));
+    }
+    doc.list("Not applied", &c.refused);
+    if let Some(m) = &c.commit_message {
+        doc.line(format!("Then commits locally: {}", cut_plain(m, LINE_CAP)));
+    }
+    match c.phase {
+        ChangesAction::Apply => doc.note("The whole diff is in the web app's Review."),
+        ChangesAction::Undo => {
+            if let Some(t) = c.undo_until {
+                doc.note(format!("Undo is possible until {t}."));
+            }
+        }
+    }
+}
+
 /// The card's own text (title, body, facts), before risk and hints.
 fn card_text(doc: &mut Doc, card: &CardPayload) {
     match card {
         CardPayload::Plan(p) => plan_text(doc, p),
         CardPayload::Tool(t) => tool_text(doc, t),
+        CardPayload::Changes(c) => changes_text(doc, c),
         CardPayload::Gate(g) => {
             doc.bold(format!("🚦 Gate: {}", g.gate_name));
             doc.line(format!("Value: {}", inline(&g.value)));
@@ -520,13 +578,23 @@ pub fn render(
         });
     }
     let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
+    let diff_to_review = matches!(card, CardPayload::Changes(c) if c.phase == ChangesAction::Apply);
+    if diff_to_review
+        && link.is_none()
+        && let Some(u) = text_link
+    {
+        doc.note(format!("Read the diff in the web app at {u}"));
+    }
     if let Some(url) = link
         && (hidden
             || is_secure
+            || diff_to_review
             || matches!(card, CardPayload::ConnectionSetup(c) if c.step_type == "secure_input"))
     {
         let text = if hidden {
             "Review in the web app"
+        } else if diff_to_review {
+            "Read the diff in the web app"
         } else {
             "Open the secure form"
         };
