@@ -154,3 +154,342 @@ async fn a_task_naming_an_unregistered_workspace_never_runs() {
     assert!(r.summary.contains("nope"), "{}", r.summary);
     assert_eq!(f.executions(), 0);
 }
+
+// ---- applying the change set (issue #15 item 4) -------------------------
+
+use silas_actors::work_executor::cards as wcards;
+use silas_core::approval::Subject;
+use silas_core::cards::CardPayload;
+use silas_core::model::approval::{ApprovalScope, ChangesApproval};
+use silas_storage::PendingCard;
+
+fn change_card(
+    f: &Fx,
+    id: &str,
+    phase: &str,
+) -> Option<(PendingCard, silas_core::cards::ChangesCard)> {
+    let card = f
+        .store
+        .records::<PendingCard>()
+        .get(&format!("card-{phase}-{id}"))
+        .unwrap()?;
+    let CardPayload::Changes(c) = &card.card else {
+        panic!("not a change card: {card:?}");
+    };
+    let c = (**c).clone();
+    Some((card, c))
+}
+
+/// The owner answers a change card the way `approval_flow::decide_card`
+/// records it: a single-step token bound to exactly the card's change set.
+fn answer(f: &Fx, id: &str, phase: &str, approve: bool) {
+    let (card, c) = change_card(f, id, phase).expect("a change card");
+    let decision = if approve {
+        let subject = ChangesApproval {
+            work_item_id: id.into(),
+            plan_hash: c.plan_hash.clone(),
+            action: c.phase,
+            changes_sha256: c.changes_sha256.clone(),
+        };
+        let tok = f
+            .svc
+            .issue_token(
+                Subject::Changes(&subject),
+                &common::approved(),
+                ApprovalScope::SingleStep,
+                &common::owner_origin(&f.svc),
+                silas_core::Timestamp::now(),
+            )
+            .unwrap();
+        let tok = f
+            .svc
+            .verify_subject(
+                &tok,
+                Subject::Changes(&subject),
+                silas_core::Timestamp::now(),
+            )
+            .unwrap();
+        wcards::ToolDecision::Approved { token: tok }
+    } else {
+        wcards::ToolDecision::Declined {
+            reason: "the owner answered declined".into(),
+        }
+    };
+    f.store
+        .records::<PendingCard>()
+        .put(&wcards::with_decision(card, &decision))
+        .unwrap();
+}
+
+/// Every file under `root` (path → bytes and mode), `.git` aside.
+fn tree(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".git" || rel.contains("__pycache__") || rel.contains(".pytest_cache") {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, (std::fs::read(&p).unwrap(), m.permissions().mode()));
+            }
+        }
+    }
+    out
+}
+
+fn pytest_passes_in(dir: &Path) -> bool {
+    std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Runs the fix task to `done` (its apply card waiting).
+async fn fixed(f: &Fx, id: &str) -> WorkItemStatus {
+    task(f, id, 2);
+    f.fake
+        .push(shell("sed -i 's/hour + offset/hour - offset/' clock.py"));
+    f.fake.push(output("fixed the sign"));
+    f.engine.run_task(id, "owner").await.unwrap().status
+}
+
+#[tokio::test]
+async fn approving_the_apply_card_changes_the_real_project_and_undo_restores_it() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    let original = tree(&real);
+    assert!(!pytest_passes_in(&real));
+    assert_eq!(fixed(&f, "t-apply").await, WorkItemStatus::Done);
+    // The card shows the change set; nothing is applied yet.
+    let (_, c) = change_card(&f, "t-apply", "apply").expect("apply card");
+    assert_eq!(c.workspace, "clock");
+    assert_eq!(c.files.len(), 1);
+    assert_eq!(c.files[0].path, "clock.py");
+    assert_eq!((c.total_added, c.total_removed), (1, 1));
+    assert!(c.diff.contains("+    return hour - offset"), "{}", c.diff);
+    assert!(c.protected_edits().is_empty());
+    assert_eq!(tree(&real), original);
+    // Approve → applied to the real project; its test passes there.
+    answer(&f, "t-apply", "apply", true);
+    let r = f.engine.run_task("t-apply", "owner").await.unwrap();
+    assert!(r.summary.contains("Applied to clock"), "{}", r.summary);
+    assert!(read(&real.join("clock.py")).contains("hour - offset"));
+    assert!(pytest_passes_in(&real));
+    let applied = common::audit_data(&f.store, "workspace_applied");
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0]["files"][0], "clock.py");
+    assert!(applied[0]["token_id"].is_string());
+    // The apply card became the undo card; the copies are gone.
+    assert!(change_card(&f, "t-apply", "apply").is_none());
+    let (undo_card, u) = change_card(&f, "t-apply", "undo").expect("undo card");
+    assert!(u.undo_until.is_some());
+    assert!(undo_card.expires_at > silas_core::Timestamp::now());
+    assert!(!f.path("work/ws-t-apply").exists());
+    // A second dispatch changes nothing (no double apply).
+    let again = f.engine.run_task("t-apply", "owner").await.unwrap();
+    assert_eq!(again.status, WorkItemStatus::Done);
+    assert_eq!(common::audit_data(&f.store, "workspace_applied").len(), 1);
+    // Undo → byte for byte (and mode for mode) what it was.
+    answer(&f, "t-apply", "undo", true);
+    let r = f.engine.run_task("t-apply", "owner").await.unwrap();
+    assert!(r.summary.contains("Undone"), "{}", r.summary);
+    assert_eq!(tree(&real), original);
+    assert!(change_card(&f, "t-apply", "undo").is_none());
+    assert_eq!(common::audit_data(&f.store, "workspace_undone").len(), 1);
+}
+
+#[tokio::test]
+async fn declining_the_apply_card_leaves_the_project_untouched() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    let original = tree(&real);
+    assert_eq!(fixed(&f, "t-decline").await, WorkItemStatus::Done);
+    answer(&f, "t-decline", "apply", false);
+    let r = f.engine.run_task("t-decline", "owner").await.unwrap();
+    assert!(r.summary.contains("untouched"), "{}", r.summary);
+    assert_eq!(tree(&real), original);
+    assert!(change_card(&f, "t-decline", "apply").is_none());
+    assert!(change_card(&f, "t-decline", "undo").is_none());
+    assert!(!f.path("work/ws-t-decline").exists(), "copies dropped");
+    assert!(common::audit_data(&f.store, "workspace_applied").is_empty());
+    assert_eq!(
+        common::audit_data(&f.store, "workspace_apply_declined").len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_changed_since_the_copy_is_not_applied_and_nothing_is_half_written() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    assert_eq!(fixed(&f, "t-conflict").await, WorkItemStatus::Done);
+    // The owner edits the file meanwhile.
+    let mine = "def to_utc(hour, offset):\n    return (hour - offset) % 24\n";
+    std::fs::write(real.join("clock.py"), mine).unwrap();
+    let before = tree(&real);
+    answer(&f, "t-conflict", "apply", true);
+    let r = f.engine.run_task("t-conflict", "owner").await.unwrap();
+    assert!(r.summary.contains("Not applied"), "{}", r.summary);
+    assert!(r.summary.contains("clock.py"), "{}", r.summary);
+    assert_eq!(
+        tree(&real),
+        before,
+        "nothing written, no staging files left"
+    );
+    assert_eq!(
+        common::audit_data(&f.store, "workspace_apply_refused").len(),
+        1
+    );
+    assert!(change_card(&f, "t-conflict", "undo").is_none());
+}
+
+#[tokio::test]
+async fn an_approval_for_other_bytes_writes_nothing() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    let original = tree(&real);
+    assert_eq!(fixed(&f, "t-swap").await, WorkItemStatus::Done);
+    answer(&f, "t-swap", "apply", true);
+    // The stored change set is swapped after the owner approved it.
+    let stored = f.artifact("t-swap", "changes.json");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&stored, bytes).unwrap();
+    let r = f.engine.run_task("t-swap", "owner").await.unwrap();
+    assert!(
+        r.summary.contains("not the one you approved"),
+        "{}",
+        r.summary
+    );
+    assert_eq!(tree(&real), original);
+    // A token bound to another change set on the card is refused too.
+    let f2 = Fx::new().await;
+    let real2 = project(&f2);
+    assert_eq!(fixed(&f2, "t-swap2").await, WorkItemStatus::Done);
+    answer(&f2, "t-swap2", "apply", true);
+    let (card, mut c) = change_card(&f2, "t-swap2", "apply").unwrap();
+    c.changes_sha256 = "0".repeat(64);
+    f2.store
+        .records::<PendingCard>()
+        .put(&PendingCard {
+            card: CardPayload::Changes(Box::new(c)),
+            ..card
+        })
+        .unwrap();
+    let r = f2.engine.run_task("t-swap2", "owner").await.unwrap();
+    assert!(r.summary.contains("Not applied"), "{}", r.summary);
+    assert!(read(&real2.join("clock.py")).contains("hour + offset"));
+}
+
+#[tokio::test]
+async fn a_fix_that_also_rewrites_the_test_is_flagged_on_the_card() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    project(&f);
+    task(&f, "t-flag", 1);
+    f.fake.push(shell(
+        "sed -i 's/hour + offset/hour - offset/' clock.py && printf 'def test_offset():\\n    assert True\\n' > tests/test_clock.py",
+    ));
+    f.fake.push(output("fixed, and simplified the test"));
+    let r = f.engine.run_task("t-flag", "owner").await.unwrap();
+    // The fix is real, so the original test passes on it.
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    let (card, c) = change_card(&f, "t-flag", "apply").expect("apply card");
+    assert_eq!(c.protected_edits(), vec!["tests/test_clock.py"]);
+    let risk = card.card.risk().unwrap();
+    assert_eq!(risk.level, silas_core::risk::RiskLevel::High);
+    assert!(
+        risk.reasons.iter().any(|r| r.contains("define the checks")),
+        "{risk:?}"
+    );
+}
+
+#[tokio::test]
+async fn apply_direct_applies_at_once_and_commits_without_running_hooks() {
+    if !has_pytest() {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&real)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "owner@example.test"]);
+    git(&["config", "user.name", "Owner"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "init"]);
+    std::fs::write(
+        real.join(".git/hooks/pre-commit"),
+        "#!/bin/sh\ntouch /tmp/silas-hook-ran-$$\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        real.join(".git/hooks/pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mut t = item(json!({
+        "id": "t-direct", "type": "task", "title": "Fix the timezone bug",
+        "body": "Make tests/test_clock.py pass.",
+        "workspace": {"name": "clock", "access": "write", "apply": "direct",
+                      "commit_message": "Fix the UTC offset sign"},
+        "verify": [{"name": "tests", "run": "python3 -m pytest -q -p no:cacheprovider tests",
+                    "expect": {"exit_code": 0}, "timeout": 60}],
+    }));
+    f.approve(&mut t);
+    f.fake
+        .push(shell("sed -i 's/hour + offset/hour - offset/' clock.py"));
+    f.fake.push(output("fixed"));
+    let r = f.engine.run_task("t-direct", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert!(r.summary.contains("Applied to clock"), "{}", r.summary);
+    assert!(r.summary.contains("Committed locally"), "{}", r.summary);
+    assert!(pytest_passes_in(&real));
+    assert_eq!(
+        git(&["log", "-1", "--format=%s"]),
+        "Fix the UTC offset sign"
+    );
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    assert!(change_card(&f, "t-direct", "apply").is_none());
+    assert!(change_card(&f, "t-direct", "undo").is_some());
+    assert!(!f.path("work/ws-t-direct").exists());
+}
