@@ -82,6 +82,18 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("workspace_copied", Treatment::Shown),
     ("workspace_changes", Treatment::Shown),
     ("workspace_checks_restored", Treatment::Shown),
+    ("workspace_apply_offered", Treatment::Shown),
+    ("workspace_changes_approved", Treatment::Hidden),
+    ("workspace_changes_declined", Treatment::Hidden),
+    ("workspace_applied", Treatment::Shown),
+    ("workspace_apply_declined", Treatment::Shown),
+    ("workspace_apply_refused", Treatment::Shown),
+    ("workspace_commit_failed", Treatment::Shown),
+    ("workspace_undone", Treatment::Shown),
+    ("workspace_undo_declined", Treatment::Shown),
+    ("workspace_undo_refused", Treatment::Shown),
+    ("workspace_apply_recovered", Treatment::Shown),
+    ("workspace_apply_recovery_failed", Treatment::Shown),
     ("goal_spawned_task", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
@@ -331,6 +343,83 @@ pub fn describe(
                 data.get("files")
                     .and_then(Value::as_array)
                     .map_or(0, |f| f.len())
+            ),
+        ),
+        "workspace_apply_offered" => (
+            "approval",
+            format!(
+                "{title}'s changes to workspace '{}' wait for you to apply them",
+                s(data, "workspace").unwrap_or("?")
+            ),
+        ),
+        "workspace_applied" => (
+            "work",
+            format!(
+                "Applied {title}'s changes to workspace '{}' ({}, +{} −{}) — approval {}{}",
+                s(data, "workspace").unwrap_or("?"),
+                plural(
+                    data.get("files")
+                        .and_then(Value::as_array)
+                        .map_or(0, |f| f.len() as u64),
+                    "file"
+                ),
+                n(data, "added").unwrap_or(0),
+                n(data, "removed").unwrap_or(0),
+                s(data, "token_id")
+                    .map(|t| t.chars().take(8).collect::<String>())
+                    .unwrap_or_else(|| "?".into()),
+                s(data, "commit")
+                    .map(|c| format!("; committed as {}", c.chars().take(12).collect::<String>()))
+                    .unwrap_or_default(),
+            ),
+        ),
+        "workspace_apply_declined" => (
+            "approval",
+            format!(
+                "Did not apply {title}'s changes: workspace '{}' is untouched",
+                s(data, "workspace").unwrap_or("?")
+            ),
+        ),
+        "workspace_apply_refused" => (
+            "security",
+            format!(
+                "Refused to apply {title}'s changes: the workspace changed since the copy, or the approval did not match"
+            ),
+        ),
+        "workspace_commit_failed" => (
+            "work",
+            format!("Applied {title}'s changes, but the local commit failed"),
+        ),
+        "workspace_undone" => (
+            "work",
+            format!(
+                "Undid {title}'s changes: workspace '{}' is as it was",
+                s(data, "workspace").unwrap_or("?")
+            ),
+        ),
+        "workspace_undo_declined" => (
+            "work",
+            format!(
+                "Kept {title}'s changes to workspace '{}'",
+                s(data, "workspace").unwrap_or("?")
+            ),
+        ),
+        "workspace_undo_refused" => (
+            "security",
+            format!("Did not undo {title}'s changes: files changed since the apply"),
+        ),
+        "workspace_apply_recovered" => (
+            "system",
+            format!(
+                "Finished or rolled back an apply to workspace '{}' that a restart interrupted",
+                s(data, "workspace").unwrap_or("?")
+            ),
+        ),
+        "workspace_apply_recovery_failed" => (
+            "security",
+            format!(
+                "Could not recover an interrupted apply to workspace '{}' — check it by hand",
+                s(data, "workspace").unwrap_or("?")
             ),
         ),
         "goal_spawned_task" => ("work", format!("Goal {title} started a task")),
@@ -647,6 +736,29 @@ mod tests {
         );
         let r = describe(1, "t", "workspace_checks_restored", &d, &facts).unwrap();
         assert_eq!(r.kind, "security");
+        let a = obj(
+            json!({"work_item_id": "w1", "workspace": "clock", "files": ["clock.py"],
+                   "added": 1, "removed": 1, "token_id": "fedcba9876543210",
+                   "commit": "0123456789abcdef0123"}),
+        );
+        let t = describe(1, "t", "workspace_applied", &a, &facts)
+            .unwrap()
+            .text;
+        assert_eq!(
+            t,
+            "Applied 'Create notes.txt''s changes to workspace 'clock' (1 file, +1 −1) — approval fedcba98; committed as 0123456789ab"
+        );
+        for (event, kind, words) in [
+            ("workspace_apply_declined", "approval", "untouched"),
+            ("workspace_apply_refused", "security", "Refused to apply"),
+            ("workspace_undone", "work", "as it was"),
+            ("workspace_undo_refused", "security", "Did not undo"),
+            ("workspace_apply_offered", "approval", "wait for you"),
+        ] {
+            let r = describe(1, "t", event, &a, &facts).unwrap();
+            assert_eq!(r.kind, kind, "{event}");
+            assert!(r.text.contains(words), "{event}: {}", r.text);
+        }
     }
 
     #[test]

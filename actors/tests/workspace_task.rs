@@ -493,3 +493,47 @@ async fn apply_direct_applies_at_once_and_commits_without_running_hooks() {
     assert!(change_card(&f, "t-direct", "undo").is_some());
     assert!(!f.path("work/ws-t-direct").exists());
 }
+
+#[tokio::test]
+async fn an_apply_cut_off_by_a_crash_is_finished_or_rolled_back_at_start() {
+    use silas_workspace::{CopyLimits, Protected, apply, copy, diff};
+    let f = Fx::new().await;
+    let real = project(&f);
+    let before = tree(&real);
+    // An apply of two files that "crashes" after the first rename.
+    std::fs::create_dir_all(f.path("crash")).unwrap();
+    let base = f.path("crash/base");
+    let snap = copy::take(&real, &base, &CopyLimits::default()).unwrap();
+    let result = f.path("crash/result");
+    copy::take_plain(&base, &result, &CopyLimits::default()).unwrap();
+    std::fs::write(
+        result.join("clock.py"),
+        "def to_utc(h, o):\n    return h - o\n",
+    )
+    .unwrap();
+    std::fs::write(result.join("notes.txt"), "new\n").unwrap();
+    let set = diff::changes(&snap, &base, &result, &Protected::new(&[]).unwrap()).unwrap();
+    assert_eq!(set.files.len(), 2);
+    let journal = f.path("workspace-journal");
+    let _ = apply::apply_with_fault(&set, &result, &snap, &journal, 1);
+    let half = tree(&real);
+    assert_ne!(half, before, "the fault left a half-applied tree");
+    // The executor's start recovers it: all of it or none of it.
+    f.engine.recover_applies();
+    let after = tree(&real);
+    let all = after.contains_key("notes.txt") && read(&real.join("clock.py")).contains("h - o");
+    assert!(
+        all || after == before,
+        "neither applied nor rolled back: {after:?}"
+    );
+    let recovered = common::audit_data(&f.store, "workspace_apply_recovered");
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(recovered[0]["workspace"], "clock");
+    // Idempotent: a second start changes nothing.
+    f.engine.recover_applies();
+    assert_eq!(tree(&real), after);
+    assert_eq!(
+        common::audit_data(&f.store, "workspace_apply_recovered").len(),
+        1
+    );
+}

@@ -257,3 +257,74 @@ fn check_standing_refuses_expired_tampered_rebound_and_overused_tokens() {
         Err(Denial::Exhausted { .. })
     ));
 }
+
+/// Issue #15: an apply (or undo) token binds the item, its plan hash, the
+/// action and the exact change-set bytes; it is single-step only.
+#[test]
+fn a_change_set_token_authorises_exactly_its_bytes_and_action() {
+    use silas_core::model::approval::{ChangesAction, ChangesApproval};
+    let subject = ChangesApproval {
+        work_item_id: "t1".into(),
+        plan_hash: "p".repeat(64),
+        action: ChangesAction::Apply,
+        changes_sha256: "a".repeat(64),
+    };
+    let decision: ApprovalDecision =
+        serde_json::from_value(json!({"verdict": "approved"})).unwrap();
+    for scope in [ApprovalScope::FullPlan, ApprovalScope::Standing] {
+        assert!(
+            approval::unsigned_token(
+                Subject::Changes(&subject),
+                &decision,
+                scope,
+                &IssuePolicy::default(),
+                now(),
+                "t".into(),
+                "n".into(),
+            )
+            .is_err(),
+            "{scope:?}"
+        );
+    }
+    let mut tok = approval::unsigned_token(
+        Subject::Changes(&subject),
+        &decision,
+        ApprovalScope::SingleStep,
+        &IssuePolicy::default(),
+        now(),
+        "tok-c".into(),
+        "nonce-c".into(),
+    )
+    .unwrap();
+    let payload = projections::token_signing_payload(&tok).unwrap();
+    tok.signature = Base64Bytes(key().sign(&payload).to_bytes().to_vec());
+    let ok = sig_ok(key().verifying_key());
+    assert!(approval::authorize_subject(&tok, Subject::Changes(&subject), now(), &ok).is_ok());
+    let other_bytes = ChangesApproval {
+        changes_sha256: "b".repeat(64),
+        ..subject.clone()
+    };
+    let undo = ChangesApproval {
+        action: ChangesAction::Undo,
+        ..subject.clone()
+    };
+    let other_plan = ChangesApproval {
+        plan_hash: "q".repeat(64),
+        ..subject.clone()
+    };
+    for s in [&other_bytes, &undo, &other_plan] {
+        assert_eq!(
+            approval::authorize_subject(&tok, Subject::Changes(s), now(), &ok),
+            Err(Denial::PlanHashMismatch),
+            "{s:?}"
+        );
+    }
+    let other_item = ChangesApproval {
+        work_item_id: "t2".into(),
+        ..subject
+    };
+    assert!(matches!(
+        approval::authorize_subject(&tok, Subject::Changes(&other_item), now(), &ok),
+        Err(Denial::WrongWorkItem { .. })
+    ));
+}

@@ -273,3 +273,39 @@ fn approval_answers_go_to_the_approval_engine_and_unknown_verdicts_fail() {
         None
     );
 }
+
+#[test]
+fn change_card_shows_files_diff_and_flags_without_the_token() {
+    let card = part(
+        "apply_changes",
+        json!({"work_item_id": "w1", "title": "Fix", "phase": "apply",
+               "workspace": "clock", "path": "/home/me/clock", "plan_hash": "h",
+               "changes_sha256": "s",
+               "files": [{"path": "tests/t.py", "kind": "modified", "added": 1, "removed": 1,
+                          "protected": true}],
+               "total_added": 1, "total_removed": 1, "diff": "--- a/tests/t.py\n",
+               "decision": {"verdict": "declined", "reason": "x"}}),
+    );
+    let v = wire(&card);
+    assert_eq!(v["type"], "apply_changes");
+    assert_eq!(v["phase"], "apply");
+    assert_eq!(v["files"][0]["path"], "tests/t.py");
+    assert_eq!(v["protected_edits"], json!(["tests/t.py"]));
+    assert_eq!(v["risk_level"], "high");
+    assert_eq!(v["diff"], "--- a/tests/t.py\n");
+    // What the owner's answer recorded (and the hashes it binds) stays on
+    // the server.
+    let text = v.to_string();
+    for hidden in ["decision", "changes_sha256", "plan_hash"] {
+        assert!(!text.contains(hidden), "{hidden} reached the frame: {text}");
+    }
+    // Answered like a plan: approval_response.
+    let a = answer(
+        serde_json::from_value(json!({"type": "approval_response", "request_id": "r1",
+                                      "verdict": "approved"}))
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    assert!(format!("{a:?}").contains("Approved"), "{a:?}");
+}

@@ -144,10 +144,34 @@ const DECLINED: CardAnswer = CardAnswer::Approval(ApprovalVerdict::Declined);
 /// Every card type with the exact answers its buttons must give — the
 /// values `silas_actors::cards::validate_response` accepts (and the web app
 /// sends), in button order.
+/// A change card (issue #15) in `phase`, one file, `protected` flagged.
+fn changes(phase: &str, protected: bool) -> CardPayload {
+    card(
+        "apply_changes",
+        json!({"work_item_id": "w1", "title": "Fix the timezone bug", "phase": phase,
+               "workspace": "clock", "path": "/home/me/clock", "plan_hash": "h",
+               "changes_sha256": "s",
+               "files": [{"path": "clock.py", "kind": "modified", "added": 1, "removed": 1},
+                         {"path": "tests/test_clock.py", "kind": "modified", "added": 1,
+                          "removed": 1, "protected": protected}],
+               "total_added": 2, "total_removed": 2,
+               "diff": "--- a/clock.py\n+++ b/clock.py\n",
+               "undo_until": if phase == "undo" { json!("2026-11-24T16:00:00Z") } else { Value::Null }}),
+    )
+}
+
 fn every_card() -> Vec<(CardPayload, Vec<(&'static str, CardAnswer)>)> {
     use CardKind as K;
     let task = item(WorkItemType::Task, "Fix the build", "make it green");
     vec![
+        (
+            changes("apply", false),
+            vec![("ok", APPROVED), ("no", DECLINED)],
+        ),
+        (
+            changes("undo", false),
+            vec![("ok", APPROVED), ("no", DECLINED)],
+        ),
         (
             plan(WorkItemType::Task, "Fix the build", "make it green"),
             vec![("ok", APPROVED), ("no", DECLINED)],
@@ -298,8 +322,8 @@ fn every_card_type_renders_and_every_button_maps_to_an_accepted_answer() {
     kinds.dedup();
     assert_eq!(
         kinds.len(),
-        CardKind::ALL.len() + 1,
-        "every kind and the tool card"
+        CardKind::ALL.len() + 2,
+        "every kind, the tool card and the change card"
     );
     for (c, expected) in &cards {
         let r = render("req-1", c, &ctx(&s, RiskLevel::Irreversible, Some(WEB))).unwrap();
@@ -748,4 +772,64 @@ fn a_workspace_plan_shows_the_workspace_its_path_and_access() {
         "{text}"
     );
     assert!(text.contains("/opt/venv"), "{text}");
+}
+
+#[test]
+fn a_change_card_lists_the_files_flags_check_edits_and_links_the_diff() {
+    let s = signer();
+    let r = render(
+        "req-1",
+        &changes("apply", true),
+        &ctx(&s, RiskLevel::High, Some(WEB)),
+    )
+    .unwrap();
+    let text = text_of(&r);
+    for needle in [
+        "Apply changes for",
+        "clock",
+        "modified clock\\.py \\(\\+1 −1\\)",
+        "check file",
+        "define the checks",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    let b = buttons(&r);
+    assert!(
+        b.iter()
+            .any(|b| b.url.as_deref() == Some(WEB) && b.text.contains("diff")),
+        "no diff link: {b:?}"
+    );
+    assert_eq!(actions(&s, &r), vec!["ok", "no"]);
+    // Above the chat's approval limit (high: it edits the tests), only the
+    // safe side is a button.
+    let r = render(
+        "req-1",
+        &changes("apply", true),
+        &ctx(&s, RiskLevel::Medium, Some(WEB)),
+    )
+    .unwrap();
+    assert_eq!(actions(&s, &r), vec!["no"]);
+    // A loopback web app is named in the text, never a button.
+    let r = render(
+        "req-1",
+        &changes("apply", false),
+        &ctx(&s, RiskLevel::High, Some("http://127.0.0.1:8420/")),
+    )
+    .unwrap();
+    assert!(buttons(&r).iter().all(|b| b.url.is_none()));
+    assert!(text_of(&r).contains("127\\.0\\.0\\.1"), "{}", text_of(&r));
+    // The undo card: undo / keep, the window named.
+    let r = render(
+        "req-2",
+        &changes("undo", false),
+        &ctx(&s, RiskLevel::Medium, Some(WEB)),
+    )
+    .unwrap();
+    let labels: Vec<&str> = buttons(&r).iter().map(|b| b.text.as_str()).collect();
+    assert_eq!(labels, vec!["✅ Undo", "❌ Keep"]);
+    assert!(
+        text_of(&r).contains("Undo is possible until"),
+        "{}",
+        text_of(&r)
+    );
 }
