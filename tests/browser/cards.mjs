@@ -145,13 +145,13 @@ try {
   await page.locator('#model-badge:not([hidden])', { hasText: 'Offline model' }).waitFor({ timeout: 3000 });
 
   step = 'queue fills, badge counts, density cue';
-  await page.locator('#review-badge', { hasText: '13' }).waitFor({ timeout: 10000 });
+  await page.locator('#review-badge', { hasText: '14' }).waitFor({ timeout: 10000 });
   check(await page.locator('#review-badge.is-elevated').count() === 1, 'badge not elevated with 7 medium+ cards queued');
   await page.locator('#tab-review').click();
   await page.locator('#cue-dense:not([hidden])').waitFor({ timeout: 3000 });
   const dense = await page.locator('#cue-dense-text').textContent();
-  check(/^7 decisions at medium risk or higher/.test(dense), 'density cue: ' + dense);
-  check((await page.locator('#up-next .up-next-item').count()) === 12, 'up-next should list 12');
+  check(/^8 decisions at medium risk or higher/.test(dense), 'density cue: ' + dense);
+  check((await page.locator('#up-next .up-next-item').count()) === 13, 'up-next should list 13');
   const firstNext = page.locator('#up-next .up-next-item').first();
   check(/Gate/.test(await firstNext.textContent()) || /through/.test(await firstNext.textContent()), 'up next #2: ' + (await firstNext.textContent()));
   check((await firstNext.locator('.risk').textContent()) === 'Medium risk', 'up next lacks a risk badge');
@@ -272,6 +272,17 @@ try {
   await shot('15-batch_review-irreversible.png');
   await card.locator('[data-confirm="final"]').click();
   await gone('batch-2');
+
+  step = 'apply changes: file list, diff, tap + confirm';
+  await activeCard('apply-1', 'apply_changes', 'medium');
+  check(/clock\.py/.test(await card.locator('.change-files').textContent()), 'changed file not listed');
+  check(/\+1 −1/.test(await card.locator('.card-facts').textContent()), 'line counts missing');
+  await card.locator('summary').click();
+  check(/\+    return hour - offset/.test(await card.locator('.change-diff').textContent()), 'diff not shown');
+  await shot('16-apply_changes.png');
+  await action('apply').click();
+  await card.locator('[data-confirm="confirm"]').click();
+  await gone('apply-1');
   await page.locator('#review-empty').waitFor({ timeout: 3000 });
   check(await page.locator('#review-badge').isHidden(), 'badge still shown with an empty queue');
   const fastCue = await page.locator('#cue-fast:not([hidden])').count();
@@ -285,7 +296,7 @@ try {
   await undo.waitFor({ timeout: 3000 });
   check(/[45]:\d\d left/.test(await undo.textContent()), 'undo countdown: ' + (await undo.textContent()));
   await result.scrollIntoViewIfNeeded();
-  await shot('16-result-undo.png');
+  await shot('17-result-undo.png');
   await undo.click();
   await result.locator('.undo-note', { hasText: 'Undo requested.' }).waitFor({ timeout: 3000 });
 
@@ -303,7 +314,7 @@ try {
   await page.waitForTimeout(400); // the slide-over animation
   check(await page.locator('#stream').isVisible() && await page.locator('#review').isVisible(), 'desktop does not show stream and review side by side');
   check(await page.locator('#activity').isVisible(), 'activity slide-over closed');
-  await shot('17-desktop.png');
+  await shot('18-desktop.png');
   await page.getByRole('button', { name: 'Close' }).click();
   check(await page.locator('#activity').isHidden(), 'activity slide-over did not close');
 
@@ -311,7 +322,7 @@ try {
   step = 'no console errors, no foreign requests';
   if (consoleErrors.length) throw new Error(consoleErrors.join('\n'));
   if (violations.length) throw new Error(violations.join('\n'));
-  console.log('card gallery ok: 13 cards answered, fast-decision cue ' + (fastCue ? 'shown' : 'not triggered'));
+  console.log('card gallery ok: 14 cards answered, fast-decision cue ' + (fastCue ? 'shown' : 'not triggered'));
 } catch (e) {
   console.error('card gallery failed at step "' + step + '": ' + (e && e.message ? e.message : e));
   if (page) {

@@ -212,6 +212,16 @@ fn gallery() -> Vec<ServerFrame> {
                 {"item_id": "f2", "title": "report (2).pdf", "actor": "Downloads", "reason": "duplicate", "confidence": 0.99}
             ]}}),
         ),
+        // Issue #15: a verified change set for one of the owner's workspaces.
+        frame(
+            json!({"type": "apply_changes", "request_id": "apply-1", "title": "Fix the timezone bug",
+            "phase": "apply", "workspace": "clock", "path": "/home/sam/clock",
+            "files": [{"path": "clock.py", "kind": "modified", "added": 1, "removed": 1, "binary": false, "protected": false}],
+            "total_added": 1, "total_removed": 1, "protected_edits": [], "refused": [],
+            "diff": "diff --git a/clock.py b/clock.py\n--- a/clock.py\n+++ b/clock.py\n@@ -1,2 +1,2 @@\n def to_utc(hour, offset):\n-    return hour + offset\n+    return hour - offset\n",
+            "diff_truncated": false, "commit_message": null, "undo_until": null,
+            "risk_level": "medium", "risk_reasons": ["writes 1 file(s) in /home/sam/clock (+1 −1)"]}),
+        ),
         frame(
             json!({"type": "work_status", "work_item_id": "w-archive", "status": "done",
             "summary": "Archived 2 newsletters.",
@@ -240,6 +250,7 @@ fn expected() -> Vec<ClientFrame> {
         json!({"type": "permission_escalation_response", "request_id": "perm-1", "verdict": "approve"}),
         json!({"type": "connection_failure_response", "request_id": "fail-1", "selected_action": "request_admin_approval"}),
         json!({"type": "batch_review_response", "request_id": "batch-2", "verdict": "approve"}),
+        json!({"type": "approval_response", "request_id": "apply-1", "verdict": "approved"}),
         json!({"type": "decision_response", "request_id": "undo-1", "selected_value": "undo"}),
     ]
     .into_iter()
