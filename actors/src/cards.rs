@@ -73,10 +73,11 @@ impl CardTimeouts {
 
 /// The moment a card stops accepting answers.
 pub fn deadline(card: &PendingCard, timeouts: &CardTimeouts) -> Timestamp {
-    // An undo card lives exactly as long as its undo window (§0.5.5).
-    if let CardPayload::Changes(c) = &card.card
-        && c.phase == silas_core::model::approval::ChangesAction::Undo
-    {
+    // A change card holds up nothing (the task is done): an apply card
+    // waits as long as an approval lives (`approval.default_ttl_minutes`),
+    // so the owner can read the diff later; an undo card exactly its undo
+    // window (§0.5.5).
+    if let CardPayload::Changes(_) = &card.card {
         return card.expires_at;
     }
     let timeout = chrono::Duration::from_std(timeouts.for_card_type(card.card_type()))

@@ -241,3 +241,31 @@ fn recently_resolved_is_bounded() {
     assert!(!r.contains("c0"));
     assert!(r.contains(&format!("c{}", RecentlyResolved::CAPACITY + 9)));
 }
+
+#[test]
+fn change_cards_live_until_their_own_expiry() {
+    // An apply card waits as long as an approval lives (30 min here), not
+    // the plan card's 300 s; an undo card exactly its window.
+    let t = CardTimeouts::default();
+    let now = Timestamp::now();
+    for (phase, minutes) in [("apply", 30), ("undo", 5)] {
+        let payload = json!({"work_item_id": "w1", "title": "t", "phase": phase,
+            "workspace": "clock", "path": "/p", "plan_hash": "h", "changes_sha256": "s",
+            "files": [], "total_added": 0, "total_removed": 0});
+        let c = PendingCard {
+            request_id: "r1".into(),
+            scope_id: "owner".into(),
+            card: CardPayload::from_parts("apply_changes", payload).unwrap(),
+            created_at: now,
+            expires_at: now.plus(chrono::Duration::minutes(minutes)),
+            audience: silas_storage::CardAudience::Owner,
+        };
+        assert_eq!(deadline(&c, &t), c.expires_at, "{phase}");
+        let after_plan_timeout = now.plus(chrono::Duration::seconds(301));
+        assert_eq!(
+            is_expired(&c, &t, after_plan_timeout),
+            phase == "undo",
+            "{phase}"
+        );
+    }
+}
