@@ -1,11 +1,11 @@
 //! The memory interface the turn pipeline calls (§4.3 `MemoryStore`, §5.1
-//! steps 3.5, 4, 9, 10) and a minimal real implementation.
+//! steps 3.5, 4, 9, 10).
 //!
-//! [`KeywordMemory`] is a plain keyword scan over the store's `memory`
-//! records (scope = `MemoryItem.session_id`). **It is a stand-in:** the full
-//! memory index (tantivy full-text, optional vectors, trust rules, episode
-//! eviction) is later work and replaces it behind the same [`MemoryIndex`]
-//! trait without touching the pipeline.
+//! The daemon's implementation is [`silas_memory::Memory`]: redb records
+//! behind a tantivy full-text index (BM25, English stemming), scope-isolated
+//! (issue #18). [`KeywordMemory`] — a plain keyword scan over the store — is
+//! what runs when the index cannot be opened, and what tests that script
+//! the memory use; both share the write rules of [`apply_op`].
 
 use silas_core::Timestamp;
 use silas_core::model::agents::{MemoryOp, MemoryOpType};
@@ -147,54 +147,124 @@ impl MemoryIndex for KeywordMemory {
         id: &str,
     ) -> Result<(), StoreError> {
         let records = self.store.records::<MemoryItem>();
-        match op.op {
-            MemoryOpType::Store => {
-                let content = op.content.clone().unwrap_or_default();
-                let mut item = new_item(
-                    id,
-                    scope_id,
-                    &content,
-                    op.memory_type,
-                    ReingestionTier::Active,
-                    taint,
-                    "memory_op",
-                );
-                item.semantic_tags = op.tags.clone();
-                item.entity_refs = op.entity_refs.clone();
-                records.put(&item)
-            }
-            MemoryOpType::Update => {
-                let Some(target) = op.memory_id.as_deref() else {
-                    return Ok(());
-                };
-                match records.get(target)? {
-                    // Constitutional memories cannot be modified at runtime
-                    // (§3.8); the pipeline refuses and audits such ops first.
-                    Some(mut m)
-                        if m.session_id.as_deref() == Some(scope_id)
-                            && m.trust_level != TrustLevel::Constitutional =>
-                    {
-                        if let Some(c) = &op.content {
-                            m.content = c.clone();
-                        }
-                        m.updated_at = Timestamp::now();
-                        records.put(&m)
-                    }
-                    _ => Ok(()),
-                }
-            }
-            MemoryOpType::Delete => {
-                if let Some(target) = op.memory_id.as_deref()
-                    && let Some(m) = records.get(target)?
-                    && m.session_id.as_deref() == Some(scope_id)
-                    && m.trust_level != TrustLevel::Constitutional
-                {
-                    records.delete(target)?;
-                }
-                Ok(())
-            }
-            MemoryOpType::Link => Ok(()),
+        apply_op(
+            scope_id,
+            op,
+            taint,
+            id,
+            &|k| records.get(k),
+            &|m| records.put(m),
+            &|k| records.delete(k).map(|_| ()),
+        )
+    }
+}
+
+type Get<'a> = &'a dyn Fn(&str) -> Result<Option<MemoryItem>, StoreError>;
+type Put<'a> = &'a dyn Fn(&MemoryItem) -> Result<(), StoreError>;
+type Del<'a> = &'a dyn Fn(&str) -> Result<(), StoreError>;
+
+/// One (already gated) memory op: a store creates a `working` memory of the
+/// op's taint; update and delete touch only the scope's own memories and
+/// never a constitutional one (§3.8; the pipeline refuses and audits such
+/// ops first). An update shaped by external input takes its taint, and a
+/// `verified` memory it changes drops to `working` (§3.9).
+fn apply_op(
+    scope_id: &str,
+    op: &MemoryOp,
+    taint: TaintLevel,
+    id: &str,
+    get: Get<'_>,
+    put: Put<'_>,
+    delete: Del<'_>,
+) -> Result<(), StoreError> {
+    match op.op {
+        MemoryOpType::Store => {
+            let content = op.content.clone().unwrap_or_default();
+            let mut item = new_item(
+                id,
+                scope_id,
+                &content,
+                op.memory_type,
+                ReingestionTier::Active,
+                taint,
+                "memory_op",
+            );
+            item.semantic_tags = op.tags.clone();
+            item.entity_refs = op.entity_refs.clone();
+            put(&item)
         }
+        MemoryOpType::Update => {
+            let Some(target) = op.memory_id.as_deref() else {
+                return Ok(());
+            };
+            match get(target)? {
+                Some(mut m)
+                    if m.session_id.as_deref() == Some(scope_id)
+                        && m.trust_level != TrustLevel::Constitutional =>
+                {
+                    if let Some(c) = &op.content {
+                        m.content = c.clone();
+                    }
+                    if taint == TaintLevel::External {
+                        m.taint = TaintLevel::External;
+                        if m.trust_level == TrustLevel::Verified {
+                            m.trust_level = TrustLevel::Working;
+                        }
+                    }
+                    m.updated_at = Timestamp::now();
+                    put(&m)
+                }
+                _ => Ok(()),
+            }
+        }
+        MemoryOpType::Delete => {
+            if let Some(target) = op.memory_id.as_deref()
+                && let Some(m) = get(target)?
+                && m.session_id.as_deref() == Some(scope_id)
+                && m.trust_level != TrustLevel::Constitutional
+            {
+                delete(target)?;
+            }
+            Ok(())
+        }
+        MemoryOpType::Link => Ok(()),
+    }
+}
+
+impl MemoryIndex for silas_memory::Memory {
+    fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
+        // Durable with the turn's response commit (see the trait).
+        Ok(self.put(item, false)?)
+    }
+
+    fn search(
+        &self,
+        scope_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, StoreError> {
+        Ok(self.search_keyword(scope_id, query, limit)?)
+    }
+
+    fn apply(
+        &self,
+        scope_id: &str,
+        op: &MemoryOp,
+        taint: TaintLevel,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        apply_op(
+            scope_id,
+            op,
+            taint,
+            id,
+            &|k| Ok(self.get(k)?),
+            &|m| Ok(self.put(m, true)?),
+            &|k| {
+                self.forget(&silas_memory::Forget::Id(k.to_string()))?;
+                Ok(())
+            },
+        )
     }
 }
 
@@ -249,5 +319,125 @@ mod tests {
         let found = mem.search("s1", "hello", 10).unwrap();
         let ids: Vec<_> = found.iter().map(|m| m.memory_id.as_str()).collect();
         assert_eq!(ids, vec!["a"]);
+    }
+    fn op(kind: &str, id: Option<&str>, content: &str) -> MemoryOp {
+        serde_json::from_value(serde_json::json!({
+            "op": kind, "memory_id": id, "content": content, "memory_type": "fact"
+        }))
+        .unwrap()
+    }
+
+    /// Both implementations keep the same write rules (the index one also
+    /// keeps its index in step).
+    #[test]
+    fn memory_ops_follow_the_same_rules_in_both_implementations() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let full = silas_memory::Memory::in_ram(store.clone()).unwrap();
+        let scan = KeywordMemory::new(store.clone());
+        let impls: [(&str, &dyn MemoryIndex); 2] = [("index", &full), ("scan", &scan)];
+        for (name, mem) in impls {
+            let id = |s: &str| format!("{name}-{s}");
+            mem.apply(
+                "s1",
+                &op("store", None, "the owner likes tea"),
+                TaintLevel::Owner,
+                &id("a"),
+            )
+            .unwrap();
+            let a = store
+                .records::<MemoryItem>()
+                .get(&id("a"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(a.trust_level, TrustLevel::Working, "{name}");
+            // Verified, then changed by external input: downgraded and tainted.
+            store
+                .records::<MemoryItem>()
+                .put(&MemoryItem {
+                    trust_level: TrustLevel::Verified,
+                    ..a
+                })
+                .unwrap();
+            mem.apply(
+                "s1",
+                &op("update", Some(&id("a")), "the owner likes coffee"),
+                TaintLevel::External,
+                "u",
+            )
+            .unwrap();
+            let a = store
+                .records::<MemoryItem>()
+                .get(&id("a"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (a.trust_level, a.taint),
+                (TrustLevel::Working, TaintLevel::External),
+                "{name}"
+            );
+            // Another scope can neither update nor delete it.
+            mem.apply(
+                "s2",
+                &op("update", Some(&id("a")), "hijacked"),
+                TaintLevel::Owner,
+                "u",
+            )
+            .unwrap();
+            mem.apply(
+                "s2",
+                &op("delete", Some(&id("a")), ""),
+                TaintLevel::Owner,
+                "u",
+            )
+            .unwrap();
+            let a = store
+                .records::<MemoryItem>()
+                .get(&id("a"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(a.content, "the owner likes coffee", "{name}");
+            // A constitutional memory is immutable.
+            store
+                .records::<MemoryItem>()
+                .put(&MemoryItem {
+                    trust_level: TrustLevel::Constitutional,
+                    ..a
+                })
+                .unwrap();
+            mem.apply(
+                "s1",
+                &op("delete", Some(&id("a")), ""),
+                TaintLevel::Owner,
+                "u",
+            )
+            .unwrap();
+            assert!(
+                store
+                    .records::<MemoryItem>()
+                    .get(&id("a"))
+                    .unwrap()
+                    .is_some(),
+                "{name}"
+            );
+        }
+        // The index saw every write made through it (the scan's went to the
+        // store alone): the scope finds its own record only.
+        let found = full.search("s1", "coffee", 10).unwrap();
+        let ids: Vec<&str> = found.iter().map(|m| m.memory_id.as_str()).collect();
+        assert_eq!(ids, vec!["index-a"]);
+        assert!(full.search("s2", "coffee", 10).unwrap().is_empty());
+        // A delete through the index implementation leaves no index entry.
+        full.apply(
+            "s1",
+            &op("store", None, "ephemeral note"),
+            TaintLevel::Owner,
+            "e",
+        )
+        .unwrap();
+        assert_eq!(full.search("s1", "ephemeral", 10).unwrap().len(), 1);
+        full.apply("s1", &op("delete", Some("e"), ""), TaintLevel::Owner, "x")
+            .unwrap();
+        assert!(full.search("s1", "ephemeral", 10).unwrap().is_empty());
     }
 }

@@ -199,6 +199,56 @@ impl<T: Keyed> Records<T> {
         Ok(())
     }
 
+    /// Many records in one durable transaction (all or none).
+    pub fn put_many(&self, records: &[T]) -> StoreResult<()> {
+        self.write_all(records, false)
+    }
+
+    /// Replaces the whole table with `records` in one durable transaction:
+    /// a failure leaves the table as it was.
+    pub fn replace_all(&self, records: &[T]) -> StoreResult<()> {
+        self.write_all(records, true)
+    }
+
+    fn write_all(&self, records: &[T], clear: bool) -> StoreResult<()> {
+        if records.iter().any(|r| r.key().is_empty()) {
+            return Err(StoreError::Invalid(format!(
+                "{} key must not be empty",
+                T::NAME
+            )));
+        }
+        let txn = self.db.begin_write()?;
+        {
+            if clear {
+                txn.delete_table(T::TABLE)?;
+            }
+            let mut table = txn.open_table(T::TABLE)?;
+            for r in records {
+                table.insert(r.key(), codec::encode(T::NAME, r)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Removes every record whose key is in `keys` in one transaction;
+    /// returns the removed records.
+    pub fn delete_many(&self, keys: &[String]) -> StoreResult<Vec<T>> {
+        let txn = self.db.begin_write()?;
+        let mut out = Vec::new();
+        {
+            let mut table = txn.open_table(T::TABLE)?;
+            for k in keys {
+                let removed = table.remove(k.as_str())?;
+                if let Some(v) = removed {
+                    out.push(codec::decode(T::NAME, v.value())?);
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(out)
+    }
+
     pub fn get(&self, key: &str) -> StoreResult<Option<T>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(T::TABLE)?;

@@ -144,7 +144,7 @@ impl TurnDeps {
         let gates = GateHandle::standalone(GateRunnerArgs::from_config(config.clone()));
         TurnDeps {
             limits: Arc::new(crate::limits::RuntimeLimits::from_config(&config.limits)),
-            memory: Arc::new(crate::memory::KeywordMemory::new(store.clone())),
+            memory: standard_memory(&store, &config),
             store,
             config,
             agents,
@@ -153,6 +153,22 @@ impl TurnDeps {
             approvals,
             sink,
             observer: Arc::new(TraceObserver),
+        }
+    }
+}
+
+/// The full-text memory over `store`, its index in
+/// `{data_dir}/memory-index` (rebuilt in the background when missing or
+/// stale); the keyword scan when the index cannot be opened, so memory
+/// still works (said in the log).
+fn standard_memory(store: &Store, config: &Config) -> Arc<dyn MemoryIndex> {
+    let dir = config.data_dir.join(silas_memory::INDEX_DIR);
+    match silas_memory::Memory::open(store.clone(), &dir) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            tracing::error!(code = %silas_core::Coded::code(&e), dir = %dir.display(),
+                "memory index unavailable, using the keyword scan: {e}");
+            Arc::new(crate::memory::KeywordMemory::new(store.clone()))
         }
     }
 }

@@ -1,0 +1,309 @@
+//! The full-text index over memory records (tantivy): one document per
+//! memory — its id (stored), scope, reingestion tier, `created_at` (fast)
+//! and content analysed with the English stemmer (`en_stem`). BM25 ranks.
+//!
+//! The index is a cache of redb, never the truth: every hit is re-read
+//! from the store and re-checked (scope, tier) by the caller. Queries are
+//! built from analysed terms, never parsed from user text, so no input can
+//! change the query's shape (a `scope:other` in a message is just words).
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use silas_core::model::memory::{MemoryItem, ReingestionTier};
+use tantivy::collector::TopDocs;
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+
+use crate::MemoryError;
+
+/// Indexing arena (tantivy's minimum per thread is 15 MB); one thread: the
+/// daemon writes a handful of memories per turn.
+const WRITER_ARENA: usize = 15_000_000;
+/// At most this many distinct query terms are looked up.
+const MAX_QUERY_TERMS: usize = 32;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    scope: Field,
+    tier: Field,
+    created: Field,
+    content: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("en_stem")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        scope: b.add_text_field("scope", STRING),
+        tier: b.add_text_field("tier", STRING),
+        created: b.add_i64_field("created", INDEXED | FAST),
+        content: b.add_text_field("content", text),
+    };
+    (b.build(), fields)
+}
+
+pub(crate) fn tier_name(t: ReingestionTier) -> &'static str {
+    match t {
+        ReingestionTier::Active => "active",
+        ReingestionTier::LowReingestion => "low_reingestion",
+    }
+}
+
+/// No scope: a memory without one is indexed under this, which no caller
+/// passes (retrieval is always for a scope).
+const NO_SCOPE: &str = "\u{0}none";
+
+pub(crate) struct TextIndex {
+    index: Index,
+    writer: Mutex<IndexWriter>,
+    reader: IndexReader,
+    fields: Fields,
+    /// Writes not yet committed: the next read commits them first.
+    dirty: AtomicBool,
+}
+
+fn ix(e: tantivy::TantivyError) -> MemoryError {
+    MemoryError::Index(e.to_string())
+}
+
+impl TextIndex {
+    /// Opens the index in `dir`, creating it when missing. An index that
+    /// does not open (corrupt, another schema) is discarded and created
+    /// anew. Returns whether it was (re)created — the caller rebuilds.
+    pub(crate) fn open(dir: &Path) -> Result<(TextIndex, bool), MemoryError> {
+        let (schema, fields) = schema();
+        let existing = dir.join("meta.json").is_file();
+        if existing {
+            let opened = MmapDirectory::open(dir)
+                .map_err(|e| MemoryError::Index(e.to_string()))
+                .and_then(|d| Index::open(d).map_err(ix))
+                .and_then(|i| {
+                    if i.schema() == schema {
+                        Ok(i)
+                    } else {
+                        Err(MemoryError::Index("schema changed".into()))
+                    }
+                });
+            match opened {
+                Ok(index) => return Ok((Self::wrap(index, fields)?, false)),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "memory index unusable ({e}); rebuilding");
+                    std::fs::remove_dir_all(dir)
+                        .map_err(|e| MemoryError::Io(format!("{}: {e}", dir.display())))?;
+                }
+            }
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| MemoryError::Io(format!("{}: {e}", dir.display())))?;
+        let d = MmapDirectory::open(dir).map_err(|e| MemoryError::Index(e.to_string()))?;
+        let index = Index::create(d, schema, Default::default()).map_err(ix)?;
+        Ok((Self::wrap(index, fields)?, true))
+    }
+
+    /// An index in RAM (tests and benchmarks).
+    pub(crate) fn in_ram() -> Result<TextIndex, MemoryError> {
+        let (schema, fields) = schema();
+        Self::wrap(Index::create_in_ram(schema), fields)
+    }
+
+    fn wrap(index: Index, fields: Fields) -> Result<TextIndex, MemoryError> {
+        let writer = index.writer_with_num_threads(1, WRITER_ARENA).map_err(ix)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(ix)?;
+        Ok(TextIndex {
+            index,
+            writer: Mutex::new(writer),
+            reader,
+            fields,
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, IndexWriter>, MemoryError> {
+        self.writer
+            .lock()
+            .map_err(|_| MemoryError::Index("index writer poisoned".into()))
+    }
+
+    /// Adds or replaces one memory's document (not yet committed).
+    pub(crate) fn upsert(&self, item: &MemoryItem) -> Result<(), MemoryError> {
+        let w = self.writer()?;
+        self.upsert_with(&w, item)
+    }
+
+    /// Many at once, under one lock (rebuild, import).
+    pub(crate) fn upsert_all(&self, items: &[MemoryItem]) -> Result<(), MemoryError> {
+        let w = self.writer()?;
+        for item in items {
+            self.upsert_with(&w, item)?;
+        }
+        Ok(())
+    }
+
+    fn upsert_with(&self, w: &IndexWriter, item: &MemoryItem) -> Result<(), MemoryError> {
+        let f = self.fields;
+        w.delete_term(Term::from_field_text(f.id, &item.memory_id));
+        w.add_document(doc!(
+            f.id => item.memory_id.as_str(),
+            f.scope => item.session_id.as_deref().unwrap_or(NO_SCOPE),
+            f.tier => tier_name(item.reingestion_tier),
+            f.created => item.created_at.as_micros(),
+            f.content => item.content.as_str(),
+        ))
+        .map_err(ix)?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    pub(crate) fn delete(&self, ids: &[String]) -> Result<(), MemoryError> {
+        let w = self.writer()?;
+        for id in ids {
+            w.delete_term(Term::from_field_text(self.fields.id, id));
+        }
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    pub(crate) fn clear(&self) -> Result<(), MemoryError> {
+        self.writer()?.delete_all_documents().map_err(ix)?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Commits pending writes and makes them visible to searches.
+    pub(crate) fn commit(&self) -> Result<(), MemoryError> {
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            let mut w = self.writer()?;
+            if let Err(e) = w.commit() {
+                self.dirty.store(true, Ordering::Release);
+                return Err(ix(e));
+            }
+            drop(w);
+            self.reader.reload().map_err(ix)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn num_docs(&self) -> Result<u64, MemoryError> {
+        self.commit()?;
+        Ok(self.reader.searcher().num_docs())
+    }
+
+    /// The query's analysed terms (the content field's own analyser), de-duplicated.
+    fn terms(&self, query: &str) -> Result<Vec<Term>, MemoryError> {
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(self.fields.content)
+            .map_err(ix)?;
+        let mut stream = analyzer.token_stream(query);
+        let mut seen = Vec::new();
+        while stream.advance() {
+            let t = stream.token().text.clone();
+            if !seen.contains(&t) {
+                seen.push(t);
+            }
+            if seen.len() >= MAX_QUERY_TERMS {
+                break;
+            }
+        }
+        Ok(seen
+            .into_iter()
+            .map(|t| Term::from_field_text(self.fields.content, &t))
+            .collect())
+    }
+
+    fn filter(&self, field: Field, value: &str) -> (Occur, Box<dyn Query>) {
+        let q = TermQuery::new(
+            Term::from_field_text(field, value),
+            IndexRecordOption::Basic,
+        );
+        // Filters do not score: BM25 over the content decides the order.
+        (
+            Occur::Must,
+            Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
+        )
+    }
+
+    fn run(&self, query: &dyn Query, limit: usize) -> Result<Vec<String>, MemoryError> {
+        self.commit()?;
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(query, &TopDocs::with_limit(limit).order_by_score())
+            .map_err(ix)?;
+        let mut ids = Vec::with_capacity(top.len());
+        for (_, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(ix)?;
+            if let Some(id) = doc.get_first(self.fields.id).and_then(|v| v.as_str()) {
+                ids.push(id.to_string());
+            }
+        }
+        Ok(ids)
+    }
+
+    /// BM25 over `query` within one scope and tier, best first.
+    pub(crate) fn search(
+        &self,
+        scope: &str,
+        tier: ReingestionTier,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, MemoryError> {
+        let terms = self.terms(query)?;
+        if terms.is_empty() || limit == 0 || scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let any_term: Vec<(Occur, Box<dyn Query>)> = terms
+            .into_iter()
+            .map(|t| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                (Occur::Should, q)
+            })
+            .collect();
+        let q = BooleanQuery::new(vec![
+            self.filter(self.fields.scope, scope),
+            self.filter(self.fields.tier, tier_name(tier)),
+            (Occur::Must, Box::new(BooleanQuery::new(any_term))),
+        ]);
+        self.run(&q, limit)
+    }
+
+    /// Memories of one scope created in `[from, to)` (microseconds), newest
+    /// index order; the caller sorts by time.
+    pub(crate) fn created_between(
+        &self,
+        scope: &str,
+        from: i64,
+        to: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, MemoryError> {
+        if limit == 0 || scope.is_empty() || from >= to {
+            return Ok(Vec::new());
+        }
+        let range = RangeQuery::new(
+            Bound::Included(Term::from_field_i64(self.fields.created, from)),
+            Bound::Excluded(Term::from_field_i64(self.fields.created, to)),
+        );
+        let q = BooleanQuery::new(vec![
+            self.filter(self.fields.scope, scope),
+            (Occur::Must, Box::new(range)),
+        ]);
+        self.run(&q, limit)
+    }
+}

@@ -1,0 +1,328 @@
+//! `silas-memory`: the memory store (§4.3, §6) — redb records (the truth)
+//! behind a tantivy full-text index (BM25, English stemming) kept beside the
+//! store in `{data_dir}/memory-index/`.
+//!
+//! * **Scope isolation.** Every retrieval names one scope; the index filters
+//!   on it and every hit is re-read from redb and checked again, so no query
+//!   text can reach another scope's memories. There is no cross-scope read
+//!   API.
+//! * **The index is a cache.** A missing, corrupt or stale index (document
+//!   count ≠ records) is rebuilt from redb on a background thread; start-up
+//!   does not wait, and searches scan redb until the rebuild is done.
+//! * **Lanes.** `search_keyword` returns the active tier only; the raw
+//!   `low_reingestion` lane (`search_raw`) is never auto-injected.
+//! * **Forget** erases from redb and the index (and so from every later
+//!   export); **export/import** is the versioned JSONL bundle of [`bundle`].
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod bundle;
+mod index;
+mod scan;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use silas_core::model::memory::{MemoryItem, ReingestionTier};
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_storage::{Store, StoreError};
+
+pub use bundle::{ImportMode, ImportReport};
+use index::TextIndex;
+
+/// Where the index lives under the data dir.
+pub const INDEX_DIR: &str = "memory-index";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("memory index: {0}")]
+    Index(String),
+    #[error("memory index files: {0}")]
+    Io(String),
+    #[error("memory bundle line {line}: {reason}")]
+    Bundle { line: usize, reason: String },
+}
+
+impl Coded for MemoryError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            MemoryError::Store(e) => e.code(),
+            MemoryError::Index(_) | MemoryError::Io(_) => ErrorCode::EDbIo,
+            MemoryError::Bundle { .. } => ErrorCode::EDbCorrupt,
+        }
+    }
+}
+
+impl From<MemoryError> for StoreError {
+    fn from(e: MemoryError) -> StoreError {
+        match e {
+            MemoryError::Store(s) => s,
+            MemoryError::Bundle { .. } => StoreError::Invalid(e.to_string()),
+            other => StoreError::Io(other.to_string()),
+        }
+    }
+}
+
+/// What to forget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forget {
+    /// One memory, whatever its scope.
+    Id(String),
+    /// Every memory of `scope` the keyword query finds (both tiers).
+    Query { scope: String, query: String },
+    /// Every memory of a scope (a purged customer scope).
+    Scope(String),
+}
+
+struct Inner {
+    store: Store,
+    index: TextIndex,
+    /// The index holds every record (no rebuild running).
+    ready: AtomicBool,
+}
+
+/// The memory store. Cheap to clone.
+#[derive(Clone)]
+pub struct Memory {
+    inner: Arc<Inner>,
+}
+
+impl Memory {
+    /// Opens the index in `dir` over `store`'s `memory` records. A new,
+    /// corrupt or stale index is rebuilt in the background.
+    pub fn open(store: Store, dir: &Path) -> Result<Memory, MemoryError> {
+        let (index, fresh) = TextIndex::open(dir)?;
+        let m = Memory::from_parts(store, index);
+        let stale =
+            fresh || m.inner.index.num_docs()? != m.inner.store.records::<MemoryItem>().len()?;
+        if stale {
+            m.rebuild_in_background();
+        } else {
+            m.inner.ready.store(true, Ordering::Release);
+        }
+        Ok(m)
+    }
+
+    /// A RAM index over `store`, built before this returns (tests, benches).
+    pub fn in_ram(store: Store) -> Result<Memory, MemoryError> {
+        let m = Memory::from_parts(store, TextIndex::in_ram()?);
+        m.rebuild()?;
+        Ok(m)
+    }
+
+    fn from_parts(store: Store, index: TextIndex) -> Memory {
+        Memory {
+            inner: Arc::new(Inner {
+                store,
+                index,
+                ready: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    fn rebuild_in_background(&self) {
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("memory-index-rebuild".into())
+            .spawn(move || match me.rebuild() {
+                Ok(n) => tracing::info!(records = n, "memory index rebuilt"),
+                Err(e) => tracing::error!(code = %e.code(), "memory index rebuild failed: {e}"),
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the memory index rebuild: {e}");
+        }
+    }
+
+    /// Re-indexes every record from redb; returns how many.
+    pub fn rebuild(&self) -> Result<usize, MemoryError> {
+        let all = self.inner.store.records::<MemoryItem>().list()?;
+        self.inner.index.clear()?;
+        for chunk in all.chunks(10_000) {
+            self.inner.index.upsert_all(chunk)?;
+        }
+        self.inner.index.commit()?;
+        self.inner.ready.store(true, Ordering::Release);
+        Ok(all.len())
+    }
+
+    /// Whether the index is complete (tests wait for the background rebuild).
+    pub fn is_ready(&self) -> bool {
+        self.inner.ready.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `within` for [`Self::is_ready`].
+    pub fn wait_ready(&self, within: Duration) -> bool {
+        let until = std::time::Instant::now() + within;
+        while !self.is_ready() {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Stores (or replaces) a record. `durable: false` skips the fsync: the
+    /// record is durable with the store's next durable commit (a turn's raw
+    /// capture, redone on replay).
+    pub fn put(&self, item: &MemoryItem, durable: bool) -> Result<(), MemoryError> {
+        let records = self.inner.store.records::<MemoryItem>();
+        if durable {
+            records.put(item)?;
+        } else {
+            records.put_deferred(item)?;
+        }
+        self.inner.index.upsert(item)?;
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<MemoryItem>, MemoryError> {
+        Ok(self.inner.store.records::<MemoryItem>().get(id)?)
+    }
+
+    /// Re-reads hits from redb, keeping only the scope's records of `tier`.
+    fn load(
+        &self,
+        ids: Vec<String>,
+        scope: &str,
+        tier: Option<ReingestionTier>,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let records = self.inner.store.records::<MemoryItem>();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(m) = records.get(&id)?
+                && m.session_id.as_deref() == Some(scope)
+                && tier.is_none_or(|t| m.reingestion_tier == t)
+            {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    fn search_tier(
+        &self,
+        scope: &str,
+        tier: ReingestionTier,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        if !self.is_ready() {
+            return scan::search(&self.inner.store, scope, tier, query, limit);
+        }
+        let ids = self.inner.index.search(scope, tier, query, limit)?;
+        self.load(ids, scope, Some(tier))
+    }
+
+    /// BM25 keyword search over the scope's active memories, best first.
+    pub fn search_keyword(
+        &self,
+        scope: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        self.search_tier(scope, ReingestionTier::Active, query, limit)
+    }
+
+    /// The raw `low_reingestion` lane (conversation capture): searched only
+    /// on explicit request, never injected automatically (§3.8).
+    pub fn search_raw(
+        &self,
+        scope: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        self.search_tier(scope, ReingestionTier::LowReingestion, query, limit)
+    }
+
+    /// The scope's memories created in `[from, to)`, oldest first.
+    pub fn search_between(
+        &self,
+        scope: &str,
+        from: Timestamp,
+        to: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let mut found = if self.is_ready() {
+            let ids =
+                self.inner
+                    .index
+                    .created_between(scope, from.as_micros(), to.as_micros(), limit)?;
+            self.load(ids, scope, None)?
+        } else {
+            scan::between(&self.inner.store, scope, from, to, limit)?
+        };
+        found.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then(a.memory_id.cmp(&b.memory_id))
+        });
+        Ok(found)
+    }
+
+    /// The scope's memories valid at `at` (`valid_from` ≤ at < `valid_until`,
+    /// open ends count as valid), active tier.
+    pub fn valid_at(&self, scope: &str, at: Timestamp) -> Result<Vec<MemoryItem>, MemoryError> {
+        Ok(scan::all_of(&self.inner.store, scope)?
+            .into_iter()
+            .filter(|m| m.reingestion_tier == ReingestionTier::Active)
+            .filter(|m| m.valid_from.is_none_or(|f| f <= at))
+            .filter(|m| m.valid_until.is_none_or(|u| at < u))
+            .collect())
+    }
+
+    /// Erases memories from redb and the index; returns their ids (the
+    /// caller audits the ids, never the content).
+    pub fn forget(&self, what: &Forget) -> Result<Vec<String>, MemoryError> {
+        let ids: Vec<String> = match what {
+            Forget::Id(id) => vec![id.clone()],
+            Forget::Scope(scope) => scan::all_of(&self.inner.store, scope)?
+                .into_iter()
+                .map(|m| m.memory_id)
+                .collect(),
+            Forget::Query { scope, query } => {
+                let mut ids: Vec<String> = Vec::new();
+                // Every match: at most all the records there are.
+                let limit = self.inner.store.records::<MemoryItem>().len()?.max(1) as usize;
+                for tier in [ReingestionTier::Active, ReingestionTier::LowReingestion] {
+                    for m in self.search_tier(scope, tier, query, limit)? {
+                        ids.push(m.memory_id);
+                    }
+                }
+                ids
+            }
+        };
+        let removed = self.inner.store.records::<MemoryItem>().delete_many(&ids)?;
+        let gone: Vec<String> = removed.into_iter().map(|m| m.memory_id).collect();
+        self.inner.index.delete(&gone)?;
+        self.inner.index.commit()?;
+        Ok(gone)
+    }
+
+    /// Every record, for export (key order).
+    pub(crate) fn all(&self) -> Result<Vec<MemoryItem>, MemoryError> {
+        Ok(self.inner.store.records::<MemoryItem>().list()?)
+    }
+
+    /// Replaces or merges records durably, then re-indexes them.
+    pub(crate) fn write_all(&self, items: &[MemoryItem], replace: bool) -> Result<(), MemoryError> {
+        let records = self.inner.store.records::<MemoryItem>();
+        if replace {
+            records.replace_all(items)?;
+            self.inner.index.clear()?;
+        } else {
+            records.put_many(items)?;
+        }
+        self.inner.index.upsert_all(items)?;
+        self.inner.index.commit()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,360 @@
+//! The memory store over a real redb store and a real tantivy index on
+//! disk (issue #18 items 3, 5, 6): BM25 with stemming, scope isolation,
+//! lanes, rebuild of a deleted or corrupt index, forget, export/import.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use silas_core::Timestamp;
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier, TrustLevel};
+use silas_core::model::messages::TaintLevel;
+use silas_memory::{Forget, ImportMode, Memory, MemoryError};
+use silas_storage::Store;
+
+fn item(id: &str, scope: &str, content: &str) -> MemoryItem {
+    let now = Timestamp::now();
+    MemoryItem {
+        memory_id: id.into(),
+        content: content.into(),
+        memory_type: MemoryType::Fact,
+        reingestion_tier: ReingestionTier::Active,
+        trust_level: TrustLevel::Working,
+        taint: TaintLevel::Owner,
+        created_at: now,
+        updated_at: now,
+        valid_from: None,
+        valid_until: None,
+        access_count: 0,
+        last_accessed: None,
+        semantic_tags: vec!["t".into()],
+        entity_refs: Vec::new(),
+        causal_refs: Vec::new(),
+        temporal_next: None,
+        temporal_prev: None,
+        session_id: Some(scope.into()),
+        embedding: None,
+        source_kind: "test".into(),
+    }
+}
+
+fn open(dir: &std::path::Path) -> Memory {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let store = Store::open_in(dir.join("data")).unwrap();
+    let m = Memory::open(store, &dir.join("data/memory-index")).unwrap();
+    assert!(m.wait_ready(Duration::from_secs(30)));
+    m
+}
+
+fn ids(v: &[MemoryItem]) -> Vec<&str> {
+    v.iter().map(|m| m.memory_id.as_str()).collect()
+}
+
+#[test]
+fn bm25_with_stemming_ranks_the_better_match_first() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(
+        &item("a", "s", "The dentist appointment is on Tuesday"),
+        true,
+    )
+    .unwrap();
+    m.put(
+        &item(
+            "b",
+            "s",
+            "Meetings with the dentist: dentist moved the meeting",
+        ),
+        true,
+    )
+    .unwrap();
+    m.put(&item("c", "s", "Buy coffee"), true).unwrap();
+    // "meetings" and "meeting" share a stem; b matches both words.
+    let found = m.search_keyword("s", "dentist meetings", 10).unwrap();
+    assert_eq!(ids(&found), vec!["b", "a"]);
+    assert!(m.search_keyword("s", "coffees", 10).unwrap()[0].memory_id == "c");
+    assert!(m.search_keyword("s", "", 10).unwrap().is_empty());
+    assert!(m.search_keyword("s", "zebra", 10).unwrap().is_empty());
+}
+
+#[test]
+fn a_hundred_scopes_never_see_each_others_canaries() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    for i in 0..100 {
+        m.put(
+            &item(
+                &format!("c{i}"),
+                &format!("customer-{i}"),
+                &format!("canary secret{i} shared word"),
+            ),
+            false,
+        )
+        .unwrap();
+    }
+    let every_canary: String = (0..100).map(|i| format!("secret{i} ")).collect();
+    for i in 0..100 {
+        let scope = format!("customer-{i}");
+        // The query names every canary, another scope and the index's own
+        // field syntax: only the scope's own memory comes back.
+        let q = format!("shared canary scope:customer-0 id:c1 * {every_canary}");
+        let found = m.search_keyword(&scope, &q, 100).unwrap();
+        assert_eq!(ids(&found), vec![format!("c{i}").as_str()], "{scope}");
+        assert_eq!(found[0].session_id.as_deref(), Some(scope.as_str()));
+    }
+    assert!(m.search_keyword("", "canary", 10).unwrap().is_empty());
+}
+
+#[test]
+fn the_raw_lane_is_searched_only_on_request() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    let mut raw = item("r", "s", "owner said the wifi password is in the drawer");
+    raw.reingestion_tier = ReingestionTier::LowReingestion;
+    m.put(&raw, false).unwrap();
+    m.put(&item("a", "s", "the router sits in the hall"), true)
+        .unwrap();
+    assert!(m.search_keyword("s", "wifi drawer", 10).unwrap().is_empty());
+    assert_eq!(
+        ids(&m.search_raw("s", "wifi drawer", 10).unwrap()),
+        vec!["r"]
+    );
+}
+
+#[test]
+fn a_deleted_or_corrupt_index_is_rebuilt_from_the_store() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let m = open(d.path());
+        for i in 0..50 {
+            m.put(
+                &item(
+                    &format!("m{i}"),
+                    "s",
+                    &format!("note number{i} about gardens"),
+                ),
+                true,
+            )
+            .unwrap();
+        }
+    }
+    let index = d.path().join("data/memory-index");
+    std::fs::remove_dir_all(&index).unwrap();
+    let m = open(d.path());
+    assert_eq!(
+        m.search_keyword("s", "number7", 10).unwrap()[0].memory_id,
+        "m7"
+    );
+    assert!(index.join("meta.json").is_file(), "rebuilt on disk");
+    drop(m);
+    // Garbage where the index's metadata was: discarded and rebuilt.
+    std::fs::write(index.join("meta.json"), b"{not json").unwrap();
+    let m = open(d.path());
+    assert_eq!(m.search_keyword("s", "garden", 100).unwrap().len(), 50);
+    drop(m);
+    // A stale index (a record written while it was away) is rebuilt too.
+    {
+        let store = Store::open_in(d.path().join("data")).unwrap();
+        store
+            .records::<MemoryItem>()
+            .put(&item("late", "s", "written behind the index's back"))
+            .unwrap();
+    }
+    let m = open(d.path());
+    assert_eq!(
+        ids(&m.search_keyword("s", "behind", 10).unwrap()),
+        vec!["late"]
+    );
+}
+
+#[test]
+fn searches_answer_while_the_rebuild_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open_in(d.path()).unwrap();
+    let many: Vec<MemoryItem> = (0..20_000)
+        .map(|i| item(&format!("m{i:05}"), "s", &format!("filler text {i}")))
+        .collect();
+    store.records::<MemoryItem>().put_many(&many).unwrap();
+    store
+        .records::<MemoryItem>()
+        .put(&item("x", "s", "the needle"))
+        .unwrap();
+    let m = Memory::open(store, &d.path().join("idx")).unwrap();
+    // Whether or not the rebuild finished, the answer is right.
+    assert_eq!(ids(&m.search_keyword("s", "needle", 5).unwrap()), vec!["x"]);
+    assert!(m.wait_ready(Duration::from_secs(60)));
+    assert_eq!(ids(&m.search_keyword("s", "needle", 5).unwrap()), vec!["x"]);
+}
+
+#[test]
+fn forget_erases_from_the_store_the_index_and_exports() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(&item("a", "s1", "alpha secret plan"), true).unwrap();
+    m.put(&item("b", "s1", "beta plan"), true).unwrap();
+    m.put(&item("c", "s2", "alpha in another scope"), true)
+        .unwrap();
+    m.put(&item("d", "s2", "delta"), true).unwrap();
+    assert_eq!(m.forget(&Forget::Id("a".into())).unwrap(), vec!["a"]);
+    assert!(m.get("a").unwrap().is_none());
+    assert!(m.search_keyword("s1", "alpha", 10).unwrap().is_empty());
+    // By query: only the scope's matches.
+    let gone = m
+        .forget(&Forget::Query {
+            scope: "s2".into(),
+            query: "alpha".into(),
+        })
+        .unwrap();
+    assert_eq!(gone, vec!["c"]);
+    assert!(m.get("b").unwrap().is_some());
+    // By scope.
+    assert_eq!(m.forget(&Forget::Scope("s2".into())).unwrap(), vec!["d"]);
+    let mut out = Vec::new();
+    m.export(None, true, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        !text.contains("secret") && !text.contains("delta"),
+        "{text}"
+    );
+    assert!(text.contains("beta plan"));
+    // Unknown ids forget nothing.
+    assert!(m.forget(&Forget::Id("nope".into())).unwrap().is_empty());
+}
+
+#[test]
+fn export_then_import_into_a_fresh_store_gives_identical_records() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    let mut ext = item("e", "s", "a web page said so");
+    ext.taint = TaintLevel::External;
+    ext.trust_level = TrustLevel::Working;
+    let mut con = item("k", "s", "never share the owner's address");
+    con.trust_level = TrustLevel::Constitutional;
+    con.valid_until = Some(Timestamp::now().plus(chrono::Duration::days(3)));
+    let mut raw = item("r", "s", "raw capture");
+    raw.reingestion_tier = ReingestionTier::LowReingestion;
+    for x in [&ext, &con, &raw] {
+        m.put(x, true).unwrap();
+    }
+    let mut bundle = Vec::new();
+    assert_eq!(m.export(None, true, &mut bundle).unwrap(), 3);
+    let mut without_raw = Vec::new();
+    assert_eq!(m.export(None, false, &mut without_raw).unwrap(), 2);
+
+    let d2 = tempfile::tempdir().unwrap();
+    let fresh = open(d2.path());
+    let report = fresh
+        .import(&mut bundle.as_slice(), ImportMode::Merge)
+        .unwrap();
+    assert_eq!(report.records, 3);
+    let mut a = m.store().records::<MemoryItem>().list().unwrap();
+    let mut b = fresh.store().records::<MemoryItem>().list().unwrap();
+    a.sort_by(|x, y| x.memory_id.cmp(&y.memory_id));
+    b.sort_by(|x, y| x.memory_id.cmp(&y.memory_id));
+    assert_eq!(a, b, "identical records, taint/trust/tier included");
+    assert_eq!(
+        ids(&fresh.search_keyword("s", "address", 5).unwrap()),
+        vec!["k"]
+    );
+
+    // Replace: the bundle becomes the whole memory.
+    fresh.put(&item("z", "s", "only here"), true).unwrap();
+    fresh
+        .import(&mut without_raw.as_slice(), ImportMode::Replace)
+        .unwrap();
+    let left: Vec<String> = fresh
+        .store()
+        .records::<MemoryItem>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|m| m.memory_id)
+        .collect();
+    assert_eq!(left, vec!["e", "k"]);
+    assert!(fresh.search_keyword("s", "only", 5).unwrap().is_empty());
+}
+
+#[test]
+fn a_bad_bundle_writes_nothing_and_names_the_line() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(&item("keep", "s", "kept"), true).unwrap();
+    let mut good = Vec::new();
+    m.export(None, true, &mut good).unwrap();
+    let text = String::from_utf8(good).unwrap();
+    let header = text.lines().next().unwrap().to_string();
+    let record = text.lines().nth(1).unwrap().replace("keep", "new");
+    for (bundle, line, what) in [
+        (
+            format!("{header}\n{record}\n{{oops\n"),
+            3,
+            "not a memory record",
+        ),
+        (format!("{header}\n"), 1, "header says 1"),
+        (
+            "{\"format\":\"other\"}\n".to_string(),
+            1,
+            "not a bundle header",
+        ),
+        (
+            header.replace("\"version\":1", "\"version\":9") + "\n",
+            1,
+            "not supported",
+        ),
+        (
+            format!("{header}\n{record}\n{record}\n"),
+            3,
+            "appears twice",
+        ),
+    ] {
+        for mode in [ImportMode::Merge, ImportMode::Replace] {
+            let e = m.import(&mut bundle.as_bytes(), mode).unwrap_err();
+            match &e {
+                MemoryError::Bundle { line: l, reason } => {
+                    assert_eq!(*l, line, "{e}");
+                    assert!(reason.contains(what), "{e}");
+                }
+                other => panic!("{other}"),
+            }
+            let all: Vec<String> = m
+                .store()
+                .records::<MemoryItem>()
+                .list()
+                .unwrap()
+                .into_iter()
+                .map(|x| x.memory_id)
+                .collect();
+            assert_eq!(all, vec!["keep"], "nothing written");
+        }
+    }
+}
+
+#[test]
+fn temporal_queries_use_created_at_and_validity() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+    for (i, days) in [0i64, 10, 20, 30].iter().enumerate() {
+        let mut x = item(&format!("d{i}"), "s", "dated");
+        x.created_at = t0.plus(chrono::Duration::days(*days));
+        x.valid_until = Some(t0.plus(chrono::Duration::days(days + 15)));
+        m.put(&x, true).unwrap();
+    }
+    let found = m
+        .search_between(
+            "s",
+            t0.plus(chrono::Duration::days(5)),
+            t0.plus(chrono::Duration::days(30)),
+            10,
+        )
+        .unwrap();
+    assert_eq!(ids(&found), vec!["d1", "d2"]);
+    let valid = m
+        .valid_at("s", t0.plus(chrono::Duration::days(22)))
+        .unwrap();
+    assert_eq!(ids(&valid), vec!["d1", "d2", "d3"]);
+    assert!(
+        m.search_between("other", t0, t0.plus(chrono::Duration::days(99)), 10)
+            .unwrap()
+            .is_empty()
+    );
+}
