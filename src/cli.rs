@@ -42,6 +42,10 @@ pub enum Command {
     /// name) to read or, when registered `--write`, change after approval.
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Memories: forget, export to or import from a portable bundle (through
+    /// the daemon when it runs).
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
@@ -151,6 +155,47 @@ pub enum WorkspaceCommand {
     },
     /// Forget a workspace (the directory itself is untouched).
     Remove { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MemoryCommand {
+    /// Erase memories — from the store, the search index and every later
+    /// export. Exactly one of --id, --query (with --scope) or --scope.
+    Forget {
+        /// One memory by its id.
+        #[arg(long, conflicts_with_all = ["query"])]
+        id: Option<String>,
+        /// Every memory of this scope the keyword query finds.
+        #[arg(long, requires = "scope")]
+        query: Option<String>,
+        /// A conversation scope (`owner`, `telegram:123`, a customer id);
+        /// alone: every memory of that scope.
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Write every memory to a versioned JSONL bundle at PATH (0600).
+    Export {
+        path: PathBuf,
+        /// Only memories changed at or after this RFC 3339 time.
+        #[arg(long)]
+        since: Option<String>,
+        /// Include the raw conversation capture (low-reingestion lane).
+        #[arg(long)]
+        include_raw: bool,
+    },
+    /// Read a bundle from PATH: `merge` adds (replacing equal ids),
+    /// `replace` makes it the whole memory (one transaction).
+    Import {
+        path: PathBuf,
+        #[arg(long, value_enum, default_value = "merge")]
+        mode: ImportModeArg,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportModeArg {
+    Merge,
+    Replace,
 }
 
 #[derive(Args, Debug)]

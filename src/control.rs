@@ -47,6 +47,9 @@ pub struct DaemonControl {
     pub seal: OwnerSeal,
     /// The web channel's base URL, as pairing links use it.
     pub base_url: String,
+    /// The daemon's memory (`None`: its index could not open; the turns use
+    /// the keyword scan and `silas memory` is refused).
+    pub memory: Option<silas_memory::Memory>,
     pub started_at: Timestamp,
     pub started: Instant,
 }
@@ -179,6 +182,56 @@ impl DaemonControl {
                     .await?,
                 }
             }
+            Request::MemoryForget { id, scope, query } => {
+                let memory = self.memory()?;
+                let what = crate::memory_cmd::forget_request(id, scope, query).map_err(from_cli)?;
+                let by = caller.device_id().unwrap_or("cli").to_owned();
+                Response::MemoryForgotten {
+                    ids: blocking(move || {
+                        crate::memory_cmd::forget(&memory, &what, &by).map_err(from_cli)
+                    })
+                    .await?,
+                }
+            }
+            Request::MemoryExport {
+                path,
+                since,
+                include_raw,
+            } => {
+                let memory = self.memory()?;
+                let by = caller.device_id().unwrap_or("cli").to_owned();
+                Response::MemoryExported {
+                    records: blocking(move || {
+                        crate::memory_cmd::export(
+                            &memory,
+                            std::path::Path::new(&path),
+                            since.as_deref(),
+                            include_raw,
+                            &by,
+                        )
+                        .map_err(from_cli)
+                    })
+                    .await?,
+                }
+            }
+            Request::MemoryImport { path, replace } => {
+                let memory = self.memory()?;
+                let by = caller.device_id().unwrap_or("cli").to_owned();
+                let mode = if replace {
+                    silas_memory::ImportMode::Replace
+                } else {
+                    silas_memory::ImportMode::Merge
+                };
+                let r = blocking(move || {
+                    crate::memory_cmd::import(&memory, std::path::Path::new(&path), mode, &by)
+                        .map_err(from_cli)
+                })
+                .await?;
+                Response::MemoryImported {
+                    records: r.records,
+                    replaced: r.replaced,
+                }
+            }
             Request::WorkspaceRemove { name } => {
                 let by = caller.device_id().unwrap_or("cli").to_owned();
                 Response::WorkspaceRemoved {
@@ -188,6 +241,15 @@ impl DaemonControl {
                     .await?,
                 }
             }
+        })
+    }
+
+    fn memory(&self) -> Result<silas_memory::Memory, Response> {
+        self.memory.clone().ok_or_else(|| {
+            Response::error(
+                ErrorCode::EDbIo,
+                "the memory index could not be opened (see the daemon log); memory requests are unavailable",
+            )
         })
     }
 

@@ -197,6 +197,10 @@ async fn run(
         });
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_rx_tasks = stop_rx.clone();
+    // One memory index for the daemon: turns and `silas memory` requests
+    // share it (its writer is exclusive). A missing or stale index is
+    // rebuilt in the background; start-up does not wait.
+    let memory = silas_actors::turn::pipeline::open_memory(&store, &cfg);
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -207,6 +211,7 @@ async fn run(
             web: bridge.clone(),
             seal: seal.clone(),
             base_url,
+            memory: memory.clone(),
             started_at: started.0,
             started: started.1,
         };
@@ -282,7 +287,7 @@ async fn run(
             // One set of §18.5 limiters for turns and background work, so
             // the global model-call cap covers both.
             limits: work_engine.config.rate_limits.clone(),
-            ..silas_actors::turn::pipeline::TurnDeps::standard(
+            ..silas_actors::turn::pipeline::TurnDeps::standard_with(
                 store.clone(),
                 Arc::new(cfg.clone()),
                 agents,
@@ -291,6 +296,10 @@ async fn run(
                     web: bridge.clone(),
                     telegram: telegram.as_ref().map(|t| t.bridge.clone()),
                 }),
+                match &memory {
+                    Some(m) => Arc::new(m.clone()),
+                    None => Arc::new(silas_actors::memory::KeywordMemory::new(store.clone())),
+                },
             )
         }),
         dispatch: dispatch_tx,

@@ -15,6 +15,7 @@ mod daemon;
 mod devices;
 mod doctor;
 mod error;
+mod memory_cmd;
 mod remote;
 mod service;
 mod telegram_bridge;

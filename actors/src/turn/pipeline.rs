@@ -141,10 +141,24 @@ impl TurnDeps {
         approvals: ApprovalService,
         sink: Arc<dyn ChannelSink>,
     ) -> TurnDeps {
+        let memory = standard_memory(&store, &config);
+        Self::standard_with(store, config, agents, approvals, sink, memory)
+    }
+
+    /// [`Self::standard`] over a memory the caller opened (the daemon shares
+    /// its one index between turns and `silas memory` requests).
+    pub fn standard_with(
+        store: Store,
+        config: Arc<Config>,
+        agents: Agents,
+        approvals: ApprovalService,
+        sink: Arc<dyn ChannelSink>,
+        memory: Arc<dyn MemoryIndex>,
+    ) -> TurnDeps {
         let gates = GateHandle::standalone(GateRunnerArgs::from_config(config.clone()));
         TurnDeps {
             limits: Arc::new(crate::limits::RuntimeLimits::from_config(&config.limits)),
-            memory: standard_memory(&store, &config),
+            memory,
             store,
             config,
             agents,
@@ -161,14 +175,22 @@ impl TurnDeps {
 /// `{data_dir}/memory-index` (rebuilt in the background when missing or
 /// stale); the keyword scan when the index cannot be opened, so memory
 /// still works (said in the log).
-fn standard_memory(store: &Store, config: &Config) -> Arc<dyn MemoryIndex> {
+pub fn standard_memory(store: &Store, config: &Config) -> Arc<dyn MemoryIndex> {
+    match open_memory(store, config) {
+        Some(m) => Arc::new(m),
+        None => Arc::new(crate::memory::KeywordMemory::new(store.clone())),
+    }
+}
+
+/// The full-text memory, or `None` (logged) when its index cannot open.
+pub fn open_memory(store: &Store, config: &Config) -> Option<silas_memory::Memory> {
     let dir = config.data_dir.join(silas_memory::INDEX_DIR);
     match silas_memory::Memory::open(store.clone(), &dir) {
-        Ok(m) => Arc::new(m),
+        Ok(m) => Some(m),
         Err(e) => {
             tracing::error!(code = %silas_core::Coded::code(&e), dir = %dir.display(),
                 "memory index unavailable, using the keyword scan: {e}");
-            Arc::new(crate::memory::KeywordMemory::new(store.clone()))
+            None
         }
     }
 }

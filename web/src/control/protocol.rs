@@ -94,6 +94,29 @@ pub enum Request {
     WorkspaceRemove {
         name: String,
     },
+    /// Erase memories (issue #18): one of `id`, `scope` + `query`, `scope`.
+    MemoryForget {
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        scope: Option<String>,
+        #[serde(default)]
+        query: Option<String>,
+    },
+    /// Write the bundle to `path` (absolute, resolved by the CLI).
+    MemoryExport {
+        path: String,
+        #[serde(default)]
+        since: Option<String>,
+        #[serde(default)]
+        include_raw: bool,
+    },
+    /// Read a bundle from `path`; `replace` swaps the whole memory.
+    MemoryImport {
+        path: String,
+        #[serde(default)]
+        replace: bool,
+    },
 }
 
 /// Daemon → CLI: exactly one per request.
@@ -133,6 +156,16 @@ pub enum Response {
     },
     WorkspaceRemoved {
         workspace: Workspace,
+    },
+    MemoryForgotten {
+        ids: Vec<String>,
+    },
+    MemoryExported {
+        records: usize,
+    },
+    MemoryImported {
+        records: usize,
+        replaced: usize,
     },
     /// The request failed or was refused; the connection stays open.
     Error {

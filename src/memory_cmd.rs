@@ -1,0 +1,233 @@
+//! `silas memory forget|export|import` (issue #18 items 5–6). With a daemon
+//! running the request goes over the control socket (the daemon holds the
+//! store and the index); without one the CLI opens both itself. Both paths
+//! end in [`forget`], [`export`] and [`import`] here, which audit what was
+//! done — ids and counts, never a memory's content.
+
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::json;
+use silas_core::config::Config;
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_memory::{Forget, ImportMode, ImportReport, Memory, MemoryError};
+use silas_web::control::{Request, Response};
+
+use crate::cli::{ImportModeArg, MemoryCommand};
+use crate::error::CliError;
+
+fn coded(e: impl Coded + std::fmt::Display) -> CliError {
+    CliError::new(e.code(), e.to_string())
+}
+
+fn audit(memory: &Memory, event: &str, data: serde_json::Value) -> Result<(), CliError> {
+    if let serde_json::Value::Object(o) = data {
+        memory.store().audit().log(event, o).map_err(coded)?;
+    }
+    Ok(())
+}
+
+/// What `forget` was asked, checked: exactly one way of choosing.
+pub fn forget_request(
+    id: Option<String>,
+    scope: Option<String>,
+    query: Option<String>,
+) -> Result<Forget, CliError> {
+    match (id, scope, query) {
+        (Some(id), None, None) => Ok(Forget::Id(id)),
+        (None, Some(scope), Some(query)) if !query.trim().is_empty() => {
+            Ok(Forget::Query { scope, query })
+        }
+        (None, Some(scope), None) => Ok(Forget::Scope(scope)),
+        _ => Err(CliError::new(
+            ErrorCode::ECfgInvalid,
+            "say what to forget: --id ID, or --scope SCOPE [--query WORDS]",
+        )),
+    }
+}
+
+/// Erases and audits (`memory_forgotten`: how, the ids, by whom).
+pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, CliError> {
+    let ids = memory.forget(what).map_err(coded)?;
+    let how = match what {
+        Forget::Id(_) => "id",
+        Forget::Query { .. } => "query",
+        Forget::Scope(_) => "scope",
+    };
+    audit(
+        memory,
+        "memory_forgotten",
+        json!({"how": how, "ids": ids, "count": ids.len(), "by": by}),
+    )?;
+    Ok(ids)
+}
+
+fn parse_since(since: Option<&str>) -> Result<Option<Timestamp>, CliError> {
+    since
+        .map(|s| {
+            Timestamp::parse(s).map_err(|e| {
+                CliError::new(
+                    ErrorCode::ECfgInvalid,
+                    format!("--since {s:?}: not an RFC 3339 time ({e})"),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Writes the bundle to `path` (created 0600, never over an existing file).
+pub fn export(
+    memory: &Memory,
+    path: &Path,
+    since: Option<&str>,
+    include_raw: bool,
+    by: &str,
+) -> Result<usize, CliError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let since = parse_since(since)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("{}: {e}", path.display())))?;
+    let mut out = BufWriter::new(file);
+    let n = match memory.export(since, include_raw, &mut out) {
+        Ok(n) => n,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(path);
+            return Err(coded(e));
+        }
+    };
+    audit(
+        memory,
+        "memory_exported",
+        json!({"records": n, "include_raw": include_raw, "since": since, "by": by}),
+    )?;
+    Ok(n)
+}
+
+pub fn import(
+    memory: &Memory,
+    path: &Path,
+    mode: ImportMode,
+    by: &str,
+) -> Result<ImportReport, CliError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("{}: {e}", path.display())))?;
+    let report = memory
+        .import(&mut BufReader::new(file), mode)
+        .map_err(|e: MemoryError| coded(e))?;
+    audit(
+        memory,
+        "memory_imported",
+        json!({"records": report.records, "replaced": report.replaced,
+               "mode": if mode == ImportMode::Replace { "replace" } else { "merge" }, "by": by}),
+    )?;
+    Ok(report)
+}
+
+/// PATH as the owner typed it, absolute against the CLI's cwd (the daemon's
+/// cwd means nothing to the owner).
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))?
+        .join(path))
+}
+
+fn path_text(p: &Path) -> Result<String, CliError> {
+    p.to_str().map(str::to_owned).ok_or_else(|| {
+        CliError::new(
+            ErrorCode::ECfgInvalid,
+            format!("{} is not UTF-8", p.display()),
+        )
+    })
+}
+
+/// The memory store without a daemon: the store and the index in the data dir.
+fn open_direct(cfg: &Config) -> Result<Memory, CliError> {
+    let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+    let memory = Memory::open(store, &cfg.data_dir.join(silas_memory::INDEX_DIR)).map_err(coded)?;
+    // Forget-by-query searches the index: let a rebuild finish first.
+    memory.wait_ready(std::time::Duration::from_secs(600));
+    Ok(memory)
+}
+
+pub fn run(cfg: &Config, cmd: MemoryCommand) -> Result<ExitCode, CliError> {
+    match cmd {
+        MemoryCommand::Forget { id, query, scope } => {
+            let what = forget_request(id.clone(), scope.clone(), query.clone())?;
+            let req = Request::MemoryForget { id, scope, query };
+            let ids = match crate::remote::ask(cfg, req)? {
+                Some(Response::MemoryForgotten { ids }) => ids,
+                Some(other) => return Err(crate::remote::unexpected(&other)),
+                None => forget(&open_direct(cfg)?, &what, "cli")?,
+            };
+            if ids.is_empty() {
+                println!("nothing to forget");
+            } else {
+                println!(
+                    "forgot {} memor{}",
+                    ids.len(),
+                    if ids.len() == 1 { "y" } else { "ies" }
+                );
+            }
+        }
+        MemoryCommand::Export {
+            path,
+            since,
+            include_raw,
+        } => {
+            let abs = absolute(&path)?;
+            let req = Request::MemoryExport {
+                path: path_text(&abs)?,
+                since: since.clone(),
+                include_raw,
+            };
+            let n = match crate::remote::ask(cfg, req)? {
+                Some(Response::MemoryExported { records }) => records,
+                Some(other) => return Err(crate::remote::unexpected(&other)),
+                None => export(
+                    &open_direct(cfg)?,
+                    &abs,
+                    since.as_deref(),
+                    include_raw,
+                    "cli",
+                )?,
+            };
+            println!("exported {n} memories to {}", abs.display());
+        }
+        MemoryCommand::Import { path, mode } => {
+            let abs = absolute(&path)?;
+            let replace = mode == ImportModeArg::Replace;
+            let req = Request::MemoryImport {
+                path: path_text(&abs)?,
+                replace,
+            };
+            let (records, replaced) = match crate::remote::ask(cfg, req)? {
+                Some(Response::MemoryImported { records, replaced }) => (records, replaced),
+                Some(other) => return Err(crate::remote::unexpected(&other)),
+                None => {
+                    let mode = if replace {
+                        ImportMode::Replace
+                    } else {
+                        ImportMode::Merge
+                    };
+                    let r = import(&open_direct(cfg)?, &abs, mode, "cli")?;
+                    (r.records, r.replaced)
+                }
+            };
+            if replace {
+                println!("imported {records} memories; they are now the whole memory");
+            } else {
+                println!("imported {records} memories ({replaced} replaced one with the same id)");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
