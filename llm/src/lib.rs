@@ -5,6 +5,9 @@
 //!   async-openai, [`offline`] for the rule-based offline responder.
 //! * [`structured`] — `run_structured_agent`: schema-guided output, one
 //!   repair retry, then the per-call deterministic fallback.
+//! * [`coerce`] — cosmetic fields (register, mode, profile, reason) that
+//!   are missing or outside their enum take their documented default;
+//!   security-relevant fields are never coerced.
 //! * [`toolset`] — the wrapper chain `SkillToolset → PreparedToolset →
 //!   FilteredToolset → ApprovalRequiredToolset`; [`tool_loop`] — the
 //!   executor's tool-calling loop over it.
@@ -24,6 +27,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod coerce;
 pub mod error;
 pub mod negotiate;
 pub mod openai;

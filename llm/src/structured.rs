@@ -27,6 +27,7 @@ use silas_core::model::agents::{
 };
 use silas_core::model::execution::ExecutorAgentOutput;
 
+use crate::coerce::{self, Coercion};
 use crate::error::LlmError;
 use crate::negotiate::extract_json;
 use crate::provider::{ChatMessage, ChatRequest, Provider, ResponseSchema, Usage};
@@ -108,6 +109,12 @@ pub trait StructuredOutput: Sized + DeserializeOwned {
     /// Response-format name (also what the offline responder dispatches on).
     const SCHEMA_NAME: &'static str;
     fn schema() -> Value;
+    /// Replaces cosmetic fields that are missing or outside their enum with
+    /// their documented defaults, before deserialising ([`crate::coerce`]).
+    /// Security-relevant fields are never touched.
+    fn coerce(_value: &mut Value, _ctx: &StructuredContext) -> Vec<Coercion> {
+        Vec::new()
+    }
     /// Checks beyond the type's own validators (run after deserialising).
     fn check(&self, _ctx: &StructuredContext) -> Result<(), String> {
         Ok(())
@@ -130,6 +137,9 @@ impl StructuredOutput for RouteDecision {
     fn schema() -> Value {
         schema::route_decision()
     }
+    fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {
+        coerce::coerce_route_decision(value, &ctx.default_profile, |p| ctx.profiles.contains(p))
+    }
     fn check(&self, ctx: &StructuredContext) -> Result<(), String> {
         self.validate_profile(|p| ctx.profiles.contains(p))
             .map_err(|e| e.to_string())
@@ -145,6 +155,9 @@ impl StructuredOutput for AgentResponse {
     const SCHEMA_NAME: &'static str = "AgentResponse";
     fn schema() -> Value {
         schema::agent_response()
+    }
+    fn coerce(value: &mut Value, _: &StructuredContext) -> Vec<Coercion> {
+        coerce::coerce_agent_response(value)
     }
     fn fallback(_: &StructuredContext) -> AgentResponse {
         planner_fallback()
@@ -219,6 +232,9 @@ pub struct StructuredRun<T: StructuredOutput> {
     /// Model requests made (1 or 2).
     pub requests: u32,
     pub usage: Usage,
+    /// Cosmetic fields of the valid answer that took their default (to be
+    /// audited as `llm_output_coerced`).
+    pub coerced: Vec<Coercion>,
 }
 
 /// Parses and validates one answer. The error is the summary sent back in
@@ -227,22 +243,33 @@ pub fn parse_output<T: StructuredOutput>(
     content: Option<&str>,
     ctx: &StructuredContext,
 ) -> Result<T, String> {
+    parse_output_coerced(content, ctx).map(|(value, _)| value)
+}
+
+/// [`parse_output`], also returning the cosmetic fields that were coerced.
+pub fn parse_output_coerced<T: StructuredOutput>(
+    content: Option<&str>,
+    ctx: &StructuredContext,
+) -> Result<(T, Vec<Coercion>), String> {
     let Some(text) = content.filter(|t| !t.trim().is_empty()) else {
         return Err(format!(
             "the answer was empty; reply with one JSON object matching the {} schema",
             T::SCHEMA_NAME
         ));
     };
-    let value: T = serde_json::from_str(extract_json(text)).map_err(|e| {
+    let invalid = |e: serde_json::Error| {
         format!(
             "invalid {}: {e}; reply with one JSON object matching the schema",
             T::SCHEMA_NAME
         )
-    })?;
+    };
+    let mut raw: Value = serde_json::from_str(extract_json(text)).map_err(invalid)?;
+    let coerced = T::coerce(&mut raw, ctx);
+    let value: T = serde_json::from_value(raw).map_err(invalid)?;
     value
         .check(ctx)
         .map_err(|e| format!("invalid {}: {e}", T::SCHEMA_NAME))?;
-    Ok(value)
+    Ok((value, coerced))
 }
 
 /// Bounds the summary sent back to the model (never the raw answer).
@@ -300,12 +327,16 @@ pub async fn run_structured_agent<T: StructuredOutput>(
                     },
                     requests,
                     usage,
+                    coerced: Vec::new(),
                 };
             }
         };
         usage.add(resp.usage);
-        match parse_output::<T>(resp.content.as_deref(), ctx) {
-            Ok(value) => {
+        match parse_output_coerced::<T>(resp.content.as_deref(), ctx) {
+            Ok((value, coerced)) => {
+                if !coerced.is_empty() {
+                    tracing::info!(call = T::KIND.as_str(), fields = ?coerced.iter().map(|c| c.field).collect::<Vec<_>>(), "cosmetic fields took their defaults");
+                }
                 return StructuredRun {
                     outcome: Structured::Valid {
                         value,
@@ -313,6 +344,7 @@ pub async fn run_structured_agent<T: StructuredOutput>(
                     },
                     requests,
                     usage,
+                    coerced,
                 };
             }
             Err(summary) => {
@@ -329,6 +361,7 @@ pub async fn run_structured_agent<T: StructuredOutput>(
         },
         requests,
         usage,
+        coerced: Vec::new(),
     }
 }
 
@@ -390,7 +423,7 @@ mod tests {
                     v["context_profile"] = json!("poetry");
                     v.to_string()
                 }),
-                Err("poetry"),
+                Ok(()),
             ),
             (
                 Some({
@@ -398,7 +431,7 @@ mod tests {
                     v["interaction_register"] = json!("chitchat");
                     v.to_string()
                 }),
-                Err("chitchat"),
+                Ok(()),
             ),
         ];
         for (content, want) in table {
