@@ -349,6 +349,8 @@ pub async fn run_structured_agent<T: StructuredOutput>(
             }
             Err(summary) => {
                 tracing::info!(call = T::KIND.as_str(), round, "structured output invalid");
+                // The summary names fields and serde's reason, bounded.
+                tracing::debug!(call = T::KIND.as_str(), round, summary = %summarize(&summary), "validation errors");
                 attempt = repair_request(&request, &summary);
                 last_summary = summary;
             }

@@ -16,9 +16,9 @@ use silas_llm::provider::{ChatRequest, RetryPolicy};
 use silas_llm::structured::{Structured, StructuredContext, run_structured_agent};
 use silas_testkit::{FakeLlm, Reply};
 
-/// The body llama-cpp-python's server sends for `type: json_schema`
-/// (`llama_cpp/server/errors.py`: pydantic's message, 500).
-const LLAMA_CPP_PYTHON_500: &str = r#"{"error": {"message": "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]\n    For further information visit https://errors.pydantic.dev/2.11/v/literal_error", "type": "internal_server_error", "param": null, "code": null}}"#;
+/// The body llama-cpp-python's server (0.3.x) sent for `type: json_schema`,
+/// captured from the real server in `tests/local_model.rs` (HTTP 500).
+const LLAMA_CPP_PYTHON_500: &str = r#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"/var/cache/silas-test/llama-venv/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 376, in create_chat_completion\n    POST /v1/chat/completions","type":"internal_server_error","param":null,"code":null}}"#;
 
 fn policy() -> RetryPolicy {
     RetryPolicy {
