@@ -253,8 +253,20 @@ async fn run(
     let owner_public_key = approvals.owner_public_key_hex();
     // The turn runtime (issue #5): Stream → per-scope TurnProcessors. The
     // WorkExecutor takes `dispatch_rx` and publishes on `status_tx`.
-    let agents = silas_llm::build_agents(&cfg, &silas_core::config::ProcessEnv, &model)
-        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    // Providers report structured-mode downgrades (issue #16) to the audit.
+    let llm_events: silas_llm::negotiate::EventSink = {
+        let store = store.clone();
+        Arc::new(move |e: silas_llm::negotiate::LlmEvent| {
+            audit_event(&store, e.name(), e.data());
+        })
+    };
+    let agents = silas_llm::build_agents_with_events(
+        &cfg,
+        &silas_core::config::ProcessEnv,
+        &model,
+        Some(llm_events),
+    )
+    .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
     let scheduler = SchedulerArgs {
         store: store.clone(),

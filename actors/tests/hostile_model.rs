@@ -1662,3 +1662,52 @@ async fn a_plan_cannot_build_on_another_scopes_work() {
     );
     rt.stop().await;
 }
+
+/// Issue #16 item 2: a small model's cosmetic slips (an unknown profile, an
+/// invented register, no reason) take their defaults and are audited as
+/// `llm_output_coerced` — the turn gets the model's own reply, not the
+/// apology fallback. (That no security-relevant field is ever coerced is
+/// `silas_llm::coerce`'s table test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cosmetic_slips_are_coerced_and_audited_security_fields_are_not() {
+    let f = Fx::hostile().await;
+    f.fake.push(Reply::json(&json!({"route": "direct",
+        "response": {"message": "Tea is brewed at 80 degrees."},
+        "interaction_register": "chitchat", "context_profile": "poetry"})));
+    let rt = f.runtime().await;
+    let reply = rt.turn("owner", "how hot should green tea be?").await;
+    rt.stop().await;
+    assert_eq!(reply, "Tea is brewed at 80 degrees.");
+    let routed = common::audit_data(&f.store, "turn_routed");
+    assert_eq!(routed.last().unwrap()["fallback"], json!(false));
+    assert_eq!(
+        routed.last().unwrap()["profile"],
+        json!(f.cfg.context.default_profile)
+    );
+    let coerced: BTreeSet<(String, String)> = common::audit_data(&f.store, "llm_output_coerced")
+        .into_iter()
+        .map(|d| {
+            assert_eq!(d["agent"], json!("proxy"));
+            (
+                d["field"].as_str().unwrap().to_owned(),
+                d["cause"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, String)> = [
+        ("reason", "missing"),
+        ("interaction_register", "unknown"),
+        ("interaction_mode", "missing"),
+        ("context_profile", "unknown"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    assert_eq!(coerced, want);
+    // The model's values never reach the audit (only field, cause, default).
+    let all = format!("{:?}", f.store.audit().tail(10_000).unwrap());
+    assert!(
+        !all.contains("poetry") && !all.contains("chitchat"),
+        "{all}"
+    );
+}

@@ -174,6 +174,7 @@ impl Agents {
                 },
                 requests: 1,
                 usage: Usage::default(),
+                coerced: Vec::new(),
             },
         }
     }

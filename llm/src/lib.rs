@@ -5,12 +5,18 @@
 //!   async-openai, [`offline`] for the rule-based offline responder.
 //! * [`structured`] — `run_structured_agent`: schema-guided output, one
 //!   repair retry, then the per-call deterministic fallback.
+//! * [`coerce`] — cosmetic fields (register, mode, profile, reason) that
+//!   are missing or outside their enum take their documented default;
+//!   security-relevant fields are never coerced.
 //! * [`toolset`] — the wrapper chain `SkillToolset → PreparedToolset →
 //!   FilteredToolset → ApprovalRequiredToolset`; [`tool_loop`] — the
 //!   executor's tool-calling loop over it.
 //! * [`agents`], [`prompts`] — Proxy, Planner, Executor and Scorer with
 //!   their versioned system prompts; [`interaction`] — the single
 //!   `resolve_interaction_mode`.
+//! * [`negotiate`] — structured-output modes per provider (`json_schema`
+//!   → `json_object` → `prompt`), stepped down when a server rejects
+//!   `response_format`, and the JSON extraction for text answers.
 //! * [`select`] — which provider `silas start` uses, and whether it fell
 //!   back to offline.
 //!
@@ -21,7 +27,9 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod coerce;
 pub mod error;
+pub mod negotiate;
 pub mod openai;
 pub mod provider;
 pub mod schema;
@@ -45,6 +53,6 @@ pub mod toolset;
 pub use agents::{Agent, Agents, ExecutorOutcome};
 pub use interaction::{ModeInputs, resolve_interaction_mode};
 pub use offline::OfflineProvider;
-pub use select::{ProviderChoice, build_agents, choose_provider};
+pub use select::{ProviderChoice, build_agents, build_agents_with_events, choose_provider};
 pub use structured::{CallKind, Structured, StructuredContext, run_structured_agent};
 pub use tls::ensure_crypto_provider;

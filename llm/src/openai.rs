@@ -6,6 +6,11 @@
 //! exponential backoff ([`RetryPolicy`]), then reported as
 //! `E_LLM_RATE_LIMITED` / `E_LLM_API`.
 //!
+//! Structured output follows the provider's [`Negotiator`] (see
+//! [`crate::negotiate`]): a `response_format` the server rejects makes an
+//! `auto` provider step down a mode and resend at once (not counted as a
+//! retry); it is never resent unchanged.
+//!
 //! The API key is read once from the environment variable the provider names
 //! and handed to async-openai only. async-openai's own environment defaults
 //! (`OPENAI_API_KEY`, `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`) are overridden so
@@ -23,9 +28,14 @@ use async_openai::types::chat::{
     ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall,
     FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
 };
+use serde_json::Value;
 use silas_core::config::{EnvSource, ModelEndpoint};
 
 use crate::error::LlmError;
+use crate::negotiate::{
+    EventSink, LlmEvent, ModeDowngrade, Negotiator, StepDown, WireMode, put_schema_in_prompt,
+    rejects_response_format,
+};
 use crate::provider::{
     BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage,
     is_retryable,
@@ -36,10 +46,10 @@ pub struct OpenAiProvider {
     name: String,
     client: Client<OpenAIConfig>,
     policy: RetryPolicy,
-    /// Send `response_format: json_schema` (most endpoints accept it; turn
-    /// off for servers that reject it — validation happens on our side
-    /// either way).
-    send_response_format: bool,
+    /// The structured-output mode, negotiated for the process.
+    negotiator: Negotiator,
+    /// Where mode downgrades are reported (the daemon's audit log).
+    events: Option<EventSink>,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -107,22 +117,26 @@ impl OpenAiProvider {
             client: Client::build(http.clone(), config)
                 .with_http_service(ReqwestService::new(http)),
             policy,
-            send_response_format: true,
+            negotiator: Negotiator::new(endpoint.structured_output),
+            events: None,
         })
     }
 
-    /// Whether to send `response_format` (default true).
-    pub fn with_response_format(mut self, send: bool) -> Self {
-        self.send_response_format = send;
+    /// Reports [`LlmEvent`]s (mode downgrades) to `sink`.
+    pub fn with_events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
         self
     }
 
-    async fn attempt(
-        &self,
-        request: &CreateChatCompletionRequest,
-    ) -> Result<ChatResponse, LlmError> {
+    /// The structured-output mode the next request uses.
+    pub fn structured_mode(&self) -> WireMode {
+        self.negotiator.mode()
+    }
+
+    async fn attempt(&self, request: &Value) -> Result<ChatResponse, LlmError> {
         let chat = self.client.chat();
-        match tokio::time::timeout(self.policy.timeout, chat.create(request.clone())).await {
+        let call = chat.create_byot::<&Value, CreateChatCompletionResponse>(request);
+        match tokio::time::timeout(self.policy.timeout, call).await {
             Err(_) => Err(LlmError::Timeout {
                 seconds: self.policy.timeout.as_secs(),
             }),
@@ -132,11 +146,25 @@ impl OpenAiProvider {
     }
 
     async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let wire = to_wire(request, self.send_response_format);
+        let mut mode = self.negotiator.mode();
+        let mut wire = to_wire(request, mode);
         let mut retry = 0u32;
         loop {
             match self.attempt(&wire).await {
                 Ok(r) => return Ok(r),
+                // Checked before the retry arm: a rejected response_format
+                // is never resent unchanged, even on a retryable 5xx.
+                Err(e) if request.response_schema.is_some() && rejects_response_format(&e) => {
+                    mode = match self.negotiator.step_down(mode) {
+                        StepDown::Changed(next) => {
+                            self.report_downgrade(mode, next, &e);
+                            next
+                        }
+                        StepDown::AlreadyLower(now) => now,
+                        StepDown::Exhausted => return Err(e),
+                    };
+                    wire = to_wire(request, mode);
+                }
                 Err(e) if is_retryable(&e) && retry < self.policy.max_retries => {
                     let delay = self.policy.backoff(retry);
                     tracing::warn!(
@@ -160,6 +188,29 @@ impl OpenAiProvider {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+impl OpenAiProvider {
+    fn report_downgrade(&self, from: WireMode, to: WireMode, error: &LlmError) {
+        let status = match error {
+            LlmError::Api { status, .. } => *status,
+            _ => None,
+        };
+        tracing::warn!(
+            provider = %self.name,
+            from = from.as_str(),
+            to = to.as_str(),
+            "the model server rejected response_format; structured output steps down"
+        );
+        if let Some(sink) = &self.events {
+            sink(LlmEvent::StructuredModeDowngraded(ModeDowngrade {
+                provider: self.name.clone(),
+                from,
+                to,
+                status,
+            }));
         }
     }
 }
@@ -188,6 +239,15 @@ fn map_error(e: OpenAIError) -> LlmError {
             // Without the URL: it is configuration, and keeps logs short.
             message: e.without_url().to_string(),
         },
+        // An error body that is not OpenAI-shaped (FastAPI's `detail`,
+        // Ollama's bare string) still says why a response_format was
+        // refused; keep that case an API error so negotiation sees it.
+        OpenAIError::JSONDeserialize(_, body) if body.contains("response_format") => {
+            LlmError::Api {
+                status: None,
+                message: body.chars().take(2000).collect(),
+            }
+        }
         OpenAIError::JSONDeserialize(err, _) => LlmError::Parse {
             message: err.to_string(),
         },
@@ -198,12 +258,34 @@ fn map_error(e: OpenAIError) -> LlmError {
     }
 }
 
-/// Our request → async-openai's.
-pub(crate) fn to_wire(
-    req: &ChatRequest,
-    send_response_format: bool,
-) -> CreateChatCompletionRequest {
-    let messages = req.messages.iter().map(message_to_wire).collect();
+/// Our request → the JSON body sent, in structured-output `mode`. Built as
+/// async-openai's typed request, then serialised: `json_object` mode adds a
+/// `schema` next to the type (llama-cpp-python turns it into a grammar;
+/// servers that do not know it ignore it or reject it, which steps down).
+pub fn to_wire(req: &ChatRequest, mode: WireMode) -> Value {
+    let typed = to_typed(req, mode);
+    let mut body = serde_json::to_value(&typed).unwrap_or(Value::Null);
+    if let (WireMode::JsonObject, Some(schema), Some(obj)) =
+        (mode, &req.response_schema, body.as_object_mut())
+    {
+        obj.insert(
+            "response_format".to_owned(),
+            serde_json::json!({"type": "json_object", "schema": schema.schema}),
+        );
+    }
+    body
+}
+
+fn to_typed(req: &ChatRequest, mode: WireMode) -> CreateChatCompletionRequest {
+    let mut chat = req.messages.clone();
+    if let Some(schema) = req
+        .response_schema
+        .as_ref()
+        .filter(|_| mode.schema_in_prompt())
+    {
+        put_schema_in_prompt(&mut chat, schema);
+    }
+    let messages = chat.iter().map(message_to_wire).collect();
     let tools = (!req.tools.is_empty()).then(|| {
         req.tools
             .iter()
@@ -222,7 +304,7 @@ pub(crate) fn to_wire(
     let response_format = req
         .response_schema
         .as_ref()
-        .filter(|_| send_response_format)
+        .filter(|_| mode == WireMode::JsonSchema)
         .map(|s| ResponseFormat::JsonSchema {
             json_schema: ResponseFormatJsonSchema {
                 description: None,
@@ -315,4 +397,79 @@ fn from_response(resp: CreateChatCompletionResponse) -> Result<ChatResponse, Llm
         tool_calls,
         usage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::provider::ResponseSchema;
+
+    fn request() -> ChatRequest {
+        let mut r = ChatRequest::new("m", "You are the proxy.", "hello");
+        r.response_schema = Some(ResponseSchema {
+            name: "RouteDecision".into(),
+            schema: json!({"type": "object", "required": ["route"]}),
+        });
+        r
+    }
+
+    fn system_text(body: &Value) -> String {
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[test]
+    fn request_shape_per_mode() {
+        let r = request();
+        let schema = json!({"type": "object", "required": ["route"]});
+
+        let body = to_wire(&r, WireMode::JsonSchema);
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(
+            body["response_format"]["json_schema"]["name"],
+            "RouteDecision"
+        );
+        assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
+        assert_eq!(
+            system_text(&body),
+            "You are the proxy.",
+            "schema not in the prompt"
+        );
+
+        let body = to_wire(&r, WireMode::JsonObject);
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_object", "schema": schema})
+        );
+        let sys = system_text(&body);
+        assert!(
+            sys.starts_with("You are the proxy.\n\n# Output format"),
+            "{sys}"
+        );
+        assert!(
+            sys.contains(r#"{"required":["route"],"type":"object"}"#),
+            "{sys}"
+        );
+
+        let body = to_wire(&r, WireMode::Prompt);
+        assert!(body.get("response_format").is_none(), "{body}");
+        assert!(system_text(&body).contains("# Output format"));
+
+        // Without a schema (tool rounds, plain calls) no mode adds anything.
+        let plain = ChatRequest::new("m", "sys", "u");
+        for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
+            let body = to_wire(&plain, mode);
+            assert!(body.get("response_format").is_none(), "{mode:?}");
+            assert_eq!(system_text(&body), "sys");
+        }
+        assert_eq!(body_model(&to_wire(&r, WireMode::Prompt)), "m");
+    }
+
+    fn body_model(body: &Value) -> &str {
+        body["model"].as_str().unwrap_or_default()
+    }
 }

@@ -124,6 +124,7 @@ mod tests {
             base_url: base.into(),
             api_key_env: key_env.map(Into::into),
             model: "m".into(),
+            structured_output: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use silas_core::config::{Config, EnvSource, OFFLINE_PROVIDER};
 
 use crate::agents::Agents;
 use crate::error::LlmError;
+use crate::negotiate::EventSink;
 use crate::offline::OfflineProvider;
 use crate::openai::OpenAiProvider;
 use crate::provider::{Provider, RetryPolicy};
@@ -98,6 +99,19 @@ pub fn build_agents(
     env: &dyn EnvSource,
     choice: &ProviderChoice,
 ) -> Result<Agents, LlmError> {
+    build_agents_with_events(cfg, env, choice, None)
+}
+
+/// [`build_agents`], with every HTTP provider reporting its [`LlmEvent`]s
+/// (structured-mode downgrades) to `events`.
+///
+/// [`LlmEvent`]: crate::negotiate::LlmEvent
+pub fn build_agents_with_events(
+    cfg: &Config,
+    env: &dyn EnvSource,
+    choice: &ProviderChoice,
+    events: Option<EventSink>,
+) -> Result<Agents, LlmError> {
     if choice.is_offline() {
         let offline: Arc<dyn Provider> = Arc::new(offline_provider(cfg));
         return Agents::from_config(cfg, |_| Ok((offline.clone(), "rules".to_owned())));
@@ -112,8 +126,11 @@ pub fn build_agents(
         let provider = match built.get(&endpoint.provider) {
             Some(p) => p.clone(),
             None => {
-                let p: Arc<dyn Provider> =
-                    Arc::new(OpenAiProvider::from_endpoint(&endpoint, env, policy)?);
+                let mut http = OpenAiProvider::from_endpoint(&endpoint, env, policy)?;
+                if let Some(sink) = &events {
+                    http = http.with_events(sink.clone());
+                }
+                let p: Arc<dyn Provider> = Arc::new(http);
                 built.insert(endpoint.provider.clone(), p.clone());
                 p
             }

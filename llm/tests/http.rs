@@ -43,6 +43,7 @@ fn provider(fake: &FakeLlm, policy: RetryPolicy) -> Arc<dyn Provider> {
         base_url: fake.base_url(),
         api_key_env: Some("FAKE_API_KEY".into()),
         model: "fake-model".into(),
+        structured_output: Default::default(),
     };
     let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
     Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap())
@@ -103,7 +104,7 @@ async fn proxy_schema_failure_then_repair_succeeds() {
     let rf = &reqs[0].body["response_format"];
     assert_eq!(rf["type"], "json_schema");
     assert_eq!(rf["json_schema"]["name"], "RouteDecision");
-    assert!(rf["json_schema"]["schema"]["properties"]["route"].is_object());
+    assert!(rf["json_schema"]["schema"]["anyOf"][0]["properties"]["route"].is_object());
     // The repair prompt is the prompt plus the validation summary.
     assert_eq!(reqs[0].last_message_text(), "hello there");
     let repair = reqs[1].last_message_text();
@@ -540,6 +541,7 @@ async fn connection_refused_is_retried_then_api_error() {
         base_url: format!("http://127.0.0.1:{port}/v1"),
         api_key_env: None,
         model: "m".into(),
+        structured_output: Default::default(),
     };
     let p = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
     let e = p
@@ -560,6 +562,7 @@ fn https_provider_builds_with_the_ring_provider() {
         base_url: "https://openrouter.ai/api/v1".into(),
         api_key_env: None,
         model: "m".into(),
+        structured_output: Default::default(),
     };
     OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
     let p = rustls::crypto::CryptoProvider::get_default().unwrap();
@@ -577,6 +580,7 @@ fn missing_key_is_refused_before_any_request() {
         base_url: "http://127.0.0.1:9/v1".into(),
         api_key_env: Some("OPENROUTER_API_KEY".into()),
         model: "m".into(),
+        structured_output: Default::default(),
     };
     let e = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap_err();
     assert_eq!(

@@ -60,6 +60,8 @@ pub enum ReplyBody {
     Error { status: u16, message: String },
     /// This raw body with status 200 (for malformed-response tests).
     Raw(String),
+    /// A non-2xx status with this exact body (a real server's error shape).
+    RawError { status: u16, body: String },
 }
 
 /// One scripted reply: a body, the usage it reports and how long the server
@@ -128,6 +130,14 @@ impl Reply {
     /// `429 Too Many Requests`.
     pub fn rate_limited() -> Self {
         Reply::status(429, "rate limited")
+    }
+
+    /// A non-2xx status with this exact JSON body.
+    pub fn raw_error(status: u16, body: impl Into<String>) -> Self {
+        Reply::new(ReplyBody::RawError {
+            status,
+            body: body.into(),
+        })
     }
 
     /// A raw 200 body.
@@ -372,11 +382,15 @@ async fn handle(
 fn error_response(status: u16, message: &str) -> warp::reply::Response {
     let body =
         json!({"error": {"message": message, "type": "fake_error", "param": null, "code": null}});
+    raw_response(status, body.to_string())
+}
+
+fn raw_response(status: u16, body: String) -> warp::reply::Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     warp::http::Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(body.to_string().into())
+        .body(body.into())
         .unwrap_or_else(|_| warp::reply::Response::new(Vec::new().into()))
 }
 
@@ -393,6 +407,7 @@ fn render(reply: &Reply, model: &str) -> warp::reply::Response {
     let (message, finish) = match &reply.body {
         ReplyBody::Error { status, message } => return error_response(*status, message),
         ReplyBody::Raw(raw) => return ok_response(raw.clone()),
+        ReplyBody::RawError { status, body } => return raw_response(*status, body.clone()),
         ReplyBody::Content(text) => (json!({"role": "assistant", "content": text}), "stop"),
         ReplyBody::ToolCalls(calls) => (
             json!({

@@ -679,6 +679,7 @@ impl Turn<'_> {
             .agents
             .route(&rendered, &self.text, &mut self.used)
             .await;
+        self.audit_coerced("proxy", &run.coerced);
         let (decision, fallback) = match run.outcome {
             Structured::Valid { value, .. } => (value, false),
             Structured::Fallback { value, .. } => (value, true),
@@ -708,18 +709,30 @@ impl Turn<'_> {
                         Err(e) => tracing::warn!("workspace registry unreadable: {e}"),
                     }
                 }
-                match self
+                let run = self
                     .deps
                     .agents
                     .plan(&rendered, &self.text, &mut self.used)
-                    .await
-                    .outcome
-                {
+                    .await;
+                self.audit_coerced("planner", &run.coerced);
+                match run.outcome {
                     Structured::Valid { value, .. } | Structured::Fallback { value, .. } => value,
                 }
             }
         };
         self.response = Some(response);
+    }
+
+    /// One `llm_output_coerced` per cosmetic field that took its default
+    /// (field name, cause and default only — never the model's value).
+    fn audit_coerced(&mut self, agent: &str, coerced: &[silas_llm::coerce::Coercion]) {
+        for c in coerced {
+            self.push(
+                "llm_output_coerced",
+                json!({"scope_id": self.scope.scope_id, "agent": agent, "field": c.field,
+                       "cause": c.cause, "default": c.default}),
+            );
+        }
     }
 
     /// Step 8: output gates; a policy block suppresses the response.

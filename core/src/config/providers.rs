@@ -16,6 +16,40 @@ pub struct ProviderConfig {
     /// Name of the environment variable holding the API key; `None` for
     /// providers that need no key (a local Ollama).
     pub api_key_env: Option<String>,
+    /// How structured output is requested (`auto` by default).
+    pub structured_output: StructuredOutputMode,
+}
+
+/// `providers.<name>.structured_output`: how a provider is asked for JSON
+/// that follows a schema. Servers differ: OpenAI, OpenRouter, vLLM,
+/// llama.cpp's server and Ollama ≥ 0.5 take `json_schema`;
+/// llama-cpp-python, LM Studio and older servers only `json_object`; some
+/// take neither. The answer is validated on our side in every mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutputMode {
+    /// Start with `json_schema`; step down when the server rejects
+    /// `response_format`, and remember the working mode for the process.
+    #[default]
+    Auto,
+    /// `response_format: {type: json_schema, json_schema: …}`.
+    JsonSchema,
+    /// `response_format: {type: json_object}`, the schema in the prompt.
+    JsonObject,
+    /// No `response_format`; the schema in the system prompt and the JSON
+    /// extracted from the text.
+    Prompt,
+}
+
+impl StructuredOutputMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutputMode::Auto => "auto",
+            StructuredOutputMode::JsonSchema => "json_schema",
+            StructuredOutputMode::JsonObject => "json_object",
+            StructuredOutputMode::Prompt => "prompt",
+        }
+    }
 }
 
 /// The built-in providers, merged into `providers:` when absent:
@@ -41,6 +75,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
             ProviderConfig {
                 base_url: url.to_owned(),
                 api_key_env: key.map(str::to_owned),
+                structured_output: StructuredOutputMode::Auto,
             },
         )
     })
@@ -56,6 +91,7 @@ pub struct ModelEndpoint {
     pub api_key_env: Option<String>,
     /// Provider-side model id (everything after the first `:`).
     pub model: String,
+    pub structured_output: StructuredOutputMode,
 }
 
 /// The on-disk shape of a provider entry. For a built-in provider a missing
@@ -69,6 +105,8 @@ struct ProviderEntry {
     base_url: Option<String>,
     #[serde(default, deserialize_with = "present")]
     api_key_env: Option<Option<String>>,
+    #[serde(default)]
+    structured_output: Option<StructuredOutputMode>,
 }
 
 /// Distinguishes "absent" (`None`, via `default`) from "explicitly null"
@@ -92,13 +130,18 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
             .unwrap_or_default();
         let api_key_env = match entry.api_key_env {
             Some(explicit) => explicit,
-            None => builtin.and_then(|b| b.api_key_env),
+            None => builtin.as_ref().and_then(|b| b.api_key_env.clone()),
         };
+        let structured_output = entry
+            .structured_output
+            .or_else(|| builtin.map(|b| b.structured_output))
+            .unwrap_or_default();
         out.insert(
             name,
             ProviderConfig {
                 base_url,
                 api_key_env,
+                structured_output,
             },
         );
     }
@@ -130,6 +173,7 @@ pub(crate) fn resolve(
             base_url: String::new(),
             api_key_env: None,
             model: model.to_owned(),
+            structured_output: StructuredOutputMode::Prompt,
         });
     }
     let Some(p) = providers.get(provider) else {
@@ -144,6 +188,7 @@ pub(crate) fn resolve(
         base_url: p.base_url.clone(),
         api_key_env: p.api_key_env.clone(),
         model: model.to_owned(),
+        structured_output: p.structured_output,
     })
 }
 
@@ -151,5 +196,58 @@ pub(crate) fn model_error(spec: &str, message: String) -> ConfigError {
     ConfigError::Model {
         spec: spec.to_owned(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Coded;
+    use crate::config::{Config, MapEnv};
+
+    use super::*;
+
+    fn load(yaml: &str) -> Result<Config, super::super::ConfigError> {
+        Config::from_yaml_str(yaml, &MapEnv::new())
+    }
+
+    #[test]
+    fn structured_output_defaults_to_auto_and_parses_each_mode() {
+        let cfg = load("silas: {}\n").unwrap();
+        for p in cfg.providers.values() {
+            assert_eq!(p.structured_output, StructuredOutputMode::Auto);
+        }
+        for (text, want) in [
+            ("auto", StructuredOutputMode::Auto),
+            ("json_schema", StructuredOutputMode::JsonSchema),
+            ("json_object", StructuredOutputMode::JsonObject),
+            ("prompt", StructuredOutputMode::Prompt),
+        ] {
+            let yaml = format!(
+                "silas:\n  providers:\n    local: {{ base_url: \"http://127.0.0.1:8080/v1\", structured_output: {text} }}\n    ollama: {{ structured_output: {text} }}\n  models:\n    proxy: \"local:m\"\n"
+            );
+            let cfg = load(&yaml).unwrap();
+            assert_eq!(cfg.providers["local"].structured_output, want, "{text}");
+            // A partially given built-in keeps its base URL.
+            assert_eq!(cfg.providers["ollama"].structured_output, want);
+            assert_eq!(
+                cfg.providers["ollama"].base_url,
+                "http://127.0.0.1:11434/v1"
+            );
+            let e = cfg.resolve_model(&cfg.models.proxy).unwrap();
+            assert_eq!(e.structured_output, want);
+            assert_eq!(want.as_str(), text);
+        }
+    }
+
+    #[test]
+    fn a_bad_structured_output_value_names_the_key() {
+        let e = load("silas:\n  providers:\n    ollama: { structured_output: xml }\n").unwrap_err();
+        assert_eq!(e.key(), Some("providers.ollama.structured_output"), "{e}");
+        assert!(e.code().as_str().starts_with("E_CFG_"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("providers.ollama.structured_output"),
+            "{e}"
+        );
     }
 }

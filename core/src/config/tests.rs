@@ -655,6 +655,7 @@ fn every_validation_rule_names_its_key() {
                 ProviderConfig {
                     base_url: String::new(),
                     api_key_env: None,
+                    structured_output: Default::default(),
                 },
             );
         }),
@@ -664,6 +665,7 @@ fn every_validation_rule_names_its_key() {
                 ProviderConfig {
                     base_url: "ftp://x".into(),
                     api_key_env: None,
+                    structured_output: Default::default(),
                 },
             );
         }),
@@ -1069,6 +1071,7 @@ fn resolve_builtin_providers() {
             base_url: "https://openrouter.ai/api/v1".into(),
             api_key_env: Some("OPENROUTER_API_KEY".into()),
             model: "anthropic/claude-haiku-4-5".into(),
+            structured_output: Default::default(),
         }
     );
     let e = cfg.resolve_model("openai:gpt-4o-mini").unwrap();
