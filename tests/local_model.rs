@@ -210,9 +210,10 @@ async fn reply(ws: &mut Ws, cards: &mut Vec<Value>) -> String {
 
 // Not yet passing (issue #16 item 6 is open): negotiation to json_object
 // works against the real server, but SmolLM2-135M under the RouteDecision
-// grammar either leaves out the direct route's `response` (flat schema) or,
-// with the two-shape schema, generates until the per-call timeout — a
-// `max_tokens` cap per structured call is the next step. Run it with
+// grammar leaves out the direct route's `response`, so every turn falls
+// back. (A two-shape `anyOf` schema was tried and not kept: OpenAI's
+// strict structured outputs refuse a root `anyOf`.) Install the server with
+// `.ci/local-model.sh`, then run it with
 // `cargo nextest run -p silas --test local_model --run-ignored all`.
 #[ignore = "issue #16 item 6: not passing yet with SmolLM2-135M (see the comment)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

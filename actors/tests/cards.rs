@@ -50,6 +50,7 @@ async fn start(gate_timeout_s: u64) -> Rt {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("silas.redb")).unwrap();
     let cfg = Arc::new(Config {
+        data_dir: dir.path().to_path_buf(),
         approval: silas_core::config::ApprovalConfig {
             gate_card_timeout_seconds: gate_timeout_s,
             ..Default::default()

@@ -409,7 +409,10 @@ impl TurnObserver for StepLog {
 async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_call() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
-    let mut cfg = Config::default();
+    let mut cfg = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
     cfg.gates.system = vec![obj(
         json!({"name": "hostile", "on": "every_user_message", "provider": "custom",
                "type": "custom_check", "on_block": "polite_redirect"}),

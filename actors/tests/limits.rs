@@ -44,7 +44,10 @@ struct Rt {
 async fn start(limits: impl FnOnce(&mut LimitsConfig)) -> Rt {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("silas.redb")).unwrap();
-    let mut cfg = Config::default();
+    let mut cfg = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
     limits(&mut cfg.limits);
     let cfg = Arc::new(cfg);
     let fake = FakeLlm::start().await.unwrap();

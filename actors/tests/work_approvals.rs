@@ -52,7 +52,7 @@ impl Fx {
         let work = common::Fx::new().await;
         let deps = TurnDeps::standard(
             work.store.clone(),
-            Arc::new(Config::default()),
+            work.cfg.clone(),
             common::agents(&work.fake),
             work.svc.clone(),
             Arc::new(MemorySink::new()),

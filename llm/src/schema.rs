@@ -179,35 +179,9 @@ fn to_value<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
-/// JSON Schema of `RouteDecision`: two object shapes (`anyOf`), because
-/// the rule "`direct` requires `response`, `planner` has none" is part of
-/// the type. Servers that turn the schema into a grammar (llama.cpp,
-/// llama-cpp-python) then cannot produce a direct route without a reply.
+/// JSON Schema of `RouteDecision`.
 pub fn route_decision() -> Value {
-    let base = to_value::<RouteDecision>();
-    let variant = |route: &str, response: Value, response_required: bool| {
-        let mut props = base["properties"].clone();
-        props["route"] = serde_json::json!({"type": "string", "const": route});
-        props["response"] = response;
-        let mut required = base["required"].clone();
-        if response_required && let Some(r) = required.as_array_mut() {
-            r.push(Value::from("response"));
-        }
-        serde_json::json!({"type": "object", "properties": props, "required": required})
-    };
-    let mut out = serde_json::json!({
-        "title": "RouteDecision",
-        "anyOf": [
-            variant("direct", serde_json::json!({"$ref": "#/$defs/AgentResponse"}), true),
-            variant("planner", serde_json::json!({"type": "null"}), false),
-        ],
-    });
-    for key in ["$schema", "description", "$defs"] {
-        if let Some(v) = base.get(key) {
-            out[key] = v.clone();
-        }
-    }
-    out
+    to_value::<RouteDecision>()
 }
 
 /// JSON Schema of `AgentResponse`.
@@ -281,31 +255,17 @@ mod tests {
             context_profile: "conversation".into(),
         };
         let v = serde_json::to_value(&d).unwrap();
-        assert_eq!(props(&s, "/anyOf/0"), keys(&v));
-        assert_eq!(props(&s, "/anyOf/1"), keys(&v));
+        assert_eq!(props(&s, ""), keys(&v));
         assert_eq!(
-            props(&s, "/anyOf/0/properties/response"),
+            props(&s, "/properties/response/anyOf/0"),
             keys(&v["response"])
         );
-        assert_eq!(s["anyOf"][0]["properties"]["route"]["const"], "direct");
-        assert_eq!(s["anyOf"][1]["properties"]["route"]["const"], "planner");
-        assert_eq!(s["anyOf"][1]["properties"]["response"]["type"], "null");
-        let required_of = |i: usize| -> BTreeSet<String> {
-            s["anyOf"][i]["required"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_owned())
-                .collect()
-        };
-        let required = required_of(1);
-        let mut direct_required = required.clone();
-        direct_required.insert("response".into());
-        assert_eq!(
-            required_of(0),
-            direct_required,
-            "direct requires a response"
-        );
+        let required: BTreeSet<String> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
         let want: BTreeSet<String> = [
             "route",
             "reason",
