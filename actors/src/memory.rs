@@ -28,6 +28,9 @@ pub trait MemoryIndex: Send + Sync {
         query: &str,
         limit: usize,
     ) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Whether a memory still exists (a forgotten one leaves the scope's
+    /// context at the next turn).
+    fn exists(&self, id: &str) -> Result<bool, StoreError>;
     /// Apply one (already gated) memory op for a scope.
     fn apply(
         &self,
@@ -96,6 +99,10 @@ fn words(s: &str) -> Vec<String> {
 }
 
 impl MemoryIndex for KeywordMemory {
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.store.records::<MemoryItem>().get(id)?.is_some())
+    }
+
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
         // No fsync of its own: durable with the turn's response commit (see
         // the trait); one fsync fewer per turn.
@@ -232,6 +239,10 @@ fn apply_op(
 }
 
 impl MemoryIndex for silas_memory::Memory {
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.get(id)?.is_some())
+    }
+
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
         // Durable with the turn's response commit (see the trait).
         Ok(self.put(item, false)?)

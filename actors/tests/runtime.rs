@@ -87,6 +87,9 @@ struct CrashingMemory {
 const POISON: &str = "poison-crash";
 
 impl MemoryIndex for CrashingMemory {
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.exists(id)
+    }
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
         self.inner.store_raw(item)
     }

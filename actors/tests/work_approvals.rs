@@ -20,7 +20,6 @@ use silas_actors::work::{DispatchRequest, WorkStatusEvent, WorkStatusKind};
 use silas_actors::work_executor::RunSupervision;
 use silas_actors::work_executor::engine::GoalCycleOutcome;
 use silas_core::Coded;
-use silas_core::config::Config;
 use silas_core::model::approval::ApprovalScope;
 use silas_core::model::work::{WorkItem, WorkItemStatus};
 use silas_storage::PendingCard;

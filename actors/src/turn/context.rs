@@ -72,6 +72,13 @@ impl ScopeContext {
         self.items.iter().any(|i| i.ctx_id == ctx_id)
     }
 
+    /// Drops the items `gone` says are gone; returns how many.
+    pub fn remove_where(&mut self, mut gone: impl FnMut(&ContextItem) -> bool) -> usize {
+        let before = self.items.len();
+        self.items.retain(|i| !gone(i));
+        before - self.items.len()
+    }
+
     pub fn set_profile(&mut self, profile: &str) {
         self.profile = profile.to_string();
     }

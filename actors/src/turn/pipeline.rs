@@ -588,9 +588,28 @@ impl Turn<'_> {
         }
     }
 
-    /// Step 4: keyword retrieval into the memory zone.
+    /// Step 4: keyword retrieval into the memory zone — after dropping
+    /// memories forgotten since they were injected (`silas memory forget`
+    /// erases them from the prompt too, not only from the store).
     fn auto_retrieve(&mut self) -> Result<(), TurnError> {
         self.step("auto_retrieve");
+        let memory = self.deps.memory.clone();
+        let mut failed = None;
+        self.scope.context.remove_where(|i| {
+            let Some(id) = i.ctx_id.strip_prefix("mem:") else {
+                return false;
+            };
+            match memory.exists(id) {
+                Ok(exists) => !exists,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
         let found =
             self.deps
                 .memory

@@ -1,0 +1,210 @@
+//! Memory over the real binary (issue #18 items 3, 5, 6): `silas memory
+//! import|export|forget` write the store and its full-text index directly
+//! without a daemon and go over the control socket with one (the daemon
+//! holds the one index); an imported memory is retrieved into the next
+//! turn's prompt through the index; a forgotten one is gone from the
+//! store, the prompt and later exports; the audit names ids and counts,
+//! never a memory's content.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use silas_testkit::{FakeLlm, Reply};
+use support::{audit_json, frame_of_type, send, silas, start_daemon};
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    silas(dir).args(args).output().unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = run(dir, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn record(id: &str, scope: &str, content: &str) -> Value {
+    json!({"memory_id": id, "content": content, "memory_type": "fact",
+           "reingestion_tier": "active", "trust_level": "working", "taint": "owner",
+           "created_at": "2026-11-01T10:00:00Z", "updated_at": "2026-11-01T10:00:00Z",
+           "session_id": scope, "source_kind": "memory_op"})
+}
+
+fn bundle(records: &[Value]) -> String {
+    let mut out = json!({"format": "silas-memory", "version": 1,
+        "exported_at": "2026-11-20T00:00:00Z", "records": records.len()})
+    .to_string();
+    out.push('\n');
+    for r in records {
+        out.push_str(&r.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+fn exported_ids(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["memory_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn without_a_daemon_import_export_forget_work_on_the_store_and_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    ok(dir, &["init"]);
+    std::fs::write(
+        dir.join("in.jsonl"),
+        bundle(&[
+            record("m1", "owner", "The owner takes green tea, no sugar"),
+            record("m2", "owner", "The car is serviced in March"),
+            record("m3", "customer-7", "Customer seven prefers tea too"),
+        ]),
+    )
+    .unwrap();
+    let out = ok(dir, &["memory", "import", "in.jsonl"]);
+    assert!(out.contains("imported 3 memories"), "{out}");
+    assert!(
+        dir.join("data/memory-index/meta.json").is_file(),
+        "the index is on disk"
+    );
+    // Forget by query touches only the named scope.
+    let out = ok(
+        dir,
+        &["memory", "forget", "--scope", "owner", "--query", "tea"],
+    );
+    assert!(out.contains("forgot 1 memory"), "{out}");
+    ok(dir, &["memory", "export", "out.jsonl"]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.join("out.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert_eq!(exported_ids(&dir.join("out.jsonl")), vec!["m2", "m3"]);
+    // An export never overwrites a file.
+    let again = run(dir, &["memory", "export", "out.jsonl"]);
+    assert!(!again.status.success());
+    // A bad bundle: named line, nothing written.
+    std::fs::write(
+        dir.join("bad.jsonl"),
+        bundle(&[record("x", "owner", "x")]) + "{oops\n",
+    )
+    .unwrap();
+    let bad = run(dir, &["memory", "import", "bad.jsonl", "--mode", "replace"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("line 3"), "{err}");
+    ok(dir, &["memory", "export", "out2.jsonl"]);
+    assert_eq!(exported_ids(&dir.join("out2.jsonl")), vec!["m2", "m3"]);
+    // Saying nothing to forget is an error, not "forget everything".
+    assert!(!run(dir, &["memory", "forget"]).status.success());
+    let audit = audit_json(dir);
+    assert!(audit.contains("memory_forgotten") && audit.contains("memory_imported"));
+    assert!(
+        !audit.contains("green tea"),
+        "memory content reached the audit log"
+    );
+}
+
+fn write_config(dir: &Path, fake: &FakeLlm) {
+    let yaml = format!(
+        "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+        fake.base_url()
+    );
+    std::fs::write(dir.join("silas.yaml"), yaml).unwrap();
+}
+
+/// Sends `text` and returns the proxy request the turn made.
+async fn turn(ws: &mut support::Ws, fake: &FakeLlm, text: &str) -> String {
+    let before = fake.requests().len();
+    send(ws, json!({"type": "message", "text": text})).await;
+    let mut log = Vec::new();
+    frame_of_type(ws, "message", Duration::from_secs(20), &mut log).await;
+    fake.requests()[before..]
+        .iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains(text))
+        .expect("the turn's model request")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "chat",
+        "response": {"message": "Noted."}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    write_config(&dir, &fake);
+    std::fs::write(
+        dir.join("in.jsonl"),
+        bundle(&[
+            record("cat", "owner", "The owner's cat is called Miso"),
+            record("other", "customer-9", "Customer nine's cat is called Pixel"),
+        ]),
+    )
+    .unwrap();
+    let mut cmd = silas(&dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let d = dir.clone();
+    let out = tokio::task::spawn_blocking(move || ok(&d, &["memory", "import", "in.jsonl"]))
+        .await
+        .unwrap();
+    assert!(out.contains("imported 2"), "{out}");
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    // "cats" finds "cat" (stemming); only the owner's own memory.
+    let prompt = turn(&mut ws, &fake, "what are my cats called?").await;
+    assert!(
+        prompt.contains("Miso"),
+        "retrieved memory not in the prompt: {prompt}"
+    );
+    assert!(
+        !prompt.contains("Pixel"),
+        "another scope's memory in the prompt"
+    );
+    let d = dir.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        ok(&d, &["memory", "forget", "--id", "cat"]);
+        ok(&d, &["memory", "export", "after.jsonl", "--include-raw"])
+    })
+    .await
+    .unwrap();
+    assert!(out.contains("exported"), "{out}");
+    let prompt = turn(&mut ws, &fake, "and the cat's name again?").await;
+    assert!(
+        !prompt.contains("Miso"),
+        "a forgotten memory reached the prompt"
+    );
+    let ids = exported_ids(&dir.join("after.jsonl"));
+    assert!(
+        !ids.contains(&"cat".to_string()) && ids.contains(&"other".to_string()),
+        "{ids:?}"
+    );
+    drop(ws);
+    daemon.stop().await;
+    let audit = audit_json(&dir);
+    assert!(audit.contains("memory_forgotten"));
+    assert!(
+        !audit.contains("Miso"),
+        "memory content reached the audit log"
+    );
+}
