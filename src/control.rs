@@ -301,6 +301,7 @@ impl DaemonControl {
             pending_cards,
             running_work,
             next_jobs,
+            providers: self.web.providers(),
         })
     }
 

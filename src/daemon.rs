@@ -260,13 +260,14 @@ async fn run(
             audit_event(&store, e.name(), e.data());
         })
     };
-    let agents = silas_llm::build_agents_with_events(
+    let (agents, breakers) = silas_llm::select::build_agents_with_board(
         &cfg,
         &silas_core::config::ProcessEnv,
         &model,
         Some(llm_events),
     )
     .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    bridge.set_breakers(breakers);
     let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
     let scheduler = SchedulerArgs {
         store: store.clone(),

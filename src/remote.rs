@@ -162,6 +162,14 @@ pub fn status_text(r: &StatusReport) -> String {
         None => out.push_str("  turn queue:    unavailable (restarting)\n"),
     }
     out.push_str(&format!("  pending cards: {}\n", r.pending_cards));
+    if !r.providers.is_empty() {
+        let states: Vec<String> = r
+            .providers
+            .iter()
+            .map(|(name, state)| format!("{name} {state}"))
+            .collect();
+        out.push_str(&format!("  providers:     {}\n", states.join(", ")));
+    }
     if r.running_work.is_empty() {
         out.push_str("  running work:  none\n");
     } else {
@@ -436,6 +444,12 @@ mod tests {
             pending_cards: 1,
             running_work: vec!["w-1".into()],
             next_jobs: None,
+            providers: [
+                ("a".to_string(), "closed".to_string()),
+                ("b".into(), "open".into()),
+            ]
+            .into_iter()
+            .collect(),
         };
         let t = status_text(&r);
         for want in [
@@ -446,6 +460,7 @@ mod tests {
             "pending cards: 1",
             "running work:  w-1",
             "scheduler:     disabled",
+            "providers:     a closed, b open",
         ] {
             assert!(t.contains(want), "{want:?} in {t}");
         }

@@ -75,6 +75,9 @@ pub struct WebBridge {
     owner_reachable_elsewhere: std::sync::atomic::AtomicBool,
     /// Silas's own directories, which no workspace may overlap.
     workspace_reserved: Vec<(String, std::path::PathBuf)>,
+    /// The model providers' circuit breakers, for `/health` (set once the
+    /// agents are built).
+    breakers: std::sync::OnceLock<Arc<silas_llm::chain::BreakerBoard>>,
 }
 
 /// The channel name answers and messages from this bridge carry.
@@ -106,7 +109,13 @@ impl WebBridge {
             owners,
             owner_reachable_elsewhere: std::sync::atomic::AtomicBool::new(false),
             workspace_reserved,
+            breakers: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The model providers' circuit breakers, shown on `/health`.
+    pub fn set_breakers(&self, board: Arc<silas_llm::chain::BreakerBoard>) {
+        let _ = self.breakers.set(board);
     }
 
     /// Another channel shows the owner's scope (its cards stay answerable
@@ -521,6 +530,15 @@ impl WebBackend for WebBridge {
             {
                 tracing::warn!(scope_id, "pending cards not resolved on disconnect: {e}");
             }
+        })
+    }
+
+    fn providers(&self) -> std::collections::BTreeMap<String, String> {
+        self.breakers.get().map_or_else(Default::default, |b| {
+            b.snapshot()
+                .into_iter()
+                .map(|(k, v)| (k, v.as_str().to_string()))
+                .collect()
         })
     }
 

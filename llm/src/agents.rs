@@ -103,7 +103,11 @@ impl Agents {
             Ok(Agent {
                 provider,
                 model,
-                price: cfg.llm.prices.get(spec).copied(),
+                // A chain is priced at its first member (the preferred one).
+                price: Config::model_chain(spec)
+                    .first()
+                    .and_then(|m| cfg.llm.prices.get(*m))
+                    .copied(),
             })
         };
         Ok(Agents {

@@ -27,6 +27,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod chain;
 pub mod coerce;
 pub mod error;
 pub mod negotiate;

@@ -160,6 +160,12 @@ pub enum LlmEvent {
     /// `llm_structured_mode_downgraded`: a provider now uses a less
     /// demanding structured-output mode (once per downgrade per process).
     StructuredModeDowngraded(ModeDowngrade),
+    /// `llm_breaker_changed`: a provider's circuit breaker changed state.
+    BreakerChanged {
+        provider: String,
+        from: crate::chain::BreakerState,
+        to: crate::chain::BreakerState,
+    },
 }
 
 /// The data of [`LlmEvent::StructuredModeDowngraded`]. The server's error
@@ -177,6 +183,7 @@ impl LlmEvent {
     pub fn name(&self) -> &'static str {
         match self {
             LlmEvent::StructuredModeDowngraded(_) => "llm_structured_mode_downgraded",
+            LlmEvent::BreakerChanged { .. } => "llm_breaker_changed",
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use silas_core::config::{Config, EnvSource, OFFLINE_PROVIDER};
 
 use crate::agents::Agents;
+use crate::chain::{BreakerBoard, BreakerPolicy, ChainProvider, Member};
 use crate::error::LlmError;
 use crate::negotiate::EventSink;
 use crate::offline::OfflineProvider;
@@ -45,7 +46,17 @@ impl ProviderChoice {
     }
 }
 
+/// Whether a chain member can be called: its key variable (if any) is set.
+fn has_key(endpoint: &silas_core::config::ModelEndpoint, env: &dyn EnvSource) -> bool {
+    endpoint
+        .api_key_env
+        .as_ref()
+        .is_none_or(|var| env.var(var).is_some_and(|v| !v.trim().is_empty()))
+}
+
 /// Decides from the configuration and the environment (no I/O beyond `env`).
+/// A fallback chain needs one member with its key; members without theirs
+/// are left out of the chain.
 pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoice, LlmError> {
     let mut providers = Vec::new();
     for spec in [
@@ -54,18 +65,32 @@ pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoi
         &cfg.models.executor,
         &cfg.models.scorer,
     ] {
-        let endpoint = cfg.resolve_model(spec).map_err(|e| LlmError::Api {
-            status: None,
-            message: e.to_string(),
-        })?;
-        if endpoint.provider == OFFLINE_PROVIDER {
-            return Ok(ProviderChoice::Offline {
-                reason: format!("configured as {spec}"),
-            });
+        let mut usable = Vec::new();
+        let mut missing = None;
+        for member in Config::model_chain(spec) {
+            let endpoint = cfg.resolve_model(member).map_err(|e| LlmError::Api {
+                status: None,
+                message: e.to_string(),
+            })?;
+            if endpoint.provider == OFFLINE_PROVIDER {
+                return Ok(ProviderChoice::Offline {
+                    reason: format!("configured as {member}"),
+                });
+            }
+            if has_key(&endpoint, env) {
+                usable.push(endpoint.provider);
+            } else if missing.is_none() {
+                missing = Some(endpoint);
+            }
         }
-        if let Some(var) = &endpoint.api_key_env
-            && env.var(var).is_none_or(|v| v.trim().is_empty())
-        {
+        if usable.is_empty() {
+            let Some(endpoint) = missing else {
+                return Err(LlmError::Api {
+                    status: None,
+                    message: format!("{spec:?} names no provider:model"),
+                });
+            };
+            let var = endpoint.api_key_env.clone().unwrap_or_default();
             if cfg.llm.offline_fallback {
                 return Ok(ProviderChoice::Offline {
                     reason: format!("no {var} set"),
@@ -73,11 +98,13 @@ pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoi
             }
             return Err(LlmError::MissingKey {
                 provider: endpoint.provider,
-                var: var.clone(),
+                var,
             });
         }
-        if !providers.contains(&endpoint.provider) {
-            providers.push(endpoint.provider);
+        for p in usable {
+            if !providers.contains(&p) {
+                providers.push(p);
+            }
         }
     }
     Ok(ProviderChoice::Remote { providers })
@@ -112,31 +139,70 @@ pub fn build_agents_with_events(
     choice: &ProviderChoice,
     events: Option<EventSink>,
 ) -> Result<Agents, LlmError> {
+    build_agents_with_board(cfg, env, choice, events).map(|(agents, _)| agents)
+}
+
+/// [`build_agents_with_events`], plus the providers' circuit breakers (for
+/// `/health` and `silas status`). Every role runs through a
+/// [`ChainProvider`] over its `models.<role>` members — one provider or an
+/// ordered fallback list — sharing one breaker per provider.
+pub fn build_agents_with_board(
+    cfg: &Config,
+    env: &dyn EnvSource,
+    choice: &ProviderChoice,
+    events: Option<EventSink>,
+) -> Result<(Agents, Arc<BreakerBoard>), LlmError> {
+    let board = Arc::new(BreakerBoard::new(
+        BreakerPolicy::from_config(&cfg.llm),
+        events.clone(),
+    ));
     if choice.is_offline() {
         let offline: Arc<dyn Provider> = Arc::new(offline_provider(cfg));
-        return Agents::from_config(cfg, |_| Ok((offline.clone(), "rules".to_owned())));
+        let agents = Agents::from_config(cfg, |_| Ok((offline.clone(), "rules".to_owned())))?;
+        return Ok((agents, board));
     }
     let policy = RetryPolicy::from_config(&cfg.llm);
     let mut built: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
-    Agents::from_config(cfg, |spec| {
-        let endpoint = cfg.resolve_model(spec).map_err(|e| LlmError::Api {
-            status: None,
-            message: e.to_string(),
-        })?;
-        let provider = match built.get(&endpoint.provider) {
-            Some(p) => p.clone(),
-            None => {
-                let mut http = OpenAiProvider::from_endpoint(&endpoint, env, policy)?;
-                if let Some(sink) = &events {
-                    http = http.with_events(sink.clone());
-                }
-                let p: Arc<dyn Provider> = Arc::new(http);
-                built.insert(endpoint.provider.clone(), p.clone());
-                p
+    let agents = Agents::from_config(cfg, |spec| {
+        let mut members = Vec::new();
+        for member in Config::model_chain(spec) {
+            let endpoint = cfg.resolve_model(member).map_err(|e| LlmError::Api {
+                status: None,
+                message: e.to_string(),
+            })?;
+            // A member without its key is left out (choose_provider made
+            // sure one member of the chain has one).
+            if !has_key(&endpoint, env) {
+                continue;
             }
-        };
-        Ok((provider, endpoint.model))
-    })
+            let provider = match built.get(&endpoint.provider) {
+                Some(p) => p.clone(),
+                None => {
+                    let mut http = OpenAiProvider::from_endpoint(&endpoint, env, policy)?;
+                    if let Some(sink) = &events {
+                        http = http.with_events(sink.clone());
+                    }
+                    let p: Arc<dyn Provider> = Arc::new(http);
+                    built.insert(endpoint.provider.clone(), p.clone());
+                    p
+                }
+            };
+            members.push(Member {
+                provider,
+                model: endpoint.model,
+            });
+        }
+        let first = members
+            .first()
+            .map(|m| m.model.clone())
+            .ok_or_else(|| LlmError::Api {
+                status: None,
+                message: format!("{spec:?} names no provider:model"),
+            })?;
+        let chain: Arc<dyn Provider> = Arc::new(ChainProvider::new(members, board.clone()));
+        Ok((chain, first))
+    })?;
+    Ok((agents, board))
 }
 
 #[cfg(test)]

@@ -102,6 +102,9 @@ struct HealthBody {
     /// Turn-queue pressure (§18.6); absent until a runtime is attached.
     #[serde(skip_serializing_if = "Option::is_none")]
     queue: Option<ws::QueuePressure>,
+    /// Model providers' circuit breakers (issue #16): names and states only.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    providers: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether a configured host is a loopback address (`localhost`, 127/8, ::1).
@@ -493,6 +496,7 @@ fn routes(
                 status: "ok",
                 connections: state.health.connections(),
                 queue,
+                providers: state.backend.providers(),
             })
         });
 

@@ -77,6 +77,11 @@ pub trait WebBackend: Send + Sync + 'static {
     fn queue_pressure(&self) -> BoxFuture<'_, Option<QueuePressure>> {
         Box::pin(async { None })
     }
+    /// Model providers' circuit-breaker states (`closed`/`open`/`half_open`)
+    /// for `/health` and `silas status`; empty before any model call.
+    fn providers(&self) -> std::collections::BTreeMap<String, String> {
+        std::collections::BTreeMap::new()
+    }
 }
 
 /// Turn-queue pressure as `/health` reports it (§18.6): depths and

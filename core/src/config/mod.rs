@@ -93,6 +93,14 @@
 mod env;
 mod error;
 mod paths;
+/// The members of a `models.<role>` value, in order.
+pub fn model_chain(spec: &str) -> Vec<&str> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 mod providers;
 mod sections;
 mod serde_util;
@@ -302,6 +310,12 @@ impl Config {
 
     /// Resolves a `provider:model` string (split at the first `:`) against
     /// `providers:`.
+    /// The members of a `models.<role>` value, in order (one for a plain
+    /// `provider:model`).
+    pub fn model_chain(spec: &str) -> Vec<&str> {
+        model_chain(spec)
+    }
+
     pub fn resolve_model(&self, spec: &str) -> Result<ModelEndpoint, ConfigError> {
         providers::resolve(&self.providers, spec).map_err(|m| providers::model_error(spec, m))
     }

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::agents::{InteractionMode, InteractionRegister};
 use crate::model::context::ContextProfile;
 
-use super::serde_util::{deserialize_profiles, lenient_opt_string, serialize_profiles};
+use super::serde_util::{
+    deserialize_profiles, lenient_opt_string, model_chain, serialize_profiles,
+};
 
 fn s(v: &str) -> String {
     v.to_owned()
@@ -32,12 +34,18 @@ const SONNET: &str = "openrouter:anthropic/claude-sonnet-4-5";
 // models / search
 
 /// `models:` — `provider:model` strings, resolved against `providers:`.
+/// Each may be an ordered list (a fallback chain), kept comma-separated;
+/// [`super::model_chain`] splits it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelsConfig {
+    #[serde(deserialize_with = "model_chain")]
     pub proxy: String,
+    #[serde(deserialize_with = "model_chain")]
     pub planner: String,
+    #[serde(deserialize_with = "model_chain")]
     pub executor: String,
+    #[serde(deserialize_with = "model_chain")]
     pub scorer: String,
 }
 
@@ -1215,6 +1223,11 @@ pub struct LlmConfig {
     /// `provider:model` → price. A model without an entry costs 0 (token
     /// budgets still apply).
     pub prices: BTreeMap<String, ModelPrice>,
+    /// Consecutive provider failures (5xx, 429, timeouts, connection
+    /// errors) that open its circuit breaker.
+    pub breaker_failures: u32,
+    /// How long an open breaker skips its provider before one probe call.
+    pub breaker_open_seconds: u64,
 }
 
 impl Default for LlmConfig {
@@ -1233,6 +1246,8 @@ impl Default for LlmConfig {
             prices: [(s(HAIKU), price(1.0, 5.0)), (s(SONNET), price(3.0, 15.0))]
                 .into_iter()
                 .collect(),
+            breaker_failures: 3,
+            breaker_open_seconds: 30,
         }
     }
 }

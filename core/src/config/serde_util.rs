@@ -125,3 +125,29 @@ pub(crate) fn serialize_profiles<S: Serializer>(
     }
     map.end()
 }
+
+/// `models.<role>`: one `provider:model` string, or an ordered list of them
+/// (a fallback chain, issue #16), kept as the comma-separated text that
+/// [`super::model_chain`] splits again.
+pub(crate) fn model_chain<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => Ok(s),
+        OneOrMany::Many(v) if v.is_empty() => Err(de::Error::custom(
+            "an empty list: name at least one provider:model",
+        )),
+        OneOrMany::Many(v) => {
+            if let Some(bad) = v.iter().find(|s| s.contains(',')) {
+                return Err(de::Error::custom(format!(
+                    "{bad:?}: a model spec cannot contain a comma"
+                )));
+            }
+            Ok(v.join(", "))
+        }
+    }
+}

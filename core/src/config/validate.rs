@@ -455,8 +455,19 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         ("models.scorer", &m.scorer),
         ("gates.llm_defaults.model", &cfg.gates.llm_defaults.model),
     ] {
-        if let Err(message) = providers::resolve(&cfg.providers, spec) {
-            c.fail(key, message);
+        let chain = super::model_chain(spec);
+        if chain.is_empty() {
+            c.fail(key, "must name a provider:model");
+        }
+        for (i, member) in chain.iter().enumerate() {
+            if let Err(message) = providers::resolve(&cfg.providers, member) {
+                let k = if chain.len() > 1 {
+                    format!("{key}[{i}]")
+                } else {
+                    key.to_string()
+                };
+                c.fail(k, message);
+            }
         }
     }
 
@@ -883,6 +894,8 @@ fn llm_rules(llm: &super::sections::LlmConfig, c: &mut Checker) {
     c.positive("llm.timeout_seconds", llm.timeout_seconds);
     c.positive("llm.backoff_initial_ms", llm.backoff_initial_ms);
     c.positive("llm.max_tool_rounds", llm.max_tool_rounds.into());
+    c.positive("llm.breaker_failures", llm.breaker_failures.into());
+    c.positive("llm.breaker_open_seconds", llm.breaker_open_seconds);
     if llm.backoff_max_ms < llm.backoff_initial_ms {
         c.fail(
             "llm.backoff_max_ms",

@@ -202,6 +202,9 @@ pub struct StatusReport {
     pub running_work: Vec<String>,
     /// Registered scheduler jobs, soonest first (`None` when disabled).
     pub next_jobs: Option<Vec<NextJob>>,
+    /// Model providers' circuit-breaker states (issue #16).
+    #[serde(default)]
+    pub providers: std::collections::BTreeMap<String, String>,
 }
 
 /// One scheduler job as `silas status` shows it.
