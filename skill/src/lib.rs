@@ -10,18 +10,21 @@
 //! * [`resolver`] — progressive disclosure per agent layer (§10.3), the
 //!   routing metadata budget, inheritance along work items, and binding
 //!   skill content hashes into a plan.
-//! * `validate` — the `validation_report` of §10.4 (typed
+//! * [`validate()`] — the `validation_report` of §10.4 (typed
 //!   [`Finding`]s naming file, line and rule).
 //!
 //! Layer 2: depends on `silas-core` only. Nothing here runs a skill's
 //! scripts; syntax checks hand the bytes to `sh -n` / Python's `ast` on
 //! stdin (see [`validate::checker`]).
 
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod loader;
 pub mod manifest;
 pub mod report;
 pub mod resolver;
 pub mod snapshot;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -30,6 +33,7 @@ use silas_core::{Coded, ErrorCode};
 pub use loader::{Skill, SkillLoader};
 pub use manifest::{Activation, Manifest};
 pub use report::{Finding, Rule, Severity, ValidationReport};
+pub use validate::validate;
 
 /// Longest skill name (§10.1).
 pub const MAX_NAME_LEN: usize = 64;

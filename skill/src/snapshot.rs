@@ -4,7 +4,7 @@
 //! validator checks the same bytes it hashes, so a report's hash is the
 //! hash of what was checked.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
