@@ -17,6 +17,7 @@ mod doctor;
 mod error;
 mod remote;
 mod service;
+mod skill_cmd;
 mod telegram_bridge;
 mod web_bridge;
 mod workspace_cmd;
