@@ -1,5 +1,6 @@
 //! Command-line surface (spec §12): `init`, `start`, `status`, `chat`, `pair`,
 //! `devices list|revoke`, `work list|show|cancel`, `workspace add|list|remove`,
+//! `skill list|show|validate|remove`,
 //! `audit verify|tail`,
 //! `config check`, `doctor`, `service install`, with the global `--config`
 //! and `--data-dir` options.
@@ -46,6 +47,10 @@ pub enum Command {
     /// the daemon when it runs).
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Skills under `skills_dir`: list, show (report and content hash),
+    /// validate a folder (exit 1 with the findings when refused), remove.
+    #[command(subcommand)]
+    Skill(SkillCommand),
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
@@ -196,6 +201,32 @@ pub enum MemoryCommand {
 pub enum ImportModeArg {
     Merge,
     Replace,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SkillCommand {
+    /// Every skill in `skills_dir`: name, activation, content hash, state.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One skill: its files, content hash and validation report.
+    Show {
+        name: String,
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a skill folder (any path); exit 1 when it is refused.
+    Validate {
+        path: PathBuf,
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a skill's folder from `skills_dir` (audited).
+    Remove { name: String },
 }
 
 #[derive(Args, Debug)]

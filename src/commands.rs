@@ -80,6 +80,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             crate::memory_cmd::run(&cfg, cmd)
         }
+        Command::Skill(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::skill_cmd::run(&cfg, cmd)
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod error;
 mod memory_cmd;
 mod remote;
 mod service;
+mod skill_cmd;
 mod telegram_bridge;
 mod web_bridge;
 mod workspace_cmd;

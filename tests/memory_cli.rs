@@ -195,7 +195,11 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         tokio::task::spawn_blocking(move || {
             use std::io::{Read, Write};
             let mut s = std::net::TcpStream::connect(&addr).unwrap();
-            write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+            write!(
+                s,
+                "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
             let mut body = String::new();
             s.read_to_string(&mut body).unwrap();
             body
@@ -203,7 +207,10 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         .await
         .unwrap()
     };
-    assert!(health.contains("\"providers\":{\"fake\":\"closed\"}"), "{health}");
+    assert!(
+        health.contains("\"providers\":{\"fake\":\"closed\"}"),
+        "{health}"
+    );
     let prompt = turn(&mut ws, &fake, "and the cat's name again?").await;
     assert!(
         !prompt.contains("Miso"),

@@ -1,56 +1,236 @@
-//! The bundled skills stay valid: every directory under `skills/` passes the
-//! skill-maker's own validator (the rules installation applies, §10.1), and
-//! the validator rejects a malformed skill.
+//! Skills over the real binary (issue #17): `silas skill validate` is the
+//! authority the bundled skills must pass (it replaced the skill-maker's
+//! Python validator); bad skills — a credential literal, an undeclared
+//! environment variable, shell interpolation, a symlink out of the folder —
+//! exit 1 with the named rule, file and line; `list`, `show` and `remove`
+//! work on `skills_dir`, and a removal is audited with the content hash.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-fn validate(dir: &Path) -> std::process::Output {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    Command::new("python3")
-        .arg(root.join("skills/skill-maker/scripts/validate_skill.py"))
-        .arg("--path")
-        .arg(dir)
-        .output()
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use support::{audit_events, silas};
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    silas(dir).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn bundled() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(root)
         .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn copy_dir(src: &Path, dest: &Path) {
+    fs::create_dir_all(dest).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dest.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+        }
+    }
 }
 
 #[test]
 fn bundled_skills_are_valid() {
-    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
-    let mut checked = 0;
-    for entry in std::fs::read_dir(&skills).unwrap() {
-        let dir = entry.unwrap().path();
-        if dir.is_dir() {
-            let out = validate(&dir);
-            assert!(
-                out.status.success(),
-                "{}: {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stdout)
-            );
-            checked += 1;
-        }
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = bundled();
+    assert!(
+        dirs.len() >= 2,
+        "expected the coding and skill-maker skills"
+    );
+    for dir in dirs {
+        let out = run(tmp.path(), &["skill", "validate", dir.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}: {text}", dir.display());
+        assert!(text.contains("is valid"), "{text}");
+        assert!(text.contains("content hash: "), "{text}");
     }
-    assert!(checked >= 2, "expected the coding and skill-maker skills");
 }
 
 #[test]
 fn the_validator_rejects_a_malformed_skill() {
-    let dir = tempfile::tempdir().unwrap();
-    let skill = dir.path().join("my-skill");
-    std::fs::create_dir(&skill).unwrap();
-    std::fs::write(skill.join("SKILL.md"), "---\nname: Other_Name\ndescription: too short\nscript_args:\n  scripts/missing.py:\n    x: {type: string}\n---\n# body\n").unwrap();
-    let out = validate(&skill);
-    assert!(!out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let tmp = tempfile::tempdir().unwrap();
+    let skill = tmp.path().join("my-skill");
+    fs::create_dir(&skill).unwrap();
+    fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: Other_Name\ndescription: too short\nscript_args:\n  scripts/missing.py:\n    x: {type: string, max_length: 9}\n---\n# body\n",
+    )
+    .unwrap();
+    let out = run(tmp.path(), &["skill", "validate", "my-skill"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
     for problem in [
-        "lowercase",
-        "directory name",
-        "24 to 1024",
-        "scripts/missing.py",
+        "SKILL.md:2 [name_format]",
+        "SKILL.md:2 [name_mismatch]",
+        "SKILL.md:3 [description_length] description must be 24 to 1024 characters",
+        "SKILL.md:5 [path_missing] declared script scripts/missing.py is missing",
+        "is refused",
     ] {
         assert!(text.contains(problem), "{problem} not reported: {text}");
     }
+    // --json: the typed report.
+    let out = run(tmp.path(), &["skill", "validate", "my-skill", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["skill"], "my-skill");
+    assert_eq!(report["findings"][0]["file"], "SKILL.md");
+    assert_eq!(report["findings"][0]["severity"], "error");
+}
+
+fn attack(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = root.join(name);
+    fs::create_dir_all(dir.join("scripts")).unwrap();
+    fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: Use when the owner asks for a harmless little helper.\n---\n# {name}\n"),
+    )
+    .unwrap();
+    for (p, c) in files {
+        fs::write(dir.join(p), c).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn attack_skills_are_refused_with_the_named_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = format!(
+        "sk-ant-api03-{}",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz".repeat(2)
+    );
+    let linked = attack(tmp.path(), "linked", &[]);
+    std::os::unix::fs::symlink("/root/.ssh", linked.join("references")).unwrap();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            attack(
+                tmp.path(),
+                "creds",
+                &[("scripts/a.py", &format!("import sys\nKEY = \"{key}\"\n"))],
+            ),
+            "scripts/a.py:2 [credential_literal]",
+        ),
+        (
+            attack(
+                tmp.path(),
+                "env",
+                &[(
+                    "scripts/a.py",
+                    "import os\nprint(os.environ['OPENAI_API_KEY'])\n",
+                )],
+            ),
+            "scripts/a.py:2 [undeclared_env] reads $OPENAI_API_KEY",
+        ),
+        (
+            attack(
+                tmp.path(),
+                "interp",
+                &[("scripts/a.sh", "#!/bin/sh\ncurl https://example.com/$1\n")],
+            ),
+            "scripts/a.sh:2 [unsafe_shell_interpolation]",
+        ),
+        (
+            linked,
+            "references [symlink] symbolic link to /root/.ssh (outside the skill)",
+        ),
+    ];
+    for (dir, expected) in cases {
+        let out = run(tmp.path(), &["skill", "validate", dir.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(text.contains(expected), "{expected}: {text}");
+        assert!(!text.contains(&key), "the secret is never printed");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
+    }
+}
+
+#[test]
+fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(run(dir, &["init"]).status.success());
+    let skills = dir.join("skills");
+    for b in bundled() {
+        copy_dir(&b, &skills.join(b.file_name().unwrap()));
+    }
+    attack(
+        &skills,
+        "bad",
+        &[("scripts/a.sh", "#!/bin/sh\nrm -rf $1\n")],
+    );
+    fs::create_dir(skills.join("empty")).unwrap();
+
+    let out = run(dir, &["skill", "list", "--json"]);
+    assert!(out.status.success());
+    let rows: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bad", "coding", "empty", "skill-maker"]);
+    assert_eq!(rows[0]["status"], "ok");
+    assert_eq!(rows[0]["errors"], 1);
+    assert_eq!(rows[1]["errors"], 0);
+    assert_eq!(rows[1]["activation"], "auto");
+    assert_eq!(rows[2]["status"], "broken");
+    assert!(
+        rows[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("SKILL.md is missing")
+    );
+    let coding_hash = rows[1]["content_hash"].as_str().unwrap().to_string();
+
+    let out = run(dir, &["skill", "show", "coding"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("content hash: {coding_hash}")),
+        "{text}"
+    );
+    assert!(text.contains("scripts/run_tests.py"), "{text}");
+    assert!(text.contains("skill coding is valid"), "{text}");
+    let out = run(dir, &["skill", "show", "bad"]);
+    assert!(stdout(&out).contains("scripts/a.sh:2 [unsafe_shell_interpolation]"));
+    let out = run(dir, &["skill", "show", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("E_CFG_INVALID"));
+    let out = run(dir, &["skill", "remove", "../data"]);
+    assert!(!out.status.success());
+    assert!(dir.join("data").is_dir());
+
+    let out = run(dir, &["skill", "remove", "coding"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!skills.join("coding").exists());
+    let removed: Vec<Value> = audit_events(dir)
+        .into_iter()
+        .filter(|e| e["event"] == "skill_removed")
+        .collect();
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0]["data"]["name"], "coding");
+    assert_eq!(removed[0]["data"]["content_hash"], coding_hash.as_str());
+    let text = stdout(&run(dir, &["skill", "list"]));
+    assert!(!text.contains("coding"), "{text}");
+    assert!(text.contains("skill-maker"), "{text}");
 }

@@ -64,8 +64,9 @@ pub const PLAN_HASH_INCLUDED: &[&str] = &[
 /// added after plans were first hashed, so every plan without them keeps its
 /// byte-identical hash, while a plan that sets one binds all of it (for
 /// `workspace`: name, access, extra paths, protected globs, the
-/// protected-edit permission, apply mode and commit message).
-pub const PLAN_HASH_INCLUDED_WHEN_SET: &[&str] = &["workspace"];
+/// protected-edit permission, apply mode and commit message; for
+/// `skill_hashes`: the content hash of every skill the plan names).
+pub const PLAN_HASH_INCLUDED_WHEN_SET: &[&str] = &["workspace", "skill_hashes"];
 
 /// Runtime-managed WorkItem fields, never part of the plan hash (§3.3).
 pub const PLAN_HASH_EXCLUDED: &[&str] = &[

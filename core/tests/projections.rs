@@ -131,6 +131,30 @@ fn every_workspace_field_is_bound_by_the_plan_hash() {
     assert_eq!(dumped.as_object().unwrap().len(), seen.len());
 }
 
+/// Issue #17: skill content hashes join the plan hash only when a plan
+/// binds them; the pinned hash above (a goal naming skills, bound to none)
+/// is unchanged, and each bound hash is covered.
+#[test]
+fn skill_hashes_are_bound_only_when_set() {
+    let mut explicit_null = base_goal();
+    explicit_null["skill_hashes"] = Value::Null;
+    assert_eq!(plan_hash(&explicit_null), BASE_GOAL_PLAN_HASH);
+    let text =
+        String::from_utf8(projections::plan_hash_bytes(&item(&base_goal())).unwrap()).unwrap();
+    assert!(!text.contains("skill_hashes"), "{text}");
+    let mut bound = base_goal();
+    bound["skill_hashes"] = json!({"coding": "a".repeat(64), "ops": "b".repeat(64)});
+    let h = plan_hash(&bound);
+    assert_ne!(h, BASE_GOAL_PLAN_HASH, "binding skills changes the hash");
+    let mut changed = bound.clone();
+    changed["skill_hashes"]["ops"] = json!("c".repeat(64));
+    assert_ne!(
+        plan_hash(&changed),
+        h,
+        "a skill's new content is a new plan"
+    );
+}
+
 #[test]
 fn mutation_tables_cover_every_field() {
     for f in PLAN_HASH_INCLUDED {

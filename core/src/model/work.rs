@@ -395,6 +395,11 @@ pub struct WorkItem {
     /// The registered workspace the plan works in, and how (issue #15).
     /// In the plan hash only when set, so older plans keep their hashes.
     pub workspace: Option<WorkspaceUse>,
+    /// The content hash of every skill in `skills`, bound when the plan is
+    /// made (issue #17, §10.5 "hash-binding"): a skill whose files change
+    /// after approval no longer matches. In the plan hash only when set, so
+    /// plans without skills keep their hashes.
+    pub skill_hashes: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -463,6 +468,8 @@ struct WorkItemRaw {
     scope_id: Option<String>,
     #[serde(default)]
     workspace: Option<WorkspaceUse>,
+    #[serde(default)]
+    skill_hashes: Option<BTreeMap<String, String>>,
 }
 
 fn default_true() -> bool {
@@ -514,6 +521,7 @@ impl TryFrom<WorkItemRaw> for WorkItem {
             created_at: r.created_at,
             scope_id: r.scope_id,
             workspace: r.workspace,
+            skill_hashes: r.skill_hashes,
         };
         v.validate()?;
         Ok(v)
@@ -558,6 +566,7 @@ impl WorkItem {
             created_at: Timestamp::now(),
             scope_id: None,
             workspace: None,
+            skill_hashes: None,
         }
     }
 
@@ -905,6 +914,7 @@ mod tests {
             // the workspace the plan names (issue #15).
             "scope_id",
             "workspace",
+            "skill_hashes",
         ];
         let positions: Vec<usize> = order
             .iter()

@@ -1,0 +1,214 @@
+//! `silas skill list|show|validate|remove` (issue #17 item 8): glue over
+//! `silas-skill`. `list` and `show` read `skills_dir`; `validate` checks
+//! any folder and exits 1 with the findings when it is refused; `remove`
+//! deletes a skill's folder and audits `skill_removed` (with the content
+//! hash it had) when the store exists.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::Serialize;
+use silas_core::ErrorCode;
+use silas_core::config::Config;
+use silas_skill::{SkillError, SkillLoader, ValidationReport};
+
+use crate::cli::SkillCommand;
+use crate::error::{CliError, coded};
+
+/// One `skill list --json` line.
+#[derive(Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+enum ListEntry<'a> {
+    Ok {
+        name: &'a str,
+        activation: silas_skill::Activation,
+        content_hash: &'a str,
+        description: &'a str,
+        errors: usize,
+        warnings: usize,
+    },
+    Broken {
+        name: &'a str,
+        error: String,
+    },
+}
+
+fn counts(r: &ValidationReport) -> (usize, usize) {
+    let errors = r.errors().count();
+    (errors, r.findings.len() - errors)
+}
+
+fn check(cfg: &Config, dir: &Path) -> Result<ValidationReport, CliError> {
+    silas_skill::validate(dir, &cfg.skills.validation).map_err(coded)
+}
+
+fn print_report(r: &ValidationReport) {
+    match &r.content_hash {
+        Some(h) => println!("content hash: {h}"),
+        None => println!("content hash: none (the folder holds something a skill may not)"),
+    }
+    for f in &r.findings {
+        println!("{f}");
+    }
+    let (errors, warnings) = counts(r);
+    if r.is_valid() {
+        println!("skill {} is valid ({warnings} warning(s))", r.skill);
+    } else {
+        println!(
+            "skill {} is refused: {errors} error(s), {warnings} warning(s)",
+            r.skill
+        );
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path))
+        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))
+}
+
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
+    let loader = SkillLoader::new(&cfg.skills_dir);
+    match cmd {
+        SkillCommand::List { json } => {
+            let cat = loader.scan().map_err(coded)?;
+            if !json && cat.skills.is_empty() && cat.broken.is_empty() {
+                println!("no skills in {}", cfg.skills_dir.display());
+            }
+            // Listed in name order, loaded and broken together.
+            let mut rows: Vec<(String, ListEntry)> = Vec::new();
+            let reports: Vec<ValidationReport> = cat
+                .skills
+                .iter()
+                .map(|s| check(cfg, &s.dir))
+                .collect::<Result<_, _>>()?;
+            for (s, r) in cat.skills.iter().zip(&reports) {
+                let (errors, warnings) = counts(r);
+                rows.push((
+                    s.name.clone(),
+                    ListEntry::Ok {
+                        name: &s.name,
+                        activation: s.manifest.activation,
+                        content_hash: &s.content_hash,
+                        description: &s.manifest.description,
+                        errors,
+                        warnings,
+                    },
+                ));
+            }
+            for (name, e) in &cat.broken {
+                rows.push((
+                    name.clone(),
+                    ListEntry::Broken {
+                        name,
+                        error: e.to_string(),
+                    },
+                ));
+            }
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, row) in rows {
+                if json {
+                    println!("{}", serde_json::to_string(&row).unwrap_or_default());
+                    continue;
+                }
+                match row {
+                    ListEntry::Ok {
+                        name,
+                        activation,
+                        content_hash,
+                        description,
+                        errors,
+                        ..
+                    } => {
+                        let state = if errors == 0 {
+                            "valid".to_string()
+                        } else {
+                            format!("{errors} error(s)")
+                        };
+                        let act = serde_json::to_value(activation)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default();
+                        println!(
+                            "{name}  {act}  {}  {state}  {}",
+                            &content_hash[..12.min(content_hash.len())],
+                            short(description, 60)
+                        );
+                    }
+                    ListEntry::Broken { name, error } => println!("{name}  broken  {error}"),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SkillCommand::Show { name, json } => {
+            let dir = loader.path_of(&name).map_err(coded)?;
+            if std::fs::symlink_metadata(&dir).is_err() {
+                return Err(coded(SkillError::NotFound(name)));
+            }
+            let report = check(cfg, &dir)?;
+            if json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("skill {name} ({})", dir.display());
+            match loader.load(&name) {
+                Ok(s) => {
+                    println!("description: {}", s.manifest.description);
+                    for f in &s.files {
+                        println!("  {:04o} {:>8}  {}", f.mode, f.size, f.path);
+                    }
+                }
+                Err(e) => println!("not loadable: {e}"),
+            }
+            print_report(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        SkillCommand::Validate { path, json } => {
+            let report = check(cfg, &absolute(&path)?)?;
+            if json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                print_report(&report);
+            }
+            Ok(if report.is_valid() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        SkillCommand::Remove { name } => {
+            // Open the store first: a removal that cannot be audited does
+            // not happen (a running daemon holds the store).
+            let store_file = cfg.data_dir.join(silas_storage::STORE_FILE);
+            let store = if store_file.is_file() {
+                Some(crate::commands::open_existing_store(&cfg.data_dir)?)
+            } else {
+                None
+            };
+            let hash = loader.remove(&name).map_err(coded)?;
+            if let Some(store) = store
+                && let serde_json::Value::Object(o) = serde_json::json!({
+                    "name": name, "content_hash": hash, "by": "cli",
+                })
+            {
+                store.audit().log("skill_removed", o)?;
+            }
+            println!(
+                "removed skill {name} ({})",
+                hash.as_deref().unwrap_or("was not loadable")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
