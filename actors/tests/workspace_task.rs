@@ -16,6 +16,15 @@ const BUGGY: &str = "def to_utc(hour, offset):\n    return hour + offset\n";
 const TEST: &str =
     "from clock import to_utc\n\ndef test_offset():\n    assert to_utc(12, 2) == 10\n";
 
+/// True (with a note) when the sandbox's python3 has no pytest.
+fn skip_without_pytest() -> bool {
+    let missing = !has_pytest();
+    if missing {
+        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    }
+    missing
+}
+
 fn has_pytest() -> bool {
     std::process::Command::new("/usr/bin/python3")
         .args(["-c", "import pytest"])
@@ -52,8 +61,7 @@ fn read(p: &Path) -> String {
 
 #[tokio::test]
 async fn the_executor_fixes_a_copy_the_checks_pass_on_it_and_the_project_is_untouched() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -117,8 +125,7 @@ async fn the_executor_fixes_a_copy_the_checks_pass_on_it_and_the_project_is_unto
 
 #[tokio::test]
 async fn rewriting_the_test_to_assert_true_does_not_pass_the_check() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -265,8 +272,7 @@ async fn fixed(f: &Fx, id: &str) -> WorkItemStatus {
 
 #[tokio::test]
 async fn approving_the_apply_card_changes_the_real_project_and_undo_restores_it() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -314,8 +320,7 @@ async fn approving_the_apply_card_changes_the_real_project_and_undo_restores_it(
 
 #[tokio::test]
 async fn declining_the_apply_card_leaves_the_project_untouched() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -338,8 +343,7 @@ async fn declining_the_apply_card_leaves_the_project_untouched() {
 
 #[tokio::test]
 async fn a_workspace_changed_since_the_copy_is_not_applied_and_nothing_is_half_written() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -367,8 +371,7 @@ async fn a_workspace_changed_since_the_copy_is_not_applied_and_nothing_is_half_w
 
 #[tokio::test]
 async fn an_approval_for_other_bytes_writes_nothing() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -409,8 +412,7 @@ async fn an_approval_for_other_bytes_writes_nothing() {
 
 #[tokio::test]
 async fn a_fix_that_also_rewrites_the_test_is_flagged_on_the_card() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;
@@ -435,8 +437,7 @@ async fn a_fix_that_also_rewrites_the_test_is_flagged_on_the_card() {
 
 #[tokio::test]
 async fn apply_direct_applies_at_once_and_commits_without_running_hooks() {
-    if !has_pytest() {
-        eprintln!("SKIPPED: /usr/bin/python3 has no pytest (CI installs python3-pytest)");
+    if skip_without_pytest() {
         return;
     }
     let f = Fx::new().await;

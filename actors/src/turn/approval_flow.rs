@@ -323,6 +323,41 @@ async fn decide_plan(
     })
 }
 
+/// Mints a single-step token for `subject` from the owner's answer and
+/// verifies it (the one consuming authorisation): what a tool or change
+/// card records as approved.
+async fn approve_single_step(
+    deps: &TurnDeps,
+    subject: OwnedSubject,
+    decision: &ApprovalDecision,
+    origin: &AnswerOrigin,
+) -> Result<ToolDecision, TurnError> {
+    let token = deps
+        .approval_engine
+        .issue_token(
+            subject.clone(),
+            decision.clone(),
+            ApprovalScope::SingleStep,
+            origin.clone(),
+        )
+        .await?;
+    let verified = deps.approval_engine.verify_subject(token, subject).await?;
+    Ok(ToolDecision::Approved { token: verified })
+}
+
+/// Records the answer on the card, then wakes the executor for the item.
+async fn record_and_dispatch(
+    deps: &TurnDeps,
+    dispatch: &mpsc::Sender<DispatchRequest>,
+    card: &PendingCard,
+    recorded: &ToolDecision,
+    work_item_id: &str,
+) -> Result<(), TurnError> {
+    let decided = cards::with_decision(card.clone(), recorded);
+    deps.store.records::<PendingCard>().put(&decided)?;
+    send_dispatch(dispatch, work_item_id, &card.scope_id).await
+}
+
 /// §5.2.1 c2 / §4.24 for a tool card: record the owner's answer in the card
 /// (after minting and verifying a token bound to exactly this call when
 /// approved), then dispatch the item so the WorkExecutor resumes the run.
@@ -382,21 +417,9 @@ async fn decide_tool_call(
             return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
         }
         let subject = OwnedSubject::ToolCall(pause.tool_call.clone());
-        let token = deps
-            .approval_engine
-            .issue_token(
-                subject.clone(),
-                decision.clone(),
-                ApprovalScope::SingleStep,
-                origin.clone(),
-            )
-            .await?;
-        let verified = deps.approval_engine.verify_subject(token, subject).await?;
-        ToolDecision::Approved { token: verified }
+        approve_single_step(deps, subject, &decision, origin).await?
     };
-    let decided = cards::with_decision(card.clone(), &recorded);
-    cards.put(&decided)?;
-    send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+    record_and_dispatch(deps, dispatch, &card, &recorded, &work_item_id).await?;
     match recorded {
         ToolDecision::Approved { token } => {
             audit(
@@ -485,21 +508,9 @@ async fn decide_changes(
             action,
             changes_sha256: changes.changes_sha256.clone(),
         });
-        let token = deps
-            .approval_engine
-            .issue_token(
-                subject.clone(),
-                decision.clone(),
-                ApprovalScope::SingleStep,
-                origin.clone(),
-            )
-            .await?;
-        let verified = deps.approval_engine.verify_subject(token, subject).await?;
-        ToolDecision::Approved { token: verified }
+        approve_single_step(deps, subject, &decision, origin).await?
     };
-    let decided = cards::with_decision(card.clone(), &recorded);
-    cards.put(&decided)?;
-    send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+    record_and_dispatch(deps, dispatch, &card, &recorded, &work_item_id).await?;
     match recorded {
         ToolDecision::Approved { token } => {
             audit(
