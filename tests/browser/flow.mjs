@@ -103,7 +103,9 @@ try {
 
   step = 'Activity shows done with every check passed';
   await page.locator('#tab-activity').click();
-  await page.locator('#timeline .event', { hasText: 'You approved' }).waitFor({ timeout: 5000 });
+  // The UI's own note and the audit narrative's entry may both be there
+  // already (the narrative can arrive first): either shows the approval.
+  await page.locator('#timeline .event', { hasText: 'You approved' }).first().waitFor({ timeout: 5000 });
   const done = page.locator('.work[data-status="done"]');
   await done.waitFor({ timeout: 90000 });
   const verified = (await done.locator('.work-verified').textContent()) || '';
