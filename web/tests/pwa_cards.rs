@@ -313,6 +313,8 @@ async fn every_card_type_is_answered_through_the_pwa() {
     });
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser/cards");
+    // Fresh: a screenshot left by an earlier run must not pass for this one.
+    let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();
     let script = browser_dir().join("cards.mjs");
     let base = format!("http://{addr}");
@@ -375,8 +377,9 @@ async fn every_card_type_is_answered_through_the_pwa() {
         "09-autonomy_threshold_review.png",
         "11-secure_input_request.png",
         "15-batch_review-irreversible.png",
-        "16-result-undo.png",
-        "17-desktop.png",
+        "16-apply_changes.png",
+        "17-result-undo.png",
+        "18-desktop.png",
     ] {
         assert!(shots.join(shot).is_file(), "no screenshot {shot}");
     }
