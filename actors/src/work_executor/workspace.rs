@@ -74,29 +74,15 @@ impl WorkEngine {
             Ok(None) => return Ok(None),
             Err(e) => return Err(io(format!("workspace: {e}"))),
         };
-        let dir_name = format!("ws-{}", item.id);
-        let plain = item
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !plain || item.id.is_empty() {
+        if !silas_sandbox::manager::is_plain_dir_name(&item.id) {
             return Err(io(format!("unsafe work item id {:?}", item.id)));
         }
-        let root = self.registry.work_base().join(dir_name);
+        let root = self.workspace_root(&item.id);
+        if let Some(run) = reopen(&use_, &root) {
+            return Ok(Some(run));
+        }
         let protected = Protected::new(&use_.protected).map_err(io)?;
         let snapshot_path = root.join(SNAPSHOT);
-        if let Ok(text) = std::fs::read_to_string(&snapshot_path)
-            && let Ok(snapshot) = serde_json::from_str::<Snapshot>(&text)
-            && root.join("base").is_dir()
-            && root.join("result").is_dir()
-        {
-            return Ok(Some(WorkspaceRun {
-                use_,
-                root,
-                snapshot,
-                protected,
-            }));
-        }
         // A half-made run (a crash while copying) starts over.
         silas_execution::cleanup::remove_tree(&root);
         std::fs::DirBuilder::new()
@@ -135,17 +121,8 @@ impl WorkEngine {
 
     /// The copies a finished task left for applying (`None`: gone).
     pub(super) fn kept_run(&self, item: &WorkItem) -> Option<WorkspaceRun> {
-        let use_ = item.workspace.clone()?;
-        let root = self.workspace_root(&item.id);
-        let text = std::fs::read_to_string(root.join(SNAPSHOT)).ok()?;
-        let snapshot = serde_json::from_str::<Snapshot>(&text).ok()?;
-        let protected = Protected::new(&use_.protected).ok()?;
-        (root.join("result").is_dir()).then_some(WorkspaceRun {
-            use_,
-            root,
-            snapshot,
-            protected,
-        })
+        let use_ = item.workspace.as_ref()?;
+        reopen(use_, &self.workspace_root(&item.id))
     }
 
     /// The item's checks over a fresh copy of the result, the checks' own
@@ -189,11 +166,7 @@ impl WorkEngine {
     pub(super) fn project_dir_for(&self, item: &WorkItem) -> Option<ProjectDir> {
         let use_ = item.workspace.as_ref()?;
         Some(ProjectDir {
-            dir: self
-                .registry
-                .work_base()
-                .join(format!("ws-{}", item.id))
-                .join("result"),
+            dir: self.workspace_root(&item.id).join("result"),
             read_paths: use_.extra_paths.iter().map(PathBuf::from).collect(),
         })
     }
@@ -274,6 +247,20 @@ impl WorkEngine {
             sha256,
         })
     }
+}
+
+/// The copies a run left in `root` (both copies and their manifest), as
+/// they were; `None` when any part is missing or unreadable.
+fn reopen(use_: &WorkspaceUse, root: &Path) -> Option<WorkspaceRun> {
+    let text = std::fs::read_to_string(root.join(SNAPSHOT)).ok()?;
+    let snapshot = serde_json::from_str::<Snapshot>(&text).ok()?;
+    let protected = Protected::new(&use_.protected).ok()?;
+    (root.join("base").is_dir() && root.join("result").is_dir()).then(|| WorkspaceRun {
+        use_: use_.clone(),
+        root: root.to_path_buf(),
+        snapshot,
+        protected,
+    })
 }
 
 /// A one-paragraph account of a change set for the item's result.
