@@ -88,16 +88,6 @@ impl KeywordMemory {
     }
 }
 
-/// A raw-tier record's `reingestion_tier` field as serde_json writes it.
-const LOW_TIER_JSON: &str = "\"reingestion_tier\":\"low_reingestion\"";
-
-fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 2)
-        .map(str::to_lowercase)
-        .collect()
-}
-
 impl MemoryIndex for KeywordMemory {
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.store.records::<MemoryItem>().get(id)?.is_some())
@@ -115,35 +105,14 @@ impl MemoryIndex for KeywordMemory {
         query: &str,
         limit: usize,
     ) -> Result<Vec<MemoryItem>, StoreError> {
-        let q = words(query);
-        if q.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        // Decoding every record of every scope per turn grew with the store
-        // (every turn adds a raw capture): skip, before decoding, records
-        // that are not this scope's or are in the raw tier. serde_json
-        // escapes quotes inside strings, so these key/value sequences only
-        // occur as the fields themselves; the filters below still decide.
-        let session = format!(
-            "\"session_id\":{}",
-            serde_json::to_string(scope_id).unwrap_or_default()
-        );
-        let mut scored: Vec<(usize, MemoryItem)> = self
-            .store
-            .records::<MemoryItem>()
-            .list_prefiltered(|json| json.contains(&session) && !json.contains(LOW_TIER_JSON))?
-            .into_iter()
-            .filter(|m| m.session_id.as_deref() == Some(scope_id))
-            // Raw conversation capture is not re-injected (§3.8 low tier).
-            .filter(|m| m.reingestion_tier == ReingestionTier::Active)
-            .filter_map(|m| {
-                let w = words(&m.content);
-                let score = q.iter().filter(|t| w.contains(t)).count();
-                (score > 0).then_some((score, m))
-            })
-            .collect();
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.memory_id.cmp(&b.1.memory_id)));
-        Ok(scored.into_iter().take(limit).map(|(_, m)| m).collect())
+        // Raw conversation capture is not re-injected (§3.8 low tier).
+        Ok(silas_memory::scan::search(
+            &self.store,
+            scope_id,
+            ReingestionTier::Active,
+            query,
+            limit,
+        )?)
     }
 
     fn apply(
@@ -282,29 +251,6 @@ impl MemoryIndex for silas_memory::Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The search prefilter's needles match the stored form exactly.
-    #[test]
-    fn prefilter_needles_match_the_stored_json() {
-        let raw = new_item(
-            "raw-1",
-            "sc\"ope",
-            "text with \"reingestion_tier\":\"low_reingestion\"",
-            MemoryType::Episode,
-            ReingestionTier::LowReingestion,
-            TaintLevel::Owner,
-            "conversation_raw",
-        );
-        let json = serde_json::to_string(&raw).unwrap();
-        assert_eq!(json.matches(LOW_TIER_JSON).count(), 1, "{json}");
-        assert!(json.contains(&format!("\"session_id\":{}", "\"sc\\\"ope\"")));
-        let active = MemoryItem {
-            reingestion_tier: ReingestionTier::Active,
-            ..raw
-        };
-        let json = serde_json::to_string(&active).unwrap();
-        assert!(!json.contains(LOW_TIER_JSON), "{json}");
-    }
 
     #[test]
     fn search_skips_other_scopes_and_the_raw_tier() {

@@ -18,7 +18,7 @@
 
 pub mod bundle;
 mod index;
-mod scan;
+pub mod scan;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -8,6 +8,9 @@ use silas_storage::Store;
 
 use crate::MemoryError;
 
+/// A raw-tier record's `reingestion_tier` field as serde_json writes it.
+pub const LOW_TIER_JSON: &str = "\"reingestion_tier\":\"low_reingestion\"";
+
 fn words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.len() > 2)
@@ -17,19 +20,41 @@ fn words(s: &str) -> Vec<String> {
 
 /// The scope's records (prefiltered on the stored JSON, then checked).
 pub(crate) fn all_of(store: &Store, scope: &str) -> Result<Vec<MemoryItem>, MemoryError> {
+    of_scope(store, scope, None)
+}
+
+/// The scope's records, of `tier` only when given. Decoding every record of
+/// every scope grew with the store (every turn adds a raw capture): records
+/// that are not this scope's, or of another tier, are skipped before
+/// decoding. serde_json escapes quotes inside strings, so these key/value
+/// sequences only occur as the fields themselves; the decoded fields still
+/// decide.
+fn of_scope(
+    store: &Store,
+    scope: &str,
+    tier: Option<ReingestionTier>,
+) -> Result<Vec<MemoryItem>, MemoryError> {
     let needle = format!(
         "\"session_id\":{}",
         serde_json::to_string(scope).unwrap_or_default()
     );
+    let tier_ok = |json: &str| match tier {
+        None => true,
+        Some(ReingestionTier::Active) => !json.contains(LOW_TIER_JSON),
+        Some(ReingestionTier::LowReingestion) => json.contains(LOW_TIER_JSON),
+    };
     Ok(store
         .records::<MemoryItem>()
-        .list_prefiltered(|json| json.contains(&needle))?
+        .list_prefiltered(|json| json.contains(&needle) && tier_ok(json))?
         .into_iter()
         .filter(|m| m.session_id.as_deref() == Some(scope))
+        .filter(|m| tier.is_none_or(|t| m.reingestion_tier == t))
         .collect())
 }
 
-pub(crate) fn search(
+/// Word-overlap search of one scope's records of `tier`, best first (the
+/// keyword scan, and the answer while the index is rebuilt).
+pub fn search(
     store: &Store,
     scope: &str,
     tier: ReingestionTier,
@@ -40,9 +65,8 @@ pub(crate) fn search(
     if q.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let mut scored: Vec<(usize, MemoryItem)> = all_of(store, scope)?
+    let mut scored: Vec<(usize, MemoryItem)> = of_scope(store, scope, Some(tier))?
         .into_iter()
-        .filter(|m| m.reingestion_tier == tier)
         .filter_map(|m| {
             let w = words(&m.content);
             let score = q.iter().filter(|t| w.contains(t)).count();
@@ -65,4 +89,30 @@ pub(crate) fn between(
         .filter(|m| m.created_at >= from && m.created_at < to)
         .take(limit)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search prefilter's needles match the stored form exactly.
+    #[test]
+    fn prefilter_needles_match_the_stored_json() {
+        let raw: MemoryItem = serde_json::from_value(serde_json::json!({
+            "memory_id": "raw-1", "session_id": "sc\"ope",
+            "content": "text with \"reingestion_tier\":\"low_reingestion\"",
+            "memory_type": "episode", "reingestion_tier": "low_reingestion",
+            "taint": "owner", "source_kind": "conversation_raw"
+        }))
+        .unwrap();
+        let json = serde_json::to_string(&raw).unwrap();
+        assert_eq!(json.matches(LOW_TIER_JSON).count(), 1, "{json}");
+        assert!(json.contains(&format!("\"session_id\":{}", "\"sc\\\"ope\"")));
+        let active = MemoryItem {
+            reingestion_tier: ReingestionTier::Active,
+            ..raw
+        };
+        let json = serde_json::to_string(&active).unwrap();
+        assert!(!json.contains(LOW_TIER_JSON), "{json}");
+    }
 }
