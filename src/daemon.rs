@@ -268,6 +268,12 @@ async fn run(
     )
     .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     bridge.set_breakers(breakers);
+    // Unconfigured context windows come from the servers' model listings;
+    // start-up does not wait (turns before it finishes use the total).
+    {
+        let agents = agents.clone();
+        tokio::spawn(async move { agents.discover_context_windows().await });
+    }
     let (dispatch_tx, dispatch_rx) = tokio::sync::mpsc::channel(64);
     let scheduler = SchedulerArgs {
         store: store.clone(),

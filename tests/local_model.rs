@@ -208,14 +208,6 @@ async fn reply(ws: &mut Ws, cards: &mut Vec<Value>) -> String {
     }
 }
 
-// Not yet passing (issue #16 item 6 is open): negotiation to json_object
-// works against the real server, but SmolLM2-135M under the RouteDecision
-// grammar leaves out the direct route's `response`, so every turn falls
-// back. (A two-shape `anyOf` schema was tried and not kept: OpenAI's
-// strict structured outputs refuse a root `anyOf`.) Install the server with
-// `.ci/local-model.sh`, then run it with
-// `cargo nextest run -p silas --test local_model --run-ignored all`.
-#[ignore = "issue #16 item 6: not passing yet with SmolLM2-135M (see the comment)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_local_model_answers_every_message() {
     if std::env::var("SILAS_SKIP_LOCAL_MODEL").is_ok_and(|v| v == "1") {

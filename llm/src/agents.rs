@@ -16,10 +16,11 @@ use crate::prompts::{self, RenderedContext};
 use crate::provider::{
     ChatMessage, ChatRequest, Provider, ResponseSchema, Usage, charge, cost_usd,
 };
+use crate::route::RouteDraft;
 use crate::schema::ScorerOutput;
 use crate::structured::{
     FallbackCause, REPAIR_MARKER, Structured, StructuredContext, StructuredOutput, StructuredRun,
-    parse_output, run_structured_agent, summarize,
+    parse_output, proxy_fallback, run_structured_agent, summarize,
 };
 use crate::tool_loop::{
     ApprovalResolution, LoopLimits, PausedRun, ToolExecutor, ToolLoopOutcome, resume_tool_loop,
@@ -120,6 +121,35 @@ impl Agents {
         })
     }
 
+    /// The context window the turn's prompt must fit: the smaller of the
+    /// proxy's and the planner's (both see the same context), when known.
+    pub fn context_window(&self) -> Option<u64> {
+        [&self.proxy, &self.planner]
+            .iter()
+            .filter_map(|a| a.provider.context_window())
+            .min()
+    }
+
+    /// Learns unconfigured context windows from the servers' model
+    /// listings (the daemon runs it in the background at start).
+    pub async fn discover_context_windows(&self) {
+        for a in [&self.proxy, &self.planner] {
+            a.provider.discover_context_window(&a.model).await;
+        }
+    }
+
+    /// Characters of the longest turn system prompt before any context
+    /// (§3.5 `system_actual`), counting the response schema, which a
+    /// server without `json_schema` support gets in the prompt.
+    pub fn system_prompt_chars(&self) -> usize {
+        let empty = RenderedContext::default();
+        let proxy =
+            prompts::proxy_system(&empty).len() + crate::schema::route_decision().to_string().len();
+        let planner = prompts::planner_system(&empty).len()
+            + crate::schema::agent_response().to_string().len();
+        proxy.max(planner)
+    }
+
     /// True when the agents run on the offline responder (for the UI label).
     pub fn is_offline(&self) -> bool {
         self.proxy.provider.is_offline()
@@ -133,7 +163,72 @@ impl Agents {
         used: &mut BudgetUsed,
     ) -> StructuredRun<RouteDecision> {
         let req = self.proxy.request(prompts::proxy_system(context), message);
-        self.proxy.structured(req, &self.ctx, used).await
+        let run = self
+            .proxy
+            .structured::<RouteDraft>(req, &self.ctx, used)
+            .await;
+        let (draft, repaired) = match run.outcome {
+            Structured::Valid { value, repaired } => (value, repaired),
+            Structured::Fallback { value, cause } => {
+                return StructuredRun {
+                    outcome: Structured::Fallback { value, cause },
+                    requests: run.requests,
+                    usage: run.usage,
+                    coerced: run.coerced,
+                };
+            }
+        };
+        if !draft.needs_reply() {
+            let outcome = match draft.complete() {
+                Some(value) => Structured::Valid { value, repaired },
+                // Unreachable by `needs_reply`; kept total without a panic.
+                None => Structured::Fallback {
+                    value: proxy_fallback(&self.ctx.default_profile),
+                    cause: FallbackCause::InvalidOutput("no reply".into()),
+                },
+            };
+            return StructuredRun {
+                outcome,
+                requests: run.requests,
+                usage: run.usage,
+                coerced: run.coerced,
+            };
+        }
+        // A direct route without its reply (small local models): ask the
+        // same model for the reply alone, validated like any answer.
+        tracing::info!("the proxy chose a direct answer without writing it; asking for the reply");
+        let req = self.proxy.request(prompts::reply_system(context), message);
+        let reply = self
+            .proxy
+            .structured::<AgentResponse>(req, &self.ctx, used)
+            .await;
+        let requests = run.requests + reply.requests;
+        let mut usage = run.usage;
+        usage.add(reply.usage);
+        let mut coerced = run.coerced;
+        coerced.extend(reply.coerced);
+        let outcome = match reply.outcome {
+            Structured::Valid { value, repaired: r } => match draft.with_reply(value) {
+                Ok(value) => Structured::Valid {
+                    value,
+                    repaired: repaired || r,
+                },
+                Err(why) => Structured::Fallback {
+                    value: proxy_fallback(&self.ctx.default_profile),
+                    cause: FallbackCause::InvalidOutput(why),
+                },
+            },
+            Structured::Fallback { cause, .. } => Structured::Fallback {
+                value: proxy_fallback(&self.ctx.default_profile),
+                cause,
+            },
+        };
+        StructuredRun {
+            outcome,
+            requests,
+            usage,
+            coerced,
+        }
     }
 
     /// Planner: respond/plan (§7.2). Counts one planner call.

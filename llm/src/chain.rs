@@ -269,6 +269,23 @@ impl Provider for ChainProvider {
         &self.name
     }
 
+    /// The smallest known window of the members: any of them may get the
+    /// call, and a prompt fitted to a larger one would be cut by the other.
+    fn context_window(&self) -> Option<u64> {
+        self.members
+            .iter()
+            .filter_map(|m| m.provider.context_window())
+            .min()
+    }
+
+    fn discover_context_window<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for m in &self.members {
+                m.provider.discover_context_window(&m.model).await;
+            }
+        })
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a ChatRequest,

@@ -5,6 +5,8 @@
 //!   async-openai, [`offline`] for the rule-based offline responder.
 //! * [`structured`] — `run_structured_agent`: schema-guided output, one
 //!   repair retry, then the per-call deterministic fallback.
+//! * [`route`] — a direct route that came without its reply (small local
+//!   models) is completed by a second, strictly validated call.
 //! * [`coerce`] — cosmetic fields (register, mode, profile, reason) that
 //!   are missing or outside their enum take their documented default;
 //!   security-relevant fields are never coerced.
@@ -33,6 +35,7 @@ pub mod error;
 pub mod negotiate;
 pub mod openai;
 pub mod provider;
+pub mod route;
 pub mod schema;
 pub mod structured;
 pub mod tls;

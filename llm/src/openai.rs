@@ -28,6 +28,8 @@ use async_openai::types::chat::{
     ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall,
     FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
 };
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde_json::Value;
 use silas_core::config::{EnvSource, ModelEndpoint};
 
@@ -50,6 +52,10 @@ pub struct OpenAiProvider {
     negotiator: Negotiator,
     /// Where mode downgrades are reported (the daemon's audit log).
     events: Option<EventSink>,
+    /// The model's context window (`providers.<name>.context_window`, or
+    /// learned from `GET /models`); 0 while unknown.
+    window: AtomicU64,
+    http: reqwest::Client,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -115,10 +121,12 @@ impl OpenAiProvider {
             // the plain service leaves retrying to our bounded policy, so a
             // call makes exactly the attempts `RetryPolicy` allows.
             client: Client::build(http.clone(), config)
-                .with_http_service(ReqwestService::new(http)),
+                .with_http_service(ReqwestService::new(http.clone())),
             policy,
             negotiator: Negotiator::new(endpoint.structured_output),
             events: None,
+            window: AtomicU64::new(endpoint.context_window.unwrap_or(0)),
+            http,
         })
     }
 
@@ -215,9 +223,59 @@ impl OpenAiProvider {
     }
 }
 
+impl OpenAiProvider {
+    /// `GET {base_url}/models` with the provider's own headers, within the
+    /// call timeout (bounded to 10 s: it is a listing, not inference).
+    async fn listed_window(&self, model: &str) -> Option<u64> {
+        use async_openai::config::Config as _;
+        let config = self.client.config();
+        let timeout = self.policy.timeout.min(std::time::Duration::from_secs(10));
+        let resp = self
+            .http
+            .get(config.url("/models"))
+            .headers(config.headers())
+            .timeout(timeout)
+            .send()
+            .await
+            .ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let listing: Value = resp.json().await.ok()?;
+        crate::probe::context_window_from_listing(&listing, model)
+    }
+}
+
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        Some(self.window.load(Ordering::Relaxed)).filter(|w| *w > 0)
+    }
+
+    fn discover_context_window<'a>(&'a self, model: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.context_window().is_some() {
+                return;
+            }
+            match self.listed_window(model).await {
+                Some(w) => {
+                    // A configured value set meanwhile wins (compare-exchange
+                    // from "unknown" only).
+                    let _ =
+                        self.window
+                            .compare_exchange(0, w, Ordering::Relaxed, Ordering::Relaxed);
+                    tracing::info!(provider = %self.name, window = w, "context window from the model listing");
+                }
+                None => tracing::info!(
+                    provider = %self.name,
+                    "the model listing gives no context window; set providers.{}.context_window to fit prompts to it",
+                    self.name
+                ),
+            }
+        })
     }
 
     fn complete<'a>(

@@ -93,6 +93,34 @@ pub async fn probe_models(
     }
 }
 
+/// A model's context window from an OpenAI-style model listing, when the
+/// server gives one. Servers name it differently: `context_length`
+/// (OpenRouter, LM Studio), `max_model_len` (vLLM), `context_window`,
+/// `max_context_length`, or llama.cpp's `meta.n_ctx` / `meta.n_ctx_train`.
+/// The entry whose `id` is `model` is used, or the only entry of a
+/// one-model server (llama.cpp serves one model under its file path).
+pub fn context_window_from_listing(listing: &serde_json::Value, model: &str) -> Option<u64> {
+    let data = listing.get("data")?.as_array()?;
+    let entry = data
+        .iter()
+        .find(|e| e.get("id").and_then(serde_json::Value::as_str) == Some(model))
+        .or_else(|| (data.len() == 1).then(|| &data[0]))?;
+    const KEYS: &[&[&str]] = &[
+        &["context_length"],
+        &["max_model_len"],
+        &["context_window"],
+        &["max_context_length"],
+        &["meta", "n_ctx"],
+        &["meta", "n_ctx_train"],
+    ];
+    KEYS.iter().find_map(|path| {
+        path.iter()
+            .try_fold(entry, |v, k| v.get(*k))
+            .and_then(serde_json::Value::as_u64)
+            .filter(|n| *n > 0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +153,7 @@ mod tests {
             api_key_env: key_env.map(Into::into),
             model: "m".into(),
             structured_output: Default::default(),
+            ..Default::default()
         }
     }
 
@@ -179,5 +208,52 @@ mod tests {
         )
         .await;
         assert!(matches!(out, ProbeOutcome::Unreachable { .. }), "{out:?}");
+    }
+
+    #[test]
+    fn context_windows_are_read_from_each_servers_listing() {
+        use serde_json::json;
+        let one = |entry: serde_json::Value| json!({"object": "list", "data": [entry]});
+        let table = [
+            (
+                one(json!({"id": "m", "context_length": 131072})),
+                Some(131072),
+            ),
+            (one(json!({"id": "m", "max_model_len": 32768})), Some(32768)),
+            (one(json!({"id": "m", "context_window": 8192})), Some(8192)),
+            (
+                one(json!({"id": "m", "max_context_length": 4096})),
+                Some(4096),
+            ),
+            (
+                one(json!({"id": "/x.gguf", "meta": {"n_ctx_train": 8192}})),
+                Some(8192),
+            ),
+            (
+                one(json!({"id": "m", "meta": {"n_ctx": 2048, "n_ctx_train": 8192}})),
+                Some(2048),
+            ),
+            // llama-cpp-python: no size at all.
+            (
+                one(json!({"id": "/x.gguf", "object": "model", "owned_by": "me"})),
+                None,
+            ),
+            (one(json!({"id": "m", "context_length": 0})), None),
+            (one(json!({"id": "m", "context_length": "big"})), None),
+            (json!({"data": []}), None),
+            (json!({"error": "x"}), None),
+        ];
+        for (listing, want) in table {
+            assert_eq!(
+                context_window_from_listing(&listing, "m"),
+                want,
+                "{listing}"
+            );
+        }
+        // Several models: only the named one counts.
+        let many = json!({"data": [{"id": "a", "context_length": 1000},
+                                   {"id": "m", "context_length": 200000}]});
+        assert_eq!(context_window_from_listing(&many, "m"), Some(200000));
+        assert_eq!(context_window_from_listing(&many, "zzz"), None);
     }
 }

@@ -8,6 +8,9 @@
 
 pub const CONSTITUTION: &str = include_str!("../prompts/constitution.md");
 pub const PROXY: &str = include_str!("../prompts/proxy.md");
+/// The proxy's follow-up when a direct route came without its reply
+/// ([`crate::route`]).
+pub const REPLY: &str = include_str!("../prompts/reply.md");
 pub const PLANNER: &str = include_str!("../prompts/planner.md");
 pub const EXECUTOR: &str = include_str!("../prompts/executor.md");
 pub const SCORER: &str = include_str!("../prompts/scorer.md");
@@ -105,6 +108,18 @@ pub fn proxy_system(ctx: &RenderedContext) -> String {
     )
 }
 
+/// The proxy's reply prompt: the same constitution and context, asked for
+/// the reply alone.
+pub fn reply_system(ctx: &RenderedContext) -> String {
+    render(
+        REPLY,
+        &[
+            ("constitution", &constitution()),
+            ("context", &ctx.blocks.join("\n\n")),
+        ],
+    )
+}
+
 /// The Planner's system prompt.
 pub fn planner_system(ctx: &RenderedContext) -> String {
     render(
@@ -147,6 +162,7 @@ mod tests {
         for (name, p, v) in [
             ("constitution", CONSTITUTION, 1),
             ("proxy", PROXY, 1),
+            ("reply", REPLY, 1),
             // v2: the `workspace` plan field and the registered names.
             ("planner", PLANNER, 2),
             ("executor", EXECUTOR, 1),
@@ -189,6 +205,9 @@ mod tests {
         assert!(p.contains("conversation, coding"));
         assert!(p.contains("Access level: owner"));
         assert!(!p.contains("{{"), "{p}");
+        let p = reply_system(&ctx);
+        assert!(p.contains("# Constitution") && p.contains("[owner] owner: hi"));
+        assert!(p.contains("AgentResponse") && !p.contains("{{"), "{p}");
         let p = planner_system(&ctx);
         assert!(p.contains("coding: write code") && !p.contains("{{"));
         assert!(p.contains("Registered workspaces: site (writable)"), "{p}");

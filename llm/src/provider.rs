@@ -146,6 +146,16 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+    /// The model's context window in tokens, when configured or learned
+    /// ([`Self::discover_context_window`]); prompts are fitted to it.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+    /// Learns the context window of `model` from the server's model
+    /// listing when none is configured (once; start-up does not wait).
+    fn discover_context_window<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Timeout and bounded exponential backoff for one provider.
@@ -165,6 +175,17 @@ impl RetryPolicy {
             backoff_initial: Duration::from_millis(llm.backoff_initial_ms),
             backoff_max: Duration::from_millis(llm.backoff_max_ms),
         }
+    }
+
+    /// [`Self::from_config`] with the provider's own call timeout
+    /// (`providers.<name>.timeout_seconds`), when it sets one: CPU
+    /// inference on a home server is slower than any hosted API.
+    pub fn for_endpoint(llm: &LlmConfig, endpoint: &silas_core::config::ModelEndpoint) -> Self {
+        let mut p = Self::from_config(llm);
+        if let Some(t) = endpoint.timeout_seconds {
+            p.timeout = Duration::from_secs(t);
+        }
+        p
     }
 
     /// Delay before retry number `retry` (0-based): `initial · 2^retry`,

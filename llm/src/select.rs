@@ -161,7 +161,6 @@ pub fn build_agents_with_board(
         let agents = Agents::from_config(cfg, |_| Ok((offline.clone(), "rules".to_owned())))?;
         return Ok((agents, board));
     }
-    let policy = RetryPolicy::from_config(&cfg.llm);
     let mut built: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
     let agents = Agents::from_config(cfg, |spec| {
         let mut members = Vec::new();
@@ -178,6 +177,7 @@ pub fn build_agents_with_board(
             let provider = match built.get(&endpoint.provider) {
                 Some(p) => p.clone(),
                 None => {
+                    let policy = RetryPolicy::for_endpoint(&cfg.llm, &endpoint);
                     let mut http = OpenAiProvider::from_endpoint(&endpoint, env, policy)?;
                     if let Some(sink) = &events {
                         http = http.with_events(sink.clone());

@@ -44,6 +44,7 @@ fn provider(fake: &FakeLlm, policy: RetryPolicy) -> Arc<dyn Provider> {
         api_key_env: Some("FAKE_API_KEY".into()),
         model: "fake-model".into(),
         structured_output: Default::default(),
+        ..Default::default()
     };
     let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
     Arc::new(OpenAiProvider::from_endpoint(&endpoint, &env, policy).unwrap())
@@ -85,8 +86,9 @@ fn direct_route() -> Value {
 #[tokio::test]
 async fn proxy_schema_failure_then_repair_succeeds() {
     let fake = FakeLlm::start().await.unwrap();
-    // Missing `response` on a direct route: a validator failure, not a JSON one.
-    fake.push(Reply::json(&json!({"route": "direct", "reason": "r",
+    // A reply on a planner route: a validator failure, not a JSON one.
+    fake.push(Reply::json(&json!({"route": "planner", "reason": "r",
+        "response": {"message": "I will plan"},
         "interaction_register": "status", "context_profile": "conversation"})));
     fake.push(Reply::json(&direct_route()));
     let a = agents(&fake);
@@ -122,6 +124,51 @@ async fn proxy_schema_failure_then_repair_succeeds() {
     // Usage and cost reach the budget: 2 × (10 + 5) tokens at $1/$2 per Mtok.
     assert_eq!(used.tokens, 30);
     assert!((used.cost_usd - 2.0 * (10.0 + 10.0) / 1e6).abs() < 1e-12);
+}
+
+/// Small local models often route `direct` and stop before writing the
+/// reply: the same model is asked for the reply alone (a strictly checked
+/// `AgentResponse`), and the turn keeps the model's own answer.
+#[tokio::test]
+async fn a_direct_route_without_its_reply_asks_the_model_for_the_reply() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(&json!({"route": "direct", "reason": "r",
+        "interaction_register": "status", "context_profile": "conversation"})));
+    fake.push(Reply::json(&json!({"message": "Paris."})));
+    let a = agents(&fake);
+    let mut used = BudgetUsed::default();
+    let run = a.route(&context(), "capital of France?", &mut used).await;
+    let Structured::Valid { value, repaired } = run.outcome else {
+        panic!("{:?}", run.outcome)
+    };
+    assert!(!repaired);
+    assert_eq!(value.route, Route::Direct);
+    assert_eq!(value.response.unwrap().message, "Paris.");
+    assert_eq!(run.requests, 2);
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let rf = &reqs[1].body["response_format"];
+    assert_eq!(rf["json_schema"]["name"], "AgentResponse");
+    assert_eq!(reqs[1].last_message_text(), "capital of France?");
+    let system = reqs[1].body["messages"][0]["content"].to_string();
+    assert!(system.contains("Role: Proxy (reply)"), "{system}");
+    // Both calls are charged.
+    assert_eq!(used.tokens, 30);
+
+    // A reply that never validates is the proxy's honest fallback, not a
+    // guess: two invalid replies after the route.
+    fake.push_all([
+        Reply::json(&json!({"route": "direct", "reason": "r",
+            "interaction_register": "status", "context_profile": "conversation"})),
+        Reply::json(&json!({"text": "no message field"})),
+        Reply::invalid_json(),
+    ]);
+    let run = a.route(&context(), "hi", &mut used).await;
+    let Structured::Fallback { value, .. } = run.outcome else {
+        panic!("{:?}", run.outcome)
+    };
+    assert_eq!(value.reason, "structured_output_fallback");
+    assert_eq!(run.requests, 3);
 }
 
 #[tokio::test]
@@ -543,6 +590,7 @@ async fn connection_refused_is_retried_then_api_error() {
         api_key_env: None,
         model: "m".into(),
         structured_output: Default::default(),
+        ..Default::default()
     };
     let p = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
     let e = p
@@ -564,6 +612,7 @@ fn https_provider_builds_with_the_ring_provider() {
         api_key_env: None,
         model: "m".into(),
         structured_output: Default::default(),
+        ..Default::default()
     };
     OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
     let p = rustls::crypto::CryptoProvider::get_default().unwrap();
@@ -582,6 +631,7 @@ fn missing_key_is_refused_before_any_request() {
         api_key_env: Some("OPENROUTER_API_KEY".into()),
         model: "m".into(),
         structured_output: Default::default(),
+        ..Default::default()
     };
     let e = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap_err();
     assert_eq!(

@@ -204,6 +204,8 @@ struct State {
     fallback: Option<Reply>,
     requests: Vec<RecordedRequest>,
     record: bool,
+    /// What `GET …/models` answers (404 when unset).
+    models: Option<Value>,
 }
 
 struct Shared {
@@ -304,6 +306,12 @@ impl FakeLlm {
         self
     }
 
+    /// Serves `listing` at `GET …/models` (the OpenAI model listing).
+    pub fn set_models(&self, listing: Value) -> &Self {
+        self.shared.lock().models = Some(listing);
+        self
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
@@ -331,7 +339,17 @@ impl Drop for FakeLlm {
 fn routes(
     shared: Arc<Shared>,
 ) -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Rejection> + Clone {
-    warp::post()
+    let listing = shared.clone();
+    let models = warp::get()
+        .and(warp::path::full())
+        .map(move |path: warp::path::FullPath| {
+            let models = listing.lock().models.clone();
+            match models {
+                Some(m) if path.as_str().ends_with("/models") => ok_response(m.to_string()),
+                _ => error_response(404, &format!("no route {}", path.as_str())),
+            }
+        });
+    let chat = warp::post()
         .and(warp::path::full())
         .and(warp::header::optional::<String>("authorization"))
         .and(warp::body::bytes())
@@ -344,7 +362,8 @@ fn routes(
                     )
                 }
             },
-        )
+        );
+    models.or(chat).unify()
 }
 
 async fn handle(

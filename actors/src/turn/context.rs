@@ -16,6 +16,39 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4).max(1)
 }
 
+/// What a turn's zones may hold (§3.5 headroom math): the window is the
+/// smaller of `context.total_tokens` and the model's own context window
+/// (`window`, when known) less room for the answer; the system prompt's
+/// tokens come off it (at most `system_max`); the zones get the profile's
+/// share of the rest (≤ 80%), and what remains is headroom. Items are
+/// evicted whole to fit, so a prompt is never cut mid-message by a server.
+pub fn zone_budget(
+    total_tokens: u64,
+    system_max: u64,
+    window: Option<u64>,
+    system_tokens: u64,
+    profile_share: f64,
+) -> u64 {
+    let total = match window {
+        // The answer is generated inside the same window.
+        Some(w) => total_tokens.min(w.saturating_sub(answer_room(w))),
+        None => total_tokens,
+    };
+    let allocable = total.saturating_sub(system_tokens.min(system_max));
+    let share = if profile_share.is_finite() {
+        profile_share.clamp(0.0, 0.8)
+    } else {
+        0.8
+    };
+    // Truncation toward zero is the floor of §3.5.
+    (allocable as f64 * share) as u64
+}
+
+/// Tokens kept free for the model's answer in a window of `w`.
+fn answer_room(w: u64) -> u64 {
+    (w / 8).min(4096)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn item(
     ctx_id: String,
@@ -135,6 +168,41 @@ impl ScopeContext {
             skills: Vec::new(),
             profiles: Vec::new(),
             workspaces: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zone_budget_follows_the_headroom_math() {
+        // (total, system_max, window, system, share) → budget
+        type Case = (u64, u64, Option<u64>, u64, f64, u64);
+        let table: &[Case] = &[
+            // No window: the configured total, less the system prompt.
+            (180_000, 8_000, None, 2_000, 0.8, 142_400),
+            // The system prompt counts at most system_max.
+            (180_000, 8_000, None, 50_000, 0.8, 137_600),
+            // A small local model: 8192 less 1024 for the answer.
+            (180_000, 8_000, Some(8_192), 2_000, 0.8, 4_134),
+            // A large window never raises the configured total.
+            (180_000, 8_000, Some(1_000_000), 2_000, 0.8, 142_400),
+            // The answer's room is capped at 4096.
+            (180_000, 8_000, Some(131_072), 0, 0.5, 63_488),
+            // More share than 80% is never given; NaN takes 80%.
+            (10_000, 8_000, None, 0, 0.95, 8_000),
+            (10_000, 8_000, None, 0, f64::NAN, 8_000),
+            // A system prompt larger than the window leaves nothing.
+            (180_000, 8_000, Some(4_096), 6_000, 0.8, 0),
+        ];
+        for &(total, max, window, system, share, want) in table {
+            assert_eq!(
+                zone_budget(total, max, window, system, share),
+                want,
+                "{total} {max} {window:?} {system} {share}"
+            );
         }
     }
 }

@@ -621,6 +621,19 @@ impl Turn<'_> {
     /// Step 5: context budget; evicted items become episodes (taint kept).
     fn enforce_budget(&mut self) -> Result<(), TurnError> {
         self.step("enforce_budget");
+        let cfg = &self.deps.config.context;
+        let share = cfg
+            .profiles
+            .get(&self.scope.context.profile)
+            .map_or(0.8, |p| p.chronicle_pct + p.memory_pct + p.workspace_pct);
+        let system = (self.deps.agents.system_prompt_chars() as u64).div_ceil(4);
+        self.scope.context.budget_tokens = crate::turn::context::zone_budget(
+            cfg.total_tokens,
+            cfg.system_max,
+            self.deps.agents.context_window(),
+            system,
+            share,
+        );
         for ev in self.scope.context.enforce_budget() {
             let m = new_item(
                 &format!("evicted-{}", ev.ctx_id),

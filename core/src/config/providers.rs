@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::error::ConfigError;
 
 /// One OpenAI-compatible model provider.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProviderConfig {
     /// Base URL of the OpenAI-compatible API (e.g. `https://openrouter.ai/api/v1`).
     pub base_url: String,
@@ -18,6 +18,12 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// How structured output is requested (`auto` by default).
     pub structured_output: StructuredOutputMode,
+    /// Seconds one model call may take on this provider; `None` uses
+    /// `llm.timeout_seconds`. CPU inference on a small server needs minutes.
+    pub timeout_seconds: Option<u64>,
+    /// The model's context window in tokens; `None` takes it from the
+    /// server's model listing when it gives one. Prompts are fitted to it.
+    pub context_window: Option<u64>,
 }
 
 /// `providers.<name>.structured_output`: how a provider is asked for JSON
@@ -76,6 +82,8 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
                 base_url: url.to_owned(),
                 api_key_env: key.map(str::to_owned),
                 structured_output: StructuredOutputMode::Auto,
+                timeout_seconds: None,
+                context_window: None,
             },
         )
     })
@@ -83,7 +91,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
 }
 
 /// A `provider:model` string resolved against `providers:`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ModelEndpoint {
     /// Provider name (the part before the first `:`).
     pub provider: String,
@@ -92,6 +100,10 @@ pub struct ModelEndpoint {
     /// Provider-side model id (everything after the first `:`).
     pub model: String,
     pub structured_output: StructuredOutputMode,
+    /// `providers.<name>.timeout_seconds`.
+    pub timeout_seconds: Option<u64>,
+    /// `providers.<name>.context_window`.
+    pub context_window: Option<u64>,
 }
 
 /// The on-disk shape of a provider entry. For a built-in provider a missing
@@ -107,6 +119,10 @@ struct ProviderEntry {
     api_key_env: Option<Option<String>>,
     #[serde(default)]
     structured_output: Option<StructuredOutputMode>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    context_window: Option<u64>,
 }
 
 /// Distinguishes "absent" (`None`, via `default`) from "explicitly null"
@@ -134,7 +150,7 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
         };
         let structured_output = entry
             .structured_output
-            .or_else(|| builtin.map(|b| b.structured_output))
+            .or_else(|| builtin.as_ref().map(|b| b.structured_output))
             .unwrap_or_default();
         out.insert(
             name,
@@ -142,6 +158,12 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
                 base_url,
                 api_key_env,
                 structured_output,
+                timeout_seconds: entry
+                    .timeout_seconds
+                    .or_else(|| builtin.as_ref().and_then(|b| b.timeout_seconds)),
+                context_window: entry
+                    .context_window
+                    .or_else(|| builtin.as_ref().and_then(|b| b.context_window)),
             },
         );
     }
@@ -174,6 +196,8 @@ pub(crate) fn resolve(
             api_key_env: None,
             model: model.to_owned(),
             structured_output: StructuredOutputMode::Prompt,
+            timeout_seconds: None,
+            context_window: None,
         });
     }
     let Some(p) = providers.get(provider) else {
@@ -189,6 +213,8 @@ pub(crate) fn resolve(
         api_key_env: p.api_key_env.clone(),
         model: model.to_owned(),
         structured_output: p.structured_output,
+        timeout_seconds: p.timeout_seconds,
+        context_window: p.context_window,
     })
 }
 

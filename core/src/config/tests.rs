@@ -656,6 +656,7 @@ fn every_validation_rule_names_its_key() {
                     base_url: String::new(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    ..Default::default()
                 },
             );
         }),
@@ -666,8 +667,15 @@ fn every_validation_rule_names_its_key() {
                     base_url: "ftp://x".into(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    ..Default::default()
                 },
             );
+        }),
+        ("providers.ollama.context_window", |c| {
+            c.providers.get_mut("ollama").unwrap().context_window = Some(100);
+        }),
+        ("providers.ollama.timeout_seconds", |c| {
+            c.providers.get_mut("ollama").unwrap().timeout_seconds = Some(0);
         }),
         ("providers.openai.api_key_env", |c| {
             c.providers.get_mut("openai").unwrap().api_key_env = Some("NOT-A-NAME".into());
@@ -1072,6 +1080,7 @@ fn resolve_builtin_providers() {
             api_key_env: Some("OPENROUTER_API_KEY".into()),
             model: "anthropic/claude-haiku-4-5".into(),
             structured_output: Default::default(),
+            ..Default::default()
         }
     );
     let e = cfg.resolve_model("openai:gpt-4o-mini").unwrap();
@@ -1083,6 +1092,29 @@ fn resolve_builtin_providers() {
     assert_eq!(e.base_url, "http://127.0.0.1:11434/v1");
     assert_eq!(e.api_key_env, None);
     assert_eq!(e.model, "llama3.2:3b");
+}
+
+/// Small, slow servers (issue #16 item 5): a provider's own call timeout
+/// and context window reach its endpoint; a built-in keeps its URL.
+#[test]
+fn provider_timeout_and_window_reach_the_endpoint() {
+    let yaml = "silas:\n  providers:\n    ollama: {timeout_seconds: 600, context_window: 8192}\n";
+    let cfg = Config::from_yaml_str(yaml, &MapEnv::new()).unwrap();
+    let e = cfg.resolve_model("ollama:qwen2.5:3b").unwrap();
+    assert_eq!(e.timeout_seconds, Some(600));
+    assert_eq!(e.context_window, Some(8192));
+    assert_eq!(e.base_url, "http://127.0.0.1:11434/v1");
+    let e = cfg.resolve_model("openai:gpt-4o-mini").unwrap();
+    assert_eq!((e.timeout_seconds, e.context_window), (None, None));
+    let bad = "silas:\n  providers:\n    ollama: {context_window: 512}\n";
+    let err = Config::from_yaml_str(bad, &MapEnv::new())
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("providers.ollama.context_window"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -405,6 +405,10 @@ fn spec_rules(cfg: &Config, cwd: &Path, c: &mut Checker) {
     //     `skills.validation.fail_on_process_heavy_description` is true.
 }
 
+/// The smallest context window a provider may declare: below it the
+/// system prompt and a turn do not fit at all.
+pub const MIN_CONTEXT_WINDOW: u64 = 2048;
+
 /// Rules beyond §11 that keep obviously broken configurations from starting.
 fn additional_rules(cfg: &Config, c: &mut Checker) {
     if cfg.owner_id.trim().is_empty() {
@@ -434,6 +438,17 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
             c.fail(
                 format!("providers.{name}.base_url"),
                 format!("must be an http:// or https:// URL, got {:?}", p.base_url),
+            );
+        }
+        if let Some(t) = p.timeout_seconds {
+            c.positive(&format!("providers.{name}.timeout_seconds"), t);
+        }
+        if let Some(w) = p.context_window
+            && w < MIN_CONTEXT_WINDOW
+        {
+            c.fail(
+                format!("providers.{name}.context_window"),
+                format!("must be at least {MIN_CONTEXT_WINDOW} tokens, got {w}"),
             );
         }
         if let Some(var) = &p.api_key_env
