@@ -17,6 +17,8 @@
 //! * [`negotiate`] — structured-output modes per provider (`json_schema`
 //!   → `json_object` → `prompt`), stepped down when a server rejects
 //!   `response_format`, and the JSON extraction for text answers.
+//! * [`ratelimit`] — a 429's `retry-after`: waited when short and within
+//!   the call's time, else the call gives up at once (a chain moves on).
 //! * [`select`] — which provider `silas start` uses, and whether it fell
 //!   back to offline.
 //!
@@ -33,6 +35,7 @@ pub mod error;
 pub mod negotiate;
 pub mod openai;
 pub mod provider;
+pub mod ratelimit;
 pub mod schema;
 pub mod structured;
 pub mod tls;

@@ -19,7 +19,6 @@
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
-use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -28,6 +27,8 @@ use async_openai::types::chat::{
     ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall,
     FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
 };
+use std::time::{Duration, Instant};
+
 use serde_json::Value;
 use silas_core::config::{EnvSource, ModelEndpoint};
 
@@ -40,6 +41,7 @@ use crate::provider::{
     BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage,
     is_retryable,
 };
+use crate::ratelimit::{RateLimitResponse, RateLimitService, wait_for};
 
 /// An OpenAI-compatible HTTP provider.
 pub struct OpenAiProvider {
@@ -112,10 +114,11 @@ impl OpenAiProvider {
         Ok(OpenAiProvider {
             name: endpoint.provider.clone(),
             // async-openai's default executor retries 429/5xx on its own;
-            // the plain service leaves retrying to our bounded policy, so a
-            // call makes exactly the attempts `RetryPolicy` allows.
+            // our plain service leaves retrying to our bounded policy, so a
+            // call makes exactly the attempts `RetryPolicy` allows, and it
+            // keeps a 429's `retry-after` header.
             client: Client::build(http.clone(), config)
-                .with_http_service(ReqwestService::new(http)),
+                .with_http_service(RateLimitService::new(http)),
             policy,
             negotiator: Negotiator::new(endpoint.structured_output),
             events: None,
@@ -133,15 +136,20 @@ impl OpenAiProvider {
         self.negotiator.mode()
     }
 
-    async fn attempt(&self, request: &Value) -> Result<ChatResponse, LlmError> {
+    /// One request. A failure comes with the server's `retry-after`, if it
+    /// sent one (only 429s carry it here).
+    async fn attempt(&self, request: &Value) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
         let chat = self.client.chat();
         let call = chat.create_byot::<&Value, CreateChatCompletionResponse>(request);
         match tokio::time::timeout(self.policy.timeout, call).await {
-            Err(_) => Err(LlmError::Timeout {
-                seconds: self.policy.timeout.as_secs(),
-            }),
+            Err(_) => Err((
+                LlmError::Timeout {
+                    seconds: self.policy.timeout.as_secs(),
+                },
+                None,
+            )),
             Ok(Err(e)) => Err(map_error(e)),
-            Ok(Ok(resp)) => from_response(resp),
+            Ok(Ok(resp)) => from_response(resp).map_err(|e| (e, None)),
         }
     }
 
@@ -149,12 +157,18 @@ impl OpenAiProvider {
         let mut mode = self.negotiator.mode();
         let mut wire = to_wire(request, mode);
         let mut retry = 0u32;
+        // The call's deadline: a `retry-after` wait must leave room for
+        // the request after it.
+        let deadline = Instant::now() + self.policy.timeout;
         loop {
-            match self.attempt(&wire).await {
+            let (err, retry_after) = match self.attempt(&wire).await {
                 Ok(r) => return Ok(r),
-                // Checked before the retry arm: a rejected response_format
-                // is never resent unchanged, even on a retryable 5xx.
-                Err(e) if request.response_schema.is_some() && rejects_response_format(&e) => {
+                Err(failure) => failure,
+            };
+            match err {
+                // Checked first: a rejected response_format is never
+                // resent unchanged, even on a retryable 5xx.
+                e if request.response_schema.is_some() && rejects_response_format(&e) => {
                     mode = match self.negotiator.step_down(mode) {
                         StepDown::Changed(next) => {
                             self.report_downgrade(mode, next, &e);
@@ -165,7 +179,33 @@ impl OpenAiProvider {
                     };
                     wire = to_wire(request, mode);
                 }
-                Err(e) if is_retryable(&e) && retry < self.policy.max_retries => {
+                // The server said how long to wait: wait that long when it
+                // is short and fits the call's time, else give up now so a
+                // chain moves on at once (no backoff on top of its delay).
+                LlmError::Api {
+                    status: Some(429),
+                    message,
+                } if retry_after.is_some() => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let wait = retry_after
+                        .and_then(|d| wait_for(d, remaining))
+                        .filter(|_| retry < self.policy.max_retries);
+                    let Some(delay) = wait else {
+                        return Err(LlmError::RateLimited {
+                            attempts: retry + 1,
+                            message,
+                        });
+                    };
+                    tracing::warn!(
+                        provider = %self.name,
+                        retry = retry + 1,
+                        delay_ms = delay.as_millis() as u64,
+                        "rate limited; waiting the server's retry-after"
+                    );
+                    tokio::time::sleep(delay).await;
+                    retry += 1;
+                }
+                e if is_retryable(&e) && retry < self.policy.max_retries => {
                     let delay = self.policy.backoff(retry);
                     tracing::warn!(
                         provider = %self.name,
@@ -177,16 +217,16 @@ impl OpenAiProvider {
                     tokio::time::sleep(delay).await;
                     retry += 1;
                 }
-                Err(LlmError::Api {
+                LlmError::Api {
                     status: Some(429),
                     message,
-                }) => {
+                } => {
                     return Err(LlmError::RateLimited {
                         attempts: retry + 1,
                         message,
                     });
                 }
-                Err(e) => return Err(e),
+                e => return Err(e),
             }
         }
     }
@@ -228,8 +268,28 @@ impl Provider for OpenAiProvider {
     }
 }
 
-fn map_error(e: OpenAIError) -> LlmError {
-    match e {
+/// async-openai's error → ours, with a 429's `retry-after`.
+fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
+    let e = match e {
+        OpenAIError::Boxed(boxed) => match boxed.downcast::<RateLimitResponse>() {
+            Ok(r) => {
+                let RateLimitResponse {
+                    message,
+                    retry_after,
+                } = *r;
+                return (
+                    LlmError::Api {
+                        status: Some(429),
+                        message,
+                    },
+                    retry_after,
+                );
+            }
+            Err(other) => OpenAIError::Boxed(other),
+        },
+        other => other,
+    };
+    let mapped = match e {
         OpenAIError::ApiError(resp) => LlmError::Api {
             status: Some(resp.status_code.as_u16()),
             message: resp.api_error.message,
@@ -255,7 +315,8 @@ fn map_error(e: OpenAIError) -> LlmError {
             status: None,
             message: other.to_string(),
         },
-    }
+    };
+    (mapped, None)
 }
 
 /// Our request → the JSON body sent, in structured-output `mode`. Built as

@@ -125,6 +125,7 @@ mod tests {
             api_key_env: key_env.map(Into::into),
             model: "m".into(),
             structured_output: Default::default(),
+            tool_calling: Default::default(),
         }
     }
 

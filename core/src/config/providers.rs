@@ -18,6 +18,34 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// How structured output is requested (`auto` by default).
     pub structured_output: StructuredOutputMode,
+    /// How tools are offered (`auto` by default).
+    pub tool_calling: ToolCallingMode,
+}
+
+/// `providers.<name>.tool_calling`: how tools are offered to a provider.
+/// Many local servers reject `tools` or answer with the call as text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallingMode {
+    /// Start native; step down to `prompt` for the rest of the process when
+    /// the server rejects `tools`/`tool_choice`.
+    #[default]
+    Auto,
+    /// OpenAI `tools` on the wire (a call written as text is still read).
+    Native,
+    /// No `tools` on the wire: the definitions and a JSON calling format in
+    /// the system prompt, the call parsed from the answer's text.
+    Prompt,
+}
+
+impl ToolCallingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallingMode::Auto => "auto",
+            ToolCallingMode::Native => "native",
+            ToolCallingMode::Prompt => "prompt",
+        }
+    }
 }
 
 /// `providers.<name>.structured_output`: how a provider is asked for JSON
@@ -76,6 +104,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
                 base_url: url.to_owned(),
                 api_key_env: key.map(str::to_owned),
                 structured_output: StructuredOutputMode::Auto,
+                tool_calling: ToolCallingMode::Auto,
             },
         )
     })
@@ -92,6 +121,7 @@ pub struct ModelEndpoint {
     /// Provider-side model id (everything after the first `:`).
     pub model: String,
     pub structured_output: StructuredOutputMode,
+    pub tool_calling: ToolCallingMode,
 }
 
 /// The on-disk shape of a provider entry. For a built-in provider a missing
@@ -107,6 +137,8 @@ struct ProviderEntry {
     api_key_env: Option<Option<String>>,
     #[serde(default)]
     structured_output: Option<StructuredOutputMode>,
+    #[serde(default)]
+    tool_calling: Option<ToolCallingMode>,
 }
 
 /// Distinguishes "absent" (`None`, via `default`) from "explicitly null"
@@ -134,7 +166,11 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
         };
         let structured_output = entry
             .structured_output
-            .or_else(|| builtin.map(|b| b.structured_output))
+            .or_else(|| builtin.as_ref().map(|b| b.structured_output))
+            .unwrap_or_default();
+        let tool_calling = entry
+            .tool_calling
+            .or_else(|| builtin.map(|b| b.tool_calling))
             .unwrap_or_default();
         out.insert(
             name,
@@ -142,6 +178,7 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
                 base_url,
                 api_key_env,
                 structured_output,
+                tool_calling,
             },
         );
     }
@@ -174,6 +211,7 @@ pub(crate) fn resolve(
             api_key_env: None,
             model: model.to_owned(),
             structured_output: StructuredOutputMode::Prompt,
+            tool_calling: ToolCallingMode::Prompt,
         });
     }
     let Some(p) = providers.get(provider) else {
@@ -189,6 +227,7 @@ pub(crate) fn resolve(
         api_key_env: p.api_key_env.clone(),
         model: model.to_owned(),
         structured_output: p.structured_output,
+        tool_calling: p.tool_calling,
     })
 }
 
@@ -237,6 +276,36 @@ mod tests {
             assert_eq!(e.structured_output, want);
             assert_eq!(want.as_str(), text);
         }
+    }
+
+    #[test]
+    fn tool_calling_defaults_to_auto_and_parses_each_mode() {
+        let cfg = load("silas: {}\n").unwrap();
+        for p in cfg.providers.values() {
+            assert_eq!(p.tool_calling, ToolCallingMode::Auto);
+        }
+        for (text, want) in [
+            ("auto", ToolCallingMode::Auto),
+            ("native", ToolCallingMode::Native),
+            ("prompt", ToolCallingMode::Prompt),
+        ] {
+            let yaml = format!(
+                "silas:\n  providers:\n    local: {{ base_url: \"http://127.0.0.1:8080/v1\", tool_calling: {text} }}\n    ollama: {{ tool_calling: {text} }}\n  models:\n    proxy: \"local:m\"\n"
+            );
+            let cfg = load(&yaml).unwrap();
+            assert_eq!(cfg.providers["local"].tool_calling, want, "{text}");
+            assert_eq!(cfg.providers["ollama"].tool_calling, want);
+            assert_eq!(
+                cfg.providers["ollama"].base_url,
+                "http://127.0.0.1:11434/v1"
+            );
+            let e = cfg.resolve_model(&cfg.models.proxy).unwrap();
+            assert_eq!(e.tool_calling, want);
+            assert_eq!(want.as_str(), text);
+        }
+        let e = load("silas:\n  providers:\n    ollama: { tool_calling: xml }\n").unwrap_err();
+        assert_eq!(e.key(), Some("providers.ollama.tool_calling"), "{e}");
+        assert!(e.code().as_str().starts_with("E_CFG_"), "{e}");
     }
 
     #[test]

@@ -656,6 +656,7 @@ fn every_validation_rule_names_its_key() {
                     base_url: String::new(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    tool_calling: Default::default(),
                 },
             );
         }),
@@ -666,6 +667,7 @@ fn every_validation_rule_names_its_key() {
                     base_url: "ftp://x".into(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    tool_calling: Default::default(),
                 },
             );
         }),
@@ -1072,6 +1074,7 @@ fn resolve_builtin_providers() {
             api_key_env: Some("OPENROUTER_API_KEY".into()),
             model: "anthropic/claude-haiku-4-5".into(),
             structured_output: Default::default(),
+            tool_calling: Default::default(),
         }
     );
     let e = cfg.resolve_model("openai:gpt-4o-mini").unwrap();
