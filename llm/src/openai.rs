@@ -42,6 +42,10 @@ use crate::provider::{
     is_retryable,
 };
 use crate::ratelimit::{RateLimitResponse, RateLimitService, wait_for};
+use crate::toolprompt::{
+    ToolModeDowngrade, ToolNegotiator, ToolWire, put_tools_in_prompt, read_text_calls,
+    rejects_tools, render_history,
+};
 
 /// An OpenAI-compatible HTTP provider.
 pub struct OpenAiProvider {
@@ -50,6 +54,8 @@ pub struct OpenAiProvider {
     policy: RetryPolicy,
     /// The structured-output mode, negotiated for the process.
     negotiator: Negotiator,
+    /// How tools are offered (native or in the prompt), for the process.
+    tool_negotiator: ToolNegotiator,
     /// Where mode downgrades are reported (the daemon's audit log).
     events: Option<EventSink>,
 }
@@ -121,6 +127,7 @@ impl OpenAiProvider {
                 .with_http_service(RateLimitService::new(http)),
             policy,
             negotiator: Negotiator::new(endpoint.structured_output),
+            tool_negotiator: ToolNegotiator::new(endpoint.tool_calling),
             events: None,
         })
     }
@@ -134,6 +141,11 @@ impl OpenAiProvider {
     /// The structured-output mode the next request uses.
     pub fn structured_mode(&self) -> WireMode {
         self.negotiator.mode()
+    }
+
+    /// How the next request offers tools.
+    pub fn tool_mode(&self) -> ToolWire {
+        self.tool_negotiator.mode()
     }
 
     /// One request. A failure comes with the server's `retry-after`, if it
@@ -155,14 +167,17 @@ impl OpenAiProvider {
 
     async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut mode = self.negotiator.mode();
-        let mut wire = to_wire(request, mode);
+        let mut tools = self.tool_negotiator.mode();
+        let mut wire = to_wire(request, mode, tools);
         let mut retry = 0u32;
         // The call's deadline: a `retry-after` wait must leave room for
         // the request after it.
         let deadline = Instant::now() + self.policy.timeout;
         loop {
             let (err, retry_after) = match self.attempt(&wire).await {
-                Ok(r) => return Ok(r),
+                Ok(r) => {
+                    return Ok(read_text_calls(r, &request.messages, &request.tools, tools));
+                }
                 Err(failure) => failure,
             };
             match err {
@@ -177,7 +192,21 @@ impl OpenAiProvider {
                         StepDown::AlreadyLower(now) => now,
                         StepDown::Exhausted => return Err(e),
                     };
-                    wire = to_wire(request, mode);
+                    wire = to_wire(request, mode, tools);
+                }
+                // Likewise a rejected `tools`: an `auto` provider offers
+                // them in the prompt from now on; a fixed one gives up.
+                e if !request.tools.is_empty()
+                    && tools == ToolWire::Native
+                    && rejects_tools(&e) =>
+                {
+                    match self.tool_negotiator.step_down() {
+                        Some(true) => self.report_tool_downgrade(&e),
+                        Some(false) => {}
+                        None => return Err(e),
+                    }
+                    tools = ToolWire::Prompt;
+                    wire = to_wire(request, mode, tools);
                 }
                 // The server said how long to wait: wait that long when it
                 // is short and fits the call's time, else give up now so a
@@ -233,6 +262,25 @@ impl OpenAiProvider {
 }
 
 impl OpenAiProvider {
+    fn report_tool_downgrade(&self, error: &LlmError) {
+        let status = match error {
+            LlmError::Api { status, .. } => *status,
+            _ => None,
+        };
+        tracing::warn!(
+            provider = %self.name,
+            "the model server rejected tools; tools are offered in the prompt from now on"
+        );
+        if let Some(sink) = &self.events {
+            sink(LlmEvent::ToolModeDowngraded(ToolModeDowngrade {
+                provider: self.name.clone(),
+                from: ToolWire::Native,
+                to: ToolWire::Prompt,
+                status,
+            }));
+        }
+    }
+
     fn report_downgrade(&self, from: WireMode, to: WireMode, error: &LlmError) {
         let status = match error {
             LlmError::Api { status, .. } => *status,
@@ -300,9 +348,13 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
             message: e.without_url().to_string(),
         },
         // An error body that is not OpenAI-shaped (FastAPI's `detail`,
-        // Ollama's bare string) still says why a response_format was
-        // refused; keep that case an API error so negotiation sees it.
-        OpenAIError::JSONDeserialize(_, body) if body.contains("response_format") => {
+        // Ollama's bare string) still says why a response_format or tools
+        // were refused; keep that case an API error so negotiation sees it.
+        OpenAIError::JSONDeserialize(_, body)
+            if ["response_format", "tools", "tool_choice"]
+                .iter()
+                .any(|f| body.contains(f)) =>
+        {
             LlmError::Api {
                 status: None,
                 message: body.chars().take(2000).collect(),
@@ -319,11 +371,33 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
     (mapped, None)
 }
 
-/// Our request → the JSON body sent, in structured-output `mode`. Built as
-/// async-openai's typed request, then serialised: `json_object` mode adds a
-/// `schema` next to the type (llama-cpp-python turns it into a grammar;
-/// servers that do not know it ignore it or reject it, which steps down).
-pub fn to_wire(req: &ChatRequest, mode: WireMode) -> Value {
+/// Our request → the JSON body sent, in structured-output `mode` with tools
+/// offered as `tools` says. Built as async-openai's typed request, then
+/// serialised: `json_object` mode adds a `schema` next to the type
+/// (llama-cpp-python turns it into a grammar; servers that do not know it
+/// ignore it or reject it, which steps down).
+///
+/// Prompted tools: no `tools` on the wire, the definitions in the system
+/// prompt, the history as text; and while tools are offered the schema goes
+/// into the prompt too (structured `prompt` mode for this request), since a
+/// grammar-constrained answer could not be a tool call.
+pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
+    if tools == ToolWire::Prompt {
+        let mut prompted = req.clone();
+        prompted.messages = render_history(&req.messages);
+        let mode = if req.tools.is_empty() {
+            mode
+        } else {
+            put_tools_in_prompt(&mut prompted.messages, &req.tools);
+            WireMode::Prompt
+        };
+        prompted.tools.clear();
+        return typed_body(&prompted, mode);
+    }
+    typed_body(req, mode)
+}
+
+fn typed_body(req: &ChatRequest, mode: WireMode) -> Value {
     let typed = to_typed(req, mode);
     let mut body = serde_json::to_value(&typed).unwrap_or(Value::Null);
     if let (WireMode::JsonObject, Some(schema), Some(obj)) =
@@ -476,6 +550,10 @@ mod tests {
         r
     }
 
+    fn to_wire_n(r: &ChatRequest, mode: WireMode) -> Value {
+        to_wire(r, mode, ToolWire::Native)
+    }
+
     fn system_text(body: &Value) -> String {
         body["messages"][0]["content"]
             .as_str()
@@ -488,7 +566,7 @@ mod tests {
         let r = request();
         let schema = json!({"type": "object", "required": ["route"]});
 
-        let body = to_wire(&r, WireMode::JsonSchema);
+        let body = to_wire_n(&r, WireMode::JsonSchema);
         assert_eq!(body["response_format"]["type"], "json_schema");
         assert_eq!(
             body["response_format"]["json_schema"]["name"],
@@ -501,7 +579,7 @@ mod tests {
             "schema not in the prompt"
         );
 
-        let body = to_wire(&r, WireMode::JsonObject);
+        let body = to_wire_n(&r, WireMode::JsonObject);
         assert_eq!(
             body["response_format"],
             json!({"type": "json_object", "schema": schema})
@@ -516,18 +594,18 @@ mod tests {
             "{sys}"
         );
 
-        let body = to_wire(&r, WireMode::Prompt);
+        let body = to_wire_n(&r, WireMode::Prompt);
         assert!(body.get("response_format").is_none(), "{body}");
         assert!(system_text(&body).contains("# Output format"));
 
         // Without a schema (tool rounds, plain calls) no mode adds anything.
         let plain = ChatRequest::new("m", "sys", "u");
         for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
-            let body = to_wire(&plain, mode);
+            let body = to_wire_n(&plain, mode);
             assert!(body.get("response_format").is_none(), "{mode:?}");
             assert_eq!(system_text(&body), "sys");
         }
-        assert_eq!(body_model(&to_wire(&r, WireMode::Prompt)), "m");
+        assert_eq!(body_model(&to_wire_n(&r, WireMode::Prompt)), "m");
     }
 
     fn body_model(body: &Value) -> &str {
