@@ -4,7 +4,13 @@
 //! Each attempt runs under the configured timeout (`E_LLM_TIMEOUT`, not
 //! retried); 429, 5xx and connection errors are retried with bounded
 //! exponential backoff ([`RetryPolicy`]), then reported as
-//! `E_LLM_RATE_LIMITED` / `E_LLM_API`.
+//! `E_LLM_RATE_LIMITED` / `E_LLM_API`. A 429 with `retry-after` waits the
+//! server's delay instead, or gives up at once when it is too long
+//! ([`crate::ratelimit`]).
+//!
+//! Tools follow the provider's [`ToolNegotiator`] (see
+//! [`crate::toolprompt`]): rejected `tools` make an `auto` provider offer
+//! them in the prompt from then on; a call written as text is read back.
 //!
 //! Structured output follows the provider's [`Negotiator`] (see
 //! [`crate::negotiate`]): a `response_format` the server rejects makes an

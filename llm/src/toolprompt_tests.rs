@@ -177,12 +177,15 @@ fn consecutive_results_become_one_message_and_plain_turns_are_unchanged() {
     assert_eq!(render_history(&messages[..2]), messages[..2].to_vec());
 }
 
+/// (name, arguments) of each parsed call.
+type Calls = Option<Vec<(String, String)>>;
+
 #[test]
 fn parser_table() {
     let py = |args: &str| Some(vec![("python_exec".to_owned(), args.to_owned())]);
     let bare = r#"{"name": "python_exec", "arguments": {"code": "print(1)"}}"#;
     let args = r#"{"code":"print(1)"}"#;
-    let table: Vec<(String, ToolWire, Option<Vec<(String, String)>>)> = vec![
+    let table: Vec<(String, ToolWire, Calls)> = vec![
         (bare.into(), ToolWire::Prompt, py(args)),
         (bare.into(), ToolWire::Native, py(args)),
         (format!("```json\n{bare}\n```"), ToolWire::Prompt, py(args)),
