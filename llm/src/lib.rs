@@ -19,6 +19,10 @@
 //! * [`negotiate`] — structured-output modes per provider (`json_schema`
 //!   → `json_object` → `prompt`), stepped down when a server rejects
 //!   `response_format`, and the JSON extraction for text answers.
+//! * [`toolprompt`] — tools offered in the prompt when a server rejects
+//!   `tools` (`native` → `prompt`), and calls written as text read back.
+//! * [`ratelimit`] — a 429's `retry-after`: waited when short and within
+//!   the call's time, else the call gives up at once (a chain moves on).
 //! * [`select`] — which provider `silas start` uses, and whether it fell
 //!   back to offline.
 //!
@@ -35,10 +39,12 @@ pub mod error;
 pub mod negotiate;
 pub mod openai;
 pub mod provider;
+pub mod ratelimit;
 pub mod route;
 pub mod schema;
 pub mod structured;
 pub mod tls;
+pub mod toolprompt;
 
 pub use error::LlmError;
 pub use provider::{

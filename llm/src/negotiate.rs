@@ -160,6 +160,9 @@ pub enum LlmEvent {
     /// `llm_structured_mode_downgraded`: a provider now uses a less
     /// demanding structured-output mode (once per downgrade per process).
     StructuredModeDowngraded(ModeDowngrade),
+    /// `llm_tool_mode_downgraded`: a provider rejected `tools` and now
+    /// offers them in the prompt (once per process).
+    ToolModeDowngraded(crate::toolprompt::ToolModeDowngrade),
     /// `llm_breaker_changed`: a provider's circuit breaker changed state.
     BreakerChanged {
         provider: String,
@@ -183,6 +186,7 @@ impl LlmEvent {
     pub fn name(&self) -> &'static str {
         match self {
             LlmEvent::StructuredModeDowngraded(_) => "llm_structured_mode_downgraded",
+            LlmEvent::ToolModeDowngraded(_) => "llm_tool_mode_downgraded",
             LlmEvent::BreakerChanged { .. } => "llm_breaker_changed",
         }
     }

@@ -4,7 +4,13 @@
 //! Each attempt runs under the configured timeout (`E_LLM_TIMEOUT`, not
 //! retried); 429, 5xx and connection errors are retried with bounded
 //! exponential backoff ([`RetryPolicy`]), then reported as
-//! `E_LLM_RATE_LIMITED` / `E_LLM_API`.
+//! `E_LLM_RATE_LIMITED` / `E_LLM_API`. A 429 with `retry-after` waits the
+//! server's delay instead, or gives up at once when it is too long
+//! ([`crate::ratelimit`]).
+//!
+//! Tools follow the provider's [`ToolNegotiator`] (see
+//! [`crate::toolprompt`]): rejected `tools` make an `auto` provider offer
+//! them in the prompt from then on; a call written as text is read back.
 //!
 //! Structured output follows the provider's [`Negotiator`] (see
 //! [`crate::negotiate`]): a `response_format` the server rejects makes an
@@ -19,7 +25,6 @@
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
-use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -29,6 +34,7 @@ use async_openai::types::chat::{
     FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use silas_core::config::{EnvSource, ModelEndpoint};
@@ -42,6 +48,11 @@ use crate::provider::{
     BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage,
     is_retryable,
 };
+use crate::ratelimit::{RateLimitResponse, RateLimitService, wait_for};
+use crate::toolprompt::{
+    ToolModeDowngrade, ToolNegotiator, ToolWire, put_tools_in_prompt, read_text_calls,
+    rejects_tools, render_history,
+};
 
 /// An OpenAI-compatible HTTP provider.
 pub struct OpenAiProvider {
@@ -50,6 +61,8 @@ pub struct OpenAiProvider {
     policy: RetryPolicy,
     /// The structured-output mode, negotiated for the process.
     negotiator: Negotiator,
+    /// How tools are offered (native or in the prompt), for the process.
+    tool_negotiator: ToolNegotiator,
     /// Where mode downgrades are reported (the daemon's audit log).
     events: Option<EventSink>,
     /// The model's context window (`providers.<name>.context_window`, or
@@ -118,12 +131,14 @@ impl OpenAiProvider {
         Ok(OpenAiProvider {
             name: endpoint.provider.clone(),
             // async-openai's default executor retries 429/5xx on its own;
-            // the plain service leaves retrying to our bounded policy, so a
-            // call makes exactly the attempts `RetryPolicy` allows.
+            // our plain service leaves retrying to our bounded policy, so a
+            // call makes exactly the attempts `RetryPolicy` allows, and it
+            // keeps a 429's `retry-after` header.
             client: Client::build(http.clone(), config)
-                .with_http_service(ReqwestService::new(http.clone())),
+                .with_http_service(RateLimitService::new(http.clone())),
             policy,
             negotiator: Negotiator::new(endpoint.structured_output),
+            tool_negotiator: ToolNegotiator::new(endpoint.tool_calling),
             events: None,
             window: AtomicU64::new(endpoint.context_window.unwrap_or(0)),
             http,
@@ -141,28 +156,47 @@ impl OpenAiProvider {
         self.negotiator.mode()
     }
 
-    async fn attempt(&self, request: &Value) -> Result<ChatResponse, LlmError> {
+    /// How the next request offers tools.
+    pub fn tool_mode(&self) -> ToolWire {
+        self.tool_negotiator.mode()
+    }
+
+    /// One request. A failure comes with the server's `retry-after`, if it
+    /// sent one (only 429s carry it here).
+    async fn attempt(&self, request: &Value) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
         let chat = self.client.chat();
         let call = chat.create_byot::<&Value, CreateChatCompletionResponse>(request);
         match tokio::time::timeout(self.policy.timeout, call).await {
-            Err(_) => Err(LlmError::Timeout {
-                seconds: self.policy.timeout.as_secs(),
-            }),
+            Err(_) => Err((
+                LlmError::Timeout {
+                    seconds: self.policy.timeout.as_secs(),
+                },
+                None,
+            )),
             Ok(Err(e)) => Err(map_error(e)),
-            Ok(Ok(resp)) => from_response(resp),
+            Ok(Ok(resp)) => from_response(resp).map_err(|e| (e, None)),
         }
     }
 
     async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut mode = self.negotiator.mode();
-        let mut wire = to_wire(request, mode);
+        let mut tools = self.tool_negotiator.mode();
+        let mut wire = to_wire(request, mode, tools);
         let mut retry = 0u32;
+        // The call's deadline: a `retry-after` wait must leave room for
+        // the request after it.
+        let deadline = Instant::now() + self.policy.timeout;
         loop {
-            match self.attempt(&wire).await {
-                Ok(r) => return Ok(r),
-                // Checked before the retry arm: a rejected response_format
-                // is never resent unchanged, even on a retryable 5xx.
-                Err(e) if request.response_schema.is_some() && rejects_response_format(&e) => {
+            let (err, retry_after) = match self.attempt(&wire).await {
+                Ok(r) => {
+                    return Ok(read_text_calls(r, &request.messages, &request.tools, tools));
+                }
+                Err(failure) => failure,
+            };
+            match err {
+                // Checked first: a rejected response_format is never
+                // resent unchanged, even on a retryable 5xx.
+                e if request.response_schema.is_some() && rejects_response_format(&e) => {
                     mode = match self.negotiator.step_down(mode) {
                         StepDown::Changed(next) => {
                             self.report_downgrade(mode, next, &e);
@@ -171,9 +205,49 @@ impl OpenAiProvider {
                         StepDown::AlreadyLower(now) => now,
                         StepDown::Exhausted => return Err(e),
                     };
-                    wire = to_wire(request, mode);
+                    wire = to_wire(request, mode, tools);
                 }
-                Err(e) if is_retryable(&e) && retry < self.policy.max_retries => {
+                // Likewise a rejected `tools`: an `auto` provider offers
+                // them in the prompt from now on; a fixed one gives up.
+                e if !request.tools.is_empty()
+                    && tools == ToolWire::Native
+                    && rejects_tools(&e) =>
+                {
+                    match self.tool_negotiator.step_down() {
+                        Some(true) => self.report_tool_downgrade(&e),
+                        Some(false) => {}
+                        None => return Err(e),
+                    }
+                    tools = ToolWire::Prompt;
+                    wire = to_wire(request, mode, tools);
+                }
+                // The server said how long to wait: wait that long when it
+                // is short and fits the call's time, else give up now so a
+                // chain moves on at once (no backoff on top of its delay).
+                LlmError::Api {
+                    status: Some(429),
+                    message,
+                } if retry_after.is_some() => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let wait = retry_after
+                        .and_then(|d| wait_for(d, remaining))
+                        .filter(|_| retry < self.policy.max_retries);
+                    let Some(delay) = wait else {
+                        return Err(LlmError::RateLimited {
+                            attempts: retry + 1,
+                            message,
+                        });
+                    };
+                    tracing::warn!(
+                        provider = %self.name,
+                        retry = retry + 1,
+                        delay_ms = delay.as_millis() as u64,
+                        "rate limited; waiting the server's retry-after"
+                    );
+                    tokio::time::sleep(delay).await;
+                    retry += 1;
+                }
+                e if is_retryable(&e) && retry < self.policy.max_retries => {
                     let delay = self.policy.backoff(retry);
                     tracing::warn!(
                         provider = %self.name,
@@ -185,22 +259,41 @@ impl OpenAiProvider {
                     tokio::time::sleep(delay).await;
                     retry += 1;
                 }
-                Err(LlmError::Api {
+                LlmError::Api {
                     status: Some(429),
                     message,
-                }) => {
+                } => {
                     return Err(LlmError::RateLimited {
                         attempts: retry + 1,
                         message,
                     });
                 }
-                Err(e) => return Err(e),
+                e => return Err(e),
             }
         }
     }
 }
 
 impl OpenAiProvider {
+    fn report_tool_downgrade(&self, error: &LlmError) {
+        let status = match error {
+            LlmError::Api { status, .. } => *status,
+            _ => None,
+        };
+        tracing::warn!(
+            provider = %self.name,
+            "the model server rejected tools; tools are offered in the prompt from now on"
+        );
+        if let Some(sink) = &self.events {
+            sink(LlmEvent::ToolModeDowngraded(ToolModeDowngrade {
+                provider: self.name.clone(),
+                from: ToolWire::Native,
+                to: ToolWire::Prompt,
+                status,
+            }));
+        }
+    }
+
     fn report_downgrade(&self, from: WireMode, to: WireMode, error: &LlmError) {
         let status = match error {
             LlmError::Api { status, .. } => *status,
@@ -286,8 +379,28 @@ impl Provider for OpenAiProvider {
     }
 }
 
-fn map_error(e: OpenAIError) -> LlmError {
-    match e {
+/// async-openai's error → ours, with a 429's `retry-after`.
+fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
+    let e = match e {
+        OpenAIError::Boxed(boxed) => match boxed.downcast::<RateLimitResponse>() {
+            Ok(r) => {
+                let RateLimitResponse {
+                    message,
+                    retry_after,
+                } = *r;
+                return (
+                    LlmError::Api {
+                        status: Some(429),
+                        message,
+                    },
+                    retry_after,
+                );
+            }
+            Err(other) => OpenAIError::Boxed(other),
+        },
+        other => other,
+    };
+    let mapped = match e {
         OpenAIError::ApiError(resp) => LlmError::Api {
             status: Some(resp.status_code.as_u16()),
             message: resp.api_error.message,
@@ -298,9 +411,13 @@ fn map_error(e: OpenAIError) -> LlmError {
             message: e.without_url().to_string(),
         },
         // An error body that is not OpenAI-shaped (FastAPI's `detail`,
-        // Ollama's bare string) still says why a response_format was
-        // refused; keep that case an API error so negotiation sees it.
-        OpenAIError::JSONDeserialize(_, body) if body.contains("response_format") => {
+        // Ollama's bare string) still says why a response_format or tools
+        // were refused; keep that case an API error so negotiation sees it.
+        OpenAIError::JSONDeserialize(_, body)
+            if ["response_format", "tools", "tool_choice"]
+                .iter()
+                .any(|f| body.contains(f)) =>
+        {
             LlmError::Api {
                 status: None,
                 message: body.chars().take(2000).collect(),
@@ -313,14 +430,37 @@ fn map_error(e: OpenAIError) -> LlmError {
             status: None,
             message: other.to_string(),
         },
-    }
+    };
+    (mapped, None)
 }
 
-/// Our request → the JSON body sent, in structured-output `mode`. Built as
-/// async-openai's typed request, then serialised: `json_object` mode adds a
-/// `schema` next to the type (llama-cpp-python turns it into a grammar;
-/// servers that do not know it ignore it or reject it, which steps down).
-pub fn to_wire(req: &ChatRequest, mode: WireMode) -> Value {
+/// Our request → the JSON body sent, in structured-output `mode` with tools
+/// offered as `tools` says. Built as async-openai's typed request, then
+/// serialised: `json_object` mode adds a `schema` next to the type
+/// (llama-cpp-python turns it into a grammar; servers that do not know it
+/// ignore it or reject it, which steps down).
+///
+/// Prompted tools: no `tools` on the wire, the definitions in the system
+/// prompt, the history as text; and while tools are offered the schema goes
+/// into the prompt too (structured `prompt` mode for this request), since a
+/// grammar-constrained answer could not be a tool call.
+pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
+    if tools == ToolWire::Prompt {
+        let mut prompted = req.clone();
+        prompted.messages = render_history(&req.messages);
+        let mode = if req.tools.is_empty() {
+            mode
+        } else {
+            put_tools_in_prompt(&mut prompted.messages, &req.tools);
+            WireMode::Prompt
+        };
+        prompted.tools.clear();
+        return typed_body(&prompted, mode);
+    }
+    typed_body(req, mode)
+}
+
+fn typed_body(req: &ChatRequest, mode: WireMode) -> Value {
     let typed = to_typed(req, mode);
     let mut body = serde_json::to_value(&typed).unwrap_or(Value::Null);
     if let (WireMode::JsonObject, Some(schema), Some(obj)) =
@@ -473,6 +613,10 @@ mod tests {
         r
     }
 
+    fn to_wire_n(r: &ChatRequest, mode: WireMode) -> Value {
+        to_wire(r, mode, ToolWire::Native)
+    }
+
     fn system_text(body: &Value) -> String {
         body["messages"][0]["content"]
             .as_str()
@@ -485,7 +629,7 @@ mod tests {
         let r = request();
         let schema = json!({"type": "object", "required": ["route"]});
 
-        let body = to_wire(&r, WireMode::JsonSchema);
+        let body = to_wire_n(&r, WireMode::JsonSchema);
         assert_eq!(body["response_format"]["type"], "json_schema");
         assert_eq!(
             body["response_format"]["json_schema"]["name"],
@@ -498,7 +642,7 @@ mod tests {
             "schema not in the prompt"
         );
 
-        let body = to_wire(&r, WireMode::JsonObject);
+        let body = to_wire_n(&r, WireMode::JsonObject);
         assert_eq!(
             body["response_format"],
             json!({"type": "json_object", "schema": schema})
@@ -513,18 +657,18 @@ mod tests {
             "{sys}"
         );
 
-        let body = to_wire(&r, WireMode::Prompt);
+        let body = to_wire_n(&r, WireMode::Prompt);
         assert!(body.get("response_format").is_none(), "{body}");
         assert!(system_text(&body).contains("# Output format"));
 
         // Without a schema (tool rounds, plain calls) no mode adds anything.
         let plain = ChatRequest::new("m", "sys", "u");
         for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
-            let body = to_wire(&plain, mode);
+            let body = to_wire_n(&plain, mode);
             assert!(body.get("response_format").is_none(), "{mode:?}");
             assert_eq!(system_text(&body), "sys");
         }
-        assert_eq!(body_model(&to_wire(&r, WireMode::Prompt)), "m");
+        assert_eq!(body_model(&to_wire_n(&r, WireMode::Prompt)), "m");
     }
 
     fn body_model(body: &Value) -> &str {

@@ -153,6 +153,7 @@ mod tests {
             api_key_env: key_env.map(Into::into),
             model: "m".into(),
             structured_output: Default::default(),
+            tool_calling: Default::default(),
             ..Default::default()
         }
     }

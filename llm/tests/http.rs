@@ -44,6 +44,7 @@ fn provider(fake: &FakeLlm, policy: RetryPolicy) -> Arc<dyn Provider> {
         api_key_env: Some("FAKE_API_KEY".into()),
         model: "fake-model".into(),
         structured_output: Default::default(),
+        tool_calling: Default::default(),
         ..Default::default()
     };
     let env = MapEnv::new().with("FAKE_API_KEY", "sk-fake-123");
@@ -590,6 +591,7 @@ async fn connection_refused_is_retried_then_api_error() {
         api_key_env: None,
         model: "m".into(),
         structured_output: Default::default(),
+        tool_calling: Default::default(),
         ..Default::default()
     };
     let p = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
@@ -612,6 +614,7 @@ fn https_provider_builds_with_the_ring_provider() {
         api_key_env: None,
         model: "m".into(),
         structured_output: Default::default(),
+        tool_calling: Default::default(),
         ..Default::default()
     };
     OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap();
@@ -631,6 +634,7 @@ fn missing_key_is_refused_before_any_request() {
         api_key_env: Some("OPENROUTER_API_KEY".into()),
         model: "m".into(),
         structured_output: Default::default(),
+        tool_calling: Default::default(),
         ..Default::default()
     };
     let e = OpenAiProvider::from_endpoint(&endpoint, &MapEnv::new(), policy()).unwrap_err();

@@ -38,6 +38,7 @@ fn provider(fake: &FakeLlm, mode: StructuredOutputMode) -> (OpenAiProvider, Even
         api_key_env: None,
         model: "smol".into(),
         structured_output: mode,
+        tool_calling: Default::default(),
         ..Default::default()
     };
     let events: Events = Arc::default();

@@ -71,6 +71,8 @@ pub struct Reply {
     pub body: ReplyBody,
     pub usage: FakeUsage,
     pub delay: Duration,
+    /// Extra response headers (e.g. `retry-after` on a 429).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -79,6 +81,7 @@ impl Reply {
             body,
             usage: FakeUsage::default(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
     }
 
@@ -151,6 +154,12 @@ impl Reply {
         self
     }
 
+    /// The same reply with one more response header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     /// The same reply, reporting this usage.
     pub fn with_usage(mut self, prompt_tokens: u32, completion_tokens: u32) -> Self {
         self.usage = FakeUsage {
@@ -202,6 +211,9 @@ impl RecordedRequest {
 struct State {
     queue: VecDeque<Reply>,
     fallback: Option<Reply>,
+    /// `(top-level body key, reply)`: a request whose JSON body has the key
+    /// gets the reply, without consuming the script.
+    when_key: Option<(String, Reply)>,
     requests: Vec<RecordedRequest>,
     record: bool,
     /// What `GET …/models` answers (404 when unset).
@@ -312,6 +324,14 @@ impl FakeLlm {
         self
     }
 
+    /// Answers every request whose JSON body has the top-level `key` with
+    /// `reply` (the script is not consumed), e.g. a server that rejects any
+    /// request carrying `tools`.
+    pub fn when_body_has(&self, key: &str, reply: Reply) -> &Self {
+        self.shared.lock().when_key = Some((key.to_owned(), reply));
+        self
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
@@ -376,6 +396,11 @@ async fn handle(
     let model = body["model"].as_str().unwrap_or("fake-model").to_owned();
     let reply = {
         let mut st = shared.lock();
+        let keyed = st
+            .when_key
+            .as_ref()
+            .filter(|(key, _)| body.get(key.as_str()).is_some())
+            .map(|(_, reply)| reply.clone());
         if st.record {
             st.requests.push(RecordedRequest {
                 path: path.to_owned(),
@@ -383,7 +408,7 @@ async fn handle(
                 body,
             });
         }
-        st.queue.pop_front().or_else(|| st.fallback.clone())
+        keyed.or_else(|| st.queue.pop_front().or_else(|| st.fallback.clone()))
     };
     shared.served.fetch_add(1, Ordering::Relaxed);
     if !path.ends_with("/chat/completions") {
@@ -395,7 +420,16 @@ async fn handle(
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
-    render(&reply, &model)
+    let mut response = render(&reply, &model);
+    for (name, value) in &reply.headers {
+        if let (Ok(n), Ok(v)) = (
+            warp::http::HeaderName::from_bytes(name.as_bytes()),
+            warp::http::HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().insert(n, v);
+        }
+    }
+    response
 }
 
 fn error_response(status: u16, message: &str) -> warp::reply::Response {

@@ -99,6 +99,7 @@ pub fn agents_with_key(fake: &FakeLlm, api_key: &str) -> Agents {
         api_key_env: Some("FAKE_API_KEY".into()),
         model: "fake-model".into(),
         structured_output: Default::default(),
+        tool_calling: Default::default(),
         ..Default::default()
     };
     let env = MapEnv::new().with("FAKE_API_KEY", api_key);

@@ -44,8 +44,8 @@
 //!
 //! # Additions to the §11 file
 //!
-//! * `providers:` — `name -> {base_url, api_key_env, structured_output}` OpenAI-compatible
-//!   endpoints; the built-ins `openrouter`, `openai` and `ollama` are merged
+//! * `providers:` — `name -> {base_url, api_key_env, structured_output,
+//!   tool_calling}` OpenAI-compatible endpoints; the built-ins `openrouter`, `openai` and `ollama` are merged
 //!   in when absent (a partially given built-in keeps its other fields).
 //!   `models.*` and `gates.llm_defaults.model` are `provider:model` strings,
 //!   split at the first `:` by [`Config::resolve_model`].
@@ -120,7 +120,9 @@ use crate::model::context::ContextProfile;
 pub use env::{EnvSource, MapEnv, OVERRIDE_PREFIX, ProcessEnv};
 pub use error::ConfigError;
 pub use paths::{normalize_lexically, resolve_path, world_writable_mode};
-pub use providers::{ModelEndpoint, ProviderConfig, StructuredOutputMode, builtin_providers};
+pub use providers::{
+    ModelEndpoint, ProviderConfig, StructuredOutputMode, ToolCallingMode, builtin_providers,
+};
 pub use sections::*;
 pub use validate::{
     MAX_SKILL_METADATA_BUDGET_PCT, MIN_AUTH_TOKEN_CHARS, PORTABILITY_BUNDLE_FORMATS,

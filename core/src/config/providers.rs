@@ -24,6 +24,34 @@ pub struct ProviderConfig {
     /// The model's context window in tokens; `None` takes it from the
     /// server's model listing when it gives one. Prompts are fitted to it.
     pub context_window: Option<u64>,
+    /// How tools are offered (`auto` by default).
+    pub tool_calling: ToolCallingMode,
+}
+
+/// `providers.<name>.tool_calling`: how tools are offered to a provider.
+/// Many local servers reject `tools` or answer with the call as text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallingMode {
+    /// Start native; step down to `prompt` for the rest of the process when
+    /// the server rejects `tools`/`tool_choice`.
+    #[default]
+    Auto,
+    /// OpenAI `tools` on the wire (a call written as text is still read).
+    Native,
+    /// No `tools` on the wire: the definitions and a JSON calling format in
+    /// the system prompt, the call parsed from the answer's text.
+    Prompt,
+}
+
+impl ToolCallingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallingMode::Auto => "auto",
+            ToolCallingMode::Native => "native",
+            ToolCallingMode::Prompt => "prompt",
+        }
+    }
 }
 
 /// `providers.<name>.structured_output`: how a provider is asked for JSON
@@ -84,6 +112,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
                 structured_output: StructuredOutputMode::Auto,
                 timeout_seconds: None,
                 context_window: None,
+                tool_calling: ToolCallingMode::Auto,
             },
         )
     })
@@ -104,6 +133,7 @@ pub struct ModelEndpoint {
     pub timeout_seconds: Option<u64>,
     /// `providers.<name>.context_window`.
     pub context_window: Option<u64>,
+    pub tool_calling: ToolCallingMode,
 }
 
 /// The on-disk shape of a provider entry. For a built-in provider a missing
@@ -123,6 +153,7 @@ struct ProviderEntry {
     timeout_seconds: Option<u64>,
     #[serde(default)]
     context_window: Option<u64>,
+    tool_calling: Option<ToolCallingMode>,
 }
 
 /// Distinguishes "absent" (`None`, via `default`) from "explicitly null"
@@ -152,6 +183,10 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
             .structured_output
             .or_else(|| builtin.as_ref().map(|b| b.structured_output))
             .unwrap_or_default();
+        let tool_calling = entry
+            .tool_calling
+            .or_else(|| builtin.as_ref().map(|b| b.tool_calling))
+            .unwrap_or_default();
         out.insert(
             name,
             ProviderConfig {
@@ -164,6 +199,7 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
                 context_window: entry
                     .context_window
                     .or_else(|| builtin.as_ref().and_then(|b| b.context_window)),
+                tool_calling,
             },
         );
     }
@@ -198,6 +234,7 @@ pub(crate) fn resolve(
             structured_output: StructuredOutputMode::Prompt,
             timeout_seconds: None,
             context_window: None,
+            tool_calling: ToolCallingMode::Prompt,
         });
     }
     let Some(p) = providers.get(provider) else {
@@ -215,6 +252,7 @@ pub(crate) fn resolve(
         structured_output: p.structured_output,
         timeout_seconds: p.timeout_seconds,
         context_window: p.context_window,
+        tool_calling: p.tool_calling,
     })
 }
 
@@ -263,6 +301,36 @@ mod tests {
             assert_eq!(e.structured_output, want);
             assert_eq!(want.as_str(), text);
         }
+    }
+
+    #[test]
+    fn tool_calling_defaults_to_auto_and_parses_each_mode() {
+        let cfg = load("silas: {}\n").unwrap();
+        for p in cfg.providers.values() {
+            assert_eq!(p.tool_calling, ToolCallingMode::Auto);
+        }
+        for (text, want) in [
+            ("auto", ToolCallingMode::Auto),
+            ("native", ToolCallingMode::Native),
+            ("prompt", ToolCallingMode::Prompt),
+        ] {
+            let yaml = format!(
+                "silas:\n  providers:\n    local: {{ base_url: \"http://127.0.0.1:8080/v1\", tool_calling: {text} }}\n    ollama: {{ tool_calling: {text} }}\n  models:\n    proxy: \"local:m\"\n"
+            );
+            let cfg = load(&yaml).unwrap();
+            assert_eq!(cfg.providers["local"].tool_calling, want, "{text}");
+            assert_eq!(cfg.providers["ollama"].tool_calling, want);
+            assert_eq!(
+                cfg.providers["ollama"].base_url,
+                "http://127.0.0.1:11434/v1"
+            );
+            let e = cfg.resolve_model(&cfg.models.proxy).unwrap();
+            assert_eq!(e.tool_calling, want);
+            assert_eq!(want.as_str(), text);
+        }
+        let e = load("silas:\n  providers:\n    ollama: { tool_calling: xml }\n").unwrap_err();
+        assert_eq!(e.key(), Some("providers.ollama.tool_calling"), "{e}");
+        assert!(e.code().as_str().starts_with("E_CFG_"), "{e}");
     }
 
     #[test]

@@ -656,6 +656,7 @@ fn every_validation_rule_names_its_key() {
                     base_url: String::new(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    tool_calling: Default::default(),
                     ..Default::default()
                 },
             );
@@ -667,6 +668,7 @@ fn every_validation_rule_names_its_key() {
                     base_url: "ftp://x".into(),
                     api_key_env: None,
                     structured_output: Default::default(),
+                    tool_calling: Default::default(),
                     ..Default::default()
                 },
             );
@@ -1080,6 +1082,7 @@ fn resolve_builtin_providers() {
             api_key_env: Some("OPENROUTER_API_KEY".into()),
             model: "anthropic/claude-haiku-4-5".into(),
             structured_output: Default::default(),
+            tool_calling: Default::default(),
             ..Default::default()
         }
     );

@@ -1,0 +1,171 @@
+//! 429 and `retry-after` (issue #16, item 4).
+//!
+//! async-openai reads an error response's body into `OpenAIError::ApiError`
+//! and drops its headers, so [`RateLimitService`] — the HTTP service handed
+//! to async-openai — looks at the response first: a 429 becomes
+//! [`RateLimitResponse`] carrying the server's `retry-after` (seconds or an
+//! HTTP date) next to its error text.
+//!
+//! [`wait_for`] decides what the provider does with it: wait when the delay
+//! is at most [`RETRY_AFTER_CAP`] and fits the call's remaining time,
+//! otherwise give up at once (`E_LLM_RATE_LIMITED`) so a fallback chain
+//! moves to its next provider without sleeping. A 429 without the header
+//! keeps the provider's bounded exponential backoff.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use async_openai::error::OpenAIError;
+use async_openai::middleware::HttpRequestFactory;
+
+/// The longest `retry-after` a call waits; a longer one moves on at once.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(10);
+
+/// A 429 answer: the server's error text and its `retry-after`, if any.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct RateLimitResponse {
+    /// The error body's `error.message` (or the body itself, truncated).
+    pub message: String,
+    /// How long the server asked us to wait (an HTTP date in the past is 0).
+    pub retry_after: Option<Duration>,
+}
+
+/// `retry-after` as sent: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+/// Anything else is treated as absent.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(seconds) = v.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// How long to wait before retrying a rate-limited call, or `None` to give
+/// up now: the server's delay must be at most the cap and leave the call
+/// time to finish before its deadline (`remaining`).
+pub fn wait_for(retry_after: Duration, remaining: Duration) -> Option<Duration> {
+    (retry_after <= RETRY_AFTER_CAP && retry_after < remaining).then_some(retry_after)
+}
+
+/// The error text of a 429 body: OpenAI's `{"error": {"message"}}`, a bare
+/// `{"error": "…"}`, else the body itself (truncated).
+fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let from_json = parsed.as_ref().and_then(|v| {
+        let e = v.get("error")?;
+        e.get("message")
+            .and_then(|m| m.as_str())
+            .or_else(|| e.as_str())
+            .map(str::to_owned)
+    });
+    from_json.unwrap_or_else(|| body.chars().take(2000).collect())
+}
+
+type ResponseFuture =
+    Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send + 'static>>;
+
+/// The HTTP service handed to async-openai: sends each request with the
+/// plain reqwest client (no retries of its own: the provider's bounded
+/// policy decides) and turns a 429 into [`RateLimitResponse`], keeping the
+/// `retry-after` header async-openai would drop.
+#[derive(Clone, Debug)]
+pub struct RateLimitService {
+    client: reqwest::Client,
+}
+
+impl RateLimitService {
+    pub fn new(client: reqwest::Client) -> Self {
+        RateLimitService { client }
+    }
+}
+
+impl tower_service::Service<HttpRequestFactory> for RateLimitService {
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let request = factory.build().await?;
+            let response = client.execute(request).await?;
+            if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+                return Ok(response);
+            }
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let body = response.text().await.unwrap_or_default();
+            Err(OpenAIError::Boxed(Box::new(RateLimitResponse {
+                message: error_message(&body),
+                retry_after,
+            })))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_http_dates() {
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+        let table = [
+            ("1", Some(1)),
+            (" 120 ", Some(120)),
+            ("0", Some(0)),
+            ("Wed, 21 Oct 2015 07:28:05 GMT", Some(5)),
+            // A date already past: retry now.
+            ("Wed, 21 Oct 2015 07:27:00 GMT", Some(0)),
+            ("-1", None),
+            ("1.5", None),
+            ("soon", None),
+            ("", None),
+        ];
+        for (value, want) in table {
+            assert_eq!(
+                parse_retry_after(value, now),
+                want.map(Duration::from_secs),
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn waits_only_within_the_cap_and_the_remaining_time() {
+        let s = Duration::from_secs;
+        let table = [
+            (s(1), s(30), Some(s(1))),
+            (s(10), s(30), Some(s(10))),
+            (s(11), s(30), None),
+            (s(60), s(30), None),
+            (s(3), s(2), None),
+            (s(2), s(2), None),
+            (s(0), s(1), Some(s(0))),
+        ];
+        for (after, remaining, want) in table {
+            assert_eq!(wait_for(after, remaining), want, "{after:?} {remaining:?}");
+        }
+    }
+
+    #[test]
+    fn error_text_of_each_body_shape() {
+        assert_eq!(
+            error_message(r#"{"error": {"message": "slow down", "type": "rate_limit"}}"#),
+            "slow down"
+        );
+        assert_eq!(error_message(r#"{"error": "too many"}"#), "too many");
+        assert_eq!(error_message("plain text"), "plain text");
+    }
+}
