@@ -24,7 +24,8 @@ impl ChannelSink for Channels {
             let Some(tg) = self.telegram.as_ref().filter(|t| t.serves(&out)) else {
                 return self.web.send(out).await;
             };
-            if matches!(out, Outbound::Reply { .. }) {
+            // A reply and its progress go only to the channel it came from.
+            if matches!(out, Outbound::Reply { .. } | Outbound::Progress { .. }) {
                 return tg.send(out).await;
             }
             let web = self.web.send(out.clone()).await;

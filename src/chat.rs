@@ -618,6 +618,8 @@ impl Session {
                     high_risk: risk_level >= silas_core::risk::RiskLevel::High,
                 });
             }
+            // Shown, not counted: the reply it announces is still due.
+            ServerFrame::Progress { text, .. } => out(format!("… {text}")),
             ServerFrame::WorkStatus {
                 work_item_id,
                 status,

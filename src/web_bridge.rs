@@ -196,6 +196,16 @@ impl WebBridge {
                     .unwrap_or(Value::Array(vec![])),
             },
             Outbound::Card { card } => Self::card_frame(card),
+            Outbound::Progress {
+                reply_to,
+                text,
+                elapsed_seconds,
+                ..
+            } => ServerFrame::Progress {
+                reply_to: reply_to.clone(),
+                text: text.clone(),
+                elapsed_seconds: *elapsed_seconds,
+            },
         })
     }
 
@@ -565,7 +575,8 @@ impl ChannelSink for WebBridge {
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let connection = match &out {
-                Outbound::Reply { connection_id, .. } => Some(connection_id.clone()),
+                Outbound::Reply { connection_id, .. }
+                | Outbound::Progress { connection_id, .. } => Some(connection_id.clone()),
                 _ => None,
             };
             let targets = match &out {

@@ -36,12 +36,23 @@ pub enum Outbound {
     WorkStatus { event: WorkStatusEvent },
     /// A notice for the owner (gate `report` escalations, declines, …).
     OwnerNotice { scope_id: String, text: String },
+    /// A model call for the message `reply_to` is still running
+    /// ([`crate::turn::progress`]); only the sender's connection hears it.
+    Progress {
+        scope_id: String,
+        connection_id: String,
+        reply_to: String,
+        text: String,
+        elapsed_seconds: u64,
+    },
 }
 
 impl Outbound {
     pub fn scope_id(&self) -> &str {
         match self {
-            Outbound::Reply { scope_id, .. } | Outbound::OwnerNotice { scope_id, .. } => scope_id,
+            Outbound::Reply { scope_id, .. }
+            | Outbound::OwnerNotice { scope_id, .. }
+            | Outbound::Progress { scope_id, .. } => scope_id,
             Outbound::Card { card } => &card.scope_id,
             Outbound::WorkStatus { event } => &event.scope_id,
         }
@@ -132,6 +143,7 @@ impl ChannelSink for LogSink {
                 Outbound::Card { .. } => "card",
                 Outbound::WorkStatus { .. } => "work_status",
                 Outbound::OwnerNotice { .. } => "owner_notice",
+                Outbound::Progress { .. } => "progress",
             };
             tracing::info!(
                 kind,

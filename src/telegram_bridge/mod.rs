@@ -36,7 +36,7 @@ use silas_telegram::cards::{RenderContext, render};
 use silas_telegram::policy::callback::CallbackSigner;
 use silas_telegram::policy::identity::customer_scope;
 use silas_telegram::status::{Check, is_final, work_status_text};
-use silas_telegram::{Outbox, TelegramError, TelegramSettings, Text};
+use silas_telegram::{Action, Outbox, TelegramError, TelegramSettings, Text};
 
 /// The channel name on answers, messages and the signed token.
 pub const TELEGRAM_CHANNEL: &str = "telegram";
@@ -367,10 +367,17 @@ impl TelegramBridge {
     /// channel; a reply goes only to the channel it came from).
     pub fn serves(&self, out: &Outbound) -> bool {
         match out {
-            Outbound::Reply { connection_id, .. } => connection_id.starts_with("tg:"),
+            Outbound::Reply { connection_id, .. } | Outbound::Progress { connection_id, .. } => {
+                connection_id.starts_with("tg:")
+            }
             other => self.chat_for_scope(other.scope_id()).is_some(),
         }
     }
+}
+
+/// The outbox status key of the progress line for the message `reply_to`.
+fn progress_key(reply_to: &str) -> String {
+    format!("progress:{reply_to}")
 }
 
 impl ChannelSink for TelegramBridge {
@@ -384,6 +391,21 @@ impl ChannelSink for TelegramBridge {
             };
             match out {
                 Outbound::Reply { reply_to, text, .. } => {
+                    // The progress line of a slow model goes once the answer is there.
+                    if let Some(message_id) = self
+                        .args
+                        .outbox
+                        .end_status(chat_id, &progress_key(&reply_to))
+                        .await
+                    {
+                        let gone = Action::Delete {
+                            chat_id,
+                            message_id,
+                        };
+                        if let Err(e) = self.args.outbox.execute(&gone).await {
+                            tracing::debug!("progress line not removed: {e}");
+                        }
+                    }
                     if self.first_delivery(&reply_to) {
                         self.args
                             .outbox
@@ -393,6 +415,14 @@ impl ChannelSink for TelegramBridge {
                     }
                     Ok(())
                 }
+                // One message per answer in progress, edited as time passes.
+                Outbound::Progress { reply_to, text, .. } => self
+                    .args
+                    .outbox
+                    .status(chat_id, &progress_key(&reply_to), &text)
+                    .await
+                    .map(drop)
+                    .map_err(send_failed),
                 Outbound::OwnerNotice { text, .. } => self
                     .args
                     .outbox

@@ -339,6 +339,24 @@
     appendToStream(li);
   }
 
+  // One line that a slow model's progress updates in place; the reply
+  // replaces it.
+  let progressLine = null;
+  function showProgress(text) {
+    if (progressLine && progressLine.isConnected) {
+      progressLine.querySelector('.msg-text').textContent = text;
+      return;
+    }
+    progressLine = el('li', 'msg msg-system msg-progress');
+    progressLine.setAttribute('aria-live', 'polite');
+    progressLine.appendChild(el('p', 'msg-text', text));
+    appendToStream(progressLine);
+  }
+  function clearProgress() {
+    if (progressLine) progressLine.remove();
+    progressLine = null;
+  }
+
   function systemNote(text, action) {
     const li = el('li', 'msg msg-system');
     li.appendChild(el('p', 'msg-text', text));
@@ -1567,7 +1585,11 @@
         onWorkspaces(f);
         break;
       case 'message':
+        clearProgress();
         bubble('silas', str(f.text), f.timestamp);
+        break;
+      case 'progress':
+        showProgress(str(f.text));
         break;
       case 'work_status':
         onWorkStatus(f);

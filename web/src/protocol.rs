@@ -158,6 +158,13 @@ pub enum ServerFrame {
         sender: String,
         timestamp: String,
     },
+    /// The answer to the message `reply_to` is still being worked on (a
+    /// slow model); replaced by the `message` that answers it.
+    Progress {
+        reply_to: String,
+        text: String,
+        elapsed_seconds: u64,
+    },
     ApprovalRequest {
         request_id: String,
         title: String,

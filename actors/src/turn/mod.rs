@@ -27,6 +27,7 @@ pub mod approval_flow;
 pub mod context;
 pub mod pipeline;
 pub mod plan;
+pub mod progress;
 
 use std::sync::Arc;
 

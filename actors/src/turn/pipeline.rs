@@ -706,10 +706,13 @@ impl Turn<'_> {
             .scope
             .context
             .render(self.toolset_names.clone(), &self.scope.access.state().level);
-        let run = self
-            .deps
-            .agents
-            .route(&rendered, &self.text, &mut self.used)
+        let progress = self.progress();
+        let run = progress
+            .around(
+                self.deps
+                    .agents
+                    .route(&rendered, &self.text, &mut self.used),
+            )
             .await;
         self.audit_coerced("proxy", &run.coerced);
         let (decision, fallback) = match run.outcome {
@@ -741,10 +744,8 @@ impl Turn<'_> {
                         Err(e) => tracing::warn!("workspace registry unreadable: {e}"),
                     }
                 }
-                let run = self
-                    .deps
-                    .agents
-                    .plan(&rendered, &self.text, &mut self.used)
+                let run = progress
+                    .around(self.deps.agents.plan(&rendered, &self.text, &mut self.used))
                     .await;
                 self.audit_coerced("planner", &run.coerced);
                 match run.outcome {
@@ -1175,6 +1176,16 @@ impl Turn<'_> {
     /// Failing here would restart the processor, replay into the same empty
     /// channel and, past the restart intensity, take the daemon down —
     /// because a client closed its tab. Audited (no content) instead.
+    /// Where progress notices of this turn's model calls go: the sender.
+    fn progress(&self) -> crate::turn::progress::ProgressTarget {
+        crate::turn::progress::ProgressTarget {
+            sink: self.deps.sink.clone(),
+            scope_id: self.scope.scope_id.clone(),
+            connection_id: self.record.message.connection_id.clone(),
+            reply_to: self.record.inbox_id.clone(),
+        }
+    }
+
     async fn deliver(&mut self, out: Outbound, kind: &str) -> Result<(), TurnError> {
         match self.deps.sink.send(out).await {
             Ok(()) => Ok(()),

@@ -1,0 +1,106 @@
+//! A small, slow model over the real binary (issue #16 item 5): the
+//! provider's own `timeout_seconds` lets a call run past the global
+//! `llm.timeout_seconds`; while it runs the sender sees `progress` frames,
+//! then the reply; and with `context_window` set, earlier turns are
+//! evicted whole so the prompt fits the window, where without it they stay.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use silas_testkit::{FakeLlm, Reply};
+use support::{next_frame, send, silas, start_daemon};
+
+fn direct(text: &str) -> Reply {
+    Reply::json(&json!({"route": "direct", "reason": "chat",
+        "response": {"message": text}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+}
+
+fn write_config(dir: &Path, fake: &FakeLlm, provider_extra: &str) {
+    let yaml = format!(
+        "silas:\n  models: {{proxy: \"slow:m\", planner: \"slow:m\", executor: \"slow:m\", scorer: \"slow:m\"}}\n  providers:\n    slow: {{base_url: \"{}\", api_key_env: null{provider_extra}}}\n  llm: {{max_retries: 0, timeout_seconds: 2}}\n",
+        fake.base_url()
+    );
+    std::fs::write(dir.join("silas.yaml"), yaml).unwrap();
+}
+
+/// Frames until the reply; returns (progress frames, reply text).
+async fn until_reply(ws: &mut support::Ws) -> (Vec<Value>, String) {
+    let mut progress = Vec::new();
+    loop {
+        let f = next_frame(ws, Duration::from_secs(30))
+            .await
+            .expect("a reply within 30 s");
+        match f["type"].as_str() {
+            Some("progress") => progress.push(f),
+            Some("message") => return (progress, f["text"].as_str().unwrap().to_owned()),
+            Some("error") => panic!("{f}"),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_model_shows_progress_and_answers_within_its_own_timeout() {
+    let fake = FakeLlm::start().await.unwrap();
+    // 6.5 s: past the global 2 s timeout and the 5 s progress mark.
+    fake.push(direct("Slow but sure.").delayed(Duration::from_millis(6500)));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 20");
+    let mut cmd = silas(tmp.path());
+    cmd.arg("--config").arg(tmp.path().join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "take your time"}),
+    )
+    .await;
+    let (progress, reply) = until_reply(&mut ws).await;
+    assert_eq!(reply, "Slow but sure.");
+    assert_eq!(progress.len(), 1, "{progress:?}");
+    let p = &progress[0];
+    assert_eq!(p["elapsed_seconds"], 5);
+    assert!(p["text"].as_str().unwrap().contains("5 s"), "{p}");
+    assert!(p["reply_to"].as_str().is_some_and(|r| !r.is_empty()));
+    daemon.stop().await;
+}
+
+/// Three turns of ~2,400 characters each: the prompt of the fourth holds
+/// all of them without a window, and only what fits with a 4,096-token one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_is_fitted_to_the_providers_context_window() {
+    for (extra, fitted) in [("", false), (", context_window: 4096", true)] {
+        let fake = FakeLlm::start().await.unwrap();
+        fake.set_fallback(direct("Noted."));
+        let tmp = tempfile::tempdir().unwrap();
+        write_config(tmp.path(), &fake, extra);
+        let mut cmd = silas(tmp.path());
+        cmd.arg("--config").arg(tmp.path().join("silas.yaml"));
+        let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+        let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+        for n in 0..4 {
+            let text = format!("note-{n} {}", "lorem ipsum dolor sit amet ".repeat(90));
+            send(&mut ws, json!({"type": "message", "text": text})).await;
+            until_reply(&mut ws).await;
+        }
+        daemon.stop().await;
+        let last = fake.requests().last().unwrap().body.to_string();
+        assert!(last.contains("note-3"), "the current message is sent");
+        let kept: Vec<bool> = (0..3)
+            .map(|n| last.contains(&format!("note-{n} ")))
+            .collect();
+        if fitted {
+            assert!(!kept[0], "the oldest turn was not evicted: {kept:?}");
+            // chars/4 overestimates tokens, so this is a safe upper bound.
+            assert!(last.len() < 4096 * 4, "prompt of {} bytes", last.len());
+        } else {
+            assert_eq!(kept, vec![true, true, true]);
+        }
+    }
+}
