@@ -19,8 +19,8 @@ use crate::provider::{
 use crate::route::RouteDraft;
 use crate::schema::ScorerOutput;
 use crate::structured::{
-    FallbackCause, REPAIR_MARKER, Structured, StructuredContext, StructuredOutput, StructuredRun,
-    parse_output, proxy_fallback, run_structured_agent, summarize,
+    CallKind, FallbackCause, REPAIR_MARKER, Structured, StructuredContext, StructuredOutput,
+    StructuredRun, parse_output, proxy_fallback, run_structured_agent, summarize,
 };
 use crate::tool_loop::{
     ApprovalResolution, LoopLimits, PausedRun, ToolExecutor, ToolLoopOutcome, resume_tool_loop,
@@ -99,8 +99,16 @@ impl Agents {
         cfg: &Config,
         mut provider_for: impl FnMut(&str) -> Result<(Arc<dyn Provider>, String), LlmError>,
     ) -> Result<Agents, LlmError> {
-        let mut bind = |spec: &str| -> Result<Agent, LlmError> {
-            let (provider, model) = provider_for(spec)?;
+        Self::from_config_by_role(cfg, |_, spec| provider_for(spec))
+    }
+
+    /// [`Self::from_config`], telling `provider_for` which role it binds.
+    pub fn from_config_by_role(
+        cfg: &Config,
+        mut provider_for: impl FnMut(CallKind, &str) -> Result<(Arc<dyn Provider>, String), LlmError>,
+    ) -> Result<Agents, LlmError> {
+        let mut bind = |role: CallKind, spec: &str| -> Result<Agent, LlmError> {
+            let (provider, model) = provider_for(role, spec)?;
             Ok(Agent {
                 provider,
                 model,
@@ -112,10 +120,10 @@ impl Agents {
             })
         };
         Ok(Agents {
-            proxy: bind(&cfg.models.proxy)?,
-            planner: bind(&cfg.models.planner)?,
-            executor: bind(&cfg.models.executor)?,
-            scorer: bind(&cfg.models.scorer)?,
+            proxy: bind(CallKind::Proxy, &cfg.models.proxy)?,
+            planner: bind(CallKind::Planner, &cfg.models.planner)?,
+            executor: bind(CallKind::Executor, &cfg.models.executor)?,
+            scorer: bind(CallKind::Scorer, &cfg.models.scorer)?,
             ctx: StructuredContext::from_config(cfg),
             max_tool_rounds: cfg.llm.max_tool_rounds,
         })

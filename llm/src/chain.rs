@@ -247,6 +247,10 @@ pub struct ChainProvider {
     name: String,
     members: Vec<Member>,
     board: Arc<BreakerBoard>,
+    /// Answers when every member's breaker is open (none could be asked):
+    /// the labelled offline responder for the proxy and planner where
+    /// `llm.offline_fallback` allows it.
+    last_resort: Option<Arc<dyn Provider>>,
 }
 
 impl ChainProvider {
@@ -260,7 +264,15 @@ impl ChainProvider {
             name,
             members,
             board,
+            last_resort: None,
         }
+    }
+
+    /// Asks `provider` when every member's breaker is open. Not when a
+    /// member was asked and failed: that is the role's ordinary fallback.
+    pub fn with_last_resort(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.last_resort = Some(provider);
+        self
     }
 }
 
@@ -297,6 +309,7 @@ impl Provider for ChainProvider {
                 if !self.board.allow(provider, Instant::now()) {
                     continue;
                 }
+                // (a member is asked: `last` is set below unless it answers)
                 let mut req = request.clone();
                 req.model = m.model.clone();
                 match m.provider.complete(&req).await {
@@ -313,6 +326,11 @@ impl Provider for ChainProvider {
                         last = Some(e);
                     }
                 }
+            }
+            if let (None, Some(resort)) = (&last, &self.last_resort) {
+                tracing::warn!(chain = %self.name, resort = resort.name(),
+                    "every provider of this role is open; the offline responder answers");
+                return resort.complete(request).await;
             }
             Err(last.unwrap_or_else(|| LlmError::Api {
                 status: None,

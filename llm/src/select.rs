@@ -17,6 +17,7 @@ use crate::negotiate::EventSink;
 use crate::offline::OfflineProvider;
 use crate::openai::OpenAiProvider;
 use crate::provider::{Provider, RetryPolicy};
+use crate::structured::CallKind;
 
 /// The decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,7 +163,13 @@ pub fn build_agents_with_board(
         return Ok((agents, board));
     }
     let mut built: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
-    let agents = Agents::from_config(cfg, |spec| {
+    // With every provider of the proxy or planner open, the labelled
+    // offline responder answers instead — where offline_fallback allows it.
+    let resort: Option<Arc<dyn Provider>> = cfg
+        .llm
+        .offline_fallback
+        .then(|| Arc::new(offline_provider(cfg)) as Arc<dyn Provider>);
+    let agents = Agents::from_config_by_role(cfg, |role, spec| {
         let mut members = Vec::new();
         for member in Config::model_chain(spec) {
             let endpoint = cfg.resolve_model(member).map_err(|e| LlmError::Api {
@@ -199,7 +206,11 @@ pub fn build_agents_with_board(
                 status: None,
                 message: format!("{spec:?} names no provider:model"),
             })?;
-        let chain: Arc<dyn Provider> = Arc::new(ChainProvider::new(members, board.clone()));
+        let mut chain = ChainProvider::new(members, board.clone());
+        if let (CallKind::Proxy | CallKind::Planner, Some(r)) = (role, &resort) {
+            chain = chain.with_last_resort(r.clone());
+        }
+        let chain: Arc<dyn Provider> = Arc::new(chain);
         Ok((chain, first))
     })?;
     Ok((agents, board))

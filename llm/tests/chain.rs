@@ -13,6 +13,7 @@ use serde_json::json;
 use silas_core::config::{Config, MapEnv};
 use silas_llm::chain::BreakerState;
 use silas_llm::negotiate::LlmEvent;
+use silas_llm::offline::OFFLINE_LABEL;
 use silas_llm::prompts::RenderedContext;
 use silas_llm::select::{build_agents_with_board, choose_provider};
 use silas_llm::structured::Structured;
@@ -112,38 +113,52 @@ async fn a_chain_falls_through_to_the_working_provider_and_breakers_skip_probe_a
     assert_eq!(e.data()["to"], "open");
 }
 
+/// With every provider of the proxy open, no provider is called: the
+/// labelled offline responder answers where `llm.offline_fallback` allows
+/// it, and otherwise the call fails at once (the proxy's honest fallback).
 #[tokio::test]
-async fn when_every_provider_of_a_role_is_open_the_call_fails_at_once() {
-    let (a, b, c) = (
-        FakeLlm::start().await.unwrap(),
-        FakeLlm::start().await.unwrap(),
-        FakeLlm::start().await.unwrap(),
-    );
-    for f in [&a, &b, &c] {
-        f.set_fallback(Reply::status(502, "down"));
+async fn when_every_provider_of_a_role_is_open_no_call_is_made() {
+    for offline_fallback in [true, false] {
+        let (a, b, c) = (
+            FakeLlm::start().await.unwrap(),
+            FakeLlm::start().await.unwrap(),
+            FakeLlm::start().await.unwrap(),
+        );
+        for f in [&a, &b, &c] {
+            f.set_fallback(Reply::status(502, "down"));
+        }
+        let mut cfg = config(&a, &b, &c, 600);
+        cfg.llm.offline_fallback = offline_fallback;
+        let choice = choose_provider(&cfg, &MapEnv::new()).unwrap();
+        let (agents, board) = build_agents_with_board(&cfg, &MapEnv::new(), &choice, None).unwrap();
+        let mut used = Default::default();
+        // Providers asked and failing: the proxy's own fallback, never the
+        // offline responder.
+        let run = agents.route(&context(), "hello", &mut used).await;
+        assert!(!matches!(run.outcome, Structured::Valid { .. }));
+        assert!(board.snapshot().values().all(|s| *s == BreakerState::Open));
+        let served = (a.served(), b.served(), c.served());
+        let t = std::time::Instant::now();
+        let run = agents.route(&context(), "hello", &mut used).await;
+        assert_eq!(
+            (a.served(), b.served(), c.served()),
+            served,
+            "no call while all are open"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+        match (offline_fallback, run.outcome) {
+            (true, Structured::Valid { value, .. }) => {
+                let text = value.response.unwrap().message;
+                assert!(text.starts_with(OFFLINE_LABEL), "{text}");
+            }
+            (false, outcome) => assert!(!matches!(outcome, Structured::Valid { .. })),
+            (true, other) => panic!("the offline responder did not answer: {other:?}"),
+        }
     }
-    let cfg = config(&a, &b, &c, 600);
-    let choice = choose_provider(&cfg, &MapEnv::new()).unwrap();
-    let (agents, board) = build_agents_with_board(&cfg, &MapEnv::new(), &choice, None).unwrap();
-    let mut used = Default::default();
-    // The proxy's own fallback: an honest direct reply, no crash.
-    let run = agents.route(&context(), "hello", &mut used).await;
-    assert!(!matches!(run.outcome, Structured::Valid { .. }));
-    assert!(board.snapshot().values().all(|s| *s == BreakerState::Open));
-    let served = (a.served(), b.served(), c.served());
-    let t = std::time::Instant::now();
-    let run = agents.route(&context(), "hello", &mut used).await;
-    assert!(!matches!(run.outcome, Structured::Valid { .. }));
-    assert_eq!(
-        (a.served(), b.served(), c.served()),
-        served,
-        "no call while all are open"
-    );
-    assert!(
-        t.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        t.elapsed()
-    );
 }
 
 #[test]
