@@ -91,6 +91,38 @@ pub struct Agents {
     pub scorer: Agent,
     pub ctx: StructuredContext,
     pub max_tool_rounds: u32,
+    /// The scorer's own breaker (§5.7): open after 3 consecutive failures
+    /// or timeouts, for 5 minutes; shared by every scope.
+    pub scorer_breaker: Arc<ScorerBreaker>,
+}
+
+/// §5.7's scorer circuit breaker.
+#[derive(Debug)]
+pub struct ScorerBreaker(std::sync::Mutex<crate::chain::Breaker>);
+
+impl Default for ScorerBreaker {
+    fn default() -> Self {
+        ScorerBreaker(std::sync::Mutex::new(crate::chain::Breaker::new(
+            crate::chain::BreakerPolicy {
+                failure_threshold: 3,
+                open_for: Duration::from_secs(300),
+            },
+        )))
+    }
+}
+
+impl ScorerBreaker {
+    fn with<T>(&self, f: impl FnOnce(&mut crate::chain::Breaker) -> T) -> T {
+        match self.0.lock() {
+            Ok(mut b) => f(&mut b),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    /// The breaker's state now (for tests and status).
+    pub fn state(&self) -> crate::chain::BreakerState {
+        self.with(|b| b.state())
+    }
 }
 
 impl Agents {
@@ -126,6 +158,7 @@ impl Agents {
             scorer: bind(CallKind::Scorer, &cfg.models.scorer)?,
             ctx: StructuredContext::from_config(cfg),
             max_tool_rounds: cfg.llm.max_tool_rounds,
+            scorer_breaker: Default::default(),
         })
     }
 
@@ -268,6 +301,34 @@ impl Agents {
             messages: vec![ChatMessage::User(prompt)],
             ..req
         };
+        let now = std::time::Instant::now();
+        if !self.scorer_breaker.with(|b| b.allow(now).0) {
+            return StructuredRun {
+                outcome: Structured::Fallback {
+                    value: ScorerOutput::fallback(&self.ctx),
+                    cause: FallbackCause::Provider(LlmError::Api {
+                        status: None,
+                        message: "the scorer's circuit breaker is open".into(),
+                    }),
+                },
+                requests: 0,
+                usage: Usage::default(),
+                coerced: Vec::new(),
+            };
+        }
+        let run = self.score_within_timeout(req, used).await;
+        self.scorer_breaker.with(|b| match run.outcome {
+            Structured::Valid { .. } => drop(b.on_success()),
+            Structured::Fallback { .. } => drop(b.on_failure(std::time::Instant::now())),
+        });
+        run
+    }
+
+    async fn score_within_timeout(
+        &self,
+        req: ChatRequest,
+        used: &mut BudgetUsed,
+    ) -> StructuredRun<ScorerOutput> {
         match tokio::time::timeout(SCORER_TIMEOUT, self.scorer.structured(req, &self.ctx, used))
             .await
         {

@@ -67,6 +67,7 @@ fn agents(fake: &FakeLlm) -> Agents {
         scorer: agent,
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
+        scorer_breaker: Default::default(),
     }
 }
 
@@ -280,6 +281,35 @@ async fn scorer_hard_timeout_falls_back() {
     assert_eq!(
         cause,
         FallbackCause::Provider(LlmError::Timeout { seconds: 2 })
+    );
+}
+
+/// §5.7: after 3 consecutive scorer failures the breaker opens and the
+/// scorer is not called (the caller evicts heuristically); a success
+/// closes it again only after the open interval (5 minutes, not waited
+/// here).
+#[tokio::test]
+async fn the_scorers_breaker_opens_after_three_failures() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::invalid_json());
+    let a = agents(&fake);
+    for _ in 0..3 {
+        let run = a.score("g", "t", "b", &mut BudgetUsed::default()).await;
+        assert!(run.outcome.is_fallback());
+    }
+    assert_eq!(
+        a.scorer_breaker.state(),
+        silas_llm::chain::BreakerState::Open
+    );
+    let served = fake.served();
+    let run = a.score("g", "t", "b", &mut BudgetUsed::default()).await;
+    assert!(run.outcome.is_fallback());
+    assert_eq!(run.requests, 0);
+    assert_eq!(fake.served(), served, "no call while open");
+    // Clones share it (one breaker for every scope).
+    assert_eq!(
+        a.clone().scorer_breaker.state(),
+        silas_llm::chain::BreakerState::Open
     );
 }
 

@@ -63,6 +63,7 @@ fn agents(p: Arc<OpenAiProvider>) -> Agents {
         scorer: agent,
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
+        scorer_breaker: Default::default(),
     }
 }
 

@@ -38,7 +38,6 @@ use silas_gates::AccessController;
 use silas_storage::{InboxRecord, InboxStage};
 
 use crate::channel::{ChannelError, Outbound};
-use crate::turn::context::ScopeContext;
 use crate::turn::pipeline::{ScopeState, TurnDeps};
 
 /// The single scope id of single-user mode.
@@ -82,11 +81,7 @@ pub fn rehydrate(deps: &TurnDeps, scope_id: &str) -> Result<ScopeState, ActorPro
     let cfg = &deps.config;
     let limit = cfg.rehydration.max_chronicle_entries as usize;
     let recent = deps.store.chronicle().get_recent(scope_id, limit)?;
-    let budget = cfg
-        .context
-        .total_tokens
-        .saturating_sub(cfg.context.system_max);
-    let mut context = ScopeContext::new(scope_id, &cfg.context.default_profile, budget);
+    let mut context = context::new_context(scope_id, &cfg.context.default_profile);
     let mut next_turn = 0;
     for item in recent {
         next_turn = next_turn.max(item.turn_number + 1);

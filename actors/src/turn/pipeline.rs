@@ -41,7 +41,7 @@ use crate::approval::{ApprovalError, ApprovalService};
 use crate::channel::{ChannelError, ChannelSink, Outbound};
 use crate::gate_runner::{GateHandle, GateRunnerArgs};
 use crate::memory::{MemoryIndex, new_item};
-use crate::turn::context::{ScopeContext, item};
+use crate::turn::context::{ContextManager, item};
 use crate::turn::plan::parse_plan;
 
 /// The step names, in pipeline order.
@@ -242,7 +242,7 @@ pub struct ScopeState {
     pub scope_id: String,
     /// The number the next turn gets.
     pub turn_number: u64,
-    pub context: ScopeContext,
+    pub context: ContextManager,
     pub access: AccessController,
 }
 
@@ -322,7 +322,7 @@ pub async fn process(
             t.chronicle_input()?;
             t.raw_memory_ingest()?;
             t.auto_retrieve()?;
-            t.enforce_budget()?;
+            t.enforce_budget().await?;
             t.build_toolset();
             t.route().await;
             t.output_gates().await?;
@@ -618,27 +618,41 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Step 5: context budget; evicted items become episodes (taint kept).
-    fn enforce_budget(&mut self) -> Result<(), TurnError> {
+    /// Step 5: two-tier eviction (§5.7). Tier 1 always; the scorer only
+    /// when usage stays above `scorer_threshold_pct` of the window, with
+    /// the aggressive heuristic when it cannot answer. Evicted items and
+    /// masked tool results become `episode` memories (taint kept, external
+    /// content scrubbed of injection markers).
+    async fn enforce_budget(&mut self) -> Result<(), TurnError> {
         self.step("enforce_budget");
-        let cfg = &self.deps.config.context;
-        let share = cfg
-            .profiles
-            .get(&self.scope.context.profile)
-            .map_or(0.8, |p| p.chronicle_pct + p.memory_pct + p.workspace_pct);
-        let system = (self.deps.agents.system_prompt_chars() as u64).div_ceil(4);
-        self.scope.context.budget_tokens = crate::turn::context::zone_budget(
-            cfg.total_tokens,
-            cfg.system_max,
-            self.deps.agents.context_window(),
-            system,
-            share,
-        );
-        for ev in self.scope.context.enforce_budget() {
+        let budgets = self.budgets();
+        let cfg = self.deps.config.context.clone();
+        let turn = self.turn_number;
+        let tier1 = self.scope.context.tier1(turn, &cfg, &budgets);
+        let mut kept = tier1.masked;
+        kept.extend(tier1.evicted);
+        if tier1.needs_scorer {
+            let evicted = self.tier2(turn, &cfg, &budgets).await;
+            kept.extend(evicted);
+        }
+        if !kept.is_empty() || tier1.dropped > 0 {
+            self.push(
+                "context_evicted",
+                json!({"scope_id": self.scope.scope_id, "turn": turn, "kept_as_memory": kept.len(),
+                       "dropped_trivial": tier1.dropped, "scorer": tier1.needs_scorer,
+                       "usage": self.scope.context.usage(&budgets), "window": budgets.total}),
+            );
+        }
+        for ev in kept {
+            let content = if ev.taint == silas_core::model::messages::TaintLevel::External {
+                silas_context::scrub::scrub_external(&ev.content)
+            } else {
+                ev.content
+            };
             let m = new_item(
                 &format!("evicted-{}", ev.ctx_id),
                 &self.scope.scope_id,
-                &ev.content,
+                &content,
                 MemoryType::Episode,
                 ReingestionTier::Active,
                 ev.taint,
@@ -647,6 +661,87 @@ impl Turn<'_> {
             self.deps.memory.store_raw(&m)?;
         }
         Ok(())
+    }
+
+    /// This turn's budgets: the profile's zones of the window the model
+    /// can take (its `context_window`, when known), after the system zone
+    /// (the longest agent system prompt and the system items).
+    fn budgets(&self) -> silas_context::Budgets {
+        let cfg = &self.deps.config.context;
+        let profile = cfg
+            .profiles
+            .get(self.scope.context.profile())
+            .or_else(|| cfg.profiles.get(&cfg.default_profile))
+            .cloned()
+            .unwrap_or_else(|| {
+                silas_core::model::context::ContextProfile::new("fallback", 0.45, 0.20, 0.15)
+            });
+        let prompt =
+            silas_context::CharsPerToken::for_chars(self.deps.agents.system_prompt_chars() as u64);
+        silas_context::Budgets::compute(
+            cfg,
+            &profile,
+            self.deps.agents.context_window(),
+            prompt + self.scope.context.system_tokens(),
+        )
+    }
+
+    /// Tier 2: the scorer's eviction groups (2 s, its own breaker, the
+    /// §18.5 call limit), else the deterministic aggressive eviction.
+    async fn tier2(
+        &mut self,
+        turn: u64,
+        cfg: &silas_core::config::ContextConfig,
+        budgets: &silas_context::Budgets,
+    ) -> Vec<silas_core::model::context::ContextItem> {
+        let allowed = self
+            .deps
+            .limits
+            .llm_call(&self.scope.scope_id, std::time::Instant::now())
+            .is_ok();
+        let groups = if allowed {
+            let blocks = self.scope.context.scorer_blocks(turn);
+            let recent: Vec<String> = self
+                .scope
+                .context
+                .items()
+                .iter()
+                .filter(|i| {
+                    i.zone == ContextZone::Chronicle
+                        && i.kind == ContextItemKind::Message
+                        && i.turn_number + 3 > turn
+                })
+                .map(|i| {
+                    silas_context::render::block(&silas_context::render::header(i), &i.content)
+                })
+                .collect();
+            let run = self
+                .deps
+                .agents
+                .score(&self.text, &recent.join("\n"), &blocks, &mut self.used)
+                .await;
+            match run.outcome {
+                Structured::Valid { value, .. } => Some(
+                    value
+                        .evict_groups
+                        .into_iter()
+                        .map(|g| g.block_ids)
+                        .collect::<Vec<_>>(),
+                ),
+                Structured::Fallback { .. } => None,
+            }
+        } else {
+            None
+        };
+        self.push(
+            "context_scorer",
+            json!({"scope_id": self.scope.scope_id, "turn": turn,
+                   "outcome": if groups.is_some() { "groups" } else { "heuristic_fallback" }}),
+        );
+        match groups {
+            Some(g) => self.scope.context.evict_groups(&g, turn, cfg, budgets),
+            None => self.scope.context.evict_aggressively(turn, cfg, budgets),
+        }
     }
 
     /// Step 6: the wrapper chain for the proxy/planner.
@@ -702,10 +797,11 @@ impl Turn<'_> {
         if !self.llm_allowed("proxy") {
             return;
         }
-        let rendered = self
-            .scope
-            .context
-            .render(self.toolset_names.clone(), &self.scope.access.state().level);
+        let rendered = crate::turn::context::rendered(
+            &self.scope.context,
+            self.toolset_names.clone(),
+            &self.scope.access.state().level,
+        );
         let progress = self.progress();
         let run = progress
             .around(
@@ -719,7 +815,12 @@ impl Turn<'_> {
             Structured::Valid { value, .. } => (value, false),
             Structured::Fallback { value, .. } => (value, true),
         };
-        self.scope.context.set_profile(&decision.context_profile);
+        if self.scope.context.set_profile(&decision.context_profile) {
+            self.push(
+                "context_profile_switched",
+                json!({"scope_id": self.scope.scope_id, "profile": decision.context_profile}),
+            );
+        }
         self.push(
             "turn_routed",
             json!({"scope_id": self.scope.scope_id, "route": decision.route.as_str(),

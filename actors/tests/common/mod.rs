@@ -123,6 +123,7 @@ pub fn agents_with_key(fake: &FakeLlm, api_key: &str) -> Agents {
         scorer: agent,
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
+        scorer_breaker: Default::default(),
     }
 }
 

@@ -1,0 +1,389 @@
+//! The per-scope context manager (§5.7): items in four zones, the active
+//! profile, and two-tier eviction. Pure data and policy: the turn runtime
+//! persists what comes back (evicted and masked items become `episode`
+//! memories) and makes the scorer call between [`ContextManager::tier1`] and
+//! [`ContextManager::evict_groups`].
+
+use std::sync::{Arc, OnceLock};
+
+use regex::Regex;
+use serde::Serialize;
+use silas_core::model::context::{ContextItem, ContextItemKind, ContextZone};
+
+use crate::budget::Budgets;
+use crate::render;
+use crate::tokens::TokenCounter;
+use silas_core::config::ContextConfig;
+
+/// Messages below this many tokens may be trivial acknowledgements.
+const TRIVIAL_MAX_TOKENS: u64 = 20;
+
+/// §5.7's default trivial-acknowledgement pattern (a literal: a unit
+/// test proves it compiles).
+fn trivial() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?i)^(ok|okay|thanks|thank you|got it|sure|yes|no|👍)\s*[.!?]*$").ok()
+    })
+    .as_ref()
+}
+
+/// What Tier 1 did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tier1 {
+    /// Items evicted to fit their zone (to be kept as episode memories).
+    pub evicted: Vec<ContextItem>,
+    /// Tool results masked this turn, with their original content (kept as
+    /// memories: the placeholder says "see memory for details").
+    pub masked: Vec<ContextItem>,
+    /// Trivial acknowledgements dropped (not kept).
+    pub dropped: usize,
+    /// Tokens in use afterwards (system + zones).
+    pub usage: u64,
+    /// Still above `scorer_threshold_pct` of the window: Tier 2 is needed.
+    pub needs_scorer: bool,
+}
+
+/// One zone in [`Inspection`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ZoneUse {
+    pub zone: &'static str,
+    pub items: usize,
+    pub tokens: u64,
+    pub budget: u64,
+    pub pinned: usize,
+    pub masked: usize,
+}
+
+/// The `context_inspect` view: sizes only, never content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Inspection {
+    pub profile: String,
+    pub window: u64,
+    pub system: u64,
+    pub usage: u64,
+    pub headroom: u64,
+    pub zones: Vec<ZoneUse>,
+}
+
+/// One scope's context window.
+pub struct ContextManager {
+    scope_id: String,
+    profile: String,
+    items: Vec<ContextItem>,
+    counter: Arc<dyn TokenCounter>,
+}
+
+impl std::fmt::Debug for ContextManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextManager")
+            .field("scope_id", &self.scope_id)
+            .field("profile", &self.profile)
+            .field("items", &self.items.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The masking placeholder (§5.7) for a tool result of `token_count`
+/// tokens. `source` is `tool:{name}`, with `:failed` when it failed.
+pub fn mask_placeholder(source: &str, token_count: u64) -> String {
+    let rest = source.strip_prefix("tool:").unwrap_or(source);
+    let (name, outcome) = match rest.strip_suffix(":failed") {
+        Some(name) => (name, "FAILED"),
+        None => (rest, "SUCCEEDED"),
+    };
+    format!("[Result of {name} ({outcome}) — {token_count} tokens — see memory for details]")
+}
+
+impl ContextManager {
+    pub fn new(scope_id: &str, profile: &str, counter: Arc<dyn TokenCounter>) -> Self {
+        ContextManager {
+            scope_id: scope_id.to_owned(),
+            profile: profile.to_owned(),
+            items: Vec::new(),
+            counter,
+        }
+    }
+
+    pub fn scope_id(&self) -> &str {
+        &self.scope_id
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.profile
+    }
+
+    /// Switches the zone budgets' profile; true when it changed (the
+    /// caller audits switches). A shrunk zone is fitted at the next
+    /// [`Self::tier1`].
+    pub fn set_profile(&mut self, profile: &str) -> bool {
+        if self.profile == profile {
+            return false;
+        }
+        self.profile = profile.to_owned();
+        true
+    }
+
+    pub fn items(&self) -> &[ContextItem] {
+        &self.items
+    }
+
+    /// Adds `item` (once per `ctx_id`), counting its tokens.
+    pub fn add(&mut self, mut item: ContextItem) {
+        if self.contains(&item.ctx_id) {
+            return;
+        }
+        item.token_count = self.counter.count(&item.content);
+        self.items.push(item);
+    }
+
+    pub fn contains(&self, ctx_id: &str) -> bool {
+        self.items.iter().any(|i| i.ctx_id == ctx_id)
+    }
+
+    /// Drops the items `gone` says are gone; returns how many.
+    pub fn remove_where(&mut self, mut gone: impl FnMut(&ContextItem) -> bool) -> usize {
+        let before = self.items.len();
+        self.items.retain(|i| !gone(i));
+        before - self.items.len()
+    }
+
+    pub fn zone_tokens(&self, zone: ContextZone) -> u64 {
+        self.items
+            .iter()
+            .filter(|i| i.zone == zone)
+            .map(|i| i.token_count)
+            .sum()
+    }
+
+    /// Tokens of the system zone's items (the caller adds the prompt's).
+    pub fn system_tokens(&self) -> u64 {
+        self.zone_tokens(ContextZone::System)
+    }
+
+    /// Tokens in use: the system zone as budgeted plus the other zones.
+    pub fn usage(&self, b: &Budgets) -> u64 {
+        b.system
+            + [
+                ContextZone::Chronicle,
+                ContextZone::Memory,
+                ContextZone::Workspace,
+            ]
+            .iter()
+            .map(|z| self.zone_tokens(*z))
+            .sum::<u64>()
+    }
+
+    /// Never evicted: pinned items, the system zone, and the conversation
+    /// of the turn being answered (a memory recalled this turn may go).
+    fn protected(i: &ContextItem, turn: u64) -> bool {
+        i.pinned
+            || i.zone == ContextZone::System
+            || (i.zone == ContextZone::Chronicle && i.turn_number >= turn)
+    }
+
+    /// Tier 1 (§5.7), always run: observation masking, trivial
+    /// acknowledgements, then each zone's own policy until it fits.
+    pub fn tier1(&mut self, turn: u64, cfg: &ContextConfig, b: &Budgets) -> Tier1 {
+        let mut out = Tier1 {
+            masked: self.mask_observations(turn, cfg.observation_mask_after_turns),
+            ..Tier1::default()
+        };
+        out.dropped = self.drop_trivial(turn);
+        for zone in [
+            ContextZone::Chronicle,
+            ContextZone::Memory,
+            ContextZone::Workspace,
+        ] {
+            while self.zone_tokens(zone) > b.of(zone) {
+                let Some(pos) = self.zone_victim(zone, turn) else {
+                    break;
+                };
+                out.evicted.push(self.items.remove(pos));
+            }
+        }
+        out.usage = self.usage(b);
+        out.needs_scorer = out.usage > b.threshold(cfg.scorer_threshold_pct);
+        out
+    }
+
+    /// Masks tool results older than `after` turns; returns the originals.
+    fn mask_observations(&mut self, turn: u64, after: u32) -> Vec<ContextItem> {
+        let counter = self.counter.clone();
+        let mut originals = Vec::new();
+        for i in self.items.iter_mut().filter(|i| {
+            i.kind == ContextItemKind::ToolResult
+                && !i.masked
+                && i.turn_number + u64::from(after) < turn
+        }) {
+            originals.push(i.clone());
+            i.content = mask_placeholder(&i.source, i.token_count);
+            i.token_count = counter.count(&i.content);
+            i.masked = true;
+        }
+        originals
+    }
+
+    /// Drops "ok", "thanks", … — but never from the last two turns, where
+    /// a "yes" still answers something.
+    fn drop_trivial(&mut self, turn: u64) -> usize {
+        self.remove_where(|i| {
+            i.zone == ContextZone::Chronicle
+                && i.kind == ContextItemKind::Message
+                && !i.pinned
+                && i.turn_number + 2 <= turn
+                && i.token_count < TRIVIAL_MAX_TOKENS
+                && trivial().is_some_and(|re| re.is_match(i.content.trim()))
+        })
+    }
+
+    /// The next item a zone's policy evicts: oldest chronicle item; the
+    /// least relevant memory; a completed result before an active plan or
+    /// subscription in the workspace.
+    fn zone_victim(&self, zone: ContextZone, turn: u64) -> Option<usize> {
+        let candidates = self
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.zone == zone && !Self::protected(i, turn));
+        match zone {
+            ContextZone::Chronicle => candidates.min_by_key(|(p, i)| (i.turn_number, *p)),
+            ContextZone::Memory => candidates.min_by(|(pa, a), (pb, b)| {
+                a.relevance
+                    .total_cmp(&b.relevance)
+                    .then(a.turn_number.cmp(&b.turn_number))
+                    .then(pa.cmp(pb))
+            }),
+            ContextZone::Workspace => candidates.min_by_key(|(p, i)| {
+                (
+                    i.kind != ContextItemKind::ExecutionResult,
+                    i.turn_number,
+                    *p,
+                )
+            }),
+            ContextZone::System => None,
+        }
+        .map(|(p, _)| p)
+    }
+
+    /// What the scorer is shown: every item that could be evicted, with
+    /// its id (`ctx_id`), header and the start of its content.
+    pub fn scorer_blocks(&self, turn: u64) -> String {
+        self.items
+            .iter()
+            .filter(|i| !Self::protected(i, turn))
+            .map(|i| {
+                let start: String = i.content.chars().take(200).collect();
+                format!(
+                    "[{}] {} ({} tokens)\n{}",
+                    i.ctx_id,
+                    render::header(i),
+                    i.token_count,
+                    render::escape(&start)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    /// Tier 2 with the scorer's answer: evicts its groups in order until
+    /// usage is at most `eviction_threshold_pct`; unknown or protected ids
+    /// are ignored (the scorer is a model). What the groups do not free,
+    /// the aggressive heuristic does.
+    pub fn evict_groups(
+        &mut self,
+        groups: &[Vec<String>],
+        turn: u64,
+        cfg: &ContextConfig,
+        b: &Budgets,
+    ) -> Vec<ContextItem> {
+        let target = b.threshold(cfg.eviction_threshold_pct);
+        let mut out = Vec::new();
+        for group in groups {
+            if self.usage(b) <= target {
+                return out;
+            }
+            for id in group {
+                if let Some(pos) = self
+                    .items
+                    .iter()
+                    .position(|i| &i.ctx_id == id && !Self::protected(i, turn))
+                {
+                    out.push(self.items.remove(pos));
+                }
+            }
+        }
+        out.extend(self.evict_aggressively(turn, cfg, b));
+        out
+    }
+
+    /// The deterministic fallback when the scorer cannot answer (timeout,
+    /// failure, breaker open): oldest chronicle, least relevant memory and
+    /// completed workspace items in turn, until usage is at most
+    /// `eviction_threshold_pct` or nothing more may go.
+    pub fn evict_aggressively(
+        &mut self,
+        turn: u64,
+        cfg: &ContextConfig,
+        b: &Budgets,
+    ) -> Vec<ContextItem> {
+        let target = b.threshold(cfg.eviction_threshold_pct);
+        let mut out = Vec::new();
+        'rounds: while self.usage(b) > target {
+            let mut any = false;
+            for zone in [
+                ContextZone::Chronicle,
+                ContextZone::Memory,
+                ContextZone::Workspace,
+            ] {
+                if self.usage(b) <= target {
+                    break 'rounds;
+                }
+                if let Some(pos) = self.zone_victim(zone, turn) {
+                    out.push(self.items.remove(pos));
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The blocks the agents see, in zone order (§3.5 delimiters).
+    pub fn render(&self) -> Vec<String> {
+        render::render_items(&self.items)
+    }
+
+    /// Sizes per zone for `context_inspect` (no content).
+    pub fn inspect(&self, b: &Budgets) -> Inspection {
+        let zones = render::ZONE_ORDER
+            .iter()
+            .map(|z| {
+                let items: Vec<&ContextItem> = self.items.iter().filter(|i| i.zone == *z).collect();
+                ZoneUse {
+                    zone: z.as_str(),
+                    items: items.len(),
+                    tokens: items.iter().map(|i| i.token_count).sum(),
+                    budget: b.of(*z),
+                    pinned: items.iter().filter(|i| i.pinned).count(),
+                    masked: items.iter().filter(|i| i.masked).count(),
+                }
+            })
+            .collect();
+        let usage = self.usage(b);
+        Inspection {
+            profile: self.profile.clone(),
+            window: b.total,
+            system: b.system,
+            usage,
+            headroom: b.total.saturating_sub(usage),
+            zones,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

@@ -1,0 +1,305 @@
+use super::*;
+use crate::tokens::CharsPerToken;
+use silas_core::Timestamp;
+use silas_core::model::messages::TaintLevel;
+
+/// Counts one token per character: sizes in tests are exact.
+struct OnePerChar;
+impl TokenCounter for OnePerChar {
+    fn count(&self, text: &str) -> u64 {
+        text.chars().count() as u64
+    }
+}
+
+fn mgr() -> ContextManager {
+    ContextManager::new("owner", "conversation", Arc::new(OnePerChar))
+}
+
+fn item(
+    id: &str,
+    zone: ContextZone,
+    kind: ContextItemKind,
+    turn: u64,
+    content: &str,
+) -> ContextItem {
+    ContextItem {
+        ctx_id: id.into(),
+        zone,
+        content: content.into(),
+        token_count: 0,
+        created_at: Timestamp::now(),
+        turn_number: turn,
+        source: "channel:web".into(),
+        taint: TaintLevel::Owner,
+        kind,
+        relevance: 1.0,
+        masked: false,
+        pinned: false,
+    }
+}
+
+fn msg(id: &str, turn: u64, content: &str) -> ContextItem {
+    item(
+        id,
+        ContextZone::Chronicle,
+        ContextItemKind::Message,
+        turn,
+        content,
+    )
+}
+
+/// Budgets with exact zone sizes (system 0).
+fn budgets(total: u64, chronicle: u64, memory: u64, workspace: u64) -> Budgets {
+    Budgets {
+        total,
+        system: 0,
+        allocable: total,
+        chronicle,
+        memory,
+        workspace,
+    }
+}
+
+fn ids(items: &[ContextItem]) -> Vec<&str> {
+    items.iter().map(|i| i.ctx_id.as_str()).collect()
+}
+
+fn cfg() -> ContextConfig {
+    ContextConfig::default()
+}
+
+#[test]
+fn old_tool_results_are_masked_with_the_specs_placeholder_and_kept() {
+    let mut m = mgr();
+    let mut ok = item(
+        "t1",
+        ContextZone::Chronicle,
+        ContextItemKind::ToolResult,
+        1,
+        &"x".repeat(847),
+    );
+    ok.source = "tool:shell_exec".into();
+    let mut failed = item(
+        "t2",
+        ContextZone::Chronicle,
+        ContextItemKind::ToolResult,
+        2,
+        "boom",
+    );
+    failed.source = "tool:python_exec:failed".into();
+    let recent = item(
+        "t3",
+        ContextZone::Chronicle,
+        ContextItemKind::ToolResult,
+        5,
+        "fresh",
+    );
+    for i in [ok, failed, recent] {
+        m.add(i);
+    }
+    // observation_mask_after_turns = 5: at turn 8, turns 1 and 2 are older.
+    let out = m.tier1(8, &cfg(), &budgets(100_000, 50_000, 10_000, 10_000));
+    assert_eq!(ids(&out.masked), ["t1", "t2"]);
+    assert_eq!(
+        out.masked[0].content.len(),
+        847,
+        "the original is handed back"
+    );
+    let by = |id: &str| m.items().iter().find(|i| i.ctx_id == id).unwrap().clone();
+    assert_eq!(
+        by("t1").content,
+        "[Result of shell_exec (SUCCEEDED) — 847 tokens — see memory for details]"
+    );
+    assert!(by("t1").masked && by("t1").token_count < 847);
+    assert_eq!(
+        by("t2").content,
+        "[Result of python_exec (FAILED) — 4 tokens — see memory for details]"
+    );
+    assert!(!by("t3").masked);
+    // Masking happens once.
+    let again = m.tier1(9, &cfg(), &budgets(100_000, 50_000, 10_000, 10_000));
+    assert!(again.masked.is_empty());
+}
+
+#[test]
+fn trivial_acknowledgements_go_but_not_from_the_last_two_turns() {
+    let mut m = mgr();
+    for (id, turn, text) in [
+        ("a", 1, "ok"),
+        ("b", 1, "Thanks!"),
+        ("c", 2, "got it."),
+        ("d", 2, "ok, and now deploy it to the staging server please"),
+        ("e", 4, "yes"),
+        ("f", 5, "👍"),
+    ] {
+        m.add(msg(id, turn, text));
+    }
+    let mut pinned = msg("p", 1, "sure");
+    pinned.pinned = true;
+    m.add(pinned);
+    let out = m.tier1(5, &cfg(), &budgets(100_000, 50_000, 10_000, 10_000));
+    assert_eq!(out.dropped, 3);
+    assert_eq!(ids(m.items()), ["d", "e", "f", "p"]);
+}
+
+#[test]
+fn each_zone_evicts_by_its_own_policy_and_never_pinned_or_current() {
+    let mut m = mgr();
+    // Chronicle: oldest first.
+    m.add(msg("c1", 1, &"a".repeat(40)));
+    let mut pinned = msg("c0", 0, &"p".repeat(40));
+    pinned.pinned = true;
+    m.add(pinned);
+    m.add(msg("c2", 2, &"b".repeat(40)));
+    m.add(msg("now", 3, &"c".repeat(40)));
+    // Memory: least relevant first.
+    for (id, rel) in [("m1", 0.9), ("m2", 0.1), ("m3", 0.5)] {
+        let mut i = item(
+            id,
+            ContextZone::Memory,
+            ContextItemKind::Memory,
+            1,
+            &"m".repeat(30),
+        );
+        i.relevance = rel;
+        m.add(i);
+    }
+    // Workspace: completed results before active plans.
+    m.add(item(
+        "plan",
+        ContextZone::Workspace,
+        ContextItemKind::Plan,
+        1,
+        &"p".repeat(30),
+    ));
+    m.add(item(
+        "done",
+        ContextZone::Workspace,
+        ContextItemKind::ExecutionResult,
+        2,
+        &"d".repeat(30),
+    ));
+    let out = m.tier1(3, &cfg(), &budgets(1_000, 100, 60, 30));
+    assert_eq!(ids(&out.evicted), ["c1", "c2", "m2", "done"]);
+    assert!(
+        m.contains("c0") && m.contains("now"),
+        "pinned and current stay"
+    );
+    // A zone of protected items alone stays over its budget: nothing else to do.
+    let out = m.tier1(3, &cfg(), &budgets(1_000, 10, 60, 30));
+    assert!(out.evicted.is_empty());
+}
+
+#[test]
+fn a_shrunk_profile_evicts_at_the_next_tier1() {
+    let c = cfg();
+    let mut m = mgr();
+    for n in 0..10 {
+        m.add(msg(&format!("c{n}"), n, &"x".repeat(100)));
+    }
+    let conv = Budgets::compute(&c, &c.profiles["conversation"], Some(3_000), 0);
+    assert!(m.tier1(10, &c, &conv).evicted.is_empty(), "{conv:?}");
+    assert!(m.set_profile("coding"));
+    assert!(!m.set_profile("coding"));
+    let coding = Budgets::compute(&c, &c.profiles["coding"], Some(3_000), 0);
+    let out = m.tier1(10, &c, &coding);
+    assert!(!out.evicted.is_empty());
+    assert!(m.zone_tokens(ContextZone::Chronicle) <= coding.chronicle);
+}
+
+#[test]
+fn tier2_asks_for_the_scorer_above_its_threshold_and_evicts_its_groups() {
+    let c = cfg(); // eviction 0.80, scorer 0.90
+    let mut m = mgr();
+    // Pinned and current items keep Tier 1 from fitting zones; a big
+    // evictable memory keeps usage high.
+    for n in 0..5 {
+        m.add(msg(&format!("c{n}"), n, &"x".repeat(100)));
+    }
+    let b = budgets(1_000, 1_000, 1_000, 1_000);
+    let out = m.tier1(5, &c, &b);
+    assert_eq!(out.usage, 500);
+    assert!(!out.needs_scorer);
+    for n in 5..10 {
+        m.add(msg(&format!("c{n}"), n, &"x".repeat(100)));
+    }
+    let out = m.tier1(10, &c, &b);
+    assert_eq!(out.usage, 1_000);
+    assert!(out.needs_scorer);
+    // The scorer's groups: an unknown id and the current turn are ignored;
+    // eviction stops once usage ≤ 800.
+    let blocks = m.scorer_blocks(9);
+    assert!(
+        blocks.contains("[c3]") && !blocks.contains("[c9]"),
+        "{blocks}"
+    );
+    let groups = vec![
+        vec!["nope".to_owned(), "c9".to_owned(), "c3".to_owned()],
+        vec!["c4".to_owned()],
+        vec!["c5".to_owned()],
+    ];
+    let evicted = m.evict_groups(&groups, 9, &c, &b);
+    assert_eq!(ids(&evicted), ["c3", "c4"]);
+    assert_eq!(m.usage(&b), 800);
+}
+
+#[test]
+fn the_aggressive_fallback_frees_down_to_the_threshold_across_zones() {
+    let c = cfg();
+    let mut m = mgr();
+    for n in 0..6 {
+        m.add(msg(&format!("c{n}"), n, &"x".repeat(100)));
+    }
+    let mut low = item(
+        "mem",
+        ContextZone::Memory,
+        ContextItemKind::Memory,
+        0,
+        &"m".repeat(100),
+    );
+    low.relevance = 0.2;
+    m.add(low);
+    m.add(item(
+        "res",
+        ContextZone::Workspace,
+        ContextItemKind::ExecutionResult,
+        0,
+        &"r".repeat(100),
+    ));
+    let b = budgets(1_000, 1_000, 1_000, 1_000);
+    assert_eq!(m.usage(&b), 800);
+    m.add(msg("c6", 6, &"x".repeat(200)));
+    let evicted = m.evict_aggressively(6, &c, &b);
+    // One round: the oldest message, the memory; then usage is 800.
+    assert_eq!(ids(&evicted), ["c0", "mem"]);
+    assert_eq!(m.usage(&b), 800);
+}
+
+#[test]
+fn inspect_reports_sizes_never_content() {
+    let c = cfg();
+    let mut m = ContextManager::new("owner", "conversation", Arc::new(CharsPerToken));
+    m.add(msg("c1", 1, "my secret plan is to visit Vienna"));
+    let b = Budgets::compute(&c, &c.profiles["conversation"], None, 100);
+    let view = m.inspect(&b);
+    let json = serde_json::to_string(&view).unwrap();
+    assert!(!json.contains("Vienna"));
+    assert_eq!(view.zones[1].zone, "chronicle");
+    assert_eq!(view.zones[1].items, 1);
+    assert_eq!(view.zones[1].tokens, 10);
+    assert_eq!(view.window, 180_000);
+}
+
+#[test]
+fn the_trivial_pattern_compiles() {
+    assert!(trivial().is_some());
+}
+
+#[test]
+fn items_are_added_once_and_counted() {
+    let mut m = ContextManager::new("owner", "conversation", Arc::new(CharsPerToken));
+    m.add(msg("a", 1, "abcdefgh"));
+    m.add(msg("a", 1, "a different body"));
+    assert_eq!(m.items().len(), 1);
+    assert_eq!(m.items()[0].token_count, 3);
+}
