@@ -125,3 +125,81 @@ async fn an_overfull_window_asks_the_scorer_and_keeps_what_it_evicts() {
     assert_eq!(kept[0]["taint"], "external");
     assert_eq!(kept[0]["memory_type"], "episode");
 }
+
+/// Issue #18 item 2 on the real binary: the owner names a file of a
+/// registered workspace; from then on each turn's prompt carries its
+/// current text with the §3.5 subscription delimiter, a change shows up
+/// with its turn, and a symlink out of the workspace is never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_the_owner_names_is_subscribed_and_stays_fresh() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(direct("Noted."));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("app.py"), "VERSION = 1\n").unwrap();
+    std::fs::write(dir.join("outside.txt"), "the owner's diary").unwrap();
+    std::os::unix::fs::symlink(dir.join("outside.txt"), site.join("diary.txt")).unwrap();
+    std::fs::write(
+        dir.join("silas.yaml"),
+        format!(
+            "silas:\n  models: {{proxy: \"fake:m\", planner: \"fake:m\", executor: \"fake:m\", scorer: \"fake:m\"}}\n  providers:\n    fake: {{base_url: \"{}\", api_key_env: null}}\n  llm: {{max_retries: 0}}\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    ok(dir, &["init"]);
+    ok(dir, &["workspace", "add", "site", site.to_str().unwrap()]);
+    let mut cmd = silas(dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    let mut log = Vec::new();
+    let prompt = |n: usize| {
+        fake.requests()[n].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "Please look at site/app.py and site/diary.txt"}),
+    )
+    .await;
+    frame_of_type(&mut ws, "message", Duration::from_secs(20), &mut log).await;
+    let first = prompt(0);
+    assert!(
+        first.contains("--- subscription:file | site/app.py | live | last_changed: turn 0 ---\nVERSION = 1\n--- end ---"),
+        "{first}"
+    );
+    assert!(
+        !first.contains("the owner's diary"),
+        "a symlink out of the workspace was read"
+    );
+    // The file changes between turns: the next prompt has the new text.
+    std::fs::write(site.join("app.py"), "VERSION = 2\n").unwrap();
+    send(&mut ws, json!({"type": "message", "text": "and now?"})).await;
+    frame_of_type(&mut ws, "message", Duration::from_secs(20), &mut log).await;
+    let second = prompt(1);
+    assert!(
+        second.contains("--- subscription:file | site/app.py | live | last_changed: turn 1 ---\nVERSION = 2\n--- end ---"),
+        "{second}"
+    );
+    assert!(!second.contains("VERSION = 1\n--- end"));
+    daemon.stop().await;
+    let events = audit_events(dir);
+    let unreadable: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "context_subscription" && e["data"]["note"] == "unreadable")
+        .collect();
+    assert!(
+        !unreadable.is_empty(),
+        "the symlink was refused and audited"
+    );
+    assert!(
+        !serde_json::to_string(&events)
+            .unwrap()
+            .contains("the owner's diary")
+    );
+}

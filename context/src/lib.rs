@@ -10,6 +10,8 @@
 //!   are never evicted), Tier-2 eviction by the scorer's groups or the
 //!   deterministic aggressive fallback. Everything evicted or masked comes
 //!   back to the caller to be kept as an `episode` memory.
+//! * [`subscriptions`] — live files, line ranges and memory queries,
+//!   re-materialised each render with change detection.
 //! * [`scrub`] — injection markers out of external content before it is
 //!   kept as memory.
 //! * [`render`] — blocks in zone order with the §3.5 delimiters; content
@@ -24,6 +26,7 @@ pub mod budget;
 pub mod manager;
 pub mod render;
 pub mod scrub;
+pub mod subscriptions;
 pub mod tokens;
 
 pub use budget::Budgets;

@@ -12,6 +12,7 @@ use silas_core::model::context::{ContextItem, ContextItemKind, ContextZone};
 
 use crate::budget::Budgets;
 use crate::render;
+use crate::subscriptions::{Materializer, SubscriptionNote, Subscriptions};
 use crate::tokens::TokenCounter;
 use silas_core::config::ContextConfig;
 
@@ -38,6 +39,8 @@ pub struct Tier1 {
     pub masked: Vec<ContextItem>,
     /// Trivial acknowledgements dropped (not kept).
     pub dropped: usize,
+    /// Subscriptions deactivated for not being referenced.
+    pub notes: Vec<SubscriptionNote>,
     /// Tokens in use afterwards (system + zones).
     pub usage: u64,
     /// Still above `scorer_threshold_pct` of the window: Tier 2 is needed.
@@ -72,6 +75,8 @@ pub struct ContextManager {
     profile: String,
     items: Vec<ContextItem>,
     counter: Arc<dyn TokenCounter>,
+    /// Live references materialised into the workspace zone each turn.
+    pub subscriptions: Subscriptions,
 }
 
 impl std::fmt::Debug for ContextManager {
@@ -102,6 +107,7 @@ impl ContextManager {
             profile: profile.to_owned(),
             items: Vec::new(),
             counter,
+            subscriptions: Subscriptions::default(),
         }
     }
 
@@ -190,6 +196,16 @@ impl ContextManager {
             ..Tier1::default()
         };
         out.dropped = self.drop_trivial(turn);
+        let expired = self
+            .subscriptions
+            .deactivate_stale(turn, u64::from(cfg.subscription_ttl_turns));
+        for note in &expired {
+            if let SubscriptionNote::Expired { sub_id } = note {
+                let id = format!("sub:{sub_id}");
+                self.remove_where(|i| i.ctx_id == id);
+            }
+        }
+        out.notes = expired;
         for zone in [
             ContextZone::Chronicle,
             ContextZone::Memory,
@@ -199,12 +215,54 @@ impl ContextManager {
                 let Some(pos) = self.zone_victim(zone, turn) else {
                     break;
                 };
-                out.evicted.push(self.items.remove(pos));
+                if let Some(kept) = self.take(pos) {
+                    out.evicted.push(kept);
+                }
             }
         }
         out.usage = self.usage(b);
         out.needs_scorer = out.usage > b.threshold(cfg.scorer_threshold_pct);
         out
+    }
+
+    /// Removes the item at `pos`: a subscription's block is deactivated
+    /// (§3.5: deactivated, not deleted — it can come back) and not kept;
+    /// anything else is returned to be kept as memory.
+    fn take(&mut self, pos: usize) -> Option<ContextItem> {
+        let item = self.items.remove(pos);
+        if item.kind == ContextItemKind::Subscription {
+            if let Some(sub_id) = item.ctx_id.strip_prefix("sub:") {
+                self.subscriptions.deactivate(sub_id);
+            }
+            return None;
+        }
+        Some(item)
+    }
+
+    /// Replaces the subscription blocks with this turn's materialisation
+    /// (§5.7 render step 1); returns what the caller should log.
+    pub fn materialize(
+        &mut self,
+        m: &dyn Materializer,
+        turn: u64,
+        max_subscription_tokens: u64,
+    ) -> Vec<SubscriptionNote> {
+        let shown: std::collections::BTreeSet<String> = self
+            .items
+            .iter()
+            .filter_map(|i| i.ctx_id.strip_prefix("mem:").map(str::to_owned))
+            .collect();
+        let (fresh, notes) = self.subscriptions.materialize(
+            m,
+            turn,
+            max_subscription_tokens,
+            self.counter.as_ref(),
+            &shown,
+        );
+        self.items
+            .retain(|i| i.kind != ContextItemKind::Subscription);
+        self.items.extend(fresh);
+        notes
     }
 
     /// Masks tool results older than `after` turns; returns the originals.
@@ -309,7 +367,7 @@ impl ContextManager {
                     .iter()
                     .position(|i| &i.ctx_id == id && !Self::protected(i, turn))
                 {
-                    out.push(self.items.remove(pos));
+                    out.extend(self.take(pos));
                 }
             }
         }
@@ -340,7 +398,7 @@ impl ContextManager {
                     break 'rounds;
                 }
                 if let Some(pos) = self.zone_victim(zone, turn) {
-                    out.push(self.items.remove(pos));
+                    out.extend(self.take(pos));
                     any = true;
                 }
             }

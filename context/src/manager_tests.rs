@@ -303,3 +303,41 @@ fn items_are_added_once_and_counted() {
     assert_eq!(m.items().len(), 1);
     assert_eq!(m.items()[0].token_count, 3);
 }
+
+/// Subscriptions live in the workspace zone: materialised each turn,
+/// evicted by deactivation (never kept as memory), expired by TTL.
+#[test]
+fn subscriptions_are_materialised_and_evicted_by_deactivation() {
+    use crate::subscriptions::Materializer;
+    use silas_core::model::context::SubscriptionType;
+    struct Files;
+    impl Materializer for Files {
+        fn read_file(&self, path: &str) -> Result<String, String> {
+            Ok(format!("contents of {path} {}", "y".repeat(40)))
+        }
+        fn memory_query(&self, _q: &str) -> Vec<(String, String, TaintLevel)> {
+            Vec::new()
+        }
+    }
+    let c = cfg();
+    let mut m = mgr();
+    m.subscriptions.subscribe(SubscriptionType::File, "a.py", 1);
+    m.subscriptions.subscribe(SubscriptionType::File, "b.py", 1);
+    assert!(m.materialize(&Files, 1, 2_000).is_empty());
+    assert_eq!(m.zone_tokens(ContextZone::Workspace), 2 * 57);
+    // A workspace budget for one: the older is deactivated, not kept.
+    let out = m.tier1(2, &c, &budgets(1_000, 1_000, 1_000, 70));
+    assert!(out.evicted.is_empty());
+    let active: Vec<&str> = m
+        .subscriptions
+        .active()
+        .map(|t| t.sub.target.as_str())
+        .collect();
+    assert_eq!(active, ["b.py"]);
+    m.materialize(&Files, 3, 2_000);
+    assert_eq!(m.zone_tokens(ContextZone::Workspace), 57);
+    // Unreferenced for subscription_ttl_turns (10): deactivated.
+    let out = m.tier1(11, &c, &budgets(1_000, 1_000, 1_000, 1_000));
+    assert_eq!(out.notes.len(), 1);
+    assert_eq!(m.zone_tokens(ContextZone::Workspace), 0);
+}

@@ -58,6 +58,9 @@ pub fn header(item: &ContextItem) -> String {
             format!("\"{}\"", label(&item.content)),
         ],
         ContextItemKind::System => vec!["system".to_owned()],
+        // A subscription's source is its whole metadata line
+        // (`subscription:file | a.py | live | last_changed: turn 8`).
+        ContextItemKind::Subscription => vec![item.source.clone()],
         // Subscriptions carry their own header (see `subscription_header`).
         kind => vec![
             kind.as_str().to_owned(),

@@ -625,10 +625,12 @@ impl Turn<'_> {
     /// content scrubbed of injection markers).
     async fn enforce_budget(&mut self) -> Result<(), TurnError> {
         self.step("enforce_budget");
-        let budgets = self.budgets();
         let cfg = self.deps.config.context.clone();
         let turn = self.turn_number;
-        let tier1 = self.scope.context.tier1(turn, &cfg, &budgets);
+        self.subscriptions(turn, cfg.max_subscription_tokens);
+        let budgets = self.budgets();
+        let mut tier1 = self.scope.context.tier1(turn, &cfg, &budgets);
+        self.audit_subscription_notes(std::mem::take(&mut tier1.notes));
         let mut kept = tier1.masked;
         kept.extend(tier1.evicted);
         if tier1.needs_scorer {
@@ -661,6 +663,51 @@ impl Turn<'_> {
             self.deps.memory.store_raw(&m)?;
         }
         Ok(())
+    }
+
+    /// Context subscriptions (issue #18 item 2), the owner's only: files
+    /// the message names in a registered workspace are subscribed, and every
+    /// active subscription is materialised for this turn.
+    fn subscriptions(&mut self, turn: u64, max_tokens: u64) {
+        if self.scope.scope_id != crate::turn::OWNER_SCOPE {
+            return;
+        }
+        let workspaces = crate::workspaces::list(&self.deps.store).unwrap_or_else(|e| {
+            tracing::warn!("workspace registry unreadable: {e}");
+            Vec::new()
+        });
+        let subs = &mut self.scope.context.subscriptions;
+        for (sub_type, target) in crate::turn::subscribe::mentioned(&self.text, &workspaces) {
+            subs.subscribe(sub_type, &target, turn);
+        }
+        // The owner naming a target keeps it alive like a reply does.
+        subs.note_reply(&self.text, turn);
+        let files = crate::turn::subscribe::WorkspaceFiles {
+            workspaces,
+            memory: self.deps.memory.clone(),
+            scope_id: self.scope.scope_id.clone(),
+        };
+        let notes = self.scope.context.materialize(&files, turn, max_tokens);
+        self.audit_subscription_notes(notes);
+    }
+
+    fn audit_subscription_notes(
+        &mut self,
+        notes: Vec<silas_context::subscriptions::SubscriptionNote>,
+    ) {
+        for note in notes {
+            use silas_context::subscriptions::SubscriptionNote as N;
+            let (sub_id, what) = match &note {
+                N::TooLarge { sub_id, .. } => (sub_id, "too_large"),
+                N::Expired { sub_id } => (sub_id, "expired"),
+                N::Unreadable { sub_id, .. } => (sub_id, "unreadable"),
+            };
+            tracing::info!(scope_id = %self.scope.scope_id, ?note, "context subscription");
+            self.push(
+                "context_subscription",
+                json!({"scope_id": self.scope.scope_id, "sub_id": sub_id, "note": what}),
+            );
+        }
     }
 
     /// This turn's budgets: the profile's zones of the window the model
@@ -1027,6 +1074,11 @@ impl Turn<'_> {
         self.step("chronicle_response");
         let resp = self.response.as_ref()?;
         self.reply = Some(resp.message.clone());
+        let message = resp.message.clone();
+        self.scope
+            .context
+            .subscriptions
+            .note_reply(&message, self.turn_number);
         // The response is only as trusted as what it was derived from.
         let it = item(
             self.ctx_id("out"),
