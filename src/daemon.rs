@@ -268,6 +268,9 @@ async fn run(
     )
     .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     bridge.set_breakers(breakers);
+    if let Some(m) = &memory {
+        bridge.set_memory(m.clone());
+    }
     // Unconfigured context windows come from the servers' model listings;
     // start-up does not wait (turns before it finishes use the total).
     {

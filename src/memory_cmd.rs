@@ -231,3 +231,76 @@ pub fn run(cfg: &Config, cmd: MemoryCommand) -> Result<ExitCode, CliError> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// How many memories the web app's Memory panel lists at once.
+const WEB_LIST: usize = 30;
+
+fn view(m: silas_core::model::memory::MemoryItem) -> silas_web::protocol::MemoryView {
+    silas_web::protocol::MemoryView {
+        preview: m.content.chars().take(200).collect(),
+        memory_id: m.memory_id,
+        memory_type: m.memory_type.as_str().to_owned(),
+        trust_level: m.trust_level.as_str().to_owned(),
+        taint: m.taint.as_str().to_owned(),
+        created_at: m.created_at.to_string(),
+    }
+}
+
+/// The web app's owner-only memory frames (issue #18 item 5): list the
+/// owner conversation's memories (by query, or the most recent) and forget
+/// one by id, exactly as `silas memory forget --id` does (audited
+/// `memory_forgotten` with ids, never content). Returns the list to show
+/// and what was forgotten.
+pub async fn web_op(
+    memory: Option<Memory>,
+    owner: bool,
+    connection_id: &str,
+    frame: silas_web::protocol::ClientFrame,
+) -> Result<(Vec<silas_web::protocol::MemoryView>, Vec<String>), silas_web::protocol::ProtocolError>
+{
+    use silas_web::protocol::{ClientFrame, ProtocolError};
+    let refused = |code: ErrorCode, why: String| ProtocolError::new(code.as_str(), why, None);
+    if !owner {
+        return Err(refused(
+            ErrorCode::EChannelAuth,
+            "only the owner manages memories".into(),
+        ));
+    }
+    let memory =
+        memory.ok_or_else(|| refused(ErrorCode::EDbIo, "the memory index is not open".into()))?;
+    let by = format!("owner:web:{connection_id}");
+    tokio::task::spawn_blocking(move || {
+        let mut forgotten = Vec::new();
+        let query = match frame {
+            ClientFrame::MemoryForget { memory_id } => {
+                forgotten = forget(&memory, &Forget::Id(memory_id), &by).map_err(|e| {
+                    let (code, why) = e.parts();
+                    refused(code, why)
+                })?;
+                String::new()
+            }
+            ClientFrame::MemoryList { query } => query,
+            _ => String::new(),
+        };
+        let scope = silas_actors::turn::OWNER_SCOPE;
+        let found = if query.trim().is_empty() {
+            // The last 90 days, bounded: enough to find the recent ones.
+            let now = Timestamp::now();
+            let since = Timestamp::from_micros(now.as_micros() - 90 * 86_400 * 1_000_000)
+                .unwrap_or(now);
+            let mut all = memory
+                .search_between(scope, since, now, 5_000)
+                .map_err(|e| refused(e.code(), e.to_string()))?;
+            all.reverse();
+            all.truncate(WEB_LIST);
+            all
+        } else {
+            memory
+                .search_keyword(scope, &query, WEB_LIST)
+                .map_err(|e| refused(e.code(), e.to_string()))?
+        };
+        Ok((found.into_iter().map(view).collect(), forgotten))
+    })
+    .await
+    .map_err(|e| refused(ErrorCode::EDbIo, e.to_string()))?
+}

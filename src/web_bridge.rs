@@ -78,6 +78,8 @@ pub struct WebBridge {
     /// The model providers' circuit breakers, for `/health` (set once the
     /// agents are built).
     breakers: std::sync::OnceLock<Arc<silas_llm::chain::BreakerBoard>>,
+    /// The daemon's memory index, for the owner's Memory panel.
+    memory: std::sync::OnceLock<silas_memory::Memory>,
 }
 
 /// The channel name answers and messages from this bridge carry.
@@ -110,7 +112,13 @@ impl WebBridge {
             owner_reachable_elsewhere: std::sync::atomic::AtomicBool::new(false),
             workspace_reserved,
             breakers: std::sync::OnceLock::new(),
+            memory: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The daemon's memory index, for the owner's Memory panel.
+    pub fn set_memory(&self, memory: silas_memory::Memory) {
+        let _ = self.memory.set(memory);
     }
 
     /// The model providers' circuit breakers, shown on `/health`.
@@ -379,6 +387,25 @@ impl WebBackend for WebBridge {
             let (scope_id, ip, owner) = conn.ok_or_else(|| {
                 ProtocolError::new("E_CHANNEL_PROTOCOL", "unknown connection", None)
             })?;
+            if frame.is_memory_op() {
+                // Owner only, decided by the server as for workspaces.
+                let (memories, forgotten) = crate::memory_cmd::web_op(
+                    self.memory.get().cloned(),
+                    owner && scope_id == OWNER_SCOPE,
+                    &connection_id,
+                    frame,
+                )
+                .await?;
+                for tx in self.targets(&scope_id, Some(&connection_id)) {
+                    let _ = tx
+                        .send(ServerFrame::Memories {
+                            memories: memories.clone(),
+                            forgotten: forgotten.clone(),
+                        })
+                        .await;
+                }
+                return Ok(());
+            }
             if frame.is_workspace_op() {
                 // Owner only, decided by the server from how the connection
                 // authenticated — never by the frame.

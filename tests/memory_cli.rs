@@ -230,3 +230,91 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         "memory content reached the audit log"
     );
 }
+
+async fn reply_of(ws: &mut support::Ws, ty: &str) -> Value {
+    loop {
+        let f = support::next_frame(ws, Duration::from_secs(10))
+            .await
+            .expect("an answer");
+        if f["type"] == ty || f["type"] == "error" {
+            return f;
+        }
+    }
+}
+
+fn ids_of(f: &Value) -> Vec<String> {
+    f["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["memory_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue #18 item 5 from the web app: the owner lists the conversation's
+/// memories (recent or by query, never another scope's) and forgets one —
+/// gone from the list, the store and exports, audited without content; a
+/// chatbot customer's connection gets `E_CHANNEL_AUTH` for both frames and
+/// nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_memory_panel_lists_and_forgets_for_the_owner_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    ok(&dir, &["init"]);
+    let now = silas_core::Timestamp::now().to_string();
+    let mut cat = record("cat", "owner", "The owner's cat is called Miso");
+    let mut tea = record("tea", "owner", "The owner drinks green tea");
+    let mut pixel = record("other", "customer-9", "Customer nine's cat is called Pixel");
+    for r in [&mut cat, &mut tea, &mut pixel] {
+        r["created_at"] = json!(now);
+    }
+    std::fs::write(dir.join("in.jsonl"), bundle(&[cat, tea, pixel])).unwrap();
+    ok(&dir, &["memory", "import", "in.jsonl"]);
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(&dir);
+    cmd.env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+
+    let (mut customer, auth) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    assert_ne!(auth["scope_id"], "owner");
+    for frame in [
+        json!({"type": "memory_list", "query": ""}),
+        json!({"type": "memory_forget", "memory_id": "cat"}),
+    ] {
+        send(&mut customer, frame.clone()).await;
+        let f = reply_of(&mut customer, "memories").await;
+        assert_eq!(f["code"], "E_CHANNEL_AUTH", "{frame} → {f}");
+    }
+
+    let (mut owner, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    send(&mut owner, json!({"type": "memory_list", "query": ""})).await;
+    let f = reply_of(&mut owner, "memories").await;
+    let mut ids = ids_of(&f);
+    ids.sort();
+    assert_eq!(ids, ["cat", "tea"], "{f}");
+    send(&mut owner, json!({"type": "memory_list", "query": "cats"})).await;
+    assert_eq!(ids_of(&reply_of(&mut owner, "memories").await), ["cat"]);
+    send(
+        &mut owner,
+        json!({"type": "memory_forget", "memory_id": "cat"}),
+    )
+    .await;
+    let f = reply_of(&mut owner, "memories").await;
+    assert_eq!(f["forgotten"], json!(["cat"]), "{f}");
+    assert_eq!(ids_of(&f), ["tea"]);
+    daemon.stop().await;
+
+    ok(&dir, &["memory", "export", "out.jsonl"]);
+    let ids = exported_ids(&dir.join("out.jsonl"));
+    assert!(
+        !ids.contains(&"cat".to_owned()) && ids.contains(&"other".to_owned()),
+        "{ids:?}"
+    );
+    let audit = audit_json(&dir);
+    assert!(audit.contains("memory_forgotten") && audit.contains("owner:web:"));
+    assert!(
+        !audit.contains("Miso"),
+        "memory content reached the audit log"
+    );
+}

@@ -1564,6 +1564,36 @@
     });
   });
 
+  function onMemories(f) {
+    const list = $('memory-list');
+    list.textContent = '';
+    const gone = arr(f.forgotten);
+    if (gone.length) systemNote('Forgotten: ' + gone.map(str).join(', ') + '.');
+    const all = arr(f.memories);
+    if (!all.length) list.appendChild(el('li', 'empty', 'No memories found.'));
+    for (const m0 of all) {
+      const m = obj(m0);
+      const meta = str(m.memory_type) + ', ' + str(m.trust_level) + (str(m.taint) === 'external' ? ', from outside' : '');
+      const li = el('li', null, str(m.preview) + ' (' + meta + ') ');
+      const rm = el('button', 'btn btn-ghost', 'Forget');
+      rm.type = 'button';
+      rm.addEventListener('click', () => {
+        if (window.confirm('Forget this memory everywhere? This cannot be undone.')) {
+          send({ type: 'memory_forget', memory_id: str(m.memory_id) });
+        }
+      });
+      li.appendChild(rm);
+      list.appendChild(li);
+    }
+  }
+  $('memories').addEventListener('toggle', () => {
+    if ($('memories').open) send({ type: 'memory_list', query: $('memory-query').value.trim() });
+  });
+  $('memory-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send({ type: 'memory_list', query: $('memory-query').value.trim() });
+  });
+
   // ---- frames --------------------------------------------------------
   function handle(f) {
     const kind = f && f.type;
@@ -1580,9 +1610,13 @@
         // Only the owner manages workspaces (the server refuses anyone else);
         // the list is asked for when the section is opened.
         $('workspaces').hidden = f.scope_id !== 'owner';
+        $('memories').hidden = f.scope_id !== 'owner';
         break;
       case 'workspaces':
         onWorkspaces(f);
+        break;
+      case 'memories':
+        onMemories(f);
         break;
       case 'message':
         clearProgress();

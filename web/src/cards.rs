@@ -196,7 +196,9 @@ pub fn answer(frame: ClientFrame) -> Result<Option<CardAnswerFrame>, ProtocolErr
         | ClientFrame::Message { .. }
         | ClientFrame::WorkspaceList
         | ClientFrame::WorkspaceAdd { .. }
-        | ClientFrame::WorkspaceRemove { .. } => Ok(None),
+        | ClientFrame::WorkspaceRemove { .. }
+        | ClientFrame::MemoryList { .. }
+        | ClientFrame::MemoryForget { .. } => Ok(None),
         ClientFrame::ApprovalResponse {
             request_id,
             verdict,

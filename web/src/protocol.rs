@@ -102,9 +102,28 @@ pub enum ClientFrame {
     WorkspaceRemove {
         name: String,
     },
+    /// Owner only (issue #18): the owner conversation's memories matching
+    /// `query` (the most recent when empty), answered with `memories`.
+    MemoryList {
+        #[serde(default)]
+        query: String,
+    },
+    /// Owner only: erase one memory from the store, the index and every
+    /// later export (audited without its content).
+    MemoryForget {
+        memory_id: String,
+    },
 }
 
 impl ClientFrame {
+    /// An owner-only memory frame (issue #18).
+    pub fn is_memory_op(&self) -> bool {
+        matches!(
+            self,
+            ClientFrame::MemoryList { .. } | ClientFrame::MemoryForget { .. }
+        )
+    }
+
     /// An owner-only registry frame (issue #15).
     pub fn is_workspace_op(&self) -> bool {
         matches!(
@@ -135,9 +154,24 @@ impl ClientFrame {
             | SecureInputCompleted { .. }
             | WorkspaceList
             | WorkspaceAdd { .. }
-            | WorkspaceRemove { .. } => None,
+            | WorkspaceRemove { .. }
+            | MemoryList { .. }
+            | MemoryForget { .. } => None,
         }
     }
+}
+
+/// One memory as the owner's Memory panel shows it: a bounded preview,
+/// never more.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryView {
+    pub memory_id: String,
+    /// The first 200 characters.
+    pub preview: String,
+    pub memory_type: String,
+    pub trust_level: String,
+    pub taint: String,
+    pub created_at: String,
 }
 
 /// Server → client frames.
@@ -146,6 +180,13 @@ impl ClientFrame {
 pub enum ServerFrame {
     /// The owner's registered workspaces, after any registry frame.
     Workspaces { workspaces: Vec<Workspace> },
+    /// Memories for the owner's Memory panel (after `memory_list` or
+    /// `memory_forget`); `forgotten` names what a forget erased.
+    Memories {
+        memories: Vec<MemoryView>,
+        #[serde(default)]
+        forgotten: Vec<String>,
+    },
     AuthOk {
         scope_id: String,
         /// Which model serves this assistant; present when the runtime says,
