@@ -225,6 +225,17 @@ async fn run(
         let _ = server_stop.wait_for(|s| *s).await;
     });
 
+    // The memory consolidator (§6.4): merges duplicates and prunes stale
+    // memories every `memory.consolidation_interval_minutes`.
+    if let Some(m) = &memory {
+        let every = Duration::from_secs(u64::from(cfg.memory.consolidation_interval_minutes) * 60);
+        tokio::spawn(crate::memory_cmd::consolidation_loop(
+            m.clone(),
+            every,
+            stop_rx_tasks.clone(),
+        ));
+    }
+
     let housekeeper = HousekeeperArgs {
         store: store.clone(),
         retention_days: cfg.chronicle.retention_days,

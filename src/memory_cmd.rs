@@ -286,8 +286,8 @@ pub async fn web_op(
         let found = if query.trim().is_empty() {
             // The last 90 days, bounded: enough to find the recent ones.
             let now = Timestamp::now();
-            let since = Timestamp::from_micros(now.as_micros() - 90 * 86_400 * 1_000_000)
-                .unwrap_or(now);
+            let since =
+                Timestamp::from_micros(now.as_micros() - 90 * 86_400 * 1_000_000).unwrap_or(now);
             let mut all = memory
                 .search_between(scope, since, now, 5_000)
                 .map_err(|e| refused(e.code(), e.to_string()))?;
@@ -303,4 +303,49 @@ pub async fn web_op(
     })
     .await
     .map_err(|e| refused(ErrorCode::EDbIo, e.to_string()))?
+}
+
+/// One consolidator round over every scope (§6.4): merges and prunes, and
+/// audits `memory_consolidated` per scope that changed (ids and counts,
+/// never content). Returns the number of memories removed.
+pub fn consolidate_all(memory: &Memory, now: Timestamp) -> Result<usize, CliError> {
+    let mut removed = 0;
+    for scope in memory.scopes().map_err(coded)? {
+        let plan = memory
+            .consolidate(&scope, now, silas_memory::consolidate::Policy::default())
+            .map_err(coded)?;
+        let gone = plan.removed();
+        if gone.is_empty() {
+            continue;
+        }
+        removed += gone.len();
+        audit(
+            memory,
+            "memory_consolidated",
+            json!({"scope_id": scope, "merged": plan.merged.len(), "pruned": plan.pruned.len(),
+                   "removed_ids": gone}),
+        )?;
+    }
+    Ok(removed)
+}
+
+/// Runs [`consolidate_all`] every `every` until `stop` turns true.
+pub async fn consolidation_loop(
+    memory: Memory,
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        let m = memory.clone();
+        match tokio::task::spawn_blocking(move || consolidate_all(&m, Timestamp::now())).await {
+            Ok(Ok(n)) => tracing::info!(removed = n, "memory consolidation"),
+            Ok(Err(e)) => tracing::warn!("memory consolidation failed: {}", e.one_line()),
+            Err(e) => tracing::warn!("memory consolidation stopped: {e}"),
+        }
+    }
 }

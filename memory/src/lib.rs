@@ -17,6 +17,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bundle;
+pub mod consolidate;
 mod index;
 pub mod scan;
 
@@ -305,6 +306,42 @@ impl Memory {
         self.inner.index.delete(&gone)?;
         self.inner.index.commit()?;
         Ok(gone)
+    }
+
+    /// One consolidator pass over `scope` (§6.4, [`consolidate`]): merges
+    /// duplicates and prunes stale memories, durably; returns the plan
+    /// applied (the caller audits ids and counts, never content).
+    pub fn consolidate(
+        &self,
+        scope: &str,
+        now: Timestamp,
+        policy: consolidate::Policy,
+    ) -> Result<consolidate::Plan, MemoryError> {
+        let items = scan::all_of(&self.inner.store, scope)?;
+        let plan = consolidate::plan(&items, now, policy);
+        let removed = plan.removed();
+        if plan.updated.is_empty() && removed.is_empty() {
+            return Ok(plan);
+        }
+        let records = self.inner.store.records::<MemoryItem>();
+        records.put_many(&plan.updated)?;
+        records.delete_many(&removed)?;
+        self.inner.index.upsert_all(&plan.updated)?;
+        self.inner.index.delete(&removed)?;
+        self.inner.index.commit()?;
+        Ok(plan)
+    }
+
+    /// The scopes that have memories (for the consolidator's rounds).
+    pub fn scopes(&self) -> Result<Vec<String>, MemoryError> {
+        let mut scopes: Vec<String> = self
+            .all()?
+            .into_iter()
+            .filter_map(|m| m.session_id)
+            .collect();
+        scopes.sort();
+        scopes.dedup();
+        Ok(scopes)
     }
 
     /// Every record, for export (key order).

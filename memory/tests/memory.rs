@@ -358,3 +358,42 @@ fn temporal_queries_use_created_at_and_validity() {
             .is_empty()
     );
 }
+
+/// §6.4 over the real store and index: duplicates of one scope merge into
+/// one (the index forgets the removed copies), another scope's identical
+/// memory is untouched, and stale episodes go.
+#[test]
+fn consolidation_merges_within_a_scope_and_prunes_stale_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    let old = Timestamp::from_micros(Timestamp::now().as_micros() - 200 * 86_400_000_000).unwrap();
+    let mut stale = item("ep-old", "owner", "an evicted turn about zebras");
+    stale.memory_type = MemoryType::Episode;
+    stale.updated_at = old;
+    for it in [
+        item("a", "owner", "The cat is called Miso."),
+        item("b", "owner", "the cat is called miso"),
+        item("c", "customer-1", "The cat is called Miso."),
+        stale,
+    ] {
+        m.put(&it, true).unwrap();
+    }
+    assert_eq!(m.scopes().unwrap(), ["customer-1", "owner"]);
+    let plan = m
+        .consolidate("owner", Timestamp::now(), Default::default())
+        .unwrap();
+    assert_eq!(plan.merged.len(), 1);
+    assert_eq!(plan.pruned, ["ep-old"]);
+    let left = m.search_keyword("owner", "cat miso", 10).unwrap();
+    assert_eq!(left.len(), 1, "one copy left: {left:?}");
+    assert!(m.search_keyword("owner", "zebras", 10).unwrap().is_empty());
+    assert_eq!(
+        ids(&m.search_keyword("customer-1", "cat", 10).unwrap()),
+        ["c"]
+    );
+    // A second pass has nothing to do.
+    let again = m
+        .consolidate("owner", Timestamp::now(), Default::default())
+        .unwrap();
+    assert!(again.removed().is_empty());
+}
