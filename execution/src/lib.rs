@@ -29,6 +29,7 @@
 pub mod artifacts;
 pub mod cleanup;
 pub mod executors;
+pub mod mcp;
 pub mod verification;
 pub mod web_search;
 
