@@ -28,6 +28,7 @@
 
 pub mod artifacts;
 pub mod cleanup;
+pub mod connection_setup;
 pub mod executors;
 pub mod mcp;
 pub mod verification;
