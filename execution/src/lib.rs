@@ -28,7 +28,9 @@
 
 pub mod artifacts;
 pub mod cleanup;
+pub mod connection_setup;
 pub mod executors;
+pub mod mcp;
 pub mod verification;
 pub mod web_search;
 

@@ -50,8 +50,8 @@
 //! after a panic.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -78,6 +78,38 @@ pub struct Report {
 pub const TAG_STDOUT: u8 = b'O';
 pub const TAG_STDERR: u8 = b'E';
 pub const TAG_REPORT: u8 = b'S';
+/// Stream mode: the command started; payload = its JSON [`Confinement`].
+pub const TAG_STARTED: u8 = b'R';
+/// Stream mode, daemon → launcher: bytes for the command's stdin.
+pub const TAG_INPUT: u8 = b'I';
+/// Stream mode, daemon → launcher: close the command's stdin.
+pub const TAG_CLOSE_INPUT: u8 = b'C';
+
+/// Largest frame either side accepts.
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// What the daemon sends first, as one length-prefixed frame (`u32` big
+/// endian length, then JSON), so that in stream mode the bytes after it are
+/// the command's input frames.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub spec: SandboxSpec,
+    /// Keep the command running with piped stdin (see [`crate::process`]).
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// The request frame as the daemon writes it.
+pub fn encode_request(request: &Request) -> Result<Vec<u8>, SandboxError> {
+    let json = serde_json::to_vec(request).map_err(|e| SandboxError::Invalid(e.to_string()))?;
+    let len = u32::try_from(json.len())
+        .ok()
+        .filter(|l| (*l as usize) <= MAX_FRAME)
+        .ok_or_else(|| SandboxError::Invalid("request too large".into()))?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(&json);
+    Ok(out)
+}
 
 /// The unprivileged user a root-started sandbox runs as.
 pub const SANDBOX_UID: u32 = 65534;
@@ -86,7 +118,7 @@ pub const SANDBOX_GID: u32 = 65534;
 /// How long the final drain waits for output once every descendant is dead.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-fn write_frame(out: &mut impl Write, tag: u8, payload: &[u8]) {
+pub(crate) fn write_frame(out: &mut impl Write, tag: u8, payload: &[u8]) {
     // A frame never exceeds u32; chunks are at most 64 KiB and the report is small.
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
     let mut header = [0u8; 5];
@@ -127,17 +159,56 @@ pub fn main() -> ExitCode {
 }
 
 fn run(out: &mut impl Write) -> Report {
-    let mut input = String::new();
-    match std::io::stdin().read_to_string(&mut input) {
-        Err(e) => failure(SandboxError::Launcher(format!("cannot read the spec: {e}"))),
-        Ok(_) => match serde_json::from_str::<SandboxSpec>(&input) {
-            Err(e) => failure(SandboxError::Invalid(format!("malformed spec: {e}"))),
-            Ok(spec) => supervise(&spec, out),
-        },
+    let request = read_request().and_then(|bytes| {
+        serde_json::from_slice::<Request>(&bytes)
+            .map_err(|e| SandboxError::Invalid(format!("malformed spec: {e}")))
+    });
+    match request {
+        Err(e) => failure(e),
+        Ok(Request { spec, stream: true }) => crate::stream::supervise(&spec, out),
+        Ok(Request {
+            spec,
+            stream: false,
+        }) => supervise(&spec, out),
     }
 }
 
-fn failure(e: SandboxError) -> Report {
+/// Read exactly the request frame from fd 0, unbuffered: in stream mode
+/// every byte after it belongs to the command's input.
+fn read_request() -> Result<Vec<u8>, SandboxError> {
+    let stdin = std::io::stdin();
+    let mut header = [0u8; 4];
+    read_exact_fd(stdin.as_fd(), &mut header)?;
+    let len = u32::from_be_bytes(header) as usize;
+    if len > MAX_FRAME {
+        return Err(SandboxError::Invalid(format!(
+            "oversized request ({len} bytes)"
+        )));
+    }
+    let mut body = vec![0u8; len];
+    read_exact_fd(stdin.as_fd(), &mut body)?;
+    Ok(body)
+}
+
+fn read_exact_fd(fd: BorrowedFd<'_>, mut buf: &mut [u8]) -> Result<(), SandboxError> {
+    while !buf.is_empty() {
+        match rustix::io::read(fd, &mut *buf) {
+            Ok(0) => {
+                return Err(SandboxError::Invalid(
+                    "malformed spec: the request ended early".into(),
+                ));
+            }
+            Ok(n) => buf = &mut buf[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(SandboxError::Launcher(format!("cannot read the spec: {e}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn failure(e: SandboxError) -> Report {
     Report {
         result: Err(e),
         stdout_dropped: 0,
@@ -151,22 +222,27 @@ fn supervise(spec: &SandboxSpec, out: &mut impl Write) -> Report {
         Ok(c) => c,
         Err(e) => return failure(e),
     };
-    let mut child = match spawn(spec) {
+    let mut child = match spawn(spec, Stdio::null()) {
         Ok(c) => c,
         Err(e) => return failure(e),
     };
     let mut streams = [
-        Stream::new(child.stdout.take().map(OwnedFd::from), TAG_STDOUT),
-        Stream::new(child.stderr.take().map(OwnedFd::from), TAG_STDERR),
+        Stream::new(
+            child.stdout.take().map(OwnedFd::from),
+            TAG_STDOUT,
+            spec.max_output_bytes,
+        ),
+        Stream::new(
+            child.stderr.take().map(OwnedFd::from),
+            TAG_STDERR,
+            spec.max_output_bytes,
+        ),
     ];
     let result = watch(&mut child, &mut streams, spec, out);
     // Whatever the command left behind (background jobs, escaped sessions)
     // dies with it; then the pipes reach end-of-file.
     kill_descendants();
-    let deadline = Instant::now() + DRAIN_GRACE;
-    while streams.iter().any(|s| s.fd.is_some())
-        && poll_once(&mut streams, None, deadline, spec, out).is_some()
-    {}
+    drain(&mut streams, out);
     let [so, se] = streams.map(|s| s.dropped);
     Report {
         result,
@@ -176,19 +252,30 @@ fn supervise(spec: &SandboxSpec, out: &mut impl Write) -> Report {
     }
 }
 
+/// Forward what is left in the pipes once every descendant is dead.
+pub(crate) fn drain(streams: &mut [Stream; 2], out: &mut impl Write) {
+    let deadline = Instant::now() + DRAIN_GRACE;
+    while streams.iter().any(|s| s.fd.is_some())
+        && poll_once(streams, None, deadline, out).is_some()
+    {}
+}
+
 /// One output pipe of the command.
-struct Stream {
-    fd: Option<OwnedFd>,
+pub(crate) struct Stream {
+    pub(crate) fd: Option<OwnedFd>,
     tag: u8,
+    /// Bytes forwarded at most; the rest is counted and dropped.
+    cap: usize,
     forwarded: usize,
-    dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl Stream {
-    fn new(fd: Option<OwnedFd>, tag: u8) -> Self {
+    pub(crate) fn new(fd: Option<OwnedFd>, tag: u8, cap: usize) -> Self {
         Stream {
             fd,
             tag,
+            cap,
             forwarded: 0,
             dropped: 0,
         }
@@ -196,7 +283,8 @@ impl Stream {
 
     /// Forward what one read returns (up to the cap; count the rest); close
     /// at end-of-file or error.
-    fn read_once(&mut self, cap: usize, out: &mut impl Write) {
+    pub(crate) fn read_once(&mut self, out: &mut impl Write) {
+        let cap = self.cap;
         let Some(fd) = &self.fd else { return };
         let mut buf = [0u8; 64 * 1024];
         match rustix::io::read(fd, &mut buf) {
@@ -222,7 +310,6 @@ fn poll_once(
     streams: &mut [Stream; 2],
     pidfd: Option<&OwnedFd>,
     deadline: Instant,
-    spec: &SandboxSpec,
     out: &mut impl Write,
 ) -> Option<bool> {
     let remaining = deadline.checked_duration_since(Instant::now())?;
@@ -258,7 +345,7 @@ fn poll_once(
     let mut exited = false;
     for slot in ready {
         match streams.get_mut(slot) {
-            Some(s) => s.read_once(spec.max_output_bytes, out),
+            Some(s) => s.read_once(out),
             None => exited = true,
         }
     }
@@ -275,20 +362,9 @@ fn watch(
     out: &mut impl Write,
 ) -> Result<Termination, SandboxError> {
     let deadline = Instant::now() + spec.timeout;
-    let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) else {
-        return Err(SandboxError::Launcher("the command has no pid".into()));
-    };
-    let pidfd = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
-        Ok(fd) => fd,
-        Err(e) => {
-            kill_descendants();
-            return Err(SandboxError::Launcher(format!(
-                "cannot watch the command (pidfd_open: {e})"
-            )));
-        }
-    };
+    let pidfd = open_pidfd(child)?;
     loop {
-        match poll_once(streams, Some(&pidfd), deadline, spec, out) {
+        match poll_once(streams, Some(&pidfd), deadline, out) {
             None => {
                 kill_descendants();
                 return Ok(Termination::TimedOut);
@@ -297,6 +373,23 @@ fn watch(
             Some(false) => {}
         }
     }
+    wait_child(child)
+}
+
+/// A pidfd that polls readable when the command exits (killing everything
+/// when there is none: an unwatched command must not run).
+pub(crate) fn open_pidfd(child: &Child) -> Result<OwnedFd, SandboxError> {
+    let opened = rustix::process::Pid::from_raw(child.id() as i32)
+        .ok_or(rustix::io::Errno::SRCH)
+        .and_then(|pid| rustix::process::pidfd_open(pid, PidfdFlags::empty()));
+    opened.map_err(|e| {
+        kill_descendants();
+        SandboxError::Launcher(format!("cannot watch the command (pidfd_open: {e})"))
+    })
+}
+
+/// Reap the command and say how it ended.
+pub(crate) fn wait_child(child: &mut Child) -> Result<Termination, SandboxError> {
     match child.wait() {
         Ok(status) => Ok(match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited { code },
@@ -309,7 +402,7 @@ fn watch(
     }
 }
 
-fn validate(spec: &SandboxSpec) -> Result<(), SandboxError> {
+pub(crate) fn validate(spec: &SandboxSpec) -> Result<(), SandboxError> {
     if spec.egress_proxy_port == Some(0) {
         // Port 0 in a landlock port rule means "any ephemeral port".
         return Err(SandboxError::Invalid("egress proxy port 0".into()));
@@ -358,7 +451,7 @@ pub fn egress_env(env: &[(String, String)], port: u16) -> Vec<(String, String)> 
     out
 }
 
-fn spawn(spec: &SandboxSpec) -> Result<Child, SandboxError> {
+pub(crate) fn spawn(spec: &SandboxSpec, stdin: Stdio) -> Result<Child, SandboxError> {
     let env = match egress_port(spec) {
         Some(port) => egress_env(&spec.env, port),
         None => spec.env.clone(),
@@ -368,7 +461,7 @@ fn spawn(spec: &SandboxSpec) -> Result<Child, SandboxError> {
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.work_dir)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -420,7 +513,7 @@ fn descendants() -> Vec<u32> {
 
 /// SIGKILL every descendant until none is left (forks racing the kill are
 /// bounded by the process limit), reaping the orphans re-parented to us.
-fn kill_descendants() {
+pub(crate) fn kill_descendants() {
     for _ in 0..100 {
         let pids = descendants();
         if pids.is_empty() {

@@ -12,6 +12,10 @@
 //! says what is missing (`E_SANDBOX_UNAVAILABLE`). Each run reports how it
 //! was confined ([`Confinement`]); [`SubprocessSandbox::probe`] asks once.
 //!
+//! Long-lived commands ([`SubprocessSandbox::spawn`], [`process`]) get the
+//! same launcher and isolation, with piped stdin and streamed stdout; they
+//! die with every descendant when their [`SandboxProcess`] is dropped.
+//!
 //! **Architecture invariant:** no command ever runs outside a launcher that
 //! completed its isolation steps; there is no "unsandboxed" code path.
 
@@ -20,11 +24,14 @@
 mod isolate;
 pub mod launcher;
 pub mod manager;
+pub mod process;
 pub mod reach;
 pub mod seccomp;
 pub mod spec;
+mod stream;
 
 pub use manager::{Launcher, SubprocessSandbox};
+pub use process::{ProcessExit, SandboxProcess};
 pub use spec::{
     Confinement, Isolation, Limits, NetworkIsolation, SandboxError, SandboxOutput, SandboxSpec,
     Termination,

@@ -9,13 +9,16 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
-use crate::launcher::{Report, SANDBOX_GID, SANDBOX_UID, TAG_REPORT, TAG_STDERR, TAG_STDOUT};
+use crate::launcher::{
+    MAX_FRAME, Report, Request, SANDBOX_GID, SANDBOX_UID, TAG_REPORT, TAG_STDERR, TAG_STDOUT,
+    encode_request,
+};
 use crate::spec::{Confinement, SandboxError, SandboxOutput, SandboxSpec};
 
 /// Extra time the launcher gets beyond the command's timeout to clean up.
-const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
 
 /// How to start the launcher: a program and leading arguments, e.g.
 /// `silas __sandbox-exec` or the `silas-sandbox-exec` binary.
@@ -168,21 +171,11 @@ impl SubprocessSandbox {
     /// ran and failed is an `Ok` with its termination.
     pub async fn run(&self, spec: &SandboxSpec) -> Result<SandboxOutput, SandboxError> {
         let started = Instant::now();
-        let input = serde_json::to_vec(spec).map_err(|e| SandboxError::Invalid(e.to_string()))?;
-        let mut child = Command::new(&self.launcher.program)
-            .args(&self.launcher.args)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                SandboxError::Launcher(format!(
-                    "cannot start {}: {e}",
-                    self.launcher.program.display()
-                ))
-            })?;
+        let input = encode_request(&Request {
+            spec: spec.clone(),
+            stream: false,
+        })?;
+        let mut child = self.start_launcher(true)?;
         let pid = child.id();
         if let Some(mut stdin) = child.stdin.take() {
             stdin
@@ -228,6 +221,25 @@ impl SubprocessSandbox {
         })
     }
 
+    /// Start the launcher process (its stderr discarded: the report frame
+    /// carries every message).
+    pub(crate) fn start_launcher(&self, kill_on_drop: bool) -> Result<Child, SandboxError> {
+        Command::new(&self.launcher.program)
+            .args(&self.launcher.args)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(kill_on_drop)
+            .spawn()
+            .map_err(|e| {
+                SandboxError::Launcher(format!(
+                    "cannot start {}: {e}",
+                    self.launcher.program.display()
+                ))
+            })
+    }
+
     /// Run `/bin/true` confined, without network, in a fresh work dir under
     /// `base` (removed afterwards), and say how it was confined: which
     /// network isolation this host grants the daemon and the landlock ABI.
@@ -263,28 +275,9 @@ async fn read_frames(
     cap: usize,
 ) -> Result<Frames, SandboxError> {
     let (mut out, mut err, mut report) = (Vec::new(), Vec::new(), None);
-    loop {
-        let mut header = [0u8; 5];
-        match src.read_exact(&mut header).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => {
-                return Err(SandboxError::Launcher(format!(
-                    "reading launcher output: {e}"
-                )));
-            }
-        }
-        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-        if len > 1 << 20 {
-            return Err(SandboxError::Launcher(format!(
-                "oversized frame ({len} bytes)"
-            )));
-        }
-        let mut payload = vec![0u8; len];
-        src.read_exact(&mut payload)
-            .await
-            .map_err(|e| SandboxError::Launcher(format!("truncated frame: {e}")))?;
-        match header[0] {
+    while let Some((tag, payload)) = read_frame(src).await? {
+        let len = payload.len();
+        match tag {
             TAG_STDOUT if out.len() + len <= cap => out.extend_from_slice(&payload),
             TAG_STDERR if err.len() + len <= cap => err.extend_from_slice(&payload),
             TAG_STDOUT | TAG_STDERR => {
@@ -292,16 +285,43 @@ async fn read_frames(
                     "launcher exceeded the output cap".into(),
                 ));
             }
-            TAG_REPORT => {
-                report = Some(
-                    serde_json::from_slice(&payload)
-                        .map_err(|e| SandboxError::Launcher(format!("malformed report: {e}")))?,
-                );
-            }
+            TAG_REPORT => report = Some(decode_report(&payload)?),
             t => return Err(SandboxError::Launcher(format!("unknown frame tag {t}"))),
         }
     }
     Ok((out, err, report))
+}
+
+/// One launcher frame (tag, payload); `None` at a clean end of stream.
+pub(crate) async fn read_frame(
+    src: &mut (impl AsyncReadExt + Unpin),
+) -> Result<Option<(u8, Vec<u8>)>, SandboxError> {
+    let mut header = [0u8; 5];
+    match src.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => {
+            return Err(SandboxError::Launcher(format!(
+                "reading launcher output: {e}"
+            )));
+        }
+    }
+    let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if len > MAX_FRAME {
+        return Err(SandboxError::Launcher(format!(
+            "oversized frame ({len} bytes)"
+        )));
+    }
+    let mut payload = vec![0u8; len];
+    src.read_exact(&mut payload)
+        .await
+        .map_err(|e| SandboxError::Launcher(format!("truncated frame: {e}")))?;
+    Ok(Some((header[0], payload)))
+}
+
+pub(crate) fn decode_report(payload: &[u8]) -> Result<Report, SandboxError> {
+    serde_json::from_slice(payload)
+        .map_err(|e| SandboxError::Launcher(format!("malformed report: {e}")))
 }
 
 fn with_marker(bytes: Vec<u8>, dropped: u64) -> String {

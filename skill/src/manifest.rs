@@ -28,6 +28,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "auth_strategy",
     "initial_permissions",
     "available_permissions",
+    "mcp_server",
 ];
 
 /// `activation` (§10.1): who may bring the skill into play.
@@ -113,6 +114,30 @@ pub struct ArgSchema {
     pub description: Option<String>,
 }
 
+/// `mcp_server:` — a stdio Model Context Protocol server the skill ships
+/// (beyond the spec, issue #17 item 7). `command` is a file inside the skill
+/// folder (`.py` runs under `python3`, `.sh` under `sh`, anything else is
+/// executed directly); `args` are passed as argv, never through a shell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+impl McpServer {
+    /// The command as a relative path inside the skill folder, or `None`
+    /// when it is absolute or climbs out (`..`).
+    pub fn relative_command(&self) -> Option<&std::path::Path> {
+        let p = std::path::Path::new(&self.command);
+        let inside = !self.command.is_empty()
+            && p.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        inside.then_some(p)
+    }
+}
+
 /// The typed front matter.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -141,6 +166,8 @@ pub struct Manifest {
     pub initial_permissions: Vec<String>,
     #[serde(default)]
     pub available_permissions: Vec<String>,
+    #[serde(default)]
+    pub mcp_server: Option<McpServer>,
 }
 
 /// One problem with the front matter, at a line of `SKILL.md` (1-based).
@@ -294,6 +321,26 @@ pub fn line_of(text: &str, needle: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_mcp_server_is_declared_inside_the_folder() {
+        let text = "---\nname: notes\ndescription: Notes through an MCP server.\nmcp_server:\n  command: scripts/server.py\n  args: [\"--quiet\"]\n---\nbody\n";
+        let p = parse(text);
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        let server = p.manifest.unwrap().mcp_server.unwrap();
+        assert_eq!(server.args, vec!["--quiet".to_string()]);
+        assert_eq!(
+            server.relative_command(),
+            Some(std::path::Path::new("scripts/server.py"))
+        );
+        for outside in ["/usr/bin/python3", "../x.py", "scripts/../../x", ""] {
+            let s = McpServer {
+                command: outside.into(),
+                args: Vec::new(),
+            };
+            assert_eq!(s.relative_command(), None, "{outside}");
+        }
+    }
 
     #[test]
     fn parses_the_spec_example() {

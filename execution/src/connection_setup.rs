@@ -1,0 +1,360 @@
+//! Connections are skills (§5.10, §10.6): the NDJSON setup protocol between
+//! the daemon and a connection skill's setup script, which runs as a
+//! long-lived sandbox process.
+//!
+//! The script writes one JSON object per line on stdout ([`SetupMessage`]):
+//!
+//! | message | meaning |
+//! |---|---|
+//! | `{"type":"device_code","verification_uri":…,"user_code":…}` | show the owner a device-code card |
+//! | `{"type":"browser_redirect","url":…}` | show the owner a link to open |
+//! | `{"type":"secure_input","field":…,"prompt":…}` | ask the owner for a value (the `/secret` flow); the answer comes back on stdin |
+//! | `{"type":"progress","message":…}` | a status line |
+//! | `{"type":"token","secret_ref":…,"value":…}` | store `value` in the secret store under the connection's namespace |
+//! | `{"type":"done"}` / `{"type":"error","message":…}` | the end |
+//!
+//! The daemon answers on the script's stdin with [`SetupReply`] lines. A
+//! token's value goes straight to the [`SecretSink`]: it is never logged,
+//! framed or put in an event (its `Debug` is redacted). Cancellation (or an
+//! error, or the script ending without `done`) kills the script and removes
+//! every secret it stored.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use silas_sandbox::{SandboxError, SandboxSpec, SubprocessSandbox};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+
+/// Longest protocol line accepted from a script.
+const MAX_LINE: usize = 64 * 1024;
+
+/// One line from the setup script.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SetupMessage {
+    DeviceCode {
+        verification_uri: String,
+        user_code: String,
+        #[serde(default)]
+        expires_in: Option<u64>,
+    },
+    BrowserRedirect {
+        url: String,
+    },
+    SecureInput {
+        field: String,
+        prompt: String,
+    },
+    Progress {
+        message: String,
+    },
+    Token {
+        secret_ref: String,
+        value: String,
+    },
+    Done,
+    Error {
+        message: String,
+    },
+}
+
+impl std::fmt::Debug for SetupMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // Never the value.
+            SetupMessage::Token { secret_ref, .. } => f
+                .debug_struct("Token")
+                .field("secret_ref", secret_ref)
+                .finish_non_exhaustive(),
+            SetupMessage::DeviceCode {
+                verification_uri,
+                user_code,
+                expires_in,
+            } => f
+                .debug_struct("DeviceCode")
+                .field("verification_uri", verification_uri)
+                .field("user_code", user_code)
+                .field("expires_in", expires_in)
+                .finish(),
+            SetupMessage::BrowserRedirect { url } => {
+                f.debug_struct("BrowserRedirect").field("url", url).finish()
+            }
+            SetupMessage::SecureInput { field, prompt } => f
+                .debug_struct("SecureInput")
+                .field("field", field)
+                .field("prompt", prompt)
+                .finish(),
+            SetupMessage::Progress { message } => f
+                .debug_struct("Progress")
+                .field("message", message)
+                .finish(),
+            SetupMessage::Done => f.write_str("Done"),
+            SetupMessage::Error { message } => {
+                f.debug_struct("Error").field("message", message).finish()
+            }
+        }
+    }
+}
+
+/// One line to the setup script.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SetupReply {
+    /// The owner's answer to a `secure_input` request.
+    SecureInput { field: String, value: String },
+}
+
+/// What the owner must see: each becomes a card (`connection_setup_step`,
+/// `secure_input_request`) on the owner's channel. No secret values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetupStep {
+    DeviceCode {
+        verification_uri: String,
+        user_code: String,
+    },
+    BrowserRedirect {
+        url: String,
+    },
+    SecureInput {
+        field: String,
+        prompt: String,
+    },
+    Progress {
+        message: String,
+    },
+}
+
+/// The owner's secure-input answer.
+pub struct SecureAnswer {
+    pub field: String,
+    pub value: String,
+}
+
+/// Where tokens go: the daemon's secret store.
+pub trait SecretSink: Send + Sync {
+    fn put(&self, ref_id: &str, value: &[u8]) -> Result<(), String>;
+    fn remove(&self, ref_id: &str);
+}
+
+/// The connection's namespace in the secret store: a script names only the
+/// last part, so it cannot overwrite another connection's secrets.
+pub fn connection_secret_ref(skill: &str, name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 48
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then(|| format!("conn_{skill}_{name}"))
+}
+
+/// What to run: the skill's setup script and what it is granted.
+#[derive(Clone, Debug)]
+pub struct SetupLaunch {
+    pub skill: String,
+    pub skill_dir: PathBuf,
+    /// e.g. `scripts/setup.py`, inside the skill.
+    pub script: PathBuf,
+    pub work_dir: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// The skill's declared network: `network` with an egress proxy port in
+    /// the daemon; tests reaching a loopback fake server grant the host network.
+    pub network: bool,
+    pub egress_proxy_port: Option<u16>,
+    pub lifetime: Duration,
+}
+
+impl SetupLaunch {
+    fn spec(&self) -> Result<SandboxSpec, SetupError> {
+        if !self
+            .script
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(SetupError::Protocol(
+                "the setup script must be inside the skill".into(),
+            ));
+        }
+        let path = self.skill_dir.join(&self.script).display().to_string();
+        let argv = match self.script.extension().and_then(|e| e.to_str()) {
+            Some("py") => vec!["python3".into(), "-u".into(), path],
+            Some("sh") => vec!["/bin/sh".into(), path],
+            _ => vec![path],
+        };
+        let mut spec = SandboxSpec::new(argv, self.work_dir.clone());
+        spec.env
+            .push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+        spec.env.extend(self.env.iter().cloned());
+        spec.read_paths.push(self.skill_dir.clone());
+        spec.network = self.network;
+        spec.egress_proxy_port = self.egress_proxy_port;
+        spec.timeout = self.lifetime;
+        Ok(spec)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("E_SANDBOX_FAILED: connection setup protocol: {0}")]
+    Protocol(String),
+    /// The script said it failed.
+    #[error("E_SANDBOX_FAILED: connection setup failed: {0}")]
+    Failed(String),
+    #[error("E_SANDBOX_FAILED: connection setup cancelled")]
+    Cancelled,
+    #[error("E_SANDBOX_FAILED: cannot store the token: {0}")]
+    Store(String),
+}
+
+impl silas_core::Coded for SetupError {
+    fn code(&self) -> silas_core::ErrorCode {
+        match self {
+            SetupError::Sandbox(e) => e.code(),
+            _ => silas_core::ErrorCode::ESandboxFailed,
+        }
+    }
+}
+
+/// Run a setup to its end. `steps` receives what the owner must see;
+/// `answers` carries the owner's secure inputs; `cancel` set to `true` (or
+/// dropped) stops it. Returns the secret refs stored.
+pub async fn run_setup(
+    sandbox: &SubprocessSandbox,
+    launch: &SetupLaunch,
+    secrets: &dyn SecretSink,
+    steps: mpsc::Sender<SetupStep>,
+    mut answers: mpsc::Receiver<SecureAnswer>,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<Vec<String>, SetupError> {
+    let mut process = sandbox.spawn(&launch.spec()?).await?;
+    let (Some(mut stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
+        return Err(SetupError::Protocol("no pipes".into()));
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let mut stored: Vec<String> = Vec::new();
+    let outcome = loop {
+        let line = tokio::select! {
+            l = lines.next_line() => l,
+            _ = cancel.wait_for(|c| *c) => break Err(SetupError::Cancelled),
+            Some(a) = answers.recv() => {
+                let reply = SetupReply::SecureInput { field: a.field, value: a.value };
+                match serde_json::to_string(&reply) {
+                    Ok(mut text) => {
+                        text.push('\n');
+                        if stdin.write_all(text.as_bytes()).await.is_err() {
+                            break Err(SetupError::Protocol("the script closed its stdin".into()));
+                        }
+                    }
+                    Err(e) => break Err(SetupError::Protocol(e.to_string())),
+                }
+                continue;
+            }
+        };
+        let line = match line {
+            Ok(Some(l)) => l,
+            Ok(None) => break Err(SetupError::Protocol("the script ended without done".into())),
+            Err(e) => break Err(SetupError::Protocol(e.to_string())),
+        };
+        if line.len() > MAX_LINE {
+            break Err(SetupError::Protocol("oversized line".into()));
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        // The parse error never quotes the line: it may hold a token.
+        let Ok(message) = serde_json::from_str::<SetupMessage>(&line) else {
+            break Err(SetupError::Protocol("a line is not a setup message".into()));
+        };
+        let step = match message {
+            SetupMessage::DeviceCode {
+                verification_uri,
+                user_code,
+                ..
+            } => SetupStep::DeviceCode {
+                verification_uri,
+                user_code,
+            },
+            SetupMessage::BrowserRedirect { url } => SetupStep::BrowserRedirect { url },
+            SetupMessage::SecureInput { field, prompt } => SetupStep::SecureInput { field, prompt },
+            SetupMessage::Progress { message } => SetupStep::Progress { message },
+            SetupMessage::Token { secret_ref, value } => {
+                let Some(ref_id) = connection_secret_ref(&launch.skill, &secret_ref) else {
+                    break Err(SetupError::Protocol("invalid secret_ref".into()));
+                };
+                if let Err(e) = secrets.put(&ref_id, value.as_bytes()) {
+                    break Err(SetupError::Store(e));
+                }
+                stored.push(ref_id);
+                continue;
+            }
+            SetupMessage::Done => break Ok(()),
+            SetupMessage::Error { message } => break Err(SetupError::Failed(message)),
+        };
+        if steps.send(step).await.is_err() {
+            break Err(SetupError::Cancelled);
+        }
+    };
+    // The script's part is over either way.
+    process.kill();
+    match outcome {
+        Ok(()) => Ok(stored),
+        Err(e) => {
+            for r in &stored {
+                secrets.remove(r);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A health check (or refresh/recover) script of a connection skill, run
+/// once in the sandbox with the connection's token in `CONNECTION_TOKEN`
+/// (from the secret store; never in the model's view). Exit 0 = healthy.
+pub async fn run_connection_script(
+    sandbox: &SubprocessSandbox,
+    launch: &SetupLaunch,
+    token: &str,
+) -> Result<bool, SetupError> {
+    let mut spec = launch.spec()?;
+    spec.env
+        .push(("CONNECTION_TOKEN".to_string(), token.to_string()));
+    let out = sandbox.run(&spec).await?;
+    Ok(out.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_protocol_messages_parse_and_a_token_never_prints() {
+        let m: SetupMessage = serde_json::from_str(
+            r#"{"type":"device_code","verification_uri":"http://x/device","user_code":"ABCD-1234"}"#,
+        )
+        .unwrap();
+        assert!(matches!(m, SetupMessage::DeviceCode { .. }));
+        let t: SetupMessage =
+            serde_json::from_str(r#"{"type":"token","secret_ref":"access","value":"CANARY-123"}"#)
+                .unwrap();
+        assert!(!format!("{t:?}").contains("CANARY"));
+        assert_eq!(
+            serde_json::from_str::<SetupMessage>(r#"{"type":"done"}"#).unwrap(),
+            SetupMessage::Done
+        );
+        assert!(serde_json::from_str::<SetupMessage>(r#"{"type":"run","cmd":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn a_script_names_only_its_own_secrets() {
+        assert_eq!(
+            connection_secret_ref("gmail", "access").as_deref(),
+            Some("conn_gmail_access")
+        );
+        for bad in ["", "../x", "a b", "x/y"] {
+            assert_eq!(connection_secret_ref("gmail", bad), None, "{bad}");
+        }
+    }
+}

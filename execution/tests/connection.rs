@@ -1,0 +1,279 @@
+//! Connections are skills: the example device-code connection skill's setup
+//! script runs in the sandbox against a fake OAuth device-code server on
+//! loopback — the owner's step carries the user code, the server authorises,
+//! the token lands in the secret store (and nowhere else), the health check
+//! passes with it, then fails once the server revokes it. Cancellation
+//! kills the script and removes what it stored.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use silas_execution::connection_setup::{
+    SecretSink, SetupError, SetupLaunch, SetupStep, run_connection_script, run_setup,
+};
+use tokio::sync::{mpsc, watch};
+
+const CANARY: &str = "CANARY-tok-7f3a9c";
+const USER_CODE: &str = "WDJB-MJHT";
+const SKILL: &str = "example-device-connection";
+
+#[derive(Default)]
+struct MemorySecrets(Mutex<BTreeMap<String, Vec<u8>>>);
+
+impl SecretSink for MemorySecrets {
+    fn put(&self, ref_id: &str, value: &[u8]) -> Result<(), String> {
+        self.0.lock().unwrap().insert(ref_id.into(), value.to_vec());
+        Ok(())
+    }
+    fn remove(&self, ref_id: &str) {
+        self.0.lock().unwrap().remove(ref_id);
+    }
+}
+
+/// The fake OAuth server: device code, token (pending until authorised),
+/// and a profile endpoint that accepts the token until revoked.
+struct FakeOauth {
+    base: String,
+    authorised: Arc<AtomicBool>,
+    revoked: Arc<AtomicBool>,
+}
+
+fn fake_oauth() -> FakeOauth {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let authorised = Arc::new(AtomicBool::new(false));
+    let revoked = Arc::new(AtomicBool::new(false));
+    let (a, r, b) = (authorised.clone(), revoked.clone(), base.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).unwrap_or(0);
+            let (mut length, mut auth) = (0usize, String::new());
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                let lower = h.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if lower.starts_with("authorization:") {
+                    auth = h["authorization:".len()..].trim().to_string();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap_or(());
+            let path = request_line.split_whitespace().nth(1).unwrap_or("");
+            let (status, json) = match path {
+                "/device/code" => (
+                    "200 OK",
+                    format!(
+                        r#"{{"device_code":"dev-1","user_code":"{USER_CODE}","verification_uri":"{b}/device","interval":1,"expires_in":60}}"#
+                    ),
+                ),
+                "/token" if a.load(Ordering::SeqCst) => (
+                    "200 OK",
+                    format!(r#"{{"access_token":"{CANARY}","token_type":"bearer"}}"#),
+                ),
+                "/token" => (
+                    "400 Bad Request",
+                    r#"{"error":"authorization_pending"}"#.into(),
+                ),
+                "/me" if auth == format!("Bearer {CANARY}") && !r.load(Ordering::SeqCst) => {
+                    ("200 OK", r#"{"name":"owner"}"#.into())
+                }
+                _ => ("401 Unauthorized", "{}".into()),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+                json.len()
+            );
+        }
+    });
+    FakeOauth {
+        base,
+        authorised,
+        revoked,
+    }
+}
+
+/// A copy of a skill the sandbox user can read.
+fn install(from: &Path, base: &Path) -> PathBuf {
+    let dir = base.join(SKILL);
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    for entry in std::fs::read_dir(from.join("scripts")).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dir.join("scripts").join(p.file_name().unwrap())).unwrap();
+    }
+    for d in [base, &dir, &dir.join("scripts")] {
+        std::fs::set_permissions(d, PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+fn launch(skill_dir: &Path, work: PathBuf, script: &str, base_url: &str) -> SetupLaunch {
+    SetupLaunch {
+        skill: SKILL.into(),
+        skill_dir: skill_dir.to_path_buf(),
+        script: script.into(),
+        work_dir: work,
+        env: vec![("OAUTH_BASE".into(), base_url.into())],
+        // The fake server is on loopback: the host network (the daemon
+        // grants the skill's hosts through the egress proxy instead).
+        network: true,
+        egress_proxy_port: None,
+        lifetime: Duration::from_secs(60),
+    }
+}
+
+#[tokio::test]
+async fn device_code_setup_stores_the_token_only_in_the_secret_store_and_health_follows_it() {
+    let oauth = fake_oauth();
+    let skills = tempfile::tempdir().unwrap();
+    let repo_skill = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../skills")
+        .join(SKILL);
+    let skill_dir = install(&repo_skill, skills.path());
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    let secrets = MemorySecrets::default();
+    let (step_tx, mut step_rx) = mpsc::channel(8);
+    let (_answer_tx, answer_rx) = mpsc::channel(1);
+    let (_cancel, cancel_rx) = watch::channel(false);
+    let work = sandbox.fresh_work_dir(base.path(), "setup-1").unwrap();
+    let setup_launch = launch(&skill_dir, work, "scripts/setup.py", &oauth.base);
+
+    let authorised = oauth.authorised.clone();
+    let owner = async move {
+        let mut seen = Vec::new();
+        while let Some(step) = step_rx.recv().await {
+            if let SetupStep::DeviceCode { user_code, .. } = &step {
+                assert_eq!(user_code, USER_CODE);
+                // The owner enters the code at the provider.
+                authorised.store(true, Ordering::SeqCst);
+            }
+            seen.push(step);
+        }
+        seen
+    };
+    let setup = run_setup(
+        &sandbox,
+        &setup_launch,
+        &secrets,
+        step_tx,
+        answer_rx,
+        cancel_rx,
+    );
+    let (stored, seen) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(setup, owner)
+    })
+    .await
+    .unwrap();
+    let stored = stored.unwrap();
+    let ref_id = format!("conn_{SKILL}_access");
+    assert_eq!(stored, vec![ref_id.clone()]);
+    assert_eq!(
+        secrets.0.lock().unwrap().get(&ref_id).unwrap(),
+        CANARY.as_bytes()
+    );
+    assert!(matches!(seen.first(), Some(SetupStep::DeviceCode { .. })));
+    // Nothing the owner's surfaces get carries the token.
+    assert!(!format!("{seen:?}").contains(CANARY));
+
+    // Health check with the token from the store: passes; revoked: fails.
+    let token = String::from_utf8(secrets.0.lock().unwrap()[&ref_id].clone()).unwrap();
+    let work = sandbox.fresh_work_dir(base.path(), "health-1").unwrap();
+    let health = launch(&skill_dir, work, "scripts/health_check.py", &oauth.base);
+    assert!(
+        run_connection_script(&sandbox, &health, &token)
+            .await
+            .unwrap()
+    );
+    oauth.revoked.store(true, Ordering::SeqCst);
+    assert!(
+        !run_connection_script(&sandbox, &health, &token)
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_setup_kills_the_script_and_removes_its_partial_secrets() {
+    let skills = tempfile::tempdir().unwrap();
+    let scripted = skills.path().join("scripted");
+    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
+    std::fs::write(
+        scripted.join("scripts/setup.sh"),
+        "echo $$ > pid\n\
+         echo '{\"type\":\"token\",\"secret_ref\":\"partial\",\"value\":\"half\"}'\n\
+         echo '{\"type\":\"progress\",\"message\":\"waiting\"}'\n\
+         sleep 300\n",
+    )
+    .unwrap();
+    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    let secrets = MemorySecrets::default();
+    let (step_tx, mut step_rx) = mpsc::channel(8);
+    let (_answer_tx, answer_rx) = mpsc::channel(1);
+    let (cancel, cancel_rx) = watch::channel(false);
+    let work = sandbox.fresh_work_dir(base.path(), "setup-2").unwrap();
+    let l = launch(
+        &skill_dir,
+        work.clone(),
+        "scripts/setup.sh",
+        "http://unused",
+    );
+    let owner = async move {
+        let step = step_rx.recv().await;
+        assert!(matches!(step, Some(SetupStep::Progress { .. })));
+        cancel.send(true).unwrap();
+        // Keep the channel open until the setup ends.
+        while step_rx.recv().await.is_some() {}
+    };
+    let (result, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(
+            run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
+            owner
+        )
+    })
+    .await
+    .unwrap();
+    assert!(matches!(result, Err(SetupError::Cancelled)), "{result:?}");
+    assert!(secrets.0.lock().unwrap().is_empty(), "partial secret kept");
+    let pid: u32 = std::fs::read_to_string(work.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.is_empty()
+            || state
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with('Z')
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the setup script survived the cancel");
+}
