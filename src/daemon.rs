@@ -299,13 +299,15 @@ async fn run(
         connections: Some(CONNECTIONS_NAME.into()),
         events: tokio::sync::broadcast::channel(64).0,
     };
+    let connection_events = tokio::sync::broadcast::channel(64).0;
+    let connection_failures = connection_events.subscribe();
     let connections = ConnectionArgs {
         store: store.clone(),
         scripts: Arc::new(SkillsNotInstalled),
         refresh: RefreshPolicy::default(),
         auto_recovery: cfg.connections.auto_recovery_enabled,
         scheduler: Some(SCHEDULER_NAME.into()),
-        events: tokio::sync::broadcast::channel(64).0,
+        events: connection_events,
     };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
     let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
@@ -390,6 +392,14 @@ async fn run(
             format!("cannot start the actor system: {e}"),
         )
     })?;
+
+    // Connection failures reach the owner as cards (§5.10.4).
+    tokio::spawn(silas_actors::connection::surface_failures(
+        connection_failures,
+        silas_actors::stream::StreamHandle::find,
+        store.clone(),
+        card_timeouts,
+    ));
 
     // Polling starts once the Stream is registered (updates go to it).
     let telegram_on = telegram.is_some();

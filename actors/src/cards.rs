@@ -476,6 +476,41 @@ pub fn secure_input_card(
     }
 }
 
+/// The owner's card for a connection whose recovery failed (§5.10.4,
+/// §3.12): the failure type, the service, the script's message and its
+/// recovery options (`skip` is always possible and is the safe default).
+pub fn connection_failure_card(
+    request_id: &str,
+    connection_id: &str,
+    failure: &silas_core::model::connections::ConnectionFailure,
+    now: Timestamp,
+    timeouts: &CardTimeouts,
+) -> PendingCard {
+    let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
+    let options: Vec<Value> = failure
+        .recovery_options
+        .iter()
+        .map(|o| serde_json::json!({"action": o.action, "label": o.label}))
+        .collect();
+    PendingCard {
+        request_id: request_id.to_string(),
+        scope_id: crate::turn::OWNER_SCOPE.to_string(),
+        card: CardPayload::ConnectionFailure(silas_core::cards::ConnectionFailureCard {
+            failure_type: failure.failure_type.as_str().to_string(),
+            service: if failure.service.is_empty() {
+                connection_id.to_string()
+            } else {
+                failure.service.clone()
+            },
+            message: failure.message.clone(),
+            recovery_options: Value::Array(options),
+        }),
+        created_at: now,
+        expires_at: now.plus(ttl),
+        audience: silas_storage::CardAudience::Owner,
+    }
+}
+
 /// Everything an answer must pass before it changes anything: the card
 /// exists, belongs to the answering scope (another scope's card is
 /// "unknown", so existence does not leak), is of the answered type and is

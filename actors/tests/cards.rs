@@ -323,3 +323,85 @@ async fn secure_input_request_card_carries_metadata_only() {
     let got = ask.await.unwrap().unwrap();
     assert_eq!(got.response, CardResponse::SecureInput { success: true });
 }
+
+/// §5.10.4: a connection whose recovery failed reaches the owner as a
+/// `connection_failure` card with the script's options; the owner's choice
+/// is validated against them and audited (issue #17 item 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_failure_reaches_the_owner_as_a_card() {
+    use silas_actors::connection::{ConnectionEvent, surface_failures};
+    use silas_core::model::connections::{
+        ConnectionFailure, ConnectionFailureType, RecoveryOption, RecoveryRiskLevel,
+    };
+    let rt = start(120).await;
+    let (tx, rx) = tokio::sync::broadcast::channel(8);
+    let handle = rt.stream.clone();
+    tokio::spawn(surface_failures(
+        rx,
+        move || Some(handle.clone()),
+        rt.store.clone(),
+        rt.timeouts,
+    ));
+    tx.send(ConnectionEvent::Failure {
+        connection_id: "gmail-work".into(),
+        failure: ConnectionFailure {
+            failure_type: ConnectionFailureType::TokenRevoked,
+            service: "Gmail".into(),
+            message: "access was revoked".into(),
+            recovery_options: vec![RecoveryOption {
+                action: "reauth".into(),
+                label: "Sign in again".into(),
+                description: "Run the device-code flow again".into(),
+                risk_level: RecoveryRiskLevel::Low,
+            }],
+        },
+    })
+    .unwrap();
+    let mut sent = None;
+    for _ in 0..300 {
+        sent = rt.sink.sent().into_iter().find_map(|o| match o {
+            Outbound::Card { card } if card.card_type() == "connection_failure" => Some(card),
+            _ => None,
+        });
+        if sent.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let card = sent.expect("the failure card reached the owner's channel");
+    assert_eq!(card.scope_id, "owner");
+    let p = common::payload_of(&card);
+    assert_eq!(p["service"], "Gmail");
+    assert_eq!(p["failure_type"], "token_revoked");
+    assert_eq!(p["recovery_options"][0]["action"], "reauth");
+    // An action it did not offer is refused; an offered one is taken.
+    let answer = |action: &str| {
+        let stream = rt.stream.clone();
+        let id = card.request_id.clone();
+        let action = action.to_owned();
+        async move {
+            stream
+                .answer_card(
+                    "owner",
+                    &id,
+                    CardKind::ConnectionFailure,
+                    CardResponse::Recovery {
+                        selected_action: action,
+                    },
+                    silas_actors::approval::AnswerOrigin::new("test", "owner-device"),
+                )
+                .await
+        }
+    };
+    assert!(answer("delete_everything").await.is_err());
+    answer("reauth").await.unwrap();
+    let mut answered = false;
+    for _ in 0..300 {
+        if audited(&rt, "connection_failure_answered", &card.request_id) {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(answered, "the owner's choice is audited");
+}

@@ -527,3 +527,72 @@ impl Actor for ConnectionManager {
         Ok(())
     }
 }
+
+/// Surfaces every [`ConnectionEvent::Failure`] to the owner as a
+/// `connection_failure` card through the Stream (§5.10.4: failures reach
+/// the owner, not a log). Each card is asked on its own task, so a slow
+/// answer never holds up the next failure; the answer is audited
+/// (`connection_failure_answered`, the chosen action only). `stream` looks
+/// the Stream up per failure (the daemon's `StreamHandle::find`), so its
+/// restarts are followed. Ends when the event
+/// channel closes.
+pub async fn surface_failures(
+    mut events: broadcast::Receiver<ConnectionEvent>,
+    stream: impl Fn() -> Option<crate::stream::StreamHandle> + Send + 'static,
+    store: Store,
+    timeouts: crate::cards::CardTimeouts,
+) {
+    loop {
+        let (connection_id, failure) = match events.recv().await {
+            Ok(ConnectionEvent::Failure {
+                connection_id,
+                failure,
+            }) => (connection_id, failure),
+            Ok(_) => continue,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "connection events lagged");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let request_id = match crate::approval::random_id() {
+            Ok(id) => format!("conn-fail-{id}"),
+            Err(e) => {
+                tracing::error!("no id for a connection failure card: {e}");
+                continue;
+            }
+        };
+        let card = crate::cards::connection_failure_card(
+            &request_id,
+            &connection_id,
+            &failure,
+            Timestamp::now(),
+            &timeouts,
+        );
+        let Some(stream) = stream() else {
+            tracing::error!(%connection_id, "connection failure not shown: the Stream is not running");
+            continue;
+        };
+        let store = store.clone();
+        tokio::spawn(async move {
+            match stream.ask(card, &timeouts).await {
+                Ok(answer) => {
+                    let action = match &answer.response {
+                        silas_core::cards::CardResponse::Recovery { selected_action } => {
+                            selected_action.clone()
+                        }
+                        _ => "skip".into(),
+                    };
+                    let data = json!({"connection_id": connection_id, "request_id": request_id,
+                                      "action": action});
+                    if let serde_json::Value::Object(o) = data
+                        && let Err(e) = store.audit().log("connection_failure_answered", o)
+                    {
+                        tracing::error!("audit write failed: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(%connection_id, "connection failure card not shown: {e}"),
+            }
+        });
+    }
+}
