@@ -186,7 +186,13 @@ fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
     let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["bad", "coding", "empty", "example-device-connection", "skill-maker"]
+        [
+            "bad",
+            "coding",
+            "empty",
+            "example-device-connection",
+            "skill-maker"
+        ]
     );
     assert_eq!(rows[0]["status"], "ok");
     assert_eq!(rows[0]["errors"], 1);

@@ -19,6 +19,7 @@
 pub mod bundle;
 pub mod consolidate;
 mod index;
+pub mod retrieve;
 pub mod scan;
 
 use std::path::Path;

@@ -397,3 +397,61 @@ fn consolidation_merges_within_a_scope_and_prunes_stale_episodes() {
         .unwrap();
     assert!(again.removed().is_empty());
 }
+
+/// A toy local embedder: words mapped onto three "concepts".
+struct Concepts;
+impl silas_memory::retrieve::Embedder for Concepts {
+    fn embed(&self, text: &str) -> Result<Vec<f64>, String> {
+        let mut v = vec![0.0; 3];
+        for w in text.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+            match w {
+                "cat" | "cats" | "kitten" | "feline" => v[0] += 1.0,
+                "dog" | "puppy" => v[1] += 1.0,
+                "tea" | "coffee" => v[2] += 1.0,
+                _ => {}
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// Issue #18 item 3: keyword retrieval alone by default; with an embedder
+/// the semantic strategy finds what shares no word with the query, the two
+/// lists merge with each memory once, and another scope stays invisible.
+#[test]
+fn the_retriever_merges_keyword_and_semantic_results_within_one_scope() {
+    use silas_memory::retrieve::{Embedder, Retriever};
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    for (id, scope, content) in [
+        ("cat", "owner", "Miso the cat sleeps all day"),
+        ("dog", "owner", "The puppy needs a walk"),
+        ("tea", "owner", "Green tea in the morning"),
+        ("theirs", "customer-1", "A kitten called Pixel"),
+    ] {
+        let mut it = item(id, scope, content);
+        it.embedding = Some(Concepts.embed(content).unwrap());
+        m.put(&it, true).unwrap();
+    }
+    let plain = Retriever::new(m.clone());
+    assert!(
+        plain.retrieve("owner", "kitten", 5).unwrap().is_empty(),
+        "no shared word"
+    );
+    let semantic = Retriever::new(m.clone()).with_embedder(std::sync::Arc::new(Concepts));
+    assert_eq!(
+        ids(&semantic.retrieve("owner", "kitten", 5).unwrap()),
+        ["cat"]
+    );
+    // Found by both strategies: listed once, first.
+    let both = semantic.retrieve("owner", "cat kitten", 5).unwrap();
+    assert_eq!(ids(&both), ["cat"]);
+    let mixed = semantic.retrieve("owner", "puppy or feline", 5).unwrap();
+    assert_eq!(ids(&mixed).len(), 2);
+    assert!(ids(&mixed).contains(&"dog") && ids(&mixed).contains(&"cat"));
+    assert!(
+        ids(&semantic.retrieve("owner", "kitten pixel", 5).unwrap())
+            .iter()
+            .all(|i| *i != "theirs")
+    );
+}
