@@ -264,7 +264,9 @@ pub fn card_risk(card: &CardPayload) -> Option<RiskLevel> {
     let key = |v: &'_ serde_json::Value, k: &str| v.get(k).cloned();
     let (floor, carried) = match card {
         CardPayload::SecureInput(_) => return None,
-        CardPayload::Plan(_) | CardPayload::Tool(_) => (RiskLevel::High, None),
+        CardPayload::Plan(_) | CardPayload::Tool(_) | CardPayload::SkillInstall(_) => {
+            (RiskLevel::High, None)
+        }
         CardPayload::Changes(c) => (changes_risk(c).level, None),
         CardPayload::Gate(_) => (RiskLevel::Medium, None),
         CardPayload::DraftReview(d) => (
