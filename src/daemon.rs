@@ -300,6 +300,7 @@ async fn run(
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
+            skills: None,
             gates: GateHandle::daemon(),
             // Every answer becomes a token only through the supervised engine.
             approval_engine: silas_actors::approval::ApprovalHandle::daemon(),

@@ -561,12 +561,7 @@ impl CardPayload {
             CardPayload::Plan(p) => Some(p.plan.risk.clone()),
             CardPayload::Tool(t) => Some(risk::tool_call_risk(&t.tool_name)),
             CardPayload::Changes(c) => Some(risk::changes_risk(c)),
-            // Installing a skill adds code that later runs with its declared
-            // network and credentials.
-            CardPayload::SkillInstall(_) => Some(Risk {
-                level: RiskLevel::High,
-                reasons: vec!["installs code that tasks may run".into()],
-            }),
+            CardPayload::SkillInstall(c) => Some(risk::skill_install_risk(c)),
             other => risk::card_risk(other).map(|level| Risk {
                 level,
                 reasons: Vec::new(),
