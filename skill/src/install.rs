@@ -110,3 +110,55 @@ mod tests {
         ));
     }
 }
+
+/// Copy the skill folder at `src` into `skills_dir/<its name>` (which must
+/// not exist) from one snapshot: regular files byte for byte with their
+/// permission bits, a link or special file refuses the whole copy.
+/// Returns the skill's name.
+pub fn copy_into(
+    src: &std::path::Path,
+    skills_dir: &std::path::Path,
+) -> Result<String, crate::SkillError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |p: &std::path::Path| {
+        let path = p.to_path_buf();
+        move |source| crate::SkillError::Io { path, source }
+    };
+    let name = src
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !crate::is_valid_name(&name) {
+        return Err(crate::SkillError::BadName(name));
+    }
+    let snap = crate::snapshot::take(src).map_err(io(src))?;
+    if let Some(r) = snap.refusals.first() {
+        return Err(crate::SkillError::Invalid {
+            skill: name,
+            file: r.path.clone(),
+            line: None,
+            rule: r.rule,
+            message: r.message.clone(),
+        });
+    }
+    let dest = skills_dir.join(&name);
+    if std::fs::symlink_metadata(&dest).is_ok() {
+        return Err(crate::SkillError::Invalid {
+            skill: name.clone(),
+            file: String::new(),
+            line: None,
+            rule: crate::Rule::NameFormat,
+            message: format!("a skill named {name} already exists in the skills directory"),
+        });
+    }
+    for f in &snap.files {
+        let path = dest.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(&path, &f.bytes).map_err(io(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode & 0o755))
+            .map_err(io(&path))?;
+    }
+    Ok(name)
+}

@@ -24,6 +24,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
+pub mod import;
 pub mod install;
 pub mod loader;
 pub mod manifest;
