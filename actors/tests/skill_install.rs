@@ -35,8 +35,10 @@ fn fx() -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let skills = dir.path().join("skills");
     std::fs::create_dir_all(&skills).unwrap();
-    let mut cfg = Config::default();
-    cfg.skills_dir = skills.clone();
+    let cfg = Config {
+        skills_dir: skills.clone(),
+        ..Config::default()
+    };
     let store = Store::open_in(dir.path()).unwrap();
     let svc = common::approvals(&store, &cfg);
     let owner = common::owner_origin(&svc);

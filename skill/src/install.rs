@@ -62,55 +62,6 @@ pub fn install_card(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use silas_core::config::SkillValidationConfig;
-
-    fn write(dir: &std::path::Path, script: &str) {
-        std::fs::create_dir_all(dir.join("scripts")).unwrap();
-        std::fs::write(
-            dir.join("SKILL.md"),
-            "---\nname: count-lines\ndescription: Use when the owner wants the lines of a text file counted.\n---\n# Count lines\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("scripts/count.sh"), script).unwrap();
-    }
-
-    #[test]
-    fn a_valid_report_gets_a_card_bound_to_its_hash_and_a_refused_one_none() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("count-lines");
-        write(&dir, "wc -l \"$1\"\n");
-        let cfg = SkillValidationConfig::default();
-        let report = crate::validate(&dir, &cfg).unwrap();
-        let skill = Skill::load(&dir).unwrap();
-        let card = install_card(&skill, &report, SkillSource::Installed, vec![]).unwrap();
-        assert_eq!(card.content_hash, skill.content_hash);
-        assert_eq!(card.scripts, ["scripts/count.sh"]);
-
-        // Unsafe shell interpolation: the report refuses it, so no card.
-        std::fs::write(dir.join("scripts/count.sh"), "eval \"$1\"\n").unwrap();
-        let report = crate::validate(&dir, &cfg).unwrap();
-        let skill = Skill::load(&dir).unwrap();
-        let err = install_card(&skill, &report, SkillSource::Installed, vec![]).unwrap_err();
-        assert!(
-            err.to_string().contains("unsafe_shell_interpolation"),
-            "{err}"
-        );
-
-        // A report of other bytes than the loaded skill's: no card either.
-        std::fs::write(dir.join("scripts/count.sh"), "wc -l \"$1\"\n").unwrap();
-        let report = crate::validate(&dir, &cfg).unwrap();
-        std::fs::write(dir.join("scripts/count.sh"), "wc -c \"$1\"\n").unwrap();
-        let skill = Skill::load(&dir).unwrap();
-        assert!(matches!(
-            install_card(&skill, &report, SkillSource::Installed, vec![]),
-            Err(InstallRefusal::Moved(_))
-        ));
-    }
-}
-
 /// Copy the skill folder at `src` into `skills_dir/<its name>` (which must
 /// not exist) from one snapshot: regular files byte for byte with their
 /// permission bits, a link or special file refuses the whole copy.
@@ -161,4 +112,53 @@ pub fn copy_into(
             .map_err(io(&path))?;
     }
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use silas_core::config::SkillValidationConfig;
+
+    fn write(dir: &std::path::Path, script: &str) {
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: count-lines\ndescription: Use when the owner wants the lines of a text file counted.\n---\n# Count lines\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("scripts/count.sh"), script).unwrap();
+    }
+
+    #[test]
+    fn a_valid_report_gets_a_card_bound_to_its_hash_and_a_refused_one_none() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("count-lines");
+        write(&dir, "wc -l \"$1\"\n");
+        let cfg = SkillValidationConfig::default();
+        let report = crate::validate(&dir, &cfg).unwrap();
+        let skill = Skill::load(&dir).unwrap();
+        let card = install_card(&skill, &report, SkillSource::Installed, vec![]).unwrap();
+        assert_eq!(card.content_hash, skill.content_hash);
+        assert_eq!(card.scripts, ["scripts/count.sh"]);
+
+        // Unsafe shell interpolation: the report refuses it, so no card.
+        std::fs::write(dir.join("scripts/count.sh"), "eval \"$1\"\n").unwrap();
+        let report = crate::validate(&dir, &cfg).unwrap();
+        let skill = Skill::load(&dir).unwrap();
+        let err = install_card(&skill, &report, SkillSource::Installed, vec![]).unwrap_err();
+        assert!(
+            err.to_string().contains("unsafe_shell_interpolation"),
+            "{err}"
+        );
+
+        // A report of other bytes than the loaded skill's: no card either.
+        std::fs::write(dir.join("scripts/count.sh"), "wc -l \"$1\"\n").unwrap();
+        let report = crate::validate(&dir, &cfg).unwrap();
+        std::fs::write(dir.join("scripts/count.sh"), "wc -c \"$1\"\n").unwrap();
+        let skill = Skill::load(&dir).unwrap();
+        assert!(matches!(
+            install_card(&skill, &report, SkillSource::Installed, vec![]),
+            Err(InstallRefusal::Moved(_))
+        ));
+    }
 }
