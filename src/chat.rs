@@ -182,6 +182,14 @@ fn prompt(text: &str) {
 }
 
 /// `key=value` pairs of a JSON object's scalar fields, in order.
+fn or_none(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
 fn render_budget(budget: &Value) -> String {
     match budget {
         Value::Object(o) => o
@@ -612,6 +620,42 @@ impl Session {
                     if diff_truncated {
                         out("  … (diff cut; the whole diff is the task's changes.diff)");
                     }
+                }
+                self.cards.push_back(Card {
+                    request_id,
+                    high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                });
+            }
+            ServerFrame::SkillInstall {
+                request_id,
+                skill,
+                content_hash,
+                source,
+                description,
+                scripts,
+                network,
+                credentials,
+                warnings,
+                findings,
+                transformation,
+                risk_level,
+                ..
+            } => {
+                out(format!(
+                    "── install the skill {skill}? ({})  [{} risk]",
+                    source.as_str(),
+                    risk_level.as_str()
+                ));
+                out(format!("  {description}"));
+                out(format!("  content hash {content_hash}"));
+                out(format!("  scripts (dry-run first): {}", or_none(&scripts)));
+                out(format!("  network: {}", or_none(&network)));
+                if !credentials.is_empty() {
+                    out(format!("  credentials: {}", credentials.join(", ")));
+                }
+                out(format!("  report: valid, {warnings} warning(s)"));
+                for f in findings.iter().chain(&transformation) {
+                    out(format!("    {f}"));
                 }
                 self.cards.push_back(Card {
                     request_id,

@@ -225,6 +225,14 @@ pub enum SkillCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a skill folder into `skills_dir`, validate it and, when its
+    /// report has no error, store its `skill_install` card for the owner
+    /// (nothing runs before the owner approves it).
+    Install { path: PathBuf },
+    /// Adapt a Claude/OpenAI/OpenClaw-style skill folder (local path only)
+    /// into `skills_dir`, print the transformation report, then the same
+    /// validation and install card as `install`.
+    Import { path: PathBuf },
     /// Delete a skill's folder from `skills_dir` (audited).
     Remove { name: String },
 }

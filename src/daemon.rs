@@ -314,8 +314,10 @@ async fn run(
     // Gates run in the supervised GateRunner actor; the pipeline and the
     // WorkExecutor reach it by name, so they follow its restarts.
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
+    let skills = skill_host(&cfg, &store)?;
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
+            skills: Some(Arc::new(skills)),
             gates: GateHandle::daemon(),
             // Every answer becomes a token only through the supervised engine.
             approval_engine: silas_actors::approval::ApprovalHandle::daemon(),
@@ -474,6 +476,29 @@ async fn run(
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The skill install flow (issue #17): dry runs and skill scripts in the
+/// sandbox (this binary is the launcher), credential refs resolved from the
+/// encrypted secret store at spawn only.
+fn skill_host(cfg: &Config, store: &Store) -> Result<silas_actors::skills::SkillHost, CliError> {
+    let launcher = silas_sandbox::Launcher::current_exe()
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let runner = silas_skill::run::SkillRunner::new(
+        silas_sandbox::SubprocessSandbox::new(launcher),
+        cfg.sandbox_work_dir(),
+    );
+    let ks = &cfg.keystore;
+    let secrets = silas_keys::secrets::SecretStore::open(
+        &cfg.data_dir,
+        silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
+    )
+    .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    Ok(silas_actors::skills::SkillHost::new(store.clone(), cfg)
+        .with_runner(runner)
+        .with_credentials(Arc::new(move |r: &str| {
+            secrets.get(r).map_err(|e| e.to_string())
+        })))
 }
 
 /// The WorkExecutor's engine: sandboxed executors (this binary doubles as the

@@ -1,5 +1,8 @@
-//! `silas skill list|show|validate|remove` (issue #17 item 8): glue over
-//! `silas-skill`. `list` and `show` read `skills_dir`; `validate` checks
+//! `silas skill list|show|validate|install|import|remove` (issue #17
+//! items 3, 4, 8): glue over `silas-skill` and the install flow
+//! (`silas_actors::skills`). `install` and `import` put the folder under
+//! `skills_dir` and store its `skill_install` card; the owner's approval
+//! (web, Telegram, chat) installs it after the dry run. `list` and `show` read `skills_dir`; `validate` checks
 //! any folder and exits 1 with the findings when it is refused; `remove`
 //! deletes a skill's folder and audits `skill_removed` (with the content
 //! hash it had) when the store exists.
@@ -10,6 +13,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 use silas_core::ErrorCode;
 use silas_core::config::Config;
+use silas_core::model::skills::SkillSource;
 use silas_skill::{SkillError, SkillLoader, ValidationReport};
 
 use crate::cli::SkillCommand;
@@ -76,6 +80,36 @@ fn short(text: &str, max: usize) -> String {
     }
     let cut: String = text.chars().take(max.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+/// Store the install card of `name` (already in `skills_dir`); a skill the
+/// report refuses gets no card and its copied folder is removed again.
+fn offer(
+    cfg: &Config,
+    store: silas_storage::Store,
+    name: &str,
+    source: SkillSource,
+    transformation: Vec<String>,
+) -> Result<ExitCode, CliError> {
+    let host = silas_actors::skills::SkillHost::new(store, cfg);
+    match host.offer(name, source, transformation) {
+        Ok(card) => {
+            let hash = match &card.card {
+                silas_core::cards::CardPayload::SkillInstall(c) => c.content_hash.clone(),
+                _ => String::new(),
+            };
+            println!(
+                "skill {name} waits for your install approval (card {}, content hash {hash}); nothing runs before it",
+                card.request_id
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(cfg.skills_dir.join(name));
+            println!("skill {name} is refused: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
@@ -186,6 +220,35 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        SkillCommand::Install { path } => {
+            let src = absolute(&path)?;
+            let report = check(cfg, &src)?;
+            print_report(&report);
+            if !report.is_valid() {
+                return Ok(ExitCode::from(1));
+            }
+            let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+            let name = silas_skill::install::copy_into(&src, &cfg.skills_dir).map_err(coded)?;
+            offer(cfg, store, &name, SkillSource::Installed, Vec::new())
+        }
+        SkillCommand::Import { path } => {
+            let src = absolute(&path)?;
+            let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+            let report = silas_skill::import::import(&src, &cfg.skills_dir).map_err(coded)?;
+            let lines = report.lines();
+            for l in &lines {
+                println!("{l}");
+            }
+            if let serde_json::Value::Object(o) = serde_json::json!({
+                "skill": report.name, "format": report.format,
+                "removed": report.removed, "skipped_files": report.skipped_files,
+            }) {
+                store.audit().log("skill_imported", o)?;
+            }
+            let dir = cfg.skills_dir.join(&report.name);
+            print_report(&check(cfg, &dir)?);
+            offer(cfg, store, &report.name, SkillSource::Imported, lines)
         }
         SkillCommand::Remove { name } => {
             // Open the store first: a removal that cannot be audited does

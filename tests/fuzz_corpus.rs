@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 const PER_INPUT: Duration = Duration::from_secs(5);
 
 fn corpus(target: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -52,7 +54,11 @@ fn each(target: &str, check: fn(&[u8])) {
             }
         }
         let _ = handle.join();
-        eprintln!("{target}/{}: ok in {:?}", file.file_name().unwrap().to_string_lossy(), started.elapsed());
+        eprintln!(
+            "{target}/{}: ok in {:?}",
+            file.file_name().unwrap().to_string_lossy(),
+            started.elapsed()
+        );
     }
 }
 

@@ -243,3 +243,65 @@ fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
     assert!(!text.contains("coding"), "{text}");
     assert!(text.contains("skill-maker"), "{text}");
 }
+
+/// `skill install` and `skill import` put the folder under `skills_dir`
+/// and store a `skill_install` card; nothing is installed (no record, so
+/// nothing may run) before the owner approves. A refused folder gets no
+/// card and is not left behind.
+#[test]
+fn install_and_import_offer_a_card_and_install_nothing_before_approval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(run(dir, &["init"]).status.success());
+    let src = tmp.path().join("src");
+    let good = src.join("count-lines");
+    fs::create_dir_all(good.join("scripts")).unwrap();
+    fs::write(
+        good.join("SKILL.md"),
+        "---\nname: count-lines\ndescription: Use when the owner wants the lines of a text counted.\n---\n# Count\n",
+    )
+    .unwrap();
+    fs::write(good.join("scripts/count.sh"), "wc -l\n").unwrap();
+    let out = run(dir, &["skill", "install", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("waits for your install approval"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(dir.join("skills/count-lines/scripts/count.sh").is_file());
+
+    let bad = attack(
+        &src,
+        "shell-bad",
+        &[("scripts/a.sh", "#!/bin/sh\neval \"$1\"\n")],
+    );
+    let out = run(dir, &["skill", "install", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(!dir.join("skills/shell-bad").exists());
+
+    let claude = src.join("Tidy_Notes");
+    fs::create_dir_all(&claude).unwrap();
+    fs::write(
+        claude.join("SKILL.md"),
+        "---\nname: Tidy_Notes\ndescription: Use when the owner's notes need tidying.\nallowed-tools: [Bash]\n---\n# Tidy\n",
+    )
+    .unwrap();
+    let out = run(dir, &["skill", "import", claude.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("dropped unsupported key `allowed-tools`"),
+        "{text}"
+    );
+    assert!(text.contains("waits for your install approval"), "{text}");
+    let events: Vec<String> = audit_events(dir)
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_string))
+        .collect();
+    for e in ["skill_install_offered", "skill_imported"] {
+        assert!(events.iter().any(|x| x == e), "{e}: {events:?}");
+    }
+    // No approval yet: nothing is installed.
+    assert!(!events.iter().any(|x| x == "skill_installed"));
+}

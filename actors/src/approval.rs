@@ -79,6 +79,7 @@ pub enum OwnedSubject {
     AutonomyThreshold(AutonomyThresholdProposal),
     ToolCall(ToolCallApproval),
     Changes(ChangesApproval),
+    SkillInstall(silas_core::model::skills::SkillInstallApproval),
 }
 
 impl OwnedSubject {
@@ -89,6 +90,7 @@ impl OwnedSubject {
             OwnedSubject::AutonomyThreshold(p) => Subject::AutonomyThreshold(p),
             OwnedSubject::ToolCall(c) => Subject::ToolCall(c),
             OwnedSubject::Changes(c) => Subject::Changes(c),
+            OwnedSubject::SkillInstall(s) => Subject::SkillInstall(s),
         }
     }
 }

@@ -118,10 +118,16 @@ fn tokens_issue_for_all_twelve_scopes_with_tap_strength_and_configured_ttl() {
         "sample_size": 50, "correction_rate": 0.02, "evidence_window": "last 50", "rationale": "r", "risk_level": "medium",
     }))
     .unwrap();
+    // skill_install binds one skill at one content hash, never a work item.
+    let skill = silas_core::model::skills::SkillInstallApproval {
+        skill: "count-lines".into(),
+        content_hash: "ab".repeat(32),
+    };
     let issued_at = now();
     let mut seen = BTreeSet::new();
     for scope in ApprovalScope::ALL {
         let subject = match scope {
+            ApprovalScope::SkillInstall => Subject::SkillInstall(&skill),
             ApprovalScope::Standing => Subject::WorkItem(&g),
             ApprovalScope::AutonomyThreshold => Subject::AutonomyThreshold(&proposal),
             ApprovalScope::Budget => Subject::Batch(&batch),
@@ -172,6 +178,13 @@ fn tokens_issue_for_all_twelve_scopes_with_tap_strength_and_configured_ttl() {
                 tok.plan_hash,
                 projections::batch_proposal_hash(&batch).unwrap()
             ),
+            ApprovalScope::SkillInstall => {
+                assert_eq!(tok.work_item_id, "skill:count-lines");
+                assert_eq!(
+                    tok.plan_hash,
+                    projections::skill_install_hash(&skill).unwrap()
+                );
+            }
             _ => {
                 assert_eq!(tok.plan_hash, projections::plan_hash(&t).unwrap());
                 assert_eq!(tok.max_executions, 1);

@@ -428,6 +428,7 @@ async fn a_panicking_input_gate_takes_the_polite_gate_block_path_without_an_llm_
     let steps = Arc::new(StepLog::default());
     let approvals = approvals(&store, &cfg);
     let deps = TurnDeps {
+        skills: None,
         gates: GateHandle::from_runner(runner()),
         observer: steps.clone(),
         ..TurnDeps::standard(

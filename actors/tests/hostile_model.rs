@@ -94,6 +94,7 @@ impl Fx {
         let sink = MemorySink::new();
         let memory: Arc<dyn MemoryIndex> = Arc::new(KeywordMemory::new(self.store.clone()));
         let deps = TurnDeps {
+            skills: None,
             store: self.store.clone(),
             config: self.cfg.clone(),
             agents: agents_with_key(&self.fake, API_KEY),

@@ -183,6 +183,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
     );
     svc.owner_sessions().authenticated("test", "owner-device");
     let deps = TurnDeps {
+        skills: None,
         limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
             &cfg.limits,
         )),

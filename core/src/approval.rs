@@ -42,6 +42,8 @@ pub enum Subject<'a> {
     ToolCall(&'a ToolCallApproval),
     /// Applying (or undoing) a workspace change set (issue #15).
     Changes(&'a ChangesApproval),
+    /// A skill at one content hash (scope `skill_install`, §10.4).
+    SkillInstall(&'a crate::model::skills::SkillInstallApproval),
 }
 
 impl Subject<'_> {
@@ -67,6 +69,10 @@ impl Subject<'_> {
             Subject::Changes(c) => Ok((
                 c.work_item_id.clone(),
                 projections::changes_hash(c).map_err(hash_err)?,
+            )),
+            Subject::SkillInstall(s) => Ok((
+                s.subject_id(),
+                projections::skill_install_hash(s).map_err(hash_err)?,
             )),
         }
     }
@@ -184,6 +190,18 @@ pub fn unsigned_token(
             return Err(IssueError::ScopeMismatch {
                 scope,
                 why: "a change set is applied (or undone) as one single step",
+            });
+        }
+        (Subject::SkillInstall(_), s) if s != ApprovalScope::SkillInstall => {
+            return Err(IssueError::ScopeMismatch {
+                scope,
+                why: "a skill is installed only with a skill_install approval",
+            });
+        }
+        (_, ApprovalScope::SkillInstall) if !matches!(subject, Subject::SkillInstall(_)) => {
+            return Err(IssueError::ScopeMismatch {
+                scope,
+                why: "skill_install approves one skill at one content hash",
             });
         }
         (Subject::WorkItem(_), ApprovalScope::AutonomyThreshold) => {

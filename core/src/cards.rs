@@ -105,6 +105,8 @@ pub const PLAN_CARD: &str = "approval_request";
 pub const TOOL_CARD: &str = "tool_approval";
 /// Card type of a workspace change set to apply, or an apply to undo (#15).
 pub const CHANGES_CARD: &str = "apply_changes";
+/// Card type of a skill waiting for its install approval (§10.4, #17).
+pub const SKILL_INSTALL_CARD: &str = "skill_install";
 
 /// The owner's answer to a non-plan card, typed by response shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -416,6 +418,33 @@ fn lenient_level<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RiskLevel>, D
     Ok(serde_json::from_value(v).ok())
 }
 
+/// A skill waiting for the owner's `skill_install` approval (§10.4): the
+/// validation report's summary and the content hash the approval binds.
+/// Only a skill whose report has no error gets this card, so every card
+/// can be approved; approving mints a token bound to `skill` +
+/// `content_hash`, then each script is dry-run in the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillInstallCard {
+    pub skill: String,
+    pub content_hash: String,
+    pub source: crate::model::skills::SkillSource,
+    pub description: String,
+    /// The scripts the dry run will run, relative to the skill.
+    pub scripts: Vec<String>,
+    /// Declared network hosts and credential refs (what the skill may use).
+    #[serde(default)]
+    pub network: Vec<String>,
+    #[serde(default)]
+    pub credentials: Vec<String>,
+    pub warnings: usize,
+    /// The report's findings, one line each (`file:line [rule] message`).
+    #[serde(default)]
+    pub findings: Vec<String>,
+    /// An imported skill: what the transformation changed (§10.4.1).
+    #[serde(default)]
+    pub transformation: Vec<String>,
+}
+
 /// What a card shows, typed per card type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "card_type", content = "payload")]
@@ -450,6 +479,8 @@ pub enum CardPayload {
     /// Boxed: it carries a diff and possibly a whole approval token.
     #[serde(rename = "apply_changes")]
     Changes(Box<ChangesCard>),
+    #[serde(rename = "skill_install")]
+    SkillInstall(Box<SkillInstallCard>),
 }
 
 impl CardPayload {
@@ -457,7 +488,9 @@ impl CardPayload {
     pub fn kind(&self) -> Option<CardKind> {
         Some(match self {
             CardPayload::Plan(_) => CardKind::Plan,
-            CardPayload::Tool(_) | CardPayload::Changes(_) => return None,
+            CardPayload::Tool(_) | CardPayload::Changes(_) | CardPayload::SkillInstall(_) => {
+                return None;
+            }
             CardPayload::Gate(_) => CardKind::Gate,
             CardPayload::Checkpoint(_) => CardKind::Checkpoint,
             CardPayload::BatchReview(_) => CardKind::BatchReview,
@@ -477,6 +510,7 @@ impl CardPayload {
         match self {
             CardPayload::Tool(_) => TOOL_CARD,
             CardPayload::Changes(_) => CHANGES_CARD,
+            CardPayload::SkillInstall(_) => SKILL_INSTALL_CARD,
             other => other.kind().map_or(PLAN_CARD, CardKind::card_type),
         }
     }
@@ -486,7 +520,10 @@ impl CardPayload {
     pub fn is_approval(&self) -> bool {
         matches!(
             self,
-            CardPayload::Plan(_) | CardPayload::Tool(_) | CardPayload::Changes(_)
+            CardPayload::Plan(_)
+                | CardPayload::Tool(_)
+                | CardPayload::Changes(_)
+                | CardPayload::SkillInstall(_)
         )
     }
 
@@ -524,6 +561,7 @@ impl CardPayload {
             CardPayload::Plan(p) => Some(p.plan.risk.clone()),
             CardPayload::Tool(t) => Some(risk::tool_call_risk(&t.tool_name)),
             CardPayload::Changes(c) => Some(risk::changes_risk(c)),
+            CardPayload::SkillInstall(c) => Some(risk::skill_install_risk(c)),
             other => risk::card_risk(other).map(|level| Risk {
                 level,
                 reasons: Vec::new(),

@@ -236,6 +236,19 @@ pub fn changes_hash(c: &ChangesApproval) -> Result<String, CanonicalError> {
     canonical::hash_of(&projection)
 }
 
+/// The hash a `skill_install` token binds (§10.4): the skill's name and
+/// the content hash of exactly the files its install card showed.
+pub fn skill_install_hash(
+    s: &crate::model::skills::SkillInstallApproval,
+) -> Result<String, CanonicalError> {
+    let projection = json!({
+        "kind": "skill_install",
+        "skill": s.skill,
+        "content_hash": s.content_hash,
+    });
+    canonical::hash_of(&projection)
+}
+
 /// Token fields covered by the owner's signature.
 pub const TOKEN_SIGNED_FIELDS: &[&str] = &[
     "token_id",

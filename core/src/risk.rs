@@ -189,6 +189,22 @@ pub fn tool_call_risk(tool_name: &str) -> Risk {
 /// for the undo window — and high when it edits the files that define the
 /// checks (the checks ran on the originals). An undo only puts back what
 /// the apply replaced (refused if anything changed since): low.
+/// A skill install card: high — it adds code that tasks may later run with
+/// the skill's declared network and credentials.
+pub fn skill_install_risk(c: &crate::cards::SkillInstallCard) -> Risk {
+    let mut reasons = vec!["installs code that tasks may run".to_string()];
+    if !c.network.is_empty() {
+        reasons.push(format!("reaches {}", c.network.join(", ")));
+    }
+    if !c.credentials.is_empty() {
+        reasons.push(format!("uses credentials {}", c.credentials.join(", ")));
+    }
+    Risk {
+        level: RiskLevel::High,
+        reasons,
+    }
+}
+
 pub fn changes_risk(c: &crate::cards::ChangesCard) -> Risk {
     use crate::model::approval::ChangesAction;
     if c.phase == ChangesAction::Undo {
@@ -264,7 +280,9 @@ pub fn card_risk(card: &CardPayload) -> Option<RiskLevel> {
     let key = |v: &'_ serde_json::Value, k: &str| v.get(k).cloned();
     let (floor, carried) = match card {
         CardPayload::SecureInput(_) => return None,
-        CardPayload::Plan(_) | CardPayload::Tool(_) => (RiskLevel::High, None),
+        CardPayload::Plan(_) | CardPayload::Tool(_) | CardPayload::SkillInstall(_) => {
+            (RiskLevel::High, None)
+        }
         CardPayload::Changes(c) => (changes_risk(c).level, None),
         CardPayload::Gate(_) => (RiskLevel::Medium, None),
         CardPayload::DraftReview(d) => (

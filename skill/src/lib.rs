@@ -13,16 +13,24 @@
 //! * [`validate()`] — the `validation_report` of §10.4 (typed
 //!   [`Finding`]s naming file, line and rule).
 //!
-//! Layer 2: depends on `silas-core` only. Nothing here runs a skill's
-//! scripts; syntax checks hand the bytes to `sh -n` / Python's `ast` on
-//! stdin (see [`validate::checker`]).
+//! * [`install`] — the `skill_install` card, only for a report without errors.
+//! * [`args`] / [`run`] — `script_args` checked into argv, and one script
+//!   of an installed skill run in the sandbox from the approved bytes.
+//!
+//! Layer 2: over `silas-core` and `silas-sandbox`. Validation never runs a
+//! skill's scripts; syntax checks hand the bytes to `sh -n` / Python's
+//! `ast` on stdin (see [`validate::checker`]). Scripts run only in [`run`].
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod args;
+pub mod import;
+pub mod install;
 pub mod loader;
 pub mod manifest;
 pub mod report;
 pub mod resolver;
+pub mod run;
 pub mod snapshot;
 pub mod validate;
 

@@ -72,13 +72,17 @@ pub struct Ui {
 
 /// `requirements:` — what the skill needs from its environment. `env`
 /// declares every environment variable a script reads (anything else is
-/// refused as undeclared); `network` the hosts it may reach.
+/// refused as undeclared); `network` the hosts it may reach;
+/// `credentials` the secret-store refs the script needs, each injected at
+/// spawn as the environment variable of the same name (so it also counts as
+/// declared) and never shown to the model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Requirements {
     pub packages: Vec<String>,
     pub network: Vec<String>,
     pub env: Vec<String>,
+    pub credentials: Vec<String>,
 }
 
 /// The type of one script argument.

@@ -18,13 +18,14 @@ use silas_core::model::connections::Connection;
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
 use silas_core::model::personality::{PersonaEvent, PersonaState};
+use silas_core::model::skills::InstalledSkill;
 use silas_core::model::workspace::Workspace;
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
-    CONNECTIONS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE,
-    TELEGRAM_CARDS, WORKSPACES,
+    CONNECTIONS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS,
+    PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
 };
 
 /// A record stored under its own string key.
@@ -70,6 +71,15 @@ impl Keyed for OwnerDevice {
 impl Keyed for Workspace {
     const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = WORKSPACES;
     const NAME: &'static str = "workspaces";
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Skills the owner approved at one content hash (issue #17), by name.
+impl Keyed for InstalledSkill {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = INSTALLED_SKILLS;
+    const NAME: &'static str = "installed_skills";
     fn key(&self) -> &str {
         &self.name
     }

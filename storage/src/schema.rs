@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -80,6 +80,9 @@ pub(crate) const TELEGRAM_CARDS: TableDefinition<&str, &[u8]> =
 
 /// name → Workspace: directories the owner registered (v6, issue #15).
 pub(crate) const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
+/// Skills the owner approved, by name → `InstalledSkill` (issue #17).
+pub(crate) const INSTALLED_SKILLS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("installed_skills");
 
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
@@ -109,6 +112,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("inbox_keys", "str", "str", 0),
     ("telegram_cards", "str", "record", RECORD_V1),
     ("workspaces", "str", "record", RECORD_V1),
+    ("installed_skills", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -152,6 +156,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 5,
         run: v5_to_v6,
     },
+    Migration {
+        from: 6,
+        run: v6_to_v7,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -182,6 +190,12 @@ fn v5_to_v6(txn: &WriteTransaction) -> StoreResult<()> {
     Ok(())
 }
 
+/// v7 adds the installed-skill registry (issue #17).
+fn v6_to_v7(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(INSTALLED_SKILLS)?;
+    Ok(())
+}
+
 fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORK_ITEMS)?;
     txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
@@ -208,6 +222,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INBOX_KEYS)?;
     txn.open_table(TELEGRAM_CARDS)?;
     txn.open_table(WORKSPACES)?;
+    txn.open_table(INSTALLED_SKILLS)?;
     Ok(())
 }
 

@@ -878,6 +878,46 @@
       },
     },
 
+    // A skill waiting for its install approval (issue #17): the validation
+    // report and the content hash the approval binds; approving dry-runs
+    // each script in the sandbox before the skill is installed.
+    skill_install: {
+      label: 'Skill',
+      intent: (f) => 'Install the skill ' + str(f.skill),
+      rationale: (f) => str(f.description) + ' — approving installs exactly these files (hash ' +
+        str(f.content_hash).slice(0, 12) + '); any later change needs a new approval.',
+      build(ctx) {
+        const f = ctx.f;
+        const dl = facts(ctx.body);
+        fact(dl, 'Source', str(f.source));
+        fact(dl, 'Content hash', str(f.content_hash));
+        const scripts = arr(f.scripts).map(str).filter(Boolean);
+        fact(dl, 'Scripts', scripts.length ? scripts.join(', ') : 'none');
+        const net = arr(f.network).map(str).filter(Boolean);
+        fact(dl, 'Network', net.length ? net.join(', ') : 'none');
+        const creds = arr(f.credentials).map(str).filter(Boolean);
+        if (creds.length) fact(dl, 'Credentials', creds.join(', '));
+        fact(dl, 'Report', 'valid, ' + plural(f.warnings || 0, 'warning'));
+        const findings = arr(f.findings).map(str).filter(Boolean);
+        if (findings.length) {
+          ctx.details.appendChild(el('p', 'details-label', 'Validation report'));
+          ctx.details.appendChild(el('pre', 'change-diff', findings.join('\n')));
+        }
+        const tr = arr(f.transformation).map(str).filter(Boolean);
+        if (tr.length) {
+          ctx.details.appendChild(el('p', 'details-label', 'Import changes'));
+          ctx.details.appendChild(el('pre', 'change-diff', tr.join('\n')));
+        }
+        const e = ctx.entry;
+        setActions(ctx, [
+          { id: 'install', label: 'Install', hint: 'dry run, then install', tone: 'primary', gated: true,
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'approved' }, 'You installed the skill', 'ok') },
+          { id: 'decline', label: 'Decline', hint: 'nothing is installed', tone: 'destructive',
+            run: () => respond(e, { type: 'approval_response', request_id: f.request_id, verdict: 'declined' }, 'You declined the skill', 'muted') },
+        ]);
+      },
+    },
+
     gate_approval: {
       label: 'Gate',
       intent: (f) => 'Let "' + words(f.gate_name) + '" through',

@@ -71,6 +71,24 @@ pub fn card_frame(request_id: &str, card: &CardPayload) -> ServerFrame {
                 risk_reasons: risk.reasons,
             }
         }
+        CardPayload::SkillInstall(c) => {
+            let risk = silas_core::risk::skill_install_risk(c);
+            ServerFrame::SkillInstall {
+                request_id: rid,
+                skill: c.skill.clone(),
+                content_hash: c.content_hash.clone(),
+                source: c.source,
+                description: c.description.clone(),
+                scripts: c.scripts.clone(),
+                network: c.network.clone(),
+                credentials: c.credentials.clone(),
+                warnings: c.warnings,
+                findings: c.findings.clone(),
+                transformation: c.transformation.clone(),
+                risk_level: risk.level,
+                risk_reasons: risk.reasons,
+            }
+        }
         CardPayload::Gate(g) => ServerFrame::GateApproval {
             request_id: rid,
             gate_name: g.gate_name.clone(),

@@ -256,6 +256,25 @@ pub enum ServerFrame {
         #[serde(default)]
         risk_reasons: Vec<String>,
     },
+    /// A skill waiting for its `skill_install` approval (§10.4): the
+    /// validation report's findings and the content hash the approval
+    /// binds. Answered with `approval_response` (approved = install).
+    SkillInstall {
+        request_id: String,
+        skill: String,
+        content_hash: String,
+        source: silas_core::model::skills::SkillSource,
+        description: String,
+        scripts: Vec<String>,
+        network: Vec<String>,
+        credentials: Vec<String>,
+        warnings: usize,
+        findings: Vec<String>,
+        transformation: Vec<String>,
+        risk_level: RiskLevel,
+        #[serde(default)]
+        risk_reasons: Vec<String>,
+    },
     GateApproval {
         request_id: String,
         gate_name: String,

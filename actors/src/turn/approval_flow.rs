@@ -63,6 +63,14 @@ pub enum DecideOutcome {
     },
     /// A change card was declined: nothing is written to the workspace.
     ChangesDeclined { work_item_id: String },
+    /// A skill passed its dry run and is installed at the approved hash.
+    SkillInstalled {
+        skill: String,
+        content_hash: String,
+        token_id: String,
+    },
+    /// A skill install card was declined: nothing is installed.
+    SkillDeclined { skill: String },
 }
 
 fn audit(deps: &TurnDeps, event: &str, data: serde_json::Value) -> Result<(), TurnError> {
@@ -112,6 +120,9 @@ pub async fn decide_card(
         .get(request_id)?
         .filter(|c| c.card.is_approval())
         .ok_or_else(|| TurnError::UnknownCard(request_id.to_string()))?;
+    if matches!(card.card, CardPayload::SkillInstall(_)) {
+        return decide_skill_install(deps, card, decision, origin).await;
+    }
     let work_item_id = cards::work_item_of(&card).unwrap_or_default().to_string();
     let work = deps
         .store
@@ -135,6 +146,56 @@ pub async fn decide_card(
         decide_changes(deps, dispatch, card, work, decision, origin).await
     } else {
         decide_plan(deps, dispatch, card, work, decision, origin).await
+    }
+}
+
+/// Issue #17 for a `skill_install` card: the skill host mints the
+/// `skill_install` token through the ApprovalEngine, dry-runs the scripts
+/// and records the install (see `crate::skills`); the owner is told what
+/// happened either way.
+async fn decide_skill_install(
+    deps: &TurnDeps,
+    card: PendingCard,
+    decision: ApprovalDecision,
+    origin: &AnswerOrigin,
+) -> Result<DecideOutcome, TurnError> {
+    let Some(host) = &deps.skills else {
+        return Err(TurnError::Unavailable(
+            "skills cannot be installed here (no sandbox for the dry run)".into(),
+        ));
+    };
+    if card.expires_at < Timestamp::now() {
+        deps.store
+            .records::<PendingCard>()
+            .delete(&card.request_id)?;
+        return Err(TurnError::UnknownCard(card.request_id));
+    }
+    let result = host
+        .decide(&deps.approval_engine, &card, decision, origin)
+        .await;
+    let text = match &result {
+        Ok(crate::skills::InstallOutcome::Installed { skill, .. }) => {
+            format!("Skill \"{skill}\" passed its dry run and is installed.")
+        }
+        Ok(crate::skills::InstallOutcome::Declined { skill }) => {
+            format!("Skill \"{skill}\" was not installed.")
+        }
+        Err(e) => format!("The skill was not installed: {e}"),
+    };
+    notify(deps, &card.scope_id, text).await?;
+    match result? {
+        crate::skills::InstallOutcome::Installed {
+            skill,
+            content_hash,
+            token_id,
+        } => Ok(DecideOutcome::SkillInstalled {
+            skill,
+            content_hash,
+            token_id,
+        }),
+        crate::skills::InstallOutcome::Declined { skill } => {
+            Ok(DecideOutcome::SkillDeclined { skill })
+        }
     }
 }
 

@@ -110,6 +110,9 @@ pub struct TurnDeps {
     /// §18.5 model-call and memory-op limits, shared with the WorkExecutor
     /// (one `Arc` in the daemon, so the global model-call cap covers both).
     pub limits: Arc<crate::limits::RuntimeLimits>,
+    /// The skill install flow (issue #17): answers `skill_install` cards.
+    /// `None` refuses them (nothing is installed without the dry run).
+    pub skills: Option<Arc<crate::skills::SkillHost>>,
 }
 
 /// The gate runner with the built-in providers (`guardrails_ai` → guard,
@@ -167,6 +170,7 @@ impl TurnDeps {
             approvals,
             sink,
             observer: Arc::new(TraceObserver),
+            skills: None,
         }
     }
 }
@@ -219,6 +223,9 @@ pub enum TurnError {
     /// The plan's workspace is not (or no longer) registered as it asks.
     #[error("refused: {0}")]
     Workspace(String),
+    /// The skill install flow refused or failed (named rule, hash or dry run).
+    #[error(transparent)]
+    Skill(#[from] crate::skills::SkillFlowError),
 }
 
 impl Coded for TurnError {
@@ -232,6 +239,7 @@ impl Coded for TurnError {
             TurnError::Unavailable(_) => ErrorCode::EChannelTimeout,
             TurnError::RateLimited(_) => ErrorCode::EChannelRateLimited,
             TurnError::ForeignReference(_) | TurnError::Workspace(_) => ErrorCode::EApprovalScope,
+            TurnError::Skill(e) => e.code(),
         }
     }
 }

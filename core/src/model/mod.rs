@@ -60,6 +60,7 @@ pub mod messages;
 pub mod personality;
 pub mod review;
 pub mod sessions;
+pub mod skills;
 pub mod work;
 pub mod workspace;
 

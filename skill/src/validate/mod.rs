@@ -94,7 +94,14 @@ pub fn validate_with(
     };
     let declared: BTreeSet<&str> = manifest
         .as_ref()
-        .map(|m| m.requirements.env.iter().map(String::as_str).collect())
+        .map(|m| {
+            let r = &m.requirements;
+            r.env
+                .iter()
+                .chain(&r.credentials)
+                .map(String::as_str)
+                .collect()
+        })
         .unwrap_or_default();
     for f in &snap.files {
         credentials(&mut out, f);

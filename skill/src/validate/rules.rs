@@ -140,7 +140,7 @@ pub fn front_matter(
             );
         }
     }
-    for var in &m.requirements.env {
+    for var in m.requirements.env.iter().chain(&m.requirements.credentials) {
         let ok = var.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
             && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok {
@@ -148,7 +148,7 @@ pub fn front_matter(
                 "SKILL.md",
                 at("requirements"),
                 Rule::FrontMatterInvalid,
-                format!("requirements.env: {var:?} is not an environment variable name"),
+                format!("requirements: {var:?} is not an environment variable name"),
             );
         }
     }

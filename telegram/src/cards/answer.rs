@@ -187,7 +187,7 @@ pub(crate) fn choices(card_payload: &CardPayload) -> Choices {
     use CardKind as K;
     let mut more = 0;
     let list = match card_payload {
-        CardPayload::Plan(_) | CardPayload::Tool(_) => vec![
+        CardPayload::Plan(_) | CardPayload::Tool(_) | CardPayload::SkillInstall(_) => vec![
             with_outcome(
                 choice(
                     "ok",
@@ -623,6 +623,7 @@ pub fn timed_out_line(card: &CardPayload) -> String {
         | CardPayload::Checkpoint(_)
         | CardPayload::BatchReview(_)
         | CardPayload::AutonomyThreshold(_) => "declined",
+        CardPayload::SkillInstall(_) => "not installed",
         CardPayload::Changes(c) if c.phase == ChangesAction::Apply => "not applied",
         CardPayload::Changes(_) => "kept (the undo window closed)",
         CardPayload::Gate(_) => "blocked",

@@ -347,6 +347,25 @@ fn tool_text(doc: &mut Doc, t: &ToolCard) {
 /// Files listed on a change card before "and N more".
 const CHANGE_FILES_SHOWN: usize = 12;
 
+/// A skill waiting for its install approval (issue #17).
+fn skill_install_text(doc: &mut Doc, c: &silas_core::cards::SkillInstallCard) {
+    doc.bold(format!("🧩 Install the skill '{}'?", c.skill));
+    doc.line(cut_plain(&c.description, LINE_CAP));
+    doc.line(format!("Source: {}", c.source.as_str()));
+    doc.line(format!("Content hash: {}", c.content_hash));
+    doc.list("Scripts (dry-run before install)", &c.scripts);
+    if c.network.is_empty() {
+        doc.line("Network: none");
+    } else {
+        doc.line(format!("Network: {}", c.network.join(", ")));
+    }
+    doc.list("Credentials", &c.credentials);
+    doc.line(format!("Report: valid, {} warning(s)", c.warnings));
+    doc.list("Findings", &c.findings);
+    doc.list("Import changes", &c.transformation);
+    doc.note("Approving installs exactly these files; any later change needs a new approval.");
+}
+
 fn changes_text(doc: &mut Doc, c: &ChangesCard) {
     match c.phase {
         ChangesAction::Apply => doc.bold(format!("📝 Apply changes for '{}'?", c.title)),
@@ -406,6 +425,7 @@ fn card_text(doc: &mut Doc, card: &CardPayload) {
         CardPayload::Plan(p) => plan_text(doc, p),
         CardPayload::Tool(t) => tool_text(doc, t),
         CardPayload::Changes(c) => changes_text(doc, c),
+        CardPayload::SkillInstall(c) => skill_install_text(doc, c),
         CardPayload::Gate(g) => {
             doc.bold(format!("🚦 Gate: {}", g.gate_name));
             doc.line(format!("Value: {}", inline(&g.value)));

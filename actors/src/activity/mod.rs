@@ -13,6 +13,8 @@
 //! its treatment, and the tests check each one; an event added later
 //! without a sentence still shows as "Recorded: …" rather than vanishing.
 
+mod skills;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use silas_core::model::JsonObject;
@@ -138,6 +140,14 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("plan_id_collision", Treatment::Shown),
     ("memory_op_refused", Treatment::Shown),
     ("tool_call_approved", Treatment::Shown),
+    ("skill_install_offered", Treatment::Shown),
+    ("skill_install_refused", Treatment::Shown),
+    ("skill_install_declined", Treatment::Shown),
+    ("skill_installed", Treatment::Shown),
+    ("skill_dry_run_failed", Treatment::Shown),
+    ("skill_use_refused", Treatment::Shown),
+    ("skill_script_run", Treatment::Shown),
+    ("skill_imported", Treatment::Shown),
     ("tool_call_declined", Treatment::Shown),
     ("tool_call_refused", Treatment::Shown),
     ("tool_call_resumed_approved", Treatment::Hidden),
@@ -635,6 +645,9 @@ pub fn describe(
             "system",
             "A connection failed and needs your attention".to_string(),
         ),
+        other if other.starts_with("skill_") && skills::describe(other, data).is_some() => {
+            skills::describe(other, data).unwrap_or_default()
+        }
         other => {
             if KNOWN_EVENTS
                 .iter()
@@ -658,243 +671,4 @@ pub fn describe(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(v: Value) -> JsonObject {
-        match v {
-            Value::Object(o) => o,
-            _ => JsonObject::new(),
-        }
-    }
-
-    fn facts(id: &str) -> Option<WorkFacts> {
-        (id == "w1").then(|| WorkFacts {
-            title: "Create notes.txt".into(),
-            checks: Some((2, 2)),
-        })
-    }
-
-    fn full_data() -> JsonObject {
-        obj(
-            json!({"work_item_id": "w1", "gate": "pii", "card_type": "gate_approval",
-                   "verdict": "block", "all_passed": true, "failed": 0, "label": "GitHub token"}),
-        )
-    }
-
-    #[test]
-    fn every_known_event_has_its_treatment_and_no_fallback_text() {
-        for (event, treatment) in KNOWN_EVENTS {
-            let item = describe(7, "2026-01-01T00:00:00Z", event, &full_data(), &facts);
-            match treatment {
-                Treatment::Hidden => assert_eq!(item, None, "{event} should be hidden"),
-                Treatment::Shown => {
-                    let item = item.unwrap_or_else(|| panic!("{event} should be shown"));
-                    assert!(
-                        !item.text.starts_with("Recorded:"),
-                        "{event}: {}",
-                        item.text
-                    );
-                    assert!(!item.text.is_empty());
-                    assert_eq!(item.seq, 7);
-                    assert!(
-                        ["work", "approval", "card", "security", "system"]
-                            .contains(&item.kind.as_str()),
-                        "{event}"
-                    );
-                }
-            }
-        }
-        let mut names: Vec<&str> = KNOWN_EVENTS.iter().map(|(e, _)| *e).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), KNOWN_EVENTS.len(), "duplicate entries");
-    }
-
-    #[test]
-    fn workspace_events_say_which_workspace_what_changed_and_which_approval() {
-        let d = obj(
-            json!({"work_item_id": "w1", "workspace": "clock", "access": "write",
-                           "files": [{"path": "clock.py"}, {"path": "tests/test_clock.py"}],
-                           "added": 3, "removed": 1, "protected_edits": ["tests/test_clock.py"],
-                           "approval": "0123456789abcdef"}),
-        );
-        let t = describe(1, "t", "workspace_changes", &d, &facts)
-            .unwrap()
-            .text;
-        assert_eq!(
-            t,
-            "'Create notes.txt' changed 2 files in a copy of workspace 'clock' (+3 −1); check-defining files edited: 1 — approval 01234567"
-        );
-        let t = describe(1, "t", "workspace_copied", &d, &facts)
-            .unwrap()
-            .text;
-        assert!(
-            t.contains("workspace 'clock'") && t.contains("write access"),
-            "{t}"
-        );
-        let r = describe(1, "t", "workspace_checks_restored", &d, &facts).unwrap();
-        assert_eq!(r.kind, "security");
-        let a = obj(
-            json!({"work_item_id": "w1", "workspace": "clock", "files": ["clock.py"],
-                   "added": 1, "removed": 1, "token_id": "fedcba9876543210",
-                   "commit": "0123456789abcdef0123"}),
-        );
-        let t = describe(1, "t", "workspace_applied", &a, &facts)
-            .unwrap()
-            .text;
-        assert_eq!(
-            t,
-            "Applied 'Create notes.txt''s changes to workspace 'clock' (1 file, +1 −1) — approval fedcba98; committed as 0123456789ab"
-        );
-        for (event, kind, words) in [
-            ("workspace_apply_declined", "approval", "untouched"),
-            ("workspace_apply_refused", "security", "Refused to apply"),
-            ("workspace_undone", "work", "as it was"),
-            ("workspace_undo_refused", "security", "Did not undo"),
-            ("workspace_apply_offered", "approval", "wait for you"),
-        ] {
-            let r = describe(1, "t", event, &a, &facts).unwrap();
-            assert_eq!(r.kind, kind, "{event}");
-            assert!(r.text.contains(words), "{event}: {}", r.text);
-        }
-    }
-
-    #[test]
-    fn the_gate_crate_event_names_are_all_known() {
-        use silas_gates::audit::names::*;
-        for name in [
-            GATE_EVALUATED,
-            GATE_BLOCKED,
-            GATE_BLOCK_ADDITIONAL,
-            GATE_MUTATION,
-            REJECTED_MUTATION,
-            QUALITY_LANE_VIOLATION,
-            QUALITY_LLM_ERROR,
-            GATE_EVAL_CAP_REACHED,
-            ESCALATION_UNKNOWN,
-            ESCALATION_CYCLE,
-            ACCESS_TRANSITION,
-            ACCESS_CONTEXT_REFUSED,
-        ] {
-            assert!(KNOWN_EVENTS.iter().any(|(e, _)| *e == name), "{name}");
-        }
-        // Card resolutions are audited under these names.
-        for r in [
-            crate::cards::Resolution::Answered,
-            crate::cards::Resolution::TimedOut,
-            crate::cards::Resolution::Disconnected,
-            crate::cards::Resolution::Shutdown,
-        ] {
-            assert!(KNOWN_EVENTS.iter().any(|(e, _)| *e == r.audit_event()));
-        }
-    }
-
-    #[test]
-    fn the_spec_example_reads_as_written() {
-        let item = describe(
-            1,
-            "t",
-            "work_item.done",
-            &obj(json!({"work_item_id": "w1"})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(
-            item.text,
-            "Approved and ran 'Create notes.txt' — 2 checks passed"
-        );
-        let unknown = describe(
-            2,
-            "t",
-            "work_item.done",
-            &obj(json!({"work_item_id": "zz"})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(unknown.text, "Approved and ran a task");
-    }
-
-    #[test]
-    fn card_resolutions_read_plainly() {
-        let timed_out = describe(
-            1,
-            "t",
-            "card_timed_out",
-            &obj(json!({"card_type": "approval_request", "verdict": "declined"})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(
-            timed_out.text,
-            "A plan approval card got no answer in time and was declined — nothing changed"
-        );
-        let answered = describe(
-            2,
-            "t",
-            "card_answered",
-            &obj(json!({"card_type": "suggestion", "selected_value": "not_now"})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(answered.text, "You answered a suggestion card: not now");
-    }
-
-    #[test]
-    fn missed_runs_read_as_caught_up_or_skipped() {
-        let caught = describe(
-            1,
-            "t",
-            "scheduler.missed",
-            &obj(json!({"job_id": "goal:g1", "missed": 3, "caught_up": true})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(
-            caught.text,
-            "Ran 'goal:g1' once to catch up on 3 runs missed while Silas was down"
-        );
-        let skipped = describe(
-            2,
-            "t",
-            "scheduler.missed",
-            &obj(json!({"job_id": "heartbeat", "missed": 1, "caught_up": false})),
-            &facts,
-        )
-        .unwrap();
-        assert_eq!(
-            skipped.text,
-            "Skipped 1 run of 'heartbeat' missed while Silas was down"
-        );
-    }
-
-    #[test]
-    fn unknown_events_are_recorded_not_dropped() {
-        let item = describe(3, "t", "future.thing_done", &JsonObject::new(), &facts).unwrap();
-        assert_eq!(item.kind, "other");
-        assert_eq!(item.text, "Recorded: future thing done");
-    }
-
-    #[test]
-    fn every_rate_limit_has_its_own_sentence() {
-        let mut seen = std::collections::BTreeSet::new();
-        let kinds = crate::limits::LimitKind::ALL.map(|k| k.as_str());
-        for limit in kinds.iter().copied().chain(["scope", "ip"]) {
-            let data = obj(json!({"limit": limit, "scope_id": "owner"}));
-            let item = describe(
-                1,
-                "2026-01-01T00:00:00Z",
-                "security_rate_limited",
-                &data,
-                &|_| None,
-            )
-            .unwrap_or_else(|| panic!("{limit} hidden"));
-            assert_eq!(item.kind, "security");
-            assert!(!item.text.starts_with("Recorded"), "{limit}");
-            seen.insert(item.text);
-        }
-        // llm_scope / llm_global share one; scope / ip share the original.
-        assert_eq!(seen.len(), kinds.len() - 1 + 1, "{seen:?}");
-    }
-}
+mod tests;

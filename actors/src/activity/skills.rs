@@ -1,0 +1,96 @@
+//! Activity sentences for the skill install flow and skill use (issue #17).
+//! Audit data of these events names the skill, its content hash and rules,
+//! never a script's output or a credential value.
+
+use silas_core::model::JsonObject;
+
+/// A text field of the event's data.
+fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
+    data.get(key).and_then(serde_json::Value::as_str)
+}
+
+fn short(hash: Option<&str>) -> String {
+    hash.map(|h| h.chars().take(12).collect::<String>())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// `(kind, sentence)` for a skill event, or `None` for another event.
+pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, String)> {
+    let skill = s(data, "skill").unwrap_or("a skill");
+    let hash = short(s(data, "content_hash"));
+    Some(match event {
+        "skill_install_offered" => (
+            "approval",
+            format!(
+                "Skill '{skill}' passed validation and waits for your install approval (hash {hash})"
+            ),
+        ),
+        "skill_install_refused" => (
+            "security",
+            format!(
+                "Refused to offer skill '{skill}' for install: {}",
+                s(data, "reason").unwrap_or("its validation report has errors")
+            ),
+        ),
+        "skill_install_declined" => (
+            "approval",
+            format!("You declined skill '{skill}' — it is not installed"),
+        ),
+        "skill_installed" => (
+            "approval",
+            format!("Installed skill '{skill}' (hash {hash}) after its dry run passed"),
+        ),
+        "skill_dry_run_failed" => (
+            "security",
+            format!(
+                "Did not install skill '{skill}': the dry run of {} failed",
+                s(data, "script").unwrap_or("a script")
+            ),
+        ),
+        "skill_use_refused" => (
+            "security",
+            format!(
+                "Refused to use skill '{skill}': {}",
+                s(data, "reason").unwrap_or("it is not installed at its current content")
+            ),
+        ),
+        "skill_script_run" => (
+            "work",
+            format!(
+                "Ran {} of skill '{skill}' (hash {hash})",
+                s(data, "script").unwrap_or("a script")
+            ),
+        ),
+        "skill_imported" => (
+            "system",
+            format!(
+                "Imported skill '{skill}' from another format; it waits for your install approval"
+            ),
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_skill_event_has_a_sentence_naming_the_skill() {
+        let serde_json::Value::Object(d) = json!({"skill": "count-lines", "content_hash": "0123456789abcdef", "script": "scripts/count.py"})
+        else {
+            unreachable!()
+        };
+        for (event, _) in super::super::KNOWN_EVENTS
+            .iter()
+            .filter(|(e, _)| e.starts_with("skill_"))
+        {
+            let (_, text) = describe(event, &d).unwrap_or_else(|| panic!("{event}"));
+            assert!(text.contains("count-lines"), "{event}: {text}");
+        }
+        let item = super::super::describe(1, "t", "skill_installed", &d, &|_| None).unwrap();
+        assert_eq!(item.kind, "approval");
+        assert!(item.text.contains("0123456789ab"), "{}", item.text);
+    }
+}

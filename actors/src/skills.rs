@@ -1,0 +1,403 @@
+//! The skill install flow and skill use (spec §10.4, issue #17 items 3–4):
+//!
+//! * [`SkillHost::offer`] — a folder under `skills_dir` (discovered,
+//!   installed from a path, imported, or written by the skill-maker) is
+//!   validated; only a report without errors becomes a `skill_install` card
+//!   showing the report and the content hash.
+//! * [`SkillHost::decide`] — the owner's answer: approval mints a
+//!   `skill_install` token bound to the skill's name and that hash through
+//!   the ApprovalEngine (the only way an answer becomes a token), verifies
+//!   it, dry-runs each script in the sandbox from the approved bytes, and
+//!   only when every dry run passes records the skill as installed.
+//! * [`SkillHost::check_use`] / [`SkillHost::run_script`] — a skill is used
+//!   only while its folder still hashes to the approved hash; every run is
+//!   audited with that hash.
+//!
+//! Audit data names skills, hashes, scripts and rules — never a script's
+//! output or a credential value.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use silas_core::cards::CardPayload;
+use silas_core::config::{Config, SkillValidationConfig};
+use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
+use silas_core::model::skills::{
+    InstalledSkill, SkillInstallApproval, SkillSource, SkillUseRefusal, check_use,
+};
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_skill::run::{Invocation, RunError, RunRequest, ScriptOutcome, SkillRunner};
+use silas_skill::{Skill, SkillError, SkillLoader};
+use silas_storage::{CardAudience, PendingCard, Store, StoreError};
+use zeroize::Zeroizing;
+
+use crate::approval::{AnswerOrigin, ApprovalError, ApprovalHandle, OwnedSubject};
+
+/// Resolves a credential ref from the secret store at spawn.
+pub type Credentials = Arc<dyn Fn(&str) -> Result<Zeroizing<Vec<u8>>, String> + Send + Sync>;
+
+/// How long one dry run or script run may take.
+pub const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SkillFlowError {
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Use(#[from] SkillUseRefusal),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("skill {skill} was not installed: the dry run of {script} failed ({why})")]
+    DryRunFailed {
+        skill: String,
+        script: String,
+        why: String,
+    },
+    #[error("no sandbox is available to run skill scripts")]
+    NoSandbox,
+}
+
+impl Coded for SkillFlowError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            SkillFlowError::Skill(e) => e.code(),
+            SkillFlowError::Store(e) => e.code(),
+            SkillFlowError::Approval(e) => e.code(),
+            SkillFlowError::Refused(_) => ErrorCode::ECfgInvalid,
+            SkillFlowError::Use(e) => e.code(),
+            SkillFlowError::Run(e) => e.code(),
+            SkillFlowError::DryRunFailed { .. } => ErrorCode::ESandboxFailed,
+            SkillFlowError::NoSandbox => ErrorCode::ESandboxUnavailable,
+        }
+    }
+}
+
+/// What an answer to a `skill_install` card did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstallOutcome {
+    Installed {
+        skill: String,
+        content_hash: String,
+        token_id: String,
+    },
+    Declined {
+        skill: String,
+    },
+}
+
+pub struct SkillHost {
+    store: Store,
+    loader: SkillLoader,
+    validation: SkillValidationConfig,
+    card_ttl_minutes: u32,
+    runner: Option<SkillRunner>,
+    credentials: Credentials,
+    egress_proxy_port: Option<u16>,
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(o) => o,
+        _ => Map::new(),
+    }
+}
+
+impl SkillHost {
+    /// A host over `skills_dir`; without a runner nothing can be installed
+    /// (the dry run is part of installing) and no script runs.
+    pub fn new(store: Store, config: &Config) -> Self {
+        SkillHost {
+            store,
+            loader: SkillLoader::new(&config.skills_dir),
+            validation: config.skills.validation.clone(),
+            card_ttl_minutes: config.approval.default_ttl_minutes,
+            runner: None,
+            credentials: Arc::new(|r: &str| Err(format!("no secret store holds {r}"))),
+            egress_proxy_port: None,
+        }
+    }
+
+    pub fn with_runner(mut self, runner: SkillRunner) -> Self {
+        self.runner = Some(runner);
+        self
+    }
+
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    pub fn with_egress_proxy(mut self, port: u16) -> Self {
+        self.egress_proxy_port = Some(port);
+        self
+    }
+
+    pub fn loader(&self) -> &SkillLoader {
+        &self.loader
+    }
+
+    fn audit(&self, event: &str, data: Value) -> Result<(), StoreError> {
+        self.store.audit().log(event, obj(data))?;
+        Ok(())
+    }
+
+    pub fn installed(&self, name: &str) -> Result<Option<InstalledSkill>, StoreError> {
+        self.store.records::<InstalledSkill>().get(name)
+    }
+
+    /// Validate `name` under `skills_dir` and, when its report has no
+    /// error, store its `skill_install` card for the owner.
+    pub fn offer(
+        &self,
+        name: &str,
+        source: SkillSource,
+        transformation: Vec<String>,
+    ) -> Result<PendingCard, SkillFlowError> {
+        let dir = self.loader.path_of(name)?;
+        let report = silas_skill::validate(&dir, &self.validation)?;
+        let refuse = |reason: String| -> Result<PendingCard, SkillFlowError> {
+            self.audit(
+                "skill_install_refused",
+                json!({"skill": name, "content_hash": report.content_hash,
+                       "reason": reason, "source": source.as_str()}),
+            )?;
+            Err(SkillFlowError::Refused(reason))
+        };
+        let skill = match Skill::load(&dir) {
+            Ok(s) => s,
+            Err(e) => return refuse(e.to_string()),
+        };
+        let card = match silas_skill::install::install_card(&skill, &report, source, transformation)
+        {
+            Ok(c) => c,
+            Err(e) => return refuse(e.to_string()),
+        };
+        let now = Timestamp::now();
+        let ttl = chrono::Duration::minutes(i64::from(self.card_ttl_minutes));
+        let pending = PendingCard {
+            request_id: crate::approval::random_id()?,
+            scope_id: crate::turn::OWNER_SCOPE.to_string(),
+            card: CardPayload::SkillInstall(Box::new(card)),
+            created_at: now,
+            expires_at: now.plus(ttl),
+            audience: CardAudience::Owner,
+        };
+        self.store.records::<PendingCard>().put(&pending)?;
+        self.audit(
+            "skill_install_offered",
+            json!({"skill": name, "content_hash": skill.content_hash,
+                   "request_id": pending.request_id, "source": source.as_str()}),
+        )?;
+        Ok(pending)
+    }
+
+    /// The owner's answer to a `skill_install` card (see the module docs).
+    /// The card is answered once, whatever the outcome.
+    pub async fn decide(
+        &self,
+        engine: &ApprovalHandle,
+        card: &PendingCard,
+        decision: ApprovalDecision,
+        origin: &AnswerOrigin,
+    ) -> Result<InstallOutcome, SkillFlowError> {
+        let CardPayload::SkillInstall(asked) = &card.card else {
+            return Err(SkillFlowError::Refused("not a skill_install card".into()));
+        };
+        let name = asked.skill.clone();
+        let cards = self.store.records::<PendingCard>();
+        if decision.verdict != ApprovalVerdict::Approved {
+            cards.delete(&card.request_id)?;
+            self.audit(
+                "skill_install_declined",
+                json!({"skill": name, "content_hash": asked.content_hash,
+                       "verdict": decision.verdict.as_str()}),
+            )?;
+            return Ok(InstallOutcome::Declined { skill: name });
+        }
+        let Some(runner) = &self.runner else {
+            return Err(SkillFlowError::NoSandbox);
+        };
+        // The approval is for the files the card showed: a folder changed
+        // since is refused (it gets a new card with its new hash).
+        let dir = self.loader.path_of(&name)?;
+        let current = Skill::load(&dir).map(|s| s.content_hash);
+        if current.as_ref().ok() != Some(&asked.content_hash) {
+            cards.delete(&card.request_id)?;
+            let reason = "the skill's files changed after the card was shown";
+            self.audit(
+                "skill_install_refused",
+                json!({"skill": name, "content_hash": asked.content_hash, "reason": reason}),
+            )?;
+            return Err(SkillFlowError::Use(SkillUseRefusal::Changed {
+                name,
+                approved: asked.content_hash.clone(),
+                current: current.unwrap_or_default(),
+            }));
+        }
+        let subject = OwnedSubject::SkillInstall(SkillInstallApproval {
+            skill: name.clone(),
+            content_hash: asked.content_hash.clone(),
+        });
+        let token = engine
+            .issue_token(
+                subject.clone(),
+                decision,
+                ApprovalScope::SkillInstall,
+                origin.clone(),
+            )
+            .await?;
+        let token = engine.verify_subject(token, subject).await?;
+        cards.delete(&card.request_id)?;
+        for (i, script) in asked.scripts.iter().enumerate() {
+            let execution_id = format!("skill-dry-{}-{i}", token.token_id);
+            let run = runner
+                .run(RunRequest {
+                    dir: &dir,
+                    approved_hash: &asked.content_hash,
+                    script,
+                    invocation: Invocation::DryRun,
+                    credentials: &*self.credentials,
+                    egress_proxy_port: self.egress_proxy_port,
+                    execution_id: &execution_id,
+                    timeout: SCRIPT_TIMEOUT,
+                })
+                .await;
+            let why = match run {
+                Ok(out) if out.success() => continue,
+                Ok(out) => format!("{:?}", out.termination),
+                Err(e) => e.to_string(),
+            };
+            self.audit(
+                "skill_dry_run_failed",
+                json!({"skill": name, "content_hash": asked.content_hash, "script": script,
+                       "token_id": token.token_id}),
+            )?;
+            return Err(SkillFlowError::DryRunFailed {
+                skill: name,
+                script: script.clone(),
+                why,
+            });
+        }
+        let approved_via = token
+            .conditions
+            .get(silas_core::model::approval::APPROVED_VIA_KEY)
+            .and_then(Value::as_str)
+            .unwrap_or(origin.channel.as_str())
+            .to_string();
+        let rec = InstalledSkill {
+            name: name.clone(),
+            content_hash: asked.content_hash.clone(),
+            token_id: token.token_id.clone(),
+            approved_via,
+            source: asked.source,
+            installed_at: Timestamp::now(),
+        };
+        self.store.records::<InstalledSkill>().put(&rec)?;
+        self.audit(
+            "skill_installed",
+            json!({"skill": name, "content_hash": rec.content_hash, "token_id": rec.token_id,
+                   "channel": rec.approved_via, "source": rec.source.as_str(),
+                   "scripts": asked.scripts.len()}),
+        )?;
+        Ok(InstallOutcome::Installed {
+            skill: name,
+            content_hash: rec.content_hash,
+            token_id: rec.token_id,
+        })
+    }
+
+    /// The skill, if it is installed at exactly its current content;
+    /// otherwise the refusal, audited.
+    pub fn check_use(&self, name: &str) -> Result<Skill, SkillFlowError> {
+        let refuse = |e: SkillFlowError| -> Result<Skill, SkillFlowError> {
+            self.audit(
+                "skill_use_refused",
+                json!({"skill": name, "reason": e.to_string(), "code": e.code().as_str()}),
+            )?;
+            Err(e)
+        };
+        let skill = match self.loader.load(name) {
+            Ok(s) => s,
+            Err(e) => return refuse(e.into()),
+        };
+        let rec = self.installed(name)?;
+        match check_use(name, rec.as_ref(), &skill.content_hash) {
+            Ok(()) => Ok(skill),
+            Err(e) => refuse(e.into()),
+        }
+    }
+
+    /// Installed skills usable now (current hash = approved hash), by name.
+    pub fn usable(&self) -> Result<Vec<Skill>, SkillFlowError> {
+        let installed = self.store.records::<InstalledSkill>().list()?;
+        let catalog = self.loader.scan()?;
+        Ok(catalog
+            .skills
+            .into_iter()
+            .filter(|s| {
+                installed
+                    .iter()
+                    .any(|r| check_use(&s.name, Some(r), &s.content_hash).is_ok())
+            })
+            .collect())
+    }
+
+    /// `run_skill_script`: one script of an installed skill, its arguments
+    /// checked against `script_args`, in the sandbox. Audited with the
+    /// content hash that ran.
+    pub async fn run_script(
+        &self,
+        name: &str,
+        script: &str,
+        args: &Map<String, Value>,
+        execution_id: &str,
+    ) -> Result<ScriptOutcome, SkillFlowError> {
+        let skill = self.check_use(name)?;
+        let Some(runner) = &self.runner else {
+            return Err(SkillFlowError::NoSandbox);
+        };
+        let run = runner
+            .run(RunRequest {
+                dir: &skill.dir,
+                approved_hash: &skill.content_hash,
+                script,
+                invocation: Invocation::Call(args.clone()),
+                credentials: &*self.credentials,
+                egress_proxy_port: self.egress_proxy_port,
+                execution_id,
+                timeout: SCRIPT_TIMEOUT,
+            })
+            .await;
+        match run {
+            Ok(out) => {
+                self.audit(
+                    "skill_script_run",
+                    json!({"skill": name, "script": script, "content_hash": out.content_hash,
+                           "success": out.success(), "execution_id": execution_id}),
+                )?;
+                Ok(out)
+            }
+            Err(e) => {
+                self.audit(
+                    "skill_use_refused",
+                    json!({"skill": name, "script": script, "reason": e.to_string(),
+                           "code": e.code().as_str()}),
+                )?;
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// A skill's folder, for callers that hold a name.
+pub fn skill_dir(host: &SkillHost, name: &str) -> Result<PathBuf, SkillFlowError> {
+    Ok(host.loader.path_of(name)?)
+}
