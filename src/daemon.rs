@@ -35,6 +35,7 @@ pub fn start(
 ) -> Result<ExitCode, CliError> {
     init_tracing();
     harden_process();
+    raise_open_files();
     // The actors write redb synchronously (each commit fsyncs) on worker
     // threads; with one worker per core a 2-core box can have every worker
     // inside an fsync while the Stream waits to admit a message. A few more
@@ -63,6 +64,26 @@ fn harden_process() {
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
     {
         tracing::warn!("cannot mark the process non-dumpable: {e}");
+    }
+}
+
+/// Raises the open-file soft limit toward the hard one (every WebSocket is
+/// a descriptor); `silas doctor` reports the same numbers.
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    let soft = now.current.unwrap_or(u64::MAX);
+    let target = crate::doctor::checks::open_files_target(soft, now.maximum);
+    if target == soft {
+        return;
+    }
+    let raised = Rlimit {
+        current: Some(target),
+        maximum: now.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(from = soft, to = target, "open-file limit raised"),
+        Err(e) => tracing::warn!(soft, target, "cannot raise the open-file limit: {e}"),
     }
 }
 

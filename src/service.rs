@@ -94,6 +94,8 @@ pub fn render_unit(spec: &UnitSpec) -> String {
     line("TimeoutStopSec=60s");
     line("# Everything it creates is private to it.");
     line("UMask=0077");
+    line("# Every connection is a descriptor; the daemon raises its soft limit to this.");
+    line("LimitNOFILE=65536");
     if !spec.user_mode {
         line("# A dedicated unprivileged account, not root.");
         line(&format!("User={SERVICE_USER}"));

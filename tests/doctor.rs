@@ -347,3 +347,43 @@ fn doctor_checks_the_telegram_token_against_the_bot_api() {
     );
     assert!(!all.contains("canary"), "{all}");
 }
+
+/// Issue #19 item 2: started with a soft open-file limit of 1,024, the
+/// daemon raises it toward the hard limit (every WebSocket is a descriptor),
+/// and `silas doctor` reports what it will do.
+#[test]
+fn the_daemon_raises_its_open_file_limit_and_doctor_says_so() {
+    use rustix::process::{Resource, getrlimit};
+    let hard = getrlimit(Resource::Nofile).maximum;
+    if hard.is_some_and(|h| h <= 1024) {
+        eprintln!("SKIPPED: the hard open-file limit here is {hard:?}; nothing to raise to");
+        return;
+    }
+    let dir = scratch();
+    support::traversable(dir.path());
+    // The shell lowers the soft limit, then becomes the daemon (same pid).
+    let mut cmd = std::process::Command::new("sh");
+    cmd.current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .arg("-c")
+        .arg("ulimit -Sn 1024 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_silas"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"));
+    let (daemon, _, _) = support::start_daemon(cmd, Stdio::null());
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let want = hard.map_or(65_536, |h| h.min(65_536));
+    assert_eq!(soft, want, "{limits}");
+    drop(daemon);
+    let (_, lines) = doctor(dir.path(), free_port(), &[]);
+    let l = line(&lines, "open files");
+    assert!(l.contains("the daemon raises the soft limit to"), "{l}");
+}

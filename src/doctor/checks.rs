@@ -474,6 +474,39 @@ pub fn store(state: &StoreState, daemon_running: bool) -> Check {
     }
 }
 
+/// The open-file limit the daemon asks for at start (issue #19: every
+/// WebSocket is a descriptor; 10,000 idle connections need more than the
+/// usual soft limit of 1,024).
+pub const OPEN_FILES_WANTED: u64 = 65_536;
+
+/// Connections the daemon should be able to hold.
+const OPEN_FILES_ENOUGH: u64 = 10_240;
+
+/// The soft limit the daemon sets: up to [`OPEN_FILES_WANTED`], never
+/// above the hard limit (`None`: unlimited), never below today's.
+pub fn open_files_target(soft: u64, hard: Option<u64>) -> u64 {
+    hard.map_or(OPEN_FILES_WANTED, |h| h.min(OPEN_FILES_WANTED))
+        .max(soft)
+}
+
+/// Whether the daemon will be able to hold many connections.
+pub fn open_files(soft: u64, hard: Option<u64>) -> Check {
+    let target = open_files_target(soft, hard);
+    let hard_s = hard.map_or("unlimited".to_owned(), |h| h.to_string());
+    let detail = format!(
+        "soft {soft}, hard {hard_s}; the daemon raises the soft limit to {target} at start"
+    );
+    if target >= OPEN_FILES_ENOUGH {
+        Check::pass("open files", detail)
+    } else {
+        Check::warn(
+            "open files",
+            format!("{detail}, too few for many connections"),
+            "raise the hard limit (LimitNOFILE=65536 in the systemd unit, or `ulimit -Hn 65536` as root)",
+        )
+    }
+}
+
 /// The system clock against times it must be after (the binary's build,
 /// the audit log's last entry). A small slack absorbs coarse timestamps.
 pub fn clock(

@@ -140,6 +140,8 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     report.extend(checks::sandbox_trial(&trial, &secret));
     let addr = probe::web_addr(&cfg);
     let port = runtime.block_on(probe::port_state(&cfg));
+    let (soft, hard) = probe::open_files();
+    report.push(checks::open_files(soft, hard));
     report.push(checks::port(&addr, &port, false));
     report.push(checks::model(&runtime.block_on(probe::model(&cfg))));
     if let Some(t) = runtime.block_on(probe::telegram(&cfg)) {

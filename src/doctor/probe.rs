@@ -328,3 +328,9 @@ pub async fn telegram(cfg: &Config) -> Option<super::checks::Telegram> {
         },
     )
 }
+
+/// The process's open-file limits: (soft, hard; `None` = unlimited).
+pub fn open_files() -> (u64, Option<u64>) {
+    let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (l.current.unwrap_or(u64::MAX), l.maximum)
+}

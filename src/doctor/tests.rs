@@ -313,3 +313,25 @@ fn telegram_verdicts_name_the_fix_and_never_the_token() {
         Status::Warn
     );
 }
+
+#[test]
+fn open_files_are_raised_to_the_hard_limit_and_warned_when_it_is_low() {
+    assert_eq!(open_files_target(1024, Some(1_048_576)), 65_536);
+    assert_eq!(open_files_target(1024, Some(4096)), 4096);
+    assert_eq!(open_files_target(1024, None), 65_536);
+    assert_eq!(
+        open_files_target(200_000, Some(1_048_576)),
+        200_000,
+        "never lowered"
+    );
+    let c = open_files(1024, Some(524_288));
+    assert_eq!(c.status, Status::Pass);
+    assert!(
+        c.line().contains("raises the soft limit to 65536"),
+        "{}",
+        c.line()
+    );
+    let c = open_files(1024, Some(4096));
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.line().contains("LimitNOFILE"), "{}", c.line());
+}
