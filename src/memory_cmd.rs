@@ -310,14 +310,11 @@ pub async fn web_op(
 /// never content). Returns the number of memories removed.
 pub fn consolidate_all(memory: &Memory, now: Timestamp) -> Result<usize, CliError> {
     let mut removed = 0;
-    for scope in memory.scopes().map_err(coded)? {
-        let plan = memory
-            .consolidate(&scope, now, silas_memory::consolidate::Policy::default())
-            .map_err(coded)?;
+    let changed = memory
+        .consolidate_all(now, silas_memory::consolidate::Policy::default())
+        .map_err(coded)?;
+    for (scope, plan) in changed {
         let gone = plan.removed();
-        if gone.is_empty() {
-            continue;
-        }
         removed += gone.len();
         audit(
             memory,

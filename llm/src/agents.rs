@@ -183,12 +183,16 @@ impl Agents {
     /// (§3.5 `system_actual`), counting the response schema, which a
     /// server without `json_schema` support gets in the prompt.
     pub fn system_prompt_chars(&self) -> usize {
-        let empty = RenderedContext::default();
-        let proxy =
-            prompts::proxy_system(&empty).len() + crate::schema::route_decision().to_string().len();
-        let planner = prompts::planner_system(&empty).len()
-            + crate::schema::agent_response().to_string().len();
-        proxy.max(planner)
+        // The prompts and schemas are constants: rendered once, not per turn.
+        static CHARS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *CHARS.get_or_init(|| {
+            let empty = RenderedContext::default();
+            let proxy = prompts::proxy_system(&empty).len()
+                + crate::schema::route_decision().to_string().len();
+            let planner = prompts::planner_system(&empty).len()
+                + crate::schema::agent_response().to_string().len();
+            proxy.max(planner)
+        })
     }
 
     /// True when the agents run on the offline responder (for the UI label).

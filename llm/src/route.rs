@@ -16,9 +16,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use silas_core::model::agents::{Route, RouteDecision};
 
-use crate::coerce::{self, Coercion};
-use crate::schema;
-use crate::structured::{CallKind, StructuredContext, StructuredOutput, proxy_fallback};
+use crate::coerce::Coercion;
+use crate::structured::{CallKind, StructuredContext, StructuredOutput};
 
 /// A proxy answer whose direct route may still lack its `response`.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,25 +88,23 @@ impl<'de> Deserialize<'de> for RouteDraft {
     }
 }
 
+/// Everything but what is accepted back is the complete decision's: the
+/// same schema and name on the wire, coercion, profile check and fallback.
 impl StructuredOutput for RouteDraft {
     type Fallback = RouteDecision;
     const KIND: CallKind = CallKind::Proxy;
-    // The same schema and name as a complete decision: the wire request
-    // does not change, only what is accepted back.
-    const SCHEMA_NAME: &'static str = "RouteDecision";
+    const SCHEMA_NAME: &'static str = <RouteDecision as StructuredOutput>::SCHEMA_NAME;
     fn schema() -> Value {
-        schema::route_decision()
+        <RouteDecision as StructuredOutput>::schema()
     }
     fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {
-        coerce::coerce_route_decision(value, &ctx.default_profile, |p| ctx.profiles.contains(p))
+        <RouteDecision as StructuredOutput>::coerce(value, ctx)
     }
     fn check(&self, ctx: &StructuredContext) -> Result<(), String> {
-        self.decision
-            .validate_profile(|p| ctx.profiles.contains(p))
-            .map_err(|e| e.to_string())
+        self.decision.check(ctx)
     }
     fn fallback(ctx: &StructuredContext) -> RouteDecision {
-        proxy_fallback(&ctx.default_profile)
+        <RouteDecision as StructuredOutput>::fallback(ctx)
     }
 }
 

@@ -320,17 +320,50 @@ impl Memory {
     ) -> Result<consolidate::Plan, MemoryError> {
         let items = scan::all_of(&self.inner.store, scope)?;
         let plan = consolidate::plan(&items, now, policy);
-        let removed = plan.removed();
-        if plan.updated.is_empty() && removed.is_empty() {
-            return Ok(plan);
+        self.apply_plans(std::slice::from_ref(&plan))?;
+        Ok(plan)
+    }
+
+    /// The consolidator's round over every scope: the store is read once
+    /// and grouped by scope (each scope is planned on its own; nothing is
+    /// merged across scopes), and every change is written in one go.
+    /// Returns the scopes whose plan changed something.
+    pub fn consolidate_all(
+        &self,
+        now: Timestamp,
+        policy: consolidate::Policy,
+    ) -> Result<Vec<(String, consolidate::Plan)>, MemoryError> {
+        let mut by_scope: std::collections::BTreeMap<String, Vec<MemoryItem>> =
+            std::collections::BTreeMap::new();
+        for m in self.all()? {
+            if let Some(scope) = m.session_id.clone() {
+                by_scope.entry(scope).or_default().push(m);
+            }
+        }
+        let changed: Vec<(String, consolidate::Plan)> = by_scope
+            .into_iter()
+            .map(|(scope, items)| (scope, consolidate::plan(&items, now, policy)))
+            .filter(|(_, p)| !p.updated.is_empty() || !p.removed().is_empty())
+            .collect();
+        let plans: Vec<consolidate::Plan> = changed.iter().map(|(_, p)| p.clone()).collect();
+        self.apply_plans(&plans)?;
+        Ok(changed)
+    }
+
+    /// Writes consolidation plans to redb and the index (one commit).
+    fn apply_plans(&self, plans: &[consolidate::Plan]) -> Result<(), MemoryError> {
+        let updated: Vec<MemoryItem> = plans.iter().flat_map(|p| p.updated.clone()).collect();
+        let removed: Vec<String> = plans.iter().flat_map(|p| p.removed()).collect();
+        if updated.is_empty() && removed.is_empty() {
+            return Ok(());
         }
         let records = self.inner.store.records::<MemoryItem>();
-        records.put_many(&plan.updated)?;
+        records.put_many(&updated)?;
         records.delete_many(&removed)?;
-        self.inner.index.upsert_all(&plan.updated)?;
+        self.inner.index.upsert_all(&updated)?;
         self.inner.index.delete(&removed)?;
         self.inner.index.commit()?;
-        Ok(plan)
+        Ok(())
     }
 
     /// The scopes that have memories (for the consolidator's rounds).

@@ -455,3 +455,37 @@ fn the_retriever_merges_keyword_and_semantic_results_within_one_scope() {
             .all(|i| *i != "theirs")
     );
 }
+
+/// The daemon's round: one read of the store, each scope planned on its
+/// own — identical memories in two scopes are never merged together.
+#[test]
+fn a_consolidation_round_covers_every_scope_without_crossing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path());
+    for it in [
+        item("o1", "owner", "Buy milk."),
+        item("o2", "owner", "buy milk"),
+        item("c1", "customer-1", "Buy milk"),
+        item("c2", "customer-1", "buy  milk!"),
+        item("c3", "customer-2", "buy milk"),
+    ] {
+        m.put(&it, true).unwrap();
+    }
+    let changed = m
+        .consolidate_all(Timestamp::now(), Default::default())
+        .unwrap();
+    let scopes: Vec<&str> = changed.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(scopes, ["customer-1", "owner"]);
+    for scope in ["owner", "customer-1", "customer-2"] {
+        assert_eq!(
+            m.search_keyword(scope, "milk", 10).unwrap().len(),
+            1,
+            "{scope}"
+        );
+    }
+    assert!(
+        m.consolidate_all(Timestamp::now(), Default::default())
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -18,16 +18,18 @@ impl Turn<'_> {
     /// content scrubbed of injection markers).
     pub(super) async fn enforce_budget(&mut self) -> Result<(), TurnError> {
         self.step("enforce_budget");
-        let cfg = self.deps.config.context.clone();
+        // An Arc, not a copy of the context section per turn.
+        let config = self.deps.config.clone();
+        let cfg = &config.context;
         let turn = self.turn_number;
         self.subscriptions(turn, cfg.max_subscription_tokens);
         let budgets = self.budgets();
-        let mut tier1 = self.scope.context.tier1(turn, &cfg, &budgets);
+        let mut tier1 = self.scope.context.tier1(turn, cfg, &budgets);
         self.audit_subscription_notes(std::mem::take(&mut tier1.notes));
         let mut kept = tier1.masked;
         kept.extend(tier1.evicted);
         if tier1.needs_scorer {
-            let evicted = self.tier2(turn, &cfg, &budgets).await;
+            let evicted = self.tier2(turn, cfg, &budgets).await;
             kept.extend(evicted);
         }
         if !kept.is_empty() || tier1.dropped > 0 {
@@ -63,6 +65,11 @@ impl Turn<'_> {
     /// active subscription is materialised for this turn.
     fn subscriptions(&mut self, turn: u64, max_tokens: u64) {
         if self.scope.scope_id != crate::turn::OWNER_SCOPE {
+            return;
+        }
+        // A target is `workspace/path`: a message without a '/' names none,
+        // and with nothing subscribed there is nothing to read either.
+        if !self.text.contains('/') && self.scope.context.subscriptions.active().next().is_none() {
             return;
         }
         let workspaces = crate::workspaces::list(&self.deps.store).unwrap_or_else(|e| {
