@@ -1,0 +1,81 @@
+//! The load tool (issue #19 item 5) run as a user runs it: the built
+//! `silas-bench` binary starting the built `silas` daemon over loopback.
+//! Small counts: this checks the tool tells the truth, not the figures
+//! (those are in BENCHMARKS.md).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
+        .arg("--silas")
+        .arg(env!("CARGO_BIN_EXE_silas"))
+        .args(["--json", "--max-seconds", "240"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "silas-bench {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn many_scopes_answers_every_customer_turn_once() {
+    let r = bench(&["many-scopes", "--clients", "4", "--turns", "3"]);
+    assert_eq!(r["mode"], "many-scopes");
+    assert_eq!(r["sent"], 12, "{r}");
+    assert_eq!(r["replies"], 12, "{r}");
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["duplicated"], 0, "{r}");
+    assert_eq!(r["latency"]["count"], 12, "{r}");
+    assert!(r["turns_per_second"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["rss"]["peak_kib"].as_u64().unwrap() > 1024, "{r}");
+    assert_eq!(r["daemon_alive"], true);
+}
+
+#[test]
+fn hot_scope_counts_every_message_as_replied_or_refused() {
+    // 40 in flight against the default per-scope bound of 20: some are
+    // refused, none vanish.
+    let r = bench(&["hot-scope", "--turns", "40", "--in-flight", "40"]);
+    let sent = r["sent"].as_u64().unwrap();
+    let replies = r["replies"].as_u64().unwrap();
+    let refused = r["refused"].as_u64().unwrap();
+    assert_eq!(sent, 40, "{r}");
+    assert_eq!(replies + refused, 40, "{r}");
+    assert_eq!(r["lost"], 0, "{r}");
+    assert!(replies >= 1, "{r}");
+}
+
+#[test]
+fn idle_and_churn_report_memory() {
+    let r = bench(&["idle", "--connections", "20"]);
+    assert_eq!(r["connect_failures"], 0, "{r}");
+    assert!(r["per_connection_kib"].as_f64().is_some(), "{r}");
+    // The probe turn on an idle connection is answered.
+    assert_eq!(r["replies"], 1, "{r}");
+
+    let r = bench(&["churn", "--rounds", "2", "--visitors", "3", "--turns", "1"]);
+    let rounds = r["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{r}");
+    assert_eq!(rounds[1]["visitors_so_far"], 6);
+    assert!(rounds.iter().all(|x| x["rss_kib"].as_u64().unwrap() > 0));
+    assert_eq!(r["replies"], 6, "{r}");
+}
+
+#[test]
+fn counts_out_of_bounds_are_refused_before_anything_starts() {
+    let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
+        .args(["many-scopes", "--clients", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--clients"), "{err}");
+}
