@@ -29,14 +29,15 @@ use silas_core::{Coded, ErrorCode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use warp::Filter;
 use warp::http::StatusCode;
+use warp::{Filter, Reply};
 
 pub mod assets;
 pub mod auth;
 pub mod cards;
 pub mod control;
 pub mod protocol;
+mod server;
 pub mod ws;
 
 use auth::{AuthOutcome, Credential, OwnerAuth, RedeemError};
@@ -260,19 +261,14 @@ impl BoundServer {
         state.base_url = base_url;
         let state = Arc::new(state);
         let routes = routes(state);
-        let mut stop = rx;
-        let server = warp::serve(routes)
-            .incoming(self.listener)
-            .graceful(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            });
+        let listener = self.listener;
         tokio::spawn(async move {
             let trigger = async move {
                 shutdown.await;
                 let _ = tx.send(true);
             };
-            tokio::join!(server.run(), trigger);
-            // warp does not track upgraded connections: wait for sessions here.
+            tokio::join!(server::run(listener, warp::service(routes), rx), trigger);
+            // Upgraded connections are sessions now: wait for them here.
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
             while health.connections() > 0 && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -362,13 +358,13 @@ fn device_routes(
     let guard = warp::header::optional::<String>("host")
         .and(warp::header::optional::<String>("origin"))
         .and(warp::header::optional::<String>("authorization"))
-        .and(warp::addr::remote());
+        .and(server::client_addr());
     let pair = warp::path("pair")
         .and(warp::path::end())
         .and(warp::post())
         .and(warp::header::optional::<String>("host"))
         .and(warp::header::optional::<String>("origin"))
-        .and(warp::addr::remote())
+        .and(server::client_addr())
         .and(warp::body::content_length_limit(4 * 1024))
         .and(warp::body::json::<PairBody>())
         .and(with_state.clone())
@@ -410,7 +406,7 @@ fn device_routes(
     let list = warp::path("devices")
         .and(warp::path::end())
         .and(warp::get())
-        .and(guard)
+        .and(guard.clone())
         .and(with_state.clone())
         .map(|host, origin, authz, remote, state: Arc<WebState>| {
             if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
@@ -421,7 +417,7 @@ fn device_routes(
         });
     let new_code = warp::path!("devices" / "pair")
         .and(warp::post())
-        .and(guard)
+        .and(guard.clone())
         .and(with_state.clone())
         .map(|host, origin, authz, remote, state: Arc<WebState>| {
             if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
@@ -502,52 +498,83 @@ fn routes(
 
     let ws = warp::path("ws")
         .and(warp::path::end())
-        .and(warp::header::optional::<String>("host"))
-        .and(warp::header::optional::<String>("origin"))
-        .and(warp::header::optional::<String>("sec-websocket-protocol"))
-        .and(warp::addr::remote())
-        .and(warp::ws())
+        .and(warp::get())
+        .and(warp::header::headers_cloned())
+        .and(server::client_addr())
+        .and(server::upgrade_slot())
         .and(with_state.clone())
         .map(
-            |host: Option<String>,
-             origin: Option<String>,
-             protocols: Option<String>,
+            |headers: warp::http::HeaderMap,
              remote: Option<SocketAddr>,
-             upgrade: warp::ws::Ws,
+             upgrade: Option<server::UpgradeSlot>,
              state: Arc<WebState>| {
-                if let Err(why) =
-                    ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
-                {
-                    let reply =
-                        json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
-                    return Box::new(reply) as Box<dyn warp::Reply>;
+                let text = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                if let Err(why) = ws::request_allowed(
+                    &state.own_hosts,
+                    text("host").as_deref(),
+                    text("origin").as_deref(),
+                ) {
+                    return json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}))
+                        .into_response();
                 }
+                let accept = match server::accept_key(&headers) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        return json_status(
+                            StatusCode::BAD_REQUEST,
+                            serde_json::json!({"error": why}),
+                        )
+                        .into_response();
+                    }
+                };
+                let Some(on_upgrade) = upgrade.and_then(|u| u.take()) else {
+                    return json_status(
+                        StatusCode::BAD_REQUEST,
+                        serde_json::json!({"error": "connection cannot be upgraded"}),
+                    )
+                    .into_response();
+                };
                 // Bounded pre-auth exposure: refuse beyond the cap.
                 let Some(slot) = state.auth.unauthenticated_slot() else {
-                    let reply = json_status(
+                    return json_status(
                         StatusCode::SERVICE_UNAVAILABLE,
                         serde_json::json!({"error": "too many unauthenticated connections"}),
-                    );
-                    return Box::new(reply) as Box<dyn warp::Reply>;
+                    )
+                    .into_response();
                 };
-                let (token, ours) = ws::subprotocol_token(protocols.as_deref());
-                // Both limits: an oversized frame is refused from its header,
-                // so at most 64 KiB of it is ever read.
-                let reply = upgrade
-                    .max_message_size(protocol::MAX_FRAME_BYTES)
-                    .max_frame_size(protocol::MAX_FRAME_BYTES)
-                    .on_upgrade(move |socket| {
-                        ws::session(socket, state, token, remote.map(|r| r.ip()), slot)
-                    });
+                let (token, ours) =
+                    ws::subprotocol_token(text("sec-websocket-protocol").as_deref());
+                tokio::spawn(async move {
+                    match on_upgrade.await {
+                        Ok(upgraded) => {
+                            let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+                                hyper_util::rt::TokioIo::new(upgraded),
+                                tokio_tungstenite::tungstenite::protocol::Role::Server,
+                                Some(server::ws_config()),
+                            )
+                            .await;
+                            ws::session(socket, state, token, remote.map(|r| r.ip()), slot).await;
+                        }
+                        Err(e) => tracing::debug!("websocket upgrade failed: {e}"),
+                    }
+                });
+                let mut res = warp::http::Response::builder()
+                    .status(StatusCode::SWITCHING_PROTOCOLS)
+                    .header("connection", "upgrade")
+                    .header("upgrade", "websocket")
+                    .header("sec-websocket-accept", accept);
                 if ours {
                     // Browsers drop a socket whose offered subprotocol is not echoed.
-                    Box::new(warp::reply::with_header(
-                        reply,
-                        "sec-websocket-protocol",
-                        ws::SUBPROTOCOL,
-                    ))
-                } else {
-                    Box::new(reply)
+                    res = res.header("sec-websocket-protocol", ws::SUBPROTOCOL);
+                }
+                match res.body(warp::hyper::body::Bytes::new()) {
+                    Ok(r) => r.into_response(),
+                    Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                 }
             },
         );
@@ -557,7 +584,7 @@ fn routes(
         .and(warp::header::optional::<String>("host"))
         .and(warp::header::optional::<String>("origin"))
         .and(warp::header::optional::<String>("authorization"))
-        .and(warp::addr::remote())
+        .and(server::client_addr())
         .and(warp::body::content_length_limit(16 * 1024))
         .and(warp::body::json::<SecretBody>())
         .and(with_state.clone())

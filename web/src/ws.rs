@@ -21,8 +21,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
-use warp::ws::{Message, WebSocket};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::HealthState;
 use crate::auth::{AuthOutcome, OwnerAuth, UnauthSlot};
@@ -277,10 +281,24 @@ async fn send(tx: &mpsc::Sender<ServerFrame>, frame: ServerFrame) -> bool {
 }
 
 /// Whether a read error is a frame or message over the configured limit.
-fn too_big(e: &warp::Error) -> bool {
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
-        .is_some_and(|e| matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_)))
+fn too_big(e: &tokio_tungstenite::tungstenite::Error) -> bool {
+    matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_))
+}
+
+/// A close frame with `code` and `why`.
+fn close_with(code: u16, why: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: why.into(),
+    }))
+}
+
+/// The text of a text frame.
+fn text_of(msg: &Message) -> Option<&str> {
+    match msg {
+        Message::Text(t) => Some(t.as_str()),
+        _ => None,
+    }
 }
 
 /// Resolves when `device` is revoked; never for other connections.
@@ -314,13 +332,15 @@ enum Ending {
 
 /// Run one upgraded connection to its end. `slot` counts the connection
 /// as unauthenticated until it has authenticated (or is refused).
-pub async fn session(
-    socket: WebSocket,
+pub async fn session<S>(
+    socket: WebSocketStream<S>,
     state: Arc<WebState>,
     header_token: Option<String>,
     remote_ip: Option<std::net::IpAddr>,
     slot: UnauthSlot,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (mut sink, mut stream) = socket.split();
     let mut shutdown = state.shutdown.clone();
     let auth = state.auth.clone();
@@ -345,16 +365,14 @@ pub async fn session(
                 Ok(Some(Err(e))) if too_big(&e) => {
                     auth.failed(remote_ip, "ws", "oversized_frame");
                     let _ = sink
-                        .send(Message::close_with(CLOSE_TOO_BIG, "frame too large"))
+                        .send(close_with(CLOSE_TOO_BIG, "frame too large"))
                         .await;
                     let _ = sink.close().await;
                     linger().await;
                     return;
                 }
                 Ok(Some(Ok(msg))) => {
-                    let token = msg
-                        .to_str()
-                        .ok()
+                    let token = text_of(&msg)
                         .and_then(|t| parse_client_frame(t).ok())
                         .and_then(|f| match f {
                             ClientFrame::Auth { token } => Some(token),
@@ -374,7 +392,7 @@ pub async fn session(
     };
     if credential.is_none() && !customer {
         let _ = sink
-            .send(Message::close_with(CLOSE_UNAUTHORIZED, "unauthorized"))
+            .send(close_with(CLOSE_UNAUTHORIZED, "unauthorized"))
             .await;
         let _ = sink.close().await;
         return;
@@ -400,9 +418,7 @@ pub async fn session(
         Ok(s) => s,
         Err(e) => {
             let _ = sink.send(frame_message(&e.frame())).await;
-            let _ = sink
-                .send(Message::close_with(1011u16, "runtime unavailable"))
-                .await;
+            let _ = sink.send(close_with(1011u16, "runtime unavailable")).await;
             return;
         }
     };
@@ -420,7 +436,7 @@ pub async fn session(
                 biased;
                 code = &mut close_rx => {
                     if let Ok((code, why)) = code {
-                        let _ = sink.send(Message::close_with(code, why)).await;
+                        let _ = sink.send(close_with(code, why)).await;
                     }
                     break;
                 }
@@ -429,7 +445,7 @@ pub async fn session(
                     None => break,
                 },
                 _ = async { let _ = writer_shutdown.wait_for(|s| *s).await; } => {
-                    let _ = sink.send(Message::close_with(CLOSE_GOING_AWAY, "server shutting down")).await;
+                    let _ = sink.send(close_with(CLOSE_GOING_AWAY, "server shutting down")).await;
                     break;
                 }
             }
@@ -465,7 +481,7 @@ pub async fn session(
         if msg.is_ping() || msg.is_pong() {
             continue;
         }
-        let Ok(text) = msg.to_str() else {
+        let Some(text) = text_of(&msg) else {
             send(
                 &tx,
                 ProtocolError::new("E_CHANNEL_PROTOCOL", "binary frames are not accepted", None)

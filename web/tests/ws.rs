@@ -420,3 +420,36 @@ fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
+
+/// The session stream reads with a 4 KiB buffer (issue #19, lean
+/// connections): a message many times that size still arrives whole, one
+/// over the 64 KiB frame bound is still refused with 1009, and a request
+/// that is not a WebSocket upgrade gets a 400 naming what is missing.
+#[tokio::test]
+async fn frames_larger_than_the_read_buffer_arrive_whole_and_the_bound_holds() {
+    let s = start(Some(TOKEN)).await;
+    let mut ws = connect_owner(s.addr).await;
+    assert_eq!(next_json(&mut ws).await["type"], "auth_ok");
+    let long = "x".repeat(60 * 1024);
+    let frame = json!({"type": "message", "text": long}).to_string();
+    assert!(frame.len() < silas_web::protocol::MAX_FRAME_BYTES);
+    ws.send(Message::text(frame)).await.unwrap();
+    let echo = next_json(&mut ws).await;
+    assert_eq!(echo["text"], format!("echo: {long}"));
+
+    let over = "y".repeat(silas_web::protocol::MAX_FRAME_BYTES + 1);
+    ws.send(Message::text(over)).await.unwrap();
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(5)).await,
+        Some(CloseCode::Size)
+    );
+
+    let plain = http_client()
+        .get(format!("http://{}/ws", s.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 400);
+    let body = plain.text().await.unwrap();
+    assert!(body.contains("Connection: upgrade"), "{body}");
+}
