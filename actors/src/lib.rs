@@ -28,6 +28,7 @@ pub mod limits;
 pub mod memory;
 pub mod restart;
 pub mod scheduler;
+pub mod scope_release;
 pub mod skills;
 pub mod stream;
 pub mod supervisor;

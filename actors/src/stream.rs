@@ -49,6 +49,7 @@ use crate::cards::{
 use crate::channel::Outbound;
 use crate::limits::{Admission, CardLimits, LimitKind, OpenLimit, RateLimiter, TurnQueues};
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
+use crate::scope_release::IdleScopes;
 use crate::turn::approval_flow::{self, DecideOutcome};
 use crate::turn::pipeline::{TurnDeps, TurnError};
 use crate::turn::{OWNER_SCOPE, TurnArgs, TurnDone, TurnMsg, TurnProcessor};
@@ -203,6 +204,8 @@ pub struct StreamState {
     waiters: HashMap<String, oneshot::Sender<CardAnswer>>,
     resolved: RecentlyResolved,
     sweep_task: Option<JoinHandle<()>>,
+    /// Scopes whose visitor left: released when idle (issue #19).
+    idle: IdleScopes,
 }
 
 pub struct Stream;
@@ -252,6 +255,7 @@ impl StreamState {
         if !self.accepting {
             return Ok(SubmitOutcome::ShuttingDown);
         }
+        self.idle.active(&m.scope_id);
         let now = Instant::now();
         let ip_key = m.ip.clone().unwrap_or_default();
         let scope_ok = self.per_scope.would_allow(&m.scope_id, now);
@@ -495,6 +499,36 @@ impl StreamState {
         Ok(())
     }
 
+    /// Stops the processor of each scope idle past the interval with
+    /// nothing queued and nothing undelivered (see `scope_release`).
+    fn release_idle_scopes(&mut self) -> Result<(), ActorProcessingErr> {
+        if !self.accepting || self.idle.is_empty() {
+            return Ok(());
+        }
+        for scope in self.idle.due(Instant::now()) {
+            if self.queues.pending(&scope) > 0
+                || !self
+                    .args
+                    .deps
+                    .store
+                    .inbox()
+                    .pending_for_scope(&scope)?
+                    .is_empty()
+            {
+                continue; // busy: looked at again at the next sweep
+            }
+            self.idle.forget(&scope);
+            if let Some(p) = self.processors.remove(&scope) {
+                // Out of the maps first: a message arriving now gets a fresh
+                // processor, and this one's termination restarts nothing.
+                self.by_id.remove(&p.get_id());
+                p.stop(Some("idle scope released".into()));
+                tracing::debug!(scope_id = scope, "idle scope released");
+            }
+        }
+        Ok(())
+    }
+
     async fn scope_disconnected(&mut self, scope_id: &str) -> Result<usize, ActorProcessingErr> {
         // During shutdown the sockets close after intake did: plan cards
         // stay for the restart (see the module doc).
@@ -732,6 +766,9 @@ impl Actor for Stream {
             waiters: HashMap::new(),
             resolved: RecentlyResolved::default(),
             sweep_task: None,
+            idle: IdleScopes::new(Duration::from_secs(
+                cfg.backpressure.idle_scope_release_seconds,
+            )),
             args,
         };
         // Rehydrate: every scope with undelivered messages gets its
@@ -870,9 +907,13 @@ impl Actor for Stream {
             }
             StreamMsg::ScopeDisconnected { scope_id, reply } => {
                 let n = state.scope_disconnected(&scope_id).await?;
+                state.idle.disconnected(&scope_id, Instant::now());
                 let _ = reply.send(n);
             }
-            StreamMsg::SweepCards => state.sweep_cards().await?,
+            StreamMsg::SweepCards => {
+                state.sweep_cards().await?;
+                state.release_idle_scopes()?;
+            }
             StreamMsg::TurnDone { scope_id, .. } => {
                 state.queues.pop(&scope_id);
                 state.per_scope.prune(Instant::now());

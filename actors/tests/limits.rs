@@ -42,13 +42,17 @@ struct Rt {
 }
 
 async fn start(limits: impl FnOnce(&mut LimitsConfig)) -> Rt {
+    start_with(|c| limits(&mut c.limits)).await
+}
+
+async fn start_with(config: impl FnOnce(&mut Config)) -> Rt {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("silas.redb")).unwrap();
     let mut cfg = Config {
         data_dir: dir.path().to_path_buf(),
         ..Config::default()
     };
-    limits(&mut cfg.limits);
+    config(&mut cfg);
     let cfg = Arc::new(cfg);
     let fake = FakeLlm::start().await.unwrap();
     let sink = MemorySink::new();
@@ -577,4 +581,57 @@ async fn executor_model_calls_over_the_scope_limit_wait_at_most_the_bound_then_f
     assert_eq!(limited[0]["agent"], json!("executor"));
     assert_eq!(limited[0]["work_item_id"], json!("t-llm"));
     assert!(limited[0]["waited_ms"].as_u64().unwrap() <= 300);
+}
+
+/// Issue #19 item 3: a visitor's scope releases its TurnProcessor once its
+/// last connection has closed and the idle interval passed; the owner's
+/// never does, nor a scope still connected; a returning visitor gets a
+/// fresh processor rehydrated from the store (its earlier turn is in the
+/// next model request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gone_visitors_scope_is_released_and_comes_back_whole() {
+    let rt = start_with(|c| c.backpressure.idle_scope_release_seconds = 0).await;
+    rt.fake.set_fallback(direct(json!({"message": "hi"})));
+    for scope in ["owner", "web:a", "web:b", "web:c"] {
+        assert_eq!(
+            rt.turn(scope, &format!("first words of {scope}")).await,
+            "hi"
+        );
+    }
+    let active = || async { rt.turns.stream.status().await.unwrap().active_scopes };
+    assert_eq!(active().await, 4);
+
+    for scope in ["web:a", "web:b", "owner"] {
+        rt.turns.stream.scope_disconnected(scope).await.unwrap();
+    }
+    // The card sweep (every 500 ms) releases a and b; c is connected and
+    // the owner's scope stays.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while active().await != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "scopes not released"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        active().await,
+        2,
+        "the owner's or a connected scope was released"
+    );
+
+    // Visitor a returns: a fresh processor, the history from the store.
+    assert_eq!(rt.turn("web:a", "second words").await, "hi");
+    assert_eq!(active().await, 3);
+    let last = rt.fake.requests().last().cloned().unwrap();
+    let body = last.body.to_string();
+    assert!(
+        body.contains("first words of web:a"),
+        "history lost: {body}"
+    );
+    assert!(
+        !body.contains("first words of web:b"),
+        "another scope leaked in"
+    );
 }

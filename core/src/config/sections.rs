@@ -773,6 +773,11 @@ pub struct BackpressureConfig {
     pub max_pending_turns_total: u32,
     /// May be 0 (stop immediately).
     pub shutdown_grace_seconds: u64,
+    /// A chatbot scope whose last connection closed releases its turn
+    /// processor after this long with nothing queued (issue #19); its
+    /// state stays in the store and comes back with the next message.
+    /// May be 0 (at the next sweep).
+    pub idle_scope_release_seconds: u64,
 }
 
 impl Default for BackpressureConfig {
@@ -781,6 +786,7 @@ impl Default for BackpressureConfig {
             max_pending_turns_per_scope: 20,
             max_pending_turns_total: 500,
             shutdown_grace_seconds: 30,
+            idle_scope_release_seconds: 300,
         }
     }
 }
