@@ -336,6 +336,19 @@ async fn run(
     // WorkExecutor reach it by name, so they follow its restarts.
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
     let skills = skill_host(&cfg, &store)?;
+    // Folders not installed at their current hash wait for the owner's
+    // approval on a card (once per hash); a broken folder is audited.
+    match skills.scan_and_offer() {
+        Ok(s) => tracing::info!(
+            installed = s.installed.len(),
+            offered = s.offered.len(),
+            waiting = s.waiting.len(),
+            refused = s.refused.len(),
+            broken = s.broken.len(),
+            "skills scanned"
+        ),
+        Err(e) => tracing::warn!("skills directory not scanned: {e}"),
+    }
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
             skills: Some(Arc::new(skills)),

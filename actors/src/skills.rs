@@ -35,6 +35,9 @@ use zeroize::Zeroizing;
 
 use crate::approval::{AnswerOrigin, ApprovalError, ApprovalHandle, OwnedSubject};
 
+mod scan;
+pub use scan::ScanSummary;
+
 /// Resolves a credential ref from the secret store at spawn.
 pub type Credentials = Arc<dyn Fn(&str) -> Result<Zeroizing<Vec<u8>>, String> + Send + Sync>;
 
