@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
@@ -24,6 +25,7 @@ use silas_storage::PendingCard;
 use super::cards::{self, ToolDecision, ToolPause};
 use super::engine::{Attempt, PauseState, Resume, WorkEngine, WorkError, artifact_error};
 use super::policy::loop_budget;
+use super::skill_tools::ItemSkills;
 use super::tools::{Ledger, WorkTools};
 use crate::work::WorkStatusKind;
 
@@ -75,6 +77,7 @@ impl WorkEngine {
         ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn attempt(
         &self,
         item: &mut WorkItem,
@@ -83,17 +86,20 @@ impl WorkEngine {
         toolset: &dyn silas_llm::toolset::Toolset,
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
+        skills: &Arc<ItemSkills>,
     ) -> Result<Attempt, WorkError> {
         if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
             return Ok(Self::rate_limited(kind));
         }
-        let tools = self.tools(item, scope, gates, inputs, Ledger::default(), None);
+        let tools = self
+            .tools(item, scope, gates, inputs, Ledger::default(), None)
+            .with_skills(skills.clone());
         let started = Instant::now();
         let outcome = self
             .agents
             .execute(
                 briefing,
-                &item.skills,
+                &skills.prompt,
                 toolset,
                 &tools,
                 &loop_budget(&item.budget),
@@ -110,6 +116,7 @@ impl WorkEngine {
     /// Over the model-call limit the resumption ends as a failed attempt:
     /// the card was consumed with the resume, so the approved call is not
     /// executed and the next attempt starts afresh (it may ask again).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn resume_attempt(
         &self,
         item: &mut WorkItem,
@@ -118,6 +125,7 @@ impl WorkEngine {
         toolset: &dyn silas_llm::toolset::Toolset,
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
+        skills: &Arc<ItemSkills>,
     ) -> Result<Attempt, WorkError> {
         let Resume {
             pause,
@@ -142,7 +150,9 @@ impl WorkEngine {
         if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
             return Ok(Self::rate_limited(kind));
         }
-        let tools = self.tools(item, scope, gates, inputs, ledger, approved);
+        let tools = self
+            .tools(item, scope, gates, inputs, ledger, approved)
+            .with_skills(skills.clone());
         let started = Instant::now();
         let outcome = self
             .agents

@@ -114,6 +114,9 @@ pub struct WorkEngine {
     pub gate_runner: GateHandle,
     pub config: WorkConfig,
     pub events: broadcast::Sender<WorkStatusEvent>,
+    /// Installed skills (issue #17): resolved and hash-checked before an
+    /// item that names skills runs; `None`: such items are `blocked`.
+    pub skills: Option<Arc<crate::skills::SkillHost>>,
 }
 
 /// What a successful task ends with.
@@ -397,6 +400,14 @@ impl WorkEngine {
             let code = e.code().as_str();
             return self.block_unapproved(item, scope, e.to_string(), Some(code));
         }
+        // Skills at the content the approved plan bound (§10.5 hash-binding).
+        let skills = match self.resolve_skills(&item)? {
+            Ok(s) => s,
+            Err(reason) => {
+                let summary = format!("blocked: {reason}");
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+        };
         // A paused item goes on only once the owner answered its card.
         let resume = if item.status == WorkItemStatus::Paused {
             match self.pause_state(&item)? {
@@ -440,7 +451,9 @@ impl WorkEngine {
             }
         };
         let workspace = item.workspace.is_some();
-        let result = self.task_loop(item, scope, inputs, gates, resume).await;
+        let result = self
+            .task_loop(item, scope, inputs, gates, resume, skills)
+            .await;
         if let (true, Ok(r)) = (workspace, &result) {
             self.release_workspace(id, r.status);
         }

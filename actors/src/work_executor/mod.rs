@@ -82,6 +82,7 @@ pub mod goal;
 pub mod policy;
 pub mod project;
 pub mod run;
+mod skill_tools;
 mod task_loop;
 pub mod tools;
 pub mod workspace;

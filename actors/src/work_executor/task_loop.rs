@@ -14,7 +14,7 @@ use silas_core::{Coded, ErrorCode};
 use silas_execution::verification::VerificationReport;
 use silas_gates::TurnBudget;
 use silas_llm::toolset::{
-    AgentRole, AllowedTools, ApprovalByName, Preparation, SkillToolset, build_chain, core_tools,
+    AgentRole, AllowedTools, ApprovalByName, Preparation, build_chain, core_tools,
 };
 
 use super::engine::{Attempt, Done, Resume, WorkEngine, WorkError};
@@ -22,6 +22,7 @@ use super::policy::{
     self, build_briefing, format_failures, next_attempt, results_as_json, should_consult_planner,
     with_egress_refusals,
 };
+use super::skill_tools::ItemSkills;
 use super::workspace::{StoredChanges, WorkspaceRun};
 use crate::work::WorkStatusKind;
 
@@ -83,19 +84,20 @@ impl WorkEngine {
         inputs: BTreeMap<String, String>,
         gates: Vec<silas_core::model::gates::Gate>,
         mut resume: Option<Resume>,
+        skills: ItemSkills,
     ) -> Result<WorkItemResult, WorkError> {
         let input_names: Vec<String> = inputs.keys().cloned().collect();
-        let skills: BTreeSet<String> = item.skills.iter().cloned().collect();
+        let skills = Arc::new(skills);
         // web_search is offered only when the registry serves it (§9.2).
         let web_search = self
             .registry
             .names()
             .contains(&silas_llm::toolset::WEB_SEARCH);
         let toolset = build_chain(
-            SkillToolset::new(core_tools(web_search)),
+            skills.toolset(core_tools(web_search)),
             Preparation {
                 role: AgentRole::Executor,
-                work_item_skills: skills,
+                work_item_skills: skills.names(),
             },
             AllowedTools::All,
             Arc::new(ApprovalByName::new(Vec::<String>::new())),
@@ -127,7 +129,7 @@ impl WorkEngine {
                     format!("attempt {} resumed", item.attempts),
                     None,
                 );
-                self.resume_attempt(&mut item, scope, r, &toolset, &gates, &inputs)
+                self.resume_attempt(&mut item, scope, r, &toolset, &gates, &inputs, &skills)
                     .await?
             } else {
                 // 1–2. Budget (>=) and attempts before every attempt.
@@ -167,8 +169,10 @@ impl WorkEngine {
                 let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
                 let briefing =
                     build_briefing(&item.body, &input_names, previous, guidance.as_deref());
-                self.attempt(&mut item, scope, &briefing, &toolset, &gates, &inputs)
-                    .await?
+                self.attempt(
+                    &mut item, scope, &briefing, &toolset, &gates, &inputs, &skills,
+                )
+                .await?
             };
             self.persist(&item)?;
             let (output, ledger) = match attempt {
