@@ -298,3 +298,77 @@ async fn install_from(f: &Fx, h: &SkillHost, card: &silas_storage::PendingCard) 
     .await
     .unwrap();
 }
+
+fn planner_reply(id: &str, skills: &str) -> Reply {
+    let md = format!(
+        "---\nid: {id}\ntype: task\ntitle: \"Count\"\nskills: {skills}\n---\n\nCount the lines.\n"
+    );
+    Reply::json(&json!({
+        "message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": md},
+        "needs_approval": true,
+    }))
+}
+
+/// The turn: the Proxy and Planner see the installed skill's metadata; a
+/// plan naming it gets a card for a work item bound to its hash; a plan
+/// naming a skill that is not installed gets no card.
+#[tokio::test]
+async fn turns_show_installed_skills_and_bind_the_plans_that_name_them() {
+    let f = Fx::new().await;
+    let h = host(&f);
+    write_skill(&f.path("skills"), "count-lines", COUNT, COUNT_FRONT);
+    let hash = install(&f, &h, "count-lines").await;
+    // Present but not installed: never shown.
+    write_skill(&f.path("skills"), "not-yet", COUNT, COUNT_FRONT);
+    let sink = silas_actors::channel::MemorySink::new();
+    let deps = silas_actors::turn::pipeline::TurnDeps {
+        skills: Some(Arc::new(h)),
+        ..silas_actors::turn::pipeline::TurnDeps::standard(
+            f.store.clone(),
+            f.cfg.clone(),
+            common::agents(&f.fake),
+            f.svc.clone(),
+            Arc::new(sink.clone()),
+        )
+    };
+    let turns = common::spawn_stream(deps, common::fast_restarts()).await;
+    f.fake
+        .push(common::to_planner())
+        .push(planner_reply("t-bound", "[count-lines]"));
+    turns
+        .turn(&sink, "owner", "count the lines of my notes")
+        .await;
+    let reqs = f.fake.requests();
+    for r in &reqs[..2] {
+        let system = system_of(r);
+        assert!(
+            system.contains("- count-lines: Use when the owner wants the lines"),
+            "{system}"
+        );
+        assert!(!system.contains("not-yet"), "{system}");
+    }
+    let stored = f.get("t-bound");
+    assert_eq!(stored.skill_hashes.unwrap()["count-lines"], hash);
+    let cards = f
+        .store
+        .records::<silas_storage::PendingCard>()
+        .list()
+        .unwrap();
+    assert!(
+        cards
+            .iter()
+            .any(|c| c.card.work_item_id() == Some("t-bound")),
+        "{cards:?}"
+    );
+
+    f.fake
+        .push(common::to_planner())
+        .push(planner_reply("t-unbound", "[not-yet]"));
+    let reply = turns.turn(&sink, "owner", "use the other one").await;
+    assert!(reply.contains("not installed"), "{reply}");
+    assert!(f.store.work_items().get("t-unbound").unwrap().is_none());
+    let refused = audit_data(&f.store, "plan_refused_skill");
+    assert_eq!(refused[0]["skills"], json!(["not-yet"]));
+    turns.stop().await;
+}
