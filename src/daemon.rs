@@ -331,14 +331,29 @@ async fn run(
         events: connection_events,
     };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
-    let work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
+    let skills = Arc::new(skill_host(&cfg, &store)?);
+    let mut work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
+    // Background work runs the skills its approved plan bound (issue #17).
+    work_engine.skills = Some(skills.clone());
     // Gates run in the supervised GateRunner actor; the pipeline and the
     // WorkExecutor reach it by name, so they follow its restarts.
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
-    let skills = skill_host(&cfg, &store)?;
+    // Folders not installed at their current hash wait for the owner's
+    // approval on a card (once per hash); a broken folder is audited.
+    match skills.scan_and_offer() {
+        Ok(s) => tracing::info!(
+            installed = s.installed.len(),
+            offered = s.offered.len(),
+            waiting = s.waiting.len(),
+            refused = s.refused.len(),
+            broken = s.broken.len(),
+            "skills scanned"
+        ),
+        Err(e) => tracing::warn!("skills directory not scanned: {e}"),
+    }
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
-            skills: Some(Arc::new(skills)),
+            skills: Some(skills),
             gates: GateHandle::daemon(),
             // Every answer becomes a token only through the supervised engine.
             approval_engine: silas_actors::approval::ApprovalHandle::daemon(),
@@ -575,6 +590,7 @@ fn work_engine(
             )),
         },
         events,
+        skills: None,
     })
 }
 

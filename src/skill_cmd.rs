@@ -102,6 +102,16 @@ fn offer(
                 "skill {name} waits for your install approval (card {}, content hash {hash}); nothing runs before it",
                 card.request_id
             );
+            // The rest of skills_dir too: a folder put there by hand gets its
+            // card now rather than at the next daemon start (once per hash).
+            match host.scan_and_offer() {
+                Ok(s) if !s.offered.is_empty() => println!(
+                    "also waiting for your install approval: {}",
+                    s.offered.join(", ")
+                ),
+                Ok(_) => {}
+                Err(e) => println!("the rest of the skills directory was not scanned: {e}"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -16,24 +16,29 @@
 //! Audit data names skills, hashes, scripts and rules — never a script's
 //! output or a credential value.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use silas_core::cards::CardPayload;
+use silas_core::cards::{CardPayload, SkillInstallCard};
 use silas_core::config::{Config, SkillValidationConfig};
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
 use silas_core::model::skills::{
     InstalledSkill, SkillInstallApproval, SkillSource, SkillUseRefusal, check_use,
 };
 use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_netguard::{EgressLimits, EgressProxy, NetworkGuard, NetworkGuardConfig, SystemResolver};
 use silas_skill::run::{Invocation, RunError, RunRequest, ScriptOutcome, SkillRunner};
 use silas_skill::{Skill, SkillError, SkillLoader};
 use silas_storage::{CardAudience, PendingCard, Store, StoreError};
 use zeroize::Zeroizing;
 
 use crate::approval::{AnswerOrigin, ApprovalError, ApprovalHandle, OwnedSubject};
+
+mod scan;
+pub use scan::ScanSummary;
 
 /// Resolves a credential ref from the secret store at spawn.
 pub type Credentials = Arc<dyn Fn(&str) -> Result<Zeroizing<Vec<u8>>, String> + Send + Sync>;
@@ -100,7 +105,11 @@ pub struct SkillHost {
     card_ttl_minutes: u32,
     runner: Option<SkillRunner>,
     credentials: Credentials,
-    egress_proxy_port: Option<u16>,
+    /// Decides every destination of a skill's per-run egress proxy; `None`:
+    /// skills that declare hosts do not run.
+    egress_guard: Option<NetworkGuard>,
+    /// Test-only dial redirect (see `EgressProxy`); no configuration sets it.
+    egress_redirect: Option<(SocketAddr, SocketAddr)>,
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -121,7 +130,15 @@ impl SkillHost {
             card_ttl_minutes: config.approval.default_ttl_minutes,
             runner: None,
             credentials: Arc::new(|r: &str| Err(format!("no secret store holds {r}"))),
-            egress_proxy_port: None,
+            // Default guard: no trusted private ranges, the always-blocked
+            // ports. Building it cannot fail with defaults; if it ever did,
+            // skills that declare hosts fail closed.
+            egress_guard: NetworkGuard::new(
+                &NetworkGuardConfig::default(),
+                Arc::new(SystemResolver),
+            )
+            .ok(),
+            egress_redirect: None,
         }
     }
 
@@ -135,9 +152,64 @@ impl SkillHost {
         self
     }
 
-    pub fn with_egress_proxy(mut self, port: u16) -> Self {
-        self.egress_proxy_port = Some(port);
+    /// The guard of skills' egress proxies (the daemon's, or a test
+    /// resolver's).
+    pub fn with_egress_guard(mut self, guard: NetworkGuard) -> Self {
+        self.egress_guard = Some(guard);
         self
+    }
+
+    /// For tests only: a proxy dial to the validated `from` goes to `to`
+    /// (a loopback server), as in the egress proxy's own tests.
+    #[doc(hidden)]
+    pub fn with_egress_redirect_for_tests(mut self, from: SocketAddr, to: SocketAddr) -> Self {
+        self.egress_redirect = Some((from, to));
+        self
+    }
+
+    /// A skill that declares hosts gets its own proxy for one run, whose
+    /// allowlist is exactly those hosts; dropping it closes every tunnel.
+    /// `None` for a skill without network (the sandbox has none).
+    async fn egress_for(&self, skill: &Skill) -> Result<Option<EgressProxy>, SkillFlowError> {
+        let hosts = skill.manifest.requirements.network.clone();
+        if hosts.is_empty() {
+            return Ok(None);
+        }
+        let Some(guard) = self.egress_guard.clone() else {
+            return Err(SkillFlowError::NoSandbox);
+        };
+        let limits = EgressLimits::default();
+        let proxy = match self.egress_redirect {
+            Some((from, to)) => {
+                EgressProxy::start_for_hosts_redirecting_dials_for_tests(
+                    guard, limits, hosts, from, to,
+                )
+                .await
+            }
+            None => EgressProxy::start_for_hosts(guard, limits, hosts).await,
+        };
+        proxy
+            .map(Some)
+            .map_err(|e| SkillFlowError::Refused(format!("cannot start the egress proxy: {e}")))
+    }
+
+    /// Audits what a run's proxy refused (target and reason only).
+    fn audit_egress(&self, name: &str, proxy: Option<EgressProxy>) -> Result<(), StoreError> {
+        let Some(proxy) = proxy else {
+            return Ok(());
+        };
+        let (refused, dropped) = proxy.take_refusals();
+        if refused.is_empty() && dropped == 0 {
+            return Ok(());
+        }
+        let targets: Vec<Value> = refused
+            .iter()
+            .map(|r| json!({"target": r.target, "status": r.status, "reason": r.reason}))
+            .collect();
+        self.audit(
+            "skill_egress_refused",
+            json!({"skill": name, "refused": targets, "dropped": dropped}),
+        )
     }
 
     pub fn loader(&self) -> &SkillLoader {
@@ -256,36 +328,14 @@ impl SkillHost {
             .await?;
         let token = engine.verify_subject(token, subject).await?;
         cards.delete(&card.request_id)?;
-        for (i, script) in asked.scripts.iter().enumerate() {
-            let execution_id = format!("skill-dry-{}-{i}", token.token_id);
-            let run = runner
-                .run(RunRequest {
-                    dir: &dir,
-                    approved_hash: &asked.content_hash,
-                    script,
-                    invocation: Invocation::DryRun,
-                    credentials: &*self.credentials,
-                    egress_proxy_port: self.egress_proxy_port,
-                    execution_id: &execution_id,
-                    timeout: SCRIPT_TIMEOUT,
-                })
-                .await;
-            let why = match run {
-                Ok(out) if out.success() => continue,
-                Ok(out) => format!("{:?}", out.termination),
-                Err(e) => e.to_string(),
-            };
-            self.audit(
-                "skill_dry_run_failed",
-                json!({"skill": name, "content_hash": asked.content_hash, "script": script,
-                       "token_id": token.token_id}),
-            )?;
-            return Err(SkillFlowError::DryRunFailed {
-                skill: name,
-                script: script.clone(),
-                why,
-            });
-        }
+        let skill = Skill::load(&dir)?;
+        let proxy = self.egress_for(&skill).await?;
+        let port = proxy.as_ref().map(EgressProxy::port);
+        let dry = self
+            .dry_run(runner, &dir, asked, &token.token_id, port)
+            .await;
+        self.audit_egress(&name, proxy)?;
+        dry?;
         let approved_via = token
             .conditions
             .get(silas_core::model::approval::APPROVED_VIA_KEY)
@@ -312,6 +362,48 @@ impl SkillHost {
             content_hash: rec.content_hash,
             token_id: rec.token_id,
         })
+    }
+
+    /// Each script of the card once, from the approved bytes.
+    async fn dry_run(
+        &self,
+        runner: &SkillRunner,
+        dir: &std::path::Path,
+        asked: &SkillInstallCard,
+        token_id: &str,
+        egress_proxy_port: Option<u16>,
+    ) -> Result<(), SkillFlowError> {
+        for (i, script) in asked.scripts.iter().enumerate() {
+            let execution_id = format!("skill-dry-{token_id}-{i}");
+            let run = runner
+                .run(RunRequest {
+                    dir,
+                    approved_hash: &asked.content_hash,
+                    script,
+                    invocation: Invocation::DryRun,
+                    credentials: &*self.credentials,
+                    egress_proxy_port,
+                    execution_id: &execution_id,
+                    timeout: SCRIPT_TIMEOUT,
+                })
+                .await;
+            let why = match run {
+                Ok(out) if out.success() => continue,
+                Ok(out) => format!("{:?}", out.termination),
+                Err(e) => e.to_string(),
+            };
+            self.audit(
+                "skill_dry_run_failed",
+                json!({"skill": asked.skill, "content_hash": asked.content_hash,
+                       "script": script, "token_id": token_id}),
+            )?;
+            return Err(SkillFlowError::DryRunFailed {
+                skill: asked.skill.clone(),
+                script: script.clone(),
+                why,
+            });
+        }
+        Ok(())
     }
 
     /// The skill, if it is installed at exactly its current content;
@@ -360,10 +452,42 @@ impl SkillHost {
         args: &Map<String, Value>,
         execution_id: &str,
     ) -> Result<ScriptOutcome, SkillFlowError> {
+        self.run_script_bound(name, script, args, execution_id, None)
+            .await
+    }
+
+    /// [`Self::run_script`] for a work item: `bound` is the content hash its
+    /// approved plan bound for the skill (`WorkItem.skill_hashes`); a skill
+    /// installed at any other hash — even one approved since — is refused
+    /// (`E_APPROVAL_HASH`): the owner approved the plan with that content.
+    pub async fn run_script_bound(
+        &self,
+        name: &str,
+        script: &str,
+        args: &Map<String, Value>,
+        execution_id: &str,
+        bound: Option<&str>,
+    ) -> Result<ScriptOutcome, SkillFlowError> {
         let skill = self.check_use(name)?;
+        if let Some(bound) = bound
+            && bound != skill.content_hash
+        {
+            let e = SkillFlowError::Skill(SkillError::HashMismatch {
+                name: name.to_string(),
+                approved: bound.to_string(),
+                current: skill.content_hash.clone(),
+            });
+            self.audit(
+                "skill_use_refused",
+                json!({"skill": name, "script": script, "reason": e.to_string(),
+                       "code": e.code().as_str()}),
+            )?;
+            return Err(e);
+        }
         let Some(runner) = &self.runner else {
             return Err(SkillFlowError::NoSandbox);
         };
+        let proxy = self.egress_for(&skill).await?;
         let run = runner
             .run(RunRequest {
                 dir: &skill.dir,
@@ -371,17 +495,19 @@ impl SkillHost {
                 script,
                 invocation: Invocation::Call(args.clone()),
                 credentials: &*self.credentials,
-                egress_proxy_port: self.egress_proxy_port,
+                egress_proxy_port: proxy.as_ref().map(EgressProxy::port),
                 execution_id,
                 timeout: SCRIPT_TIMEOUT,
             })
             .await;
+        self.audit_egress(name, proxy)?;
         match run {
             Ok(out) => {
                 self.audit(
                     "skill_script_run",
                     json!({"skill": name, "script": script, "content_hash": out.content_hash,
-                           "success": out.success(), "execution_id": execution_id}),
+                           "success": out.success(), "execution_id": execution_id,
+                           "network": !skill.manifest.requirements.network.is_empty()}),
                 )?;
                 Ok(out)
             }

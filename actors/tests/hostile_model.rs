@@ -659,8 +659,9 @@ async fn executor_cannot_call_unconfigured_or_unoffered_tools() {
     let f = Fx::hostile().await;
     assert!(!f.cfg.web_search_enabled());
     f.task(
-        json!({"id": "t-tools", "type": "task", "title": "t", "body": "Search the web.",
-                  "skills": ["coding"]}),
+        // No skills: an item naming a skill that is not installed and bound
+        // does not run at all (`skill_use::a_skill_changed_since_…`).
+        json!({"id": "t-tools", "type": "task", "title": "t", "body": "Search the web."}),
     );
     f.fake
         .push(Reply::tool_calls(&[
@@ -1110,11 +1111,13 @@ async fn autonomy_and_standing_scope_cannot_be_self_widened() {
 }
 
 /// §15 "Activate externally imported skills without deterministic
-/// adaptation + `skill_install` approval". No import/install pipeline
-/// exists yet; the strongest true statement: no toolset offers an install
-/// or import tool, skill tools exist only for skills the runtime registers
-/// (none for a plan-named skill), every such call is refused and no
-/// `skill_install` token is ever minted. Defence: the wrapper chain.
+/// adaptation + `skill_install` approval". A plan naming a skill that was
+/// never installed through the `skill_install` card does not run at all:
+/// the item is `blocked` before the model is asked anything, so no skill
+/// tool is ever offered, nothing runs and no `skill_install` token is
+/// minted (install/import exist only as the owner's CLI and card, never as
+/// model tools). Defences: `WorkEngine::resolve_skills` (installed at the
+/// current hash and bound by the approved plan), the wrapper chain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_cannot_install_or_activate_skills() {
     let f = Fx::hostile().await;
@@ -1129,32 +1132,15 @@ async fn model_cannot_install_or_activate_skills() {
                 json!({"source": "github:evil/skill", "activate": true}),
             ),
             (
-                "import_skill",
-                json!({"url": "https://example.invalid/skill.zip"}),
-            ),
-            (
-                "run_skill_script__evil-imported",
-                json!({"script": "scripts/payload.sh"}),
+                "run_skill_script",
+                json!({"skill": "evil-imported", "script": "scripts/payload.sh"}),
             ),
         ]))
         .push(output("installed"));
     let r = f.engine.run_task("t-skill", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done);
-    for req in f.fake.requests() {
-        let names = req.tool_names();
-        assert!(
-            names
-                .iter()
-                .all(|n| !n.contains("skill") && !n.contains("install")),
-            "{names:?}"
-        );
-    }
-    let results = f.tool_results();
-    assert_eq!(results.len(), 3);
-    assert!(
-        results.iter().all(|c| c.starts_with("refused")),
-        "{results:#?}"
-    );
+    assert_eq!(r.status, WorkItemStatus::Blocked, "{r:?}");
+    assert!(r.summary.contains("skill"), "{}", r.summary);
+    assert!(f.fake.requests().is_empty(), "the model was never asked");
     assert_eq!(f.executions(), 0);
     let issued: Vec<String> = f
         .audit()
@@ -1166,9 +1152,8 @@ async fn model_cannot_install_or_activate_skills() {
 }
 
 /// §15 "Enable dynamic skill context injection (`{{script}}` expansion)".
-/// No skill loader exists yet; the path that does exist — plan body and
-/// skill names rendered into the executor prompt — expands nothing and
-/// runs nothing. Defence: the single-pass prompt renderer; the sandbox runs
+/// The plan body rendered into the executor prompt (as a skill's SKILL.md
+/// is) expands nothing and runs nothing. Defence: the single-pass prompt renderer; the sandbox runs
 /// only tool calls the model makes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skill_and_briefing_placeholders_are_never_expanded() {
@@ -1180,8 +1165,10 @@ async fn skill_and_briefing_placeholders_are_never_expanded() {
         m = marker.display()
     );
     f.task(
-        json!({"id": "t-tpl", "type": "task", "title": "t", "body": body,
-                  "skills": ["coding", "{{script}}"]}),
+        // No skills: a plan naming uninstalled ones never runs (see
+        // `model_cannot_install_or_activate_skills`); an installed skill's
+        // SKILL.md goes through the same single-pass renderer as the body.
+        json!({"id": "t-tpl", "type": "task", "title": "t", "body": body}),
     );
     f.fake.push(output("nothing to do"));
     let r = f.engine.run_task("t-tpl", "owner").await.unwrap();

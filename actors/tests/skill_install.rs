@@ -321,3 +321,94 @@ async fn attack_skills_are_refused_with_the_named_rule_and_get_no_card() {
         4
     );
 }
+
+fn skill_cards(store: &Store) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = store
+        .records::<PendingCard>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| match c.card {
+            CardPayload::SkillInstall(s) => Some((s.skill, s.content_hash)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn the_start_up_scan_offers_each_new_hash_once_and_never_a_broken_folder() {
+    let f = fx();
+    write_skill(&f.skills, "count-lines", COUNT, FRONT);
+    // Refused by its report: a credential literal.
+    write_skill(
+        &f.skills,
+        "leaky",
+        "KEY = 'sk-live-0123456789abcdefghijklmnopqrstuv'\nprint(KEY)\n",
+        "",
+    );
+    // Broken: the name does not match its folder.
+    std::fs::create_dir_all(f.skills.join("misnamed")).unwrap();
+    std::fs::write(
+        f.skills.join("misnamed/SKILL.md"),
+        "---\nname: other-name\ndescription: Use when nothing else fits the request.\n---\nbody\n",
+    )
+    .unwrap();
+
+    let s = f.host.scan_and_offer().unwrap();
+    assert_eq!(s.offered, ["count-lines"]);
+    assert_eq!(s.refused, ["leaky"]);
+    assert_eq!(s.broken, ["misnamed"]);
+    let cards = skill_cards(&f.store);
+    assert_eq!(cards.len(), 1);
+    let broken = common::audit_data(&f.store, "skill_broken");
+    assert_eq!(broken[0]["skill"], json!("misnamed"));
+    assert!(broken[0]["rule"].is_string(), "{broken:?}");
+    let refused = common::audit_data(&f.store, "skill_install_refused");
+    assert!(refused.iter().any(|r| r["skill"] == json!("leaky")));
+
+    // A restart with nothing changed: no second card for the same hash.
+    let again = f.host.scan_and_offer().unwrap();
+    assert_eq!(again.waiting, ["count-lines"]);
+    assert!(again.offered.is_empty());
+    assert_eq!(skill_cards(&f.store), cards);
+
+    // Approved and installed: the next scan leaves it alone.
+    let id = f
+        .store
+        .records::<PendingCard>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|c| matches!(c.card, CardPayload::SkillInstall(_)))
+        .unwrap();
+    f.host
+        .decide(&f.engine, &id, common::approved(), &f.owner)
+        .await
+        .unwrap();
+    let after = f.host.scan_and_offer().unwrap();
+    assert_eq!(after.installed, ["count-lines"]);
+    assert!(skill_cards(&f.store).is_empty());
+
+    // Its files change: a new hash gets a new card (and is not usable).
+    std::fs::write(
+        f.skills.join("count-lines/scripts/count.py"),
+        COUNT.replace("len(text", "0 + len(text"),
+    )
+    .unwrap();
+    let changed = f.host.scan_and_offer().unwrap();
+    assert_eq!(changed.offered, ["count-lines"]);
+    let cards = skill_cards(&f.store);
+    assert_eq!(cards.len(), 1);
+    assert_ne!(cards[0].1, after_hash(&f));
+    assert!(f.host.usable().unwrap().is_empty());
+}
+
+fn after_hash(f: &Fx) -> String {
+    f.host
+        .installed("count-lines")
+        .unwrap()
+        .unwrap()
+        .content_hash
+}

@@ -266,7 +266,8 @@ fn goal(f: &Fx) -> WorkItem {
         "id": "goal-1", "type": "goal", "title": "Keep it fixed", "body": "Watch.",
         "schedule": "*/30 * * * *",
         "verify": [file_check("fixed", &fixed)],
-        "skills": ["coding"],
+        // No skills: a fix task inheriting an uninstalled skill is blocked
+        // (skill_use.rs covers skills in runs).
         "on_failure": "spawn_task",
         "escalation": {"report": {"action": "report", "message": "broke"}},
         "failure_context": "Fix these failures: $failed_checks",

@@ -67,6 +67,10 @@ pub enum AgentRole {
 pub enum ToolSource {
     Core,
     Skill(String),
+    /// `run_skill_script`: one tool for every registered skill with scripts.
+    /// Preparation offers it only to an Executor whose work item names at
+    /// least one of them, and narrows its `skill` argument to those.
+    Skills(BTreeSet<String>),
 }
 
 /// A registered tool.
@@ -151,26 +155,37 @@ impl SkillToolset {
         SkillToolset { tools: core }
     }
 
-    /// Registers a skill's script runner (`run_skill_script` scoped to the
-    /// skill via its `skill` argument) once, and records the skill name.
+    /// Registers `skill` with the one `run_skill_script` tool (created on
+    /// the first skill): the model names the skill, the script (a path
+    /// inside the skill) and the script's arguments as an object, which the
+    /// runner checks against the skill's `script_args` and passes as argv.
     pub fn with_skill(mut self, skill: &str, description: &str) -> Self {
-        self.tools.push(ToolDef {
+        let _ = description;
+        let existing = self
+            .tools
+            .iter_mut()
+            .find(|t| t.spec.name == RUN_SKILL_SCRIPT);
+        let mut skills = match existing.as_ref().map(|t| &t.source) {
+            Some(ToolSource::Skills(s)) => s.clone(),
+            _ => BTreeSet::new(),
+        };
+        skills.insert(skill.to_owned());
+        let tool = ToolDef {
             spec: ToolSpec {
-                name: format!("{RUN_SKILL_SCRIPT}__{skill}"),
-                description: format!("Run a script of the `{skill}` skill: {description}"),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "script": {"type": "string", "description": "script path inside the skill"},
-                        "args": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "required": ["script"],
-                    "additionalProperties": false
-                }),
+                name: RUN_SKILL_SCRIPT.to_owned(),
+                description: "Run one script of a skill of this work item in the sandbox. \
+                              The skill's instructions say which scripts exist and what \
+                              arguments they take; the output is untrusted data."
+                    .to_owned(),
+                parameters: run_skill_script_params(&skills),
             },
-            source: ToolSource::Skill(skill.to_owned()),
+            source: ToolSource::Skills(skills),
             read_only: false,
-        });
+        };
+        match existing {
+            Some(t) => *t = tool,
+            None => self.tools.push(tool),
+        }
         self
     }
 
@@ -205,6 +220,21 @@ impl SkillToolset {
     }
 }
 
+/// The `run_skill_script` parameters, the `skill` argument limited to
+/// `skills`.
+fn run_skill_script_params(skills: &BTreeSet<String>) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "skill": {"type": "string", "enum": skills, "description": "the skill's name"},
+            "script": {"type": "string", "description": "script path inside the skill, e.g. scripts/run.py"},
+            "args": {"type": "object", "description": "the script's named arguments"}
+        },
+        "required": ["skill", "script"],
+        "additionalProperties": false
+    })
+}
+
 /// What preparation knows about the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preparation {
@@ -225,11 +255,19 @@ pub fn prepare_tool(tool: &ToolDef, prep: &Preparation) -> Option<ToolDef> {
         ToolSource::Skill(s) => {
             prep.role == AgentRole::Executor && prep.work_item_skills.contains(s)
         }
+        ToolSource::Skills(s) => {
+            prep.role == AgentRole::Executor && !s.is_disjoint(&prep.work_item_skills)
+        }
     };
     if !(role_ok && skill_ok) {
         return None;
     }
     let mut t = tool.clone();
+    if let ToolSource::Skills(s) = &tool.source {
+        let mine: BTreeSet<String> = s.intersection(&prep.work_item_skills).cloned().collect();
+        t.spec.parameters = run_skill_script_params(&mine);
+        t.source = ToolSource::Skills(mine);
+    }
     if prep.role == AgentRole::Executor && !t.read_only {
         t.spec.description = format!(
             "{} Runs inside the sandbox only; side effects outside the work directory are refused.",
@@ -504,7 +542,7 @@ mod tests {
                     PYTHON_EXEC,
                     MEMORY_SEARCH,
                     WEB_SEARCH,
-                    "run_skill_script__coding",
+                    RUN_SKILL_SCRIPT,
                 ],
             ),
         ];
@@ -532,21 +570,45 @@ mod tests {
     }
 
     #[test]
+    fn run_skill_script_is_one_tool_narrowed_to_the_work_item_skills() {
+        let p = PreparedToolset::new(skills(), prep(AgentRole::Executor, &["mail", "other"]));
+        let tool = p
+            .definitions()
+            .into_iter()
+            .find(|d| d.spec.name == RUN_SKILL_SCRIPT)
+            .unwrap();
+        // Registered for coding and mail; this item names mail only.
+        assert_eq!(
+            tool.spec.parameters["properties"]["skill"]["enum"],
+            json!(["mail"])
+        );
+        assert_eq!(tool.source, ToolSource::Skills(["mail".to_owned()].into()));
+        assert_eq!(tool.spec.parameters["required"], json!(["skill", "script"]));
+        assert_eq!(
+            tool.spec.parameters["properties"]["args"]["type"],
+            json!("object")
+        );
+        // Registered once, however many skills.
+        let all = skills().definitions();
+        assert_eq!(
+            all.iter()
+                .filter(|d| d.spec.name == RUN_SKILL_SCRIPT)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn filtering_and_approval_table() {
         let chain = build_chain(
             skills(),
             prep(AgentRole::Executor, &["coding"]),
-            AllowedTools::only([
-                SHELL_EXEC,
-                PYTHON_EXEC,
-                "run_skill_script__coding",
-                CONTEXT_INSPECT,
-            ]),
+            AllowedTools::only([SHELL_EXEC, PYTHON_EXEC, RUN_SKILL_SCRIPT, CONTEXT_INSPECT]),
             Arc::new(ApprovalByName::new([SHELL_EXEC])),
         );
         assert_eq!(
             names(&chain.definitions()),
-            [SHELL_EXEC, PYTHON_EXEC, "run_skill_script__coding"],
+            [SHELL_EXEC, PYTHON_EXEC, RUN_SKILL_SCRIPT],
             "web_search is filtered; context_inspect is allowed but not prepared for the executor"
         );
         let call = |name: &str| ToolCall {
@@ -558,10 +620,10 @@ mod tests {
         let table = [
             (SHELL_EXEC, "approval"),
             (PYTHON_EXEC, "execute"),
-            ("run_skill_script__coding", "execute"),
+            (RUN_SKILL_SCRIPT, "execute"),
             (WEB_SEARCH, "refused"),               // filtered by access level
             (CONTEXT_INSPECT, "refused"),          // not prepared for the role
-            ("run_skill_script__mail", "refused"), // skill not in the work item
+            ("run_skill_script__mail", "refused"), // never a tool name
             ("rm_rf", "refused"),                  // hallucinated
         ];
         for (name, want) in table {

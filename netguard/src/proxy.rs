@@ -16,6 +16,11 @@
 //! check and the approval card shows it; the web_fetch allowlist governs the
 //! model's own fetches, not an owner-approved check, so it is not applied.
 //! The guard's trusted CIDRs and extra blocked ports are honoured.
+//! A proxy started with [`EgressProxy::start_for_hosts`] (a skill script:
+//! the hosts its approved SKILL.md declares) additionally refuses, `403`
+//! before any resolution, every host not on that list — and what is on it
+//! still passes the guard (a declared host resolving to a private address
+//! is refused like any other).
 //!
 //! Bounded: at most `max_tunnels` connections at once (more get `503`), a
 //! header limit (`431`), an idle timeout on reads and tunnels. Each refusal
@@ -114,18 +119,57 @@ impl Drop for EgressProxy {
 /// sets it; no configuration can.
 type DialRedirect = Option<(SocketAddr, SocketAddr)>;
 
+/// The hosts a per-skill proxy may reach (lowercase; a leading `*.` kept).
+#[derive(Debug)]
+struct HostAllowlist(Vec<String>);
+
+impl HostAllowlist {
+    fn new(hosts: Vec<String>) -> Self {
+        HostAllowlist(
+            hosts
+                .into_iter()
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
+        )
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.0.iter().any(|h| match h.strip_prefix("*.") {
+            Some(suffix) => host
+                .strip_suffix(suffix)
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            None => *h == host,
+        })
+    }
+}
+
 #[derive(Clone)]
 struct Shared {
     guard: NetworkGuard,
     limits: EgressLimits,
     refusals: Arc<Mutex<Refusals>>,
     redirect: DialRedirect,
+    /// `None`: any public host (verification checks).
+    hosts: Option<Arc<HostAllowlist>>,
 }
 
 impl EgressProxy {
     /// Listen on `127.0.0.1:0` and serve until dropped.
     pub async fn start(guard: NetworkGuard, limits: EgressLimits) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, None).await
+        Self::start_inner(guard, limits, None, None).await
+    }
+
+    /// Like [`Self::start`], but only `hosts` may be reached (exact names,
+    /// case-insensitive; `*.example.com` matches subdomains only). An empty
+    /// list reaches nothing.
+    pub async fn start_for_hosts(
+        guard: NetworkGuard,
+        limits: EgressLimits,
+        hosts: Vec<String>,
+    ) -> std::io::Result<Self> {
+        Self::start_inner(guard, limits, None, Some(HostAllowlist::new(hosts))).await
     }
 
     /// For tests only: like [`Self::start`], but a connection to the
@@ -139,13 +183,33 @@ impl EgressProxy {
         from: SocketAddr,
         to: SocketAddr,
     ) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, Some((from, to))).await
+        Self::start_inner(guard, limits, Some((from, to)), None).await
+    }
+
+    /// For tests only: [`Self::start_for_hosts`] with the dial redirect of
+    /// [`Self::start_redirecting_dials_for_tests`].
+    #[doc(hidden)]
+    pub async fn start_for_hosts_redirecting_dials_for_tests(
+        guard: NetworkGuard,
+        limits: EgressLimits,
+        hosts: Vec<String>,
+        from: SocketAddr,
+        to: SocketAddr,
+    ) -> std::io::Result<Self> {
+        Self::start_inner(
+            guard,
+            limits,
+            Some((from, to)),
+            Some(HostAllowlist::new(hosts)),
+        )
+        .await
     }
 
     async fn start_inner(
         guard: NetworkGuard,
         limits: EgressLimits,
         redirect: DialRedirect,
+        hosts: Option<HostAllowlist>,
     ) -> std::io::Result<Self> {
         let listener =
             TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).await?;
@@ -156,6 +220,7 @@ impl EgressProxy {
             limits,
             refusals: refusals.clone(),
             redirect,
+            hosts: hosts.map(Arc::new),
         };
         let task = tokio::spawn(accept_loop(listener, shared));
         Ok(EgressProxy {
@@ -249,6 +314,18 @@ fn status_text(status: u16) -> &'static str {
 }
 
 impl Shared {
+    /// The per-skill host list, checked before anything is resolved.
+    fn host_refused(&self, host: &str) -> Option<Refusal> {
+        let list = self.hosts.as_ref()?;
+        (!list.allows(host)).then(|| {
+            Refusal::new(
+                403,
+                format!("{host} is not a host this run may reach"),
+                ErrorCode::EGateBlocked,
+            )
+        })
+    }
+
     async fn refuse(&self, client: &mut TcpStream, target: &str, r: Refusal) {
         let body = format!("silas egress proxy: {}\n", r.reason);
         let head = format!(
@@ -412,6 +489,9 @@ async fn connect(mut client: TcpStream, shared: &Shared, head: Head) {
         let r = Refusal::bad("CONNECT needs host:port");
         return shared.refuse(&mut client, &target, r).await;
     };
+    if let Some(r) = shared.host_refused(&host) {
+        return shared.refuse(&mut client, &target, r).await;
+    }
     let dest = match shared.guard.check_destination(&host, port).await {
         Ok(d) => d,
         Err(e) => {
@@ -469,6 +549,9 @@ async fn forward(mut client: TcpStream, shared: &Shared, head: Head) {
             .refuse(&mut client, &authority, Refusal::bad("no host"))
             .await;
     };
+    if let Some(r) = shared.host_refused(host) {
+        return shared.refuse(&mut client, &authority, r).await;
+    }
     let dest = match shared.guard.check_destination(host, port).await {
         Ok(d) => d,
         Err(e) => {

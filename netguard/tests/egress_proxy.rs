@@ -64,7 +64,9 @@ fn resolver() -> Arc<ScriptedResolver> {
         ScriptedResolver::new()
             .with("public.test", &[&[public]])
             .with("intranet.test", &[&[private]])
-            .with("mixed.test", &[&[public, meta]]),
+            .with("mixed.test", &[&[public, meta]])
+            .with("other.test", &[&[public]])
+            .with("api.skill.test", &[&[public]]),
     )
 }
 
@@ -303,4 +305,82 @@ async fn a_head_dripped_slowly_is_cut_off_at_one_idle_period() {
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+/// A per-skill proxy (`start_for_hosts`): the declared host is tunnelled, an
+/// undeclared public host gets 403 before anything is resolved or
+/// connected, and a declared host that resolves to a private address is
+/// still refused by the guard.
+#[tokio::test]
+async fn a_skill_proxy_reaches_exactly_the_declared_hosts() {
+    let (server, hits) = counting_server().await;
+    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
+    let from = SocketAddr::new(PUBLIC.parse().unwrap(), 80);
+    let proxy = EgressProxy::start_for_hosts_redirecting_dials_for_tests(
+        guard,
+        EgressLimits::default(),
+        vec![
+            "*.skill.test".into(),
+            "public.test".into(),
+            "intranet.test".into(),
+        ],
+        from,
+        server,
+    )
+    .await
+    .unwrap();
+    let ok = ask(
+        &proxy,
+        "GET http://public.test/x HTTP/1.1\r\nHost: public.test\r\n\r\n",
+    )
+    .await;
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let sub = ask(
+        &proxy,
+        "GET http://API.skill.test/y HTTP/1.1\r\nHost: api.skill.test\r\n\r\n",
+    )
+    .await;
+    assert!(sub.starts_with("HTTP/1.1 200"), "{sub}");
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // Public, resolvable, but not declared: refused, nothing connected.
+    let other = ask(
+        &proxy,
+        "GET http://other.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n",
+    )
+    .await;
+    assert!(other.starts_with("HTTP/1.1 403"), "{other}");
+    let tunnel = ask(
+        &proxy,
+        "CONNECT other.test:80 HTTP/1.1\r\nHost: other.test:80\r\n\r\n",
+    )
+    .await;
+    assert!(tunnel.starts_with("HTTP/1.1 403"), "{tunnel}");
+    // The wildcard matches subdomains only, not the bare suffix.
+    let bare = ask(
+        &proxy,
+        "GET http://skill.test/ HTTP/1.1\r\nHost: skill.test\r\n\r\n",
+    )
+    .await;
+    assert!(bare.starts_with("HTTP/1.1 403"), "{bare}");
+    // Declared, but private: the guard still refuses it.
+    let private = ask(
+        &proxy,
+        "GET http://intranet.test/ HTTP/1.1\r\nHost: intranet.test\r\n\r\n",
+    )
+    .await;
+    assert!(private.starts_with("HTTP/1.1 403"), "{private}");
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    let (refused, _) = proxy.take_refusals();
+    let targets: Vec<&str> = refused.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(
+        targets,
+        [
+            "other.test:80",
+            "other.test:80",
+            "skill.test:80",
+            "intranet.test:80"
+        ]
+    );
+    assert!(refused[0].reason.contains("not a host this run may reach"));
+    assert_eq!(refused[0].code, ErrorCode::EGateBlocked);
 }

@@ -42,6 +42,38 @@ pub enum SkillView {
     },
 }
 
+impl SkillView {
+    /// The text an agent's prompt shows for this view. A skill's own text is
+    /// data the owner approved (its hash is bound), framed by its name.
+    pub fn render(&self) -> String {
+        match self {
+            SkillView::Metadata { name, description } => {
+                metadata_line(name, description).trim_end().to_string()
+            }
+            SkillView::Planning {
+                name,
+                description,
+                body,
+            } => format!("## Skill `{name}`\n{description}\n\n{}", body.trim()),
+            SkillView::Execution {
+                name,
+                body,
+                scripts,
+            } => {
+                let scripts = if scripts.is_empty() {
+                    "none (instructions only)".to_string()
+                } else {
+                    format!(
+                        "{} — run with run_skill_script {{\"skill\": \"{name}\", \"script\": …, \"args\": {{…}}}}",
+                        scripts.join(", ")
+                    )
+                };
+                format!("## Skill `{name}`\nScripts: {scripts}\n\n{}", body.trim())
+            }
+        }
+    }
+}
+
 /// The view `layer` gets of `skill`, or `None` when it sees nothing.
 /// Routing lists only `auto` skills (a `manual` one is brought in by the
 /// owner naming it, a `background` one is never invoked); a `background`

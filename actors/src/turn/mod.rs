@@ -28,6 +28,7 @@ pub mod context;
 pub mod pipeline;
 pub mod plan;
 pub mod progress;
+pub mod skill_context;
 pub mod subscribe;
 
 use std::sync::Arc;

@@ -684,11 +684,12 @@ impl Turn<'_> {
         if !self.llm_allowed("proxy") {
             return;
         }
-        let rendered = crate::turn::context::rendered(
+        let mut rendered = crate::turn::context::rendered(
             &self.scope.context,
             self.toolset_names.clone(),
             &self.scope.access.state().level,
         );
+        rendered.skills = self.skill_lines();
         let progress = self.progress();
         let run = progress
             .around(
@@ -742,6 +743,33 @@ impl Turn<'_> {
             }
         };
         self.response = Some(response);
+    }
+
+    /// §10.3: installed skills' metadata for the proxy and planner — the
+    /// owner's conversation only (a customer has no business with them).
+    fn skill_lines(&mut self) -> Vec<String> {
+        let Some(host) = self.deps.skills.clone() else {
+            return Vec::new();
+        };
+        if self.scope.scope_id != crate::turn::OWNER_SCOPE {
+            return Vec::new();
+        }
+        let budget = crate::turn::skill_context::budget(&self.deps.config);
+        match crate::turn::skill_context::metadata_lines(&host, &budget) {
+            Ok(s) => {
+                if !s.excluded.is_empty() {
+                    self.push(
+                        "skill_metadata_excluded",
+                        json!({"scope_id": self.scope.scope_id, "excluded": s.excluded}),
+                    );
+                }
+                s.lines
+            }
+            Err(e) => {
+                tracing::warn!("skills directory unreadable: {e}");
+                Vec::new()
+            }
+        }
     }
 
     /// One `llm_output_coerced` per cosmetic field that took its default
@@ -1009,6 +1037,20 @@ impl Turn<'_> {
                     resp.message
                 )
             });
+            return Ok(());
+        }
+        // Skills the plan names are bound to their installed content hashes,
+        // which the plan hash the owner signs covers (§10.5).
+        if let Err(why) = crate::turn::skill_context::bind(self.deps.skills.as_deref(), &mut work) {
+            self.push(
+                "plan_refused_skill",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "skills": work.skills, "detail": why}),
+            );
+            self.reply = Some(format!(
+                "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
+                resp.message
+            ));
             return Ok(());
         }
         let has_valid_token = false;

@@ -11,43 +11,35 @@
 //! item (`paused`, §5.2.1 c2) with a tool card holding the paused run. When
 //! the owner has answered a tool card, the next dispatch resumes the run
 //! from the pause via `Agents::resume_executor` and the loop carries on.
+//!
+//! This file holds the shared types, the persistence/audit/publish helpers
+//! and the entry points; the task loop is in [`super::task_loop`], one
+//! attempt (model slot, run/resume, pause, artifacts, planner) in
+//! [`super::attempt`], projects/goals/batches in their own modules.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{Value, json};
-use silas_core::approval::Subject;
 use silas_core::config::GateDefinition;
 use silas_core::model::JsonObject;
-use silas_core::model::approval::ToolCallApproval;
 use silas_core::model::execution::ExecutorAgentOutput;
-use silas_core::model::gates::{GateAction, GateTrigger};
 use silas_core::model::work::{WorkItem, WorkItemResult, WorkItemStatus, WorkItemType};
-use silas_core::{Coded, ErrorCode, Timestamp, projections};
+use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_execution::artifacts;
 use silas_execution::executors::ExecutorRegistry;
 use silas_execution::verification::{VerificationReport, VerificationRunner};
-use silas_gates::{ActiveGateSet, AuditEvent, TurnBudget};
-use silas_llm::agents::{Agents, ExecutorOutcome};
-use silas_llm::prompts::RenderedContext;
+use silas_gates::{ActiveGateSet, AuditEvent};
+use silas_llm::agents::Agents;
 use silas_llm::provider::ToolCall;
-use silas_llm::structured::{EXECUTOR_INVALID_OUTPUT, Structured};
 use silas_llm::tool_loop::{ApprovalResolution, PausedRun};
-use silas_llm::toolset::{
-    AgentRole, AllowedTools, ApprovalByName, Preparation, SkillToolset, build_chain, core_tools,
-};
 use silas_storage::{PendingCard, Store, StoreError};
 use tokio::sync::broadcast;
 
-use super::cards::{self, ToolDecision, ToolPause};
-use super::policy::{
-    self, build_briefing, format_failures, loop_budget, next_attempt, results_as_json,
-    should_consult_planner, with_egress_refusals,
-};
-use super::tools::{Ledger, ToolLimits, WorkTools};
-use super::workspace::{StoredChanges, WorkspaceRun};
+use super::cards::ToolPause;
+use super::policy;
+use super::tools::{Ledger, ToolLimits};
 use crate::approval::{ApprovalError, ApprovalService};
 use crate::gate_runner::GateHandle;
 use crate::work::{CheckOutcome, WorkStatusEvent, WorkStatusKind};
@@ -122,6 +114,9 @@ pub struct WorkEngine {
     pub gate_runner: GateHandle,
     pub config: WorkConfig,
     pub events: broadcast::Sender<WorkStatusEvent>,
+    /// Installed skills (issue #17): resolved and hash-checked before an
+    /// item that names skills runs; `None`: such items are `blocked`.
+    pub skills: Option<Arc<crate::skills::SkillHost>>,
 }
 
 /// What a successful task ends with.
@@ -206,11 +201,11 @@ pub(super) enum Attempt {
 
 /// A paused attempt the owner has answered: what the resumed run needs.
 pub(super) struct Resume {
-    card_id: String,
-    pause: ToolPause,
-    resolution: ApprovalResolution,
+    pub(super) card_id: String,
+    pub(super) pause: ToolPause,
+    pub(super) resolution: ApprovalResolution,
     /// The approved call (it alone passes its `require_approval` gate).
-    approved: Option<ToolCall>,
+    pub(super) approved: Option<ToolCall>,
 }
 
 /// Where a paused item stands.
@@ -329,7 +324,7 @@ impl WorkEngine {
     }
 
     /// Audits and publishes an item's persisted end.
-    fn ended(
+    pub(super) fn ended(
         &self,
         item: WorkItem,
         scope: &str,
@@ -405,6 +400,14 @@ impl WorkEngine {
             let code = e.code().as_str();
             return self.block_unapproved(item, scope, e.to_string(), Some(code));
         }
+        // Skills at the content the approved plan bound (§10.5 hash-binding).
+        let skills = match self.resolve_skills(&item)? {
+            Ok(s) => s,
+            Err(reason) => {
+                let summary = format!("blocked: {reason}");
+                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
+            }
+        };
         // A paused item goes on only once the owner answered its card.
         let resume = if item.status == WorkItemStatus::Paused {
             match self.pause_state(&item)? {
@@ -448,679 +451,12 @@ impl WorkEngine {
             }
         };
         let workspace = item.workspace.is_some();
-        let result = self.task_loop(item, scope, inputs, gates, resume).await;
+        let result = self
+            .task_loop(item, scope, inputs, gates, resume, skills)
+            .await;
         if let (true, Ok(r)) = (workspace, &result) {
             self.release_workspace(id, r.status);
         }
         result
-    }
-
-    pub(super) fn block_unapproved(
-        &self,
-        item: WorkItem,
-        scope: &str,
-        reason: String,
-        code: Option<&str>,
-    ) -> Result<WorkItemResult, WorkError> {
-        self.audit(
-            "execution_blocked_no_approval",
-            json!({"work_item_id": item.id, "reason": reason, "code": code}),
-        )?;
-        let summary = format!("blocked: approval required ({reason})");
-        self.finish(item, scope, WorkItemStatus::Blocked, summary, None)
-    }
-
-    /// Loads the artifacts a follow-up imports (name → content).
-    pub(super) fn hydrate(&self, item: &WorkItem) -> Result<BTreeMap<String, String>, String> {
-        let Some(prior_id) = &item.follow_up_of else {
-            return Ok(BTreeMap::new());
-        };
-        let prior = match self.store.work_items().get(prior_id) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Err(format!("referenced work item {prior_id:?} not found")),
-            Err(e) => return Err(format!("{}: {e}", e.code())),
-        };
-        if prior.status != WorkItemStatus::Done {
-            return Err(format!(
-                "referenced work item {prior_id:?} is {}, not done",
-                prior.status.as_str()
-            ));
-        }
-        let dir = self.artifact_dir(prior_id);
-        let available: BTreeSet<String> = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .filter(|e| e.path().is_file())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let wanted = policy::wanted_artifacts(&item.input_artifacts_from, &available)?;
-        let mut out = BTreeMap::new();
-        for name in wanted {
-            let bytes = std::fs::read(dir.join(&name))
-                .map_err(|e| format!("cannot read artifact {name}: {e}"))?;
-            out.insert(name, String::from_utf8_lossy(&bytes).into_owned());
-        }
-        Ok(out)
-    }
-
-    pub(super) async fn task_loop(
-        &self,
-        mut item: WorkItem,
-        scope: &str,
-        inputs: BTreeMap<String, String>,
-        gates: Vec<silas_core::model::gates::Gate>,
-        mut resume: Option<Resume>,
-    ) -> Result<WorkItemResult, WorkError> {
-        let input_names: Vec<String> = inputs.keys().cloned().collect();
-        let skills: BTreeSet<String> = item.skills.iter().cloned().collect();
-        // web_search is offered only when the registry serves it (§9.2).
-        let web_search = self
-            .registry
-            .names()
-            .contains(&silas_llm::toolset::WEB_SEARCH);
-        let toolset = build_chain(
-            SkillToolset::new(core_tools(web_search)),
-            Preparation {
-                role: AgentRole::Executor,
-                work_item_skills: skills,
-            },
-            AllowedTools::All,
-            Arc::new(ApprovalByName::new(Vec::<String>::new())),
-        );
-        let mut failure: Option<String> = None;
-        let mut guidance: Option<String> = None;
-        let mut last_report: Option<VerificationReport> = None;
-        // Issue #15: a workspace task works on a copy (made once, reused
-        // across attempts and restarts); the real directory is never touched.
-        let ws = match self.workspace_run(&item) {
-            Ok(ws) => ws,
-            Err(e) => {
-                let summary = format!("{}: {e}", e.code());
-                return self.finish(item, scope, WorkItemStatus::Failed, summary, None);
-            }
-        };
-        loop {
-            // A paused attempt continues where it stopped (same attempt
-            // number); the card is consumed in the same write that marks the
-            // item running again, so a crash from here on resumes as an
-            // ordinary interrupted attempt and never replays the approval.
-            let attempt = if let Some(r) = resume.take() {
-                item.status = WorkItemStatus::Running;
-                self.persist_with_card(&item, None, Some(&r.card_id))?;
-                self.publish(
-                    &item.id,
-                    scope,
-                    WorkStatusKind::Running,
-                    format!("attempt {} resumed", item.attempts),
-                    None,
-                );
-                self.resume_attempt(&mut item, scope, r, &toolset, &gates, &inputs)
-                    .await?
-            } else {
-                // 1–2. Budget (>=) and attempts before every attempt.
-                if let Err(stop) = next_attempt(item.attempts, &item.budget_used, &item.budget) {
-                    let summary = match &failure {
-                        Some(f) => format!(
-                            "stuck: {} after {} attempts; last failure:\n{f}",
-                            stop.as_str(),
-                            item.attempts
-                        ),
-                        None => {
-                            format!("stuck: {} after {} attempts", stop.as_str(), item.attempts)
-                        }
-                    };
-                    return self.finish(
-                        item,
-                        scope,
-                        WorkItemStatus::Stuck,
-                        summary,
-                        last_report.as_ref(),
-                    );
-                }
-                // a. Count the attempt and persist before running it.
-                item.attempts += 1;
-                item.budget_used.attempts = item.attempts;
-                item.status = WorkItemStatus::Running;
-                self.persist(&item)?;
-                self.publish(
-                    &item.id,
-                    scope,
-                    WorkStatusKind::Running,
-                    format!("attempt {}", item.attempts),
-                    None,
-                );
-
-                // b–c. Brief and run the executor agent.
-                let previous = failure.as_deref().map(|f| (item.attempts - 1, f));
-                let briefing =
-                    build_briefing(&item.body, &input_names, previous, guidance.as_deref());
-                self.attempt(&mut item, scope, &briefing, &toolset, &gates, &inputs)
-                    .await?
-            };
-            self.persist(&item)?;
-            let (output, ledger) = match attempt {
-                Attempt::Output(o, l) => (o, l),
-                Attempt::Retry(why) => {
-                    failure = Some(why);
-                    continue;
-                }
-                Attempt::Pause(paused, ledger) => {
-                    return self.pause(item, scope, *paused, ledger);
-                }
-            };
-            // c3. Artifacts from the ledger only.
-            let artifacts = self.store_artifacts(&item.id, &ledger);
-            // Stored (or refused): the attempt's work dirs are done with.
-            self.discard_work_dirs(&ledger);
-            let artifacts = artifacts?;
-            let refs: BTreeSet<&str> = output.artifact_refs.iter().map(String::as_str).collect();
-            let actual: BTreeSet<&str> = artifacts.keys().map(String::as_str).collect();
-            if refs != actual {
-                self.audit(
-                    "artifact_ref_mismatch",
-                    json!({"work_item_id": item.id, "claimed": refs, "actual": actual}),
-                )?;
-            }
-            // d. after_step gates.
-            let step = item.attempts.saturating_sub(1);
-            let mut ctx = JsonObject::new();
-            ctx.insert("work_item_id".into(), Value::from(item.id.as_str()));
-            ctx.insert("step".into(), Value::from(step));
-            ctx.insert("output".into(), Value::from(output.summary.as_str()));
-            ctx.insert("artifacts".into(), json!(actual));
-            let mut gbudget = TurnBudget::new(self.config.max_gate_evals);
-            let gated = self
-                .gate_runner
-                .check_gates(
-                    &gates,
-                    GateTrigger::AfterStep,
-                    Some(step),
-                    ctx,
-                    &mut gbudget,
-                )
-                .await;
-            self.audit_events(&gated.audit)?;
-            if let Some(b) = gated.blocked() {
-                let summary = format!(
-                    "{}: blocked by after_step gate {}: {}",
-                    ErrorCode::EGateBlocked,
-                    b.gate_name,
-                    b.reason
-                );
-                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
-            }
-            if let Some(r) = gated
-                .policy_results
-                .iter()
-                .find(|r| r.action == GateAction::RequireApproval)
-            {
-                let summary = format!("awaiting approval: after_step gate {}", r.gate_name);
-                return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
-            }
-            // e–f. External verification (or a single successful run).
-            if item.verify.is_empty() {
-                let (summary, changes) =
-                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
-                let done = Done {
-                    summary,
-                    artifacts,
-                    next_steps: output.next_steps,
-                    report: None,
-                };
-                return self.done(item, scope, done, ws.as_ref().zip(changes));
-            }
-            let report = match &ws {
-                Some(run) => self.verify_workspace(&item, run).await?,
-                None => {
-                    let dir = self.artifact_dir(&item.id);
-                    self.verifier.run_checks(&item.verify, Some(&dir)).await
-                }
-            };
-            item.verification_results = results_as_json(&report);
-            self.audit(
-                "verification_completed",
-                with_egress_refusals(
-                    json!({"work_item_id": item.id, "attempt": item.attempts,
-                           "all_passed": report.all_passed, "failed": report.failed}),
-                    &report,
-                ),
-            )?;
-            if report.all_passed {
-                let (summary, changes) =
-                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
-                let done = Done {
-                    summary,
-                    artifacts,
-                    next_steps: output.next_steps,
-                    report: Some(&report),
-                };
-                return self.done(item, scope, done, ws.as_ref().zip(changes));
-            }
-            let details = format_failures(&report);
-            self.persist(&item)?;
-            self.publish(
-                &item.id,
-                scope,
-                WorkStatusKind::VerificationFailed,
-                format!("attempt {} failed verification", item.attempts),
-                Some(&report),
-            );
-            if should_consult_planner(&item) {
-                guidance = self.consult_planner(&mut item, scope, &details).await;
-                self.persist(&item)?;
-            }
-            failure = Some(details);
-            last_report = Some(report);
-        }
-    }
-
-    /// Ends an item `done`. A workspace run's change set is offered on an
-    /// apply card (or applied, `apply: direct`) stored in the same
-    /// transaction as the status, so the Stream delivers it with the result.
-    pub(super) fn done(
-        &self,
-        mut item: WorkItem,
-        scope: &str,
-        done: Done<'_>,
-        changes: Option<(&WorkspaceRun, StoredChanges)>,
-    ) -> Result<WorkItemResult, WorkError> {
-        let mut summary = done.summary;
-        let mut card = None;
-        if let Some((run, changes)) = changes {
-            let outcome = self.changes_outcome(&item, scope, run, &changes)?;
-            if let Some(note) = outcome.note {
-                summary = format!("{summary} {note}");
-            }
-            card = outcome.card;
-        }
-        item.status = WorkItemStatus::Done;
-        self.persist_with_card(&item, card.as_ref(), None)?;
-        let mut r = self.ended(item, scope, summary, done.report)?;
-        r.artifacts = done.artifacts;
-        r.next_steps = done.next_steps;
-        Ok(r)
-    }
-
-    /// §18.5: a model-call slot for `scope`. Background work waits for the
-    /// window to free one (at most `RuntimeLimits::work_wait_max` per call);
-    /// past that the call is refused and audited, and the caller ends what
-    /// it was doing without calling the model.
-    pub(super) async fn llm_slot(
-        &self,
-        item_id: &str,
-        scope: &str,
-        agent: &str,
-    ) -> Result<Result<(), crate::limits::LimitKind>, WorkError> {
-        let limits = &self.config.rate_limits;
-        let max = limits.work_wait_max();
-        let mut waited = std::time::Duration::ZERO;
-        loop {
-            let now = Instant::now();
-            let kind = match limits.llm_call(scope, now) {
-                Ok(()) => return Ok(Ok(())),
-                Err(kind) => kind,
-            };
-            // Never a zero sleep: another scope may take the freed slot.
-            let wait = limits
-                .llm_retry_after(scope, now)
-                .max(std::time::Duration::from_millis(10));
-            if waited + wait > max {
-                self.audit(
-                    "security_rate_limited",
-                    json!({"scope_id": scope, "limit": kind.as_str(), "agent": agent,
-                           "work_item_id": item_id, "waited_ms": waited.as_millis() as u64}),
-                )?;
-                return Ok(Err(kind));
-            }
-            tokio::time::sleep(wait).await;
-            waited += wait;
-        }
-    }
-
-    /// The attempt's end when no model-call slot was granted: it counts
-    /// like any failed attempt, so the item still ends within
-    /// `max_attempts` (as `stuck`, naming the limit).
-    pub(super) fn rate_limited(kind: crate::limits::LimitKind) -> Attempt {
-        Attempt::Retry(format!(
-            "{}: model-call rate limit reached ({}); nothing was sent to the model",
-            ErrorCode::EChannelRateLimited,
-            kind.config_key()
-        ))
-    }
-
-    pub(super) async fn attempt(
-        &self,
-        item: &mut WorkItem,
-        scope: &str,
-        briefing: &str,
-        toolset: &dyn silas_llm::toolset::Toolset,
-        gates: &[silas_core::model::gates::Gate],
-        inputs: &BTreeMap<String, String>,
-    ) -> Result<Attempt, WorkError> {
-        if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
-            return Ok(Self::rate_limited(kind));
-        }
-        let tools = self.tools(item, scope, gates, inputs, Ledger::default(), None);
-        let started = Instant::now();
-        let outcome = self
-            .agents
-            .execute(
-                briefing,
-                &item.skills,
-                toolset,
-                &tools,
-                &loop_budget(&item.budget),
-                &mut item.budget_used,
-            )
-            .await;
-        item.budget_used.wall_time_seconds += started.elapsed().as_secs_f64();
-        self.conclude(&tools, outcome)
-    }
-
-    /// Continues a paused attempt with the owner's answer (§4.24: the run
-    /// resumes with the deferred call's result — its output, or the refusal).
-    ///
-    /// Over the model-call limit the resumption ends as a failed attempt:
-    /// the card was consumed with the resume, so the approved call is not
-    /// executed and the next attempt starts afresh (it may ask again).
-    pub(super) async fn resume_attempt(
-        &self,
-        item: &mut WorkItem,
-        scope: &str,
-        r: Resume,
-        toolset: &dyn silas_llm::toolset::Toolset,
-        gates: &[silas_core::model::gates::Gate],
-        inputs: &BTreeMap<String, String>,
-    ) -> Result<Attempt, WorkError> {
-        let Resume {
-            pause,
-            resolution,
-            approved,
-            ..
-        } = r;
-        let mut ledger = pause.ledger;
-        if let ApprovalResolution::Declined { reason } = &resolution {
-            ledger.refused.push(pause.paused.call.name.clone());
-            self.audit(
-                "tool_call_resumed_declined",
-                json!({"work_item_id": item.id, "tool_name": pause.paused.call.name,
-                       "reason": reason}),
-            )?;
-        } else {
-            self.audit(
-                "tool_call_resumed_approved",
-                json!({"work_item_id": item.id, "tool_name": pause.paused.call.name}),
-            )?;
-        }
-        if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
-            return Ok(Self::rate_limited(kind));
-        }
-        let tools = self.tools(item, scope, gates, inputs, ledger, approved);
-        let started = Instant::now();
-        let outcome = self
-            .agents
-            .resume_executor(
-                pause.paused,
-                resolution,
-                toolset,
-                &tools,
-                &loop_budget(&item.budget),
-                &mut item.budget_used,
-            )
-            .await;
-        item.budget_used.wall_time_seconds += started.elapsed().as_secs_f64();
-        self.conclude(&tools, outcome)
-    }
-
-    pub(super) fn tools(
-        &self,
-        item: &WorkItem,
-        scope: &str,
-        gates: &[silas_core::model::gates::Gate],
-        inputs: &BTreeMap<String, String>,
-        ledger: Ledger,
-        approved: Option<ToolCall>,
-    ) -> WorkTools {
-        let project = self.project_dir_for(item);
-        WorkTools::new(
-            self.registry.clone(),
-            self.gate_runner.clone(),
-            gates.to_vec(),
-            item.id.clone(),
-            item.attempts,
-            inputs.clone(),
-            self.config.tool_limits.clone(),
-            self.config.max_gate_evals,
-            ledger,
-            approved,
-        )
-        .with_rate_limits(scope, self.config.rate_limits.clone())
-        .with_project(project)
-    }
-
-    /// How a (possibly resumed) executor run ended, for the loop.
-    pub(super) fn conclude(
-        &self,
-        tools: &WorkTools,
-        outcome: ExecutorOutcome,
-    ) -> Result<Attempt, WorkError> {
-        let mut ledger = tools.take_ledger();
-        self.audit_events(&std::mem::take(&mut ledger.audit))?;
-        let ran: Vec<String> = ledger
-            .executed
-            .iter()
-            .map(|r| r.execution_id.clone())
-            .collect();
-        let attempt = match outcome {
-            ExecutorOutcome::Completed(Structured::Valid { value, .. }) => {
-                Attempt::Output(value, ledger)
-            }
-            ExecutorOutcome::Completed(Structured::Fallback { cause, .. }) => {
-                Attempt::Retry(format!("{EXECUTOR_INVALID_OUTPUT}: {cause:?}"))
-            }
-            ExecutorOutcome::ApprovalRequired(p) => Attempt::Pause(p, ledger),
-            // The next budget check ends the loop as stuck.
-            ExecutorOutcome::BudgetExhausted => Attempt::Retry("budget exhausted".into()),
-            ExecutorOutcome::RequestLimit => Attempt::Retry("tool round limit reached".into()),
-        };
-        // A retried attempt's outputs are never used again (the next attempt
-        // starts from the briefing); an output or a pause still needs them.
-        if matches!(attempt, Attempt::Retry(_)) {
-            for id in &ran {
-                self.registry.discard_work_dir(id);
-            }
-        }
-        Ok(attempt)
-    }
-
-    /// Deletes the work dirs of every execution in `ledger`.
-    pub(super) fn discard_work_dirs(&self, ledger: &Ledger) {
-        for r in &ledger.executed {
-            self.registry.discard_work_dir(&r.execution_id);
-        }
-    }
-
-    /// §5.2.1 c2: the item waits, `paused`, with a tool card holding the
-    /// paused run — both in one transaction, so a restart finds the pause
-    /// and its card or neither (then the attempt simply re-runs).
-    pub(super) fn pause(
-        &self,
-        mut item: WorkItem,
-        scope: &str,
-        paused: PausedRun,
-        ledger: Ledger,
-    ) -> Result<WorkItemResult, WorkError> {
-        let plan_hash = projections::plan_hash(&item)
-            .map_err(|e| WorkError::Encoding(format!("unhashable work item: {e}")))?;
-        let tool_call = ToolCallApproval {
-            work_item_id: item.id.clone(),
-            plan_hash,
-            attempt: item.attempts,
-            call_id: paused.call.id.clone(),
-            tool_name: paused.call.name.clone(),
-            arguments: paused.call.arguments_json(),
-        };
-        let reason = paused.reason.clone();
-        let pause = ToolPause {
-            tool_call,
-            paused,
-            ledger,
-        };
-        let card = cards::tool_card(
-            &item,
-            &pause,
-            scope,
-            Timestamp::now(),
-            self.approvals.default_ttl_minutes(),
-        )
-        .map_err(|e| WorkError::Encoding(e.to_string()))?;
-        item.status = WorkItemStatus::Paused;
-        self.persist_with_card(&item, Some(&card), None)?;
-        self.audit(
-            "work_item.paused",
-            json!({"work_item_id": item.id, "attempt": item.attempts,
-                   "tool_name": pause.tool_call.tool_name, "request_id": card.request_id,
-                   "reason": reason}),
-        )?;
-        let summary = format!("paused: {reason}; awaiting your approval");
-        self.publish(
-            &item.id,
-            scope,
-            WorkStatusKind::Blocked,
-            summary.clone(),
-            None,
-        );
-        Ok(Self::result(&item, summary, None))
-    }
-
-    /// Reads a paused item's card: still waiting, answered (with the
-    /// resolution re-checked here — the token must be the verified one for
-    /// exactly this call of exactly this plan), or gone.
-    pub(super) fn pause_state(&self, item: &WorkItem) -> Result<PauseState, WorkError> {
-        let all = self.store.records::<PendingCard>().list()?;
-        let Some(card) = cards::tool_card_for(&all, &item.id) else {
-            return Ok(PauseState::Gone("no approval card".into()));
-        };
-        let pause = match cards::pause_of(card) {
-            Ok(p) => p,
-            Err(e) => return Ok(PauseState::Gone(e)),
-        };
-        let Some(decision) = cards::decision_of(card).cloned() else {
-            return Ok(PauseState::Waiting);
-        };
-        let call = &pause.paused.call;
-        let c = &pause.tool_call;
-        let same_call = c.work_item_id == item.id
-            && c.call_id == call.id
-            && c.tool_name == call.name
-            && c.arguments == call.arguments_json();
-        let resolution = match decision {
-            ToolDecision::Declined { reason } => ApprovalResolution::Declined { reason },
-            ToolDecision::Approved { .. } if !same_call => ApprovalResolution::Declined {
-                reason: "the approval does not match the paused call".into(),
-            },
-            ToolDecision::Approved { token } => {
-                let current = projections::plan_hash(item)
-                    .map_err(|e| WorkError::Encoding(format!("unhashable work item: {e}")))?;
-                if current != c.plan_hash {
-                    ApprovalResolution::Declined {
-                        reason: format!(
-                            "{}: the work item changed since the call paused",
-                            ErrorCode::EApprovalHash
-                        ),
-                    }
-                } else {
-                    match self.approvals.check_subject(
-                        &token,
-                        Subject::ToolCall(c),
-                        Timestamp::now(),
-                    ) {
-                        Ok(()) => ApprovalResolution::Approved,
-                        Err(e) => ApprovalResolution::Declined {
-                            reason: format!("{}: approval not valid: {e}", e.code()),
-                        },
-                    }
-                }
-            }
-        };
-        let approved = (resolution == ApprovalResolution::Approved).then(|| call.clone());
-        Ok(PauseState::Decided(Box::new(Resume {
-            card_id: card.request_id.clone(),
-            pause,
-            resolution,
-            approved,
-        })))
-    }
-
-    /// Copies this attempt's artifacts into the item's durable directory
-    /// (replacing the previous attempt's). Returns name → stored path.
-    pub(super) fn store_artifacts(
-        &self,
-        id: &str,
-        ledger: &Ledger,
-    ) -> Result<BTreeMap<String, String>, WorkError> {
-        let dir = self.artifact_dir(id);
-        let io = |e: std::io::Error| WorkError::Io(format!("{}: {e}", dir.display()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(io)?;
-        }
-        // Plain 0600 files in a 0700 dir: nothing a sandboxed run made leaves
-        // it with setuid bits or as a followed link (issue #12 item 6).
-        artifacts::create_private_dir(&dir).map_err(artifact_error)?;
-        let mut out = BTreeMap::new();
-        for (name, src) in ledger.artifacts() {
-            let dst = dir.join(&name);
-            match artifacts::copy_plain_file(Path::new(&src), &dst) {
-                Ok(_) => {
-                    out.insert(name, dst.display().to_string());
-                }
-                // Not an artifact (a link or hard link the run left): not
-                // stored, and the owner can see why.
-                Err(artifacts::ArtifactError::Refused { why, .. }) => self.audit(
-                    "artifact_refused",
-                    json!({"work_item_id": id, "name": name, "reason": why}),
-                )?,
-                Err(e) => return Err(artifact_error(e)),
-            }
-        }
-        Ok(out)
-    }
-
-    /// Over the model-call limit there is no guidance (audited by
-    /// `llm_slot`); the next attempt runs without it.
-    pub(super) async fn consult_planner(
-        &self,
-        item: &mut WorkItem,
-        scope: &str,
-        failure: &str,
-    ) -> Option<String> {
-        if !matches!(self.llm_slot(&item.id, scope, "planner").await, Ok(Ok(()))) {
-            return None;
-        }
-        let ctx = RenderedContext {
-            access_level: "owner".into(),
-            ..RenderedContext::default()
-        };
-        let message = format!(
-            "Background work item {:?} ({}) has failed external verification {} times.\n\n\
-             Briefing:\n{}\n\nLatest failure:\n{failure}\n\n\
-             Reply with concrete guidance for the next attempt.",
-            item.id, item.title, item.attempts, item.body
-        );
-        let run = self
-            .agents
-            .plan(&ctx, &message, &mut item.budget_used)
-            .await;
-        let _ = self.audit(
-            "planner_consulted",
-            json!({"work_item_id": item.id, "attempt": item.attempts,
-                   "fallback": run.outcome.is_fallback()}),
-        );
-        match run.outcome {
-            Structured::Valid { value, .. } => Some(value.message),
-            Structured::Fallback { .. } => None,
-        }
     }
 }

@@ -74,6 +74,7 @@
 //! linked children) and resume at the next start.
 
 pub mod apply;
+mod attempt;
 pub mod cancel;
 pub mod cards;
 pub mod engine;
@@ -81,6 +82,8 @@ pub mod goal;
 pub mod policy;
 pub mod project;
 pub mod run;
+mod skill_tools;
+mod task_loop;
 pub mod tools;
 pub mod workspace;
 

@@ -20,9 +20,10 @@ use silas_execution::executors::ExecutorRegistry;
 use silas_gates::{AuditEvent, TurnBudget};
 use silas_llm::provider::{BoxFuture, ToolCall};
 use silas_llm::tool_loop::{Screening, ToolExecutor, ToolOutput};
-use silas_llm::toolset::{PYTHON_EXEC, SHELL_EXEC, ToolDef, WEB_SEARCH};
+use silas_llm::toolset::{PYTHON_EXEC, RUN_SKILL_SCRIPT, SHELL_EXEC, ToolDef, WEB_SEARCH};
 
 use super::policy::validate_args;
+use super::skill_tools::{self, ItemSkills};
 use crate::gate_runner::GateHandle;
 
 /// Per-tool-run limits.
@@ -103,6 +104,8 @@ pub struct WorkTools {
     rate: Option<(String, Arc<crate::limits::RuntimeLimits>)>,
     /// A workspace task's copy: every call runs there (issue #15).
     project: Option<silas_execution::executors::ProjectDir>,
+    /// The item's skills: `run_skill_script` runs these only.
+    skills: Arc<ItemSkills>,
 }
 
 /// Audit event for one sandboxed tool run.
@@ -149,7 +152,14 @@ impl WorkTools {
             screened: Mutex::new(None),
             rate: None,
             project: None,
+            skills: Arc::default(),
         }
+    }
+
+    /// Serves `run_skill_script` for `skills` (issue #17).
+    pub fn with_skills(mut self, skills: Arc<ItemSkills>) -> Self {
+        self.skills = skills;
+        self
     }
 
     /// Runs every call in `project` (a workspace copy) instead of a fresh dir.
@@ -276,7 +286,19 @@ impl WorkTools {
                 args
             }
         };
-        // 3. The sandbox.
+        // 3. The sandbox (a skill script: its skill's own runner).
+        if name == RUN_SKILL_SCRIPT {
+            let (id, seq) = self.next_id(call);
+            let r = skill_tools::run_call(&self.skills, &self.item_id, &id, seq, &args).await;
+            self.with_ledger(|l| {
+                match r.executed {
+                    Some(e) => l.executed.push(e),
+                    None => l.refused.push(name.to_owned()),
+                }
+                l.audit.push(r.audit);
+            });
+            return r.output;
+        }
         let Some(env) = self.envelope(call, name, args) else {
             self.with_ledger(|l| l.refused.push(name.to_owned()));
             return out(
@@ -315,6 +337,13 @@ impl WorkTools {
         out(success, content)
     }
 
+    /// The next execution id (a plain directory name) and step index.
+    fn next_id(&self, call: &ToolCall) -> (String, u64) {
+        let seq = self.with_ledger(|l| l.executed.len() + l.refused.len());
+        let id = format!("{}-a{}-{}", self.item_id, self.attempt, seq);
+        (safe_id(&id, &call.id), seq as u64)
+    }
+
     fn envelope(&self, call: &ToolCall, name: &str, args: JsonObject) -> Option<ExecutionEnvelope> {
         let mut args = args;
         let action = match name {
@@ -331,10 +360,9 @@ impl WorkTools {
             WEB_SEARCH => WEB_SEARCH,
             _ => return None,
         };
-        let seq = self.with_ledger(|l| l.executed.len() + l.refused.len());
-        let id = format!("{}-a{}-{}", self.item_id, self.attempt, seq);
+        let (id, seq) = self.next_id(call);
         let v = json!({
-            "execution_id": safe_id(&id, &call.id),
+            "execution_id": id,
             "step_index": seq,
             "task_description": self.item_id,
             "action": action,
