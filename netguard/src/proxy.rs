@@ -15,7 +15,10 @@
 //! Host policy: any *public* host. The approved plan says "network" for the
 //! check and the approval card shows it; the web_fetch allowlist governs the
 //! model's own fetches, not an owner-approved check, so it is not applied.
-//! The guard's trusted CIDRs and extra blocked ports are honoured.
+//! The guard's trusted CIDRs and extra blocked ports are honoured. A proxy
+//! started with [`EgressProxy::start_for_hosts`] (a skill's MCP server,
+//! issue #17) also refuses every host its declared list does not match,
+//! before anything is resolved.
 //!
 //! Bounded: at most `max_tunnels` connections at once (more get `503`), a
 //! header limit (`431`), an idle timeout on reads and tunnels. Each refusal
@@ -39,6 +42,7 @@ use tokio::task::JoinSet;
 
 use crate::error::GuardError;
 use crate::guard::{Destination, NetworkGuard};
+use crate::policy::HostRule;
 
 /// Resource bounds of one proxy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,12 +124,26 @@ struct Shared {
     limits: EgressLimits,
     refusals: Arc<Mutex<Refusals>>,
     redirect: DialRedirect,
+    /// `Some`: only hosts these rules match (a skill's declared network).
+    hosts: Option<Arc<[HostRule]>>,
 }
 
 impl EgressProxy {
     /// Listen on `127.0.0.1:0` and serve until dropped.
     pub async fn start(guard: NetworkGuard, limits: EgressLimits) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, None).await
+        Self::start_inner(guard, limits, None, None).await
+    }
+
+    /// Like [`Self::start`], but only hosts matched by `hosts` (host names,
+    /// IP literals or `*.domain`, as `web_fetch` allowlist patterns) are
+    /// reached; every other target is refused `403` before any lookup. The
+    /// guard's checks still apply to the hosts that match.
+    pub async fn start_for_hosts(
+        guard: NetworkGuard,
+        limits: EgressLimits,
+        hosts: Vec<HostRule>,
+    ) -> std::io::Result<Self> {
+        Self::start_inner(guard, limits, None, Some(hosts.into())).await
     }
 
     /// For tests only: like [`Self::start`], but a connection to the
@@ -139,13 +157,14 @@ impl EgressProxy {
         from: SocketAddr,
         to: SocketAddr,
     ) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, Some((from, to))).await
+        Self::start_inner(guard, limits, Some((from, to)), None).await
     }
 
     async fn start_inner(
         guard: NetworkGuard,
         limits: EgressLimits,
         redirect: DialRedirect,
+        hosts: Option<Arc<[HostRule]>>,
     ) -> std::io::Result<Self> {
         let listener =
             TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).await?;
@@ -156,6 +175,7 @@ impl EgressProxy {
             limits,
             refusals: refusals.clone(),
             redirect,
+            hosts,
         };
         let task = tokio::spawn(accept_loop(listener, shared));
         Ok(EgressProxy {
@@ -276,6 +296,24 @@ impl Shared {
                 list.dropped += 1;
             }
         }
+    }
+
+    /// The host list first (no lookup for an undeclared host), then the
+    /// guard.
+    async fn check(&self, host: &str, port: u16) -> Result<Destination, Refusal> {
+        if let Some(rules) = &self.hosts
+            && !rules.iter().any(|r| r.matches_host(host))
+        {
+            return Err(Refusal::new(
+                403,
+                format!("{host} is not among the declared hosts"),
+                ErrorCode::EGateBlocked,
+            ));
+        }
+        self.guard
+            .check_destination(host, port)
+            .await
+            .map_err(|e| Refusal::from_guard(&e))
     }
 
     async fn dial(&self, dest: &Destination) -> Result<TcpStream, Refusal> {
@@ -412,13 +450,9 @@ async fn connect(mut client: TcpStream, shared: &Shared, head: Head) {
         let r = Refusal::bad("CONNECT needs host:port");
         return shared.refuse(&mut client, &target, r).await;
     };
-    let dest = match shared.guard.check_destination(&host, port).await {
+    let dest = match shared.check(&host, port).await {
         Ok(d) => d,
-        Err(e) => {
-            return shared
-                .refuse(&mut client, &target, Refusal::from_guard(&e))
-                .await;
-        }
+        Err(r) => return shared.refuse(&mut client, &target, r).await,
     };
     let mut upstream = match shared.dial(&dest).await {
         Ok(s) => s,
@@ -469,13 +503,9 @@ async fn forward(mut client: TcpStream, shared: &Shared, head: Head) {
             .refuse(&mut client, &authority, Refusal::bad("no host"))
             .await;
     };
-    let dest = match shared.guard.check_destination(host, port).await {
+    let dest = match shared.check(host, port).await {
         Ok(d) => d,
-        Err(e) => {
-            return shared
-                .refuse(&mut client, &authority, Refusal::from_guard(&e))
-                .await;
-        }
+        Err(r) => return shared.refuse(&mut client, &authority, r).await,
     };
     let mut upstream = match shared.dial(&dest).await {
         Ok(s) => s,
