@@ -45,6 +45,22 @@ pub enum McpError {
     },
     #[error("E_SANDBOX_FAILED: skill {skill} has no MCP tool {tool:?}")]
     UnknownTool { skill: String, tool: String },
+    /// The server failed (crashed, broke the protocol, or did not start)
+    /// more often than it may be restarted.
+    #[error(
+        "E_SANDBOX_FAILED: the MCP server of skill {skill} failed {failures} time(s); it is not restarted again before the daemon restarts or the skill is approved again"
+    )]
+    GaveUp { skill: String, failures: u32 },
+    /// What the caller had to prepare for the start failed (staging the
+    /// approved files, a credential, the skill's declarations).
+    #[error("{code}: MCP server of skill {skill}: {detail}")]
+    Prepare {
+        skill: String,
+        code: ErrorCode,
+        detail: String,
+    },
+    #[error("E_SANDBOX_UNAVAILABLE: the MCP servers are shut down")]
+    ShutDown,
 }
 
 impl Coded for McpError {
@@ -52,7 +68,11 @@ impl Coded for McpError {
         match self {
             McpError::Sandbox(e) => e.code(),
             McpError::ToolsChanged { .. } => ErrorCode::EApprovalHash,
-            McpError::Protocol { .. } | McpError::UnknownTool { .. } => ErrorCode::ESandboxFailed,
+            McpError::Protocol { .. } | McpError::UnknownTool { .. } | McpError::GaveUp { .. } => {
+                ErrorCode::ESandboxFailed
+            }
+            McpError::Prepare { code, .. } => *code,
+            McpError::ShutDown => ErrorCode::ESandboxUnavailable,
         }
     }
 }
@@ -182,7 +202,7 @@ pub struct McpSession {
     tools_hash: String,
     client: RunningService<RoleClient, ()>,
     // Last: the client's transport must close before the process is killed.
-    _process: SandboxProcess,
+    process: SandboxProcess,
 }
 
 impl std::fmt::Debug for McpSession {
@@ -248,7 +268,7 @@ impl McpSession {
             tools,
             tools_hash: hash,
             client,
-            _process: process,
+            process,
         })
     }
 
@@ -264,6 +284,12 @@ impl McpSession {
 
     pub fn tools_hash(&self) -> &str {
         &self.tools_hash
+    }
+
+    /// Kill the server and everything it started now (also on drop), even
+    /// while a call still holds the session.
+    pub fn kill(&self) {
+        self.process.kill();
     }
 
     /// Call one tool. Only tools of the verified list may be called; the
