@@ -32,6 +32,7 @@ pub mod connection_setup;
 pub mod executors;
 pub mod mcp;
 pub mod mcp_registry;
+pub mod mcp_schema;
 pub mod verification;
 pub mod web_search;
 

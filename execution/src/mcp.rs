@@ -45,6 +45,13 @@ pub enum McpError {
     },
     #[error("E_SANDBOX_FAILED: skill {skill} has no MCP tool {tool:?}")]
     UnknownTool { skill: String, tool: String },
+    /// Refused before the server saw it.
+    #[error("E_CFG_INVALID: invalid arguments for MCP tool {tool} of skill {skill}: {why}")]
+    InvalidArguments {
+        skill: String,
+        tool: String,
+        why: String,
+    },
     /// The server failed (crashed, broke the protocol, or did not start)
     /// more often than it may be restarted.
     #[error(
@@ -72,6 +79,7 @@ impl Coded for McpError {
                 ErrorCode::ESandboxFailed
             }
             McpError::Prepare { code, .. } => *code,
+            McpError::InvalidArguments { .. } => ErrorCode::ECfgInvalid,
             McpError::ShutDown => ErrorCode::ESandboxUnavailable,
         }
     }
@@ -292,20 +300,36 @@ impl McpSession {
         self.process.kill();
     }
 
-    /// Call one tool. Only tools of the verified list may be called; the
-    /// approval decision is the toolset chain's, before this is reached.
+    /// Call one tool. Only tools of the verified list may be called, only
+    /// with arguments its (verified) input schema accepts; the approval
+    /// decision is the toolset chain's, before this is reached.
     pub async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
         timeout: Duration,
     ) -> Result<McpToolOutput, McpError> {
-        if !self.tools.iter().any(|t| t.name == tool) {
+        let Some(listed) = self.tools.iter().find(|t| t.name == tool) else {
             return Err(McpError::UnknownTool {
                 skill: self.skill.clone(),
                 tool: tool.to_string(),
             });
+        };
+        let arguments = Value::Object(arguments);
+        if let Err(why) = crate::mcp_schema::check(&listed.input_schema, &arguments) {
+            return Err(McpError::InvalidArguments {
+                skill: self.skill.clone(),
+                tool: tool.to_string(),
+                why,
+            });
         }
+        let Value::Object(arguments) = arguments else {
+            return Err(McpError::InvalidArguments {
+                skill: self.skill.clone(),
+                tool: tool.to_string(),
+                why: "arguments must be an object".into(),
+            });
+        };
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
         let protocol = |detail: String| McpError::Protocol {

@@ -336,3 +336,29 @@ async fn a_server_declaring_hosts_reaches_only_those_through_its_own_proxy() {
     assert!(out.contains("not among the declared hosts"), "{out}");
     f.registry.shutdown().await;
 }
+
+#[tokio::test]
+async fn arguments_the_bound_schema_refuses_never_reach_the_server() {
+    let f = fx(|_| {});
+    let approval = f.approval().await;
+    let mut args = Map::new();
+    args.insert("query".into(), json!(["not", "a", "string"]));
+    let err = f
+        .registry
+        .call(
+            "mcp-notes",
+            &approval,
+            f.prepare(Vec::new(), Vec::new()),
+            "search_notes",
+            args,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, McpError::InvalidArguments { .. }), "{err}");
+    assert!(err.to_string().contains("$.query: must be of type string"), "{err}");
+    // Not a server failure: the session stays up and is reused.
+    let out = f.call(&approval, "cats").await.unwrap();
+    assert!(out.contains("cats"), "{out}");
+    assert_eq!(f.starts.load(Ordering::SeqCst), 2);
+    f.registry.shutdown().await;
+}
