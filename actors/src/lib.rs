@@ -29,6 +29,7 @@ pub mod memory;
 pub mod restart;
 pub mod scheduler;
 pub mod skills;
+pub mod skills_mcp;
 pub mod stream;
 pub mod supervisor;
 pub mod turn;

@@ -99,7 +99,10 @@ impl Drop for Running {
 
 impl Running {
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
@@ -150,6 +153,19 @@ impl McpRegistry {
         self
     }
 
+    /// [`Self::with_egress_guard`] with the default guard over the system
+    /// resolver (no trusted private ranges, the always-blocked ports) — what
+    /// network verification checks use. If it cannot be built, skills that
+    /// declare hosts fail closed.
+    pub fn with_system_egress_guard(mut self) -> Self {
+        self.guard = NetworkGuard::new(
+            &silas_netguard::NetworkGuardConfig::default(),
+            Arc::new(silas_netguard::SystemResolver),
+        )
+        .ok();
+        self
+    }
+
     pub fn config(&self) -> &McpRegistryConfig {
         &self.config
     }
@@ -187,7 +203,9 @@ impl McpRegistry {
         let work = self
             .sandbox
             .fresh_work_dir(&self.config.work_base, &format!("mcp-{skill}-{n}"))?;
-        let started = self.start_in(skill, &work, approved_tools_hash, prepare).await;
+        let started = self
+            .start_in(skill, &work, approved_tools_hash, prepare)
+            .await;
         if started.is_err() {
             let _ = std::fs::remove_dir_all(&work);
         }
@@ -344,8 +362,7 @@ impl McpRegistry {
         let mut stopped = 0;
         for slot in self.all_slots() {
             let Ok(mut s) = slot.try_lock() else { continue };
-            if s
-                .live
+            if s.live
                 .as_ref()
                 .is_some_and(|r| r.idle_for() >= self.config.idle_timeout)
             {

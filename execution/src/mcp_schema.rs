@@ -60,7 +60,12 @@ fn at(schema: &Value, value: &Value, path: &str, depth: usize) -> Result<(), Str
         Some(Value::String(t)) if !is_type(t, value) => {
             return Err(format!("{path}: must be of type {t}"));
         }
-        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(|t| is_type(t, value)) => {
+        Some(Value::Array(ts))
+            if !ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| is_type(t, value)) =>
+        {
             return Err(format!("{path}: has the wrong type"));
         }
         _ => {}
@@ -136,7 +141,9 @@ fn at(schema: &Value, value: &Value, path: &str, depth: usize) -> Result<(), Str
         }
     }
     if let Some(Value::Array(any)) = s.get("anyOf")
-        && !any.iter().any(|sub| at(sub, value, path, depth + 1).is_ok())
+        && !any
+            .iter()
+            .any(|sub| at(sub, value, path, depth + 1).is_ok())
     {
         return Err(format!("{path}: matches none of the allowed shapes"));
     }
@@ -198,14 +205,35 @@ mod tests {
             (json!({}), "$: missing required `query`"),
             (json!({"query": 7}), "$.query: must be of type string"),
             (json!({"query": ""}), "$.query: too short"),
-            (json!({"query": "secret-value-too-long"}), "$.query: too long"),
+            (
+                json!({"query": "secret-value-too-long"}),
+                "$.query: too long",
+            ),
             (json!({"query": "a", "limit": 0}), "$.limit: out of range"),
-            (json!({"query": "a", "limit": 1.5}), "$.limit: must be of type integer"),
-            (json!({"query": "a", "mode": "slow"}), "$.mode: not one of the allowed values"),
-            (json!({"query": "a", "tags": ["a", 1]}), "$.tags[1]: must be of type string"),
-            (json!({"query": "a", "tags": ["a", "b", "c"]}), "$.tags: too many items"),
-            (json!({"query": "a", "filter": {"since": 1}}), "$.filter.since: has the wrong type"),
-            (json!({"query": "a", "filter": {"x": 1}}), "$.filter: unexpected `x`"),
+            (
+                json!({"query": "a", "limit": 1.5}),
+                "$.limit: must be of type integer",
+            ),
+            (
+                json!({"query": "a", "mode": "slow"}),
+                "$.mode: not one of the allowed values",
+            ),
+            (
+                json!({"query": "a", "tags": ["a", 1]}),
+                "$.tags[1]: must be of type string",
+            ),
+            (
+                json!({"query": "a", "tags": ["a", "b", "c"]}),
+                "$.tags: too many items",
+            ),
+            (
+                json!({"query": "a", "filter": {"since": 1}}),
+                "$.filter.since: has the wrong type",
+            ),
+            (
+                json!({"query": "a", "filter": {"x": 1}}),
+                "$.filter: unexpected `x`",
+            ),
             (json!({"query": "a", "rm": true}), "$: unexpected `rm`"),
             (json!("cats"), "$: must be of type object"),
         ];
@@ -234,6 +262,10 @@ mod tests {
             deep = json!({"type": "object", "properties": {"a": deep}});
             value = json!({"a": value});
         }
-        assert!(check(&deep, &value).unwrap_err().contains("nested too deeply"));
+        assert!(
+            check(&deep, &value)
+                .unwrap_err()
+                .contains("nested too deeply")
+        );
     }
 }

@@ -156,7 +156,11 @@ async fn a_server_starts_once_is_reused_and_is_stopped_when_idle_leaving_no_proc
     assert!(listener.accept().is_err());
     let out = f.call(&approval, "dogs").await.unwrap();
     assert!(out.contains("dogs"), "{out}");
-    assert_eq!(f.starts.load(Ordering::SeqCst), 2, "the second call reused it");
+    assert_eq!(
+        f.starts.load(Ordering::SeqCst),
+        2,
+        "the second call reused it"
+    );
     assert_eq!(f.registry.running_skills(), ["mcp-notes"]);
     assert!(!f.processes().is_empty());
 
@@ -220,7 +224,11 @@ async fn a_crashing_server_is_restarted_at_most_max_restarts_times() {
     let err = f.call(&approval, "cats").await.unwrap_err();
     assert!(matches!(err, McpError::GaveUp { failures: 2, .. }), "{err}");
     assert_eq!(err.code(), ErrorCode::ESandboxFailed);
-    assert_eq!(f.starts.load(Ordering::SeqCst), 3, "no start past the limit");
+    assert_eq!(
+        f.starts.load(Ordering::SeqCst),
+        3,
+        "no start past the limit"
+    );
     f.wait_no_processes().await;
 
     // A new approval starts afresh.
@@ -355,7 +363,10 @@ async fn arguments_the_bound_schema_refuses_never_reach_the_server() {
         .await
         .unwrap_err();
     assert!(matches!(err, McpError::InvalidArguments { .. }), "{err}");
-    assert!(err.to_string().contains("$.query: must be of type string"), "{err}");
+    assert!(
+        err.to_string().contains("$.query: must be of type string"),
+        "{err}"
+    );
     // Not a server failure: the session stays up and is reused.
     let out = f.call(&approval, "cats").await.unwrap();
     assert!(out.contains("cats"), "{out}");

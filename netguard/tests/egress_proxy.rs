@@ -327,7 +327,10 @@ async fn a_proxy_for_declared_hosts_refuses_every_other_host_before_any_lookup()
     ] {
         let out = ask(&proxy, &req).await;
         assert!(out.starts_with("HTTP/1.1 403"), "{req:?} → {out}");
-        assert!(out.contains("not among the declared hosts"), "{req:?} → {out}");
+        assert!(
+            out.contains("not among the declared hosts"),
+            "{req:?} → {out}"
+        );
     }
     // Declared, and still checked by the guard: its private address is
     // refused for that reason, not the list's.

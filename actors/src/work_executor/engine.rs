@@ -122,6 +122,8 @@ pub struct WorkEngine {
     pub gate_runner: GateHandle,
     pub config: WorkConfig,
     pub events: broadcast::Sender<WorkStatusEvent>,
+    /// Skills' MCP servers (issue #17 item 7); `None`: no MCP tools.
+    pub mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
 }
 
 /// What a successful task ends with.
@@ -520,8 +522,13 @@ impl WorkEngine {
             .registry
             .names()
             .contains(&silas_llm::toolset::WEB_SEARCH);
-        let toolset = build_chain(
+        let skill_tools = super::mcp_tools::offer(
             SkillToolset::new(core_tools(web_search)),
+            self.mcp.as_deref(),
+            &skills,
+        );
+        let toolset = build_chain(
+            skill_tools,
             Preparation {
                 role: AgentRole::Executor,
                 work_item_skills: skills,
@@ -898,6 +905,7 @@ impl WorkEngine {
         )
         .with_rate_limits(scope, self.config.rate_limits.clone())
         .with_project(project)
+        .with_mcp(self.mcp.clone())
     }
 
     /// How a (possibly resumed) executor run ended, for the loop.

@@ -103,6 +103,8 @@ pub struct WorkTools {
     rate: Option<(String, Arc<crate::limits::RuntimeLimits>)>,
     /// A workspace task's copy: every call runs there (issue #15).
     project: Option<silas_execution::executors::ProjectDir>,
+    /// Skills' MCP servers (issue #17): `mcp__<skill>__<tool>` calls.
+    pub(super) mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
 }
 
 /// Audit event for one sandboxed tool run.
@@ -149,7 +151,14 @@ impl WorkTools {
             screened: Mutex::new(None),
             rate: None,
             project: None,
+            mcp: None,
         }
+    }
+
+    /// Serves `mcp__<skill>__<tool>` calls through `mcp` (see `mcp_tools`).
+    pub fn with_mcp(mut self, mcp: Option<Arc<crate::skills_mcp::McpSkills>>) -> Self {
+        self.mcp = mcp;
+        self
     }
 
     /// Runs every call in `project` (a workspace copy) instead of a fresh dir.
@@ -276,7 +285,10 @@ impl WorkTools {
                 args
             }
         };
-        // 3. The sandbox.
+        // 3. A skill's MCP server, or the sandbox.
+        if let Some(out) = self.run_mcp(call, name, &args).await {
+            return out;
+        }
         let Some(env) = self.envelope(call, name, args) else {
             self.with_ledger(|l| l.refused.push(name.to_owned()));
             return out(
@@ -348,7 +360,7 @@ impl WorkTools {
 }
 
 /// An execution id usable as a directory name.
-fn safe_id(base: &str, call_id: &str) -> String {
+pub(super) fn safe_id(base: &str, call_id: &str) -> String {
     let clean = |s: &str| {
         s.chars()
             .map(|c| {

@@ -220,6 +220,7 @@ impl Fx {
                 rate_limits: Arc::new(RuntimeLimits::from_config(&Default::default())),
             },
             events: tx,
+            mcp: None,
         };
         Fx {
             dir,
