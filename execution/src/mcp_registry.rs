@@ -199,10 +199,15 @@ impl McpRegistry {
         if self.closed.load(Ordering::SeqCst) {
             return Err(McpError::ShutDown);
         }
+        // Unique across daemon runs too: a dir a crash left behind must not
+        // make the next start fail.
         let n = self.seq.fetch_add(1, Ordering::SeqCst);
-        let work = self
-            .sandbox
-            .fresh_work_dir(&self.config.work_base, &format!("mcp-{skill}-{n}"))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let id = format!("mcp-{skill}-{}-{nanos}-{n}", std::process::id());
+        let work = self.sandbox.fresh_work_dir(&self.config.work_base, &id)?;
         let started = self
             .start_in(skill, &work, approved_tools_hash, prepare)
             .await;
