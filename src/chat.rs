@@ -638,6 +638,7 @@ impl Session {
                 warnings,
                 findings,
                 transformation,
+                mcp_server,
                 risk_level,
                 ..
             } => {
@@ -652,6 +653,11 @@ impl Session {
                 out(format!("  network: {}", or_none(&network)));
                 if !credentials.is_empty() {
                     out(format!("  credentials: {}", credentials.join(", ")));
+                }
+                if let Some(server) = mcp_server {
+                    out(format!(
+                        "  MCP server: {server} (tools listed and bound at the dry run)"
+                    ));
                 }
                 out(format!("  report: valid, {warnings} warning(s)"));
                 for f in findings.iter().chain(&transformation) {

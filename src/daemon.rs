@@ -331,8 +331,19 @@ async fn run(
         events: connection_events,
     };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
-    let skills = Arc::new(skill_host(&cfg, &store)?);
-    let mut work_engine = work_engine(&cfg, &store, &approvals, &agents, status_tx.clone())?;
+    let credentials = secret_credentials(&cfg)?;
+    let mcp = mcp_skills(&cfg, &store, credentials.clone())?;
+    // Idle MCP servers stop by themselves; the rest at shutdown below.
+    let _mcp_reaper = mcp.registry().spawn_reaper();
+    let skills = Arc::new(skill_host(&cfg, &store, credentials, mcp.clone())?);
+    let mut work_engine = work_engine(
+        &cfg,
+        &store,
+        &approvals,
+        &agents,
+        status_tx.clone(),
+        mcp.clone(),
+    )?;
     // Background work runs the skills its approved plan bound (issue #17).
     work_engine.skills = Some(skills.clone());
     // Gates run in the supervised GateRunner actor; the pipeline and the
@@ -497,6 +508,8 @@ async fn run(
         root.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(grace, root_join).await;
     }
+    // No skill's MCP server outlives the daemon.
+    mcp.registry().shutdown().await;
 
     audit_event(
         &store,
@@ -517,24 +530,58 @@ async fn run(
 /// The skill install flow (issue #17): dry runs and skill scripts in the
 /// sandbox (this binary is the launcher), credential refs resolved from the
 /// encrypted secret store at spawn only.
-fn skill_host(cfg: &Config, store: &Store) -> Result<silas_actors::skills::SkillHost, CliError> {
+fn skill_host(
+    cfg: &Config,
+    store: &Store,
+    credentials: silas_actors::skills::Credentials,
+    mcp: Arc<silas_actors::skills_mcp::McpSkills>,
+) -> Result<silas_actors::skills::SkillHost, CliError> {
     let launcher = silas_sandbox::Launcher::current_exe()
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     let runner = silas_skill::run::SkillRunner::new(
         silas_sandbox::SubprocessSandbox::new(launcher),
         cfg.sandbox_work_dir(),
     );
+    Ok(silas_actors::skills::SkillHost::new(store.clone(), cfg)
+        .with_runner(runner)
+        .with_credentials(credentials)
+        .with_mcp(mcp))
+}
+
+/// Credential refs resolved from the encrypted secret store, at spawn only.
+fn secret_credentials(cfg: &Config) -> Result<silas_actors::skills::Credentials, CliError> {
     let ks = &cfg.keystore;
     let secrets = silas_keys::secrets::SecretStore::open(
         &cfg.data_dir,
         silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
     )
     .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
-    Ok(silas_actors::skills::SkillHost::new(store.clone(), cfg)
-        .with_runner(runner)
-        .with_credentials(Arc::new(move |r: &str| {
-            secrets.get(r).map_err(|e| e.to_string())
-        })))
+    Ok(Arc::new(move |r: &str| {
+        secrets.get(r).map_err(|e| e.to_string())
+    }))
+}
+
+/// Skills' MCP servers (issue #17 item 7), shared by the install dry run
+/// and the WorkExecutor: sandboxed (this binary is the launcher), each with
+/// its own egress proxy limited to the skill's declared hosts.
+fn mcp_skills(
+    cfg: &Config,
+    store: &Store,
+    credentials: silas_actors::skills::Credentials,
+) -> Result<Arc<silas_actors::skills_mcp::McpSkills>, CliError> {
+    let launcher = silas_sandbox::Launcher::current_exe()
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    let registry = silas_execution::mcp_registry::McpRegistry::new(
+        silas_sandbox::SubprocessSandbox::new(launcher),
+        silas_execution::mcp_registry::McpRegistryConfig::new(cfg.sandbox_work_dir()),
+    )
+    .with_system_egress_guard();
+    Ok(Arc::new(silas_actors::skills_mcp::McpSkills::new(
+        store.clone(),
+        cfg,
+        Arc::new(registry),
+        credentials,
+    )))
 }
 
 /// The WorkExecutor's engine: sandboxed executors (this binary doubles as the
@@ -545,6 +592,7 @@ fn work_engine(
     approvals: &ApprovalService,
     agents: &silas_llm::Agents,
     events: tokio::sync::broadcast::Sender<silas_actors::work::WorkStatusEvent>,
+    mcp: Arc<silas_actors::skills_mcp::McpSkills>,
 ) -> Result<silas_actors::work_executor::WorkEngine, CliError> {
     let launcher = silas_sandbox::Launcher::current_exe()
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
@@ -591,6 +639,7 @@ fn work_engine(
         },
         events,
         skills: None,
+        mcp: Some(mcp),
     })
 }
 

@@ -30,6 +30,7 @@ pub mod restart;
 pub mod scheduler;
 pub mod scope_release;
 pub mod skills;
+pub mod skills_mcp;
 pub mod stream;
 pub mod supervisor;
 pub mod turn;

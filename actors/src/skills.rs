@@ -7,8 +7,10 @@
 //! * [`SkillHost::decide`] — the owner's answer: approval mints a
 //!   `skill_install` token bound to the skill's name and that hash through
 //!   the ApprovalEngine (the only way an answer becomes a token), verifies
-//!   it, dry-runs each script in the sandbox from the approved bytes, and
-//!   only when every dry run passes records the skill as installed.
+//!   it, dry-runs each script in the sandbox from the approved bytes (and,
+//!   for a skill declaring an MCP server, starts it once to list its tools:
+//!   [`crate::skills_mcp`]), and only when every dry run passes records the
+//!   skill as installed — with the MCP tool list and its hash bound.
 //! * [`SkillHost::check_use`] / [`SkillHost::run_script`] — a skill is used
 //!   only while its folder still hashes to the approved hash; every run is
 //!   audited with that hash.
@@ -110,6 +112,7 @@ pub struct SkillHost {
     egress_guard: Option<NetworkGuard>,
     /// Test-only dial redirect (see `EgressProxy`); no configuration sets it.
     egress_redirect: Option<(SocketAddr, SocketAddr)>,
+    mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -139,6 +142,7 @@ impl SkillHost {
             )
             .ok(),
             egress_redirect: None,
+            mcp: None,
         }
     }
 
@@ -150,6 +154,31 @@ impl SkillHost {
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = credentials;
         self
+    }
+
+    /// Skills declaring an MCP server are installed only with this: their
+    /// dry run lists the server's tools through it.
+    pub fn with_mcp(mut self, mcp: Arc<crate::skills_mcp::McpSkills>) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    /// The install dry run of a skill's MCP server: its tools, bound.
+    async fn bind_mcp(
+        &self,
+        dir: &std::path::Path,
+        approved_hash: &str,
+    ) -> Result<Option<silas_core::model::skills::McpBinding>, String> {
+        let skill = Skill::load(dir).map_err(|e| e.to_string())?;
+        if skill.manifest.mcp_server.is_none() {
+            return Ok(None);
+        }
+        let Some(mcp) = &self.mcp else {
+            return Err("no MCP server registry is configured".into());
+        };
+        mcp.bind_at_install(&skill, approved_hash)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The guard of skills' egress proxies (the daemon's, or a test
@@ -336,6 +365,21 @@ impl SkillHost {
             .await;
         self.audit_egress(&name, proxy)?;
         dry?;
+        let mcp = match self.bind_mcp(&dir, &asked.content_hash).await {
+            Ok(b) => b,
+            Err(why) => {
+                self.audit(
+                    "skill_dry_run_failed",
+                    json!({"skill": name, "content_hash": asked.content_hash,
+                           "script": "mcp_server", "token_id": token.token_id}),
+                )?;
+                return Err(SkillFlowError::DryRunFailed {
+                    skill: name,
+                    script: "mcp_server".into(),
+                    why,
+                });
+            }
+        };
         let approved_via = token
             .conditions
             .get(silas_core::model::approval::APPROVED_VIA_KEY)
@@ -349,13 +393,16 @@ impl SkillHost {
             approved_via,
             source: asked.source,
             installed_at: Timestamp::now(),
+            mcp,
         };
         self.store.records::<InstalledSkill>().put(&rec)?;
         self.audit(
             "skill_installed",
             json!({"skill": name, "content_hash": rec.content_hash, "token_id": rec.token_id,
                    "channel": rec.approved_via, "source": rec.source.as_str(),
-                   "scripts": asked.scripts.len()}),
+                   "scripts": asked.scripts.len(),
+                   "mcp_tools_hash": rec.mcp.as_ref().map(|m| m.tools_hash.clone()),
+                   "mcp_tools": rec.mcp.as_ref().map(|m| m.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>())}),
         )?;
         Ok(InstallOutcome::Installed {
             skill: name,

@@ -443,6 +443,11 @@ pub struct SkillInstallCard {
     /// An imported skill: what the transformation changed (§10.4.1).
     #[serde(default)]
     pub transformation: Vec<String>,
+    /// The MCP server the skill declares (`command args…`), if any. Its
+    /// tool list is listed by the dry run after approval (nothing of the
+    /// skill runs before) and bound to the installed skill by its hash.
+    #[serde(default)]
+    pub mcp_server: Option<String>,
 }
 
 /// What a card shows, typed per card type.

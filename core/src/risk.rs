@@ -199,6 +199,11 @@ pub fn skill_install_risk(c: &crate::cards::SkillInstallCard) -> Risk {
     if !c.credentials.is_empty() {
         reasons.push(format!("uses credentials {}", c.credentials.join(", ")));
     }
+    if let Some(server) = &c.mcp_server {
+        reasons.push(format!(
+            "runs the MCP server {server}; its tools are listed at the dry run and bound"
+        ));
+    }
     Risk {
         level: RiskLevel::High,
         reasons,

@@ -31,6 +31,8 @@ pub mod cleanup;
 pub mod connection_setup;
 pub mod executors;
 pub mod mcp;
+pub mod mcp_registry;
+pub mod mcp_schema;
 pub mod verification;
 pub mod web_search;
 

@@ -45,6 +45,29 @@ pub enum McpError {
     },
     #[error("E_SANDBOX_FAILED: skill {skill} has no MCP tool {tool:?}")]
     UnknownTool { skill: String, tool: String },
+    /// Refused before the server saw it.
+    #[error("E_CFG_INVALID: invalid arguments for MCP tool {tool} of skill {skill}: {why}")]
+    InvalidArguments {
+        skill: String,
+        tool: String,
+        why: String,
+    },
+    /// The server failed (crashed, broke the protocol, or did not start)
+    /// more often than it may be restarted.
+    #[error(
+        "E_SANDBOX_FAILED: the MCP server of skill {skill} failed {failures} time(s); it is not restarted again before the daemon restarts or the skill is approved again"
+    )]
+    GaveUp { skill: String, failures: u32 },
+    /// What the caller had to prepare for the start failed (staging the
+    /// approved files, a credential, the skill's declarations).
+    #[error("{code}: MCP server of skill {skill}: {detail}")]
+    Prepare {
+        skill: String,
+        code: ErrorCode,
+        detail: String,
+    },
+    #[error("E_SANDBOX_UNAVAILABLE: the MCP servers are shut down")]
+    ShutDown,
 }
 
 impl Coded for McpError {
@@ -52,7 +75,12 @@ impl Coded for McpError {
         match self {
             McpError::Sandbox(e) => e.code(),
             McpError::ToolsChanged { .. } => ErrorCode::EApprovalHash,
-            McpError::Protocol { .. } | McpError::UnknownTool { .. } => ErrorCode::ESandboxFailed,
+            McpError::Protocol { .. } | McpError::UnknownTool { .. } | McpError::GaveUp { .. } => {
+                ErrorCode::ESandboxFailed
+            }
+            McpError::Prepare { code, .. } => *code,
+            McpError::InvalidArguments { .. } => ErrorCode::ECfgInvalid,
+            McpError::ShutDown => ErrorCode::ESandboxUnavailable,
         }
     }
 }
@@ -182,7 +210,7 @@ pub struct McpSession {
     tools_hash: String,
     client: RunningService<RoleClient, ()>,
     // Last: the client's transport must close before the process is killed.
-    _process: SandboxProcess,
+    process: SandboxProcess,
 }
 
 impl std::fmt::Debug for McpSession {
@@ -248,7 +276,7 @@ impl McpSession {
             tools,
             tools_hash: hash,
             client,
-            _process: process,
+            process,
         })
     }
 
@@ -266,20 +294,42 @@ impl McpSession {
         &self.tools_hash
     }
 
-    /// Call one tool. Only tools of the verified list may be called; the
-    /// approval decision is the toolset chain's, before this is reached.
+    /// Kill the server and everything it started now (also on drop), even
+    /// while a call still holds the session.
+    pub fn kill(&self) {
+        self.process.kill();
+    }
+
+    /// Call one tool. Only tools of the verified list may be called, only
+    /// with arguments its (verified) input schema accepts; the approval
+    /// decision is the toolset chain's, before this is reached.
     pub async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
         timeout: Duration,
     ) -> Result<McpToolOutput, McpError> {
-        if !self.tools.iter().any(|t| t.name == tool) {
+        let Some(listed) = self.tools.iter().find(|t| t.name == tool) else {
             return Err(McpError::UnknownTool {
                 skill: self.skill.clone(),
                 tool: tool.to_string(),
             });
+        };
+        let arguments = Value::Object(arguments);
+        if let Err(why) = crate::mcp_schema::check(&listed.input_schema, &arguments) {
+            return Err(McpError::InvalidArguments {
+                skill: self.skill.clone(),
+                tool: tool.to_string(),
+                why,
+            });
         }
+        let Value::Object(arguments) = arguments else {
+            return Err(McpError::InvalidArguments {
+                skill: self.skill.clone(),
+                tool: tool.to_string(),
+                why: "arguments must be an object".into(),
+            });
+        };
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
         let protocol = |detail: String| McpError::Protocol {

@@ -384,3 +384,38 @@ async fn a_skill_proxy_reaches_exactly_the_declared_hosts() {
     assert!(refused[0].reason.contains("not a host this run may reach"));
     assert_eq!(refused[0].code, ErrorCode::EGateBlocked);
 }
+
+#[tokio::test]
+async fn a_proxy_for_declared_hosts_refuses_every_other_host_before_any_lookup() {
+    let (server, hits) = counting_server().await;
+    let sp = server.port();
+    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), resolver()).unwrap();
+    let hosts = vec!["intranet.test".to_string(), "*.declared.test".to_string()];
+    let proxy = EgressProxy::start_for_hosts(guard, EgressLimits::default(), hosts)
+        .await
+        .unwrap();
+    // Public, but not declared: refused by the list (the guard would let
+    // public.test through).
+    for req in [
+        "CONNECT public.test:443 HTTP/1.1\r\n\r\n".to_string(),
+        "GET http://public.test/ HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+        format!("CONNECT 127.0.0.1:{sp} HTTP/1.1\r\n\r\n"),
+        "CONNECT evildeclared.test:443 HTTP/1.1\r\n\r\n".to_string(),
+    ] {
+        let out = ask(&proxy, &req).await;
+        assert!(out.starts_with("HTTP/1.1 403"), "{req:?} → {out}");
+        assert!(
+            out.contains("not a host this run may reach"),
+            "{req:?} → {out}"
+        );
+    }
+    // Declared, and still checked by the guard: its private address is
+    // refused for that reason, not the list's.
+    let out = ask(&proxy, "CONNECT intranet.test:443 HTTP/1.1\r\n\r\n").await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert!(!out.contains("not a host this run may reach"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    let (refusals, _) = proxy.take_refusals();
+    assert_eq!(refusals.len(), 5);
+    assert_eq!(refusals[0].target, "public.test:443");
+}

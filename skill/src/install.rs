@@ -59,6 +59,12 @@ pub fn install_card(
             .count(),
         findings: report.findings.iter().map(ToString::to_string).collect(),
         transformation,
+        mcp_server: skill.manifest.mcp_server.as_ref().map(|m| {
+            std::iter::once(m.command.as_str())
+                .chain(m.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     })
 }
 

@@ -897,6 +897,7 @@
         fact(dl, 'Network', net.length ? net.join(', ') : 'none');
         const creds = arr(f.credentials).map(str).filter(Boolean);
         if (creds.length) fact(dl, 'Credentials', creds.join(', '));
+        if (f.mcp_server) fact(dl, 'MCP server', str(f.mcp_server) + ' (tools listed and bound at the dry run)');
         fact(dl, 'Report', 'valid, ' + plural(f.warnings || 0, 'warning'));
         const findings = arr(f.findings).map(str).filter(Boolean);
         if (findings.length) {

@@ -85,6 +85,7 @@ pub fn card_frame(request_id: &str, card: &CardPayload) -> ServerFrame {
                 warnings: c.warnings,
                 findings: c.findings.clone(),
                 transformation: c.transformation.clone(),
+                mcp_server: c.mcp_server.clone(),
                 risk_level: risk.level,
                 risk_reasons: risk.reasons,
             }

@@ -271,6 +271,10 @@ pub enum ServerFrame {
         warnings: usize,
         findings: Vec<String>,
         transformation: Vec<String>,
+        /// The MCP server it declares (`command args…`); its tools are
+        /// listed by the dry run and bound to the install.
+        #[serde(default)]
+        mcp_server: Option<String>,
         risk_level: RiskLevel,
         #[serde(default)]
         risk_reasons: Vec<String>,

@@ -193,6 +193,7 @@ impl WorkEngine {
         )
         .with_rate_limits(scope, self.config.rate_limits.clone())
         .with_project(project)
+        .with_mcp(self.mcp.clone())
     }
 
     /// How a (possibly resumed) executor run ended, for the loop.

@@ -117,6 +117,8 @@ pub struct WorkEngine {
     /// Installed skills (issue #17): resolved and hash-checked before an
     /// item that names skills runs; `None`: such items are `blocked`.
     pub skills: Option<Arc<crate::skills::SkillHost>>,
+    /// Skills' MCP servers (issue #17 item 7); `None`: no MCP tools.
+    pub mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
 }
 
 /// What a successful task ends with.

@@ -79,6 +79,7 @@ pub mod cancel;
 pub mod cards;
 pub mod engine;
 pub mod goal;
+mod mcp_tools;
 pub mod policy;
 pub mod project;
 pub mod run;

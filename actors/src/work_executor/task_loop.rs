@@ -93,8 +93,14 @@ impl WorkEngine {
             .registry
             .names()
             .contains(&silas_llm::toolset::WEB_SEARCH);
-        let toolset = build_chain(
+        // Skills' MCP tools (issue #17 item 7) beside run_skill_script.
+        let offered = super::mcp_tools::offer(
             skills.toolset(core_tools(web_search)),
+            self.mcp.as_deref(),
+            &skills.names(),
+        );
+        let toolset = build_chain(
+            offered,
             Preparation {
                 role: AgentRole::Executor,
                 work_item_skills: skills.names(),

@@ -106,6 +106,8 @@ pub struct WorkTools {
     project: Option<silas_execution::executors::ProjectDir>,
     /// The item's skills: `run_skill_script` runs these only.
     skills: Arc<ItemSkills>,
+    /// Skills' MCP servers (issue #17): `mcp__<skill>__<tool>` calls.
+    pub(super) mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
 }
 
 /// Audit event for one sandboxed tool run.
@@ -153,12 +155,19 @@ impl WorkTools {
             rate: None,
             project: None,
             skills: Arc::default(),
+            mcp: None,
         }
     }
 
     /// Serves `run_skill_script` for `skills` (issue #17).
     pub fn with_skills(mut self, skills: Arc<ItemSkills>) -> Self {
         self.skills = skills;
+        self
+    }
+
+    /// Serves `mcp__<skill>__<tool>` calls through `mcp` (see `mcp_tools`).
+    pub fn with_mcp(mut self, mcp: Option<Arc<crate::skills_mcp::McpSkills>>) -> Self {
+        self.mcp = mcp;
         self
     }
 
@@ -299,6 +308,10 @@ impl WorkTools {
             });
             return r.output;
         }
+        // 4. A skill's MCP server, or the sandbox.
+        if let Some(out) = self.run_mcp(call, name, &args).await {
+            return out;
+        }
         let Some(env) = self.envelope(call, name, args) else {
             self.with_ledger(|l| l.refused.push(name.to_owned()));
             return out(
@@ -376,7 +389,7 @@ impl WorkTools {
 }
 
 /// An execution id usable as a directory name.
-fn safe_id(base: &str, call_id: &str) -> String {
+pub(super) fn safe_id(base: &str, call_id: &str) -> String {
     let clean = |s: &str| {
         s.chars()
             .map(|c| {

@@ -221,6 +221,7 @@ impl Fx {
             },
             events: tx,
             skills: None,
+            mcp: None,
         };
         Fx {
             dir,

@@ -47,6 +47,24 @@ impl SkillInstallApproval {
     }
 }
 
+/// One tool of a skill's MCP server, as listed by the install dry run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolDecl {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: serde_json::Value,
+}
+
+/// What the install dry run bound for a skill's MCP server: the tools it
+/// listed from the approved files and their hash (names, descriptions,
+/// schemas). A server offering anything else later is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpBinding {
+    pub tools_hash: String,
+    pub tools: Vec<McpToolDecl>,
+}
+
 /// One installed skill (table `installed_skills`, keyed by name).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstalledSkill {
@@ -59,6 +77,11 @@ pub struct InstalledSkill {
     pub approved_via: String,
     pub source: SkillSource,
     pub installed_at: Timestamp,
+    /// The skill's MCP server tools, bound at install (`None`: the skill
+    /// declares no server). Records written before this field read as
+    /// `None`, so no table migration is needed.
+    #[serde(default)]
+    pub mcp: Option<McpBinding>,
 }
 
 /// Why an installed skill may not be used now.
@@ -117,7 +140,30 @@ mod tests {
             approved_via: "web".into(),
             source: SkillSource::Installed,
             installed_at: Timestamp::now(),
+            mcp: None,
         }
+    }
+
+    #[test]
+    fn records_without_an_mcp_binding_still_read() {
+        // A record written before MCP bindings existed.
+        let old = serde_json::json!({"name": "count-lines", "content_hash": "aa",
+            "token_id": "t", "approved_via": "web", "source": "installed",
+            "installed_at": "2026-01-01T00:00:00Z"});
+        let rec: InstalledSkill = serde_json::from_value(old).unwrap();
+        assert_eq!(rec.mcp, None);
+        let mut with = rec.clone();
+        with.mcp = Some(McpBinding {
+            tools_hash: "h".into(),
+            tools: vec![McpToolDecl {
+                name: "search".into(),
+                description: "d".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+        });
+        let back: InstalledSkill =
+            serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
     }
 
     #[test]

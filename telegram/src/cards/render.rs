@@ -360,6 +360,11 @@ fn skill_install_text(doc: &mut Doc, c: &silas_core::cards::SkillInstallCard) {
         doc.line(format!("Network: {}", c.network.join(", ")));
     }
     doc.list("Credentials", &c.credentials);
+    if let Some(server) = &c.mcp_server {
+        doc.line(format!(
+            "MCP server: {server} (tools listed and bound at the dry run)"
+        ));
+    }
     doc.line(format!("Report: valid, {} warning(s)", c.warnings));
     doc.list("Findings", &c.findings);
     doc.list("Import changes", &c.transformation);
