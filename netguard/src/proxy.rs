@@ -39,6 +39,7 @@ use tokio::task::JoinSet;
 
 use crate::error::GuardError;
 use crate::guard::{Destination, NetworkGuard};
+use crate::policy::HostRule;
 
 /// Resource bounds of one proxy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,12 +121,34 @@ struct Shared {
     limits: EgressLimits,
     refusals: Arc<Mutex<Refusals>>,
     redirect: DialRedirect,
+    /// `Some`: only these hosts (a skill's declared `requirements.network`);
+    /// `None`: any public host (an approved verification check).
+    hosts: Option<Arc<Vec<HostRule>>>,
 }
 
 impl EgressProxy {
     /// Listen on `127.0.0.1:0` and serve until dropped.
     pub async fn start(guard: NetworkGuard, limits: EgressLimits) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, None).await
+        Self::start_inner(guard, limits, None, None).await
+    }
+
+    /// Like [`Self::start`], but only `hosts` may be reached (exact names or
+    /// `*.example.org` patterns, any method): the per-run proxy of a skill
+    /// script, which gets exactly the network its approved skill declares.
+    /// Anything else is refused `403` before it is resolved.
+    pub async fn start_for_hosts(
+        guard: NetworkGuard,
+        limits: EgressLimits,
+        hosts: &[String],
+    ) -> std::io::Result<Self> {
+        let rules: Vec<HostRule> = hosts.iter().map(|h| HostRule::new(h, &[])).collect();
+        if let Some(bad) = rules.iter().find_map(|r| r.validate().err()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                bad.to_string(),
+            ));
+        }
+        Self::start_inner(guard, limits, None, Some(Arc::new(rules))).await
     }
 
     /// For tests only: like [`Self::start`], but a connection to the
@@ -139,13 +162,14 @@ impl EgressProxy {
         from: SocketAddr,
         to: SocketAddr,
     ) -> std::io::Result<Self> {
-        Self::start_inner(guard, limits, Some((from, to))).await
+        Self::start_inner(guard, limits, Some((from, to)), None).await
     }
 
     async fn start_inner(
         guard: NetworkGuard,
         limits: EgressLimits,
         redirect: DialRedirect,
+        hosts: Option<Arc<Vec<HostRule>>>,
     ) -> std::io::Result<Self> {
         let listener =
             TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).await?;
@@ -156,6 +180,7 @@ impl EgressProxy {
             limits,
             refusals: refusals.clone(),
             redirect,
+            hosts,
         };
         let task = tokio::spawn(accept_loop(listener, shared));
         Ok(EgressProxy {
@@ -275,6 +300,18 @@ impl Shared {
             } else {
                 list.dropped += 1;
             }
+        }
+    }
+
+    /// The host restriction, checked before anything is resolved.
+    fn host_allowed(&self, host: &str) -> Result<(), Refusal> {
+        match &self.hosts {
+            Some(rules) if !rules.iter().any(|r| r.matches_host(host)) => Err(Refusal::new(
+                403,
+                format!("{host} is not a host this skill declares"),
+                ErrorCode::EGateBlocked,
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -412,6 +449,9 @@ async fn connect(mut client: TcpStream, shared: &Shared, head: Head) {
         let r = Refusal::bad("CONNECT needs host:port");
         return shared.refuse(&mut client, &target, r).await;
     };
+    if let Err(r) = shared.host_allowed(&host) {
+        return shared.refuse(&mut client, &target, r).await;
+    }
     let dest = match shared.guard.check_destination(&host, port).await {
         Ok(d) => d,
         Err(e) => {
@@ -469,6 +509,9 @@ async fn forward(mut client: TcpStream, shared: &Shared, head: Head) {
             .refuse(&mut client, &authority, Refusal::bad("no host"))
             .await;
     };
+    if let Err(r) = shared.host_allowed(host) {
+        return shared.refuse(&mut client, &authority, r).await;
+    }
     let dest = match shared.guard.check_destination(host, port).await {
         Ok(d) => d,
         Err(e) => {
