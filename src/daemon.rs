@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use silas_actors::approval::{ApprovalEngine, ApprovalService};
 use silas_actors::connection::{
-    CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy, SkillsNotInstalled,
+    CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy,
 };
 use silas_actors::gate_runner::{GateHandle, GateRunnerActor, GateRunnerArgs};
 use silas_actors::housekeeper::{HOUSEKEEPER_NAME, Housekeeper, HousekeeperArgs};
@@ -222,6 +222,16 @@ async fn run(
     // share it (its writer is exclusive). A missing or stale index is
     // rebuilt in the background; start-up does not wait.
     let memory = silas_actors::turn::pipeline::open_memory(&store, &cfg);
+    // Skills are installed and used through one host; connection skills run
+    // through the runtime (setup conversations, scheduled scripts).
+    let skills = Arc::new(skill_host(&cfg, &store)?);
+    let connection_runtime = crate::daemon_connections::build(
+        &cfg,
+        &store,
+        skills.clone(),
+        stop_rx.clone(),
+        card_timeouts,
+    )?;
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -235,6 +245,7 @@ async fn run(
             memory: memory.clone(),
             started_at: started.0,
             started: started.1,
+            connections: Some(connection_runtime.clone()),
         };
         let mut stop = stop_rx.clone();
         control.serve(owner_auth.clone(), Arc::new(backend), async move {
@@ -324,7 +335,9 @@ async fn run(
     let connection_failures = connection_events.subscribe();
     let connections = ConnectionArgs {
         store: store.clone(),
-        scripts: Arc::new(SkillsNotInstalled),
+        scripts: Arc::new(silas_actors::connection::runtime::SkillScripts(
+            connection_runtime,
+        )),
         refresh: RefreshPolicy::default(),
         auto_recovery: cfg.connections.auto_recovery_enabled,
         scheduler: Some(SCHEDULER_NAME.into()),
@@ -335,10 +348,9 @@ async fn run(
     // Gates run in the supervised GateRunner actor; the pipeline and the
     // WorkExecutor reach it by name, so they follow its restarts.
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
-    let skills = skill_host(&cfg, &store)?;
     let stream = silas_actors::stream::StreamArgs {
         deps: Arc::new(silas_actors::turn::pipeline::TurnDeps {
-            skills: Some(Arc::new(skills)),
+            skills: Some(skills),
             gates: GateHandle::daemon(),
             // Every answer becomes a token only through the supervised engine.
             approval_engine: silas_actors::approval::ApprovalHandle::daemon(),

@@ -383,7 +383,9 @@ pub async fn run_one_shot(
                 let ref_id = connection_secret_ref(&launch.skill, &secret_ref)
                     .ok_or_else(|| SetupError::Protocol("invalid secret_ref".into()))?;
                 secrets.remove(&ref_id);
-                secrets.put(&ref_id, value.as_bytes()).map_err(SetupError::Store)?;
+                secrets
+                    .put(&ref_id, value.as_bytes())
+                    .map_err(SetupError::Store)?;
                 stored.push(ref_id);
             }
             _ => result = Some(line.to_string()),

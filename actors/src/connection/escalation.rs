@@ -133,9 +133,15 @@ pub async fn escalate_permission(
     let stream = rt
         .stream()
         .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
-    let decision =
-        ask_escalation(&stream, rt.store(), &rt.timeouts(), &conn, missing.clone(), reason)
-            .await?;
+    let decision = ask_escalation(
+        &stream,
+        rt.store(),
+        &rt.timeouts(),
+        &conn,
+        missing.clone(),
+        reason,
+    )
+    .await?;
     if decision == EscalationDecision::Approve {
         rt.reauthorise(conn, missing).await?;
     }

@@ -181,18 +181,6 @@ impl ConnectionManager {
     }
 }
 
-fn unavailable_failure(conn: &Connection, e: &ScriptError) -> ConnectionFailure {
-    match e {
-        ScriptError::Failed(f) => f.clone(),
-        ScriptError::Unavailable(m) => ConnectionFailure {
-            failure_type: ConnectionFailureType::Unknown,
-            service: conn.name.clone(),
-            message: m.clone(),
-            recovery_options: Vec::new(),
-        },
-    }
-}
-
 impl ConnectionState {
     fn audit(&self, event: &str, data: serde_json::Value) -> Result<(), StoreError> {
         let data = match data {
@@ -357,7 +345,13 @@ impl ConnectionState {
                             )?;
                             return Ok(());
                         }
-                        Err(e) => last_failure = Some(unavailable_failure(conn, &e)),
+                        // A structured failure is what the owner should
+                        // read; a script that could not run (a skill with no
+                        // recover.py) leaves the health check's own error.
+                        Err(ScriptError::Failed(f)) => last_failure = Some(f),
+                        Err(e) => tracing::warn!(
+                            connection_id = %conn.connection_id, "recovery not run: {e}"
+                        ),
                     }
                 }
                 RecoveryStep::Surface => break,

@@ -303,7 +303,11 @@ impl ConnectionRuntime {
     }
 
     /// One run of a one-shot script of `conn`'s skill; its last line.
-    async fn one_shot(&self, conn: &Connection, script: &str) -> Result<setup::OneShot, ScriptError> {
+    async fn one_shot(
+        &self,
+        conn: &Connection,
+        script: &str,
+    ) -> Result<setup::OneShot, ScriptError> {
         let unavailable = |e: ConnectionSetupError| ScriptError::Unavailable(e.to_string());
         let staged = self.stage(&conn.skill_name, "run").map_err(unavailable)?;
         let mut env = Self::settings_env(&staged.skill, &conn.settings).map_err(unavailable)?;
@@ -354,9 +358,8 @@ impl ConnectionRuntime {
                 )));
             }
         };
-        let stream = (self.args.stream)().ok_or_else(|| {
-            ConnectionSetupError::Unavailable("the Stream is not running".into())
-        })?;
+        let stream = (self.args.stream)()
+            .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
         let id = connection_id_for(skill);
         {
             let mut running = self
@@ -430,7 +433,9 @@ impl ConnectionRuntime {
         stream: StreamHandle,
         incremental_scopes: Vec<String>,
     ) -> Result<(), ConnectionSetupError> {
-        let result = self.run_setup_flow(&conn, &stream, &incremental_scopes).await;
+        let result = self
+            .run_setup_flow(&conn, &stream, &incremental_scopes)
+            .await;
         self.finish(&conn.connection_id);
         match result {
             Ok(stored) => {
@@ -581,7 +586,14 @@ impl ConnectionRuntime {
                 json!({"auth_url": url, "listening_on": "", "service": service}),
             ),
             SetupStep::SecureInput { field, prompt } => {
-                return self.ask_secret(format!("sec-{id}"), field, prompt, stream, cancel, answers);
+                return self.ask_secret(
+                    format!("sec-{id}"),
+                    field,
+                    prompt,
+                    stream,
+                    cancel,
+                    answers,
+                );
             }
             SetupStep::Progress { .. } => {
                 // Script text: not logged (it may quote service output).
@@ -599,7 +611,9 @@ impl ConnectionRuntime {
         let (stream, cancel, timeouts) = (stream.clone(), cancel.clone(), self.args.timeouts);
         tokio::spawn(async move {
             let cancelled = match stream.ask(card, &timeouts).await {
-                Ok(a) => matches!(a.response, CardResponse::SetupAction { ref action, .. } if action == "cancel"),
+                Ok(a) => {
+                    matches!(a.response, CardResponse::SetupAction { ref action, .. } if action == "cancel")
+                }
                 Err(e) => {
                     tracing::warn!("connection setup card not shown: {e}");
                     true
@@ -633,8 +647,12 @@ impl ConnectionRuntime {
             Timestamp::now(),
             &timeouts,
         );
-        let (this, stream, cancel, answers) =
-            (self.clone(), stream.clone(), cancel.clone(), answers.clone());
+        let (this, stream, cancel, answers) = (
+            self.clone(),
+            stream.clone(),
+            cancel.clone(),
+            answers.clone(),
+        );
         tokio::spawn(async move {
             let stored = matches!(
                 stream.ask(card, &timeouts).await,
@@ -668,9 +686,8 @@ impl ConnectionRuntime {
         conn: Connection,
         scopes: Vec<String>,
     ) -> Result<(), ConnectionSetupError> {
-        let stream = (self.args.stream)().ok_or_else(|| {
-            ConnectionSetupError::Unavailable("the Stream is not running".into())
-        })?;
+        let stream = (self.args.stream)()
+            .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
         {
             let mut running = self
                 .running
@@ -759,7 +776,9 @@ impl ConnectionScripts for SkillScripts {
             {
                 Some(RecoverOutput::Failure(f)) => Err(ScriptError::Failed(f)),
                 Some(RecoverOutput::Done { success: true }) if out.exit_ok => Ok(()),
-                _ => Err(ScriptError::Unavailable("the recovery script failed".into())),
+                _ => Err(ScriptError::Unavailable(
+                    "the recovery script failed".into(),
+                )),
             }
         })
     }
