@@ -107,6 +107,7 @@ pub fn run(cfg: &Config, cmd: ConnectionCommand) -> Result<ExitCode, CliError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
