@@ -51,6 +51,11 @@ pub enum Command {
     /// validate a folder (exit 1 with the findings when refused), remove.
     #[command(subcommand)]
     Skill(SkillCommand),
+    /// Service connections (connection skills): add (starts the setup
+    /// conversation; its cards reach your web app/Telegram), list, escalate.
+    /// Needs the running daemon.
+    #[command(subcommand)]
+    Connection(ConnectionCommand),
     /// Chat with the running daemon from the terminal (text approvals that
     /// fail closed: no explicit `y` in time means declined).
     Chat(ChatArgs),
@@ -314,4 +319,29 @@ pub fn report_parse_error(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConnectionCommand {
+    /// Set up a connection with the installed connection skill SKILL.
+    Add {
+        skill: String,
+        /// A non-secret setting the skill declares, as NAME=VALUE (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        settings: Vec<String>,
+    },
+    /// List connections with their status and last health check.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask (with a card) for more service permissions on a connection.
+    Escalate {
+        connection_id: String,
+        /// A permission from the skill's `available_permissions` (repeatable).
+        #[arg(long = "permission", required = true)]
+        permissions: Vec<String>,
+        #[arg(long)]
+        reason: String,
+    },
 }

@@ -84,6 +84,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
             crate::skill_cmd::run(&cfg, cmd)
         }
+        Command::Connection(cmd) => {
+            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            crate::connection_cmd::run(&cfg, cmd)
+        }
     }
 }
 

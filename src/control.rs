@@ -52,6 +52,8 @@ pub struct DaemonControl {
     pub memory: Option<silas_memory::Memory>,
     pub started_at: Timestamp,
     pub started: Instant,
+    /// Connection skills (setup conversations, escalation).
+    pub connections: Option<Arc<silas_actors::connection::runtime::ConnectionRuntime>>,
 }
 
 fn refused(e: impl Coded + std::fmt::Display) -> Response {
@@ -232,6 +234,61 @@ impl DaemonControl {
                     replaced: r.replaced,
                 }
             }
+            Request::ConnectionAdd { skill, settings } => {
+                let rt = self.connections()?;
+                Response::ConnectionSetupStarted {
+                    connection_id: rt.start_setup(&skill, settings).await.map_err(refused)?,
+                }
+            }
+            Request::ConnectionList => Response::Connections {
+                connections: blocking(move || {
+                    store
+                        .records::<silas_core::model::connections::Connection>()
+                        .list()
+                        .map_err(refused)
+                })
+                .await?,
+            },
+            Request::ConnectionEscalate {
+                connection_id,
+                permissions,
+                reason,
+            } => {
+                let rt = self.connections()?;
+                // Checked now, answered on the card (which may take minutes).
+                let conn = blocking({
+                    let id = connection_id.clone();
+                    move || {
+                        store
+                            .records::<silas_core::model::connections::Connection>()
+                            .get(&id)
+                            .map_err(refused)
+                    }
+                })
+                .await?
+                .ok_or_else(|| {
+                    Response::error(
+                        ErrorCode::EDbNotFound,
+                        format!("no connection {connection_id:?}"),
+                    )
+                })?;
+                silas_actors::connection::escalation::missing_permissions(&conn, &permissions)
+                    .map_err(refused)?;
+                let id = connection_id.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = silas_actors::connection::escalation::escalate_permission(
+                        &rt,
+                        &id,
+                        permissions,
+                        &reason,
+                    )
+                    .await
+                    {
+                        tracing::warn!(connection_id = %id, code = %e.code(), "permission escalation: {e}");
+                    }
+                });
+                Response::ConnectionEscalationAsked { connection_id }
+            }
             Request::WorkspaceRemove { name } => {
                 let by = caller.device_id().unwrap_or("cli").to_owned();
                 Response::WorkspaceRemoved {
@@ -241,6 +298,17 @@ impl DaemonControl {
                     .await?,
                 }
             }
+        })
+    }
+
+    fn connections(
+        &self,
+    ) -> Result<Arc<silas_actors::connection::runtime::ConnectionRuntime>, Response> {
+        self.connections.clone().ok_or_else(|| {
+            Response::error(
+                ErrorCode::ESandboxUnavailable,
+                "connection skills are unavailable in this daemon (see its log)",
+            )
         })
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use silas_actors::approval::{ApprovalEngine, ApprovalService};
 use silas_actors::connection::{
-    CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy, SkillsNotInstalled,
+    CONNECTIONS_NAME, ConnectionArgs, ConnectionManager, RefreshPolicy,
 };
 use silas_actors::gate_runner::{GateHandle, GateRunnerActor, GateRunnerArgs};
 use silas_actors::housekeeper::{HOUSEKEEPER_NAME, Housekeeper, HousekeeperArgs};
@@ -222,6 +222,20 @@ async fn run(
     // share it (its writer is exclusive). A missing or stale index is
     // rebuilt in the background; start-up does not wait.
     let memory = silas_actors::turn::pipeline::open_memory(&store, &cfg);
+    // Skills are installed and used through one host; connection skills run
+    // through the runtime (setup conversations, scheduled scripts).
+    let credentials = secret_credentials(&cfg)?;
+    let mcp = mcp_skills(&cfg, &store, credentials.clone())?;
+    // Idle MCP servers stop by themselves; the rest at shutdown below.
+    let _mcp_reaper = mcp.registry().spawn_reaper();
+    let skills = Arc::new(skill_host(&cfg, &store, credentials, mcp.clone())?);
+    let connection_runtime = crate::daemon_connections::build(
+        &cfg,
+        &store,
+        skills.clone(),
+        stop_rx.clone(),
+        card_timeouts,
+    )?;
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -235,6 +249,7 @@ async fn run(
             memory: memory.clone(),
             started_at: started.0,
             started: started.1,
+            connections: Some(connection_runtime.clone()),
         };
         let mut stop = stop_rx.clone();
         control.serve(owner_auth.clone(), Arc::new(backend), async move {
@@ -324,18 +339,15 @@ async fn run(
     let connection_failures = connection_events.subscribe();
     let connections = ConnectionArgs {
         store: store.clone(),
-        scripts: Arc::new(SkillsNotInstalled),
+        scripts: Arc::new(silas_actors::connection::runtime::SkillScripts(
+            connection_runtime,
+        )),
         refresh: RefreshPolicy::default(),
         auto_recovery: cfg.connections.auto_recovery_enabled,
         scheduler: Some(SCHEDULER_NAME.into()),
         events: connection_events,
     };
     let (status_tx, _) = tokio::sync::broadcast::channel(256);
-    let credentials = secret_credentials(&cfg)?;
-    let mcp = mcp_skills(&cfg, &store, credentials.clone())?;
-    // Idle MCP servers stop by themselves; the rest at shutdown below.
-    let _mcp_reaper = mcp.registry().spawn_reaper();
-    let skills = Arc::new(skill_host(&cfg, &store, credentials, mcp.clone())?);
     let mut work_engine = work_engine(
         &cfg,
         &store,

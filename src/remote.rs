@@ -84,7 +84,7 @@ pub(crate) fn ask(cfg: &Config, req: Request) -> Result<Option<Response>, CliErr
 }
 
 /// A request only the running daemon can answer.
-fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Response, CliError> {
+pub(crate) fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Response, CliError> {
     ask(cfg, req)?.ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelDisconnected,

@@ -96,6 +96,7 @@ fn conn(id: &str) -> Connection {
         refresh_token_expires_at: None,
         last_health_check: None,
         last_refresh: None,
+        settings: Default::default(),
     }
 }
 

@@ -113,6 +113,8 @@ pub enum SetupStep {
     DeviceCode {
         verification_uri: String,
         user_code: String,
+        /// Seconds the code stays valid, when the script says.
+        expires_in: Option<u64>,
     },
     BrowserRedirect {
         url: String,
@@ -238,7 +240,9 @@ pub async fn run_setup(
     let outcome = loop {
         let line = tokio::select! {
             l = lines.next_line() => l,
-            _ = cancel.wait_for(|c| *c) => break Err(SetupError::Cancelled),
+            // The guard `wait_for` returns is dropped inside, so the setup
+            // future stays `Send` (the daemon spawns it).
+            _ = async { let _ = cancel.wait_for(|c| *c).await; } => break Err(SetupError::Cancelled),
             Some(a) = answers.recv() => {
                 let reply = SetupReply::SecureInput { field: a.field, value: a.value };
                 match serde_json::to_string(&reply) {
@@ -272,10 +276,11 @@ pub async fn run_setup(
             SetupMessage::DeviceCode {
                 verification_uri,
                 user_code,
-                ..
+                expires_in,
             } => SetupStep::DeviceCode {
                 verification_uri,
                 user_code,
+                expires_in,
             },
             SetupMessage::BrowserRedirect { url } => SetupStep::BrowserRedirect { url },
             SetupMessage::SecureInput { field, prompt } => SetupStep::SecureInput { field, prompt },
@@ -318,11 +323,124 @@ pub async fn run_connection_script(
     launch: &SetupLaunch,
     token: &str,
 ) -> Result<bool, SetupError> {
+    let secrets = NoSecrets;
+    let env = vec![(
+        "CONNECTION_TOKEN".to_string(),
+        zeroize::Zeroizing::new(token.to_string()),
+    )];
+    Ok(run_one_shot(sandbox, launch, env, &secrets).await?.exit_ok)
+}
+
+/// A sink that stores nothing (a script with no business storing tokens).
+struct NoSecrets;
+
+impl SecretSink for NoSecrets {
+    fn put(&self, _: &str, _: &[u8]) -> Result<(), String> {
+        Err("this script may not store secrets".into())
+    }
+    fn remove(&self, _: &str) {}
+}
+
+/// What a one-shot connection script did. `result` is its last stdout line
+/// that is not a `token` message (the caller parses it into its typed
+/// result, e.g. a `HealthCheckResult`); it is never logged here.
+pub struct OneShot {
+    pub exit_ok: bool,
+    pub result: Option<String>,
+    /// Secret refs the script replaced (a refresh hands over new tokens).
+    pub stored: Vec<String>,
+}
+
+impl std::fmt::Debug for OneShot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneShot")
+            .field("exit_ok", &self.exit_ok)
+            .field("stored", &self.stored)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Run a one-shot connection script (`health_check`, `refresh_token`,
+/// `recover`) with `secret_env` injected at spawn. `token` lines on its
+/// stdout replace the connection's secrets through `secrets` (old value
+/// removed first); everything else but the last line is ignored.
+pub async fn run_one_shot(
+    sandbox: &SubprocessSandbox,
+    launch: &SetupLaunch,
+    secret_env: Vec<(String, zeroize::Zeroizing<String>)>,
+    secrets: &dyn SecretSink,
+) -> Result<OneShot, SetupError> {
     let mut spec = launch.spec()?;
-    spec.env
-        .push(("CONNECTION_TOKEN".to_string(), token.to_string()));
+    for (k, v) in &secret_env {
+        spec.env.push((k.clone(), v.to_string()));
+    }
     let out = sandbox.run(&spec).await?;
-    Ok(out.success())
+    let mut result = None;
+    let mut stored = Vec::new();
+    for line in out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match serde_json::from_str::<SetupMessage>(line) {
+            Ok(SetupMessage::Token { secret_ref, value }) => {
+                let ref_id = connection_secret_ref(&launch.skill, &secret_ref)
+                    .ok_or_else(|| SetupError::Protocol("invalid secret_ref".into()))?;
+                secrets.remove(&ref_id);
+                secrets
+                    .put(&ref_id, value.as_bytes())
+                    .map_err(SetupError::Store)?;
+                stored.push(ref_id);
+            }
+            _ => result = Some(line.to_string()),
+        }
+    }
+    Ok(OneShot {
+        exit_ok: out.success(),
+        result,
+        stored,
+    })
+}
+
+/// The egress of connection scripts: a per-run proxy that reaches only the
+/// skill's declared hosts, through a guard with the owner's host pins and
+/// trusted ranges (`connections.host_pins`, `connections.trusted_private_cidrs`).
+#[derive(Clone)]
+pub struct ConnectionEgress {
+    guard: silas_netguard::NetworkGuard,
+}
+
+impl ConnectionEgress {
+    pub fn new(
+        pins: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
+        trusted_private_cidrs: Vec<String>,
+    ) -> Result<Self, silas_netguard::ConfigError> {
+        let resolver = silas_netguard::PinnedResolver::new(
+            pins,
+            std::sync::Arc::new(silas_netguard::SystemResolver),
+        );
+        let cfg = silas_netguard::NetworkGuardConfig {
+            trusted_private_cidrs,
+            ..silas_netguard::NetworkGuardConfig::default()
+        };
+        Ok(ConnectionEgress {
+            guard: silas_netguard::NetworkGuard::new(&cfg, std::sync::Arc::new(resolver))?,
+        })
+    }
+
+    /// A proxy for one run (dropped with it); `None` when no host is declared.
+    pub async fn proxy_for(
+        &self,
+        hosts: &[String],
+    ) -> Result<Option<silas_netguard::EgressProxy>, SetupError> {
+        if hosts.is_empty() {
+            return Ok(None);
+        }
+        silas_netguard::EgressProxy::start_for_hosts(
+            self.guard.clone(),
+            silas_netguard::EgressLimits::default(),
+            hosts.to_vec(),
+        )
+        .await
+        .map(Some)
+        .map_err(|e| SetupError::Protocol(format!("no egress proxy: {e}")))
+    }
 }
 
 #[cfg(test)]

@@ -169,6 +169,26 @@ impl SecretStore {
         })
     }
 
+    /// Deletes the value under `ref_id`: a cancelled connection setup
+    /// removes what it stored, and a re-setup replaces the old token.
+    /// Returns whether a value was there.
+    pub fn remove(&self, ref_id: &str) -> Result<bool, SecretError> {
+        if !valid_ref(ref_id) {
+            return Err(SecretError::BadRef(ref_id.to_string()));
+        }
+        let path = self.path(ref_id);
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                fs::File::open(&self.dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| io(&self.dir, e))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io(&path, e).into()),
+        }
+    }
+
     /// Reads and opens the value stored under `ref_id`.
     pub fn get(&self, ref_id: &str) -> Result<Zeroizing<Vec<u8>>, SecretError> {
         if !valid_ref(ref_id) {
@@ -243,6 +263,23 @@ mod tests {
     fn no_kek() -> KekSources {
         let env = silas_core::config::MapEnv::default();
         KekSources::new("SILAS_KEYSTORE_KEK", "silas-kek", std::sync::Arc::new(env))
+    }
+
+    #[test]
+    fn a_removed_value_is_gone_and_the_ref_can_be_filled_again() {
+        let d = tempfile::tempdir().unwrap();
+        let store = SecretStore::open(d.path(), no_kek()).unwrap();
+        store.put("conn_x_access", b"old").unwrap();
+        assert!(store.remove("conn_x_access").unwrap());
+        assert!(!store.contains("conn_x_access"));
+        assert!(matches!(
+            store.get("conn_x_access"),
+            Err(SecretError::Missing(_))
+        ));
+        assert!(!store.remove("conn_x_access").unwrap());
+        store.put("conn_x_access", b"new").unwrap();
+        assert_eq!(store.get("conn_x_access").unwrap().as_slice(), b"new");
+        assert!(matches!(store.remove("../x"), Err(SecretError::BadRef(_))));
     }
 
     #[test]

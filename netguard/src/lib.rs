@@ -39,5 +39,5 @@ pub use fetch::{FetchFailure, FetchRequest, FetchResponse, GuardedFetcher, Hop};
 pub use guard::{Destination, NetworkGuard, ValidatedTarget};
 pub use policy::{BlockedRange, Cidr, HostRule, Method, RangeKind, classify_ip};
 pub use proxy::{EgressLimits, EgressProxy, EgressRefusal};
-pub use resolver::{ResolveError, Resolver, ScriptedResolver, SystemResolver};
+pub use resolver::{PinnedResolver, ResolveError, Resolver, ScriptedResolver, SystemResolver};
 pub use tls::ensure_crypto_provider;

@@ -39,6 +39,39 @@ impl Resolver for SystemResolver {
     }
 }
 
+/// Owner-configured answers for some hosts (`connections.host_pins`), the
+/// system resolver for the rest. A pin is an explicit, audited statement
+/// "this name means these addresses" (a self-hosted service on the LAN, a
+/// provider reached through a local relay); the guard still classifies
+/// every pinned address, so a private one also needs a trusted CIDR.
+pub struct PinnedResolver {
+    pins: BTreeMap<String, Vec<IpAddr>>,
+    fallback: std::sync::Arc<dyn Resolver>,
+}
+
+impl PinnedResolver {
+    pub fn new(
+        pins: BTreeMap<String, Vec<IpAddr>>,
+        fallback: std::sync::Arc<dyn Resolver>,
+    ) -> Self {
+        let pins = pins
+            .into_iter()
+            .map(|(h, a)| (h.trim_end_matches('.').to_ascii_lowercase(), a))
+            .collect();
+        PinnedResolver { pins, fallback }
+    }
+}
+
+impl Resolver for PinnedResolver {
+    fn resolve<'a>(&'a self, host: &'a str) -> ResolveFuture<'a> {
+        let key = host.trim_end_matches('.').to_ascii_lowercase();
+        match self.pins.get(&key) {
+            Some(addrs) => Box::pin(std::future::ready(Ok(addrs.clone()))),
+            None => self.fallback.resolve(host),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Script {
     answers: Vec<Result<Vec<IpAddr>, ResolveError>>,
@@ -113,6 +146,21 @@ impl Resolver for ScriptedResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn pinned_hosts_answer_from_the_pins_and_the_rest_falls_through() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let public: IpAddr = "93.184.216.34".parse().unwrap();
+        let fallback = std::sync::Arc::new(ScriptedResolver::new().with("other.org", &[&[public]]));
+        let r = PinnedResolver::new(
+            BTreeMap::from([("OAuth.Example.com".to_string(), vec![lo])]),
+            fallback.clone(),
+        );
+        assert_eq!(r.resolve("oauth.example.com.").await.unwrap(), vec![lo]);
+        assert_eq!(fallback.total_calls(), 0);
+        assert_eq!(r.resolve("other.org").await.unwrap(), vec![public]);
+        assert!(r.resolve("unknown.org").await.is_err());
+    }
 
     #[tokio::test]
     async fn scripted_answers_advance_and_repeat() {

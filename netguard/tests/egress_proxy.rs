@@ -419,3 +419,60 @@ async fn a_proxy_for_declared_hosts_refuses_every_other_host_before_any_lookup()
     assert_eq!(refusals.len(), 5);
     assert_eq!(refusals[0].target, "public.test:443");
 }
+
+/// A skill's per-run proxy: only its declared hosts; a declared name the
+/// owner pinned to loopback (with loopback trusted) reaches the loopback
+/// server through the real dial path; an undeclared public name is refused
+/// before it is resolved; a pin alone does not make loopback reachable.
+#[tokio::test]
+async fn a_host_restricted_proxy_reaches_only_declared_hosts_and_pins_need_trust() {
+    use std::collections::BTreeMap;
+    let (server, hits) = counting_server().await;
+    let lo: IpAddr = "127.0.0.1".parse().unwrap();
+    let scripted = resolver();
+    let pinned = Arc::new(silas_netguard::PinnedResolver::new(
+        BTreeMap::from([("oauth.example.com".to_string(), vec![lo])]),
+        scripted.clone(),
+    ));
+    let trusting = NetworkGuardConfig {
+        trusted_private_cidrs: vec!["127.0.0.1/32".into()],
+        ..NetworkGuardConfig::default()
+    };
+    let guard = NetworkGuard::new(&trusting, pinned.clone()).unwrap();
+    let hosts = vec!["oauth.example.com".to_string()];
+    let proxy = EgressProxy::start_for_hosts(guard, EgressLimits::default(), hosts.clone())
+        .await
+        .unwrap();
+    let sp = server.port();
+    let out = ask(
+        &proxy,
+        &format!("GET http://oauth.example.com:{sp}/device/code HTTP/1.1\r\nHost: x\r\n\r\n"),
+    )
+    .await;
+    assert!(out.contains("origin saw: GET /device/code"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    for req in [
+        "CONNECT public.test:443 HTTP/1.1\r\n\r\n".to_string(),
+        "GET http://public.test/ HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+        format!("CONNECT 127.0.0.1:{sp} HTTP/1.1\r\n\r\n"),
+    ] {
+        let out = ask(&proxy, &req).await;
+        assert!(out.starts_with("HTTP/1.1 403"), "{req:?} → {out}");
+        assert!(out.contains("not a host this run may reach"), "{out}");
+    }
+    assert_eq!(scripted.calls("public.test"), 0, "refused before resolving");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+    // Without the trusted CIDR the pinned loopback answer is still blocked.
+    let guard = NetworkGuard::new(&NetworkGuardConfig::default(), pinned).unwrap();
+    let proxy = EgressProxy::start_for_hosts(guard, EgressLimits::default(), hosts.clone())
+        .await
+        .unwrap();
+    let out = ask(
+        &proxy,
+        &format!("GET http://oauth.example.com:{sp}/ HTTP/1.1\r\nHost: x\r\n\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}

@@ -141,6 +141,31 @@ fn redact(text: &str, injected: &[Zeroizing<String>]) -> String {
     secrets::redact(&out).0
 }
 
+/// Copies exactly the approved bytes of the skill at `dir` into `dest`
+/// (which must not exist yet) and returns the skill as loaded from that one
+/// read: a long-lived process (a connection's setup script) then runs the
+/// staged copy, never the folder, which could change after the check.
+pub fn stage_approved(dir: &Path, approved_hash: &str, dest: &Path) -> Result<Skill, RunError> {
+    let skill = Skill::load(dir)?;
+    let snap = snapshot::take(dir).map_err(|source| crate::SkillError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let current = snap.content_hash().unwrap_or_default();
+    if current != approved_hash || skill.content_hash != approved_hash {
+        return Err(RunError::Changed {
+            name: skill.name.clone(),
+            approved: approved_hash.to_string(),
+            current,
+        });
+    }
+    for f in &snap.files {
+        write_file(&dest.join(&f.path), &f.bytes, f.mode)
+            .map_err(|e| RunError::Sandbox(format!("cannot stage {}: {e}", f.path)))?;
+    }
+    Ok(skill)
+}
+
 impl SkillRunner {
     pub fn new(sandbox: SubprocessSandbox, work_base: PathBuf) -> Self {
         SkillRunner {
@@ -180,7 +205,13 @@ impl SkillRunner {
                 args::dry_run_args(&skill, req.script)
             }
         };
-        let hosts = &skill.manifest.requirements.network;
+        // The install dry run (`--help` or defaults) never gets the network:
+        // it happens before the skill is trusted with any host it declares.
+        let no_hosts: Vec<String> = Vec::new();
+        let hosts = match req.invocation {
+            Invocation::DryRun => &no_hosts,
+            Invocation::Call(_) => &skill.manifest.requirements.network,
+        };
         if !hosts.is_empty() && req.egress_proxy_port.is_none() {
             return Err(RunError::NoEgress {
                 skill: skill.name.clone(),

@@ -170,12 +170,13 @@ async fn declared_network_without_an_egress_proxy_and_missing_credentials_refuse
         ),
     )
     .unwrap();
+    let call = serde_json::Map::from_iter([("text".to_string(), json!("x"))]);
     let err = runner
         .run(RunRequest {
             dir: &dir,
             approved_hash: &hash(&dir),
             script: "scripts/echo.sh",
-            invocation: Invocation::DryRun,
+            invocation: Invocation::Call(call),
             credentials: &creds,
             egress_proxy_port: None,
             execution_id: "run-5",
@@ -184,4 +185,35 @@ async fn declared_network_without_an_egress_proxy_and_missing_credentials_refuse
         .await
         .unwrap_err();
     assert!(matches!(err, RunError::NoEgress { .. }), "{err}");
+    // The install dry run never gets the network, so it needs no proxy.
+    let out = runner
+        .run(RunRequest {
+            dir: &dir,
+            approved_hash: &hash(&dir),
+            script: "scripts/echo.sh",
+            invocation: Invocation::DryRun,
+            credentials: &creds,
+            egress_proxy_port: None,
+            execution_id: "run-6",
+            timeout: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+}
+
+#[test]
+fn staging_copies_the_approved_bytes_and_refuses_a_changed_folder() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = skill(root.path());
+    let approved = hash(&dir);
+    let dest = root.path().join("staged");
+    let s = silas_skill::run::stage_approved(&dir, &approved, &dest).unwrap();
+    assert_eq!(s.content_hash, approved);
+    assert_eq!(hash(&dest), approved);
+    std::fs::write(dir.join("scripts/echo.sh"), "echo changed\n").unwrap();
+    let err =
+        silas_skill::run::stage_approved(&dir, &approved, &root.path().join("again")).unwrap_err();
+    assert!(matches!(err, RunError::Changed { .. }), "{err}");
+    assert!(!root.path().join("again").exists());
 }

@@ -14,10 +14,11 @@
 //! * [`ConnectionManager`] — the actor: one message enum
 //!   ([`ConnectionMsg`]), one state struct ([`ConnectionState`]).
 //!
-//! Setup conversations (§5.10.1: device code, browser redirect, secure input)
-//! and permission escalation (§5.10.2) need the skill loader and rich-card
-//! channels; they are not built yet. [`ConnectionMsg::Register`] is the
-//! registration step (§5.10.1 step 5) they end with.
+//! * [`runtime`] — the daemon's scripts (the installed, hash-checked
+//!   connection skill's, in the sandbox) and setup conversations (§5.10.1:
+//!   device code, browser redirect, secure input as cards), which end with
+//!   [`ConnectionMsg::Register`] (§5.10.1 step 5).
+//! * [`escalation`] — permission escalation (§5.10.2).
 //!
 //! Failures go to the owner as [`ConnectionEvent::Failure`] (the
 //! ConnectionFailureCard's content) and to the audit log; re-authentication
@@ -27,7 +28,9 @@
 //! the store: every decision reads the connection record, so a restart loses
 //! at most the health check that was running (the next scheduled one runs).
 
+pub mod escalation;
 pub mod policy;
+pub mod runtime;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,36 +80,6 @@ pub trait ConnectionScripts: Send + Sync + 'static {
     ) -> ScriptFuture<Result<HealthCheckResult, ScriptError>>;
     fn refresh_token(&self, conn: &Connection) -> ScriptFuture<Result<RefreshResult, ScriptError>>;
     fn recover(&self, conn: &Connection) -> ScriptFuture<Result<(), ScriptError>>;
-}
-
-/// The daemon's scripts until the skill loader (§4.20) exists: every call
-/// reports that connection skills cannot be run, so a connection record
-/// that somehow exists is surfaced as failed instead of looking healthy.
-pub struct SkillsNotInstalled;
-
-impl SkillsNotInstalled {
-    fn err<T: Send + 'static>(conn: &Connection) -> ScriptFuture<Result<T, ScriptError>> {
-        let msg = format!(
-            "connection skill {:?} cannot run: the skill loader is not available in this build",
-            conn.skill_name
-        );
-        Box::pin(async move { Err(ScriptError::Unavailable(msg)) })
-    }
-}
-
-impl ConnectionScripts for SkillsNotInstalled {
-    fn health_check(
-        &self,
-        conn: &Connection,
-    ) -> ScriptFuture<Result<HealthCheckResult, ScriptError>> {
-        Self::err(conn)
-    }
-    fn refresh_token(&self, conn: &Connection) -> ScriptFuture<Result<RefreshResult, ScriptError>> {
-        Self::err(conn)
-    }
-    fn recover(&self, conn: &Connection) -> ScriptFuture<Result<(), ScriptError>> {
-        Self::err(conn)
-    }
 }
 
 /// What the owner should see.
@@ -205,18 +178,6 @@ impl ConnectionManager {
                 })
             }),
         }
-    }
-}
-
-fn unavailable_failure(conn: &Connection, e: &ScriptError) -> ConnectionFailure {
-    match e {
-        ScriptError::Failed(f) => f.clone(),
-        ScriptError::Unavailable(m) => ConnectionFailure {
-            failure_type: ConnectionFailureType::Unknown,
-            service: conn.name.clone(),
-            message: m.clone(),
-            recovery_options: Vec::new(),
-        },
     }
 }
 
@@ -384,7 +345,13 @@ impl ConnectionState {
                             )?;
                             return Ok(());
                         }
-                        Err(e) => last_failure = Some(unavailable_failure(conn, &e)),
+                        // A structured failure is what the owner should
+                        // read; a script that could not run (a skill with no
+                        // recover.py) leaves the health check's own error.
+                        Err(ScriptError::Failed(f)) => last_failure = Some(f),
+                        Err(e) => tracing::warn!(
+                            connection_id = %conn.connection_id, "recovery not run: {e}"
+                        ),
                     }
                 }
                 RecoveryStep::Surface => break,

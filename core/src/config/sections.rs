@@ -975,6 +975,15 @@ pub struct ConnectionsConfig {
     pub health_check_default: String,
     pub auto_recovery_enabled: bool,
     pub recovery_max_attempts: u32,
+    /// Host name → addresses the egress proxy of connection scripts uses
+    /// instead of DNS (a self-hosted service, a provider behind a local
+    /// relay). Explicit and audited at start (`connection.host_pins`); an
+    /// address in a blocked range also needs `trusted_private_cidrs`.
+    pub host_pins: std::collections::BTreeMap<String, Vec<String>>,
+    /// Private ranges connection scripts may reach (never cloud metadata).
+    pub trusted_private_cidrs: Vec<String>,
+    /// How long one setup conversation may run before it is cancelled.
+    pub setup_timeout_seconds: u64,
 }
 
 impl Default for ConnectionsConfig {
@@ -983,6 +992,9 @@ impl Default for ConnectionsConfig {
             health_check_default: s("*/30 * * * *"),
             auto_recovery_enabled: true,
             recovery_max_attempts: 3,
+            host_pins: Default::default(),
+            trusted_private_cidrs: Vec::new(),
+            setup_timeout_seconds: 900,
         }
     }
 }

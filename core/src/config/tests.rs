@@ -640,6 +640,22 @@ fn every_validation_rule_names_its_key() {
         ("connections.recovery_max_attempts", |c| {
             c.connections.recovery_max_attempts = 0
         }),
+        ("connections.setup_timeout_seconds", |c| {
+            c.connections.setup_timeout_seconds = 0
+        }),
+        ("connections.host_pins.oauth.example.com", |c| {
+            c.connections
+                .host_pins
+                .insert("oauth.example.com".into(), vec!["localhost".into()]);
+        }),
+        ("connections.host_pins.a b", |c| {
+            c.connections
+                .host_pins
+                .insert("a b".into(), vec!["127.0.0.1".into()]);
+        }),
+        ("connections.trusted_private_cidrs", |c| {
+            c.connections.trusted_private_cidrs = vec!["10.0.0.0".into()]
+        }),
         ("models.planner", |c| {
             c.models.planner = "anthropic/claude".into()
         }),

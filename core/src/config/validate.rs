@@ -805,6 +805,39 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         "connections.recovery_max_attempts",
         cfg.connections.recovery_max_attempts.into(),
     );
+    c.positive(
+        "connections.setup_timeout_seconds",
+        cfg.connections.setup_timeout_seconds,
+    );
+    for (host, addrs) in &cfg.connections.host_pins {
+        let key = format!("connections.host_pins.{host}");
+        let name_ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+        if !name_ok {
+            c.fail(key.clone(), "must be a plain host name");
+        }
+        if addrs.is_empty() {
+            c.fail(key.clone(), "needs at least one address");
+        }
+        for a in addrs {
+            if a.trim().parse::<std::net::IpAddr>().is_err() {
+                c.fail(key.clone(), format!("{a:?} is not an IP address"));
+            }
+        }
+    }
+    for cidr in &cfg.connections.trusted_private_cidrs {
+        let ok = cidr.split_once('/').is_some_and(|(ip, bits)| {
+            ip.trim().parse::<std::net::IpAddr>().is_ok() && bits.trim().parse::<u8>().is_ok()
+        });
+        if !ok {
+            c.fail(
+                "connections.trusted_private_cidrs",
+                format!("{cidr:?} is not a CIDR (address/prefix)"),
+            );
+        }
+    }
 
     // Batch review and autonomy.
     c.positive(

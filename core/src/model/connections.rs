@@ -116,6 +116,11 @@ pub struct Connection {
     pub last_health_check: Option<Timestamp>,
     #[serde(default)]
     pub last_refresh: Option<Timestamp>,
+    /// Non-secret parameters the owner gave at setup (a server URL, a
+    /// tenant), passed to every script of the connection as environment
+    /// variables; only names the skill declares in `requirements.env`.
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// A request to collect a secret through the secure input path (§3.12).

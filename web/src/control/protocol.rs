@@ -117,6 +117,21 @@ pub enum Request {
         #[serde(default)]
         replace: bool,
     },
+    /// Start the setup conversation of an installed connection skill
+    /// (issue #17 item 6); `settings` are non-secret environment values the
+    /// skill declares (a server URL).
+    ConnectionAdd {
+        skill: String,
+        #[serde(default)]
+        settings: std::collections::BTreeMap<String, String>,
+    },
+    ConnectionList,
+    /// Ask the owner (card) for more service permissions on a connection.
+    ConnectionEscalate {
+        connection_id: String,
+        permissions: Vec<String>,
+        reason: String,
+    },
 }
 
 /// Daemon → CLI: exactly one per request.
@@ -166,6 +181,17 @@ pub enum Response {
     MemoryImported {
         records: usize,
         replaced: usize,
+    },
+    /// The setup runs in the daemon; its cards go to the owner's channels.
+    ConnectionSetupStarted {
+        connection_id: String,
+    },
+    Connections {
+        connections: Vec<silas_core::model::connections::Connection>,
+    },
+    /// The escalation card was sent; the answer is audited.
+    ConnectionEscalationAsked {
+        connection_id: String,
     },
     /// The request failed or was refused; the connection stays open.
     Error {

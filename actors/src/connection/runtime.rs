@@ -1,0 +1,816 @@
+//! Connections are skills, in the daemon (§5.10, §10.6): the connection
+//! skill's scripts run in the sandbox, and setup conversations reach the
+//! owner as cards.
+//!
+//! Every run starts the same way: the skill must be installed at exactly
+//! its approved hash ([`SkillHost::check_use`], refusals audited), its
+//! approved bytes are staged into a fresh sandbox work dir (never the
+//! folder, which could change after the check), and it gets the network
+//! only to the hosts it declares, through a per-run egress proxy
+//! ([`ConnectionEgress`]). Secrets are injected at spawn from the secret
+//! store (`CONNECTION_TOKEN` = the connection's `access` token); a `token`
+//! line on a script's stdout goes straight into the secret store under the
+//! connection's namespace. No secret value is logged, audited or framed.
+//!
+//! * [`SkillScripts`] — [`ConnectionScripts`] over `scripts/health_check.py`,
+//!   `scripts/refresh_token.py`, `scripts/recover.py` (replaces the old
+//!   "skills not installed" stand-in).
+//! * [`ConnectionRuntime::start_setup`] — a setup conversation: the
+//!   `scripts/setup.py` long-lived process; device-code / browser-redirect
+//!   steps become `connection_setup_step` cards, secure input a
+//!   `secure_input_request` card (the value goes `POST /secrets/{ref_id}` →
+//!   secret store → the script's stdin); `done` registers the connection
+//!   active (the Scheduler then runs its health check); a cancel on a card,
+//!   a card timing out, the setup timeout or the daemon stopping kills the
+//!   script and removes what it stored.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use silas_core::cards::{CardPayload, CardResponse, ConnectionSetupCard};
+use silas_core::model::connections::{
+    AuthStrategy, Connection, ConnectionFailure, ConnectionStatus, HealthCheckResult,
+};
+use silas_core::{Coded, ErrorCode, Timestamp};
+use silas_execution::connection_setup::{
+    self as setup, ConnectionEgress, SecretSink, SecureAnswer, SetupError, SetupLaunch, SetupStep,
+    connection_secret_ref,
+};
+use silas_sandbox::SubprocessSandbox;
+use silas_skill::Skill;
+use silas_skill::manifest::{AuthStrategy as SkillAuth, SkillType};
+use silas_storage::{CardAudience, PendingCard, Store};
+use tokio::sync::{mpsc, watch};
+use zeroize::Zeroizing;
+
+use super::{
+    CONNECTIONS_NAME, ConnectionMsg, ConnectionScripts, RefreshResult, ScriptError, ScriptFuture,
+};
+use crate::cards::CardTimeouts;
+use crate::skills::{SkillFlowError, SkillHost};
+use crate::stream::StreamHandle;
+
+/// The secret store as connections use it.
+pub trait ConnectionSecrets: SecretSink {
+    fn get(&self, ref_id: &str) -> Result<Zeroizing<Vec<u8>>, String>;
+}
+
+/// Environment names a connection's settings may never set.
+const RESERVED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "CONNECTION_ID",
+    "CONNECTION_TOKEN",
+    "CONNECTION_INCREMENTAL_SCOPES",
+    "PYTHONDONTWRITEBYTECODE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+/// The secret ref (under the connection's namespace) injected as
+/// `CONNECTION_TOKEN`.
+const TOKEN_REF: &str = "access";
+/// Where the approved bytes are staged inside a run's work dir.
+const STAGED: &str = "skill";
+/// How long a one-shot script may run.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+const SETUP_SCRIPT: &str = "scripts/setup.py";
+
+/// Why a connection cannot be set up or its script not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionSetupError {
+    #[error(transparent)]
+    Skill(#[from] SkillFlowError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Unavailable(String),
+    /// The setup ran and did not complete (the kind only: a script's own
+    /// message may quote service text).
+    #[error("connection setup did not complete: {0}")]
+    NotCompleted(&'static str),
+}
+
+impl Coded for ConnectionSetupError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            ConnectionSetupError::Skill(e) => e.code(),
+            ConnectionSetupError::Invalid(_) => ErrorCode::ECfgInvalid,
+            ConnectionSetupError::Unavailable(_) => ErrorCode::ESandboxUnavailable,
+            ConnectionSetupError::NotCompleted(_) => ErrorCode::ESandboxFailed,
+        }
+    }
+}
+
+fn setup_failure_kind(e: &SetupError) -> &'static str {
+    match e {
+        SetupError::Cancelled => "cancelled",
+        SetupError::Failed(_) => "failed",
+        SetupError::Protocol(_) => "protocol",
+        SetupError::Sandbox(_) => "sandbox",
+        SetupError::Store(_) => "secret_store",
+    }
+}
+
+/// The connection id of a skill's connection (one per skill; its own
+/// namespace, never a channel session id).
+pub fn connection_id_for(skill: &str) -> String {
+    format!("conn-{skill}")
+}
+
+/// What the daemon gives the runtime.
+pub struct ConnectionRuntimeArgs {
+    pub store: Store,
+    pub skills: Arc<SkillHost>,
+    pub sandbox: SubprocessSandbox,
+    pub work_base: PathBuf,
+    pub secrets: Arc<dyn ConnectionSecrets>,
+    /// `None`: skills that declare hosts cannot run (fail closed).
+    pub egress: Option<ConnectionEgress>,
+    pub timeouts: CardTimeouts,
+    pub setup_timeout: Duration,
+    /// Set to `true` when the daemon stops: running setups are cancelled.
+    pub stop: watch::Receiver<bool>,
+    /// The Stream, looked up per use (follows its restarts).
+    pub stream: Arc<dyn Fn() -> Option<StreamHandle> + Send + Sync>,
+    /// Registered name of the ConnectionManager.
+    pub manager: String,
+}
+
+pub struct ConnectionRuntime {
+    args: ConnectionRuntimeArgs,
+    /// Connection ids with a setup running.
+    running: Mutex<BTreeSet<String>>,
+}
+
+/// A staged run: removed when dropped.
+struct Staged {
+    skill: Skill,
+    work: PathBuf,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// `refresh_token.py`'s answer (§10.6).
+#[derive(Deserialize)]
+struct RefreshOutput {
+    success: bool,
+    #[serde(default)]
+    new_expires_at: Option<Timestamp>,
+}
+
+/// `recover.py`'s answer: success, or a structured failure (§10.6).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RecoverOutput {
+    Failure(ConnectionFailure),
+    Done { success: bool },
+}
+
+fn obj(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(o) => o,
+        _ => Default::default(),
+    }
+}
+
+impl ConnectionRuntime {
+    pub fn new(args: ConnectionRuntimeArgs) -> Arc<Self> {
+        Arc::new(ConnectionRuntime {
+            args,
+            running: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    fn audit(&self, event: &str, data: Value) {
+        if let Err(e) = self.args.store.audit().log(event, obj(data)) {
+            tracing::error!(code = %e.code(), "audit write failed: {e}");
+        }
+    }
+
+    /// The installed, hash-checked connection skill `name`.
+    fn connection_skill(&self, name: &str) -> Result<Skill, ConnectionSetupError> {
+        let skill = self.args.skills.check_use(name)?;
+        if skill.manifest.kind != Some(SkillType::Connection) {
+            return Err(ConnectionSetupError::Invalid(format!(
+                "skill {name} is not a connection skill (type: connection)"
+            )));
+        }
+        Ok(skill)
+    }
+
+    /// Check the skill again and stage its approved bytes for one run.
+    fn stage(&self, name: &str, label: &str) -> Result<Staged, ConnectionSetupError> {
+        let checked = self.connection_skill(name)?;
+        let id = crate::approval::random_id()
+            .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?;
+        let work = self
+            .args
+            .sandbox
+            .fresh_work_dir(&self.args.work_base, &format!("conn-{label}-{id}"))
+            .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?;
+        // Removed on any error below (and after the run).
+        let mut staged = Staged {
+            skill: checked,
+            work,
+        };
+        staged.skill = silas_skill::run::stage_approved(
+            &staged.skill.dir,
+            &staged.skill.content_hash,
+            &staged.work.join(STAGED),
+        )
+        .map_err(SkillFlowError::from)?;
+        self.args
+            .sandbox
+            .hand_over_tree(&staged.work)
+            .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?;
+        Ok(staged)
+    }
+
+    /// The owner's settings as environment: only names the skill declares.
+    fn settings_env(
+        skill: &Skill,
+        settings: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, ConnectionSetupError> {
+        let declared = &skill.manifest.requirements.env;
+        settings
+            .iter()
+            .map(|(k, v)| {
+                if RESERVED_ENV.contains(&k.as_str()) || !declared.contains(k) {
+                    return Err(ConnectionSetupError::Invalid(format!(
+                        "setting {k} is not an environment variable skill {} declares",
+                        skill.name
+                    )));
+                }
+                Ok((k.clone(), v.clone()))
+            })
+            .collect()
+    }
+
+    /// The launch of `script` from a staged run, with its egress proxy
+    /// (kept alive by the caller for the run).
+    async fn launch(
+        &self,
+        staged: &Staged,
+        script: &str,
+        env: Vec<(String, String)>,
+        lifetime: Duration,
+    ) -> Result<(SetupLaunch, Option<silas_netguard::EgressProxy>), ConnectionSetupError> {
+        if !staged.skill.files.iter().any(|f| f.path == script) {
+            return Err(ConnectionSetupError::Unavailable(format!(
+                "connection skill {} has no {script}",
+                staged.skill.name
+            )));
+        }
+        let hosts = &staged.skill.manifest.requirements.network;
+        let proxy = match (&self.args.egress, hosts.is_empty()) {
+            (_, true) => None,
+            (Some(egress), false) => egress
+                .proxy_for(hosts)
+                .await
+                .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?,
+            (None, false) => {
+                return Err(ConnectionSetupError::Unavailable(format!(
+                    "skill {} declares network hosts but no egress proxy is available",
+                    staged.skill.name
+                )));
+            }
+        };
+        let launch = SetupLaunch {
+            skill: staged.skill.name.clone(),
+            skill_dir: staged.work.join(STAGED),
+            script: script.into(),
+            work_dir: staged.work.clone(),
+            env,
+            network: proxy.is_some(),
+            egress_proxy_port: proxy.as_ref().map(|p| p.port()),
+            lifetime,
+        };
+        Ok((launch, proxy))
+    }
+
+    /// One run of a one-shot script of `conn`'s skill; its last line.
+    async fn one_shot(
+        &self,
+        conn: &Connection,
+        script: &str,
+    ) -> Result<setup::OneShot, ScriptError> {
+        let unavailable = |e: ConnectionSetupError| ScriptError::Unavailable(e.to_string());
+        let staged = self.stage(&conn.skill_name, "run").map_err(unavailable)?;
+        let mut env = Self::settings_env(&staged.skill, &conn.settings).map_err(unavailable)?;
+        env.push(("CONNECTION_ID".into(), conn.connection_id.clone()));
+        let (launch, _proxy) = self
+            .launch(&staged, script, env, SCRIPT_TIMEOUT)
+            .await
+            .map_err(unavailable)?;
+        let mut secret_env = Vec::new();
+        if let Some(r) = connection_secret_ref(&conn.skill_name, TOKEN_REF)
+            && let Ok(v) = self.args.secrets.get(&r)
+        {
+            secret_env.push((
+                "CONNECTION_TOKEN".to_string(),
+                Zeroizing::new(String::from_utf8_lossy(&v).into_owned()),
+            ));
+        }
+        let secrets: &dyn SecretSink = &*self.args.secrets;
+        let out = setup::run_one_shot(&self.args.sandbox, &launch, secret_env, secrets)
+            .await
+            .map_err(|e| ScriptError::Unavailable(e.to_string()))?;
+        self.audit(
+            "connection.script_run",
+            json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
+                   "script": script, "content_hash": staged.skill.content_hash,
+                   "success": out.exit_ok, "secrets_replaced": out.stored.len()}),
+        );
+        Ok(out)
+    }
+
+    /// Start a setup conversation for the installed connection skill
+    /// `skill` (§5.10.1). Checks everything that can be checked now, then
+    /// runs the conversation in the background; returns the connection id.
+    pub async fn start_setup(
+        self: &Arc<Self>,
+        skill: &str,
+        settings: BTreeMap<String, String>,
+    ) -> Result<String, ConnectionSetupError> {
+        let checked = self.connection_skill(skill)?;
+        Self::settings_env(&checked, &settings)?;
+        let auth = match checked.manifest.auth_strategy {
+            Some(SkillAuth::DeviceCode) => AuthStrategy::DeviceCode,
+            Some(SkillAuth::BrowserRedirect) => AuthStrategy::BrowserRedirect,
+            Some(SkillAuth::SecureInput) => AuthStrategy::SecureInput,
+            None => {
+                return Err(ConnectionSetupError::Invalid(format!(
+                    "connection skill {skill} declares no auth_strategy"
+                )));
+            }
+        };
+        let stream = (self.args.stream)()
+            .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
+        let id = connection_id_for(skill);
+        {
+            let mut running = self
+                .running
+                .lock()
+                .map_err(|_| ConnectionSetupError::Unavailable("setup registry poisoned".into()))?;
+            if !running.insert(id.clone()) {
+                return Err(ConnectionSetupError::Invalid(format!(
+                    "a setup of {skill} is already running"
+                )));
+            }
+        }
+        let m = &checked.manifest;
+        let conn = Connection {
+            connection_id: id.clone(),
+            name: m
+                .ui
+                .as_ref()
+                .and_then(|u| u.display_name.clone())
+                .unwrap_or_else(|| skill.to_string()),
+            domain: "personal".into(),
+            skill_name: skill.to_string(),
+            auth_strategy: auth,
+            permissions: Vec::new(),
+            permissions_granted: Vec::new(),
+            permissions_available: m.available_permissions.clone(),
+            initial_permissions: m.initial_permissions.clone(),
+            status: ConnectionStatus::Connecting,
+            // Empty: `connections.health_check_default` applies.
+            health_check: String::new(),
+            token_expires_at: None,
+            refresh_token_expires_at: None,
+            last_health_check: None,
+            last_refresh: None,
+            settings,
+        };
+        if let Err(e) = self.register(conn.clone()).await {
+            self.finish(&id);
+            return Err(e);
+        }
+        self.audit(
+            "connection.setup_started",
+            json!({"connection_id": id, "skill": skill, "content_hash": checked.content_hash}),
+        );
+        let this = self.clone();
+        tokio::spawn(async move { this.conversation(conn, stream, Vec::new()).await });
+        Ok(id)
+    }
+
+    fn finish(&self, id: &str) {
+        if let Ok(mut r) = self.running.lock() {
+            r.remove(id);
+        }
+    }
+
+    async fn register(&self, conn: Connection) -> Result<(), ConnectionSetupError> {
+        let cell = ractor::registry::where_is(self.args.manager.clone()).ok_or_else(|| {
+            ConnectionSetupError::Unavailable("the connection manager is not running".into())
+        })?;
+        let actor: ractor::ActorRef<ConnectionMsg> = cell.into();
+        ractor::call_t!(actor, |r| ConnectionMsg::Register(conn, r), 10_000)
+            .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?
+            .map_err(|e| ConnectionSetupError::Invalid(e.to_string()))
+    }
+
+    /// The conversation to its end, then the record: active with its
+    /// permissions on `done`, back to `proposed` otherwise.
+    async fn conversation(
+        self: Arc<Self>,
+        mut conn: Connection,
+        stream: StreamHandle,
+        incremental_scopes: Vec<String>,
+    ) -> Result<(), ConnectionSetupError> {
+        let result = self
+            .run_setup_flow(&conn, &stream, &incremental_scopes)
+            .await;
+        self.finish(&conn.connection_id);
+        match result {
+            Ok(stored) => {
+                conn.status = ConnectionStatus::Active;
+                let mut granted: BTreeSet<String> =
+                    conn.permissions_granted.iter().cloned().collect();
+                granted.extend(conn.initial_permissions.iter().cloned());
+                granted.extend(incremental_scopes.iter().cloned());
+                conn.permissions_granted = granted.into_iter().collect();
+                self.register(conn.clone()).await?;
+                self.audit(
+                    "connection.setup_completed",
+                    json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
+                           "secrets_stored": stored.len(),
+                           "permissions_granted": conn.permissions_granted}),
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let reason = match &e {
+                    ConnectionSetupError::NotCompleted(k) => *k,
+                    _ => "refused",
+                };
+                if incremental_scopes.is_empty() {
+                    conn.status = ConnectionStatus::Proposed;
+                    let _ = self.register(conn.clone()).await;
+                }
+                self.audit(
+                    "connection.setup_failed",
+                    json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
+                           "reason": reason, "code": e.code().as_str()}),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    async fn run_setup_flow(
+        self: &Arc<Self>,
+        conn: &Connection,
+        stream: &StreamHandle,
+        incremental_scopes: &[String],
+    ) -> Result<Vec<String>, ConnectionSetupError> {
+        let staged = self.stage(&conn.skill_name, "setup")?;
+        let mut env = Self::settings_env(&staged.skill, &conn.settings)?;
+        env.push(("CONNECTION_ID".into(), conn.connection_id.clone()));
+        if !incremental_scopes.is_empty() {
+            env.push((
+                "CONNECTION_INCREMENTAL_SCOPES".into(),
+                incremental_scopes.join(" "),
+            ));
+        }
+        let (launch, _proxy) = self
+            .launch(&staged, SETUP_SCRIPT, env, self.args.setup_timeout)
+            .await?;
+        let (step_tx, mut step_rx) = mpsc::channel::<SetupStep>(8);
+        let (answer_tx, answer_rx) = mpsc::channel::<SecureAnswer>(4);
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        let cancel_tx = Arc::new(cancel_tx);
+        // The owner's side: each step becomes a card, answered on its own task.
+        let owner = {
+            let this = self.clone();
+            let stream = stream.clone();
+            let cancel = cancel_tx.clone();
+            let service = conn.name.clone();
+            tokio::spawn(async move {
+                while let Some(step) = step_rx.recv().await {
+                    this.show_step(step, &service, &stream, &cancel, &answer_tx);
+                }
+            })
+        };
+        // The daemon stopping or the setup timeout cancels.
+        let watchdog = {
+            let mut stop = self.args.stop.clone();
+            let cancel = cancel_tx.clone();
+            let timeout = self.args.setup_timeout;
+            tokio::spawn(async move {
+                let stopped = async {
+                    // A dropped sender is no stop signal (the guard is
+                    // released before waiting on).
+                    let signalled = stop.wait_for(|s| *s).await.is_ok();
+                    if !signalled {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    _ = stopped => {}
+                    _ = tokio::time::sleep(timeout) => {}
+                }
+                let _ = cancel.send(true);
+            })
+        };
+        let secrets: &dyn SecretSink = &*self.args.secrets;
+        let result = setup::run_setup(
+            &self.args.sandbox,
+            &launch,
+            secrets,
+            step_tx,
+            answer_rx,
+            cancel_rx,
+        )
+        .await;
+        watchdog.abort();
+        owner.abort();
+        result.map_err(|e| ConnectionSetupError::NotCompleted(setup_failure_kind(&e)))
+    }
+
+    fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
+        let now = Timestamp::now();
+        let ttl = chrono::Duration::from_std(self.args.timeouts.plan)
+            .unwrap_or(chrono::Duration::seconds(300));
+        PendingCard {
+            request_id,
+            scope_id: crate::turn::OWNER_SCOPE.to_string(),
+            card: payload,
+            created_at: now,
+            expires_at: now.plus(ttl),
+            audience: CardAudience::Owner,
+        }
+    }
+
+    /// One step to the owner. A card answered `cancel` (also its safe
+    /// default on timeout, disconnect or shutdown) cancels the setup.
+    fn show_step(
+        self: &Arc<Self>,
+        step: SetupStep,
+        service: &str,
+        stream: &StreamHandle,
+        cancel: &Arc<watch::Sender<bool>>,
+        answers: &mpsc::Sender<SecureAnswer>,
+    ) {
+        let Ok(id) = crate::approval::random_id() else {
+            let _ = cancel.send(true);
+            return;
+        };
+        let (step_type, fields) = match step {
+            SetupStep::DeviceCode {
+                verification_uri,
+                user_code,
+                expires_in,
+            } => (
+                "device_code",
+                json!({"verification_url": verification_uri, "user_code": user_code,
+                       "expires_in": expires_in, "service": service}),
+            ),
+            SetupStep::BrowserRedirect { url } => (
+                "browser_redirect",
+                json!({"auth_url": url, "listening_on": "", "service": service}),
+            ),
+            SetupStep::SecureInput { field, prompt } => {
+                return self.ask_secret(
+                    format!("sec-{id}"),
+                    field,
+                    prompt,
+                    stream,
+                    cancel,
+                    answers,
+                );
+            }
+            SetupStep::Progress { .. } => {
+                // Script text: not logged (it may quote service output).
+                tracing::debug!(%service, "connection setup progress");
+                return;
+            }
+        };
+        let card = self.card(
+            format!("conn-step-{id}"),
+            CardPayload::ConnectionSetup(ConnectionSetupCard {
+                step_type: step_type.into(),
+                fields: obj(fields),
+            }),
+        );
+        let (stream, cancel, timeouts) = (stream.clone(), cancel.clone(), self.args.timeouts);
+        tokio::spawn(async move {
+            let cancelled = match stream.ask(card, &timeouts).await {
+                Ok(a) => {
+                    matches!(a.response, CardResponse::SetupAction { ref action, .. } if action == "cancel")
+                }
+                Err(e) => {
+                    tracing::warn!("connection setup card not shown: {e}");
+                    true
+                }
+            };
+            if cancelled {
+                let _ = cancel.send(true);
+            }
+        });
+    }
+
+    /// A secure input step: the owner stores the value through
+    /// `/secrets/{ref_id}`; it is read from the store once, handed to the
+    /// script on its stdin, and the temporary ref removed.
+    fn ask_secret(
+        self: &Arc<Self>,
+        ref_id: String,
+        field: String,
+        prompt: String,
+        stream: &StreamHandle,
+        cancel: &Arc<watch::Sender<bool>>,
+        answers: &mpsc::Sender<SecureAnswer>,
+    ) {
+        let timeouts = self.args.timeouts;
+        let card = crate::cards::secure_input_card(
+            &ref_id,
+            crate::turn::OWNER_SCOPE,
+            &prompt,
+            None,
+            json!({"instructions": prompt}),
+            Timestamp::now(),
+            &timeouts,
+        );
+        let (this, stream, cancel, answers) = (
+            self.clone(),
+            stream.clone(),
+            cancel.clone(),
+            answers.clone(),
+        );
+        tokio::spawn(async move {
+            let stored = matches!(
+                stream.ask(card, &timeouts).await,
+                Ok(a) if a.response == CardResponse::SecureInput { success: true }
+            );
+            let value = if stored {
+                this.args.secrets.get(&ref_id).ok()
+            } else {
+                None
+            };
+            this.args.secrets.remove(&ref_id);
+            match value {
+                Some(v) => {
+                    let value = String::from_utf8_lossy(&v).into_owned();
+                    if answers.send(SecureAnswer { field, value }).await.is_err() {
+                        let _ = cancel.send(true);
+                    }
+                }
+                None => {
+                    let _ = cancel.send(true);
+                }
+            }
+        });
+    }
+
+    /// §5.10.2 re-authorisation with more scopes: the setup conversation
+    /// again with `CONNECTION_INCREMENTAL_SCOPES`; on `done` the scopes
+    /// join `permissions_granted`.
+    pub(crate) async fn reauthorise(
+        self: &Arc<Self>,
+        conn: Connection,
+        scopes: Vec<String>,
+    ) -> Result<(), ConnectionSetupError> {
+        let stream = (self.args.stream)()
+            .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
+        {
+            let mut running = self
+                .running
+                .lock()
+                .map_err(|_| ConnectionSetupError::Unavailable("setup registry poisoned".into()))?;
+            if !running.insert(conn.connection_id.clone()) {
+                return Err(ConnectionSetupError::Invalid(format!(
+                    "a setup of {} is already running",
+                    conn.skill_name
+                )));
+            }
+        }
+        self.clone().conversation(conn, stream, scopes).await
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.args.store
+    }
+
+    pub fn timeouts(&self) -> CardTimeouts {
+        self.args.timeouts
+    }
+
+    pub fn stream(&self) -> Option<StreamHandle> {
+        (self.args.stream)()
+    }
+}
+
+/// The daemon's [`ConnectionScripts`]: the connection skill's own scripts.
+pub struct SkillScripts(pub Arc<ConnectionRuntime>);
+
+impl ConnectionScripts for SkillScripts {
+    fn health_check(
+        &self,
+        conn: &Connection,
+    ) -> ScriptFuture<Result<HealthCheckResult, ScriptError>> {
+        let (rt, conn) = (self.0.clone(), conn.clone());
+        Box::pin(async move {
+            let out = rt.one_shot(&conn, "scripts/health_check.py").await?;
+            let parsed = out
+                .result
+                .as_deref()
+                .and_then(|l| serde_json::from_str::<HealthCheckResult>(l).ok());
+            Ok(match parsed {
+                Some(mut h) => {
+                    h.healthy &= out.exit_ok;
+                    h
+                }
+                None => HealthCheckResult {
+                    healthy: out.exit_ok,
+                    token_expires_at: conn.token_expires_at,
+                    refresh_token_expires_at: conn.refresh_token_expires_at,
+                    latency_ms: 0,
+                    error: (!out.exit_ok).then(|| "the health check script failed".to_string()),
+                    warnings: Vec::new(),
+                },
+            })
+        })
+    }
+
+    fn refresh_token(&self, conn: &Connection) -> ScriptFuture<Result<RefreshResult, ScriptError>> {
+        let (rt, conn) = (self.0.clone(), conn.clone());
+        Box::pin(async move {
+            let out = rt.one_shot(&conn, "scripts/refresh_token.py").await?;
+            let line = out.result.as_deref().unwrap_or("");
+            if let Ok(f) = serde_json::from_str::<ConnectionFailure>(line) {
+                return Err(ScriptError::Failed(f));
+            }
+            match serde_json::from_str::<RefreshOutput>(line) {
+                Ok(r) if r.success && out.exit_ok => Ok(RefreshResult {
+                    new_expires_at: r.new_expires_at,
+                }),
+                _ => Err(ScriptError::Unavailable("the refresh script failed".into())),
+            }
+        })
+    }
+
+    fn recover(&self, conn: &Connection) -> ScriptFuture<Result<(), ScriptError>> {
+        let (rt, conn) = (self.0.clone(), conn.clone());
+        Box::pin(async move {
+            let out = rt.one_shot(&conn, "scripts/recover.py").await?;
+            match out
+                .result
+                .as_deref()
+                .and_then(|l| serde_json::from_str::<RecoverOutput>(l).ok())
+            {
+                Some(RecoverOutput::Failure(f)) => Err(ScriptError::Failed(f)),
+                Some(RecoverOutput::Done { success: true }) if out.exit_ok => Ok(()),
+                _ => Err(ScriptError::Unavailable(
+                    "the recovery script failed".into(),
+                )),
+            }
+        })
+    }
+}
+
+/// The daemon's default manager name, for [`ConnectionRuntimeArgs::manager`].
+pub fn default_manager() -> String {
+    CONNECTIONS_NAME.to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recover_output_reads_success_or_a_structured_failure() {
+        let ok: RecoverOutput = serde_json::from_str(r#"{"success": true}"#).unwrap();
+        assert!(matches!(ok, RecoverOutput::Done { success: true }));
+        let f: RecoverOutput = serde_json::from_str(
+            r#"{"failure_type":"token_revoked","service":"X","message":"revoked"}"#,
+        )
+        .unwrap();
+        assert!(matches!(f, RecoverOutput::Failure(_)));
+    }
+
+    #[test]
+    fn setup_failures_are_named_by_kind_only() {
+        assert_eq!(
+            setup_failure_kind(&SetupError::Failed("token=CANARY".into())),
+            "failed"
+        );
+        assert_eq!(setup_failure_kind(&SetupError::Cancelled), "cancelled");
+    }
+}
