@@ -684,8 +684,10 @@ impl Turn<'_> {
         if !self.llm_allowed("proxy") {
             return;
         }
+        let budgets = self.budgets();
         let rendered = crate::turn::context::rendered(
             &self.scope.context,
+            &budgets,
             self.toolset_names.clone(),
             &self.scope.access.state().level,
         );

@@ -113,7 +113,7 @@ impl Turn<'_> {
     /// This turn's budgets: the profile's zones of the window the model
     /// can take (its `context_window`, when known), after the system zone
     /// (the longest agent system prompt and the system items).
-    fn budgets(&self) -> silas_context::Budgets {
+    pub(super) fn budgets(&self) -> silas_context::Budgets {
         let cfg = &self.deps.config.context;
         let profile = cfg
             .profiles
