@@ -129,3 +129,97 @@ async fn the_proxy_sees_its_own_context_inspection_and_no_other_scopes() {
     assert!(inspection_block(&f).is_none());
     rt.turns.stop().await;
 }
+
+fn subscription_block(system: &str, query: &str) -> Option<String> {
+    let header = format!("--- subscription:memory_query | {query} |");
+    let start = system.find(&header)?;
+    let rest = &system[start..];
+    Some(rest[..rest.find("--- end ---")?].to_owned())
+}
+
+/// The agent's memory query becomes a `memory_query` subscription of its
+/// scope: re-run at each render (a memory stored later shows up), deduped
+/// against the memory zone, another scope's memories never shown, and
+/// restored after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_queries_become_subscriptions_that_survive_a_restart() {
+    use silas_core::model::context::ScopeSubscriptions;
+    let f = fx().await;
+    let memory = open_memory(&f);
+    memory
+        .put(
+            &fact("m-tomato", "owner", "garden tomatoes need water"),
+            true,
+        )
+        .unwrap();
+    memory
+        .put(
+            &fact("m-bob", "bob", "garden bob-canary-5512 gate code"),
+            true,
+        )
+        .unwrap();
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "let me check",
+        "memory_queries": [{"strategy": "keyword", "query": "garden"}]})));
+    rt.turn("owner", "what was that about plants?").await;
+    let saved = f
+        .store
+        .records::<ScopeSubscriptions>()
+        .get("owner")
+        .unwrap()
+        .expect("subscriptions persisted");
+    assert_eq!(saved.subscriptions.len(), 1);
+    assert_eq!(saved.subscriptions[0].target, "garden");
+    // A memory stored after the query: the next render re-runs it. The
+    // tomato memory is in the memory zone already (step 9), so it is not
+    // repeated in the subscription's block.
+    memory
+        .put(
+            &fact("m-shed", "owner", "garden shed key under the pot"),
+            true,
+        )
+        .unwrap();
+    f.fake.push(direct(json!({"message": "hi"})));
+    rt.turn("owner", "hello").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let block = subscription_block(&system, "garden").expect("subscription block");
+    assert!(block.contains("garden shed key"), "{block}");
+    assert!(!block.contains("tomatoes"), "{block}");
+    assert!(!system.contains("bob-canary-5512"), "{system}");
+    rt.turns.stop().await;
+
+    // After a restart the subscription is back; nothing of it is in the
+    // memory zone now, so both memories show.
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "hi again"})));
+    rt.turn("owner", "good morning").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let block = subscription_block(&system, "garden").expect("restored subscription");
+    assert!(
+        block.contains("garden shed key") && block.contains("tomatoes"),
+        "{block}"
+    );
+    assert!(!system.contains("bob-canary-5512"), "{system}");
+
+    // Another scope asking the same words sees only its own memories.
+    f.fake.push(direct(json!({"message": "looking",
+        "memory_queries": [{"strategy": "keyword", "query": "garden"}]})));
+    rt.turn("alice", "garden?").await;
+    f.fake.push(direct(json!({"message": "ok"})));
+    rt.turn("alice", "and now?").await;
+    for r in f.fake.requests() {
+        let system = system_of(&r);
+        if system.contains("garden?") {
+            assert!(!system.contains("bob-canary-5512"), "{system}");
+            assert!(!system.contains("tomatoes"), "{system}");
+        }
+    }
+    let alice = f
+        .store
+        .records::<ScopeSubscriptions>()
+        .get("alice")
+        .unwrap()
+        .unwrap();
+    assert_eq!(alice.subscriptions[0].target, "garden");
+    rt.turns.stop().await;
+}

@@ -804,6 +804,11 @@ impl Turn<'_> {
     }
 
     /// Step 9: the agent's memory queries (max 3 by the model's validator).
+    /// Each also becomes a `memory_query` subscription (the harness keeps
+    /// what the agent asked for live: re-run at every render, deduped
+    /// against the memory zone, within `max_subscription_tokens`, until
+    /// neither a reply nor a new query names it for
+    /// `subscription_ttl_turns`), kept across restarts.
     fn memory_queries(&mut self) -> Result<(), TurnError> {
         self.step("memory_queries");
         let queries = self
@@ -818,8 +823,16 @@ impl Turn<'_> {
                 .memory
                 .search(&self.scope.scope_id, &q.query, limit)?;
             self.inject_memories(found);
+            let query = q.query.trim();
+            if !query.is_empty() {
+                self.scope.context.subscriptions.subscribe(
+                    silas_core::model::context::SubscriptionType::MemoryQuery,
+                    query,
+                    self.turn_number,
+                );
+            }
         }
-        Ok(())
+        self.persist_subscriptions()
     }
 
     /// Step 10: memory ops, each gated `on_tool_call`, capped per turn.
