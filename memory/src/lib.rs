@@ -76,7 +76,8 @@ pub enum Forget {
     Id(String),
     /// Every memory of `scope` the keyword query finds (both tiers).
     Query { scope: String, query: String },
-    /// Every memory of a scope (a purged customer scope).
+    /// Every memory of a scope, both lanes (a purged customer scope), and
+    /// the scope's persisted context subscriptions.
     Scope(String),
 }
 
@@ -306,6 +307,14 @@ impl Memory {
         let gone: Vec<String> = removed.into_iter().map(|m| m.memory_id).collect();
         self.inner.index.delete(&gone)?;
         self.inner.index.commit()?;
+        if let Forget::Scope(scope) = what {
+            // A purged scope keeps nothing that re-reads or names its
+            // memories: its persisted memory-query subscriptions go too.
+            self.inner
+                .store
+                .records::<silas_core::model::context::ScopeSubscriptions>()
+                .delete(scope)?;
+        }
         Ok(gone)
     }
 

@@ -489,3 +489,82 @@ fn a_consolidation_round_covers_every_scope_without_crossing_them() {
             .is_empty()
     );
 }
+
+/// A purged customer scope (`silas memory forget --scope`): among 100
+/// customer scopes each with a canary in both lanes and a persisted
+/// memory-query subscription, only the purged scope's are gone — from
+/// redb, the index, exports and its subscriptions — and the ids returned
+/// (what the caller audits) are ids, never content.
+#[test]
+fn purging_a_customer_scope_erases_only_its_memories_everywhere() {
+    use silas_core::model::context::{
+        ContextSubscription, ContextZone, ScopeSubscriptions, SubscriptionType,
+    };
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    for i in 0..100 {
+        let scope = format!("customer-{i}");
+        m.put(
+            &item(
+                &format!("c{i}"),
+                &scope,
+                &format!("canary secret{i} shared"),
+            ),
+            false,
+        )
+        .unwrap();
+        let mut raw = item(
+            &format!("r{i}"),
+            &scope,
+            &format!("raw rawcanary{i} shared"),
+        );
+        raw.reingestion_tier = ReingestionTier::LowReingestion;
+        m.put(&raw, false).unwrap();
+        m.store()
+            .records::<ScopeSubscriptions>()
+            .put(&ScopeSubscriptions {
+                scope_id: scope,
+                subscriptions: vec![ContextSubscription {
+                    sub_id: "sub-1".into(),
+                    sub_type: SubscriptionType::MemoryQuery,
+                    target: format!("secret{i}"),
+                    zone: ContextZone::Workspace,
+                    created_at: Timestamp::now(),
+                    turn_created: 1,
+                    content_hash: String::new(),
+                    active: true,
+                    token_count: 0,
+                }],
+            })
+            .unwrap();
+    }
+    let mut gone = m.forget(&Forget::Scope("customer-7".into())).unwrap();
+    gone.sort();
+    assert_eq!(gone, ["c7", "r7"]);
+    assert!(gone.iter().all(|id| !id.contains("secret")));
+    assert!(m.get("c7").unwrap().is_none() && m.get("r7").unwrap().is_none());
+    assert!(
+        m.search_keyword("customer-7", "canary secret7 shared", 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        m.search_raw("customer-7", "rawcanary7 shared", 10)
+            .unwrap()
+            .is_empty()
+    );
+    let subs = m.store().records::<ScopeSubscriptions>();
+    assert!(subs.get("customer-7").unwrap().is_none());
+    assert_eq!(subs.len().unwrap(), 99);
+    let mut out = Vec::new();
+    m.export(None, true, &mut out).unwrap();
+    let bundle = String::from_utf8(out).unwrap();
+    assert!(!bundle.contains("secret7 ") && !bundle.contains("rawcanary7 "));
+    // Every other scope still has exactly its own.
+    for i in (0..100).filter(|i| *i != 7) {
+        let scope = format!("customer-{i}");
+        let found = m.search_keyword(&scope, "canary shared", 10).unwrap();
+        assert_eq!(ids(&found), vec![format!("c{i}").as_str()], "{scope}");
+        assert!(bundle.contains(&format!("secret{i} ")));
+    }
+}
