@@ -170,6 +170,12 @@ async fn memory_queries_become_subscriptions_that_survive_a_restart() {
         .expect("subscriptions persisted");
     assert_eq!(saved.subscriptions.len(), 1);
     assert_eq!(saved.subscriptions[0].target, "garden");
+    // The retrieval counted (§3.8 access_count, read by the consolidator's
+    // promotion proposals); another scope's memory did not.
+    let tomato = memory.get("m-tomato").unwrap().unwrap();
+    assert_eq!(tomato.access_count, 1);
+    assert!(tomato.last_accessed.is_some());
+    assert_eq!(memory.get("m-bob").unwrap().unwrap().access_count, 0);
     // A memory stored after the query: the next render re-runs it. The
     // tomato memory is in the memory zone already (step 9), so it is not
     // repeated in the subscription's block.

@@ -581,6 +581,15 @@ impl Turn<'_> {
     }
 
     fn inject_memories(&mut self, found: Vec<silas_core::model::memory::MemoryItem>) {
+        // Every memory retrieval returns counts (§3.8 `access_count`): the
+        // consolidator's promotion proposals read it. Advisory, so a
+        // failure to count does not fail the turn.
+        let ids: Vec<String> = found.iter().map(|m| m.memory_id.clone()).collect();
+        if !ids.is_empty()
+            && let Err(e) = self.deps.memory.record_access(&ids)
+        {
+            tracing::warn!(scope_id = %self.scope.scope_id, "memory access not counted: {e}");
+        }
         for m in found {
             let id = format!("mem:{}", m.memory_id);
             if self.scope.context.contains(&id) {
