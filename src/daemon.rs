@@ -268,6 +268,7 @@ async fn run(
         tokio::spawn(crate::memory_cmd::consolidation_loop(
             m.clone(),
             every,
+            silas_actors::cards::CardTimeouts::from_config(&cfg),
             stop_rx_tasks.clone(),
         ));
     }

@@ -326,13 +326,23 @@ pub fn consolidate_all(memory: &Memory, now: Timestamp) -> Result<usize, CliErro
     Ok(removed)
 }
 
-/// Runs [`consolidate_all`] every `every` until `stop` turns true.
+/// Promotion cards open at once, at most (the owner is asked a few at a
+/// time, not flooded).
+const MAX_OPEN_PROMOTIONS: usize = 3;
+
+/// Memory ids with a promotion card open (one card per memory).
+type InFlight = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
+
+/// Runs [`consolidate_all`] every `every` until `stop` turns true, then
+/// proposes promotions (§6.4 step 3) when the Stream runs.
 pub async fn consolidation_loop(
     memory: Memory,
     every: std::time::Duration,
+    timeouts: silas_actors::cards::CardTimeouts,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let in_flight = InFlight::default();
     loop {
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
@@ -343,6 +353,102 @@ pub async fn consolidation_loop(
             Ok(Ok(n)) => tracing::info!(removed = n, "memory consolidation"),
             Ok(Err(e)) => tracing::warn!("memory consolidation failed: {}", e.one_line()),
             Err(e) => tracing::warn!("memory consolidation stopped: {e}"),
+        }
+        if let Some(stream) = silas_actors::stream::StreamHandle::find() {
+            propose_promotions(&memory, &stream, &timeouts, &in_flight);
+        }
+    }
+}
+
+/// Opens an owner card for each promotion candidate not already asked
+/// (at most [`MAX_OPEN_PROMOTIONS`] open); each waits in its own task.
+fn propose_promotions(
+    memory: &Memory,
+    stream: &silas_actors::stream::StreamHandle,
+    timeouts: &silas_actors::cards::CardTimeouts,
+    in_flight: &InFlight,
+) {
+    let candidates = match memory.promotion_candidates(Default::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(code = %e.code(), "promotion candidates unreadable: {e}");
+            return;
+        }
+    };
+    for m in candidates {
+        {
+            let Ok(mut open) = in_flight.lock() else {
+                return;
+            };
+            if open.len() >= MAX_OPEN_PROMOTIONS {
+                return;
+            }
+            if !open.insert(m.memory_id.clone()) {
+                continue;
+            }
+        }
+        let asked = silas_core::cards::MemoryPromotion::for_item(&m);
+        let (memory, stream, timeouts, in_flight) =
+            (memory.clone(), stream.clone(), *timeouts, in_flight.clone());
+        tokio::spawn(async move {
+            let outcome = ask_promotion(&memory, &stream, &asked, &timeouts).await;
+            if let Ok(mut open) = in_flight.lock() {
+                open.remove(&asked.memory_id);
+            }
+            // Ids and the outcome only: the memory's text stays out of the
+            // audit log.
+            let logged = audit(
+                &memory,
+                "memory_promotion",
+                json!({"memory_id": asked.memory_id, "scope_id": asked.scope_id,
+                       "external": asked.external, "outcome": outcome}),
+            );
+            if let Err(e) = logged {
+                tracing::warn!("memory promotion not audited: {}", e.one_line());
+            }
+        });
+    }
+}
+
+/// Asks the owner about one promotion and applies the answer; returns the
+/// audited outcome. Only an in-time owner answer choosing `promote`
+/// promotes (the Stream accepts answers to an owner card from owner
+/// connections only); a safe default (timeout, nobody connected,
+/// shutdown) changes nothing and the memory may be proposed again.
+async fn ask_promotion(
+    memory: &Memory,
+    stream: &silas_actors::stream::StreamHandle,
+    asked: &silas_core::cards::MemoryPromotion,
+    timeouts: &silas_actors::cards::CardTimeouts,
+) -> &'static str {
+    let now = Timestamp::now();
+    let ttl = chrono::Duration::from_std(timeouts.plan).unwrap_or(chrono::Duration::seconds(300));
+    let card = silas_storage::PendingCard {
+        request_id: format!("promote-{}-{}", asked.memory_id, now.as_micros()),
+        scope_id: silas_actors::turn::OWNER_SCOPE.to_string(),
+        card: asked.card(),
+        created_at: now,
+        expires_at: now.plus(ttl),
+        audience: silas_storage::CardAudience::Owner,
+    };
+    let answer = match stream.ask(card, timeouts).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!("promotion card not opened: {e}");
+            return "unavailable";
+        }
+    };
+    if answer.resolution != silas_actors::cards::Resolution::Answered {
+        return "unanswered";
+    }
+    let confirmed = silas_core::cards::MemoryPromotion::confirmed(&answer.response);
+    match memory.resolve_promotion(asked, confirmed) {
+        Ok(true) if confirmed => "promoted",
+        Ok(true) => "declined",
+        Ok(false) => "changed",
+        Err(e) => {
+            tracing::warn!(code = %e.code(), "promotion not applied: {e}");
+            "failed"
         }
     }
 }

@@ -31,6 +31,12 @@ pub trait MemoryIndex: Send + Sync {
     /// Whether a memory still exists (a forgotten one leaves the scope's
     /// context at the next turn).
     fn exists(&self, id: &str) -> Result<bool, StoreError>;
+    /// Counts a retrieval of each of `ids` (§3.8 `access_count`, read by
+    /// the consolidator's promotion proposals). Test doubles that keep no
+    /// counts use this default.
+    fn record_access(&self, _ids: &[String]) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Apply one (already gated) memory op for a scope.
     fn apply(
         &self,
@@ -91,6 +97,14 @@ impl KeywordMemory {
 impl MemoryIndex for KeywordMemory {
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.store.records::<MemoryItem>().get(id)?.is_some())
+    }
+
+    fn record_access(&self, ids: &[String]) -> Result<(), StoreError> {
+        Ok(silas_memory::scan::record_access(
+            &self.store,
+            ids,
+            Timestamp::now(),
+        )?)
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
@@ -210,6 +224,14 @@ fn apply_op(
 impl MemoryIndex for silas_memory::Memory {
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.get(id)?.is_some())
+    }
+
+    fn record_access(&self, ids: &[String]) -> Result<(), StoreError> {
+        Ok(silas_memory::Memory::record_access(
+            self,
+            ids,
+            Timestamp::now(),
+        )?)
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {

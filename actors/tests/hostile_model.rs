@@ -651,7 +651,7 @@ async fn model_output_cannot_raise_the_access_level() {
 
 /// §15 "Self-register disabled tools". With no search key configured, the
 /// executor calls `web_search`, a made-up `register_tool`, a skill tool of a
-/// skill it was never given and the Proxy-only `context_inspect`.
+/// skill it was never given and the Proxy-only `context_inspection`.
 /// Defences: `core_tools(web_search_enabled)` never registers `web_search`
 /// without a key; the wrapper chain refuses any name it did not offer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -674,7 +674,7 @@ async fn executor_cannot_call_unconfigured_or_unoffered_tools() {
                 "run_skill_script__admin",
                 json!({"script": "scripts/root.sh"}),
             ),
-            ("context_inspect", json!({})),
+            ("context_inspection", json!({})),
         ]))
         .push(output("could not search"));
     let r = f.engine.run_task("t-tools", "owner").await.unwrap();
@@ -684,7 +684,7 @@ async fn executor_cannot_call_unconfigured_or_unoffered_tools() {
     for req in &reqs {
         let names = req.tool_names();
         assert!(!names.is_empty());
-        for bad in ["web_search", "register_tool", "context_inspect"] {
+        for bad in ["web_search", "register_tool", "context_inspection"] {
             assert!(!names.iter().any(|n| n == bad), "{bad} offered: {names:?}");
         }
         assert!(

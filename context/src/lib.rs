@@ -12,6 +12,8 @@
 //!   back to the caller to be kept as an `episode` memory.
 //! * [`subscriptions`] — live files, line ranges and memory queries,
 //!   re-materialised each render with change detection.
+//! * [`inspect`] — the `context_inspection` tool's view: zones, item ids,
+//!   token counts, subscriptions, eviction so far; never content.
 //! * [`scrub`] — injection markers out of external content before it is
 //!   kept as memory.
 //! * [`render`] — blocks in zone order with the §3.5 delimiters; content
@@ -23,6 +25,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod budget;
+pub mod inspect;
 pub mod manager;
 pub mod render;
 pub mod scrub;
@@ -30,5 +33,6 @@ pub mod subscriptions;
 pub mod tokens;
 
 pub use budget::Budgets;
-pub use manager::{ContextManager, Inspection, Tier1};
+pub use inspect::Inspection;
+pub use manager::{ContextManager, Tier1};
 pub use tokens::{CharsPerToken, TokenCounter};

@@ -7,10 +7,10 @@
 use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
-use serde::Serialize;
 use silas_core::model::context::{ContextItem, ContextItemKind, ContextZone};
 
 use crate::budget::Budgets;
+use crate::inspect::{EvictionTally, Inspection, ItemUse, SubscriptionUse, ZoneUse};
 use crate::render;
 use crate::subscriptions::{Materializer, SubscriptionNote, Subscriptions};
 use crate::tokens::TokenCounter;
@@ -47,34 +47,14 @@ pub struct Tier1 {
     pub needs_scorer: bool,
 }
 
-/// One zone in [`Inspection`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ZoneUse {
-    pub zone: &'static str,
-    pub items: usize,
-    pub tokens: u64,
-    pub budget: u64,
-    pub pinned: usize,
-    pub masked: usize,
-}
-
-/// The `context_inspect` view: sizes only, never content.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Inspection {
-    pub profile: String,
-    pub window: u64,
-    pub system: u64,
-    pub usage: u64,
-    pub headroom: u64,
-    pub zones: Vec<ZoneUse>,
-}
-
 /// One scope's context window.
 pub struct ContextManager {
     scope_id: String,
     profile: String,
     items: Vec<ContextItem>,
     counter: Arc<dyn TokenCounter>,
+    /// What eviction did so far (for `context_inspection`).
+    tally: EvictionTally,
     /// Live references materialised into the workspace zone each turn.
     pub subscriptions: Subscriptions,
 }
@@ -107,6 +87,7 @@ impl ContextManager {
             profile: profile.to_owned(),
             items: Vec::new(),
             counter,
+            tally: EvictionTally::default(),
             subscriptions: Subscriptions::default(),
         }
     }
@@ -222,6 +203,10 @@ impl ContextManager {
         }
         out.usage = self.usage(b);
         out.needs_scorer = out.usage > b.threshold(cfg.scorer_threshold_pct);
+        self.tally.evicted += out.evicted.len() as u64;
+        self.tally.masked += out.masked.len() as u64;
+        self.tally.dropped += out.dropped as u64;
+        self.tally.deactivated += out.notes.len() as u64;
         out
     }
 
@@ -234,6 +219,7 @@ impl ContextManager {
             if let Some(sub_id) = item.ctx_id.strip_prefix("sub:") {
                 self.subscriptions.deactivate(sub_id);
             }
+            self.tally.deactivated += 1;
             return None;
         }
         Some(item)
@@ -356,6 +342,7 @@ impl ContextManager {
         b: &Budgets,
     ) -> Vec<ContextItem> {
         let target = b.threshold(cfg.eviction_threshold_pct);
+        self.tally.tier2_rounds += 1;
         let mut out = Vec::new();
         for group in groups {
             if self.usage(b) <= target {
@@ -371,7 +358,8 @@ impl ContextManager {
                 }
             }
         }
-        out.extend(self.evict_aggressively(turn, cfg, b));
+        out.extend(self.evict_down_to(target, turn, b));
+        self.tally.evicted += out.len() as u64;
         out
     }
 
@@ -385,7 +373,15 @@ impl ContextManager {
         cfg: &ContextConfig,
         b: &Budgets,
     ) -> Vec<ContextItem> {
-        let target = b.threshold(cfg.eviction_threshold_pct);
+        self.tally.tier2_rounds += 1;
+        let out = self.evict_down_to(b.threshold(cfg.eviction_threshold_pct), turn, b);
+        self.tally.evicted += out.len() as u64;
+        out
+    }
+
+    /// Oldest chronicle, least relevant memory, completed workspace item in
+    /// turn until usage is at most `target` or nothing more may go.
+    fn evict_down_to(&mut self, target: u64, turn: u64, b: &Budgets) -> Vec<ContextItem> {
         let mut out = Vec::new();
         'rounds: while self.usage(b) > target {
             let mut any = false;
@@ -414,7 +410,8 @@ impl ContextManager {
         render::render_items(&self.items)
     }
 
-    /// Sizes per zone for `context_inspect` (no content).
+    /// The `context_inspection` view of this scope: zones, item ids and
+    /// token counts, subscriptions, eviction so far (no content).
     pub fn inspect(&self, b: &Budgets) -> Inspection {
         let zones = render::ZONE_ORDER
             .iter()
@@ -427,17 +424,42 @@ impl ContextManager {
                     budget: b.of(*z),
                     pinned: items.iter().filter(|i| i.pinned).count(),
                     masked: items.iter().filter(|i| i.masked).count(),
+                    listing: items
+                        .iter()
+                        .map(|i| ItemUse {
+                            ctx_id: i.ctx_id.clone(),
+                            kind: i.kind.as_str(),
+                            turn: i.turn_number,
+                            tokens: i.token_count,
+                            pinned: i.pinned,
+                            masked: i.masked,
+                        })
+                        .collect(),
                 }
+            })
+            .collect();
+        let subscriptions = self
+            .subscriptions
+            .all()
+            .iter()
+            .map(|t| SubscriptionUse {
+                sub_id: t.sub.sub_id.clone(),
+                sub_type: t.sub.sub_type.as_str(),
+                active: t.sub.active,
+                tokens: t.sub.token_count,
             })
             .collect();
         let usage = self.usage(b);
         Inspection {
+            scope_id: self.scope_id.clone(),
             profile: self.profile.clone(),
             window: b.total,
             system: b.system,
             usage,
             headroom: b.total.saturating_sub(usage),
             zones,
+            subscriptions,
+            eviction: self.tally,
         }
     }
 }

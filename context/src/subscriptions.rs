@@ -135,13 +135,13 @@ impl Subscriptions {
                     !(t.sub.sub_type == SubscriptionType::FileLines
                         && file_of(&t.sub) == Some(target))
                 });
-                if let Some(t) = self.find(SubscriptionType::File, target) {
+                if let Some(t) = self.find(SubscriptionType::File, target, turn) {
                     return Some(t);
                 }
             }
             SubscriptionType::FileLines => {
                 let (path, mut start, mut end) = parse_range(target)?;
-                if let Some(t) = self.find(SubscriptionType::File, path) {
+                if let Some(t) = self.find(SubscriptionType::File, path, turn) {
                     return Some(t);
                 }
                 // Merge every overlapping or touching range into one.
@@ -166,7 +166,7 @@ impl Subscriptions {
                 ));
             }
             SubscriptionType::MemoryQuery => {
-                if let Some(t) = self.find(SubscriptionType::MemoryQuery, target) {
+                if let Some(t) = self.find(SubscriptionType::MemoryQuery, target, turn) {
                     return Some(t);
                 }
             }
@@ -174,14 +174,44 @@ impl Subscriptions {
         Some(self.push(sub_type, target.to_owned(), turn))
     }
 
-    fn find(&mut self, sub_type: SubscriptionType, target: &str) -> Option<String> {
+    /// An existing subscription to `target`, reactivated: asking for it
+    /// again counts as a reference (its TTL starts again).
+    fn find(&mut self, sub_type: SubscriptionType, target: &str, turn: u64) -> Option<String> {
         self.subs
             .iter_mut()
             .find(|t| t.sub.sub_type == sub_type && t.sub.target == target)
             .map(|t| {
                 t.sub.active = true;
+                t.last_referenced_turn = t.last_referenced_turn.max(turn);
                 t.sub.sub_id.clone()
             })
+    }
+
+    /// The subscriptions as the spec's records, to persist (§5.1.3 step 4).
+    pub fn export(&self) -> Vec<ContextSubscription> {
+        self.subs.iter().map(|t| t.sub.clone()).collect()
+    }
+
+    /// Restores persisted subscriptions after a restart, at `turn`: each
+    /// keeps its state and content hash (a range that changed meanwhile is
+    /// flagged stale at the next render), and its TTL counts from `turn`.
+    /// Replaces whatever this set held.
+    pub fn restore(&mut self, subs: Vec<ContextSubscription>, turn: u64) {
+        self.next_id = subs
+            .iter()
+            .filter_map(|s| s.sub_id.strip_prefix("sub-")?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        self.cache.clear();
+        self.subs = subs
+            .into_iter()
+            .map(|sub| Tracked {
+                last_changed_turn: sub.turn_created,
+                sub,
+                last_referenced_turn: turn,
+                stale_since: None,
+            })
+            .collect();
     }
 
     fn push(&mut self, sub_type: SubscriptionType, target: String, turn: u64) -> String {
@@ -296,19 +326,25 @@ impl Subscriptions {
                     None => Err("not a path:start-end range".to_owned()),
                 },
                 SubscriptionType::MemoryQuery => {
-                    let found: Vec<(String, String, TaintLevel)> = m
+                    // Best first, as many as fit in `max_tokens` (a
+                    // query's result is cut, not deactivated: the next
+                    // render may find less).
+                    let mut shown: Vec<String> = Vec::new();
+                    let mut used = 0;
+                    for (_, c, t) in m
                         .memory_query(&sub.target)
                         .into_iter()
                         .filter(|(id, _, _)| !memory_ids.contains(id))
-                        .collect();
-                    for (_, _, t) in &found {
-                        taint = worse(taint, *t);
+                    {
+                        let cost = counter.count(&c) + 1;
+                        if used + cost > max_tokens {
+                            break;
+                        }
+                        used += cost;
+                        taint = worse(taint, t);
+                        shown.push(c);
                     }
-                    Ok(found
-                        .into_iter()
-                        .map(|(_, c, _)| c)
-                        .collect::<Vec<_>>()
-                        .join("\n"))
+                    Ok(shown.join("\n"))
                 }
             };
             let content = match content {
@@ -323,6 +359,12 @@ impl Subscriptions {
             };
             let tokens = counter.count(&content);
             let t = &mut self.subs[i];
+            if sub.sub_type == SubscriptionType::MemoryQuery && content.is_empty() {
+                // Nothing new to show (all in the memory zone already, or
+                // no match): no empty block.
+                t.sub.token_count = 0;
+                continue;
+            }
             if sub.sub_type != SubscriptionType::MemoryQuery && tokens > max_tokens {
                 t.sub.active = false;
                 t.sub.token_count = 0;

@@ -211,3 +211,79 @@ fn too_large_and_unreferenced_subscriptions_are_deactivated_and_cost_nothing() {
     let (_, notes) = s.materialize(&m, 18, 2_000, &CharsPerToken, &BTreeSet::new());
     assert!(matches!(&notes[0], SubscriptionNote::Unreadable { sub_id, .. } if *sub_id == gone));
 }
+
+/// A memory query shows its best results up to `max_subscription_tokens`
+/// (cut, not deactivated), nothing when all are in the memory zone, and
+/// asking the same query again keeps it alive.
+#[test]
+fn a_memory_query_fits_its_token_cap_and_re_asking_refreshes_it() {
+    let m = Fake {
+        memories: vec![
+            ("m1".into(), "a".repeat(35), TaintLevel::Owner), // 10 tokens
+            ("m2".into(), "b".repeat(35), TaintLevel::External),
+            ("m3".into(), "c".repeat(35), TaintLevel::Owner),
+        ],
+        ..Fake::default()
+    };
+    let mut s = Subscriptions::default();
+    let id = s
+        .subscribe(SubscriptionType::MemoryQuery, "notes", 1)
+        .unwrap();
+    // 10 + 1 tokens each: two fit in 25.
+    let (items, notes) = s.materialize(&m, 1, 25, &CharsPerToken, &BTreeSet::new());
+    assert!(notes.is_empty());
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0].content,
+        format!("{}\n{}", "a".repeat(35), "b".repeat(35))
+    );
+    assert_eq!(items[0].taint, TaintLevel::External);
+    assert!(items[0].token_count <= 25);
+    assert!(s.all()[0].sub.active, "cut, not deactivated");
+    // Everything already in the memory zone: no block at all.
+    let all: BTreeSet<String> = ["m1", "m2", "m3"].map(String::from).into();
+    let (items, _) = s.materialize(&m, 2, 25, &CharsPerToken, &all);
+    assert!(items.is_empty());
+    // Asked again at turn 9: TTL 10 counts from 9.
+    assert_eq!(
+        s.subscribe(SubscriptionType::MemoryQuery, "notes", 9),
+        Some(id)
+    );
+    assert!(s.deactivate_stale(18, 10).is_empty());
+    assert_eq!(s.deactivate_stale(19, 10).len(), 1);
+}
+
+/// Persisted subscriptions come back after a restart with their state and
+/// hashes (a range changed while down is flagged stale), and new ids do
+/// not collide with restored ones.
+#[test]
+fn restored_subscriptions_keep_their_state_and_ids() {
+    let m = Fake::default();
+    m.write("a.py", "one\ntwo\nthree");
+    let mut s = Subscriptions::default();
+    s.subscribe(SubscriptionType::FileLines, "a.py:2-2", 1);
+    let q = s
+        .subscribe(SubscriptionType::MemoryQuery, "deploy", 1)
+        .unwrap();
+    s.deactivate(&q);
+    s.materialize(&m, 1, 2_000, &CharsPerToken, &BTreeSet::new());
+    let saved = s.export();
+    assert_eq!(saved.len(), 2);
+    // Restart; the file changed meanwhile.
+    m.write("a.py", "one\nTWO\nthree");
+    let mut r = Subscriptions::default();
+    r.restore(saved, 40);
+    assert_eq!(r.export().len(), 2);
+    assert!(!r.all()[1].sub.active, "a deactivated one stays so");
+    let (items, _) = render_one(&mut r, &m, 40);
+    assert_eq!(items.len(), 1);
+    assert!(
+        items[0].contains("[stale — file changed since turn 1]"),
+        "{}",
+        items[0]
+    );
+    // TTL counts from the restore.
+    assert!(r.deactivate_stale(49, 10).is_empty());
+    let fresh = r.subscribe(SubscriptionType::File, "b.py", 41).unwrap();
+    assert_eq!(fresh, "sub-3");
+}

@@ -450,6 +450,70 @@ pub struct SkillInstallCard {
     pub mcp_server: Option<String>,
 }
 
+/// The consolidator's proposal to promote one `working` memory to
+/// `verified` (§3.8 "promotion requires explicit user confirmation via a
+/// decision/review card", §6.4 step 3, §5.12). It travels as a decision
+/// card — rendered by every channel's decision renderer, answered by the
+/// owner only (the card's audience), through the Stream's card lifecycle —
+/// and binds the memory's content hash: an answer to a memory that changed
+/// since it was asked promotes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPromotion {
+    pub memory_id: String,
+    /// The memory's scope (the owner answers for every scope).
+    pub scope_id: String,
+    /// SHA-256 of the memory's content when asked.
+    pub content_sha256: String,
+    /// The first 200 characters, for the owner to judge.
+    pub preview: String,
+    /// The memory came from (or was influenced by) external content.
+    pub external: bool,
+    pub access_count: u64,
+}
+
+/// The decision card's options for a [`MemoryPromotion`].
+pub const PROMOTE: &str = "promote";
+pub const KEEP_WORKING: &str = "keep_working";
+
+impl MemoryPromotion {
+    pub fn for_item(m: &crate::model::memory::MemoryItem) -> MemoryPromotion {
+        MemoryPromotion {
+            memory_id: m.memory_id.clone(),
+            scope_id: m.session_id.clone().unwrap_or_default(),
+            content_sha256: crate::canonical::sha256_hex(m.content.as_bytes()),
+            preview: m.content.chars().take(200).collect(),
+            external: m.taint == crate::model::messages::TaintLevel::External,
+            access_count: m.access_count,
+        }
+    }
+
+    /// The card the owner sees.
+    pub fn card(&self) -> CardPayload {
+        let source = if self.external {
+            " It came from external content (a web page, a tool or a non-owner) — confirm only if you know it is true."
+        } else {
+            ""
+        };
+        CardPayload::Decision(DecisionCard {
+            question: format!(
+                "Silas has used this memory {} times. Mark it as verified (kept as true, changed only by you)?{source}\n\n\"{}\" (conversation {})",
+                self.access_count, self.preview, self.scope_id
+            ),
+            options: serde_json::json!([
+                {"value": PROMOTE, "label": "Mark verified"},
+                {"value": KEEP_WORKING, "label": "Keep unverified"}
+            ]),
+            allow_freetext: false,
+        })
+    }
+
+    /// Whether an answer confirms the promotion: only the `promote` option
+    /// does; every other answer and every safe default does not.
+    pub fn confirmed(response: &CardResponse) -> bool {
+        matches!(response, CardResponse::Choice { selected_value: Some(v), .. } if v == PROMOTE)
+    }
+}
+
 /// What a card shows, typed per card type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "card_type", content = "payload")]

@@ -34,7 +34,8 @@ pub const SHELL_EXEC: &str = "shell_exec";
 pub const PYTHON_EXEC: &str = "python_exec";
 pub const WEB_SEARCH: &str = "web_search";
 pub const MEMORY_SEARCH: &str = "memory_search";
-pub const CONTEXT_INSPECT: &str = "context_inspect";
+/// Spec name (§4.24, §5.7): the Proxy's read-only view of its own context.
+pub const CONTEXT_INSPECTION: &str = "context_inspection";
 /// Skill scripts run through this tool (§7.3 `run_python`).
 pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
 
@@ -127,8 +128,8 @@ pub fn core_tools(web_search: bool) -> Vec<ToolDef> {
             true,
         ),
         def(
-            CONTEXT_INSPECT,
-            "Inspect the current context zones (read-only).",
+            CONTEXT_INSPECTION,
+            "Inspect the current context: zones, item ids, token counts and eviction so far (read-only; the answer is the context_inspection block at the end of the context).",
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
             true,
         ),
@@ -248,7 +249,7 @@ pub struct Preparation {
 pub fn prepare_tool(tool: &ToolDef, prep: &Preparation) -> Option<ToolDef> {
     let role_ok = match prep.role {
         AgentRole::Proxy | AgentRole::Planner => tool.read_only,
-        AgentRole::Executor => tool.spec.name != CONTEXT_INSPECT,
+        AgentRole::Executor => tool.spec.name != CONTEXT_INSPECTION,
     };
     let skill_ok = match &tool.source {
         ToolSource::Core => true,
@@ -522,12 +523,12 @@ mod tests {
             (
                 AgentRole::Proxy,
                 &["coding"],
-                &[MEMORY_SEARCH, CONTEXT_INSPECT, WEB_SEARCH],
+                &[MEMORY_SEARCH, CONTEXT_INSPECTION, WEB_SEARCH],
             ),
             (
                 AgentRole::Planner,
                 &[],
-                &[MEMORY_SEARCH, CONTEXT_INSPECT, WEB_SEARCH],
+                &[MEMORY_SEARCH, CONTEXT_INSPECTION, WEB_SEARCH],
             ),
             (
                 AgentRole::Executor,
@@ -603,13 +604,18 @@ mod tests {
         let chain = build_chain(
             skills(),
             prep(AgentRole::Executor, &["coding"]),
-            AllowedTools::only([SHELL_EXEC, PYTHON_EXEC, RUN_SKILL_SCRIPT, CONTEXT_INSPECT]),
+            AllowedTools::only([
+                SHELL_EXEC,
+                PYTHON_EXEC,
+                RUN_SKILL_SCRIPT,
+                CONTEXT_INSPECTION,
+            ]),
             Arc::new(ApprovalByName::new([SHELL_EXEC])),
         );
         assert_eq!(
             names(&chain.definitions()),
             [SHELL_EXEC, PYTHON_EXEC, RUN_SKILL_SCRIPT],
-            "web_search is filtered; context_inspect is allowed but not prepared for the executor"
+            "web_search is filtered; context_inspection is allowed but not prepared for the executor"
         );
         let call = |name: &str| ToolCall {
             id: "c".into(),
@@ -622,7 +628,7 @@ mod tests {
             (PYTHON_EXEC, "execute"),
             (RUN_SKILL_SCRIPT, "execute"),
             (WEB_SEARCH, "refused"),               // filtered by access level
-            (CONTEXT_INSPECT, "refused"),          // not prepared for the role
+            (CONTEXT_INSPECTION, "refused"),       // not prepared for the role
             ("run_skill_script__mail", "refused"), // never a tool name
             ("rm_rf", "refused"),                  // hallucinated
         ];

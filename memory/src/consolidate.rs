@@ -13,8 +13,13 @@
 //!   decisions the owner kept are not pruned by age, and nothing verified or
 //!   constitutional is ever removed.
 //!
-//! Promotion to `verified` needs the owner's confirmation (§6.4 step 3) and
-//! is not made here.
+//! * **Propose promotion** — [`promotion_candidates`]: `working` memories
+//!   of the active lane retrieved at least [`Policy::promote_after_accesses`]
+//!   times and not already declined. Promotion to `verified` needs the
+//!   owner's confirmation (§6.4 step 3, §5.12: external-tainted content is
+//!   never persisted as verified without it), so the consolidator only
+//!   proposes; [`crate::Memory::resolve_promotion`] applies the owner's
+//!   answer.
 //!
 //! [`plan`] is the pure decision; [`crate::Memory::consolidate`] applies it.
 
@@ -27,14 +32,40 @@ use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier, TrustLe
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     pub stale_episode_days: i64,
+    /// Retrievals after which a working memory is proposed for promotion.
+    pub promote_after_accesses: u64,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Policy {
             stale_episode_days: 90,
+            promote_after_accesses: 3,
         }
     }
+}
+
+/// Tag of a memory whose promotion the owner declined: not proposed again.
+pub const PROMOTION_DECLINED_TAG: &str = "promotion:declined";
+
+/// The memories the consolidator proposes for promotion, most used first.
+pub fn promotion_candidates(items: &[MemoryItem], policy: Policy) -> Vec<&MemoryItem> {
+    let mut out: Vec<&MemoryItem> = items
+        .iter()
+        .filter(|m| {
+            m.trust_level == TrustLevel::Working
+                && m.reingestion_tier == ReingestionTier::Active
+                && m.session_id.is_some()
+                && m.access_count >= policy.promote_after_accesses
+                && !m.semantic_tags.iter().any(|t| t == PROMOTION_DECLINED_TAG)
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.access_count
+            .cmp(&a.access_count)
+            .then(a.memory_id.cmp(&b.memory_id))
+    });
+    out
 }
 
 /// What one pass decided.

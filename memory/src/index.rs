@@ -1,6 +1,10 @@
 //! The full-text index over memory records (tantivy): one document per
-//! memory — its id (stored), scope, reingestion tier, `created_at` (fast)
-//! and content analysed with the English stemmer (`en_stem`). BM25 ranks.
+//! memory — its id (a fast column: hits are read without touching the
+//! compressed doc store), scope, its lane (tier and scope in one term, so a
+//! keyword search filters with one posting list instead of intersecting a
+//! scope list with a tier list that holds nearly every document),
+//! `created_at` (fast) and content analysed with the English stemmer
+//! (`en_stem`). BM25 ranks.
 //!
 //! The index is a cache of redb, never the truth: every hit is re-read
 //! from the store and re-checked (scope, tier) by the caller. Queries are
@@ -17,10 +21,9 @@ use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
-    TextOptions, Value,
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
 
 use crate::MemoryError;
 
@@ -34,7 +37,7 @@ const MAX_QUERY_TERMS: usize = 32;
 struct Fields {
     id: Field,
     scope: Field,
-    tier: Field,
+    lane: Field,
     created: Field,
     content: Field,
 }
@@ -47,9 +50,9 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
-        id: b.add_text_field("id", STRING | STORED),
+        id: b.add_text_field("id", STRING | FAST),
         scope: b.add_text_field("scope", STRING),
-        tier: b.add_text_field("tier", STRING),
+        lane: b.add_text_field("lane", STRING),
         created: b.add_i64_field("created", INDEXED | FAST),
         content: b.add_text_field("content", text),
     };
@@ -61,6 +64,12 @@ pub(crate) fn tier_name(t: ReingestionTier) -> &'static str {
         ReingestionTier::Active => "active",
         ReingestionTier::LowReingestion => "low_reingestion",
     }
+}
+
+/// The lane term: the tier's name, `/`, the scope (tier names have no `/`,
+/// so the split is unambiguous whatever the scope holds).
+fn lane(tier: ReingestionTier, scope: &str) -> String {
+    format!("{}/{scope}", tier_name(tier))
 }
 
 /// No scope: a memory without one is indexed under this, which no caller
@@ -159,11 +168,12 @@ impl TextIndex {
 
     fn upsert_with(&self, w: &IndexWriter, item: &MemoryItem) -> Result<(), MemoryError> {
         let f = self.fields;
+        let scope = item.session_id.as_deref().unwrap_or(NO_SCOPE);
         w.delete_term(Term::from_field_text(f.id, &item.memory_id));
         w.add_document(doc!(
             f.id => item.memory_id.as_str(),
-            f.scope => item.session_id.as_deref().unwrap_or(NO_SCOPE),
-            f.tier => tier_name(item.reingestion_tier),
+            f.scope => scope,
+            f.lane => lane(item.reingestion_tier, scope),
             f.created => item.created_at.as_micros(),
             f.content => item.content.as_str(),
         ))
@@ -249,9 +259,22 @@ impl TextIndex {
             .map_err(ix)?;
         let mut ids = Vec::with_capacity(top.len());
         for (_, addr) in top {
-            let doc: TantivyDocument = searcher.doc(addr).map_err(ix)?;
-            if let Some(id) = doc.get_first(self.fields.id).and_then(|v| v.as_str()) {
-                ids.push(id.to_string());
+            // The id's fast column: no doc-store block to decompress per hit.
+            let Some(col) = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .str("id")
+                .map_err(ix)?
+            else {
+                continue;
+            };
+            let mut id = String::new();
+            if let Some(ord) = col.term_ords(addr.doc_id).next()
+                && col
+                    .ord_to_str(ord, &mut id)
+                    .map_err(|e| MemoryError::Index(e.to_string()))?
+            {
+                ids.push(id);
             }
         }
         Ok(ids)
@@ -277,8 +300,7 @@ impl TextIndex {
             })
             .collect();
         let q = BooleanQuery::new(vec![
-            self.filter(self.fields.scope, scope),
-            self.filter(self.fields.tier, tier_name(tier)),
+            self.filter(self.fields.lane, &lane(tier, scope)),
             (Occur::Must, Box::new(BooleanQuery::new(any_term))),
         ]);
         self.run(&q, limit)

@@ -76,7 +76,8 @@ pub enum Forget {
     Id(String),
     /// Every memory of `scope` the keyword query finds (both tiers).
     Query { scope: String, query: String },
-    /// Every memory of a scope (a purged customer scope).
+    /// Every memory of a scope, both lanes (a purged customer scope), and
+    /// the scope's persisted context subscriptions.
     Scope(String),
 }
 
@@ -306,6 +307,14 @@ impl Memory {
         let gone: Vec<String> = removed.into_iter().map(|m| m.memory_id).collect();
         self.inner.index.delete(&gone)?;
         self.inner.index.commit()?;
+        if let Forget::Scope(scope) = what {
+            // A purged scope keeps nothing that re-reads or names its
+            // memories: its persisted memory-query subscriptions go too.
+            self.inner
+                .store
+                .records::<silas_core::model::context::ScopeSubscriptions>()
+                .delete(scope)?;
+        }
         Ok(gone)
     }
 
@@ -364,6 +373,61 @@ impl Memory {
         self.inner.index.delete(&removed)?;
         self.inner.index.commit()?;
         Ok(())
+    }
+
+    /// Counts a retrieval of each of `ids` (§3.8 `access_count`,
+    /// `last_accessed`; the consolidator's promotion rule reads them).
+    /// Deferred: durable with the store's next durable commit; the index
+    /// holds neither field, so it is not touched.
+    pub fn record_access(&self, ids: &[String], now: Timestamp) -> Result<(), MemoryError> {
+        scan::record_access(&self.inner.store, ids, now)
+    }
+
+    /// The memories to propose for promotion, every scope, from one read.
+    pub fn promotion_candidates(
+        &self,
+        policy: consolidate::Policy,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let all = self.all()?;
+        Ok(consolidate::promotion_candidates(&all, policy)
+            .into_iter()
+            .cloned()
+            .collect())
+    }
+
+    /// Applies the owner's answer to a promotion card: `confirmed` makes
+    /// the memory `verified`; otherwise it is tagged
+    /// [`consolidate::PROMOTION_DECLINED_TAG`] and not proposed again.
+    /// Nothing happens (`Ok(false)`) when the memory is gone, is no longer
+    /// `working`, or its content changed since the card was made — the
+    /// owner confirmed that text, not another.
+    pub fn resolve_promotion(
+        &self,
+        asked: &silas_core::cards::MemoryPromotion,
+        confirmed: bool,
+    ) -> Result<bool, MemoryError> {
+        let records = self.inner.store.records::<MemoryItem>();
+        let Some(mut m) = records.get(&asked.memory_id)? else {
+            return Ok(false);
+        };
+        let same = silas_core::canonical::sha256_hex(m.content.as_bytes()) == asked.content_sha256;
+        if !same
+            || m.trust_level != silas_core::model::memory::TrustLevel::Working
+            || m.session_id.as_deref() != Some(asked.scope_id.as_str())
+        {
+            return Ok(false);
+        }
+        if confirmed {
+            m.trust_level = silas_core::model::memory::TrustLevel::Verified;
+        } else {
+            m.semantic_tags
+                .push(consolidate::PROMOTION_DECLINED_TAG.to_owned());
+        }
+        m.updated_at = Timestamp::now();
+        records.put(&m)?;
+        self.inner.index.upsert(&m)?;
+        self.inner.index.commit()?;
+        Ok(true)
     }
 
     /// The scopes that have memories (for the consolidator's rounds).

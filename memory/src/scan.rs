@@ -91,6 +91,21 @@ pub(crate) fn between(
         .collect())
 }
 
+/// Counts one retrieval of each of `ids` that still exists (`access_count`,
+/// `last_accessed`), without an fsync of its own. Shared by
+/// [`crate::Memory::record_access`] and the scan fallback.
+pub fn record_access(store: &Store, ids: &[String], now: Timestamp) -> Result<(), MemoryError> {
+    let records = store.records::<MemoryItem>();
+    for id in ids {
+        if let Some(mut m) = records.get(id)? {
+            m.access_count = m.access_count.saturating_add(1);
+            m.last_accessed = Some(now);
+            records.put_deferred(&m)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use silas_core::Timestamp;
 use silas_core::cards::CardPayload;
 use silas_core::model::connections::Connection;
+use silas_core::model::context::ScopeSubscriptions;
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
 use silas_core::model::personality::{PersonaEvent, PersonaState};
@@ -24,8 +25,8 @@ use silas_core::model::workspace::Workspace;
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
-    CONNECTIONS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES, PENDING_CARDS, PERSONA_EVENTS,
-    PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
+    CONNECTIONS, CONTEXT_SUBSCRIPTIONS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES, PENDING_CARDS,
+    PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
 };
 
 /// A record stored under its own string key.
@@ -82,6 +83,15 @@ impl Keyed for InstalledSkill {
     const NAME: &'static str = "installed_skills";
     fn key(&self) -> &str {
         &self.name
+    }
+}
+
+/// A scope's context subscriptions, by scope (issue #18).
+impl Keyed for ScopeSubscriptions {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = CONTEXT_SUBSCRIPTIONS;
+    const NAME: &'static str = "context_subscriptions";
+    fn key(&self) -> &str {
+        &self.scope_id
     }
 }
 

@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -84,6 +84,11 @@ pub(crate) const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new
 pub(crate) const INSTALLED_SKILLS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("installed_skills");
 
+/// scope_id → `ScopeSubscriptions`: context subscriptions kept across
+/// restarts (v8, issue #18).
+pub(crate) const CONTEXT_SUBSCRIPTIONS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("context_subscriptions");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -113,6 +118,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("telegram_cards", "str", "record", RECORD_V1),
     ("workspaces", "str", "record", RECORD_V1),
     ("installed_skills", "str", "record", RECORD_V1),
+    ("context_subscriptions", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -160,6 +166,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 6,
         run: v6_to_v7,
     },
+    Migration {
+        from: 7,
+        run: v7_to_v8,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -196,6 +206,12 @@ fn v6_to_v7(txn: &WriteTransaction) -> StoreResult<()> {
     Ok(())
 }
 
+/// v8 adds the scopes' persisted context subscriptions (issue #18).
+fn v7_to_v8(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(CONTEXT_SUBSCRIPTIONS)?;
+    Ok(())
+}
+
 fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORK_ITEMS)?;
     txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
@@ -223,6 +239,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(TELEGRAM_CARDS)?;
     txn.open_table(WORKSPACES)?;
     txn.open_table(INSTALLED_SKILLS)?;
+    txn.open_table(CONTEXT_SUBSCRIPTIONS)?;
     Ok(())
 }
 

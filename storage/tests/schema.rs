@@ -266,3 +266,44 @@ fn v5_store_migrates_to_v6_with_the_workspace_registry() {
     let store = Store::open(&path).unwrap();
     assert_eq!(store.records::<Workspace>().len().unwrap(), 1);
 }
+
+const CONTEXT_SUBSCRIPTIONS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("context_subscriptions");
+
+#[test]
+fn v7_store_migrates_to_v8_with_context_subscriptions() {
+    use silas_core::model::context::{ContextSubscription, ScopeSubscriptions, SubscriptionType};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    drop(Store::open(&path).unwrap());
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(CONTEXT_SUBSCRIPTIONS).unwrap());
+        txn.commit().unwrap();
+    }
+    set_meta(&path, "schema_version", "7");
+    set_meta(&path, "schema_checksum", "v7-layout");
+    let store = Store::open(&path).unwrap();
+    let subs = ScopeSubscriptions {
+        scope_id: "owner".into(),
+        subscriptions: vec![ContextSubscription {
+            sub_id: "sub-1".into(),
+            sub_type: SubscriptionType::MemoryQuery,
+            target: "garden".into(),
+            zone: silas_core::model::context::ContextZone::Workspace,
+            created_at: silas_core::Timestamp::now(),
+            turn_created: 3,
+            content_hash: String::new(),
+            active: true,
+            token_count: 0,
+        }],
+    };
+    store.records::<ScopeSubscriptions>().put(&subs).unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.records::<ScopeSubscriptions>().get("owner").unwrap(),
+        Some(subs)
+    );
+}

@@ -50,10 +50,34 @@ pub fn item(
     }
 }
 
-/// The context blocks for the agents (§3.5 delimiters, zone order).
-pub fn rendered(ctx: &ContextManager, tools: Vec<String>, access_level: &str) -> RenderedContext {
+/// The header of the `context_inspection` tool's block.
+pub const INSPECTION_HEADER: &str = "--- context_inspection | read-only ---";
+
+/// The context blocks for the agents (§3.5 delimiters, zone order). When
+/// the access level offers `context_inspection`, its answer — this scope's
+/// zones, item ids, token counts and eviction so far, from
+/// [`ContextManager::inspect`] — is the last block: the Proxy and Planner
+/// make one structured call each, with no tool loop to call it in, so a
+/// read-only tool's result travels with the request (as `memory_search`'s
+/// do through `memory_queries`).
+pub fn rendered(
+    ctx: &ContextManager,
+    budgets: &silas_context::Budgets,
+    tools: Vec<String>,
+    access_level: &str,
+) -> RenderedContext {
+    let mut blocks = ctx.render();
+    if tools
+        .iter()
+        .any(|t| t == silas_llm::toolset::CONTEXT_INSPECTION)
+    {
+        blocks.push(silas_context::render::block(
+            INSPECTION_HEADER,
+            &ctx.inspect(budgets).render(),
+        ));
+    }
     RenderedContext {
-        blocks: ctx.render(),
+        blocks,
         access_level: access_level.to_string(),
         tools,
         skills: Vec::new(),

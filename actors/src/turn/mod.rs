@@ -89,6 +89,17 @@ pub fn rehydrate(deps: &TurnDeps, scope_id: &str) -> Result<ScopeState, ActorPro
         next_turn = next_turn.max(item.turn_number + 1);
         context.add(item);
     }
+    // §5.1.3 step 4: subscriptions come back (materialised at the next
+    // render); their TTL counts from now.
+    if let Some(saved) = deps
+        .store
+        .records::<silas_core::model::context::ScopeSubscriptions>()
+        .get(scope_id)?
+    {
+        context
+            .subscriptions
+            .restore(saved.subscriptions, next_turn);
+    }
     let is_owner = scope_id == OWNER_SCOPE;
     let levels = Default::default();
     let dir = cfg

@@ -581,6 +581,15 @@ impl Turn<'_> {
     }
 
     fn inject_memories(&mut self, found: Vec<silas_core::model::memory::MemoryItem>) {
+        // Every memory retrieval returns counts (§3.8 `access_count`): the
+        // consolidator's promotion proposals read it. Advisory, so a
+        // failure to count does not fail the turn.
+        let ids: Vec<String> = found.iter().map(|m| m.memory_id.clone()).collect();
+        if !ids.is_empty()
+            && let Err(e) = self.deps.memory.record_access(&ids)
+        {
+            tracing::warn!(scope_id = %self.scope.scope_id, "memory access not counted: {e}");
+        }
         for m in found {
             let id = format!("mem:{}", m.memory_id);
             if self.scope.context.contains(&id) {
@@ -684,8 +693,10 @@ impl Turn<'_> {
         if !self.llm_allowed("proxy") {
             return;
         }
+        let budgets = self.budgets();
         let mut rendered = crate::turn::context::rendered(
             &self.scope.context,
+            &budgets,
             self.toolset_names.clone(),
             &self.scope.access.state().level,
         );
@@ -830,6 +841,11 @@ impl Turn<'_> {
     }
 
     /// Step 9: the agent's memory queries (max 3 by the model's validator).
+    /// Each also becomes a `memory_query` subscription (the harness keeps
+    /// what the agent asked for live: re-run at every render, deduped
+    /// against the memory zone, within `max_subscription_tokens`, until
+    /// neither a reply nor a new query names it for
+    /// `subscription_ttl_turns`), kept across restarts.
     fn memory_queries(&mut self) -> Result<(), TurnError> {
         self.step("memory_queries");
         let queries = self
@@ -844,8 +860,16 @@ impl Turn<'_> {
                 .memory
                 .search(&self.scope.scope_id, &q.query, limit)?;
             self.inject_memories(found);
+            let query = q.query.trim();
+            if !query.is_empty() {
+                self.scope.context.subscriptions.subscribe(
+                    silas_core::model::context::SubscriptionType::MemoryQuery,
+                    query,
+                    self.turn_number,
+                );
+            }
         }
-        Ok(())
+        self.persist_subscriptions()
     }
 
     /// Step 10: memory ops, each gated `on_tool_call`, capped per turn.

@@ -57,25 +57,31 @@ impl Turn<'_> {
             );
             self.deps.memory.store_raw(&m)?;
         }
-        Ok(())
+        self.persist_subscriptions()
     }
 
-    /// Context subscriptions (issue #18 item 2), the owner's only: files
-    /// the message names in a registered workspace are subscribed, and every
-    /// active subscription is materialised for this turn.
+    /// Context subscriptions (issue #18 item 2): files the owner's message
+    /// names in a registered workspace are subscribed (the owner's scope
+    /// only), and every active subscription — files, and any scope's
+    /// memory queries — is materialised for this turn.
     fn subscriptions(&mut self, turn: u64, max_tokens: u64) {
-        if self.scope.scope_id != crate::turn::OWNER_SCOPE {
-            return;
-        }
+        let owner = self.scope.scope_id == crate::turn::OWNER_SCOPE;
         // A target is `workspace/path`: a message without a '/' names none,
         // and with nothing subscribed there is nothing to read either.
-        if !self.text.contains('/') && self.scope.context.subscriptions.active().next().is_none() {
+        let names_file = owner && self.text.contains('/');
+        if !names_file && self.scope.context.subscriptions.active().next().is_none() {
             return;
         }
-        let workspaces = crate::workspaces::list(&self.deps.store).unwrap_or_else(|e| {
-            tracing::warn!("workspace registry unreadable: {e}");
+        // Only the owner's files are readable: a customer scope's
+        // materialiser knows no workspace.
+        let workspaces = if owner {
+            crate::workspaces::list(&self.deps.store).unwrap_or_else(|e| {
+                tracing::warn!("workspace registry unreadable: {e}");
+                Vec::new()
+            })
+        } else {
             Vec::new()
-        });
+        };
         let subs = &mut self.scope.context.subscriptions;
         for (sub_type, target) in crate::turn::subscribe::mentioned(&self.text, &workspaces) {
             subs.subscribe(sub_type, &target, turn);
@@ -89,6 +95,26 @@ impl Turn<'_> {
         };
         let notes = self.scope.context.materialize(&files, turn, max_tokens);
         self.audit_subscription_notes(notes);
+    }
+
+    /// Keeps the scope's subscriptions in the store when they changed, so
+    /// a restart restores them (§5.1.3 step 4). Deferred: durable with the
+    /// turn's response commit (a replayed turn writes the same again).
+    pub(super) fn persist_subscriptions(&mut self) -> Result<(), TurnError> {
+        use silas_core::model::context::ScopeSubscriptions;
+        let now = self.scope.context.subscriptions.export();
+        let records = self.deps.store.records::<ScopeSubscriptions>();
+        let stored = records.get(&self.scope.scope_id)?;
+        if stored.as_ref().map(|s| &s.subscriptions) == Some(&now)
+            || (stored.is_none() && now.is_empty())
+        {
+            return Ok(());
+        }
+        records.put_deferred(&ScopeSubscriptions {
+            scope_id: self.scope.scope_id.clone(),
+            subscriptions: now,
+        })?;
+        Ok(())
     }
 
     fn audit_subscription_notes(
@@ -113,7 +139,7 @@ impl Turn<'_> {
     /// This turn's budgets: the profile's zones of the window the model
     /// can take (its `context_window`, when known), after the system zone
     /// (the longest agent system prompt and the system items).
-    fn budgets(&self) -> silas_context::Budgets {
+    pub(super) fn budgets(&self) -> silas_context::Budgets {
         let cfg = &self.deps.config.context;
         let profile = cfg
             .profiles

@@ -1,6 +1,8 @@
 //! Where context subscriptions come from (issue #18 item 2) and what they
-//! may read. The agent cannot subscribe (§5.7: the harness controls
-//! context). The owner can: a message naming a file in a registered
+//! may read. The agent cannot subscribe to files (§5.7: the harness controls
+//! context); its only lever is `memory_queries`, which the harness keeps
+//! live as `memory_query` subscriptions of the asking scope (step 9). The
+//! owner can: a message naming a file in a registered
 //! workspace as `name/path` (whole file) or `name/path:10-45` (lines)
 //! subscribes the owner's context to it, so the next turns see its current
 //! text until nobody mentions it for `subscription_ttl_turns` turns.
@@ -8,7 +10,7 @@
 //! [`WorkspaceFiles`] reads only inside registered workspaces: plain
 //! relative paths (no `..`, no absolute, no hidden tricks), resolved and
 //! checked to stay under the workspace's canonical root, at most
-//! [`MAX_FILE_BYTES`]. Customer scopes never get subscriptions.
+//! [`MAX_FILE_BYTES`]. Customer scopes never get file subscriptions.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;

@@ -184,6 +184,15 @@ pub struct ContextSubscription {
     pub token_count: u64,
 }
 
+/// A scope's context subscriptions as persisted (issue #18, §5.1.3 step
+/// 4): restored when the scope's context is rehydrated after a restart and
+/// materialised at its next render.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScopeSubscriptions {
+    pub scope_id: String,
+    pub subscriptions: Vec<ContextSubscription>,
+}
+
 fn default_subscription_zone() -> ContextZone {
     ContextZone::Workspace
 }

@@ -1,0 +1,231 @@
+//! Issue #18 end to end through the turn runtime: the `context_inspection`
+//! tool's answer in the Proxy's request, memory-query subscriptions (made
+//! from the agent's `memory_queries`, re-run each turn, restored after a
+//! restart) and retrieval bumping `access_count`. Model: testkit's
+//! FakeLlm with scripted replies; memory: the real tantivy-backed store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Fx, Turns, agents_with_key, direct, fast_restarts, spawn_stream, system_of};
+use serde_json::json;
+use silas_actors::channel::MemorySink;
+use silas_actors::gate_runner::GateHandle;
+use silas_actors::memory::{MemoryIndex, new_item};
+use silas_actors::turn::pipeline::{TraceObserver, TurnDeps, standard_gate_runner};
+use silas_core::approval::IssuePolicy;
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
+use silas_core::model::messages::TaintLevel;
+use silas_memory::Memory;
+
+const API_KEY: &str = "sk-context-memory";
+
+struct Rt {
+    turns: Turns,
+    sink: MemorySink,
+}
+
+impl Rt {
+    async fn turn(&self, scope: &str, text: &str) -> String {
+        self.turns.turn(&self.sink, scope, text).await
+    }
+}
+
+async fn fx() -> Fx {
+    Fx::build(API_KEY, |_| {}, IssuePolicy::from_config).await
+}
+
+fn open_memory(f: &Fx) -> Memory {
+    let m = Memory::open(f.store.clone(), &f.dir.path().join("memory-index")).unwrap();
+    assert!(m.wait_ready(std::time::Duration::from_secs(30)));
+    m
+}
+
+async fn runtime(f: &Fx, memory: Memory) -> Rt {
+    let sink = MemorySink::new();
+    let gates = standard_gate_runner(&f.cfg);
+    let memory: Arc<dyn MemoryIndex> = Arc::new(memory);
+    let deps = TurnDeps {
+        skills: None,
+        store: f.store.clone(),
+        config: f.cfg.clone(),
+        agents: agents_with_key(&f.fake, API_KEY),
+        gates: GateHandle::from_runner(gates),
+        approvals: f.svc.clone(),
+        approval_engine: silas_actors::approval::ApprovalHandle::standalone(f.svc.clone()),
+        memory,
+        sink: Arc::new(sink.clone()),
+        observer: Arc::new(TraceObserver),
+        limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
+            &f.cfg.limits,
+        )),
+    };
+    Rt {
+        turns: spawn_stream(deps, fast_restarts()).await,
+        sink,
+    }
+}
+
+fn fact(id: &str, scope: &str, content: &str) -> MemoryItem {
+    new_item(
+        id,
+        scope,
+        content,
+        MemoryType::Fact,
+        ReingestionTier::Active,
+        TaintLevel::Owner,
+        "test",
+    )
+}
+
+/// The block the `context_inspection` tool answers with, from the last
+/// Proxy request.
+fn inspection_block(f: &Fx) -> Option<String> {
+    let system = system_of(f.fake.requests().last().unwrap());
+    let start = system.find("--- context_inspection | read-only ---")?;
+    let rest = &system[start..];
+    let end = rest.find("--- end ---")?;
+    Some(rest[..end].to_owned())
+}
+
+/// `context_inspection` (§5.7 core retrieval tool): the Proxy is offered it
+/// and its answer — this scope's zones, item ids with token counts,
+/// eviction so far — travels with the request. Read-only and scope-bound:
+/// another scope's items never show, and no content does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_sees_its_own_context_inspection_and_no_other_scopes() {
+    let f = fx().await;
+    let rt = runtime(&f, open_memory(&f)).await;
+    f.fake.push(direct(json!({"message": "noted"})));
+    rt.turn("alice", "alice-canary-7731 is my locker").await;
+    f.fake.push(direct(json!({"message": "hello"})));
+    rt.turn("owner", "hello there").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let tools = system
+        .lines()
+        .find(|l| l.starts_with("Available tools:"))
+        .unwrap();
+    assert!(tools.contains("context_inspection"), "{tools}");
+    let block = inspection_block(&f).expect("inspection block");
+    assert!(block.contains("chronicle: 1 items"), "{block}");
+    assert!(block.contains(":in (message, turn 0"), "{block}");
+    assert!(block.contains("evicted so far: 0 items"), "{block}");
+    // Content stays in its own block; the other scope is never listed.
+    assert!(!block.contains("hello there"), "{block}");
+    assert!(!system.contains("alice-canary-7731"), "{system}");
+    // A customer scope's access level decides whether it is offered; when
+    // it is not, no inspection travels either.
+    f.fake.push(direct(json!({"message": "ok"})));
+    rt.turn("alice", "what do you hold?").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let tools = system
+        .lines()
+        .find(|l| l.starts_with("Available tools:"))
+        .unwrap();
+    // (A customer's default access level offers no tools.)
+    assert_eq!(tools, "Available tools: (none)");
+    assert!(inspection_block(&f).is_none());
+    rt.turns.stop().await;
+}
+
+fn subscription_block(system: &str, query: &str) -> Option<String> {
+    let header = format!("--- subscription:memory_query | {query} |");
+    let start = system.find(&header)?;
+    let rest = &system[start..];
+    Some(rest[..rest.find("--- end ---")?].to_owned())
+}
+
+/// The agent's memory query becomes a `memory_query` subscription of its
+/// scope: re-run at each render (a memory stored later shows up), deduped
+/// against the memory zone, another scope's memories never shown, and
+/// restored after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_queries_become_subscriptions_that_survive_a_restart() {
+    use silas_core::model::context::ScopeSubscriptions;
+    let f = fx().await;
+    let memory = open_memory(&f);
+    memory
+        .put(
+            &fact("m-tomato", "owner", "garden tomatoes need water"),
+            true,
+        )
+        .unwrap();
+    memory
+        .put(
+            &fact("m-bob", "bob", "garden bob-canary-5512 gate code"),
+            true,
+        )
+        .unwrap();
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "let me check",
+        "memory_queries": [{"strategy": "keyword", "query": "garden"}]})));
+    rt.turn("owner", "what was that about plants?").await;
+    let saved = f
+        .store
+        .records::<ScopeSubscriptions>()
+        .get("owner")
+        .unwrap()
+        .expect("subscriptions persisted");
+    assert_eq!(saved.subscriptions.len(), 1);
+    assert_eq!(saved.subscriptions[0].target, "garden");
+    // The retrieval counted (§3.8 access_count, read by the consolidator's
+    // promotion proposals); another scope's memory did not.
+    let tomato = memory.get("m-tomato").unwrap().unwrap();
+    assert_eq!(tomato.access_count, 1);
+    assert!(tomato.last_accessed.is_some());
+    assert_eq!(memory.get("m-bob").unwrap().unwrap().access_count, 0);
+    // A memory stored after the query: the next render re-runs it. The
+    // tomato memory is in the memory zone already (step 9), so it is not
+    // repeated in the subscription's block.
+    memory
+        .put(
+            &fact("m-shed", "owner", "garden shed key under the pot"),
+            true,
+        )
+        .unwrap();
+    f.fake.push(direct(json!({"message": "hi"})));
+    rt.turn("owner", "hello").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let block = subscription_block(&system, "garden").expect("subscription block");
+    assert!(block.contains("garden shed key"), "{block}");
+    assert!(!block.contains("tomatoes"), "{block}");
+    assert!(!system.contains("bob-canary-5512"), "{system}");
+    rt.turns.stop().await;
+
+    // After a restart the subscription is back; nothing of it is in the
+    // memory zone now, so both memories show.
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "hi again"})));
+    rt.turn("owner", "good morning").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    let block = subscription_block(&system, "garden").expect("restored subscription");
+    assert!(
+        block.contains("garden shed key") && block.contains("tomatoes"),
+        "{block}"
+    );
+    assert!(!system.contains("bob-canary-5512"), "{system}");
+
+    // Another scope asking the same words sees only its own memories.
+    f.fake.push(direct(json!({"message": "looking",
+        "memory_queries": [{"strategy": "keyword", "query": "garden"}]})));
+    rt.turn("alice", "garden?").await;
+    f.fake.push(direct(json!({"message": "ok"})));
+    rt.turn("alice", "and now?").await;
+    for r in f.fake.requests() {
+        let system = system_of(&r);
+        if system.contains("garden?") {
+            assert!(!system.contains("bob-canary-5512"), "{system}");
+            assert!(!system.contains("tomatoes"), "{system}");
+        }
+    }
+    let alice = f
+        .store
+        .records::<ScopeSubscriptions>()
+        .get("alice")
+        .unwrap()
+        .unwrap();
+    assert_eq!(alice.subscriptions[0].target, "garden");
+    rt.turns.stop().await;
+}
