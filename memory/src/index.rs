@@ -14,7 +14,7 @@
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use silas_core::model::memory::{MemoryItem, ReingestionTier};
 use tantivy::collector::TopDocs;
@@ -81,9 +81,20 @@ pub(crate) struct TextIndex {
     writer: Mutex<IndexWriter>,
     reader: IndexReader,
     fields: Fields,
-    /// Writes not yet committed: the next read commits them first.
+    /// Writes not yet committed that a read of the active lane must see:
+    /// the next read commits them first.
     dirty: AtomicBool,
+    /// Uncommitted raw-lane writes (a turn's capture, §3.8). Nothing reads
+    /// that lane unless asked, so they wait for the next commit, a raw-lane
+    /// read or [`RAW_BATCH`] of them — a tantivy commit (new segment files,
+    /// fsync) per turn was most of a turn's cost. Lost in a crash, they
+    /// make the document count differ from redb's, and the index is
+    /// rebuilt at the next start.
+    raw_pending: AtomicUsize,
 }
+
+/// Raw-lane writes committed together at most.
+const RAW_BATCH: usize = 256;
 
 fn ix(e: tantivy::TantivyError) -> MemoryError {
     MemoryError::Index(e.to_string())
@@ -142,6 +153,7 @@ impl TextIndex {
             reader,
             fields,
             dirty: AtomicBool::new(false),
+            raw_pending: AtomicUsize::new(0),
         })
     }
 
@@ -178,7 +190,11 @@ impl TextIndex {
             f.content => item.content.as_str(),
         ))
         .map_err(ix)?;
-        self.dirty.store(true, Ordering::Release);
+        if item.reingestion_tier == ReingestionTier::LowReingestion {
+            self.raw_pending.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.dirty.store(true, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -197,17 +213,32 @@ impl TextIndex {
         Ok(())
     }
 
-    /// Commits pending writes and makes them visible to searches.
+    /// Commits every pending write and makes it visible to searches.
     pub(crate) fn commit(&self) -> Result<(), MemoryError> {
-        if self.dirty.swap(false, Ordering::AcqRel) {
-            let mut w = self.writer()?;
-            if let Err(e) = w.commit() {
-                self.dirty.store(true, Ordering::Release);
-                return Err(ix(e));
-            }
-            drop(w);
-            self.reader.reload().map_err(ix)?;
+        self.commit_for(true)
+    }
+
+    /// Commits when a read that does (`raw`) or does not see the raw lane
+    /// needs it; see `raw_pending`.
+    fn commit_for(&self, raw: bool) -> Result<(), MemoryError> {
+        let pending_raw = self.raw_pending.load(Ordering::Acquire);
+        let needed = self.dirty.load(Ordering::Acquire)
+            || (pending_raw > 0 && (raw || pending_raw >= RAW_BATCH));
+        if !needed {
+            return Ok(());
         }
+        let mut w = self.writer()?;
+        // Taken under the writer lock: writes racing this commit set them
+        // again and are committed next time.
+        self.dirty.store(false, Ordering::Release);
+        let raw_taken = self.raw_pending.swap(0, Ordering::AcqRel);
+        if let Err(e) = w.commit() {
+            self.dirty.store(true, Ordering::Release);
+            self.raw_pending.fetch_add(raw_taken, Ordering::AcqRel);
+            return Err(ix(e));
+        }
+        drop(w);
+        self.reader.reload().map_err(ix)?;
         Ok(())
     }
 
@@ -251,8 +282,8 @@ impl TextIndex {
         )
     }
 
-    fn run(&self, query: &dyn Query, limit: usize) -> Result<Vec<String>, MemoryError> {
-        self.commit()?;
+    fn run(&self, query: &dyn Query, limit: usize, raw: bool) -> Result<Vec<String>, MemoryError> {
+        self.commit_for(raw)?;
         let searcher = self.reader.searcher();
         let top = searcher
             .search(query, &TopDocs::with_limit(limit).order_by_score())
@@ -303,7 +334,7 @@ impl TextIndex {
             self.filter(self.fields.lane, &lane(tier, scope)),
             (Occur::Must, Box::new(BooleanQuery::new(any_term))),
         ]);
-        self.run(&q, limit)
+        self.run(&q, limit, tier == ReingestionTier::LowReingestion)
     }
 
     /// Memories of one scope created in `[from, to)` (microseconds), newest
@@ -326,6 +357,84 @@ impl TextIndex {
             self.filter(self.fields.scope, scope),
             (Occur::Must, Box::new(range)),
         ]);
-        self.run(&q, limit)
+        // Time ranges cover every lane.
+        self.run(&q, limit, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use silas_core::Timestamp;
+
+    fn memory(id: &str, tier: ReingestionTier) -> MemoryItem {
+        use silas_core::model::memory::{MemoryType, TrustLevel};
+        use silas_core::model::messages::TaintLevel;
+        let now = Timestamp::now();
+        MemoryItem {
+            memory_id: id.into(),
+            content: format!("cats and dogs {id}"),
+            memory_type: MemoryType::Fact,
+            reingestion_tier: tier,
+            trust_level: TrustLevel::Working,
+            taint: TaintLevel::Owner,
+            created_at: now,
+            updated_at: now,
+            valid_from: None,
+            valid_until: None,
+            access_count: 0,
+            last_accessed: None,
+            semantic_tags: Vec::new(),
+            entity_refs: Vec::new(),
+            causal_refs: Vec::new(),
+            temporal_next: None,
+            temporal_prev: None,
+            session_id: Some("s".into()),
+            embedding: None,
+            source_kind: "test".into(),
+        }
+    }
+
+    fn generation(ix: &TextIndex) -> u64 {
+        ix.reader.searcher().generation().generation_id()
+    }
+
+    #[test]
+    fn raw_captures_wait_for_a_raw_read_or_a_batch_while_active_writes_do_not() {
+        let ix = TextIndex::in_ram().unwrap();
+        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+            ["a1"]
+        );
+        let g = generation(&ix);
+        // A raw capture: an active-lane read does not commit for it…
+        ix.upsert(&memory("r1", ReingestionTier::LowReingestion))
+            .unwrap();
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+            ["a1"]
+        );
+        assert_eq!(generation(&ix), g, "committed for a raw capture");
+        // …a raw-lane read does, and sees it.
+        assert_eq!(
+            ix.search("s", ReingestionTier::LowReingestion, "cats", 10)
+                .unwrap(),
+            ["r1"]
+        );
+        assert!(generation(&ix) > g);
+        // A batch of raw captures is committed by any read.
+        let g = generation(&ix);
+        for n in 0..RAW_BATCH {
+            ix.upsert(&memory(
+                &format!("r{}", n + 2),
+                ReingestionTier::LowReingestion,
+            ))
+            .unwrap();
+        }
+        ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
+        assert!(generation(&ix) > g);
+        assert_eq!(ix.num_docs().unwrap(), RAW_BATCH as u64 + 2);
     }
 }
