@@ -166,11 +166,15 @@ async fn run(
     // posted to /secrets/{ref_id} go to the encrypted secret store.
     let card_timeouts = silas_actors::cards::CardTimeouts::from_config(&cfg);
     let ks = &cfg.keystore;
-    let secrets = silas_keys::secrets::SecretStore::open(
-        &cfg.data_dir,
-        silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
-    )
-    .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    // Opened once (the data key is unwrapped here) and shared by the web
+    // vault, Telegram, skills, MCP servers and connections.
+    let secrets = Arc::new(
+        silas_keys::secrets::SecretStore::open(
+            &cfg.data_dir,
+            silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
+        )
+        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?,
+    );
     // The web channel reports which connections authenticated as the owner;
     // the ApprovalEngine mints tokens only for answers from those.
     let owner_sessions = silas_actors::approval::OwnerSessions::default();
@@ -193,7 +197,7 @@ async fn run(
     )?;
     let vault = Arc::new(crate::web_bridge::SecretVault::new(
         store.clone(),
-        secrets,
+        secrets.clone(),
         card_timeouts,
     ));
     tracing::info!("{}", vault.describe());
@@ -224,7 +228,7 @@ async fn run(
     let memory = silas_actors::turn::pipeline::open_memory(&store, &cfg);
     // Skills are installed and used through one host; connection skills run
     // through the runtime (setup conversations, scheduled scripts).
-    let credentials = secret_credentials(&cfg)?;
+    let credentials = secret_credentials(secrets.clone());
     let mcp = mcp_skills(&cfg, &store, credentials.clone())?;
     // Idle MCP servers stop by themselves; the rest at shutdown below.
     let _mcp_reaper = mcp.registry().spawn_reaper();
@@ -235,6 +239,7 @@ async fn run(
         skills.clone(),
         stop_rx.clone(),
         card_timeouts,
+        secrets,
     )?;
     let control_task = {
         let backend = crate::control::DaemonControl {
@@ -562,16 +567,10 @@ fn skill_host(
 }
 
 /// Credential refs resolved from the encrypted secret store, at spawn only.
-fn secret_credentials(cfg: &Config) -> Result<silas_actors::skills::Credentials, CliError> {
-    let ks = &cfg.keystore;
-    let secrets = silas_keys::secrets::SecretStore::open(
-        &cfg.data_dir,
-        silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
-    )
-    .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
-    Ok(Arc::new(move |r: &str| {
-        secrets.get(r).map_err(|e| e.to_string())
-    }))
+fn secret_credentials(
+    secrets: Arc<silas_keys::secrets::SecretStore>,
+) -> silas_actors::skills::Credentials {
+    Arc::new(move |r: &str| secrets.get(r).map_err(|e| e.to_string()))
 }
 
 /// Skills' MCP servers (issue #17 item 7), shared by the install dry run

@@ -26,7 +26,7 @@ use crate::error::CliError;
 
 /// The encrypted secret store, as connection setups use it: a new token
 /// for a ref replaces the old one.
-struct StoreSecrets(SecretStore);
+struct StoreSecrets(Arc<SecretStore>);
 
 impl SecretSink for StoreSecrets {
     fn put(&self, ref_id: &str, value: &[u8]) -> Result<(), String> {
@@ -56,15 +56,10 @@ pub fn build(
     skills: Arc<SkillHost>,
     stop: watch::Receiver<bool>,
     timeouts: CardTimeouts,
+    secrets: Arc<SecretStore>,
 ) -> Result<Arc<ConnectionRuntime>, CliError> {
     let launcher = silas_sandbox::Launcher::current_exe()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let ks = &cfg.keystore;
-    let secrets = SecretStore::open(
-        &cfg.data_dir,
-        silas_keys::KekSources::from_process_env(&ks.kek_env, &ks.kek_credential),
-    )
-    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let c = &cfg.connections;
     let mut pins: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
     for (host, addrs) in &c.host_pins {

@@ -636,12 +636,12 @@ impl ChannelSink for WebBridge {
 /// and label only. Never logs, echoes or keeps the value.
 pub struct SecretVault {
     store: Store,
-    secrets: SecretStore,
+    secrets: Arc<SecretStore>,
     timeouts: CardTimeouts,
 }
 
 impl SecretVault {
-    pub fn new(store: Store, secrets: SecretStore, timeouts: CardTimeouts) -> SecretVault {
+    pub fn new(store: Store, secrets: Arc<SecretStore>, timeouts: CardTimeouts) -> SecretVault {
         SecretVault {
             store,
             secrets,

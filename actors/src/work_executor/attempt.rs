@@ -91,9 +91,7 @@ impl WorkEngine {
         if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
             return Ok(Self::rate_limited(kind));
         }
-        let tools = self
-            .tools(item, scope, gates, inputs, Ledger::default(), None)
-            .with_skills(skills.clone());
+        let tools = self.tools(item, scope, gates, inputs, skills, Ledger::default(), None);
         let started = Instant::now();
         let outcome = self
             .agents
@@ -150,9 +148,7 @@ impl WorkEngine {
         if let Err(kind) = self.llm_slot(&item.id, scope, "executor").await? {
             return Ok(Self::rate_limited(kind));
         }
-        let tools = self
-            .tools(item, scope, gates, inputs, ledger, approved)
-            .with_skills(skills.clone());
+        let tools = self.tools(item, scope, gates, inputs, skills, ledger, approved);
         let started = Instant::now();
         let outcome = self
             .agents
@@ -169,12 +165,14 @@ impl WorkEngine {
         self.conclude(&tools, outcome)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn tools(
         &self,
         item: &WorkItem,
         scope: &str,
         gates: &[silas_core::model::gates::Gate],
         inputs: &BTreeMap<String, String>,
+        skills: &Arc<ItemSkills>,
         ledger: Ledger,
         approved: Option<ToolCall>,
     ) -> WorkTools {
@@ -193,6 +191,7 @@ impl WorkEngine {
         )
         .with_rate_limits(scope, self.config.rate_limits.clone())
         .with_project(project)
+        .with_skills(skills.clone())
         .with_mcp(self.mcp.clone())
     }
 
