@@ -1,0 +1,155 @@
+//! How `silas chat` prints a card: budget, checks and what the plan hash
+//! covers, so a text approval shows what a web card shows.
+
+use serde_json::Value;
+
+pub(super) fn or_none(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// `key=value` pairs of a JSON object's scalar fields, in order.
+pub(super) fn render_budget(budget: &Value) -> String {
+    match budget {
+        Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Null => "(none)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// One line per verification check: its name and what it runs.
+pub(super) fn render_checks(verify: &Value) -> Vec<String> {
+    let Some(checks) = verify.as_array().filter(|a| !a.is_empty()) else {
+        return vec!["  checks: (none)".into()];
+    };
+    let mut lines = vec!["  checks:".to_string()];
+    for c in checks {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or("check");
+        // Network is part of what the owner approves for a check (§5.3).
+        let net = if c.get("network").and_then(Value::as_bool) == Some(true) {
+            " [network]"
+        } else {
+            ""
+        };
+        match c.get("run").and_then(Value::as_str) {
+            Some(run) => lines.push(format!("    - {name}{net}: {run}")),
+            None => lines.push(format!("    - {name}{net}")),
+        }
+    }
+    lines
+}
+
+/// What the plan hash covers beyond title and body: how it runs, what it
+/// builds on, its checks (and which get network), gates, access and
+/// escalation — so a text approval shows what a web card shows.
+pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
+    let mut lines = vec![format!(
+        "  kind: {}{}",
+        p.kind,
+        if p.standing {
+            " (standing approval: every cycle)"
+        } else {
+            ""
+        }
+    )];
+    let mut field = |name: &str, v: String| {
+        if !v.is_empty() {
+            lines.push(format!("  {name}: {v}"));
+        }
+    };
+    if let Some(ws) = &p.workspace {
+        field(
+            "workspace",
+            ws.line().trim_start_matches("Workspace: ").to_string(),
+        );
+        for l in ws.detail_lines() {
+            field("workspace", l);
+        }
+    }
+    field("schedule", p.schedule.clone().unwrap_or_default());
+    field("tasks", p.tasks.join(", "));
+    field("depends on", p.depends_on.join(", "));
+    field("part of", p.parent.clone().unwrap_or_default());
+    field("continues", p.follow_up_of.clone().unwrap_or_default());
+    field("uses artifacts", p.input_artifacts_from.join(", "));
+    field("gates", p.gates.join("; "));
+    field("access", p.access_levels.join("; "));
+    field("on failure", p.escalation.join("; "));
+    field("skills", p.skills.join(", "));
+    if p.checks.is_empty() {
+        lines.push("  checks: (none)".into());
+    } else {
+        lines.push("  checks:".into());
+        for c in &p.checks {
+            let net = if c.network { "  [NETWORK]" } else { "" };
+            lines.push(format!("    - {}: {}{net}", c.name, c.run));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn card_rendering() {
+        let b = render_budget(&json!({"max_tokens": 10, "max_cost_usd": 0.5}));
+        assert!(
+            b.contains("max_tokens=10") && b.contains("max_cost_usd=0.5"),
+            "{b}"
+        );
+        let c = render_checks(&json!([{"name": "exists", "run": "test -f notes.txt"}]));
+        assert_eq!(c, vec!["  checks:", "    - exists: test -f notes.txt"]);
+        assert_eq!(render_checks(&json!([])), vec!["  checks: (none)"]);
+        let c = render_checks(&json!([{"name": "fetch", "run": "curl x", "network": true}]));
+        assert_eq!(c, vec!["  checks:", "    - fetch [network]: curl x"]);
+    }
+
+    #[test]
+    fn plan_rendering_shows_what_the_hash_covers() {
+        let mut w = silas_core::model::work::WorkItem::new(
+            "g",
+            silas_core::model::work::WorkItemType::Goal,
+            "watch",
+        );
+        w.schedule = Some("0 9 * * *".into());
+        w.follow_up_of = Some("t-0".into());
+        w.input_artifacts_from = vec!["*".into()];
+        let mut c = silas_core::model::work::VerificationCheck::new(
+            "fetch",
+            "curl https://example.org",
+            serde_json::from_value(json!({"exit_code": 0})).unwrap(),
+        );
+        c.network = true;
+        w.verify.push(c);
+        w.workspace = Some(silas_core::model::workspace::WorkspaceUse {
+            commit_message: Some("chore: notes".into()),
+            ..silas_core::model::workspace::WorkspaceUse::read("notes")
+        });
+        let lines = render_plan(&silas_core::risk::PlanView::of(&w)).join("\n");
+        for want in [
+            "workspace: notes (path not looked up) — read",
+            "workspace: Commits locally: chore: notes",
+            "kind: goal (standing approval: every cycle)",
+            "schedule: 0 9 * * *",
+            "continues: t-0",
+            "uses artifacts: *",
+            "- fetch: curl https://example.org  [NETWORK]",
+        ] {
+            assert!(lines.contains(want), "{want} missing in:\n{lines}");
+        }
+    }
+}
