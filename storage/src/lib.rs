@@ -45,6 +45,11 @@ pub use scheduled_jobs::ScheduledJob;
 pub use telegram_updates::{Recorded, TelegramUpdates, UpdateRecord, UpdateState};
 pub use work_items::WorkItemStore;
 
+/// redb's own page cache. Its default (1 GiB) grows with every page a
+/// daemon ever touches, so a chatbot's memory grew with its number of past
+/// visitors (issue #19 item 3); reads past it come from the OS page cache.
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 /// File name of the store inside the data dir.
 pub const STORE_FILE: &str = "silas.redb";
 
@@ -85,12 +90,15 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Store> {
         let path = path.as_ref().to_path_buf();
         create_owner_only(&path)?;
-        let db = Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
-                path: path.display().to_string(),
-            },
-            other => StoreError::from(other),
-        })?;
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+                    path: path.display().to_string(),
+                },
+                other => StoreError::from(other),
+            })?;
         let txn = db.begin_write()?;
         schema::check_or_stamp(&txn)?;
         txn.commit()?;
