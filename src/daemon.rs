@@ -343,6 +343,9 @@ async fn run(
     };
     let connection_events = tokio::sync::broadcast::channel(64).0;
     let connection_failures = connection_events.subscribe();
+    // §5.10.2: a connection skill's script beyond its grant asks the owner.
+    let connection_gate: Arc<dyn silas_actors::connection::permission_gate::PermissionEscalator> =
+        Arc::new(connection_runtime.clone());
     let connections = ConnectionArgs {
         store: store.clone(),
         scripts: Arc::new(silas_actors::connection::runtime::SkillScripts(
@@ -364,6 +367,7 @@ async fn run(
     )?;
     // Background work runs the skills its approved plan bound (issue #17).
     work_engine.skills = Some(skills.clone());
+    work_engine.connections = Some(connection_gate);
     // Gates run in the supervised GateRunner actor; the pipeline and the
     // WorkExecutor reach it by name, so they follow its restarts.
     let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
@@ -652,6 +656,7 @@ fn work_engine(
         events,
         skills: None,
         mcp: Some(mcp),
+        connections: None,
     })
 }
 

@@ -65,13 +65,20 @@ fn is_reply(f: &Value) -> bool {
     f["type"] == "message" && f["text"] == "Hello!"
 }
 
+/// The rehydration notice frames seen (§5.1.3: at most one per restart).
+static NOTICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The next chat frame (`message` or `error`), skipping feeds for the web
-/// app's other panes (activity, …).
+/// app's other panes (activity, …) and counting the rehydration notice.
 async fn next_chat_frame(ws: &mut Ws, within: Duration) -> Option<Value> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let f = next_frame(ws, left).await?;
+        if f["type"] == "message" && f["text"] == "[SYSTEM] Session rehydrated after restart." {
+            NOTICES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            continue;
+        }
         if f["type"] == "message" || f["type"] == "error" {
             return Some(f);
         }
@@ -220,5 +227,14 @@ async fn sigkill_after_accepting_n_messages_then_restart_answers_each_exactly_on
     );
     // The kill really interrupted work: the second run answered some.
     assert!(replies_2 + undelivered > 0);
+    // The owner's session was rehydrated once (run 2); its notice reached
+    // the client at most once (not at all when the replay ran before the
+    // client reconnected).
+    let rehydrated = audit
+        .iter()
+        .filter(|e| e.event == "session_rehydrated")
+        .count();
+    assert_eq!(rehydrated, 1);
+    assert!(NOTICES.load(std::sync::atomic::Ordering::SeqCst) <= 1);
     assert!(fake.requests().len() >= N);
 }

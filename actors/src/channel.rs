@@ -34,7 +34,9 @@ pub enum Outbound {
     Card { card: PendingCard },
     /// A background work status change.
     WorkStatus { event: WorkStatusEvent },
-    /// A notice for the owner (gate `report` escalations, declines, …).
+    /// A notice for whoever is on `scope_id`'s channel: the owner (gate
+    /// `report` escalations, declines, …) or, for the rehydration notice,
+    /// the scope's customer.
     OwnerNotice { scope_id: String, text: String },
     /// A model call for the message `reply_to` is still running
     /// ([`crate::turn::progress`]); only the sender's connection hears it.

@@ -37,6 +37,18 @@ pub trait MemoryIndex: Send + Sync {
     fn record_access(&self, _ids: &[String]) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Up to `limit` of the scope's `profile` memories, newest first:
+    /// pinned into its memory zone at rehydration (§5.1.3 step 3). The
+    /// default is the spec's keyword query ([`PROFILE_QUERY`]) keeping
+    /// `profile` memories; the real stores find them by type, whatever
+    /// their words.
+    fn profile(&self, scope_id: &str, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        Ok(self
+            .search(scope_id, PROFILE_QUERY, limit)?
+            .into_iter()
+            .filter(|m| m.memory_type == MemoryType::Profile)
+            .collect())
+    }
     /// Apply one (already gated) memory op for a scope.
     fn apply(
         &self,
@@ -46,6 +58,9 @@ pub trait MemoryIndex: Send + Sync {
         id: &str,
     ) -> Result<(), StoreError>;
 }
+
+/// §5.1.3 step 3's keyword query for a scope's profile.
+pub const PROFILE_QUERY: &str = "user profile preferences";
 
 /// A new memory record with the pipeline's defaults.
 pub fn new_item(
@@ -127,6 +142,18 @@ impl MemoryIndex for KeywordMemory {
             query,
             limit,
         )?)
+    }
+
+    fn profile(&self, scope_id: &str, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        let mut found = silas_memory::scan::of_type(
+            &self.store,
+            scope_id,
+            ReingestionTier::Active,
+            MemoryType::Profile,
+        )?;
+        silas_memory::scan::newest_first(&mut found);
+        found.truncate(limit);
+        Ok(found)
     }
 
     fn apply(
@@ -246,6 +273,10 @@ impl MemoryIndex for silas_memory::Memory {
         limit: usize,
     ) -> Result<Vec<MemoryItem>, StoreError> {
         Ok(self.search_keyword(scope_id, query, limit)?)
+    }
+
+    fn profile(&self, scope_id: &str, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        Ok(self.of_type(scope_id, MemoryType::Profile, limit)?)
     }
 
     fn apply(

@@ -229,3 +229,135 @@ async fn memory_queries_become_subscriptions_that_survive_a_restart() {
     assert_eq!(alice.subscriptions[0].target, "garden");
     rt.turns.stop().await;
 }
+
+fn profile(id: &str, scope: &str, content: &str) -> MemoryItem {
+    let mut m = fact(id, scope, content);
+    m.memory_type = MemoryType::Profile;
+    m
+}
+
+fn notices(sink: &MemorySink, scope: &str) -> usize {
+    sink.sent()
+        .iter()
+        .filter(|o| {
+            matches!(o, silas_actors::channel::Outbound::OwnerNotice { scope_id, text }
+                if scope_id == scope && text == silas_actors::turn::rehydrate::REHYDRATED_NOTICE)
+        })
+        .count()
+}
+
+/// Rehydration (§5.1.3) after a real restart of the runtime over the same
+/// store: the system zone comes back pinned, then the chronicle; the
+/// scope's `profile` memory is pinned in the memory zone and survives a
+/// turn whose retrieved memories overflow the zone and are evicted; the
+/// "session rehydrated" message is in the context, audited once and shown
+/// once on the scope's channel; another scope's profile never appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rehydration_pins_the_scopes_profile_and_says_so_once() {
+    // A small window: the memory zone holds ~400 tokens, less than the
+    // five memories a turn retrieves and less than the profile alone — an
+    // unpinned profile would be the first thing evicted.
+    let f = Fx::build(
+        API_KEY,
+        |c| {
+            c.context.total_tokens = 3000;
+            c.context.system_max = 1000;
+        },
+        IssuePolicy::from_config,
+    )
+    .await;
+    let memory = open_memory(&f);
+    memory
+        .put(
+            &profile(
+                "p-owner",
+                "owner",
+                &format!(
+                    "owner-profile-4417: prefers metric units; {}",
+                    "likes long walks by the sea ".repeat(55)
+                ),
+            ),
+            true,
+        )
+        .unwrap();
+    memory
+        .put(
+            &profile("p-bob", "bob", "bob-profile-8830: allergic to nuts"),
+            true,
+        )
+        .unwrap();
+    for i in 0..12 {
+        let filler = "compost and mulch and seedlings ".repeat(12);
+        memory
+            .put(
+                &fact(
+                    &format!("g{i:02}"),
+                    "owner",
+                    &format!("garden note {i}: {filler}"),
+                ),
+                true,
+            )
+            .unwrap();
+    }
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "hello"})));
+    rt.turn("owner", "hello").await;
+    // A new scope is not a rehydrated session: no notice.
+    assert_eq!(notices(&rt.sink, "owner"), 0);
+    rt.turns.stop().await;
+
+    // The restart.
+    let rt = runtime(&f, memory.clone()).await;
+    f.fake.push(direct(json!({"message": "about the garden"})));
+    rt.turn("owner", "tell me about the garden").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    // The pinned system zone renders first, the rehydration message in it.
+    let sys = system
+        .find("--- system ---\nScope owner")
+        .expect("system zone");
+    let msg = system
+        .find("--- system ---\n[SYSTEM] Session rehydrated after restart.")
+        .expect("rehydration message");
+    let chronicle = system.find("--- turn 0 | user").expect("chronicle");
+    assert!(sys < chronicle && msg < chronicle, "{system}");
+    assert!(system.contains("owner-profile-4417"), "{system}");
+    assert!(!system.contains("bob-profile-8830"), "{system}");
+    // The turn's retrievals overflowed the memory zone: memories were
+    // evicted, the pinned profile was not.
+    let evicted = common::audit_data(&f.store, "context_evicted");
+    assert!(
+        evicted
+            .iter()
+            .any(|d| d["scope_id"] == "owner" && d["kept_as_memory"].as_u64() > Some(0)),
+        "{evicted:?}"
+    );
+    assert_eq!(
+        system.matches("--- memory |").count(),
+        1,
+        "only the pinned profile is left: {system}"
+    );
+    // Another turn: the profile is still there; the notice is not repeated.
+    f.fake.push(direct(json!({"message": "more garden"})));
+    rt.turn("owner", "more garden mulch seedlings please").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    assert!(system.contains("owner-profile-4417"), "{system}");
+    assert_eq!(notices(&rt.sink, "owner"), 1);
+    let rehydrated = common::audit_data(&f.store, "session_rehydrated");
+    assert_eq!(rehydrated.len(), 1, "{rehydrated:?}");
+    assert_eq!(rehydrated[0]["scope_id"], "owner");
+    assert_eq!(rehydrated[0]["profile_memories"], 1);
+    assert!(
+        !serde_json::to_string(&rehydrated)
+            .unwrap()
+            .contains("metric"),
+        "counts only, no content"
+    );
+    // Bob's scope gets bob's profile and never the owner's.
+    f.fake.push(direct(json!({"message": "hi bob"})));
+    rt.turn("bob", "hello, what do you know about me?").await;
+    let system = system_of(f.fake.requests().last().unwrap());
+    assert!(system.contains("bob-profile-8830"), "{system}");
+    assert!(!system.contains("owner-profile-4417"), "{system}");
+    assert_eq!(notices(&rt.sink, "bob"), 0);
+    rt.turns.stop().await;
+}

@@ -102,6 +102,10 @@ impl MemoryIndex for CrashingMemory {
         }
         self.inner.search(s, q, n)
     }
+    // Rehydration's read; the injected crash is for the turn's retrieval.
+    fn profile(&self, s: &str, n: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        self.inner.profile(s, n)
+    }
     fn apply(&self, s: &str, op: &MemoryOp, t: TaintLevel, id: &str) -> Result<(), StoreError> {
         self.inner.apply(s, op, t, id)
     }

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use silas_core::model::memory::{MemoryItem, ReingestionTier};
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
@@ -40,6 +40,9 @@ struct Fields {
     lane: Field,
     created: Field,
     content: Field,
+    /// `{memory_type}/{lane}`: a scope's memories of one type in one tier
+    /// are one posting list (rehydration's pinned profile, §5.1.3).
+    kind: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -55,6 +58,7 @@ fn schema() -> (Schema, Fields) {
         lane: b.add_text_field("lane", STRING),
         created: b.add_i64_field("created", INDEXED | FAST),
         content: b.add_text_field("content", text),
+        kind: b.add_text_field("kind", STRING),
     };
     (b.build(), fields)
 }
@@ -70,6 +74,11 @@ pub(crate) fn tier_name(t: ReingestionTier) -> &'static str {
 /// so the split is unambiguous whatever the scope holds).
 fn lane(tier: ReingestionTier, scope: &str) -> String {
     format!("{}/{scope}", tier_name(tier))
+}
+
+/// The kind term: the memory type's name (no `/`), `/`, the lane.
+fn kind(memory_type: MemoryType, tier: ReingestionTier, scope: &str) -> String {
+    format!("{}/{}", memory_type.as_str(), lane(tier, scope))
 }
 
 /// No scope: a memory without one is indexed under this, which no caller
@@ -186,6 +195,7 @@ impl TextIndex {
             f.id => item.memory_id.as_str(),
             f.scope => scope,
             f.lane => lane(item.reingestion_tier, scope),
+            f.kind => kind(item.memory_type, item.reingestion_tier, scope),
             f.created => item.created_at.as_micros(),
             f.content => item.content.as_str(),
         ))
@@ -334,6 +344,25 @@ impl TextIndex {
             self.filter(self.fields.lane, &lane(tier, scope)),
             (Occur::Must, Box::new(BooleanQuery::new(any_term))),
         ]);
+        self.run(&q, limit, tier == ReingestionTier::LowReingestion)
+    }
+
+    /// Up to `limit` memories of one scope, tier and type (unordered: the
+    /// caller orders them).
+    pub(crate) fn of_kind(
+        &self,
+        scope: &str,
+        tier: ReingestionTier,
+        memory_type: MemoryType,
+        limit: usize,
+    ) -> Result<Vec<String>, MemoryError> {
+        if limit == 0 || scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = TermQuery::new(
+            Term::from_field_text(self.fields.kind, &kind(memory_type, tier, scope)),
+            IndexRecordOption::Basic,
+        );
         self.run(&q, limit, tier == ReingestionTier::LowReingestion)
     }
 

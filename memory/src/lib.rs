@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use silas_core::model::memory::{MemoryItem, ReingestionTier};
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_storage::{Store, StoreError};
 
@@ -244,6 +244,32 @@ impl Memory {
         limit: usize,
     ) -> Result<Vec<MemoryItem>, MemoryError> {
         self.search_tier(scope, ReingestionTier::LowReingestion, query, limit)
+    }
+
+    /// Up to `limit` of the scope's active memories of `memory_type`, most
+    /// recently updated first (rehydration pins the scope's `profile`
+    /// memories, §5.1.3 step 3). One posting list in the index; the scan
+    /// while it is rebuilt.
+    pub fn of_type(
+        &self,
+        scope: &str,
+        memory_type: MemoryType,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let tier = ReingestionTier::Active;
+        let mut found = if self.is_ready() {
+            // Every match, then the newest `limit`: the index's order is not
+            // recency.
+            let all = self.inner.store.records::<MemoryItem>().len()?.max(1) as usize;
+            let ids = self.inner.index.of_kind(scope, tier, memory_type, all)?;
+            self.load(ids, scope, Some(tier))?
+        } else {
+            scan::of_type(&self.inner.store, scope, tier, memory_type)?
+        };
+        found.retain(|m| m.memory_type == memory_type);
+        scan::newest_first(&mut found);
+        found.truncate(limit);
+        Ok(found)
     }
 
     /// The scope's memories created in `[from, to)`, oldest first.

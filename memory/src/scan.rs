@@ -3,7 +3,7 @@
 //! the same scope and tier rules.
 
 use silas_core::Timestamp;
-use silas_core::model::memory::{MemoryItem, ReingestionTier};
+use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use silas_storage::Store;
 
 use crate::MemoryError;
@@ -75,6 +75,28 @@ pub fn search(
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.memory_id.cmp(&b.1.memory_id)));
     Ok(scored.into_iter().take(limit).map(|(_, m)| m).collect())
+}
+
+/// The scope's records of `tier` and `memory_type`.
+pub fn of_type(
+    store: &Store,
+    scope: &str,
+    tier: ReingestionTier,
+    memory_type: MemoryType,
+) -> Result<Vec<MemoryItem>, MemoryError> {
+    Ok(of_scope(store, scope, Some(tier))?
+        .into_iter()
+        .filter(|m| m.memory_type == memory_type)
+        .collect())
+}
+
+/// Most recently updated first, ties by id (a stable order to pin in).
+pub fn newest_first(items: &mut [MemoryItem]) {
+    items.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.memory_id.cmp(&b.memory_id))
+    });
 }
 
 pub(crate) fn between(

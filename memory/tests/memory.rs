@@ -668,3 +668,57 @@ fn promotion_to_verified_is_only_proposed_and_needs_the_owners_answer() {
             .is_empty()
     );
 }
+
+/// Rehydration's pinned profile (§5.1.3 step 3): a scope's `profile`
+/// memories, whatever their words, newest first — never another scope's,
+/// never another type or the raw lane — from the index and from the scan
+/// that answers while the index is rebuilt alike.
+#[test]
+fn profile_memories_are_found_by_type_within_their_scope() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    let profile = |id: &str, scope: &str, content: &str, age_s: i64| {
+        let mut p = item(id, scope, content);
+        p.memory_type = MemoryType::Profile;
+        p.updated_at =
+            Timestamp::from_micros(p.updated_at.as_micros() - age_s * 1_000_000).unwrap();
+        p
+    };
+    m.put(&profile("p-old", "alice", "Alice is vegetarian", 60), true)
+        .unwrap();
+    m.put(&profile("p-new", "alice", "Alice lives in Lyon", 1), true)
+        .unwrap();
+    m.put(&profile("p-bob", "bob", "bob-canary-9 profile", 1), true)
+        .unwrap();
+    m.put(
+        &item("f", "alice", "Alice profile fact, not a profile"),
+        true,
+    )
+    .unwrap();
+    let mut raw = profile("p-raw", "alice", "raw capture", 1);
+    raw.reingestion_tier = ReingestionTier::LowReingestion;
+    m.put(&raw, false).unwrap();
+    let found = m.of_type("alice", MemoryType::Profile, 10).unwrap();
+    assert_eq!(ids(&found), vec!["p-new", "p-old"]);
+    assert_eq!(
+        ids(&m.of_type("alice", MemoryType::Profile, 1).unwrap()),
+        vec!["p-new"]
+    );
+    assert_eq!(
+        ids(&m.of_type("bob", MemoryType::Profile, 10).unwrap()),
+        vec!["p-bob"]
+    );
+    assert!(
+        m.of_type("carol", MemoryType::Profile, 10)
+            .unwrap()
+            .is_empty()
+    );
+    // The same answer from a freshly rebuilt index.
+    drop(m);
+    std::fs::remove_dir_all(d.path().join("data/memory-index")).unwrap();
+    let m = open(d.path());
+    assert_eq!(
+        ids(&m.of_type("alice", MemoryType::Profile, 10).unwrap()),
+        vec!["p-new", "p-old"]
+    );
+}

@@ -183,7 +183,8 @@ pub fn import(src: &Path, dest_root: &Path) -> Result<TransformationReport, Skil
             | "type"
             | "auth_strategy"
             | "initial_permissions"
-            | "available_permissions" => {
+            | "available_permissions"
+            | "script_permissions" => {
                 out.insert(key, v);
             }
             "metadata" => {

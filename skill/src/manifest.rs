@@ -28,6 +28,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "auth_strategy",
     "initial_permissions",
     "available_permissions",
+    "script_permissions",
     "mcp_server",
 ];
 
@@ -170,6 +171,12 @@ pub struct Manifest {
     pub initial_permissions: Vec<String>,
     #[serde(default)]
     pub available_permissions: Vec<String>,
+    /// A connection skill's script (`scripts/…`) → the service permissions
+    /// it needs (§5.10.2 "declared by the skill script"): a run whose
+    /// connection was not granted them pauses for the owner's escalation
+    /// card first.
+    #[serde(default)]
+    pub script_permissions: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub mcp_server: Option<McpServer>,
 }

@@ -84,7 +84,12 @@ pub async fn ask_escalation(
             current_permissions: conn.permissions_granted.clone(),
             requested_permissions: requested.clone(),
             reason: reason.to_string(),
-            risk_level: None,
+            // Deterministic (§5.10.2): medium for read → write on a granted
+            // resource type, high for a new one.
+            risk_level: Some(super::permission_gate::risk_level(
+                &conn.permissions_granted,
+                &requested,
+            )),
         }),
         created_at: now,
         expires_at: now.plus(ttl),

@@ -29,6 +29,7 @@
 //! at most the health check that was running (the next scheduled one runs).
 
 pub mod escalation;
+pub mod permission_gate;
 pub mod policy;
 pub mod runtime;
 

@@ -5,9 +5,10 @@
 //! finds exactly the work its predecessor left, in order.
 //!
 //! Restart policy: transient per scope, supervised by the Stream. On start
-//! it rebuilds its context from the chronicle (§5.1.3 step 2, most recent
-//! `rehydration.max_chronicle_entries`) and its turn counter from the
-//! highest recorded turn number, then wakes itself.
+//! it [rehydrates](rehydrate) its context (§5.1.3: pinned system zone,
+//! chronicle, pinned profile memory, subscriptions, the "session
+//! rehydrated" message) and its turn counter from the highest recorded
+//! turn number, then wakes itself.
 //!
 //! Poison messages: every processing attempt is counted durably in the
 //! inbox record ([`InboxStore::begin_attempt`](silas_storage::InboxStore))
@@ -28,6 +29,7 @@ pub mod context;
 pub mod pipeline;
 pub mod plan;
 pub mod progress;
+pub mod rehydrate;
 pub mod skill_context;
 pub mod subscribe;
 
@@ -36,7 +38,6 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 use silas_core::model::JsonObject;
-use silas_gates::AccessController;
 use silas_storage::{InboxRecord, InboxStage};
 
 use crate::channel::{ChannelError, Outbound};
@@ -74,46 +75,12 @@ pub struct TurnState {
     deps: Arc<TurnDeps>,
     scope: ScopeState,
     on_done: Arc<TurnDone>,
+    /// The rehydration notice not yet shown (once per rehydration, before
+    /// this processor's first reply).
+    notice: Option<&'static str>,
 }
 
 pub struct TurnProcessor;
-
-/// Rebuilds a scope's state from redb (§5.1.3).
-pub fn rehydrate(deps: &TurnDeps, scope_id: &str) -> Result<ScopeState, ActorProcessingErr> {
-    let cfg = &deps.config;
-    let limit = cfg.rehydration.max_chronicle_entries as usize;
-    let recent = deps.store.chronicle().get_recent(scope_id, limit)?;
-    let mut context = context::new_context(scope_id, &cfg.context.default_profile);
-    let mut next_turn = 0;
-    for item in recent {
-        next_turn = next_turn.max(item.turn_number + 1);
-        context.add(item);
-    }
-    // §5.1.3 step 4: subscriptions come back (materialised at the next
-    // render); their TTL counts from now.
-    if let Some(saved) = deps
-        .store
-        .records::<silas_core::model::context::ScopeSubscriptions>()
-        .get(scope_id)?
-    {
-        context
-            .subscriptions
-            .restore(saved.subscriptions, next_turn);
-    }
-    let is_owner = scope_id == OWNER_SCOPE;
-    let levels = Default::default();
-    let dir = cfg
-        .sandbox
-        .customer_context_dir
-        .clone()
-        .unwrap_or_else(|| cfg.data_dir.join("customer_context"));
-    Ok(ScopeState {
-        scope_id: scope_id.to_string(),
-        turn_number: next_turn,
-        context,
-        access: AccessController::new(scope_id, is_owner, levels, dir),
-    })
-}
 
 impl Actor for TurnProcessor {
     type Msg = TurnMsg;
@@ -125,12 +92,13 @@ impl Actor for TurnProcessor {
         myself: ActorRef<TurnMsg>,
         args: TurnArgs,
     ) -> Result<TurnState, ActorProcessingErr> {
-        let scope = rehydrate(&args.deps, &args.scope_id)?;
+        let (scope, restored) = rehydrate::rehydrate(&args.deps, &args.scope_id)?;
         myself.send_message(TurnMsg::Wake)?;
         Ok(TurnState {
             deps: args.deps,
             scope,
             on_done: args.on_done,
+            notice: restored.notice(),
         })
     }
 
@@ -152,6 +120,9 @@ impl Actor for TurnProcessor {
                     return Ok(());
                 };
                 let inbox_id = record.inbox_id.clone();
+                if let Some(text) = state.notice.take() {
+                    show_notice(&state.deps, &state.scope.scope_id, text).await;
+                }
                 if record.attempts >= MAX_TURN_ATTEMPTS {
                     quarantine(&state.deps, &mut state.scope, record).await?;
                 } else {
@@ -168,6 +139,20 @@ impl Actor for TurnProcessor {
             }
         }
         Ok(())
+    }
+}
+
+/// Shows the rehydration notice on the scope's channel. Best effort: the
+/// rehydration is audited already, and nobody connected (a replay at
+/// start-up) is not a failure — the notice is not queued for later.
+async fn show_notice(deps: &TurnDeps, scope_id: &str, text: &str) {
+    let out = Outbound::OwnerNotice {
+        scope_id: scope_id.to_string(),
+        text: text.to_string(),
+    };
+    match deps.sink.send(out).await {
+        Ok(()) => {}
+        Err(e) => tracing::info!(scope_id, "rehydration notice not shown: {e}"),
     }
 }
 

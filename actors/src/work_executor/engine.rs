@@ -119,6 +119,9 @@ pub struct WorkEngine {
     pub skills: Option<Arc<crate::skills::SkillHost>>,
     /// Skills' MCP servers (issue #17 item 7); `None`: no MCP tools.
     pub mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
+    /// The connection layer (§5.10.2): a connection skill's script needing
+    /// permissions beyond the grant asks it for the owner's escalation.
+    pub connections: Option<Arc<dyn crate::connection::permission_gate::PermissionEscalator>>,
 }
 
 /// What a successful task ends with.

@@ -34,6 +34,7 @@ use silas_skill::Skill;
 use silas_skill::resolver::{AgentLayer, check_bound, inherit, view};
 
 use super::engine::{WorkEngine, WorkError};
+use crate::connection::permission_gate::{self, PermissionEscalator, PermissionVerdict};
 use crate::skills::SkillHost;
 
 /// The skills one work item runs with, checked against its approval.
@@ -48,6 +49,13 @@ pub struct ItemSkills {
     /// Skills that declare network hosts (their output is fetched data).
     pub networked: BTreeSet<String>,
     pub host: Option<Arc<SkillHost>>,
+    /// Connection skills: script → the permissions it declares
+    /// (`script_permissions`), checked by the `connection_permission` gate
+    /// before it runs (§5.10.2).
+    pub script_permissions: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// The connection layer the gate asks (`None`: a script that needs
+    /// permissions is refused).
+    pub escalator: Option<Arc<dyn PermissionEscalator>>,
 }
 
 impl ItemSkills {
@@ -74,6 +82,14 @@ impl ItemSkills {
         }
         if !skill.manifest.requirements.network.is_empty() {
             self.networked.insert(skill.name.clone());
+        }
+        if skill.manifest.kind == Some(silas_skill::manifest::SkillType::Connection)
+            && !skill.manifest.script_permissions.is_empty()
+        {
+            self.script_permissions.insert(
+                skill.name.clone(),
+                skill.manifest.script_permissions.clone(),
+            );
         }
         self.bound.insert(skill.name.clone(), hash);
     }
@@ -103,6 +119,7 @@ impl WorkEngine {
         };
         let mut out = ItemSkills {
             host: Some(host.clone()),
+            escalator: self.connections.clone(),
             ..ItemSkills::default()
         };
         for name in &effective.skills {
@@ -182,6 +199,22 @@ pub async fn run_call(
             return refused(item_id, name, "`args` must be an object".into());
         }
     };
+    // §5.10.2: the connection_permission gate, before anything runs.
+    let required = skills
+        .script_permissions
+        .get(name)
+        .and_then(|m| {
+            m.get(script)
+                .or_else(|| m.get(&format!("scripts/{script}")))
+        })
+        .cloned()
+        .unwrap_or_default();
+    let once =
+        match permission_gate::check(skills.escalator.as_deref(), name, script, &required).await {
+            PermissionVerdict::Granted => None,
+            PermissionVerdict::GrantedOnce(p) => Some(p),
+            PermissionVerdict::Refused(why) => return refused(item_id, name, why),
+        };
     let run = host
         .run_script_bound(name, script, &call_args, execution_id, Some(hash))
         .await;
@@ -218,6 +251,11 @@ pub async fn run_call(
         Value::from(skills.networked.contains(name)),
     );
     data.insert("taint".into(), Value::from(TaintLevel::External.as_str()));
+    if let Some(p) = once {
+        // A single-use grant (`just_this_once`): recorded with the run, not
+        // on the connection.
+        data.insert("permissions_once".into(), json!(p));
+    }
     let executed = serde_json::from_value::<ExecutionResult>(json!({
         "execution_id": execution_id,
         "step_index": step_index,

@@ -222,6 +222,7 @@ impl Fx {
             events: tx,
             skills: None,
             mcp: None,
+            connections: None,
         };
         Fx {
             dir,

@@ -169,6 +169,28 @@ pub fn front_matter(
                 );
             }
         }
+        for (script, perms) in &m.script_permissions {
+            let line = at("script_permissions");
+            if !script.starts_with("scripts/") || snap.file(script).is_none() {
+                out.error(
+                    "SKILL.md",
+                    line,
+                    Rule::ConnectionFields,
+                    format!("script_permissions names `{script}`, not a script of the skill"),
+                );
+            }
+            for p in perms
+                .iter()
+                .filter(|p| !m.available_permissions.contains(p))
+            {
+                out.error(
+                    "SKILL.md",
+                    line,
+                    Rule::ConnectionFields,
+                    format!("{script} needs {p:?}, which is not in available_permissions"),
+                );
+            }
+        }
         if snap.file("scripts/health_check.py").is_none() {
             out.error(
                 "SKILL.md",
@@ -180,6 +202,7 @@ pub fn front_matter(
     } else if m.auth_strategy.is_some()
         || !m.initial_permissions.is_empty()
         || !m.available_permissions.is_empty()
+        || !m.script_permissions.is_empty()
     {
         out.error(
             "SKILL.md",
