@@ -141,12 +141,11 @@ pub fn stage_produced(
             path: src.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-        let meta = std::fs::symlink_metadata(entry.path()).map_err(|source| {
-            crate::SkillError::Io {
+        let meta =
+            std::fs::symlink_metadata(entry.path()).map_err(|source| crate::SkillError::Io {
                 path: entry.path().to_path_buf(),
                 source,
-            }
-        })?;
+            })?;
         if meta.is_file() && meta.nlink() != 1 {
             let rel = entry.path().strip_prefix(src).unwrap_or(entry.path());
             return Err(crate::SkillError::Invalid {
