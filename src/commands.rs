@@ -32,6 +32,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let init = initialise(&cfg, false)?;
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
                 print_init_report(&cfg, &init);
+            } else if let Some(line) = crate::bundled_skills::report(&init.skills, &cfg.skills_dir)
+            {
+                println!("{line}");
             }
             // After init (which creates and narrows the layout), before
             // anything is served: the cheap `silas doctor` checks.
@@ -226,6 +229,8 @@ pub struct Initialised {
     pub owner_key: OwnerKey,
     pub key_outcome: InitOutcome,
     pub keystore: OwnerKeystore,
+    /// The bundled skills written into (or already in) `skills_dir`.
+    pub skills: Vec<crate::bundled_skills::Placed>,
 }
 
 /// The owner keystore selected by `keystore:`. The file backend reads its
@@ -336,11 +341,22 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         // by the new key covers (supersedes) them and re-signs the mirror.
         store.audit().write_checkpoint(&BorrowedSeal(&owner_key))?;
     }
+    // The binary's own skills, where absent; approved like any other at
+    // the next start (never automatically).
+    let skills = crate::bundled_skills::place(&cfg.skills_dir)?;
+    for p in &skills {
+        if let crate::bundled_skills::Placed::Written(name) = p
+            && let serde_json::Value::Object(data) = json!({"skill": name})
+        {
+            store.audit().log("init.bundled_skill_written", data)?;
+        }
+    }
     Ok(Initialised {
         store,
         owner_key,
         key_outcome,
         keystore,
+        skills,
     })
 }
 
@@ -379,6 +395,9 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
         cfg.sandbox_work_dir().display()
     );
     println!("  verification dir:     {}", cfg.verify_dir().display());
+    if let Some(line) = crate::bundled_skills::report(&init.skills, &cfg.skills_dir) {
+        println!("{line}");
+    }
     println!(
         "  customer context dir: {}",
         cfg.customer_context_dir().display()
