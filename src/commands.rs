@@ -325,8 +325,19 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         InitOutcome::Replaced { .. } => ("init.owner_key_replaced", "replaced"),
         InitOutcome::Encrypted { .. } => ("init.owner_key_encrypted", "encrypted"),
     };
+    // The binary's own skills, where absent; approved like any other on
+    // their cards (never automatically).
+    let skills = crate::bundled_skills::place(&cfg.skills_dir)?;
+    let written: Vec<&str> = skills
+        .iter()
+        .filter_map(|p| match p {
+            crate::bundled_skills::Placed::Written(n) => Some(n.as_str()),
+            crate::bundled_skills::Placed::Kept(_) => None,
+        })
+        .collect();
     // Backend name and encryption state only: never a path's content or a KEK.
     let data = json!({
+        "bundled_skills_written": written,
         "keystore": keystore.backend(),
         "keystore_encrypted": keystore.encrypted_at_rest(),
         "key_outcome": outcome,
@@ -340,16 +351,6 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         // Checkpoints signed by the replaced key no longer verify; one signed
         // by the new key covers (supersedes) them and re-signs the mirror.
         store.audit().write_checkpoint(&BorrowedSeal(&owner_key))?;
-    }
-    // The binary's own skills, where absent; approved like any other at
-    // the next start (never automatically).
-    let skills = crate::bundled_skills::place(&cfg.skills_dir)?;
-    for p in &skills {
-        if let crate::bundled_skills::Placed::Written(name) = p
-            && let serde_json::Value::Object(data) = json!({"skill": name})
-        {
-            store.audit().log("init.bundled_skill_written", data)?;
-        }
     }
     Ok(Initialised {
         store,
