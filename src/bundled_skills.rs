@@ -111,6 +111,7 @@ pub fn report(placed: &[Placed], skills_dir: &Path) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;

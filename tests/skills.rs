@@ -362,7 +362,7 @@ fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_aga
     // The owner declined coding's card (as the daemon records it).
     let hash = listed[0]["content_hash"].as_str().unwrap().to_string();
     {
-        let store = silas_storage::Store::open_in(&dir.join("data")).unwrap();
+        let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
         let rec = DeclinedSkill::with(None, "coding", &hash, silas_core::Timestamp::now());
         store.records::<DeclinedSkill>().put(&rec).unwrap();
     }
