@@ -232,7 +232,9 @@ pub enum SkillCommand {
     },
     /// Copy a skill folder into `skills_dir`, validate it and, when its
     /// report has no error, store its `skill_install` card for the owner
-    /// (nothing runs before the owner approves it).
+    /// (nothing runs before the owner approves it). Given the NAME (or
+    /// path) of a skill already in `skills_dir` — one the owner declined,
+    /// say — it forgets the decline and offers the card again.
     Install { path: PathBuf },
     /// Adapt a Claude/OpenAI/OpenClaw-style skill folder (local path only)
     /// into `skills_dir`, print the transformation report, then the same

@@ -32,6 +32,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let init = initialise(&cfg, false)?;
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
                 print_init_report(&cfg, &init);
+            } else if let Some(line) = crate::bundled_skills::report(&init.skills, &cfg.skills_dir)
+            {
+                println!("{line}");
             }
             // After init (which creates and narrows the layout), before
             // anything is served: the cheap `silas doctor` checks.
@@ -226,6 +229,8 @@ pub struct Initialised {
     pub owner_key: OwnerKey,
     pub key_outcome: InitOutcome,
     pub keystore: OwnerKeystore,
+    /// The bundled skills written into (or already in) `skills_dir`.
+    pub skills: Vec<crate::bundled_skills::Placed>,
 }
 
 /// The owner keystore selected by `keystore:`. The file backend reads its
@@ -320,8 +325,19 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         InitOutcome::Replaced { .. } => ("init.owner_key_replaced", "replaced"),
         InitOutcome::Encrypted { .. } => ("init.owner_key_encrypted", "encrypted"),
     };
+    // The binary's own skills, where absent; approved like any other on
+    // their cards (never automatically).
+    let skills = crate::bundled_skills::place(&cfg.skills_dir)?;
+    let written: Vec<&str> = skills
+        .iter()
+        .filter_map(|p| match p {
+            crate::bundled_skills::Placed::Written(n) => Some(n.as_str()),
+            crate::bundled_skills::Placed::Kept(_) => None,
+        })
+        .collect();
     // Backend name and encryption state only: never a path's content or a KEK.
     let data = json!({
+        "bundled_skills_written": written,
         "keystore": keystore.backend(),
         "keystore_encrypted": keystore.encrypted_at_rest(),
         "key_outcome": outcome,
@@ -341,6 +357,7 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         owner_key,
         key_outcome,
         keystore,
+        skills,
     })
 }
 
@@ -379,6 +396,9 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
         cfg.sandbox_work_dir().display()
     );
     println!("  verification dir:     {}", cfg.verify_dir().display());
+    if let Some(line) = crate::bundled_skills::report(&init.skills, &cfg.skills_dir) {
+        println!("{line}");
+    }
     println!(
         "  customer context dir: {}",
         cfg.customer_context_dir().display()

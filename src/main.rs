@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod bundled_skills;
 mod channels;
 mod chat;
 mod cli;

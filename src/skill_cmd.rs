@@ -19,6 +19,44 @@ use silas_skill::{SkillError, SkillLoader, ValidationReport};
 use crate::cli::SkillCommand;
 use crate::error::{CliError, coded};
 
+/// Where a skill stands with the owner (`skill list`), read from the
+/// store; absent when the store cannot be read (none yet, or a running
+/// daemon holds it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Approval {
+    /// Installed at exactly its current content.
+    Installed,
+    /// The owner declined its current content (`skill install NAME` asks again).
+    Declined,
+    /// Not approved at its current content (a card is or will be offered).
+    NotApproved,
+}
+
+impl Approval {
+    fn of(store: &silas_storage::Store, name: &str, hash: &str) -> Option<Approval> {
+        use silas_core::model::skills::{DeclinedSkill, InstalledSkill, check_use};
+        let installed = store.records::<InstalledSkill>().get(name).ok()?;
+        if check_use(name, installed.as_ref(), hash).is_ok() {
+            return Some(Approval::Installed);
+        }
+        let declined = store.records::<DeclinedSkill>().get(name).ok()?;
+        Some(if declined.is_some_and(|d| d.covers(hash)) {
+            Approval::Declined
+        } else {
+            Approval::NotApproved
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Approval::Installed => "installed",
+            Approval::Declined => "declined",
+            Approval::NotApproved => "not approved",
+        }
+    }
+}
+
 /// One `skill list --json` line.
 #[derive(Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -30,6 +68,7 @@ enum ListEntry<'a> {
         description: &'a str,
         errors: usize,
         warnings: usize,
+        approval: Option<Approval>,
     },
     Broken {
         name: &'a str,
@@ -122,6 +161,27 @@ fn offer(
     }
 }
 
+/// The name of the skill `arg` designates under `skills_dir`: a bare skill
+/// name with a folder there, or a path whose parent is `skills_dir`.
+fn in_skills_dir(cfg: &Config, arg: &Path) -> Result<Option<String>, CliError> {
+    let as_name = arg.to_str().filter(|s| silas_skill::is_valid_name(s));
+    if let Some(name) = as_name
+        && std::fs::symlink_metadata(cfg.skills_dir.join(name)).is_ok()
+    {
+        return Ok(Some(name.to_string()));
+    }
+    let abs = absolute(arg)?;
+    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+        return Ok(None);
+    };
+    let same = match (parent.canonicalize(), cfg.skills_dir.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    let name = name.to_string_lossy().into_owned();
+    Ok((same && silas_skill::is_valid_name(&name)).then_some(name))
+}
+
 pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
     let loader = SkillLoader::new(&cfg.skills_dir);
     match cmd {
@@ -130,6 +190,13 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             if !json && cat.skills.is_empty() && cat.broken.is_empty() {
                 println!("no skills in {}", cfg.skills_dir.display());
             }
+            // Read-only use of the store when it can be opened (a running
+            // daemon holds it; then the approval column is left out).
+            let store_file = cfg.data_dir.join(silas_storage::STORE_FILE);
+            let store = store_file
+                .is_file()
+                .then(|| silas_storage::Store::open(&store_file).ok())
+                .flatten();
             // Listed in name order, loaded and broken together.
             let mut rows: Vec<(String, ListEntry)> = Vec::new();
             let reports: Vec<ValidationReport> = cat
@@ -148,6 +215,9 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                         description: &s.manifest.description,
                         errors,
                         warnings,
+                        approval: store
+                            .as_ref()
+                            .and_then(|st| Approval::of(st, &s.name, &s.content_hash)),
                     },
                 ));
             }
@@ -173,6 +243,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                         content_hash,
                         description,
                         errors,
+                        approval,
                         ..
                     } => {
                         let state = if errors == 0 {
@@ -184,8 +255,11 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_owned))
                             .unwrap_or_default();
+                        let approval = approval
+                            .map(|a| format!("  {}", a.as_str()))
+                            .unwrap_or_default();
                         println!(
-                            "{name}  {act}  {}  {state}  {}",
+                            "{name}  {act}  {}  {state}{approval}  {}",
                             &content_hash[..12.min(content_hash.len())],
                             short(description, 60)
                         );
@@ -232,6 +306,25 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             })
         }
         SkillCommand::Install { path } => {
+            // A skill already under skills_dir (by name, or its path
+            // there): ask the owner again — a decline is forgotten.
+            if let Some(name) = in_skills_dir(cfg, &path)? {
+                let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+                let host = silas_actors::skills::SkillHost::new(store, cfg);
+                return match host.reoffer(&name) {
+                    Ok(card) => {
+                        println!(
+                            "skill {name} waits for your install approval again (card {}); nothing runs before it",
+                            card.request_id
+                        );
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => {
+                        println!("skill {name} is refused: {e}");
+                        Ok(ExitCode::from(1))
+                    }
+                };
+            }
             let src = absolute(&path)?;
             let report = check(cfg, &src)?;
             print_report(&report);

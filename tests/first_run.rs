@@ -115,12 +115,19 @@ async fn the_readme_start_from_a_scratch_directory_finishes_a_task() {
             .any(|l| l.starts_with("model: offline") && l.contains("not an LLM")),
         "no API key means the labelled offline responder: {banner:?}"
     );
-    // Nothing was created outside the working directory's ./data.
-    let entries: Vec<_> = std::fs::read_dir(&cwd)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(entries, vec!["data".to_string()]);
+    // Nothing was created outside the working directory's ./data but
+    // ./skills, holding the binary's bundled skills (issue #17), which
+    // wait for the owner's approval on their cards.
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&cwd), ["data", "skills"]);
+    assert_eq!(names(&cwd.join("skills")), ["coding", "skill-maker"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

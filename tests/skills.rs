@@ -305,3 +305,83 @@ fn install_and_import_offer_a_card_and_install_nothing_before_approval() {
     // No approval yet: nothing is installed.
     assert!(!events.iter().any(|x| x == "skill_installed"));
 }
+
+/// Issue #17: the binary carries its bundled skills; `init` writes them
+/// into `skills_dir` when absent (never over an existing folder) without
+/// approving them; `skill list` shows where each stands with the owner,
+/// a declined one as declined, and `skill install NAME` asks again.
+#[test]
+fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_again() {
+    use silas_core::model::skills::DeclinedSkill;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = run(dir, &["init"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("bundled skills:       coding, skill-maker written to"),
+        "{text}"
+    );
+    for name in ["coding", "skill-maker"] {
+        let placed = fs::read(dir.join("skills").join(name).join("SKILL.md")).unwrap();
+        let repo = fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("skills")
+                .join(name)
+                .join("SKILL.md"),
+        )
+        .unwrap();
+        assert_eq!(placed, repo, "{name}");
+    }
+    // Run again with an edited folder: kept as the owner left it.
+    fs::write(dir.join("skills/coding/extra.md"), "mine\n").unwrap();
+    let text = stdout(&run(dir, &["init"]));
+    assert!(!text.contains("bundled skills"), "{text}");
+    assert!(dir.join("skills/coding/extra.md").is_file());
+    fs::remove_file(dir.join("skills/coding/extra.md")).unwrap();
+
+    let rows = |dir: &Path| -> Vec<Value> {
+        stdout(&run(dir, &["skill", "list", "--json"]))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let listed = rows(dir);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(
+        listed.iter().all(|r| r["approval"] == "not_approved"),
+        "{listed:?}"
+    );
+    assert!(
+        !audit_events(dir)
+            .iter()
+            .any(|e| e["event"] == "skill_installed"),
+        "nothing bundled is approved automatically"
+    );
+
+    // The owner declined coding's card (as the daemon records it).
+    let hash = listed[0]["content_hash"].as_str().unwrap().to_string();
+    {
+        let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
+        let rec = DeclinedSkill::with(None, "coding", &hash, silas_core::Timestamp::now());
+        store.records::<DeclinedSkill>().put(&rec).unwrap();
+    }
+    let listed = rows(dir);
+    assert_eq!(listed[0]["name"], "coding");
+    assert_eq!(listed[0]["approval"], "declined");
+    let text = stdout(&run(dir, &["skill", "list"]));
+    assert!(text.contains("declined"), "{text}");
+
+    // Asked again by name: the decline is forgotten, a card is stored.
+    let out = run(dir, &["skill", "install", "coding"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("waits for your install approval again"),
+        "{text}"
+    );
+    assert_eq!(rows(dir)[0]["approval"], "not_approved");
+    let events = audit_events(dir);
+    assert!(events.iter().any(|e| e["event"] == "skill_decline_cleared"));
+    assert!(events.iter().any(|e| e["event"] == "skill_install_offered"));
+}

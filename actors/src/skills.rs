@@ -28,7 +28,7 @@ use silas_core::cards::{CardPayload, SkillInstallCard};
 use silas_core::config::{Config, SkillValidationConfig};
 use silas_core::model::approval::{ApprovalDecision, ApprovalScope, ApprovalVerdict};
 use silas_core::model::skills::{
-    InstalledSkill, SkillInstallApproval, SkillSource, SkillUseRefusal, check_use,
+    DeclinedSkill, InstalledSkill, SkillInstallApproval, SkillSource, SkillUseRefusal, check_use,
 };
 use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_netguard::{EgressLimits, EgressProxy, NetworkGuard, NetworkGuardConfig, SystemResolver};
@@ -39,7 +39,9 @@ use zeroize::Zeroizing;
 
 use crate::approval::{AnswerOrigin, ApprovalError, ApprovalHandle, OwnedSubject};
 
+mod made;
 mod scan;
+pub use made::{PRODUCED_DIR, Produced, ProducedOffer, SKILL_MAKER};
 pub use scan::ScanSummary;
 
 /// Resolves a credential ref from the secret store at spawn.
@@ -113,6 +115,9 @@ pub struct SkillHost {
     /// Test-only dial redirect (see `EgressProxy`); no configuration sets it.
     egress_redirect: Option<(SocketAddr, SocketAddr)>,
     mcp: Option<Arc<crate::skills_mcp::McpSkills>>,
+    /// `{data_dir}/skill-staging`: skills a work item produced wait here
+    /// for their install card (see [`made`]).
+    staging_root: PathBuf,
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -143,6 +148,7 @@ impl SkillHost {
             .ok(),
             egress_redirect: None,
             mcp: None,
+            staging_root: config.data_dir.join("skill-staging"),
         }
     }
 
@@ -263,24 +269,38 @@ impl SkillHost {
         transformation: Vec<String>,
     ) -> Result<PendingCard, SkillFlowError> {
         let dir = self.loader.path_of(name)?;
-        let report = silas_skill::validate(&dir, &self.validation)?;
+        self.offer_at(name, &dir, source, transformation, None)
+    }
+
+    /// [`Self::offer`] for the folder at `dir` (under `skills_dir`, or a
+    /// work item's staging area when `made_by` names the item).
+    fn offer_at(
+        &self,
+        name: &str,
+        dir: &std::path::Path,
+        source: SkillSource,
+        transformation: Vec<String>,
+        made_by: Option<&str>,
+    ) -> Result<PendingCard, SkillFlowError> {
+        let report = silas_skill::validate(dir, &self.validation)?;
         let refuse = |reason: String| -> Result<PendingCard, SkillFlowError> {
             self.audit(
                 "skill_install_refused",
                 json!({"skill": name, "content_hash": report.content_hash,
-                       "reason": reason, "source": source.as_str()}),
+                       "reason": reason, "source": source.as_str(), "made_by": made_by}),
             )?;
             Err(SkillFlowError::Refused(reason))
         };
-        let skill = match Skill::load(&dir) {
+        let skill = match Skill::load(dir) {
             Ok(s) => s,
             Err(e) => return refuse(e.to_string()),
         };
-        let card = match silas_skill::install::install_card(&skill, &report, source, transformation)
-        {
-            Ok(c) => c,
-            Err(e) => return refuse(e.to_string()),
-        };
+        let mut card =
+            match silas_skill::install::install_card(&skill, &report, source, transformation) {
+                Ok(c) => c,
+                Err(e) => return refuse(e.to_string()),
+            };
+        card.made_by = made_by.map(str::to_string);
         let now = Timestamp::now();
         let ttl = chrono::Duration::minutes(i64::from(self.card_ttl_minutes));
         let pending = PendingCard {
@@ -295,9 +315,30 @@ impl SkillHost {
         self.audit(
             "skill_install_offered",
             json!({"skill": name, "content_hash": skill.content_hash,
-                   "request_id": pending.request_id, "source": source.as_str()}),
+                   "request_id": pending.request_id, "source": source.as_str(),
+                   "made_by": made_by}),
         )?;
         Ok(pending)
+    }
+
+    /// The owner asks again (`silas skill install NAME`): the declines of
+    /// `name` are forgotten and its folder under `skills_dir` is offered.
+    pub fn reoffer(&self, name: &str) -> Result<PendingCard, SkillFlowError> {
+        let declined = self.store.records::<DeclinedSkill>();
+        if declined.get(name)?.is_some() {
+            declined.delete(name)?;
+            self.audit("skill_decline_cleared", json!({"skill": name}))?;
+        }
+        let source = self
+            .installed(name)?
+            .map(|r| r.source)
+            .unwrap_or(SkillSource::Installed);
+        self.offer(name, source, Vec::new())
+    }
+
+    /// The declined hashes of `name`, if any.
+    pub fn declined(&self, name: &str) -> Result<Option<DeclinedSkill>, StoreError> {
+        self.store.records::<DeclinedSkill>().get(name)
     }
 
     /// The owner's answer to a `skill_install` card (see the module docs).
@@ -314,21 +355,49 @@ impl SkillHost {
         };
         let name = asked.skill.clone();
         let cards = self.store.records::<PendingCard>();
+        // A made skill waits in its item's staging area until approved.
+        let dir = match &asked.made_by {
+            Some(item) => self.staged_skill_dir(item, &name)?,
+            None => self.loader.path_of(&name)?,
+        };
         if decision.verdict != ApprovalVerdict::Approved {
             cards.delete(&card.request_id)?;
+            // Remembered, so the next start does not ask again for the
+            // same bytes (a changed folder has a new hash and is asked).
+            let declined = self.store.records::<DeclinedSkill>();
+            let rec = DeclinedSkill::with(
+                declined.get(&name)?,
+                &name,
+                &asked.content_hash,
+                Timestamp::now(),
+            );
+            declined.put(&rec)?;
+            if asked.made_by.is_some() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             self.audit(
                 "skill_install_declined",
                 json!({"skill": name, "content_hash": asked.content_hash,
-                       "verdict": decision.verdict.as_str()}),
+                       "verdict": decision.verdict.as_str(), "made_by": asked.made_by}),
             )?;
             return Ok(InstallOutcome::Declined { skill: name });
         }
         let Some(runner) = &self.runner else {
             return Err(SkillFlowError::NoSandbox);
         };
+        if asked.made_by.is_some()
+            && let Some(why) = self.name_taken(&name)?
+        {
+            cards.delete(&card.request_id)?;
+            self.audit(
+                "skill_install_refused",
+                json!({"skill": name, "content_hash": asked.content_hash, "reason": why,
+                       "made_by": asked.made_by}),
+            )?;
+            return Err(SkillFlowError::Refused(why));
+        }
         // The approval is for the files the card showed: a folder changed
         // since is refused (it gets a new card with its new hash).
-        let dir = self.loader.path_of(&name)?;
         let current = Skill::load(&dir).map(|s| s.content_hash);
         if current.as_ref().ok() != Some(&asked.content_hash) {
             cards.delete(&card.request_id)?;
@@ -380,6 +449,9 @@ impl SkillHost {
                 });
             }
         };
+        if let Some(item) = &asked.made_by {
+            self.place_made(&name, &dir, item, &asked.content_hash, &token.token_id)?;
+        }
         let approved_via = token
             .conditions
             .get(silas_core::model::approval::APPROVED_VIA_KEY)
@@ -409,6 +481,39 @@ impl SkillHost {
             content_hash: rec.content_hash,
             token_id: rec.token_id,
         })
+    }
+
+    /// A made skill, approved and dry-run from its staging area, copied
+    /// into `skills_dir` — kept only if the copy hashes to the approved
+    /// hash; the staged folder is removed either way.
+    fn place_made(
+        &self,
+        name: &str,
+        staged: &std::path::Path,
+        item: &str,
+        approved: &str,
+        token_id: &str,
+    ) -> Result<(), SkillFlowError> {
+        let copied = silas_skill::install::copy_into(staged, self.loader.dir());
+        let _ = std::fs::remove_dir_all(staged);
+        copied?;
+        let placed = self.loader.path_of(name)?;
+        let hash = Skill::load(&placed).map(|s| s.content_hash).ok();
+        if hash.as_deref() != Some(approved) {
+            let _ = std::fs::remove_dir_all(&placed);
+            self.audit(
+                "skill_install_refused",
+                json!({"skill": name, "content_hash": approved, "made_by": item,
+                       "token_id": token_id,
+                       "reason": "the copy in the skills directory differs from the approved files"}),
+            )?;
+            return Err(SkillFlowError::Use(SkillUseRefusal::Changed {
+                name: name.to_string(),
+                approved: approved.to_string(),
+                current: hash.unwrap_or_default(),
+            }));
+        }
+        Ok(())
     }
 
     /// Each script of the card once, from the approved bytes.

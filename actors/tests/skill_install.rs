@@ -412,3 +412,52 @@ fn after_hash(f: &Fx) -> String {
         .unwrap()
         .content_hash
 }
+
+/// Issue #17: a declined card is remembered per (name, hash): the next
+/// start does not ask again for the same bytes, a changed folder is asked,
+/// and the owner can ask again (`reoffer`, behind `silas skill install NAME`).
+#[tokio::test]
+async fn a_declined_hash_is_not_offered_again_until_it_changes_or_the_owner_asks() {
+    let f = fx();
+    write_skill(&f.skills, "count-lines", COUNT, FRONT);
+    assert_eq!(f.host.scan_and_offer().unwrap().offered, ["count-lines"]);
+    let card = f.store.records::<PendingCard>().list().unwrap().remove(0);
+    let declined_hash = match &card.card {
+        CardPayload::SkillInstall(c) => c.content_hash.clone(),
+        _ => panic!(),
+    };
+    f.host
+        .decide(&f.engine, &card, common::decision("declined"), &f.owner)
+        .await
+        .unwrap();
+
+    // A restart: recorded as declined, no new card.
+    let s = f.host.scan_and_offer().unwrap();
+    assert_eq!(s.declined, ["count-lines"]);
+    assert!(s.offered.is_empty());
+    assert!(skill_cards(&f.store).is_empty());
+    let rec = f.host.declined("count-lines").unwrap().unwrap();
+    assert!(rec.covers(&declined_hash));
+
+    // The owner asks again: the decline is forgotten and a card is stored.
+    let again = f.host.reoffer("count-lines").unwrap();
+    assert!(matches!(&again.card, CardPayload::SkillInstall(c) if c.content_hash == declined_hash));
+    assert!(f.host.declined("count-lines").unwrap().is_none());
+    assert!(common::audit_events(&f.store).contains(&"skill_decline_cleared".to_string()));
+    f.host
+        .decide(&f.engine, &again, common::decision("declined"), &f.owner)
+        .await
+        .unwrap();
+
+    // Changed: a new hash is offered despite the decline of the old one.
+    std::fs::write(
+        f.skills.join("count-lines/scripts/count.py"),
+        COUNT.replace("len(text", "0 + len(text"),
+    )
+    .unwrap();
+    let s = f.host.scan_and_offer().unwrap();
+    assert_eq!(s.offered, ["count-lines"]);
+    let cards = skill_cards(&f.store);
+    assert_eq!(cards.len(), 1);
+    assert_ne!(cards[0].1, declined_hash);
+}

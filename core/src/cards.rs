@@ -448,6 +448,12 @@ pub struct SkillInstallCard {
     /// skill runs before) and bound to the installed skill by its hash.
     #[serde(default)]
     pub mcp_server: Option<String>,
+    /// A skill the skill-maker wrote in this work item (issue #17 item 5):
+    /// the folder waits in the item's staging area, not in `skills_dir`,
+    /// and is copied there only once approved at this hash. `None`: the
+    /// folder is already under `skills_dir`.
+    #[serde(default)]
+    pub made_by: Option<String>,
 }
 
 /// The consolidator's proposal to promote one `working` memory to

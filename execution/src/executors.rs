@@ -102,6 +102,14 @@ impl ExecutorRegistry {
         }
     }
 
+    /// One execution's work dir (what it wrote, until
+    /// [`Self::discard_work_dir`]); `None` for an id that is not a plain
+    /// directory name.
+    pub fn work_dir_of(&self, execution_id: &str) -> Option<PathBuf> {
+        silas_sandbox::manager::is_plain_dir_name(execution_id)
+            .then(|| self.work_base.join(execution_id))
+    }
+
     pub fn new(sandbox: SubprocessSandbox, work_base: PathBuf) -> Self {
         ExecutorRegistry {
             sandbox,

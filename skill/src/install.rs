@@ -65,6 +65,7 @@ pub fn install_card(
                 .collect::<Vec<_>>()
                 .join(" ")
         }),
+        made_by: None,
     })
 }
 
@@ -120,6 +121,45 @@ pub fn copy_into(
     Ok(name)
 }
 
+/// Copy a skill folder a sandboxed run produced (`src`, named by its
+/// folder) into `staging/<name>` for the install card (issue #17 item 5).
+/// Stricter than [`copy_into`]: a file with a second name (a hard link the
+/// run made to a file elsewhere) is refused too, besides links and special
+/// files; modes lose their setuid/setgid/sticky bits. `staging/<name>` must
+/// not exist.
+pub fn stage_produced(
+    src: &std::path::Path,
+    staging: &std::path::Path,
+) -> Result<String, crate::SkillError> {
+    use std::os::unix::fs::MetadataExt;
+    let name = src
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for entry in walkdir::WalkDir::new(src).follow_links(false).min_depth(1) {
+        let entry = entry.map_err(|e| crate::SkillError::Io {
+            path: src.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?;
+        let meta =
+            std::fs::symlink_metadata(entry.path()).map_err(|source| crate::SkillError::Io {
+                path: entry.path().to_path_buf(),
+                source,
+            })?;
+        if meta.is_file() && meta.nlink() != 1 {
+            let rel = entry.path().strip_prefix(src).unwrap_or(entry.path());
+            return Err(crate::SkillError::Invalid {
+                skill: name,
+                file: rel.display().to_string(),
+                line: None,
+                rule: crate::Rule::HardLink,
+                message: "a hard-linked file (its content also lives elsewhere)".into(),
+            });
+        }
+    }
+    copy_into(src, staging)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +206,35 @@ mod tests {
             install_card(&skill, &report, SkillSource::Installed, vec![]),
             Err(InstallRefusal::Moved(_))
         ));
+    }
+
+    #[test]
+    fn a_produced_folder_is_staged_only_without_links_or_hard_links() {
+        let root = tempfile::tempdir().unwrap();
+        let staging = root.path().join("staging");
+        let dir = root.path().join("work/skills/count-lines");
+        write(&dir, "wc -l \"$1\"\n");
+        let hash = Skill::load(&dir).unwrap().content_hash;
+        assert_eq!(stage_produced(&dir, &staging).unwrap(), "count-lines");
+        let staged = Skill::load(&staging.join("count-lines")).unwrap();
+        assert_eq!(staged.content_hash, hash);
+
+        // A hard link to a file outside the folder: refused, nothing staged.
+        let other = tempfile::tempdir().unwrap();
+        let dir2 = other.path().join("two-lines");
+        std::fs::create_dir_all(&dir2).unwrap();
+        std::fs::write(other.path().join("secret"), "s").unwrap();
+        std::fs::hard_link(other.path().join("secret"), dir2.join("SKILL.md")).unwrap();
+        let err = stage_produced(&dir2, &staging).unwrap_err();
+        assert!(err.to_string().contains("[hard_link]"), "{err}");
+        assert!(!staging.join("two-lines").exists());
+
+        // A symbolic link out: refused with its rule.
+        let dir3 = other.path().join("three-lines");
+        write(&dir3, "wc -l \"$1\"\n");
+        std::os::unix::fs::symlink("/etc/passwd", dir3.join("scripts/pw")).unwrap();
+        let err = stage_produced(&dir3, &staging).unwrap_err();
+        assert!(err.to_string().contains("[symlink]"), "{err}");
+        assert!(!staging.join("three-lines").exists());
     }
 }

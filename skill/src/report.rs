@@ -62,6 +62,11 @@ pub enum Rule {
     ScriptArgsSchema,
     /// The body is longer than progressive disclosure allows (warning).
     BodyLength,
+    /// A produced skill whose name an installed skill (or a folder under
+    /// `skills_dir`) already has: it would replace it.
+    NameTaken,
+    /// A produced file with a second name (a hard link to a file elsewhere).
+    HardLink,
 }
 
 impl Rule {
@@ -93,6 +98,8 @@ impl Rule {
             DynamicCode => "dynamic_code",
             ScriptArgsSchema => "script_args_schema",
             BodyLength => "body_length",
+            NameTaken => "name_taken",
+            HardLink => "hard_link",
         }
     }
 }

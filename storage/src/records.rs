@@ -19,14 +19,14 @@ use silas_core::model::context::ScopeSubscriptions;
 use silas_core::model::devices::OwnerDevice;
 use silas_core::model::memory::MemoryItem;
 use silas_core::model::personality::{PersonaEvent, PersonaState};
-use silas_core::model::skills::InstalledSkill;
+use silas_core::model::skills::{DeclinedSkill, InstalledSkill};
 use silas_core::model::workspace::Workspace;
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{
-    CONNECTIONS, CONTEXT_SUBSCRIPTIONS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES, PENDING_CARDS,
-    PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
+    CONNECTIONS, CONTEXT_SUBSCRIPTIONS, DECLINED_SKILLS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES,
+    PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
 };
 
 /// A record stored under its own string key.
@@ -81,6 +81,15 @@ impl Keyed for Workspace {
 impl Keyed for InstalledSkill {
     const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = INSTALLED_SKILLS;
     const NAME: &'static str = "installed_skills";
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Skill install cards the owner declined, by name (issue #17).
+impl Keyed for DeclinedSkill {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = DECLINED_SKILLS;
+    const NAME: &'static str = "declined_skills";
     fn key(&self) -> &str {
         &self.name
     }

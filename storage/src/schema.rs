@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -89,6 +89,11 @@ pub(crate) const INSTALLED_SKILLS: TableDefinition<&str, &[u8]> =
 pub(crate) const CONTEXT_SUBSCRIPTIONS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("context_subscriptions");
 
+/// name → `DeclinedSkill`: install cards the owner declined, by content
+/// hash, so the start-up scan does not ask again (v9, issue #17).
+pub(crate) const DECLINED_SKILLS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("declined_skills");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -119,6 +124,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("workspaces", "str", "record", RECORD_V1),
     ("installed_skills", "str", "record", RECORD_V1),
     ("context_subscriptions", "str", "record", RECORD_V1),
+    ("declined_skills", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -170,6 +176,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 7,
         run: v7_to_v8,
     },
+    Migration {
+        from: 8,
+        run: v8_to_v9,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -212,6 +222,12 @@ fn v7_to_v8(txn: &WriteTransaction) -> StoreResult<()> {
     Ok(())
 }
 
+/// v9 adds the declined skill installs (issue #17).
+fn v8_to_v9(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(DECLINED_SKILLS)?;
+    Ok(())
+}
+
 fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORK_ITEMS)?;
     txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
@@ -240,6 +256,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORKSPACES)?;
     txn.open_table(INSTALLED_SKILLS)?;
     txn.open_table(CONTEXT_SUBSCRIPTIONS)?;
+    txn.open_table(DECLINED_SKILLS)?;
     Ok(())
 }
 

@@ -307,3 +307,37 @@ fn v7_store_migrates_to_v8_with_context_subscriptions() {
         Some(subs)
     );
 }
+
+const DECLINED_SKILLS: TableDefinition<&str, &[u8]> = TableDefinition::new("declined_skills");
+
+/// v9 (issue #17): a v8 store gains `declined_skills`; what it held stays.
+#[test]
+fn v8_store_migrates_to_v9_with_declined_skills() {
+    use silas_core::model::skills::DeclinedSkill;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let s = Store::open(&path).unwrap();
+        s.audit()
+            .log("before.migration", Default::default())
+            .unwrap();
+    }
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(DECLINED_SKILLS).unwrap());
+        txn.commit().unwrap();
+    }
+    set_meta(&path, "schema_version", "8");
+    set_meta(&path, "schema_checksum", "v8-layout");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.audit().len().unwrap(), 1, "the v8 data is kept");
+    let rec = DeclinedSkill::with(None, "count-lines", "ab12", silas_core::Timestamp::now());
+    store.records::<DeclinedSkill>().put(&rec).unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.records::<DeclinedSkill>().get("count-lines").unwrap(),
+        Some(rec)
+    );
+}

@@ -4,7 +4,9 @@
 //! hash is still open is not offered again, so restarting the daemon does
 //! not pile up duplicates. A folder that cannot be loaded (a link out, bad
 //! front matter, a name that is not the folder's) is audited with its rule
-//! and never offered; `silas skill list` shows it as broken. A folder whose
+//! and never offered; `silas skill list` shows it as broken. A folder the
+//! owner declined at its current hash is not offered again (`declined`;
+//! `silas skill install NAME` asks again). A folder whose
 //! validation report has errors is refused by [`SkillHost::offer`] (audited
 //! `skill_install_refused` with the first error's rule).
 
@@ -26,6 +28,8 @@ pub struct ScanSummary {
     pub offered: Vec<String>,
     /// A card for the current hash is already waiting for the owner.
     pub waiting: Vec<String>,
+    /// The owner declined the current hash: not asked again.
+    pub declined: Vec<String>,
     /// Loaded, but its report has errors: no card.
     pub refused: Vec<String>,
     /// Could not be loaded at all: no card.
@@ -52,6 +56,11 @@ impl SkillHost {
                 out.installed.push(skill.name.clone());
             } else if waiting_for(&skill.name, &skill.content_hash) {
                 out.waiting.push(skill.name.clone());
+            } else if self
+                .declined(&skill.name)?
+                .is_some_and(|d| d.covers(&skill.content_hash))
+            {
+                out.declined.push(skill.name.clone());
             } else {
                 let source = rec.map(|r| r.source).unwrap_or(SkillSource::Discovered);
                 match self.offer(&skill.name, source, Vec::new()) {

@@ -239,8 +239,10 @@ pub fn tool_card_for<'a>(cards: &'a [PendingCard], work_item_id: &str) -> Option
 pub fn open_cards_for(cards: Vec<PendingCard>, work_item_id: &str) -> Vec<PendingCard> {
     cards
         .into_iter()
-        .filter(|c| work_item_of(c) == Some(work_item_id))
         .filter(|c| match &c.card {
+            // A skill the item made waits for its install approval.
+            CardPayload::SkillInstall(s) => s.made_by.as_deref() == Some(work_item_id),
+            _ if work_item_of(c) != Some(work_item_id) => false,
             CardPayload::Plan(_) => true,
             CardPayload::Tool(t) => t.decision.is_none(),
             CardPayload::Changes(c) => c.decision.is_none(),

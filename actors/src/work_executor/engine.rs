@@ -130,6 +130,8 @@ pub(super) struct Done<'a> {
     pub artifacts: BTreeMap<String, String>,
     pub next_steps: Vec<String>,
     pub report: Option<&'a VerificationReport>,
+    /// Skills the skill-maker produced in the verified attempt.
+    pub produced: Option<crate::skills::Produced>,
 }
 
 /// The outcome of one goal cycle (§5.2.3).

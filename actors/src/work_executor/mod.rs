@@ -83,6 +83,7 @@ mod mcp_tools;
 pub mod policy;
 pub mod project;
 pub mod run;
+mod skill_maker;
 mod skill_tools;
 mod task_loop;
 pub mod tools;

@@ -191,11 +191,14 @@ impl WorkEngine {
                     return self.pause(item, scope, *paused, ledger);
                 }
             };
-            // c3. Artifacts from the ledger only.
+            // c3. Artifacts from the ledger only; skills the skill-maker
+            // wrote are staged from the same work dirs.
             let artifacts = self.store_artifacts(&item.id, &ledger);
+            let produced = self.capture_made_skills(&item.id, ws.is_some(), &skills, &ledger);
             // Stored (or refused): the attempt's work dirs are done with.
             self.discard_work_dirs(&ledger);
             let artifacts = artifacts?;
+            let produced = produced?;
             let refs: BTreeSet<&str> = output.artifact_refs.iter().map(String::as_str).collect();
             let actual: BTreeSet<&str> = artifacts.keys().map(String::as_str).collect();
             if refs != actual {
@@ -249,6 +252,7 @@ impl WorkEngine {
                     artifacts,
                     next_steps: output.next_steps,
                     report: None,
+                    produced,
                 };
                 return self.done(item, scope, done, ws.as_ref().zip(changes));
             }
@@ -276,6 +280,7 @@ impl WorkEngine {
                     artifacts,
                     next_steps: output.next_steps,
                     report: Some(&report),
+                    produced,
                 };
                 return self.done(item, scope, done, ws.as_ref().zip(changes));
             }
@@ -308,6 +313,12 @@ impl WorkEngine {
         changes: Option<(&WorkspaceRun, StoredChanges)>,
     ) -> Result<WorkItemResult, WorkError> {
         let mut summary = done.summary;
+        // Offered before the item is `done`, so the Stream delivers the
+        // cards with the result (a crash between re-runs the attempt and
+        // finds the same cards open).
+        if let Some(note) = self.offer_made_skills(&item.id, done.produced.as_ref())? {
+            summary = format!("{summary} {note}");
+        }
         let mut card = None;
         if let Some((run, changes)) = changes {
             let outcome = self.changes_outcome(&item, scope, run, &changes)?;

@@ -84,6 +84,42 @@ pub struct InstalledSkill {
     pub mcp: Option<McpBinding>,
 }
 
+/// The owner declined a skill's install card (table `declined_skills`,
+/// keyed by name): the start-up scan does not offer the same folder again
+/// at any of these hashes; a changed folder (a new hash) is offered, and
+/// `silas skill install NAME` clears the record to ask again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclinedSkill {
+    pub name: String,
+    /// Every content hash the owner declined, oldest first (bounded by
+    /// [`DeclinedSkill::MAX_HASHES`]).
+    pub content_hashes: Vec<String>,
+    pub declined_at: Timestamp,
+}
+
+impl DeclinedSkill {
+    /// Enough for a folder edited back and forth; older ones drop off.
+    pub const MAX_HASHES: usize = 16;
+
+    pub fn covers(&self, hash: &str) -> bool {
+        self.content_hashes.iter().any(|h| h == hash)
+    }
+
+    /// `rec` with `hash` declined (now), the oldest dropped past the bound.
+    pub fn with(rec: Option<DeclinedSkill>, name: &str, hash: &str, now: Timestamp) -> Self {
+        let mut hashes = rec.map(|r| r.content_hashes).unwrap_or_default();
+        hashes.retain(|h| h != hash);
+        hashes.push(hash.to_string());
+        let excess = hashes.len().saturating_sub(Self::MAX_HASHES);
+        hashes.drain(..excess);
+        DeclinedSkill {
+            name: name.to_string(),
+            content_hashes: hashes,
+            declined_at: now,
+        }
+    }
+}
+
 /// Why an installed skill may not be used now.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SkillUseRefusal {
@@ -142,6 +178,24 @@ mod tests {
             installed_at: Timestamp::now(),
             mcp: None,
         }
+    }
+
+    #[test]
+    fn a_decline_covers_its_hashes_and_keeps_a_bounded_history() {
+        let now = Timestamp::now();
+        let d = DeclinedSkill::with(None, "count-lines", "aa", now);
+        assert!(d.covers("aa") && !d.covers("bb"));
+        // Declining the same hash again does not duplicate it.
+        let d = DeclinedSkill::with(Some(d), "count-lines", "aa", now);
+        assert_eq!(d.content_hashes, ["aa"]);
+        let mut d = DeclinedSkill::with(Some(d), "count-lines", "bb", now);
+        assert!(d.covers("aa") && d.covers("bb"));
+        for i in 0..DeclinedSkill::MAX_HASHES {
+            d = DeclinedSkill::with(Some(d), "count-lines", &format!("h{i}"), now);
+        }
+        assert_eq!(d.content_hashes.len(), DeclinedSkill::MAX_HASHES);
+        assert!(!d.covers("aa"), "the oldest dropped off");
+        assert!(d.covers(&format!("h{}", DeclinedSkill::MAX_HASHES - 1)));
     }
 
     #[test]

@@ -1,0 +1,199 @@
+//! The skills shipped inside the binary (issue #17): `coding` and
+//! `skill-maker`, embedded at build time so a user who installs only the
+//! binary has them. `silas init` (and the implicit init of `silas start`)
+//! writes each into `skills_dir` when no folder of that name exists — an
+//! existing folder is never touched — and they then wait for the owner's
+//! approval on the normal `skill_install` card at the next start: nothing
+//! bundled is approved automatically.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use silas_core::ErrorCode;
+
+use crate::error::CliError;
+
+/// One embedded file: skill, path inside it, bytes, mode (the mode is part
+/// of the content hash, so it is the repository's).
+struct Embedded {
+    skill: &'static str,
+    path: &'static str,
+    bytes: &'static [u8],
+    mode: u32,
+}
+
+/// Every file of the bundled skills (the test below checks this list
+/// against the repository's `skills/` folders, so it cannot drift).
+const FILES: &[Embedded] = &[
+    Embedded {
+        skill: "coding",
+        path: "SKILL.md",
+        bytes: include_bytes!("../skills/coding/SKILL.md"),
+        mode: 0o644,
+    },
+    Embedded {
+        skill: "coding",
+        path: "scripts/run_tests.py",
+        bytes: include_bytes!("../skills/coding/scripts/run_tests.py"),
+        mode: 0o755,
+    },
+    Embedded {
+        skill: "skill-maker",
+        path: "SKILL.md",
+        bytes: include_bytes!("../skills/skill-maker/SKILL.md"),
+        mode: 0o644,
+    },
+];
+
+/// The bundled skills' names.
+pub const BUNDLED: &[&str] = &["coding", "skill-maker"];
+
+/// What placing one bundled skill did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placed {
+    Written(String),
+    /// A folder of that name was already there (left as it is).
+    Kept(String),
+}
+
+fn io(path: &Path, e: std::io::Error) -> CliError {
+    CliError::new(ErrorCode::ECfgIo, format!("{}: {e}", path.display()))
+}
+
+/// Writes each bundled skill absent from `skills_dir`. A skill is written
+/// into a hidden temporary folder and renamed into place, so a crash never
+/// leaves a half-written skill under its name.
+pub fn place(skills_dir: &Path) -> Result<Vec<Placed>, CliError> {
+    fs::create_dir_all(skills_dir).map_err(|e| io(skills_dir, e))?;
+    let mut out = Vec::new();
+    for name in BUNDLED {
+        let dest = skills_dir.join(name);
+        if fs::symlink_metadata(&dest).is_ok() {
+            out.push(Placed::Kept((*name).to_string()));
+            continue;
+        }
+        let tmp = skills_dir.join(format!(".{name}.bundled-{}", std::process::id()));
+        if fs::symlink_metadata(&tmp).is_ok() {
+            fs::remove_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
+        }
+        for f in FILES.iter().filter(|f| f.skill == *name) {
+            let path = tmp.join(f.path);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+            }
+            fs::write(&path, f.bytes).map_err(|e| io(&path, e))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(f.mode))
+                .map_err(|e| io(&path, e))?;
+        }
+        fs::rename(&tmp, &dest).map_err(|e| io(&dest, e))?;
+        out.push(Placed::Written((*name).to_string()));
+    }
+    Ok(out)
+}
+
+/// One line for the init report, or `None` when nothing was written.
+pub fn report(placed: &[Placed], skills_dir: &Path) -> Option<String> {
+    let written: Vec<&str> = placed
+        .iter()
+        .filter_map(|p| match p {
+            Placed::Written(n) => Some(n.as_str()),
+            Placed::Kept(_) => None,
+        })
+        .collect();
+    (!written.is_empty()).then(|| {
+        format!(
+            "  bundled skills:       {} written to {} (each waits for your install approval on a card when the daemon starts; nothing is approved automatically)",
+            written.join(", "),
+            skills_dir.display()
+        )
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn repo_files(skill: &str) -> Vec<(String, Vec<u8>, u32)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("skills")
+            .join(skill);
+        let mut out = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(&root).unwrap().display().to_string();
+                    let mode = fs::metadata(&p).unwrap().mode() & 0o777;
+                    out.push((rel, fs::read(&p).unwrap(), mode));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_embedded_list_is_exactly_the_repository_skills() {
+        for name in BUNDLED {
+            let mut embedded: Vec<(String, Vec<u8>, u32)> = FILES
+                .iter()
+                .filter(|f| f.skill == *name)
+                .map(|f| (f.path.to_string(), f.bytes.to_vec(), f.mode))
+                .collect();
+            embedded.sort();
+            let repo = repo_files(name);
+            let paths = |v: &[(String, Vec<u8>, u32)]| -> Vec<(String, u32)> {
+                v.iter().map(|(p, _, m)| (p.clone(), *m & 0o100)).collect()
+            };
+            assert_eq!(paths(&embedded), paths(&repo), "{name}");
+            for ((p, a, _), (_, b, _)) in embedded.iter().zip(&repo) {
+                assert_eq!(a, b, "{name}/{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn placing_writes_absent_skills_byte_for_byte_and_never_overwrites() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        fs::create_dir_all(skills.join("coding")).unwrap();
+        fs::write(skills.join("coding/SKILL.md"), "mine").unwrap();
+        let placed = place(&skills).unwrap();
+        assert_eq!(
+            placed,
+            [
+                Placed::Kept("coding".into()),
+                Placed::Written("skill-maker".into())
+            ]
+        );
+        assert_eq!(
+            fs::read_to_string(skills.join("coding/SKILL.md")).unwrap(),
+            "mine"
+        );
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/skill-maker/SKILL.md");
+        assert_eq!(
+            fs::read(skills.join("skill-maker/SKILL.md")).unwrap(),
+            fs::read(repo).unwrap()
+        );
+        assert!(silas_skill::Skill::load(&skills.join("skill-maker")).is_ok());
+        // No temporary folder is left; a second run keeps both.
+        let names: Vec<String> = fs::read_dir(&skills)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            place(&skills)
+                .unwrap()
+                .iter()
+                .all(|p| matches!(p, Placed::Kept(_)))
+        );
+        assert!(report(&place(&skills).unwrap(), &skills).is_none());
+    }
+}
