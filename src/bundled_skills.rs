@@ -2,9 +2,11 @@
 //! `skill-maker`, embedded at build time so a user who installs only the
 //! binary has them. `silas init` (and the implicit init of `silas start`)
 //! writes each into `skills_dir` when no folder of that name exists — an
-//! existing folder is never touched — and they then wait for the owner's
-//! approval on the normal `skill_install` card at the next start: nothing
-//! bundled is approved automatically.
+//! existing folder is never touched. Nothing bundled is approved
+//! automatically, and at its shipped bytes it is not offered unasked
+//! either (two cards queued ahead of a newcomer's first plan): `silas skill
+//! install NAME` offers its `skill_install` card. A shipped folder someone
+//! changed is a different hash and is offered like any other folder.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -48,6 +50,28 @@ const FILES: &[Embedded] = &[
 
 /// The bundled skills' names.
 pub const BUNDLED: &[&str] = &["coding", "skill-maker"];
+
+/// Each bundled skill's content hash as shipped: the loader's hash over
+/// the embedded paths, modes and bytes (what [`place`] writes).
+pub fn shipped() -> Vec<(String, String)> {
+    use silas_skill::snapshot::{FileEntry, hash_files};
+    BUNDLED
+        .iter()
+        .map(|name| {
+            let mut files: Vec<FileEntry> = FILES
+                .iter()
+                .filter(|f| f.skill == *name)
+                .map(|f| FileEntry {
+                    path: f.path.to_string(),
+                    mode: f.mode,
+                    bytes: f.bytes.to_vec(),
+                })
+                .collect();
+            files.sort_by(|a, b| a.path.cmp(&b.path));
+            ((*name).to_string(), hash_files(&files))
+        })
+        .collect()
+}
 
 /// What placing one bundled skill did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +127,7 @@ pub fn report(placed: &[Placed], skills_dir: &Path) -> Option<String> {
         .collect();
     (!written.is_empty()).then(|| {
         format!(
-            "  bundled skills:       {} written to {} (each waits for your install approval on a card when the daemon starts; nothing is approved automatically)",
+            "  bundled skills:       {} written to {} (not approved: `silas skill install NAME` offers its install card)",
             written.join(", "),
             skills_dir.display()
         )
@@ -156,6 +180,27 @@ mod tests {
                 assert_eq!(a, b, "{name}/{p}");
             }
         }
+    }
+
+    #[test]
+    fn the_shipped_hashes_are_what_the_loader_sees_after_placing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        place(&skills).unwrap();
+        let shipped = shipped();
+        assert_eq!(shipped.len(), BUNDLED.len());
+        for (name, hash) in &shipped {
+            let loaded = silas_skill::Skill::load(&skills.join(name)).unwrap();
+            assert_eq!(&loaded.content_hash, hash, "{name}");
+        }
+        // One changed byte is another hash: no longer "as shipped".
+        fs::write(skills.join("skill-maker/SKILL.md"), b"changed").ok();
+        let changed = silas_skill::snapshot::take(&skills.join("skill-maker"))
+            .unwrap()
+            .content_hash()
+            .unwrap();
+        assert_eq!(shipped[1].0, "skill-maker");
+        assert_ne!(changed, shipped[1].1);
     }
 
     #[test]

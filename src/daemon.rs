@@ -378,6 +378,7 @@ async fn run(
             installed = s.installed.len(),
             offered = s.offered.len(),
             waiting = s.waiting.len(),
+            shipped = s.shipped.len(),
             refused = s.refused.len(),
             broken = s.broken.len(),
             "skills scanned"
@@ -567,7 +568,8 @@ fn skill_host(
     Ok(silas_actors::skills::SkillHost::new(store.clone(), cfg)
         .with_runner(runner)
         .with_credentials(credentials)
-        .with_mcp(mcp))
+        .with_mcp(mcp)
+        .with_shipped(crate::bundled_skills::shipped()))
 }
 
 /// Credential refs resolved from the encrypted secret store, at spawn only.

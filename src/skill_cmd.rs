@@ -31,6 +31,9 @@ enum Approval {
     Declined,
     /// Not approved at its current content (a card is or will be offered).
     NotApproved,
+    /// Shipped inside the binary, unchanged, not approved: offered only
+    /// when the owner asks (`skill install NAME`).
+    Shipped,
 }
 
 impl Approval {
@@ -41,8 +44,13 @@ impl Approval {
             return Some(Approval::Installed);
         }
         let declined = store.records::<DeclinedSkill>().get(name).ok()?;
+        let shipped = crate::bundled_skills::shipped()
+            .iter()
+            .any(|(n, h)| n == name && h == hash);
         Some(if declined.is_some_and(|d| d.covers(hash)) {
             Approval::Declined
+        } else if shipped {
+            Approval::Shipped
         } else {
             Approval::NotApproved
         })
@@ -53,6 +61,7 @@ impl Approval {
             Approval::Installed => "installed",
             Approval::Declined => "declined",
             Approval::NotApproved => "not approved",
+            Approval::Shipped => "shipped, not approved (`silas skill install NAME` asks)",
         }
     }
 }
@@ -130,7 +139,8 @@ fn offer(
     source: SkillSource,
     transformation: Vec<String>,
 ) -> Result<ExitCode, CliError> {
-    let host = silas_actors::skills::SkillHost::new(store, cfg);
+    let host = silas_actors::skills::SkillHost::new(store, cfg)
+        .with_shipped(crate::bundled_skills::shipped());
     match host.offer(name, source, transformation) {
         Ok(card) => {
             let hash = match &card.card {

@@ -349,7 +349,7 @@ fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_aga
     let listed = rows(dir);
     assert_eq!(listed.len(), 2, "{listed:?}");
     assert!(
-        listed.iter().all(|r| r["approval"] == "not_approved"),
+        listed.iter().all(|r| r["approval"] == "shipped"),
         "{listed:?}"
     );
     assert!(
@@ -380,7 +380,7 @@ fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_aga
         text.contains("waits for your install approval again"),
         "{text}"
     );
-    assert_eq!(rows(dir)[0]["approval"], "not_approved");
+    assert_eq!(rows(dir)[0]["approval"], "shipped");
     let events = audit_events(dir);
     assert!(events.iter().any(|e| e["event"] == "skill_decline_cleared"));
     assert!(events.iter().any(|e| e["event"] == "skill_install_offered"));

@@ -118,6 +118,10 @@ pub struct SkillHost {
     /// `{data_dir}/skill-staging`: skills a work item produced wait here
     /// for their install card (see [`made`]).
     staging_root: PathBuf,
+    /// (name, content hash) of the skills shipped inside the binary: at
+    /// exactly those bytes the start-up scan does not offer them unasked
+    /// (see [`scan`]); the owner asks with `silas skill install NAME`.
+    shipped: Vec<(String, String)>,
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -149,7 +153,14 @@ impl SkillHost {
             egress_redirect: None,
             mcp: None,
             staging_root: config.data_dir.join("skill-staging"),
+            shipped: Vec::new(),
         }
+    }
+
+    /// The skills shipped inside the binary, as (name, content hash).
+    pub fn with_shipped(mut self, shipped: Vec<(String, String)>) -> Self {
+        self.shipped = shipped;
+        self
     }
 
     pub fn with_runner(mut self, runner: SkillRunner) -> Self {

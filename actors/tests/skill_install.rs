@@ -461,3 +461,44 @@ async fn a_declined_hash_is_not_offered_again_until_it_changes_or_the_owner_asks
     assert_eq!(cards.len(), 1);
     assert_ne!(cards[0].1, declined_hash);
 }
+
+/// A skill shipped inside the binary, still at its shipped bytes, waits
+/// for the owner to ask (`silas skill install NAME`) instead of queueing a
+/// card ahead of a newcomer's first plan; changed, it is offered.
+#[tokio::test]
+async fn a_shipped_skill_at_its_shipped_bytes_is_offered_only_when_asked() {
+    let f = fx();
+    write_skill(&f.skills, "count-lines", COUNT, FRONT);
+    let hash = silas_skill::Skill::load(&f.skills.join("count-lines"))
+        .unwrap()
+        .content_hash;
+    let cfg = Config {
+        skills_dir: f.skills.clone(),
+        ..Config::default()
+    };
+    let host = SkillHost::new(f.store.clone(), &cfg)
+        .with_shipped(vec![("count-lines".into(), hash.clone())]);
+    let s = host.scan_and_offer().unwrap();
+    assert_eq!(s.shipped, ["count-lines"]);
+    assert!(s.offered.is_empty());
+    assert!(skill_cards(&f.store).is_empty());
+
+    // Asked: its card, for exactly the shipped bytes.
+    let card = host.reoffer("count-lines").unwrap();
+    assert!(matches!(&card.card, CardPayload::SkillInstall(c) if c.content_hash == hash));
+    assert_eq!(host.scan_and_offer().unwrap().waiting, ["count-lines"]);
+
+    // Changed on disk: no longer as shipped, offered like any folder.
+    f.store
+        .records::<PendingCard>()
+        .delete(&card.request_id)
+        .unwrap();
+    std::fs::write(
+        f.skills.join("count-lines/scripts/count.py"),
+        COUNT.replace("len(text", "0 + len(text"),
+    )
+    .unwrap();
+    let s = host.scan_and_offer().unwrap();
+    assert_eq!(s.offered, ["count-lines"]);
+    assert!(s.shipped.is_empty());
+}

@@ -76,14 +76,6 @@ try {
 
   step = 'open Review and see the plan card';
   await page.locator('#tab-review').click();
-  // The first start placed the bundled skills; their install cards arrived
-  // first and wait ahead of the plan: decline them (one tap each).
-  for (let i = 0; i < 5; i++) {
-    const skill = page.locator('#review-active .card[data-kind="skill_install"]');
-    if ((await skill.count()) === 0) break;
-    await skill.locator('[data-action="decline"]').click();
-    await skill.waitFor({ state: 'detached', timeout: 5000 }).catch(() => {});
-  }
   const card = page.locator('#review-active .card[data-kind="approval_request"]');
   await card.waitFor({ timeout: 5000 });
   const body = await card.locator('.card-body').textContent();

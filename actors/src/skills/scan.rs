@@ -8,7 +8,10 @@
 //! owner declined at its current hash is not offered again (`declined`;
 //! `silas skill install NAME` asks again). A folder whose
 //! validation report has errors is refused by [`SkillHost::offer`] (audited
-//! `skill_install_refused` with the first error's rule).
+//! `skill_install_refused` with the first error's rule). A skill shipped
+//! inside the binary, still at its shipped bytes, is not offered unasked
+//! (`shipped`): unsolicited cards at the first connection would queue ahead
+//! of the owner's first plan; `silas skill install NAME` offers its card.
 
 use serde::Serialize;
 use serde_json::json;
@@ -30,6 +33,8 @@ pub struct ScanSummary {
     pub waiting: Vec<String>,
     /// The owner declined the current hash: not asked again.
     pub declined: Vec<String>,
+    /// Shipped inside the binary and unchanged: offered only when asked.
+    pub shipped: Vec<String>,
     /// Loaded, but its report has errors: no card.
     pub refused: Vec<String>,
     /// Could not be loaded at all: no card.
@@ -61,6 +66,12 @@ impl SkillHost {
                 .is_some_and(|d| d.covers(&skill.content_hash))
             {
                 out.declined.push(skill.name.clone());
+            } else if self
+                .shipped
+                .iter()
+                .any(|(n, h)| *n == skill.name && *h == skill.content_hash)
+            {
+                out.shipped.push(skill.name.clone());
             } else {
                 let source = rec.map(|r| r.source).unwrap_or(SkillSource::Discovered);
                 match self.offer(&skill.name, source, Vec::new()) {
