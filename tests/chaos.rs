@@ -32,13 +32,14 @@ fn env_u64(name: &str) -> Option<u64> {
 async fn sigkill_at_random_points_breaks_no_invariant() {
     let iterations = env_u64("SILAS_CHAOS_ITERATIONS").unwrap_or(6) as u32;
     let seed = env_u64("SILAS_CHAOS_SEED").unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("chaos: seed={seed} iterations={iterations} (SILAS_CHAOS_SEED={seed} replays the kill points)");
+    eprintln!(
+        "chaos: seed={seed} iterations={iterations} (SILAS_CHAOS_SEED={seed} replays the kill points)"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let rig = Rig::new(tmp.path(), seed).await;
     let summary = run::run(&rig, iterations, seed).await;
     // The one line scripts/chaos.sh prints and BENCHMARKS.md records.
     println!("{}", summary.line());
-    eprintln!("{}", summary.line());
     assert!(
         summary.violations.is_empty(),
         "seed {seed}: {:#?}",
@@ -70,10 +71,17 @@ async fn the_checker_reports_an_injected_double_execution_and_a_replayed_reply()
         run::send_marked(&client.tx, format!("please {m}"), m);
         sent.push(SentMessage {
             marker: m.to_string(),
+            round: 0,
             settled: false,
         });
     }
-    run::settle(&seen, &sent, Duration::from_secs(10), Duration::from_secs(90)).await;
+    run::settle(
+        &seen,
+        &sent,
+        Duration::from_secs(10),
+        Duration::from_secs(90),
+    )
+    .await;
     daemon.stop().await;
     client.finish(Duration::from_secs(1)).await;
     for m in &mut sent {
@@ -86,7 +94,10 @@ async fn the_checker_reports_an_injected_double_execution_and_a_replayed_reply()
     };
     let clean = observe_now(&seen.lock().unwrap());
     assert_eq!(checker::check(&clean), vec![], "{clean:#?}");
-    assert!(clean.items.iter().any(|i| i.id == "chaos-0" && i.done), "{clean:#?}");
+    assert!(
+        clean.items.iter().any(|i| i.id == "chaos-0" && i.done),
+        "{clean:#?}"
+    );
     let log = rig.ws.join("ran-chaos-0.log");
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();

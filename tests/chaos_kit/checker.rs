@@ -89,11 +89,18 @@ pub struct Observation {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Violation {
     /// The client saw it accepted, yet the store has no record of it.
-    AcceptedNotRecorded { marker: String },
+    AcceptedNotRecorded {
+        marker: String,
+    },
     /// Settled and accepted, and never answered.
-    ReplyLost { marker: String },
+    ReplyLost {
+        marker: String,
+    },
     /// Answered more than once (frames plus replies recorded undelivered).
-    ReplyDuplicated { marker: String, answers: u32 },
+    ReplyDuplicated {
+        marker: String,
+        answers: u32,
+    },
     /// One tool call's side effect happened more than once.
     ExecutedTwice {
         item_id: String,
@@ -107,13 +114,21 @@ pub enum Violation {
         attempts: u32,
     },
     /// Work ran that the client never approved.
-    ExecutedWithoutApproval { item_id: String },
+    ExecutedWithoutApproval {
+        item_id: String,
+    },
     /// Approved, settled, and not finished.
-    WorkNotFinished { item_id: String },
+    WorkNotFinished {
+        item_id: String,
+    },
     /// `done`, but its side effect is nowhere.
-    DoneWithoutEffect { item_id: String },
+    DoneWithoutEffect {
+        item_id: String,
+    },
     /// One execution nonce recorded twice (on one token or two).
-    NonceReused { nonce: String },
+    NonceReused {
+        nonce: String,
+    },
     /// A token consumed past its limit, or the same use consumed twice.
     TokenOverused {
         token_id: String,
@@ -125,7 +140,9 @@ pub enum Violation {
         work_item_id: String,
         verifications: u32,
     },
-    AuditChainBroken { detail: String },
+    AuditChainBroken {
+        detail: String,
+    },
 }
 
 /// Every invariant `obs` breaks, sorted (empty: none).

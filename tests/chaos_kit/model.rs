@@ -118,7 +118,9 @@ fn answer(body: &Value, calls: &AtomicU64) -> Reply {
 /// Installs the responder on `fake`; delays drawn from `seed`.
 pub fn install(fake: &FakeLlm, seed: u64) {
     let calls = Arc::new(AtomicU64::new(0));
-    let rng = Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5eed)));
+    let rng = Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(
+        seed ^ 0x5eed,
+    )));
     fake.set_responder(move |body| {
         let delay = rng.lock().map(|mut r| r.u64(30..300)).unwrap_or(100);
         Some(answer(body, &calls).delayed(Duration::from_millis(delay)))

@@ -80,6 +80,8 @@ pub fn is_terminal(status: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct SentMessage {
     pub marker: String,
+    /// The round it was sent in.
+    pub round: u32,
     pub settled: bool,
 }
 
@@ -151,7 +153,9 @@ pub fn read_durable(data: &Path, ws: &Path) -> Durable {
             attempts: w.attempts as u32,
             terminal: is_terminal(w.status.as_str()),
             done: w.status.as_str() == "done",
-            execution_nonces: token.map(|t| t.execution_nonces.clone()).unwrap_or_default(),
+            execution_nonces: token
+                .map(|t| t.execution_nonces.clone())
+                .unwrap_or_default(),
             max_executions: token.map_or(0, |t| t.max_executions as u32),
             id,
         });
@@ -218,7 +222,7 @@ pub fn audit_chain(dir: &Path) -> Result<(), String> {
 }
 
 /// The checker's input from the client's record and the durable state.
-/// `settled_items`: work items durably approved before the last settle.
+/// `settled_items`: work items owed a finish by now.
 pub fn observation(
     sent: &[SentMessage],
     seen: &Seen,

@@ -31,6 +31,9 @@ pub struct Summary {
     /// Kills that found approved work unfinished.
     pub kills_in_work: u32,
     pub messages_sent: u32,
+    /// Plans whose approval was consumed (a kill before the approval
+    /// landed leaves the card declined), and of those, done.
+    pub plans_approved: u32,
     pub plans_done: u32,
     /// Items whose command ran in more than one (counted) attempt: an
     /// attempt a kill interrupted is redone by design (§5.2.1 a).
@@ -42,12 +45,13 @@ pub struct Summary {
 impl Summary {
     pub fn line(&self) -> String {
         format!(
-            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} messages={} plans_done={} items_rerun={} violations={}",
+            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} messages={} plans_approved={} plans_done={} items_rerun={} violations={}",
             self.seed,
             self.iterations,
             self.kills_in_turns,
             self.kills_in_work,
             self.messages_sent,
+            self.plans_approved,
             self.plans_done,
             self.items_rerun,
             self.violations.len()
@@ -197,18 +201,25 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
         iterations,
         ..Summary::default()
     };
-    // Items durably approved at the previous observation: owed a finish
-    // once the next round has settled.
-    let mut approved_before: BTreeSet<String> = BTreeSet::new();
+    // Items durably approved, per observation so far.
+    let mut approved_at: Vec<BTreeSet<String>> = Vec::new();
     for i in 0..=iterations {
         let last = i == iterations;
         let (mut daemon, addr) = rig.start();
         let client = Client::connect(&addr, seen.clone()).await;
-        settle(&seen, &sent, Duration::from_secs(3), Duration::from_secs(60)).await;
+        // The last round waits longer: it is the final word on liveness.
+        let quiet = Duration::from_secs(if last { 10 } else { 3 });
+        settle(&seen, &sent, quiet, Duration::from_secs(120)).await;
+        // Owed by now: what two settles have passed over (one settle can
+        // end on a quiet spell while a loaded box is merely slow), and
+        // everything once the last, long one is over.
         for m in &mut sent {
-            m.settled = true;
+            m.settled = last || m.round + 2 <= i;
         }
-        let settled_items = approved_before.clone();
+        let settled_items = match i.checked_sub(2) {
+            Some(r) => approved_at[r as usize].clone(),
+            None => BTreeSet::new(),
+        };
         if last {
             daemon.stop().await;
             client.finish(Duration::from_secs(1)).await;
@@ -230,6 +241,7 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
             }
             sent.extend(markers.iter().map(|m| SentMessage {
                 marker: m.clone(),
+                round: i,
                 settled: false,
             }));
             summary.messages_sent += markers.len() as u32;
@@ -275,7 +287,7 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
         } else {
             settled_items
         };
-        approved_before = now_approved;
+        approved_at.push(now_approved);
         let chain = observe::audit_chain(&rig.dir);
         let obs = {
             let s = seen.lock().unwrap();
@@ -286,6 +298,7 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
             eprintln!("chaos: seed={seed} iteration {i}: {v:?}");
         }
         if last {
+            summary.plans_approved = settled_items.len() as u32;
             summary.plans_done = obs.items.iter().filter(|it| it.done).count() as u32;
             summary.items_rerun = obs
                 .items
