@@ -6,8 +6,9 @@
 //! * `chat-<i>-<k>` → the proxy answers directly with `re: chat-<i>-<k>`;
 //! * `chaos-<i>` → the proxy routes to the planner, which proposes task
 //!   `chaos-<i>` on the `chaos` workspace (`apply: direct`); the executor
-//!   appends `chaos-<i> call <n>` to `ran-chaos-<i>.log` in its copy, `n`
-//!   unique per tool call issued, then reports.
+//!   appends `<item> call <n>` to `ran-<item>.log` in its copy (`<item>` the
+//!   work item's id, read from the copy's path; `n` unique per tool call
+//!   issued), then reports.
 //!
 //! Every call waits a seeded random 30–300 ms, so kills land inside calls.
 
@@ -69,7 +70,7 @@ pub fn marker_of(text: &str) -> Option<Marker> {
 /// The plan the planner proposes for `id`.
 pub fn plan_markdown(id: &str) -> String {
     format!(
-        "---\nid: {id}\ntype: task\ntitle: \"{id}\"\nverify:\n  - name: ran\n    run: \"test -s ran-{id}.log\"\n    expect: {{exit_code: 0}}\n    timeout: 60\nworkspace: {{name: chaos, access: write, apply: direct}}\n---\n\nAppend one line to ran-{id}.log ({id}).\n"
+        "---\nid: {id}\ntype: task\ntitle: \"{id}\"\nverify:\n  - name: ran\n    run: \"ls ran-{id}*.log\"\n    expect: {{exit_code: 0}}\n    timeout: 60\nworkspace: {{name: chaos, access: write, apply: direct}}\n---\n\nAppend one line to ran-{id}.log ({id}).\n"
     )
 }
 
@@ -82,7 +83,18 @@ fn direct(text: &str) -> Reply {
 /// The answer to one request body.
 fn answer(body: &Value, calls: &AtomicU64) -> Reply {
     let role = body["model"].as_str().unwrap_or_default().to_string();
-    let text = body["messages"].to_string();
+    // The proxy and the planner answer the message at hand: the last one
+    // (earlier turns and plans are in the system prompt); the executor's
+    // marker is in its briefing.
+    let text = if role == "executor" {
+        body["messages"].to_string()
+    } else {
+        body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default()
+    };
     let marker = marker_of(&text);
     match (role.as_str(), marker) {
         ("proxy", Some(Marker::Chat(m))) => direct(&format!("re: {m}")),
@@ -94,20 +106,24 @@ fn answer(body: &Value, calls: &AtomicU64) -> Reply {
             "message": format!("Plan for {id}."),
             "plan_action": {"action": "propose", "plan_markdown": plan_markdown(&id)},
             "needs_approval": true})),
-        ("executor", Some(Marker::Plan(id))) => {
+        ("executor", Some(Marker::Plan(_))) => {
             let ran_tool = body["messages"]
                 .as_array()
                 .is_some_and(|ms| ms.iter().any(|m| m["role"] == "tool"));
             if ran_tool {
-                Reply::json(&json!({"summary": format!("appended for {id}"),
+                Reply::json(&json!({"summary": "appended",
                     "artifact_refs": [], "next_steps": []}))
             } else {
                 let n = calls.fetch_add(1, Ordering::SeqCst);
-                // Slow work around the side effect, so kills land inside it.
+                // The line names the work item the daemon runs (its copy is
+                // `ws-<item>/result`): a replayed plan turn may file the plan
+                // under a new id. Slow work around the append, so kills land
+                // inside it.
                 Reply::tool_call(
                     "shell_exec",
                     &json!({"command": format!(
-                        "sleep 0.2; echo '{id} call {n}' >> ran-{id}.log; sleep 0.2")}),
+                        "sleep 0.2; w=$(basename \"$(dirname \"$PWD\")\"); i=${{w#ws-}}; \
+                         echo \"$i call {n}\" >> \"ran-$i.log\"; sleep 0.2")}),
                 )
             }
         }

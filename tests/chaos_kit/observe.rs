@@ -62,7 +62,10 @@ impl Seen {
             "approval_request" => {
                 // Every plan card is approved, a re-served one again: the
                 // daemon must not run anything twice for it.
-                let id = f["title"].as_str().filter(|t| t.starts_with("chaos-"))?;
+                f["title"].as_str().filter(|t| t.starts_with("chaos-"))?;
+                // The item's own id: a replayed plan turn may file the plan
+                // under `<proposed id>-<inbox id>`.
+                let id = f["plan"]["work_item_id"].as_str()?;
                 self.approved.insert(id.to_string());
                 Some(serde_json::json!({"type": "approval_response",
                     "request_id": f["request_id"], "verdict": "approved"}))

@@ -26,10 +26,14 @@ use crate::support::{self, Daemon, silas, start_daemon};
 pub struct Summary {
     pub seed: u64,
     pub iterations: u32,
-    /// Kills that found an accepted chat message unanswered.
+    /// Kills that found an accepted message's turn unfinished (a chat
+    /// unanswered, or the plan's card not yet shown).
     pub kills_in_turns: u32,
     /// Kills that found approved work unfinished.
     pub kills_in_work: u32,
+    /// Kills with neither in flight as far as the client knew (before
+    /// any acceptance, or after everything was answered).
+    pub kills_elsewhere: u32,
     pub messages_sent: u32,
     /// Plans whose approval was consumed (a kill before the approval
     /// landed leaves the card declined), and of those, done.
@@ -45,11 +49,12 @@ pub struct Summary {
 impl Summary {
     pub fn line(&self) -> String {
         format!(
-            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} messages={} plans_approved={} plans_done={} items_rerun={} violations={}",
+            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} kills_elsewhere={} messages={} plans_approved={} plans_done={} items_rerun={} violations={}",
             self.seed,
             self.iterations,
             self.kills_in_turns,
             self.kills_in_work,
+            self.kills_elsewhere,
             self.messages_sent,
             self.plans_approved,
             self.plans_done,
@@ -260,15 +265,26 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
             let kill_after = Duration::from_millis(rng.u64(0..4500));
             tokio::time::sleep(kill_after).await;
             {
+                // Where this round's kill landed (earlier rounds' leftovers
+                // may have been answered while nobody listened).
                 let s = seen.lock().unwrap();
                 let turn = sent.iter().any(|m| {
-                    m.marker.starts_with("chat-")
+                    m.round == i
+                        && m.marker.starts_with("chat-")
                         && s.acked.contains(&m.marker)
                         && !s.replies.contains(&m.marker)
                 });
-                let work = s.approved.iter().any(|id| !s.finished.contains(id));
-                summary.kills_in_turns += u32::from(turn);
+                let plan = format!("chaos-{i}");
+                let ours = |id: &String| {
+                    id == &plan || id.strip_prefix(&plan).is_some_and(|r| r.starts_with('-'))
+                };
+                let approved: Vec<&String> = s.approved.iter().filter(|id| ours(id)).collect();
+                // The plan's own turn: accepted, its card not seen yet.
+                let planning = s.acked.contains(&plan) && approved.is_empty();
+                let work = approved.iter().any(|id| !s.finished.contains(*id));
+                summary.kills_in_turns += u32::from(turn || planning);
                 summary.kills_in_work += u32::from(work);
+                summary.kills_elsewhere += u32::from(!(turn || planning || work));
             }
             daemon.child.kill().unwrap(); // SIGKILL
             daemon.child.wait().unwrap();
