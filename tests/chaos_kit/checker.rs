@@ -113,6 +113,12 @@ pub enum Violation {
         runs: u32,
         attempts: u32,
     },
+    /// One plan message ran as more than one work item (a replayed plan
+    /// turn files its plan again as `<id>-<inbox id>`).
+    MessageExecutedTwice {
+        marker: String,
+        items: Vec<String>,
+    },
     /// Work ran that the client never approved.
     ExecutedWithoutApproval {
         item_id: String,
@@ -213,6 +219,28 @@ fn check_executions(obs: &Observation, out: &mut Vec<Violation>) {
                 item_id: e.item_id.clone(),
                 call: e.call,
                 times: *times,
+            });
+        }
+    }
+    // Item ids are the plan's marker, or the marker and a suffix.
+    let mut per_message: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for id in runs.keys() {
+        let marker = obs
+            .sent
+            .iter()
+            .map(|s| s.marker.as_str())
+            .find(|m| *id == *m || id.strip_prefix(m).is_some_and(|r| r.starts_with('-')))
+            .unwrap_or(id);
+        per_message
+            .entry(marker)
+            .or_default()
+            .push((*id).to_string());
+    }
+    for (marker, items) in per_message {
+        if items.len() > 1 {
+            out.push(Violation::MessageExecutedTwice {
+                marker: marker.to_string(),
+                items,
             });
         }
     }
@@ -463,6 +491,28 @@ mod tests {
                 item_id: "chaos-0".into(),
                 call: 7,
                 times: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn one_plan_message_run_as_two_items_is_a_double_execution() {
+        let mut o = clean();
+        let twin = "chaos-0-00000000000000000002";
+        o.approved.insert(twin.into());
+        o.items.push(item(twin, 1, &["n2"]));
+        o.side_effects.push(effect(twin, 8));
+        // Another round's plan is not a twin.
+        o.sent.push(sent("chaos-01", true, true));
+        o.inbox.push(record("3", "chaos-01", 0));
+        o.approved.insert("chaos-01".into());
+        o.items.push(item("chaos-01", 1, &["n3"]));
+        o.side_effects.push(effect("chaos-01", 9));
+        assert_eq!(
+            check(&o),
+            vec![Violation::MessageExecutedTwice {
+                marker: "chaos-0".into(),
+                items: vec!["chaos-0".into(), twin.into()]
             }]
         );
     }
