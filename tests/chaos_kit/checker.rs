@@ -30,6 +30,8 @@ pub struct InboxSeen {
     /// The marker found in the recorded text, if any.
     pub marker: Option<String>,
     pub delivered: bool,
+    /// The reply the turn recorded (what the client should have seen).
+    pub reply: Option<String>,
     /// Replies the daemon recorded as answered while no client was
     /// connected (`delivery_no_connection`, kind `reply`).
     pub undelivered_replies: u32,
@@ -92,9 +94,14 @@ pub enum Violation {
     AcceptedNotRecorded {
         marker: String,
     },
-    /// Settled and accepted, and never answered.
+    /// Settled and accepted, and never answered; with what the store says
+    /// about it (stage delivered: the daemon handed the reply to a live
+    /// connection; the reply it recorded), to tell a frame lost on the
+    /// wire from a turn that never answered.
     ReplyLost {
         marker: String,
+        delivered: bool,
+        recorded_reply: Option<String>,
     },
     /// Answered more than once (frames plus replies recorded undelivered).
     ReplyDuplicated {
@@ -172,11 +179,13 @@ fn check_replies(obs: &Observation, out: &mut Vec<Violation>) {
         *frames.entry(m.as_str()).or_default() += 1;
     }
     let mut recorded: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+    let mut last_record: BTreeMap<&str, &InboxSeen> = BTreeMap::new();
     for r in &obs.inbox {
         if let Some(m) = &r.marker {
             let e = recorded.entry(m.as_str()).or_default();
             e.0 += 1;
             e.1 += r.undelivered_replies;
+            last_record.insert(m.as_str(), r);
         }
     }
     for s in &obs.sent {
@@ -199,8 +208,11 @@ fn check_replies(obs: &Observation, out: &mut Vec<Violation>) {
                 answers: answers.max(records),
             });
         } else if answers == 0 && accepted && s.settled {
+            let r = last_record.get(s.marker.as_str());
             out.push(Violation::ReplyLost {
                 marker: s.marker.clone(),
+                delivered: r.is_some_and(|r| r.delivered),
+                recorded_reply: r.and_then(|r| r.reply.clone()),
             });
         }
     }
@@ -348,6 +360,7 @@ mod tests {
             inbox_id: id.into(),
             marker: Some(marker.into()),
             delivered: true,
+            reply: Some(format!("re: {marker}")),
             undelivered_replies: undelivered,
         }
     }
@@ -448,7 +461,9 @@ mod tests {
         assert_eq!(
             check(&o),
             vec![Violation::ReplyLost {
-                marker: "chat-0-0".into()
+                marker: "chat-0-0".into(),
+                delivered: true,
+                recorded_reply: Some("re: chat-0-0".into())
             }]
         );
         // In flight when the daemon died: not yet late.
@@ -464,7 +479,9 @@ mod tests {
         assert_eq!(
             check(&o),
             vec![Violation::ReplyLost {
-                marker: "chat-0-0".into()
+                marker: "chat-0-0".into(),
+                delivered: true,
+                recorded_reply: Some("re: chat-0-0".into())
             }]
         );
     }

@@ -135,6 +135,7 @@ pub fn read_durable(data: &Path, ws: &Path) -> Durable {
             inbox_id: id,
             marker,
             delivered: r.stage == InboxStage::Delivered,
+            reply: r.reply.clone(),
         });
     }
     let side_effects = side_effects(data, ws);
