@@ -355,6 +355,9 @@ impl WebBackend for WebBridge {
                 c.scope_id == scope_id
                     && may_see(c, owner)
                     && !silas_actors::cards::is_expired(c, &self.timeouts, now)
+                    // A card whose turn a crash interrupted is the replay's
+                    // to deliver (see `turn_committed`).
+                    && silas_actors::cards::turn_committed(&self.store, c).unwrap_or(false)
             }) {
                 let _ = tx.send(Self::card_frame(card)).await;
             }

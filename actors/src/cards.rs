@@ -89,6 +89,30 @@ pub fn is_expired(card: &PendingCard, timeouts: &CardTimeouts, now: Timestamp) -
     now >= deadline(card, timeouts)
 }
 
+/// Whether `card` may be shown and answered yet: a plan card a turn filed
+/// only once that turn has committed its response. The card is stored just
+/// before that commit; a crash in between replays the turn, which files the
+/// plan again. Were the stored card served on reconnect and approved in
+/// the meantime, the replay would find its plan approved and propose it a
+/// second time under a new id — one message, two approved executions
+/// (found by `tests/chaos.rs`). Until the commit the card reads as unknown;
+/// the replay delivers it.
+pub fn turn_committed(
+    store: &silas_storage::Store,
+    card: &PendingCard,
+) -> Result<bool, silas_storage::StoreError> {
+    let CardPayload::Plan(plan) = &card.card else {
+        return Ok(true);
+    };
+    let Some(inbox_id) = plan.inbox_id.as_deref() else {
+        return Ok(true);
+    };
+    Ok(store
+        .inbox()
+        .get(inbox_id)?
+        .is_some_and(|r| r.stage >= silas_storage::InboxStage::Responded))
+}
+
 /// How a card was resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -269,3 +269,41 @@ fn change_cards_live_until_their_own_expiry() {
         );
     }
 }
+
+#[test]
+fn a_plan_card_is_live_only_once_its_turn_committed_its_response() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = silas_storage::Store::open_in(tmp.path()).unwrap();
+    let inbound = silas_storage::NewInbound {
+        scope_id: "owner".into(),
+        channel: "web".into(),
+        sender_id: "owner".into(),
+        text: "run it".into(),
+        signed: None,
+        connection_id: "c1".into(),
+        ip: None,
+        owner_authenticated: true,
+        dedup_key: None,
+    };
+    let record = store.inbox().accept(inbound, Timestamp::now()).unwrap();
+    let mut plan = card(CardKind::Plan, Value::Null);
+    // A goal's fix-task card has no turn behind it: live at once.
+    assert!(turn_committed(&store, &plan).unwrap());
+    if let CardPayload::Plan(p) = &mut plan.card {
+        p.inbox_id = Some(record.inbox_id.clone());
+    }
+    // Stored by step 12, before the response commits: a crash now replays
+    // the turn, which files it again.
+    assert!(!turn_committed(&store, &plan).unwrap());
+    store
+        .inbox()
+        .record_response(&record.inbox_id, "Here is a plan.", None, Vec::new())
+        .unwrap();
+    assert!(turn_committed(&store, &plan).unwrap());
+    // Other cards are never held back.
+    let gate = card(
+        CardKind::Gate,
+        json!({"gate_name": "g", "reason": "r", "options": ["approve", "block"]}),
+    );
+    assert!(turn_committed(&store, &gate).unwrap());
+}

@@ -379,6 +379,8 @@ impl StreamState {
         } else if card.audience == CardAudience::Owner && !self.args.deps.approvals.is_owner(origin)
         {
             "not_owner"
+        } else if !cards::turn_committed(&self.args.deps.store, card)? {
+            "turn_not_committed"
         } else {
             return Ok(true);
         };

@@ -207,8 +207,15 @@ impl RecordedRequest {
     }
 }
 
+/// Computes a reply from the request body (see [`FakeLlm::set_responder`]);
+/// `None` falls through to the script.
+pub type Responder = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
+    /// Consulted before the script: a model whose answer depends on what it
+    /// is asked (the chaos test's, where kills make the call order unknowable).
+    responder: Option<Responder>,
     queue: VecDeque<Reply>,
     fallback: Option<Reply>,
     /// `(top-level body key, reply)`: a request whose JSON body has the key
@@ -318,6 +325,16 @@ impl FakeLlm {
         self
     }
 
+    /// Answers every request `responder` returns `Some` for (the script is
+    /// neither consulted nor consumed for those).
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&Value) -> Option<Reply> + Send + Sync + 'static,
+    ) -> &Self {
+        self.shared.lock().responder = Some(Arc::new(responder));
+        self
+    }
+
     /// Serves `listing` at `GET …/models` (the OpenAI model listing).
     pub fn set_models(&self, listing: Value) -> &Self {
         self.shared.lock().models = Some(listing);
@@ -401,6 +418,7 @@ async fn handle(
             .as_ref()
             .filter(|(key, _)| body.get(key.as_str()).is_some())
             .map(|(_, reply)| reply.clone());
+        let computed = st.responder.as_ref().and_then(|r| r(&body));
         if st.record {
             st.requests.push(RecordedRequest {
                 path: path.to_owned(),
@@ -408,7 +426,9 @@ async fn handle(
                 body,
             });
         }
-        keyed.or_else(|| st.queue.pop_front().or_else(|| st.fallback.clone()))
+        keyed
+            .or(computed)
+            .or_else(|| st.queue.pop_front().or_else(|| st.fallback.clone()))
     };
     shared.served.fetch_add(1, Ordering::Relaxed);
     if !path.ends_with("/chat/completions") {
@@ -555,5 +575,20 @@ mod tests {
         let (s, _) = post(&fake, json!({"model": "m"})).await;
         assert_eq!(s, 200);
         assert!(t.elapsed() >= Duration::from_millis(150));
+    }
+
+    #[tokio::test]
+    async fn responder_answers_from_the_body_before_the_script() {
+        let fake = FakeLlm::start().await.unwrap();
+        fake.push(Reply::content("scripted"));
+        fake.set_responder(|body| {
+            (body["model"] == "echo").then(|| Reply::content(body["messages"][0].to_string()))
+        });
+        let (_, b) = post(&fake, json!({"model": "echo", "messages": ["ping"]})).await;
+        assert_eq!(b["choices"][0]["message"]["content"], "\"ping\"");
+        // Not the responder's: the script serves it, untouched until now.
+        let (_, b) = post(&fake, json!({"model": "m"})).await;
+        assert_eq!(b["choices"][0]["message"]["content"], "scripted");
+        assert_eq!(fake.requests().len(), 2);
     }
 }
