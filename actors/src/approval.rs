@@ -80,6 +80,7 @@ pub enum OwnedSubject {
     ToolCall(ToolCallApproval),
     Changes(ChangesApproval),
     SkillInstall(silas_core::model::skills::SkillInstallApproval),
+    ConnectionPermission(silas_core::model::approval::ConnectionPermissionApproval),
 }
 
 impl OwnedSubject {
@@ -91,6 +92,7 @@ impl OwnedSubject {
             OwnedSubject::ToolCall(c) => Subject::ToolCall(c),
             OwnedSubject::Changes(c) => Subject::Changes(c),
             OwnedSubject::SkillInstall(s) => Subject::SkillInstall(s),
+            OwnedSubject::ConnectionPermission(c) => Subject::ConnectionPermission(c),
         }
     }
 }

@@ -145,6 +145,12 @@ pub struct CardAnswer {
     pub kind: CardKind,
     pub response: CardResponse,
     pub resolution: Resolution,
+    /// Where an answered card's answer arrived (already checked against the
+    /// card's audience); `None` for a safe default. A requester that turns
+    /// the answer into a token (e.g. a `[Just this once]` escalation) hands
+    /// it to the ApprovalEngine, which checks it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::approval::AnswerOrigin>,
 }
 
 impl CardAnswer {

@@ -225,6 +225,7 @@ fn audit_records_never_carry_free_text() {
             edited_text: Some("my private words".into()),
         },
         resolution: Resolution::Answered,
+        origin: None,
     };
     let (event, data) = audit_record(&c, &answer);
     assert_eq!(event, "card_answered");

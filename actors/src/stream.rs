@@ -447,6 +447,7 @@ impl StreamState {
             kind: kind.unwrap_or(CardKind::Plan),
             response,
             resolution,
+            origin: None,
         };
         let (event, data) = cards::audit_record(&card, &answer);
         audit(&deps, event, data)?;
@@ -642,6 +643,7 @@ impl StreamState {
             kind,
             response,
             resolution: Resolution::Answered,
+            origin: Some(origin.clone()),
         };
         deps.store.records::<PendingCard>().delete(request_id)?;
         let (event, data) = cards::audit_record(&card, &answer);
@@ -1187,6 +1189,7 @@ impl StreamHandle {
             kind,
             response: cards::safe_default(kind, &card),
             resolution: Resolution::Disconnected,
+            origin: None,
         };
         let wait = cards::deadline(&card, timeouts)
             .datetime()

@@ -25,7 +25,7 @@ use crate::error::ErrorCode;
 use crate::model::JsonObject;
 use crate::model::approval::{
     ApprovalDecision, ApprovalScope, ApprovalStrength, ApprovalToken, ApprovalVerdict,
-    ChangesApproval, SPAWN_POLICY_HASH_KEY, ToolCallApproval,
+    ChangesApproval, ConnectionPermissionApproval, SPAWN_POLICY_HASH_KEY, ToolCallApproval,
 };
 use crate::model::review::{AutonomyThresholdProposal, BatchProposal};
 use crate::model::work::{WorkItem, WorkItemType};
@@ -44,6 +44,8 @@ pub enum Subject<'a> {
     Changes(&'a ChangesApproval),
     /// A skill at one content hash (scope `skill_install`, §10.4).
     SkillInstall(&'a crate::model::skills::SkillInstallApproval),
+    /// One script call granted connection permissions once (§5.10.2).
+    ConnectionPermission(&'a ConnectionPermissionApproval),
 }
 
 impl Subject<'_> {
@@ -73,6 +75,10 @@ impl Subject<'_> {
             Subject::SkillInstall(s) => Ok((
                 s.subject_id(),
                 projections::skill_install_hash(s).map_err(hash_err)?,
+            )),
+            Subject::ConnectionPermission(c) => Ok((
+                c.work_item_id.clone(),
+                projections::connection_permission_hash(c).map_err(hash_err)?,
             )),
         }
     }
@@ -204,6 +210,14 @@ pub fn unsigned_token(
                 why: "skill_install approves one skill at one content hash",
             });
         }
+        (Subject::ConnectionPermission(_), s)
+            if s != ApprovalScope::ConnectionAct && s != ApprovalScope::ConnectionManage =>
+        {
+            return Err(IssueError::ScopeMismatch {
+                scope,
+                why: "a connection permission grant is connection_act (once) or connection_manage",
+            });
+        }
         (Subject::WorkItem(_), ApprovalScope::AutonomyThreshold) => {
             return Err(IssueError::ScopeMismatch {
                 scope,
@@ -270,7 +284,13 @@ pub fn unsigned_token(
                 why: "only standing tokens may be used more than approval.max_executions times",
             });
         }
-        u64::from(policy.max_executions.max(1))
+        if matches!(subject, Subject::ConnectionPermission(_)) {
+            // §5.10.2 `[Just this once]`: exactly one execution, whatever
+            // `approval.max_executions` says for other single-use tokens.
+            1
+        } else {
+            u64::from(policy.max_executions.max(1))
+        }
     };
 
     Ok(ApprovalToken {
@@ -668,6 +688,80 @@ mod tests {
                 resolve_strength(&p, *scope, ApprovalStrength::Tap),
                 ApprovalStrength::Tap
             );
+        }
+    }
+
+    fn once_grant() -> ConnectionPermissionApproval {
+        ConnectionPermissionApproval {
+            connection_id: "conn-mail".into(),
+            permissions: vec!["Mail.ReadWrite".into()],
+            work_item_id: "t1".into(),
+            execution_id: "t1-1".into(),
+            skill: "mail".into(),
+            script: "scripts/send.py".into(),
+            arguments: serde_json::json!({"to": "a"}),
+        }
+    }
+
+    fn approve() -> ApprovalDecision {
+        serde_json::from_value(serde_json::json!({"verdict": "approved"})).unwrap()
+    }
+
+    #[test]
+    fn a_just_this_once_grant_is_one_connection_act_execution_bound_to_its_call() {
+        // Even a policy that lets single-use tokens run more than once.
+        let policy = IssuePolicy {
+            max_executions: 5,
+            ..IssuePolicy::default()
+        };
+        let g = once_grant();
+        let t = unsigned_token(
+            Subject::ConnectionPermission(&g),
+            &approve(),
+            ApprovalScope::ConnectionAct,
+            &policy,
+            Timestamp::now(),
+            "tok".into(),
+            "n".into(),
+        )
+        .unwrap();
+        assert_eq!(t.max_executions, 1);
+        assert_eq!(t.work_item_id, "t1");
+        // The binding covers the call: other arguments, another execution
+        // or more permissions hash differently.
+        let (_, h) = Subject::ConnectionPermission(&g).binding().unwrap();
+        assert_eq!(t.plan_hash, h);
+        for other in [
+            ConnectionPermissionApproval {
+                arguments: serde_json::json!({"to": "b"}),
+                ..g.clone()
+            },
+            ConnectionPermissionApproval {
+                execution_id: "t1-2".into(),
+                ..g.clone()
+            },
+            ConnectionPermissionApproval {
+                permissions: vec!["Mail.ReadWrite".into(), "Mail.Send".into()],
+                ..g.clone()
+            },
+        ] {
+            let (_, o) = Subject::ConnectionPermission(&other).binding().unwrap();
+            assert_ne!(o, h);
+        }
+        // Not as a standing or plan approval.
+        for scope in [ApprovalScope::Standing, ApprovalScope::FullPlan] {
+            assert!(matches!(
+                unsigned_token(
+                    Subject::ConnectionPermission(&g),
+                    &approve(),
+                    scope,
+                    &policy,
+                    Timestamp::now(),
+                    "tok".into(),
+                    "n".into(),
+                ),
+                Err(IssueError::ScopeMismatch { .. })
+            ));
         }
     }
 }

@@ -224,6 +224,24 @@ pub fn tool_call_hash(c: &ToolCallApproval) -> Result<String, CanonicalError> {
     canonical::hash_of(&projection)
 }
 
+/// Binding hash of a `[Just this once]` permission grant (§5.10.2): the
+/// connection, the permissions, and the one script call they are for.
+pub fn connection_permission_hash(
+    c: &crate::model::approval::ConnectionPermissionApproval,
+) -> Result<String, CanonicalError> {
+    let projection = json!({
+        "kind": "connection_permission",
+        "connection_id": c.connection_id,
+        "permissions": c.permissions,
+        "work_item_id": c.work_item_id,
+        "execution_id": c.execution_id,
+        "skill": c.skill,
+        "script": c.script,
+        "arguments": c.arguments,
+    });
+    canonical::hash_of(&projection)
+}
+
 /// Binding hash of an apply/undo approval (issue #15): the change set's
 /// own hash under the item's plan hash, with the action.
 pub fn changes_hash(c: &ChangesApproval) -> Result<String, CanonicalError> {

@@ -330,6 +330,81 @@ fn a_connection_skill_needs_its_fields_and_health_check() {
     assert_eq!(n, 3, "{:#?}", r.findings);
 }
 
+const CONN_FRONT: &str = "type: connection\nauth_strategy: device_code\ninitial_permissions: [profile.read]\navailable_permissions: [profile.read, profile.write]\n";
+const HEALTH: &str = "import sys\nprint('{\"healthy\": true}')\n";
+const UPDATE: &str = "import sys\nprint('updated')\n";
+
+/// §5.10.2: `script_permissions` must name scripts of the skill and
+/// permissions it may request.
+#[test]
+fn script_permissions_name_real_scripts_and_requestable_permissions() {
+    let files = [
+        ("scripts/health_check.py", HEALTH),
+        ("scripts/update.py", UPDATE),
+    ];
+    let good = skill(
+        &format!("{CONN_FRONT}script_permissions:\n  scripts/update.py: [profile.write]\n"),
+        "# Tool\nRun scripts/update.py.\n",
+        &files,
+    );
+    let r = report(&good);
+    assert!(r.is_valid(), "{:#?}", r.findings);
+    assert!(r.findings.iter().all(|f| f.rule != Rule::ConnectionFields));
+
+    // A permission the skill cannot request.
+    let beyond = skill(
+        &format!("{CONN_FRONT}script_permissions:\n  scripts/update.py: [admin.all]\n"),
+        "# Tool\nRun scripts/update.py.\n",
+        &files,
+    );
+    let r = report(&beyond);
+    assert_eq!(only(&r, Rule::ConnectionFields), at("SKILL.md", 8));
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::ConnectionFields)
+        .unwrap();
+    assert!(
+        f.message.contains("admin.all") && f.message.contains("available_permissions"),
+        "{}",
+        f.message
+    );
+    assert_eq!(Rule::ConnectionFields.to_string(), "connection_fields");
+
+    // A script that does not exist (and a path outside scripts/).
+    for name in ["scripts/missing.py", "SKILL.md"] {
+        let ghost = skill(
+            &format!("{CONN_FRONT}script_permissions:\n  {name}: [profile.write]\n"),
+            "# Tool\nRun scripts/update.py.\n",
+            &files,
+        );
+        let r = report(&ghost);
+        assert_eq!(
+            only(&r, Rule::ConnectionFields),
+            at("SKILL.md", 8),
+            "{name}"
+        );
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.rule == Rule::ConnectionFields)
+            .unwrap();
+        assert!(
+            f.message.contains(name) && f.message.contains("not a script"),
+            "{}",
+            f.message
+        );
+    }
+
+    // Outside a connection skill the field is refused too.
+    let plain = skill(
+        "script_permissions:\n  scripts/update.py: [profile.write]\n",
+        "# Tool\nRun scripts/update.py.\n",
+        &files,
+    );
+    only(&report(&plain), Rule::ConnectionFields);
+}
+
 #[test]
 fn the_report_is_deterministic() {
     let fx = skill(

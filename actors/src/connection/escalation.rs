@@ -5,8 +5,9 @@
 //! * `approve` — re-authorisation with the extra scopes (the connection
 //!   skill's setup with `CONNECTION_INCREMENTAL_SCOPES`); on success they
 //!   join `permissions_granted`.
-//! * `just_this_once` — granted for the one action that asked; the record
-//!   is not changed.
+//! * `just_this_once` — granted for the one action that asked, through a
+//!   single-use `connection_act` token minted for the owner's answer
+//!   ([`super::permission_gate`]); the record is not changed.
 //! * `deny` (also the safe default on timeout/disconnect) — the action fails.
 //!
 //! Every outcome is audited (`connection.permission_escalation`).
@@ -41,6 +42,23 @@ impl EscalationDecision {
     }
 }
 
+/// The owner's decision and where it arrived (`None` for a safe default):
+/// a `[Just this once]` grant is minted as a token for that answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EscalationAnswer {
+    pub decision: EscalationDecision,
+    pub origin: Option<crate::approval::AnswerOrigin>,
+}
+
+impl EscalationAnswer {
+    fn unasked(decision: EscalationDecision) -> Self {
+        EscalationAnswer {
+            decision,
+            origin: None,
+        }
+    }
+}
+
 /// The requested permissions `conn` may ask for (its skill's
 /// `available_permissions`) and does not have yet.
 pub fn missing_permissions(
@@ -71,7 +89,7 @@ pub async fn ask_escalation(
     conn: &Connection,
     requested: Vec<String>,
     reason: &str,
-) -> Result<EscalationDecision, ConnectionSetupError> {
+) -> Result<EscalationAnswer, ConnectionSetupError> {
     let id = crate::approval::random_id()
         .map_err(|e| ConnectionSetupError::Unavailable(e.to_string()))?;
     let now = Timestamp::now();
@@ -114,17 +132,22 @@ pub async fn ask_escalation(
     {
         tracing::error!(code = %e.code(), "audit write failed: {e}");
     }
-    Ok(decision)
+    let origin = if answer.answered() {
+        answer.origin
+    } else {
+        None
+    };
+    Ok(EscalationAnswer { decision, origin })
 }
 
 /// §4.19 `escalate_permission`: ask, then act on the answer. Returns the
-/// decision (`Approve` only once the re-authorisation completed).
+/// answer (`Approve` only once the re-authorisation completed).
 pub async fn escalate_permission(
     rt: &Arc<ConnectionRuntime>,
     connection_id: &str,
     requested: Vec<String>,
     reason: &str,
-) -> Result<EscalationDecision, ConnectionSetupError> {
+) -> Result<EscalationAnswer, ConnectionSetupError> {
     let conn = rt
         .store()
         .records::<Connection>()
@@ -133,12 +156,12 @@ pub async fn escalate_permission(
         .ok_or_else(|| ConnectionSetupError::Invalid(format!("no connection {connection_id}")))?;
     let missing = missing_permissions(&conn, &requested)?;
     if missing.is_empty() {
-        return Ok(EscalationDecision::Approve);
+        return Ok(EscalationAnswer::unasked(EscalationDecision::Approve));
     }
     let stream = rt
         .stream()
         .ok_or_else(|| ConnectionSetupError::Unavailable("the Stream is not running".into()))?;
-    let decision = ask_escalation(
+    let answer = ask_escalation(
         &stream,
         rt.store(),
         &rt.timeouts(),
@@ -147,8 +170,8 @@ pub async fn escalate_permission(
         reason,
     )
     .await?;
-    if decision == EscalationDecision::Approve {
+    if answer.decision == EscalationDecision::Approve {
         rt.reauthorise(conn, missing).await?;
     }
-    Ok(decision)
+    Ok(answer)
 }

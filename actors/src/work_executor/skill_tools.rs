@@ -34,7 +34,10 @@ use silas_skill::Skill;
 use silas_skill::resolver::{AgentLayer, check_bound, inherit, view};
 
 use super::engine::{WorkEngine, WorkError};
-use crate::connection::permission_gate::{self, PermissionEscalator, PermissionVerdict};
+use crate::approval::ApprovalService;
+use crate::connection::permission_gate::{
+    self, PermissionEscalator, PermissionVerdict, ScriptCall,
+};
 use crate::skills::SkillHost;
 
 /// The skills one work item runs with, checked against its approval.
@@ -56,6 +59,8 @@ pub struct ItemSkills {
     /// The connection layer the gate asks (`None`: a script that needs
     /// permissions is refused).
     pub escalator: Option<Arc<dyn PermissionEscalator>>,
+    /// Mints and consumes the gate's single-use `[Just this once]` tokens.
+    pub approvals: Option<ApprovalService>,
 }
 
 impl ItemSkills {
@@ -120,6 +125,7 @@ impl WorkEngine {
         let mut out = ItemSkills {
             host: Some(host.clone()),
             escalator: self.connections.clone(),
+            approvals: Some(self.approvals.clone()),
             ..ItemSkills::default()
         };
         for name in &effective.skills {
@@ -209,12 +215,28 @@ pub async fn run_call(
         })
         .cloned()
         .unwrap_or_default();
-    let once =
-        match permission_gate::check(skills.escalator.as_deref(), name, script, &required).await {
-            PermissionVerdict::Granted => None,
-            PermissionVerdict::GrantedOnce(p) => Some(p),
-            PermissionVerdict::Refused(why) => return refused(item_id, name, why),
-        };
+    let call = ScriptCall {
+        work_item_id: item_id,
+        execution_id,
+        skill: name,
+        script,
+        arguments: &call_args,
+    };
+    let once = match permission_gate::check(
+        skills.escalator.as_deref(),
+        skills.approvals.as_ref(),
+        &call,
+        &required,
+    )
+    .await
+    {
+        PermissionVerdict::Granted => None,
+        PermissionVerdict::GrantedOnce {
+            permissions,
+            token_id,
+        } => Some((permissions, token_id)),
+        PermissionVerdict::Refused(why) => return refused(item_id, name, why),
+    };
     let run = host
         .run_script_bound(name, script, &call_args, execution_id, Some(hash))
         .await;
@@ -251,10 +273,11 @@ pub async fn run_call(
         Value::from(skills.networked.contains(name)),
     );
     data.insert("taint".into(), Value::from(TaintLevel::External.as_str()));
-    if let Some(p) = once {
-        // A single-use grant (`just_this_once`): recorded with the run, not
-        // on the connection.
+    if let Some((p, token_id)) = once {
+        // A single-use grant (`just_this_once`): recorded with the run and
+        // its consumed token, not on the connection.
         data.insert("permissions_once".into(), json!(p));
+        data.insert("permissions_once_token".into(), Value::from(token_id));
     }
     let executed = serde_json::from_value::<ExecutionResult>(json!({
         "execution_id": execution_id,

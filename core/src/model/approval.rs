@@ -73,6 +73,25 @@ pub struct ToolCallApproval {
     pub arguments: serde_json::Value,
 }
 
+/// The subject of a `[Just this once]` permission escalation (§5.10.2): one
+/// script call of one work item, with the connection permissions it gets for
+/// that call only. Its token (scope `connection_act`, always
+/// `max_executions = 1`) binds all of it, so it authorises neither another
+/// call, nor other arguments, nor more permissions, nor a second run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionPermissionApproval {
+    pub connection_id: String,
+    /// The permissions beyond the connection's grant, granted once.
+    pub permissions: Vec<String>,
+    pub work_item_id: String,
+    /// The execution the script runs as (fresh per tool call).
+    pub execution_id: String,
+    pub skill: String,
+    pub script: String,
+    /// The script's arguments as the model produced them.
+    pub arguments: serde_json::Value,
+}
+
 /// What a change-set approval does to the owner's workspace (issue #15).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
