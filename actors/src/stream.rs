@@ -316,9 +316,6 @@ impl StreamState {
                 })
                 .await;
         }
-        // Durable before acknowledged. The commit fsyncs: it runs on the
-        // blocking pool so the Stream's worker thread stays free for other
-        // admissions and card answers meanwhile.
         // Identity comes from the server (§5.12): whether the connection
         // authenticated as the owner is the approval engine's record of it,
         // whatever the channel or the client said.
@@ -343,11 +340,14 @@ impl StreamState {
             owner_authenticated,
             dedup_key: m.dedup_key,
         };
-        let store = deps.store.clone();
-        let (record, fresh) = tokio::task::spawn_blocking(move || {
-            store.inbox().accept_once(inbound, Timestamp::now())
-        })
-        .await??;
+        // Durable before acknowledged: awaits the group commit that holds
+        // the record, so no runtime thread waits on the fsync and
+        // concurrent admissions share it.
+        let (record, fresh) = deps
+            .store
+            .inbox()
+            .accept_once_async(inbound, Timestamp::now())
+            .await?;
         if !fresh {
             // Handed over before: it is queued or done already.
             return Ok(SubmitOutcome::Accepted {
