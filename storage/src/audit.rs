@@ -194,7 +194,7 @@ impl AuditLog {
             check_event_name(event)?;
         }
         self.writer
-            .write_blocking(Wait::Durable, move |txn| append_in(txn, events))
+            .write_blocking(Wait::Durable, move |txn| append_in(txn, events.clone()))
     }
 
     /// [`Self::log_batch`] for async callers.
@@ -206,7 +206,7 @@ impl AuditLog {
             check_event_name(event)?;
         }
         self.writer
-            .write(Wait::Durable, move |txn| append_in(txn, events))
+            .write(Wait::Durable, move |txn| append_in(txn, events.clone()))
             .await
     }
 

@@ -2,16 +2,16 @@
 //! writes, and one fsync covers every write that arrived while the previous
 //! fsync ran.
 //!
-//! Each queued write runs in its **own** redb write transaction, committed
-//! with [`Durability::None`] (no fsync), so a write that fails is rolled back
-//! alone and never fails its batch-mates. redb persists every earlier
-//! non-durable commit with the next [`Durability::Immediate`] one, so after
-//! a batch the writer makes one durable commit — the batch's last write, or
-//! an empty transaction when that write failed — and only then reports the
-//! writes that asked for durability. A non-durable commit updates redb's
-//! header in memory only: a process that dies before the durable commit
-//! loses it, which is why nothing may be acknowledged before its [`Wait`]
-//! is met.
+//! A batch runs in **one** redb write transaction, committed once: with
+//! [`Durability::Immediate`] (one fsync) when any write in it must be
+//! durable, else with [`Durability::None`]. If a write fails, the batch's
+//! transaction is rolled back and its writes are run again one transaction
+//! each (committed non-durably, then one empty durable commit), so one bad
+//! write never fails its batch-mates — which is why queued writes are `Fn`:
+//! they may run twice. redb persists every earlier non-durable commit with
+//! the next durable one; a non-durable commit updates redb's header in
+//! memory only, so a process that dies before the durable commit loses it —
+//! which is why nothing may be acknowledged before its [`Wait`] is met.
 //!
 //! Callers either `.await` the result ([`GroupCommit::write`], the hot path:
 //! no runtime worker thread blocks on an fsync), block on it
@@ -100,21 +100,40 @@ impl<R> Reply<R> {
     }
 }
 
-/// Called once the batch's durable commit is known (for [`Wait::Durable`])
-/// or right after the write's own commit (otherwise).
-type Completion = Box<dyn FnOnce(StoreResult<()>) + Send>;
+/// One queued write, type-erased: `apply` runs it inside a transaction
+/// (possibly twice, see the module doc), `finish` reports the outcome.
+trait Queued: Send {
+    fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()>;
+    fn finish(self: Box<Self>, outcome: StoreResult<()>);
+}
 
-/// How one queued write went.
-enum Ran {
-    /// Committed with the durability it was given.
-    Committed(Completion),
-    /// The write or its commit failed; its waiter has been told.
-    Failed { commit_failed: bool },
+struct Pending<R, F> {
+    op: F,
+    value: Option<R>,
+    reply: Reply<R>,
+}
+
+impl<R, F> Queued for Pending<R, F>
+where
+    R: Send,
+    F: Fn(&WriteTransaction) -> StoreResult<R> + Send,
+{
+    fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()> {
+        self.value = Some((self.op)(txn)?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, outcome: StoreResult<()>) {
+        let Pending { value, reply, .. } = *self;
+        reply.send(outcome.and_then(|()| {
+            value.ok_or_else(|| StoreError::Invalid("queued write reported before it ran".into()))
+        }));
+    }
 }
 
 struct Job {
     wait: Wait,
-    run: Box<dyn FnOnce(&Database, Durability) -> Ran + Send>,
+    write: Box<dyn Queued>,
 }
 
 /// The store's single writer. Shared by every clone of the store; the last
@@ -159,23 +178,15 @@ impl GroupCommit {
     fn submit<R, F>(&self, wait: Wait, op: F, reply: Reply<R>)
     where
         R: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
     {
-        let run = move |db: &Database, durability: Durability| -> Ran {
-            let value = match run_one(db, durability, op) {
-                Ok(v) => v,
-                Err((e, commit_failed)) => {
-                    reply.send(Err(e));
-                    return Ran::Failed { commit_failed };
-                }
-            };
-            Ran::Committed(Box::new(move |flushed: StoreResult<()>| {
-                reply.send(flushed.map(|()| value));
-            }))
-        };
         let job = Job {
             wait,
-            run: Box::new(run),
+            write: Box::new(Pending {
+                op,
+                value: None,
+                reply,
+            }),
         };
         // If the writer is gone (it panicked) the job is dropped here, and
         // with it the reply's sender: a waiter then gets "stopped".
@@ -190,7 +201,7 @@ impl GroupCommit {
     pub async fn write<R, F>(&self, wait: Wait, op: F) -> StoreResult<R>
     where
         R: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.submit(wait, op, Reply::Async(tx));
@@ -202,7 +213,7 @@ impl GroupCommit {
     pub fn write_blocking<R, F>(&self, wait: Wait, op: F) -> StoreResult<R>
     where
         R: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
     {
         if std::thread::current().id() == self.thread_id {
             // A write queued from inside a write would wait for itself.
@@ -218,7 +229,7 @@ impl GroupCommit {
     /// Queues `op` without waiting for it; a failure is logged under `what`.
     pub fn write_detached<F>(&self, wait: Wait, what: &'static str, op: F)
     where
-        F: FnOnce(&WriteTransaction) -> StoreResult<()> + Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<()> + Send + 'static,
     {
         self.submit(wait, op, Reply::Detached(what));
     }
@@ -240,27 +251,61 @@ impl Drop for GroupCommit {
     }
 }
 
-/// Runs one write in its own transaction and commits it.
-fn run_one<R>(
-    db: &Database,
-    durability: Durability,
-    op: impl FnOnce(&WriteTransaction) -> StoreResult<R>,
-) -> Result<R, (StoreError, bool)> {
-    let mut txn = db.begin_write().map_err(|e| (e.into(), false))?;
-    txn.set_durability(durability)
-        .map_err(|e| (e.into(), false))?;
-    // On an error the transaction is dropped: redb rolls it back.
-    let value = op(&txn).map_err(|e| (e, false))?;
-    txn.commit().map_err(|e| (e.into(), true))?;
-    Ok(value)
+fn begin(db: &Database, durability: Durability) -> StoreResult<WriteTransaction> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(durability)?;
+    Ok(txn)
 }
 
 /// An empty durable commit: makes every earlier non-durable commit durable.
 fn flush(db: &Database) -> StoreResult<()> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    txn.commit()?;
+    begin(db, Durability::Immediate)?.commit()?;
     Ok(())
+}
+
+/// The batch in one transaction. `Err(batch)` when a write failed: the
+/// transaction was rolled back and nothing was reported.
+fn run_together(
+    db: &Database,
+    mut batch: Vec<Job>,
+    durable: bool,
+) -> Result<(Vec<Job>, StoreResult<()>), Vec<Job>> {
+    let durability = if durable {
+        Durability::Immediate
+    } else {
+        Durability::None
+    };
+    let txn = match begin(db, durability) {
+        Ok(t) => t,
+        Err(e) => return Ok((batch, Err(e))),
+    };
+    for job in &mut batch {
+        if job.write.apply(&txn).is_err() {
+            // Dropping the transaction rolls the whole batch back.
+            drop(txn);
+            return Err(batch);
+        }
+    }
+    let committed = txn.commit().map_err(StoreError::from);
+    Ok((batch, committed))
+}
+
+/// The fallback: each write in its own non-durable transaction. Returns the
+/// writes that committed; the failed ones have been told.
+fn run_one_by_one(db: &Database, batch: Vec<Job>) -> Vec<Job> {
+    let mut committed = Vec::with_capacity(batch.len());
+    for mut job in batch {
+        let outcome = begin(db, Durability::None).and_then(|txn| {
+            job.write.apply(&txn)?;
+            txn.commit()?;
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => committed.push(job),
+            Err(e) => job.write.finish(Err(e)),
+        }
+    }
+    committed
 }
 
 fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
@@ -292,76 +337,68 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
             }
         }
         counters.batches.fetch_add(1, Ordering::Relaxed);
-        let lazy_due = lazy_since.is_some_and(|s| s.elapsed() >= LAZY_FLUSH_AFTER);
-        let must_flush = lazy_due || batch.iter().any(|j| j.wait == Wait::Durable);
-        let last = batch.len().saturating_sub(1);
-        let mut waiting: Vec<Completion> = Vec::new();
-        // The durable commit's outcome, once one was made in this batch.
-        let mut flushed: Option<StoreResult<()>> = None;
-        for (i, job) in batch.into_iter().enumerate() {
-            // The batch's last write carries the fsync for all of them.
-            let durable_here = must_flush && i == last;
-            let durability = if durable_here {
-                Durability::Immediate
-            } else {
-                Durability::None
-            };
-            match (job.run)(db, durability) {
-                Ran::Committed(done) => {
-                    counters.writes.fetch_add(1, Ordering::Relaxed);
-                    dirty = true;
-                    if durable_here {
-                        counters.durable_commits.fetch_add(1, Ordering::Relaxed);
-                        flushed = Some(Ok(()));
+        // An empty batch: only the lazy window ran out.
+        let must_flush = batch.is_empty()
+            || lazy_since.is_some_and(|s| s.elapsed() >= LAZY_FLUSH_AFTER)
+            || batch.iter().any(|j| j.wait == Wait::Durable);
+
+        // `together`: the batch's one commit is every write's own outcome;
+        // otherwise only the durable ones wait for the closing flush.
+        let (committed, outcome, together) = if batch.is_empty() {
+            (Vec::new(), if dirty { flush(db) } else { Ok(()) }, true)
+        } else {
+            match run_together(db, batch, must_flush) {
+                Ok((jobs, outcome)) => {
+                    if outcome.is_ok() && !must_flush {
+                        dirty = true;
                     }
-                    match job.wait {
-                        Wait::Durable => waiting.push(done),
-                        Wait::Visible => done(Ok(())),
-                        Wait::Lazy => {
-                            done(Ok(()));
-                            lazy_since.get_or_insert_with(Instant::now);
-                        }
-                    }
+                    (jobs, outcome, true)
                 }
-                Ran::Failed { commit_failed } => {
-                    if durable_here && commit_failed {
-                        flushed = Some(Err(StoreError::Io(
-                            "the batch's durable commit failed".into(),
-                        )));
+                Err(batch) => {
+                    let jobs = run_one_by_one(db, batch);
+                    if !jobs.is_empty() {
+                        dirty = true;
                     }
+                    let outcome = if must_flush && dirty {
+                        flush(db)
+                    } else {
+                        Ok(())
+                    };
+                    (jobs, outcome, false)
                 }
             }
-        }
-        if !must_flush {
-            continue;
-        }
-        let flushed = match flushed {
-            Some(r) => r,
-            None if dirty => {
-                let r = flush(db);
-                if r.is_ok() {
-                    counters.durable_commits.fetch_add(1, Ordering::Relaxed);
-                }
-                r
-            }
-            None => Ok(()),
         };
-        match &flushed {
-            Ok(()) => {
+        if must_flush && outcome.is_ok() && (dirty || !committed.is_empty()) {
+            counters.durable_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        if outcome.is_ok() {
+            counters
+                .writes
+                .fetch_add(committed.len() as u64, Ordering::Relaxed);
+        }
+        match &outcome {
+            Ok(()) if must_flush => {
                 dirty = false;
                 lazy_since = None;
             }
-            // Retried with the next durable write, or a window from now.
-            Err(_) => lazy_since = lazy_since.map(|_| Instant::now()),
+            Ok(()) => {
+                if committed.iter().any(|j| j.wait == Wait::Lazy) {
+                    lazy_since.get_or_insert_with(Instant::now);
+                }
+            }
+            Err(e) => {
+                tracing::error!("store commit failed: {e}");
+                // Retried with the next durable write, or a window from now.
+                lazy_since = lazy_since.map(|_| Instant::now());
+            }
         }
-        for done in waiting {
-            done(match &flushed {
-                Ok(()) => Ok(()),
-                Err(e) => Err(e.clone()),
-            });
-        }
-        if let Err(e) = &flushed {
-            tracing::error!("store durable commit failed: {e}");
+        for job in committed {
+            let result = if together || job.wait == Wait::Durable {
+                outcome.clone()
+            } else {
+                Ok(())
+            };
+            job.write.finish(result);
         }
     }
     // Queue closed: make what is left durable before the store closes.

@@ -6,12 +6,16 @@
 //! each stage change committed in one write transaction together with the
 //! durable effect it stands for:
 //!
-//! | stage            | committed together with                           |
-//! |------------------|---------------------------------------------------|
-//! | `accepted`       | the record and its pending-index entry            |
-//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint |
-//! | `responded`      | the response's chronicle entry (step 11), the reply |
-//! | `delivered`      | removal from the pending index (after step 13)     |
+//! | stage            | committed together with                           | the turn waits for (group commit) |
+//! |------------------|---------------------------------------------------|-----------------------------------|
+//! | `accepted`       | the record and its pending-index entry, attempt 1 | durable (before the ack)          |
+//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint | durable if signed, else visible  |
+//! | `responded`      | the response's chronicle entry (step 11), the reply | durable (before delivery)       |
+//! | `delivered`      | removal from the pending index (after step 13)     | visible, durable within 2 ms     |
+//!
+//! Writes go through the store's [`GroupCommit`] writer, so concurrent turns
+//! share fsyncs; the `_async` variants await it without blocking a runtime
+//! thread, the plain ones block and are always durable when they return.
 //!
 //! Replay after a crash resumes from the recorded stage: a record that is
 //! `input_recorded` never chronicles its message twice, a `responded` one is
@@ -123,7 +127,9 @@ fn put_in(txn: &WriteTransaction, r: &InboxRecord) -> StoreResult<()> {
 }
 
 /// A queued write: runs inside the group-commit writer's transaction.
-type Op<R> = Box<dyn FnOnce(&WriteTransaction) -> StoreResult<R> + Send>;
+type Op<R> = Box<dyn Fn(&WriteTransaction) -> StoreResult<R> + Send>;
+// `Fn`: the writer may run a write twice (a batch-mate failed, see
+// `group_commit`), so each run starts from its own copy of the inputs.
 
 fn accept_op(message: NewInbound, now: Timestamp) -> StoreResult<Op<(InboxRecord, bool)>> {
     if message.scope_id.is_empty() {
@@ -146,7 +152,7 @@ fn accept_op(message: NewInbound, now: Timestamp) -> StoreResult<Op<(InboxRecord
         let record = InboxRecord {
             inbox_id: format!("{seq:020}"),
             seq,
-            message,
+            message: message.clone(),
             received_at: now,
             stage: InboxStage::Accepted,
             taint: None,
@@ -175,7 +181,7 @@ fn advance_op(
     inbox_id: &str,
     chronicle: Option<ContextItem>,
     audit: Vec<(String, JsonObject)>,
-    f: impl FnOnce(&mut InboxRecord) -> bool + Send + 'static,
+    f: impl Fn(&mut InboxRecord) -> bool + Send + 'static,
 ) -> Op<InboxRecord> {
     let inbox_id = inbox_id.to_string();
     Box::new(move |txn| {
@@ -187,7 +193,7 @@ fn advance_op(
             crate::chronicle::append_in(txn, &record.message.scope_id, item)?;
         }
         if !audit.is_empty() {
-            crate::audit::append_in(txn, audit)?;
+            crate::audit::append_in(txn, audit.clone())?;
         }
         put_in(txn, &record)?;
         if record.stage == InboxStage::Delivered {
@@ -232,12 +238,12 @@ fn response_op(
     audit: Vec<(String, JsonObject)>,
 ) -> Op<InboxRecord> {
     let reply = reply.to_string();
-    advance_op(inbox_id, chronicle.cloned(), audit, |r| {
+    advance_op(inbox_id, chronicle.cloned(), audit, move |r| {
         if r.stage >= InboxStage::Responded {
             return false;
         }
         r.stage = InboxStage::Responded;
-        r.reply = Some(reply);
+        r.reply = Some(reply.clone());
         true
     })
 }

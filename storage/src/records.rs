@@ -227,7 +227,7 @@ impl<T: Keyed> Records<T> {
     fn put_op(
         &self,
         record: &T,
-    ) -> StoreResult<impl FnOnce(&WriteTransaction) -> StoreResult<()> + Send + 'static> {
+    ) -> StoreResult<impl Fn(&WriteTransaction) -> StoreResult<()> + Send + 'static> {
         if record.key().is_empty() {
             return Err(StoreError::Invalid(format!(
                 "{} key must not be empty",
