@@ -174,9 +174,14 @@ pub enum StreamMsg {
     },
     /// From an admission's task: the message had been handed over before
     /// (its queue slot is given back).
-    AdmissionReleased { scope_id: String },
+    AdmissionReleased {
+        scope_id: String,
+    },
     /// From an admission's task: the inbox record could not be stored.
-    AdmissionFailed { scope_id: String, error: String },
+    AdmissionFailed {
+        scope_id: String,
+        error: String,
+    },
     /// From the WorkExecutor's status channel.
     WorkStatus(WorkStatusEvent),
     /// Stop intake (§18.2 steps 1–2); replies with the pending count.
@@ -353,7 +358,7 @@ impl StreamState {
         // commit's fsync. Its queue slot and processor are taken now.
         self.queues.push(&scope_id);
         let processor = self.processor(myself, &scope_id).await?;
-        Ok(Admit::Accepting(Accepting { inbound, processor }))
+        Ok(Admit::Accepting(Box::new(Accepting { inbound, processor })))
     }
 
     /// Whether an answer from `origin`, arriving in `scope_id`, may answer

@@ -21,8 +21,9 @@ use crate::turn::TurnMsg;
 pub(crate) enum Admit {
     /// Answered at once (refused, rate limited, shutting down).
     Done(SubmitOutcome),
-    /// Admitted: the record is being made durable.
-    Accepting(Accepting),
+    /// Admitted: the record is being made durable (boxed: the message is
+    /// much larger than an outcome).
+    Accepting(Box<Accepting>),
 }
 
 impl From<SubmitOutcome> for Admit {
@@ -39,23 +40,21 @@ pub(crate) struct Accepting {
 impl Accepting {
     /// Records the message and answers `reply` once it is durable.
     pub(crate) fn spawn(
-        self,
+        self: Box<Self>,
         store: &Store,
         stream: ActorRef<StreamMsg>,
         reply: RpcReplyPort<SubmitOutcome>,
     ) {
+        let Accepting { inbound, processor } = *self;
         let inbox = store.inbox();
-        let scope_id = self.inbound.scope_id.clone();
+        let scope_id = inbound.scope_id.clone();
         tokio::spawn(async move {
-            match inbox
-                .accept_once_async(self.inbound, Timestamp::now())
-                .await
-            {
+            match inbox.accept_once_async(inbound, Timestamp::now()).await {
                 Ok((record, fresh)) => {
                     if fresh {
                         // A processor that stopped meanwhile is restarted by
                         // the Stream and wakes itself: the record is durable.
-                        if let Err(e) = self.processor.send_message(TurnMsg::Wake) {
+                        if let Err(e) = processor.send_message(TurnMsg::Wake) {
                             tracing::debug!(scope_id, "wake after acceptance not sent: {e}");
                         }
                     } else {

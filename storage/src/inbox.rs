@@ -416,9 +416,7 @@ impl InboxStore {
         if let Some(record) = self.first_attempt(inbox_id)? {
             return Ok(record);
         }
-        self.writer
-            .write(Wait::Durable, attempt_op(inbox_id))
-            .await
+        self.writer.write(Wait::Durable, attempt_op(inbox_id)).await
     }
 
     fn first_attempt(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
@@ -511,9 +509,7 @@ impl InboxStore {
     /// is `responded` and replay only redelivers.
     pub async fn mark_delivered_async(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
         self.take_first_attempt(inbox_id);
-        self.writer
-            .write(Wait::Lazy, delivered_op(inbox_id))
-            .await
+        self.writer.write(Wait::Lazy, delivered_op(inbox_id)).await
     }
 }
 

@@ -180,7 +180,10 @@ fn child_writer_process() {
         std::thread::spawn(move || {
             for i in 0.. {
                 let r = inbox
-                    .accept(msg(&format!("b{t}"), &format!("b{t}-{i}")), Timestamp::now())
+                    .accept(
+                        msg(&format!("b{t}"), &format!("b{t}-{i}")),
+                        Timestamp::now(),
+                    )
                     .unwrap();
                 println!("ACK {}", r.inbox_id);
             }
@@ -198,7 +201,10 @@ fn child_writer_process() {
             tasks.spawn(async move {
                 for i in 0.. {
                     let (r, _) = inbox
-                        .accept_once_async(msg(&format!("a{t}"), &format!("a{t}-{i}")), Timestamp::now())
+                        .accept_once_async(
+                            msg(&format!("a{t}"), &format!("a{t}-{i}")),
+                            Timestamp::now(),
+                        )
                         .await
                         .unwrap();
                     // A response on top: durable before acknowledged too.
@@ -219,7 +225,12 @@ fn sigkill_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(silas_storage::STORE_FILE);
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_writer_process", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "child_writer_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD_ENV, &path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -246,7 +257,11 @@ fn sigkill_loses_no_acknowledged_write() {
             acked.push((id, parts.next() == Some("responded")));
         }
     }
-    assert!(acked.len() >= 100, "the child acknowledged only {}", acked.len());
+    assert!(
+        acked.len() >= 100,
+        "the child acknowledged only {}",
+        acked.len()
+    );
 
     let store = Store::open(&path).unwrap();
     let inbox = store.inbox();
@@ -262,5 +277,8 @@ fn sigkill_loses_no_acknowledged_write() {
         }
         assert!(seen.insert(id.clone()), "{id} acknowledged twice");
     }
-    eprintln!("{} acknowledged writes all present after SIGKILL", acked.len());
+    eprintln!(
+        "{} acknowledged writes all present after SIGKILL",
+        acked.len()
+    );
 }

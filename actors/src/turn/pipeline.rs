@@ -561,7 +561,13 @@ impl Turn<'_> {
             .deps
             .store
             .inbox()
-            .record_input_async(&self.record.inbox_id, self.taint, self.turn_number, &it, wait)
+            .record_input_async(
+                &self.record.inbox_id,
+                self.taint,
+                self.turn_number,
+                &it,
+                wait,
+            )
             .await?;
         self.scope.context.add(it);
         Ok(())
