@@ -119,7 +119,12 @@ where
     F: Fn(&WriteTransaction) -> StoreResult<R> + Send,
 {
     fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()> {
-        self.value = Some((self.op)(txn)?);
+        // A write that panics fails alone (its transaction is rolled back
+        // like any failed write's); the writer thread lives on for the rest.
+        let op = &self.op;
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(txn)))
+            .map_err(|_| StoreError::Invalid("a queued store write panicked".into()))?;
+        self.value = Some(ran?);
         Ok(())
     }
 
@@ -404,5 +409,51 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
     // Queue closed: make what is left durable before the store closes.
     if dirty && let Err(e) = flush(db) {
         tracing::error!("store durable commit at close failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{ReadableDatabase, TableDefinition};
+
+    use super::*;
+
+    const T: TableDefinition<&str, u64> = TableDefinition::new("t");
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_panics_fails_alone_and_the_writer_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = Arc::new(GroupCommit::start(db.clone()).unwrap());
+        let put = |k: &'static str| {
+            move |txn: &WriteTransaction| -> StoreResult<()> {
+                txn.open_table(T)?.insert(k, 1)?;
+                Ok(())
+            }
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, k) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            let gc = gc.clone();
+            tasks.spawn(async move {
+                if i == 1 {
+                    let boom = |_: &WriteTransaction| -> StoreResult<()> { panic!("boom") };
+                    (k, gc.write(Wait::Durable, boom).await)
+                } else {
+                    (k, gc.write(Wait::Durable, put(k)).await)
+                }
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            let (k, r) = r.unwrap();
+            assert_eq!(r.is_err(), k == "b", "{k}: {r:?}");
+        }
+        // The writer still serves writes afterwards.
+        gc.write(Wait::Durable, put("e")).await.unwrap();
+        let read = db.begin_read().unwrap();
+        let t = read.open_table(T).unwrap();
+        for k in ["a", "c", "d", "e"] {
+            assert!(t.get(k).unwrap().is_some(), "{k}");
+        }
+        assert!(t.get("b").unwrap().is_none());
     }
 }
