@@ -32,6 +32,7 @@ pub mod scope_release;
 pub mod skills;
 pub mod skills_mcp;
 pub mod stream;
+mod stream_accept;
 pub mod supervisor;
 pub mod turn;
 pub mod work;

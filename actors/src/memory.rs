@@ -262,8 +262,9 @@ impl MemoryIndex for silas_memory::Memory {
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
-        // Durable with the turn's response commit (see the trait).
-        Ok(self.put(item, false)?)
+        // Durable with the turn's response commit (see the trait); queued,
+        // so the turn does not wait for the store's writer.
+        Ok(self.put_queued(item)?)
     }
 
     fn search(

@@ -50,6 +50,7 @@ use crate::channel::Outbound;
 use crate::limits::{Admission, CardLimits, LimitKind, OpenLimit, RateLimiter, TurnQueues};
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
 use crate::scope_release::IdleScopes;
+use crate::stream_accept::{Accepting, Admit};
 use crate::turn::approval_flow::{self, DecideOutcome};
 use crate::turn::pipeline::{TurnDeps, TurnError};
 use crate::turn::{OWNER_SCOPE, TurnArgs, TurnDone, TurnMsg, TurnProcessor};
@@ -171,6 +172,16 @@ pub enum StreamMsg {
         scope_id: String,
         inbox_id: String,
     },
+    /// From an admission's task: the message had been handed over before
+    /// (its queue slot is given back).
+    AdmissionReleased {
+        scope_id: String,
+    },
+    /// From an admission's task: the inbox record could not be stored.
+    AdmissionFailed {
+        scope_id: String,
+        error: String,
+    },
     /// From the WorkExecutor's status channel.
     WorkStatus(WorkStatusEvent),
     /// Stop intake (§18.2 steps 1–2); replies with the pending count.
@@ -250,10 +261,10 @@ impl StreamState {
         &mut self,
         myself: &ActorRef<StreamMsg>,
         m: InboundMessage,
-    ) -> Result<SubmitOutcome, ActorProcessingErr> {
+    ) -> Result<Admit, ActorProcessingErr> {
         let deps = self.args.deps.clone();
         if !self.accepting {
-            return Ok(SubmitOutcome::ShuttingDown);
+            return Ok(SubmitOutcome::ShuttingDown.into());
         }
         self.idle.active(&m.scope_id);
         let now = Instant::now();
@@ -269,7 +280,8 @@ impl StreamState {
             )?;
             return Ok(SubmitOutcome::RateLimited {
                 message: RATE_LIMITED_MESSAGE.to_string(),
-            });
+            }
+            .into());
         }
         let is_owner = m.scope_id == OWNER_SCOPE;
         match self.queues.admission(&m.scope_id, is_owner) {
@@ -284,7 +296,8 @@ impl StreamState {
                 )?;
                 return Ok(SubmitOutcome::BusyRetry {
                     retry_after_ms: BUSY_RETRY_AFTER_MS,
-                });
+                }
+                .into());
             }
         }
         self.per_scope.try_take(&m.scope_id, now);
@@ -316,9 +329,6 @@ impl StreamState {
                 })
                 .await;
         }
-        // Durable before acknowledged. The commit fsyncs: it runs on the
-        // blocking pool so the Stream's worker thread stays free for other
-        // admissions and card answers meanwhile.
         // Identity comes from the server (§5.12): whether the connection
         // authenticated as the owner is the approval engine's record of it,
         // whatever the channel or the client said.
@@ -343,23 +353,12 @@ impl StreamState {
             owner_authenticated,
             dedup_key: m.dedup_key,
         };
-        let store = deps.store.clone();
-        let (record, fresh) = tokio::task::spawn_blocking(move || {
-            store.inbox().accept_once(inbound, Timestamp::now())
-        })
-        .await??;
-        if !fresh {
-            // Handed over before: it is queued or done already.
-            return Ok(SubmitOutcome::Accepted {
-                inbox_id: record.inbox_id,
-            });
-        }
+        // Durable before acknowledged: the record is committed in its own
+        // task (`stream_accept`), so concurrent admissions share the group
+        // commit's fsync. Its queue slot and processor are taken now.
         self.queues.push(&scope_id);
-        let p = self.processor(myself, &scope_id).await?;
-        p.send_message(TurnMsg::Wake)?;
-        Ok(SubmitOutcome::Accepted {
-            inbox_id: record.inbox_id,
-        })
+        let processor = self.processor(myself, &scope_id).await?;
+        Ok(Admit::Accepting(Box::new(Accepting { inbound, processor })))
     }
 
     /// Whether an answer from `origin`, arriving in `scope_id`, may answer
@@ -827,9 +826,16 @@ impl Actor for Stream {
         state: &mut StreamState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            StreamMsg::Submit(m, reply) => {
-                let out = state.submit(&myself, m).await?;
-                let _ = reply.send(out);
+            StreamMsg::Submit(m, reply) => match state.submit(&myself, m).await? {
+                Admit::Done(out) => {
+                    let _ = reply.send(out);
+                }
+                Admit::Accepting(a) => a.spawn(&state.args.deps.store, myself.clone(), reply),
+            },
+            StreamMsg::AdmissionReleased { scope_id } => state.queues.pop(&scope_id),
+            StreamMsg::AdmissionFailed { scope_id, error } => {
+                state.queues.pop(&scope_id);
+                return Err(format!("inbox accept failed: {error}").into());
             }
             StreamMsg::DecideCard {
                 request_id,

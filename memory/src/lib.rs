@@ -187,6 +187,18 @@ impl Memory {
         Ok(())
     }
 
+    /// [`Self::put`] with `durable: false`, without waiting for the store's
+    /// writer: the record is queued and committed before any write queued
+    /// after it (so the turn's own durable response commit makes it
+    /// durable). Until then a search may find it in the index and drop it
+    /// when re-reading redb. For the turn's raw capture, which nothing in
+    /// the same turn reads back.
+    pub fn put_queued(&self, item: &MemoryItem) -> Result<(), MemoryError> {
+        self.inner.store.records::<MemoryItem>().put_queued(item)?;
+        self.inner.index.upsert(item)?;
+        Ok(())
+    }
+
     pub fn get(&self, id: &str) -> Result<Option<MemoryItem>, MemoryError> {
         Ok(self.inner.store.records::<MemoryItem>().get(id)?)
     }

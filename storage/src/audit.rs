@@ -29,6 +29,7 @@ use silas_core::{Base64Bytes, Timestamp, canonical, never_log};
 use crate::audit_seal::{self, CheckpointSigner, CheckpointVerifier, HeadMirror, SealReport};
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
+use crate::group_commit::{GroupCommit, Wait};
 use crate::schema::{AUDIT, AUDIT_CHECKPOINTS, META};
 
 /// `prev_hash` of the first entry.
@@ -142,6 +143,7 @@ impl ChainVerification {
 #[derive(Clone)]
 pub struct AuditLog {
     db: Arc<Database>,
+    writer: Arc<GroupCommit>,
     /// The head mirror file, next to the store file.
     head_mirror: PathBuf,
 }
@@ -162,9 +164,10 @@ fn check_event_name(event: &str) -> StoreResult<()> {
 }
 
 impl AuditLog {
-    pub(crate) fn new(db: Arc<Database>, store_path: &Path) -> Self {
+    pub(crate) fn new(db: Arc<Database>, writer: Arc<GroupCommit>, store_path: &Path) -> Self {
         AuditLog {
             db,
+            writer,
             head_mirror: store_path.with_file_name(audit_seal::HEAD_MIRROR_FILE),
         }
     }
@@ -184,15 +187,27 @@ impl AuditLog {
             .ok_or_else(|| StoreError::Invalid("empty batch".into()))
     }
 
-    /// Append several entries in one transaction (all or none).
+    /// Append several entries in one transaction (all or none), durable
+    /// when it returns (through the store's group commit).
     pub fn log_batch(&self, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<AuditEntry>> {
         for (event, _) in &events {
             check_event_name(event)?;
         }
-        let txn = self.db.begin_write()?;
-        let entries = append_in(&txn, events)?;
-        txn.commit()?;
-        Ok(entries)
+        self.writer
+            .write_blocking(Wait::Durable, move |txn| append_in(txn, events.clone()))
+    }
+
+    /// [`Self::log_batch`] for async callers.
+    pub async fn log_batch_async(
+        &self,
+        events: Vec<(String, JsonObject)>,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        for (event, _) in &events {
+            check_event_name(event)?;
+        }
+        self.writer
+            .write(Wait::Durable, move |txn| append_in(txn, events.clone()))
+            .await
     }
 
     /// The last `n` entries, oldest first.

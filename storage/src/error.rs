@@ -2,7 +2,7 @@
 
 use silas_core::{Coded, ErrorCode};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("store I/O failed: {0}")]
     Io(String),

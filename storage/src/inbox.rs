@@ -6,12 +6,16 @@
 //! each stage change committed in one write transaction together with the
 //! durable effect it stands for:
 //!
-//! | stage            | committed together with                           |
-//! |------------------|---------------------------------------------------|
-//! | `accepted`       | the record and its pending-index entry            |
-//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint |
-//! | `responded`      | the response's chronicle entry (step 11), the reply |
-//! | `delivered`      | removal from the pending index (after step 13)     |
+//! | stage            | committed together with                           | the turn waits for (group commit) |
+//! |------------------|---------------------------------------------------|-----------------------------------|
+//! | `accepted`       | the record and its pending-index entry, attempt 1 | durable (before the ack)          |
+//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint | durable if signed, else visible  |
+//! | `responded`      | the response's chronicle entry (step 11), the reply | durable (before delivery)       |
+//! | `delivered`      | removal from the pending index (after step 13)     | visible, durable within 2 ms     |
+//!
+//! Writes go through the store's [`GroupCommit`] writer, so concurrent turns
+//! share fsyncs; the `_async` variants await it without blocking a runtime
+//! thread, the plain ones block and are always durable when they return.
 //!
 //! Replay after a crash resumes from the recorded stage: a record that is
 //! `input_recorded` never chronicles its message twice, a `responded` one is
@@ -19,7 +23,8 @@
 //! it), and a `delivered` one is never touched again — so every accepted
 //! message is processed exactly once.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -30,6 +35,7 @@ use silas_core::model::messages::{SignedMessage, TaintLevel};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
+use crate::group_commit::{GroupCommit, Wait};
 use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 
 const TABLE: &str = "inbox";
@@ -90,9 +96,16 @@ pub struct InboxRecord {
     pub attempts: u32,
 }
 
+/// Ids of records accepted by this process whose first attempt was counted
+/// at acceptance and not started yet (see [`InboxStore::begin_attempt`]).
+/// In memory only: after a restart every attempt is counted again.
+pub(crate) type FirstAttempts = Arc<Mutex<HashSet<String>>>;
+
 #[derive(Clone)]
 pub struct InboxStore {
     db: Arc<Database>,
+    writer: Arc<GroupCommit>,
+    first_attempts: FirstAttempts,
 }
 
 fn get_in(txn: &WriteTransaction, id: &str) -> StoreResult<InboxRecord> {
@@ -113,9 +126,182 @@ fn put_in(txn: &WriteTransaction, r: &InboxRecord) -> StoreResult<()> {
     Ok(())
 }
 
+/// A queued write: runs inside the group-commit writer's transaction.
+type Op<R> = Box<dyn Fn(&WriteTransaction) -> StoreResult<R> + Send>;
+// `Fn`: the writer may run a write twice (a batch-mate failed, see
+// `group_commit`), so each run starts from its own copy of the inputs.
+
+fn accept_op(message: NewInbound, now: Timestamp) -> StoreResult<Op<(InboxRecord, bool)>> {
+    if message.scope_id.is_empty() {
+        return Err(StoreError::Invalid("scope_id must not be empty".into()));
+    }
+    Ok(Box::new(move |txn| {
+        if let Some(key) = &message.dedup_key {
+            let known = txn
+                .open_table(INBOX_KEYS)?
+                .get(key.as_str())?
+                .map(|v| v.value().to_string());
+            if let Some(id) = known {
+                let record = get_in(txn, &id)?;
+                return Ok((record, false));
+            }
+        }
+        let mut counters = txn.open_table(COUNTERS)?;
+        let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
+        counters.insert(SEQ_COUNTER, seq + 1)?;
+        let record = InboxRecord {
+            inbox_id: format!("{seq:020}"),
+            seq,
+            message: message.clone(),
+            received_at: now,
+            stage: InboxStage::Accepted,
+            taint: None,
+            turn_number: None,
+            reply: None,
+            // The first attempt is counted here, in the acceptance's
+            // durable commit (one fsync fewer per turn).
+            attempts: 1,
+        };
+        put_in(txn, &record)?;
+        txn.open_table(INBOX_PENDING)?.insert(
+            (record.message.scope_id.as_str(), seq),
+            record.inbox_id.as_str(),
+        )?;
+        if let Some(key) = &record.message.dedup_key {
+            txn.open_table(INBOX_KEYS)?
+                .insert(key.as_str(), record.inbox_id.as_str())?;
+        }
+        Ok((record, true))
+    }))
+}
+
+/// Read-modify-write one record; `f` returns `false` to leave it as is
+/// (the change already happened: idempotent replay).
+fn advance_op(
+    inbox_id: &str,
+    chronicle: Option<ContextItem>,
+    audit: Vec<(String, JsonObject)>,
+    f: impl Fn(&mut InboxRecord) -> bool + Send + 'static,
+) -> Op<InboxRecord> {
+    let inbox_id = inbox_id.to_string();
+    Box::new(move |txn| {
+        let mut record = get_in(txn, &inbox_id)?;
+        if !f(&mut record) {
+            return Ok(record);
+        }
+        if let Some(item) = &chronicle {
+            crate::chronicle::append_in(txn, &record.message.scope_id, item)?;
+        }
+        if !audit.is_empty() {
+            crate::audit::append_in(txn, audit.clone())?;
+        }
+        put_in(txn, &record)?;
+        if record.stage == InboxStage::Delivered {
+            txn.open_table(INBOX_PENDING)?
+                .remove((record.message.scope_id.as_str(), record.seq))?;
+        }
+        Ok(record)
+    })
+}
+
+fn attempt_op(inbox_id: &str) -> Op<InboxRecord> {
+    advance_op(inbox_id, None, Vec::new(), |r| {
+        if r.stage >= InboxStage::Delivered {
+            return false;
+        }
+        r.attempts = r.attempts.saturating_add(1);
+        true
+    })
+}
+
+fn input_op(
+    inbox_id: &str,
+    taint: TaintLevel,
+    turn_number: u64,
+    chronicle: &ContextItem,
+) -> Op<InboxRecord> {
+    advance_op(inbox_id, Some(chronicle.clone()), Vec::new(), move |r| {
+        if r.stage >= InboxStage::InputRecorded {
+            return false;
+        }
+        r.stage = InboxStage::InputRecorded;
+        r.taint = Some(taint);
+        r.turn_number = Some(turn_number);
+        true
+    })
+}
+
+fn response_op(
+    inbox_id: &str,
+    reply: &str,
+    chronicle: Option<&ContextItem>,
+    audit: Vec<(String, JsonObject)>,
+) -> Op<InboxRecord> {
+    let reply = reply.to_string();
+    advance_op(inbox_id, chronicle.cloned(), audit, move |r| {
+        if r.stage >= InboxStage::Responded {
+            return false;
+        }
+        r.stage = InboxStage::Responded;
+        r.reply = Some(reply.clone());
+        true
+    })
+}
+
+fn delivered_op(inbox_id: &str) -> Op<InboxRecord> {
+    advance_op(inbox_id, None, Vec::new(), |r| {
+        if r.stage >= InboxStage::Delivered {
+            return false;
+        }
+        r.stage = InboxStage::Delivered;
+        true
+    })
+}
+
+impl InboxRecord {
+    /// What [`InboxStore::record_input_async`] must wait for. A signed
+    /// message's taint rests on its nonce, consumed durably at step 2: a
+    /// replay after losing the record would find the nonce used and
+    /// downgrade the taint, so its input record must be durable before the
+    /// turn acts on it. Any other message's taint and turn number are
+    /// recomputed identically by a replay (same stored message, same
+    /// chronicle), so its input record may wait for the turn's durable
+    /// response commit.
+    pub fn input_wait(&self) -> Wait {
+        if self.message.signed.is_some() {
+            Wait::Durable
+        } else {
+            Wait::Visible
+        }
+    }
+}
+
 impl InboxStore {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
-        InboxStore { db }
+    pub(crate) fn new(
+        db: Arc<Database>,
+        writer: Arc<GroupCommit>,
+        first_attempts: FirstAttempts,
+    ) -> Self {
+        InboxStore {
+            db,
+            writer,
+            first_attempts,
+        }
+    }
+
+    fn note_first_attempt(&self, accepted: &StoreResult<(InboxRecord, bool)>) {
+        if let Ok((record, true)) = accepted
+            && let Ok(mut set) = self.first_attempts.lock()
+        {
+            set.insert(record.inbox_id.clone());
+        }
+    }
+
+    fn take_first_attempt(&self, inbox_id: &str) -> bool {
+        self.first_attempts
+            .lock()
+            .map(|mut set| set.remove(inbox_id))
+            .unwrap_or(false)
     }
 
     /// Durably record an inbound message (one transaction); only after this
@@ -134,48 +320,23 @@ impl InboxStore {
         message: NewInbound,
         now: Timestamp,
     ) -> StoreResult<(InboxRecord, bool)> {
-        if message.scope_id.is_empty() {
-            return Err(StoreError::Invalid("scope_id must not be empty".into()));
-        }
-        let txn = self.db.begin_write()?;
-        if let Some(key) = &message.dedup_key {
-            let known = txn
-                .open_table(INBOX_KEYS)?
-                .get(key.as_str())?
-                .map(|v| v.value().to_string());
-            if let Some(id) = known {
-                let record = get_in(&txn, &id)?;
-                return Ok((record, false));
-            }
-        }
-        let record = {
-            let mut counters = txn.open_table(COUNTERS)?;
-            let seq = counters.get(SEQ_COUNTER)?.map(|v| v.value()).unwrap_or(0);
-            counters.insert(SEQ_COUNTER, seq + 1)?;
-            let record = InboxRecord {
-                inbox_id: format!("{seq:020}"),
-                seq,
-                message,
-                received_at: now,
-                stage: InboxStage::Accepted,
-                taint: None,
-                turn_number: None,
-                reply: None,
-                attempts: 0,
-            };
-            put_in(&txn, &record)?;
-            txn.open_table(INBOX_PENDING)?.insert(
-                (record.message.scope_id.as_str(), seq),
-                record.inbox_id.as_str(),
-            )?;
-            if let Some(key) = &record.message.dedup_key {
-                txn.open_table(INBOX_KEYS)?
-                    .insert(key.as_str(), record.inbox_id.as_str())?;
-            }
-            record
-        };
-        txn.commit()?;
-        Ok((record, true))
+        let op = accept_op(message, now)?;
+        let accepted = self.writer.write_blocking(Wait::Durable, op);
+        self.note_first_attempt(&accepted);
+        accepted
+    }
+
+    /// [`Self::accept_once`] for async callers: waits for the group commit
+    /// that holds the record without blocking a runtime thread.
+    pub async fn accept_once_async(
+        &self,
+        message: NewInbound,
+        now: Timestamp,
+    ) -> StoreResult<(InboxRecord, bool)> {
+        let op = accept_op(message, now)?;
+        let accepted = self.writer.write(Wait::Durable, op).await;
+        self.note_first_attempt(&accepted);
+        accepted
     }
 
     pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
@@ -232,47 +393,42 @@ impl InboxStore {
         self.pending_range(None)
     }
 
-    /// Read-modify-write one record; `f` returns `false` to leave it as is
-    /// (the change already happened: idempotent replay).
-    fn advance(
-        &self,
-        inbox_id: &str,
-        chronicle: Option<&ContextItem>,
-        audit: Vec<(String, JsonObject)>,
-        f: impl FnOnce(&mut InboxRecord) -> bool,
-    ) -> StoreResult<InboxRecord> {
-        let txn = self.db.begin_write()?;
-        let mut record = get_in(&txn, inbox_id)?;
-        if !f(&mut record) {
-            return Ok(record);
-        }
-        if let Some(item) = chronicle {
-            crate::chronicle::append_in(&txn, &record.message.scope_id, item)?;
-        }
-        if !audit.is_empty() {
-            crate::audit::append_in(&txn, audit)?;
-        }
-        put_in(&txn, &record)?;
-        if record.stage == InboxStage::Delivered {
-            txn.open_table(INBOX_PENDING)?
-                .remove((record.message.scope_id.as_str(), record.seq))?;
-        }
-        txn.commit()?;
-        Ok(record)
-    }
-
     /// Counts one processing attempt, committed before the attempt starts,
     /// so an attempt that crashes the processor (or the daemon) still
     /// counts. Returns the record with the new count. A delivered record is
     /// left as is.
+    ///
+    /// The first attempt of a record this process accepted was counted by
+    /// the acceptance's own durable commit: the first call for it here
+    /// writes nothing (no fsync). Every later call — a processor restarted
+    /// after a failed attempt, or any call after a daemon restart, when the
+    /// in-memory set is empty — counts.
     pub fn begin_attempt(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
-        self.advance(inbox_id, None, Vec::new(), |r| {
-            if r.stage >= InboxStage::Delivered {
-                return false;
-            }
-            r.attempts = r.attempts.saturating_add(1);
-            true
-        })
+        if let Some(record) = self.first_attempt(inbox_id)? {
+            return Ok(record);
+        }
+        self.writer
+            .write_blocking(Wait::Durable, attempt_op(inbox_id))
+    }
+
+    /// [`Self::begin_attempt`] for async callers.
+    pub async fn begin_attempt_async(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+        if let Some(record) = self.first_attempt(inbox_id)? {
+            return Ok(record);
+        }
+        self.writer.write(Wait::Durable, attempt_op(inbox_id)).await
+    }
+
+    fn first_attempt(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
+        if !self.take_first_attempt(inbox_id) {
+            return Ok(None);
+        }
+        match self.get(inbox_id)? {
+            Some(r) if r.stage < InboxStage::Delivered => Ok(Some(r)),
+            // Not there (cannot happen) or delivered: the counting path
+            // reports it as it always did.
+            _ => Ok(None),
+        }
     }
 
     /// §5.1 steps 2–3: the message's taint and turn number, with its
@@ -284,15 +440,25 @@ impl InboxStore {
         turn_number: u64,
         chronicle: &ContextItem,
     ) -> StoreResult<InboxRecord> {
-        self.advance(inbox_id, Some(chronicle), Vec::new(), |r| {
-            if r.stage >= InboxStage::InputRecorded {
-                return false;
-            }
-            r.stage = InboxStage::InputRecorded;
-            r.taint = Some(taint);
-            r.turn_number = Some(turn_number);
-            true
-        })
+        self.writer.write_blocking(
+            Wait::Durable,
+            input_op(inbox_id, taint, turn_number, chronicle),
+        )
+    }
+
+    /// [`Self::record_input`] for async callers, waiting for `wait` (see
+    /// [`InboxRecord::input_wait`]).
+    pub async fn record_input_async(
+        &self,
+        inbox_id: &str,
+        taint: TaintLevel,
+        turn_number: u64,
+        chronicle: &ContextItem,
+        wait: Wait,
+    ) -> StoreResult<InboxRecord> {
+        self.writer
+            .write(wait, input_op(inbox_id, taint, turn_number, chronicle))
+            .await
     }
 
     /// §5.1 step 11: the turn's outcome — the reply to deliver, the
@@ -305,26 +471,44 @@ impl InboxStore {
         chronicle: Option<&ContextItem>,
         audit: Vec<(String, JsonObject)>,
     ) -> StoreResult<InboxRecord> {
-        let reply = reply.to_string();
-        self.advance(inbox_id, chronicle, audit, |r| {
-            if r.stage >= InboxStage::Responded {
-                return false;
-            }
-            r.stage = InboxStage::Responded;
-            r.reply = Some(reply);
-            true
-        })
+        self.writer.write_blocking(
+            Wait::Durable,
+            response_op(inbox_id, reply, chronicle, audit),
+        )
     }
 
-    /// After step 13: the reply went out; the record leaves the pending index.
+    /// [`Self::record_response`] for async callers; durable when it returns.
+    pub async fn record_response_async(
+        &self,
+        inbox_id: &str,
+        reply: &str,
+        chronicle: Option<&ContextItem>,
+        audit: Vec<(String, JsonObject)>,
+    ) -> StoreResult<InboxRecord> {
+        self.writer
+            .write(
+                Wait::Durable,
+                response_op(inbox_id, reply, chronicle, audit),
+            )
+            .await
+    }
+
+    /// After step 13: the reply went out; the record leaves the pending
+    /// index. Durable when it returns.
     pub fn mark_delivered(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
-        self.advance(inbox_id, None, Vec::new(), |r| {
-            if r.stage >= InboxStage::Delivered {
-                return false;
-            }
-            r.stage = InboxStage::Delivered;
-            true
-        })
+        self.take_first_attempt(inbox_id);
+        self.writer
+            .write_blocking(Wait::Durable, delivered_op(inbox_id))
+    }
+
+    /// [`Self::mark_delivered`] for the turn's hot path: awaits the group
+    /// commit instead of blocking a runtime thread. Durable, not `Lazy`: a
+    /// mark lost in a crash redelivers the reply, and a reply is answered
+    /// exactly once (the chaos run counts duplicates); concurrent turns
+    /// still share the fsync.
+    pub async fn mark_delivered_async(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+        self.take_first_attempt(inbox_id);
+        self.writer.write(Wait::Durable, delivered_op(inbox_id)).await
     }
 }
 
@@ -420,8 +604,13 @@ mod tests {
             let store = Store::open_in(dir.path()).unwrap();
             let inbox = store.inbox();
             let a = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
-            assert_eq!(a.attempts, 0);
+            // The first attempt is counted by the acceptance itself, and
+            // its begin_attempt writes nothing (no durable commit).
+            assert_eq!(a.attempts, 1);
+            let commits = store.group_commit_stats().durable_commits;
             assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 1);
+            assert_eq!(store.group_commit_stats().durable_commits, commits);
+            // A second attempt in this process (a restarted processor) counts.
             assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 2);
             // Stage changes keep the count.
             inbox
@@ -453,6 +642,22 @@ mod tests {
         let old: InboxRecord = codec::decode(TABLE, &bytes).unwrap();
         assert_eq!(old.attempts, 0);
         assert_eq!(old.inbox_id, r.inbox_id);
+    }
+
+    #[test]
+    fn a_first_attempt_counted_at_acceptance_counts_again_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let store = Store::open_in(dir.path()).unwrap();
+            let r = store.inbox().accept(msg("s1", "a"), Timestamp::now());
+            // The daemon died before (or while) the first attempt ran: it
+            // cannot tell which, so the next attempt is the second.
+            r.unwrap().inbox_id
+        };
+        let store = Store::open_in(dir.path()).unwrap();
+        let r = store.inbox().begin_attempt(&id).unwrap();
+        assert_eq!(r.attempts, 2);
+        assert_eq!(store.inbox().get(&id).unwrap().unwrap().attempts, 2);
     }
 
     #[test]

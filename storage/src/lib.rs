@@ -19,6 +19,7 @@ pub mod audit_seal;
 pub mod chronicle;
 pub mod codec;
 pub mod error;
+pub mod group_commit;
 pub mod inbox;
 mod migrate_cards;
 pub mod nonces;
@@ -38,6 +39,7 @@ pub use audit_seal::{CheckpointSigner, CheckpointVerifier, HeadMirror, SealRepor
 pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
+pub use group_commit::{GroupCommitStats, Wait};
 pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};
@@ -77,10 +79,15 @@ fn create_owner_only(path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
-/// A handle to the open store. Cheap to clone; all clones share one database.
+/// A handle to the open store. Cheap to clone; all clones share one database
+/// and its one [`group_commit::GroupCommit`] writer.
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    writer: Arc<group_commit::GroupCommit>,
+    /// Inbox records whose first attempt was counted at acceptance by this
+    /// process (see [`InboxStore::begin_attempt`]).
+    first_attempts: inbox::FirstAttempts,
     path: PathBuf,
 }
 
@@ -102,8 +109,12 @@ impl Store {
         let txn = db.begin_write()?;
         schema::check_or_stamp(&txn)?;
         txn.commit()?;
+        let db = Arc::new(db);
+        let writer = Arc::new(group_commit::GroupCommit::start(db.clone())?);
         Ok(Store {
-            db: Arc::new(db),
+            db,
+            writer,
+            first_attempts: Default::default(),
             path,
         })
     }
@@ -118,7 +129,7 @@ impl Store {
     }
 
     pub fn audit(&self) -> AuditLog {
-        AuditLog::new(self.db.clone(), &self.path)
+        AuditLog::new(self.db.clone(), self.writer.clone(), &self.path)
     }
 
     pub fn work_items(&self) -> WorkItemStore {
@@ -130,7 +141,16 @@ impl Store {
     }
 
     pub fn inbox(&self) -> InboxStore {
-        InboxStore::new(self.db.clone())
+        InboxStore::new(
+            self.db.clone(),
+            self.writer.clone(),
+            self.first_attempts.clone(),
+        )
+    }
+
+    /// The group-commit writer's counters (durable commits, writes).
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        self.writer.stats()
     }
 
     pub fn nonces(&self) -> NonceStore {
@@ -148,7 +168,7 @@ impl Store {
 
     /// Persona state, memory records, connections or pending cards.
     pub fn records<T: Keyed>(&self) -> Records<T> {
-        Records::new(self.db.clone())
+        Records::new(self.db.clone(), self.writer.clone())
     }
 
     pub fn persona_events(&self) -> PersonaEvents {

@@ -7,7 +7,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+    WriteTransaction,
 };
 use serde::Deserialize;
 use serde::Serialize;
@@ -24,6 +25,7 @@ use silas_core::model::workspace::Workspace;
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
+use crate::group_commit::{GroupCommit, Wait};
 use crate::schema::{
     CONNECTIONS, CONTEXT_SUBSCRIPTIONS, DECLINED_SKILLS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES,
     PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
@@ -179,6 +181,7 @@ impl Keyed for TelegramCardMessage {
 /// Typed access to one keyed table.
 pub struct Records<T> {
     db: Arc<Database>,
+    writer: Arc<GroupCommit>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -186,46 +189,67 @@ impl<T> Clone for Records<T> {
     fn clone(&self) -> Self {
         Records {
             db: self.db.clone(),
+            writer: self.writer.clone(),
             _t: PhantomData,
         }
     }
 }
 
 impl<T: Keyed> Records<T> {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
+    pub(crate) fn new(db: Arc<Database>, writer: Arc<GroupCommit>) -> Self {
         Records {
             db,
+            writer,
             _t: PhantomData,
         }
     }
 
+    /// Stores `record`, durable when it returns (through the store's group
+    /// commit: concurrent writers share one fsync).
     pub fn put(&self, record: &T) -> StoreResult<()> {
-        self.put_with(record, Durability::Immediate)
+        self.writer
+            .write_blocking(Wait::Durable, self.put_op(record)?)
     }
 
-    /// Like [`Self::put`], but committed without an fsync
-    /// ([`Durability::None`]): visible to every reader at once, durable only
-    /// with the store's next durable commit, lost if the process dies first.
-    /// Only for writes that are redone when lost — e.g. a turn's raw memory
-    /// capture, which a replay repeats (same id) until the turn's durable
-    /// response commit covers it.
+    /// Like [`Self::put`], but without waiting for an fsync: visible to
+    /// every reader when it returns, durable only with the store's next
+    /// durable commit, lost if the process dies first. Only for writes that
+    /// are redone when lost — e.g. a turn's raw memory capture, which a
+    /// replay repeats (same id) until the turn's durable response commit
+    /// covers it.
     pub fn put_deferred(&self, record: &T) -> StoreResult<()> {
-        self.put_with(record, Durability::None)
+        self.writer
+            .write_blocking(Wait::Visible, self.put_op(record)?)
     }
 
-    fn put_with(&self, record: &T, durability: Durability) -> StoreResult<()> {
+    /// Like [`Self::put_deferred`], but returns at once: the write is queued
+    /// and committed in order, before any write queued after it (so the
+    /// caller's own next durable write makes it durable); a failure is
+    /// logged, not returned. Nothing the caller reads right after may
+    /// depend on it.
+    pub fn put_queued(&self, record: &T) -> StoreResult<()> {
+        self.writer
+            .write_detached(Wait::Visible, T::NAME, self.put_op(record)?);
+        Ok(())
+    }
+
+    fn put_op(
+        &self,
+        record: &T,
+    ) -> StoreResult<impl Fn(&WriteTransaction) -> StoreResult<()> + Send + 'static> {
         if record.key().is_empty() {
             return Err(StoreError::Invalid(format!(
                 "{} key must not be empty",
                 T::NAME
             )));
         }
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(durability)?;
-        txn.open_table(T::TABLE)?
-            .insert(record.key(), codec::encode(T::NAME, record)?.as_slice())?;
-        txn.commit()?;
-        Ok(())
+        let key = record.key().to_string();
+        let value = codec::encode(T::NAME, record)?;
+        Ok(move |txn: &WriteTransaction| {
+            txn.open_table(T::TABLE)?
+                .insert(key.as_str(), value.as_slice())?;
+            Ok(())
+        })
     }
 
     /// Many records in one durable transaction (all or none).
@@ -288,19 +312,18 @@ impl<T: Keyed> Records<T> {
         }
     }
 
-    /// Remove a record; returns it if it existed.
+    /// Remove a record; returns it if it existed. Durable when it returns.
     pub fn delete(&self, key: &str) -> StoreResult<Option<T>> {
-        let txn = self.db.begin_write()?;
-        let old = {
+        let key = key.to_string();
+        let bytes = self.writer.write_blocking(Wait::Durable, move |txn| {
             let mut table = txn.open_table(T::TABLE)?;
-            let removed = table.remove(key)?;
-            match removed {
-                Some(v) => Some(codec::decode(T::NAME, v.value())?),
-                None => None,
-            }
-        };
-        txn.commit()?;
-        Ok(old)
+            let removed = table.remove(key.as_str())?;
+            Ok(removed.map(|v| v.value().to_vec()))
+        })?;
+        match bytes {
+            Some(b) => Ok(Some(codec::decode(T::NAME, &b)?)),
+            None => Ok(None),
+        }
     }
 
     /// Every record, in key order.

@@ -127,7 +127,12 @@ impl Actor for TurnProcessor {
                     quarantine(&state.deps, &mut state.scope, record).await?;
                 } else {
                     // Counted before it starts: a crash still counts.
-                    let record = state.deps.store.inbox().begin_attempt(&inbox_id)?;
+                    let record = state
+                        .deps
+                        .store
+                        .inbox()
+                        .begin_attempt_async(&inbox_id)
+                        .await?;
                     // A failure here fails the actor: the Stream restarts it
                     // and the record is replayed from its recorded stage.
                     pipeline::process(&state.deps, &mut state.scope, record).await?;
@@ -193,7 +198,9 @@ pub async fn quarantine(
         )
     };
     let record = if record.stage < InboxStage::Responded {
-        inbox.record_response(&inbox_id, QUARANTINE_REPLY, None, vec![event()])?
+        inbox
+            .record_response_async(&inbox_id, QUARANTINE_REPLY, None, vec![event()])
+            .await?
     } else {
         if record.reply.as_deref() != Some(QUARANTINE_REPLY) {
             deps.store.audit().log_batch(vec![event()])?;

@@ -332,7 +332,7 @@ pub async fn process(
         t.input_gates().await?;
         if !t.blocked {
             t.sign_taint()?;
-            t.chronicle_input()?;
+            t.chronicle_input().await?;
             t.raw_memory_ingest()?;
             t.auto_retrieve()?;
             t.enforce_budget().await?;
@@ -346,13 +346,13 @@ pub async fn process(
         }
         let chronicle = t.chronicle_response();
         t.plan_approval()?;
-        t.commit_response(chronicle)?;
+        t.commit_response(chronicle).await?;
     } else {
         t.reply = t.record.reply.clone();
     }
     t.send().await?;
     t.access_update();
-    t.post_turn_events()?;
+    t.post_turn_events().await?;
     t.turn_counter();
     Ok(t.summary(replayed_from))
 }
@@ -537,7 +537,7 @@ impl Turn<'_> {
     }
 
     /// Step 3: the message into the scope's chronicle (durable with taint).
-    fn chronicle_input(&mut self) -> Result<(), TurnError> {
+    async fn chronicle_input(&mut self) -> Result<(), TurnError> {
         self.step("chronicle_input");
         let it = item(
             self.ctx_id("in"),
@@ -554,12 +554,21 @@ impl Turn<'_> {
             self.taint,
             false,
         );
-        self.record = self.deps.store.inbox().record_input(
-            &self.record.inbox_id,
-            self.taint,
-            self.turn_number,
-            &it,
-        )?;
+        // Durable only for a signed message (see `input_wait`); otherwise
+        // the turn's durable response commit carries it.
+        let wait = self.record.input_wait();
+        self.record = self
+            .deps
+            .store
+            .inbox()
+            .record_input_async(
+                &self.record.inbox_id,
+                self.taint,
+                self.turn_number,
+                &it,
+                wait,
+            )
+            .await?;
         self.scope.context.add(it);
         Ok(())
     }
@@ -1183,7 +1192,7 @@ impl Turn<'_> {
     }
 
     /// Commits the turn's outcome: reply + response chronicle + audit.
-    fn commit_response(
+    async fn commit_response(
         &mut self,
         chronicle: Option<silas_core::model::context::ContextItem>,
     ) -> Result<(), TurnError> {
@@ -1196,12 +1205,12 @@ impl Turn<'_> {
                        "turn_number": self.turn_number, "blocked": self.blocked}),
             ),
         ));
-        self.record = self.deps.store.inbox().record_response(
-            &self.record.inbox_id,
-            &reply,
-            chronicle.as_ref(),
-            audit,
-        )?;
+        self.record = self
+            .deps
+            .store
+            .inbox()
+            .record_response_async(&self.record.inbox_id, &reply, chronicle.as_ref(), audit)
+            .await?;
         Ok(())
     }
 
@@ -1221,11 +1230,14 @@ impl Turn<'_> {
         if let Some(card) = self.card.clone() {
             self.deliver(Outbound::Card { card }, "card").await?;
         }
+        // Visible at once, durable within the lazy window: a crash before
+        // that redelivers this reply, never reruns the turn.
         self.record = self
             .deps
             .store
             .inbox()
-            .mark_delivered(&self.record.inbox_id)?;
+            .mark_delivered_async(&self.record.inbox_id)
+            .await?;
         Ok(())
     }
 
@@ -1281,13 +1293,14 @@ impl Turn<'_> {
 
     /// Step 15: post-turn events (personality engine is later work; the
     /// access-state audit gathered after the commit is written here).
-    fn post_turn_events(&mut self) -> Result<(), TurnError> {
+    async fn post_turn_events(&mut self) -> Result<(), TurnError> {
         self.step("post_turn_events");
         if !self.audit.is_empty() {
             self.deps
                 .store
                 .audit()
-                .log_batch(std::mem::take(&mut self.audit))?;
+                .log_batch_async(std::mem::take(&mut self.audit))
+                .await?;
         }
         Ok(())
     }

@@ -1,0 +1,459 @@
+//! Group commit (issue #19): one writer thread commits the store's queued
+//! writes, and one fsync covers every write that arrived while the previous
+//! fsync ran.
+//!
+//! A batch runs in **one** redb write transaction, committed once: with
+//! [`Durability::Immediate`] (one fsync) when any write in it must be
+//! durable, else with [`Durability::None`]. If a write fails, the batch's
+//! transaction is rolled back and its writes are run again one transaction
+//! each (committed non-durably, then one empty durable commit), so one bad
+//! write never fails its batch-mates — which is why queued writes are `Fn`:
+//! they may run twice. redb persists every earlier non-durable commit with
+//! the next durable one; a non-durable commit updates redb's header in
+//! memory only, so a process that dies before the durable commit loses it —
+//! which is why nothing may be acknowledged before its [`Wait`] is met.
+//!
+//! Callers either `.await` the result ([`GroupCommit::write`], the hot path:
+//! no runtime worker thread blocks on an fsync), block on it
+//! ([`GroupCommit::write_blocking`], cold paths and tests), or do not wait
+//! at all ([`GroupCommit::write_detached`]). The queue is FIFO: a write is
+//! committed after every write queued before it, so a task's own earlier
+//! writes are durable once a later durable write of its own is reported.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+use redb::{Database, Durability, WriteTransaction};
+
+use crate::error::{StoreError, StoreResult};
+
+/// When a queued write reports back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// After a durable commit that holds it (fsync'd): the write survives a
+    /// crash from the moment it is reported.
+    Durable,
+    /// After its own non-durable commit: visible to every reader, durable
+    /// with the store's next durable commit, lost if the process dies first.
+    /// For writes a replay redoes.
+    Visible,
+    /// Like [`Wait::Visible`], but the writer also makes it durable within
+    /// [`LAZY_FLUSH_AFTER`] even if no durable write comes to carry it.
+    Lazy,
+}
+
+/// Longest a [`Wait::Lazy`] write stays non-durable when no durable write
+/// follows. Short enough that an idle daemon does not keep it volatile;
+/// long enough that, at low load, the next message's acceptance carries it
+/// (one fsync for both).
+pub const LAZY_FLUSH_AFTER: Duration = Duration::from_millis(2);
+
+/// Most writes one batch takes from the queue before it commits durably,
+/// bounding the wait of the first write of a large burst.
+const MAX_BATCH: usize = 1024;
+
+/// Counters of the writer, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Writes committed (durably or not).
+    pub writes: u64,
+    /// Durable (fsync'd) commits the writer made.
+    pub durable_commits: u64,
+    /// Batches taken from the queue.
+    pub batches: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    writes: AtomicU64,
+    durable_commits: AtomicU64,
+    batches: AtomicU64,
+}
+
+/// Where a write's result goes.
+enum Reply<R> {
+    Async(tokio::sync::oneshot::Sender<StoreResult<R>>),
+    Blocking(mpsc::SyncSender<StoreResult<R>>),
+    /// Nobody waits: a failure is logged (`what` names the write).
+    Detached(&'static str),
+}
+
+impl<R> Reply<R> {
+    fn send(self, result: StoreResult<R>) {
+        match self {
+            // A waiter that went away (a cancelled task) no longer cares.
+            Reply::Async(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Detached(what) => {
+                if let Err(e) = result {
+                    tracing::warn!(write = what, "queued store write failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// One queued write, type-erased: `apply` runs it inside a transaction
+/// (possibly twice, see the module doc), `finish` reports the outcome.
+trait Queued: Send {
+    fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()>;
+    fn finish(self: Box<Self>, outcome: StoreResult<()>);
+}
+
+struct Pending<R, F> {
+    op: F,
+    value: Option<R>,
+    reply: Reply<R>,
+}
+
+impl<R, F> Queued for Pending<R, F>
+where
+    R: Send,
+    F: Fn(&WriteTransaction) -> StoreResult<R> + Send,
+{
+    fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()> {
+        // A write that panics fails alone (its transaction is rolled back
+        // like any failed write's); the writer thread lives on for the rest.
+        let op = &self.op;
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(txn)))
+            .map_err(|_| StoreError::Invalid("a queued store write panicked".into()))?;
+        self.value = Some(ran?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, outcome: StoreResult<()>) {
+        let Pending { value, reply, .. } = *self;
+        reply.send(outcome.and_then(|()| {
+            value.ok_or_else(|| StoreError::Invalid("queued write reported before it ran".into()))
+        }));
+    }
+}
+
+struct Job {
+    wait: Wait,
+    write: Box<dyn Queued>,
+}
+
+/// The store's single writer. Shared by every clone of the store; the last
+/// one to go stops the thread (after a final durable commit) and waits for
+/// it, so the database is closed when the store is.
+pub struct GroupCommit {
+    tx: Mutex<Option<Sender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    thread_id: ThreadId,
+    counters: Arc<Counters>,
+}
+
+fn stopped() -> StoreError {
+    StoreError::Io("the store's writer has stopped".into())
+}
+
+impl GroupCommit {
+    pub(crate) fn start(db: Arc<Database>) -> StoreResult<GroupCommit> {
+        let (tx, rx) = mpsc::channel();
+        let counters = Arc::new(Counters::default());
+        let c = counters.clone();
+        let thread = std::thread::Builder::new()
+            .name("silas-store-writer".into())
+            .spawn(move || writer_loop(&db, &rx, &c))
+            .map_err(|e| StoreError::Io(format!("cannot start the store writer: {e}")))?;
+        Ok(GroupCommit {
+            tx: Mutex::new(Some(tx)),
+            thread_id: thread.thread().id(),
+            thread: Mutex::new(Some(thread)),
+            counters,
+        })
+    }
+
+    pub fn stats(&self) -> GroupCommitStats {
+        GroupCommitStats {
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            durable_commits: self.counters.durable_commits.load(Ordering::Relaxed),
+            batches: self.counters.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    fn submit<R, F>(&self, wait: Wait, op: F, reply: Reply<R>)
+    where
+        R: Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+    {
+        let job = Job {
+            wait,
+            write: Box::new(Pending {
+                op,
+                value: None,
+                reply,
+            }),
+        };
+        // If the writer is gone (it panicked) the job is dropped here, and
+        // with it the reply's sender: a waiter then gets "stopped".
+        if let Ok(guard) = self.tx.lock()
+            && let Some(tx) = guard.as_ref()
+        {
+            let _ = tx.send(job);
+        }
+    }
+
+    /// Queues `op` and waits (asynchronously) until `wait` is met.
+    pub async fn write<R, F>(&self, wait: Wait, op: F) -> StoreResult<R>
+    where
+        R: Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(wait, op, Reply::Async(tx));
+        // A dropped sender means the writer dropped the job: it stopped.
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Queues `op` and blocks the calling thread until `wait` is met.
+    pub fn write_blocking<R, F>(&self, wait: Wait, op: F) -> StoreResult<R>
+    where
+        R: Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+    {
+        if std::thread::current().id() == self.thread_id {
+            // A write queued from inside a write would wait for itself.
+            return Err(StoreError::Invalid(
+                "a store write was queued from the store writer".into(),
+            ));
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(wait, op, Reply::Blocking(tx));
+        rx.recv().map_err(|_| stopped())?
+    }
+
+    /// Queues `op` without waiting for it; a failure is logged under `what`.
+    pub fn write_detached<F>(&self, wait: Wait, what: &'static str, op: F)
+    where
+        F: Fn(&WriteTransaction) -> StoreResult<()> + Send + 'static,
+    {
+        self.submit(wait, op, Reply::Detached(what));
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer's loop after what is queued.
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        let handle = self.thread.lock().ok().and_then(|mut h| h.take());
+        if let Some(handle) = handle
+            && std::thread::current().id() != self.thread_id
+            && handle.join().is_err()
+        {
+            tracing::error!("the store writer panicked");
+        }
+    }
+}
+
+fn begin(db: &Database, durability: Durability) -> StoreResult<WriteTransaction> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(durability)?;
+    Ok(txn)
+}
+
+/// An empty durable commit: makes every earlier non-durable commit durable.
+fn flush(db: &Database) -> StoreResult<()> {
+    begin(db, Durability::Immediate)?.commit()?;
+    Ok(())
+}
+
+/// The batch in one transaction. `Err(batch)` when a write failed: the
+/// transaction was rolled back and nothing was reported.
+fn run_together(
+    db: &Database,
+    mut batch: Vec<Job>,
+    durable: bool,
+) -> Result<(Vec<Job>, StoreResult<()>), Vec<Job>> {
+    let durability = if durable {
+        Durability::Immediate
+    } else {
+        Durability::None
+    };
+    let txn = match begin(db, durability) {
+        Ok(t) => t,
+        Err(e) => return Ok((batch, Err(e))),
+    };
+    for job in &mut batch {
+        if job.write.apply(&txn).is_err() {
+            // Dropping the transaction rolls the whole batch back.
+            drop(txn);
+            return Err(batch);
+        }
+    }
+    let committed = txn.commit().map_err(StoreError::from);
+    Ok((batch, committed))
+}
+
+/// The fallback: each write in its own non-durable transaction. Returns the
+/// writes that committed; the failed ones have been told.
+fn run_one_by_one(db: &Database, batch: Vec<Job>) -> Vec<Job> {
+    let mut committed = Vec::with_capacity(batch.len());
+    for mut job in batch {
+        let outcome = begin(db, Durability::None).and_then(|txn| {
+            job.write.apply(&txn)?;
+            txn.commit()?;
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => committed.push(job),
+            Err(e) => job.write.finish(Err(e)),
+        }
+    }
+    committed
+}
+
+fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
+    // Since when a lazy write has been waiting for a durable commit.
+    let mut lazy_since: Option<Instant> = None;
+    // Whether the writer committed anything non-durably since its last
+    // durable commit (other handles only ever commit durably).
+    let mut dirty = false;
+    loop {
+        let first = match lazy_since {
+            None => match rx.recv() {
+                Ok(job) => Some(job),
+                Err(_) => break,
+            },
+            Some(since) => {
+                let left = (since + LAZY_FLUSH_AFTER).saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        };
+        let mut batch: Vec<Job> = first.into_iter().collect();
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        counters.batches.fetch_add(1, Ordering::Relaxed);
+        // An empty batch: only the lazy window ran out.
+        let must_flush = batch.is_empty()
+            || lazy_since.is_some_and(|s| s.elapsed() >= LAZY_FLUSH_AFTER)
+            || batch.iter().any(|j| j.wait == Wait::Durable);
+
+        // `together`: the batch's one commit is every write's own outcome;
+        // otherwise only the durable ones wait for the closing flush.
+        let (committed, outcome, together) = if batch.is_empty() {
+            (Vec::new(), if dirty { flush(db) } else { Ok(()) }, true)
+        } else {
+            match run_together(db, batch, must_flush) {
+                Ok((jobs, outcome)) => {
+                    if outcome.is_ok() && !must_flush {
+                        dirty = true;
+                    }
+                    (jobs, outcome, true)
+                }
+                Err(batch) => {
+                    let jobs = run_one_by_one(db, batch);
+                    if !jobs.is_empty() {
+                        dirty = true;
+                    }
+                    let outcome = if must_flush && dirty {
+                        flush(db)
+                    } else {
+                        Ok(())
+                    };
+                    (jobs, outcome, false)
+                }
+            }
+        };
+        if must_flush && outcome.is_ok() && (dirty || !committed.is_empty()) {
+            counters.durable_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        if outcome.is_ok() {
+            counters
+                .writes
+                .fetch_add(committed.len() as u64, Ordering::Relaxed);
+        }
+        match &outcome {
+            Ok(()) if must_flush => {
+                dirty = false;
+                lazy_since = None;
+            }
+            Ok(()) => {
+                if committed.iter().any(|j| j.wait == Wait::Lazy) {
+                    lazy_since.get_or_insert_with(Instant::now);
+                }
+            }
+            Err(e) => {
+                tracing::error!("store commit failed: {e}");
+                // Retried with the next durable write, or a window from now.
+                lazy_since = lazy_since.map(|_| Instant::now());
+            }
+        }
+        for job in committed {
+            let result = if together || job.wait == Wait::Durable {
+                outcome.clone()
+            } else {
+                Ok(())
+            };
+            job.write.finish(result);
+        }
+    }
+    // Queue closed: make what is left durable before the store closes.
+    if dirty && let Err(e) = flush(db) {
+        tracing::error!("store durable commit at close failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{ReadableDatabase, TableDefinition};
+
+    use super::*;
+
+    const T: TableDefinition<&str, u64> = TableDefinition::new("t");
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_panics_fails_alone_and_the_writer_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = Arc::new(GroupCommit::start(db.clone()).unwrap());
+        let put = |k: &'static str| {
+            move |txn: &WriteTransaction| -> StoreResult<()> {
+                txn.open_table(T)?.insert(k, 1)?;
+                Ok(())
+            }
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, k) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            let gc = gc.clone();
+            tasks.spawn(async move {
+                if i == 1 {
+                    let boom = |_: &WriteTransaction| -> StoreResult<()> { panic!("boom") };
+                    (k, gc.write(Wait::Durable, boom).await)
+                } else {
+                    (k, gc.write(Wait::Durable, put(k)).await)
+                }
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            let (k, r) = r.unwrap();
+            assert_eq!(r.is_err(), k == "b", "{k}: {r:?}");
+        }
+        // The writer still serves writes afterwards.
+        gc.write(Wait::Durable, put("e")).await.unwrap();
+        let read = db.begin_read().unwrap();
+        let t = read.open_table(T).unwrap();
+        for k in ["a", "c", "d", "e"] {
+            assert!(t.get(k).unwrap().is_some(), "{k}");
+        }
+        assert!(t.get("b").unwrap().is_none());
+    }
+}
