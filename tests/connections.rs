@@ -10,7 +10,9 @@
 //! through the owner's explicit, audited `connections.host_pins` and
 //! `trusted_private_cidrs` — the same configuration a real owner uses for a
 //! self-hosted service. A skill that is not installed, or whose files
-//! changed after approval, is refused.
+//! changed after approval, is refused. Every agent talks to a fake model
+//! on loopback, and an owner turn after the setup shows the canary never
+//! reaches a model request either.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -24,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use silas_testkit::{FakeLlm, Reply};
 use support::{audit_json, frame_of_type, send, silas, start_daemon};
 
 const CANARY: &str = "CANARY-conn-tok-5e1d77";
@@ -133,8 +136,23 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         String::from_utf8_lossy(&install.stdout)
     );
 
+    // Every agent on a fake model that records what it is sent.
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "status",
+        "response": {"message": "All good."}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    std::fs::write(
+        d.join("silas.yaml"),
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+
     let log_path = d.join("daemon.log");
     let mut cmd = silas(d);
+    cmd.arg("--config").arg(d.join("silas.yaml"));
     cmd.env(
         "SILAS__CONNECTIONS__HOST_PINS",
         r#"{"oauth.example.com": ["127.0.0.1"]}"#,
@@ -229,6 +247,24 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
     assert_eq!(conn["connection_id"], format!("conn-{SKILL}"));
     assert_eq!(conn["permissions_granted"], json!(["profile.read"]));
 
+    // An owner turn with the token stored: what the models are sent.
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "is my profile connection healthy?"}),
+    )
+    .await;
+    // (Other notices may come first; the reply is the fake model's text.)
+    for _ in 0..10 {
+        let m = frame_of_type(&mut ws, "message", Duration::from_secs(30), &mut frames).await;
+        if m["text"] == "All good." {
+            break;
+        }
+    }
+    assert!(
+        frames.iter().any(|f| f["text"] == "All good."),
+        "no reply: {frames:?}"
+    );
+
     // Forced failure: the provider refuses the token → failure card.
     revoked.store(true, Ordering::SeqCst);
     let failure = frame_of_type(
@@ -295,4 +331,12 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
     assert!(!log.contains(CANARY), "canary in the daemon log");
     let redb = std::fs::read(d.join("data").join("silas.redb")).unwrap();
     assert!(!contains(&redb, CANARY), "canary in the redb file");
+    let requests = fake.requests();
+    assert!(!requests.is_empty(), "no model request was made");
+    for r in &requests {
+        assert!(
+            !r.body.to_string().contains(CANARY),
+            "canary in a model request"
+        );
+    }
 }

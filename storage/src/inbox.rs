@@ -508,7 +508,9 @@ impl InboxStore {
     /// still share the fsync.
     pub async fn mark_delivered_async(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
         self.take_first_attempt(inbox_id);
-        self.writer.write(Wait::Durable, delivered_op(inbox_id)).await
+        self.writer
+            .write(Wait::Durable, delivered_op(inbox_id))
+            .await
     }
 }
 
