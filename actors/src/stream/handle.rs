@@ -1,0 +1,216 @@
+//! [`StreamHandle`]: a caller's typed handle to the Stream; every RPC has a
+//! timeout.
+
+use super::*;
+
+/// A caller's handle to the Stream: every RPC has a timeout.
+#[derive(Clone)]
+pub struct StreamHandle {
+    pub actor: ActorRef<StreamMsg>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> TurnError {
+    TurnError::Unavailable(e.to_string())
+}
+
+impl StreamHandle {
+    /// The daemon's Stream, if it is running.
+    pub fn find() -> Option<StreamHandle> {
+        ractor::registry::where_is(STREAM_NAME).map(|cell| StreamHandle {
+            actor: ActorRef::from(cell),
+        })
+    }
+
+    pub async fn submit(&self, m: InboundMessage) -> Result<SubmitOutcome, TurnError> {
+        ractor::call_t!(self.actor, StreamMsg::Submit, STREAM_RPC_TIMEOUT_MS, m)
+            .map_err(unavailable)
+    }
+
+    pub async fn decide_card(
+        &self,
+        request_id: &str,
+        decision: ApprovalDecision,
+        origin: AnswerOrigin,
+    ) -> Result<DecideOutcome, TurnError> {
+        let request_id = request_id.to_string();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::DecideCard {
+                request_id,
+                decision,
+                origin,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(unavailable)?
+    }
+
+    /// A channel's plan decision, checked against the card's scope,
+    /// deadline and answered state before `decide_card` runs.
+    pub async fn decide_card_for(
+        &self,
+        scope_id: &str,
+        request_id: &str,
+        decision: ApprovalDecision,
+        origin: AnswerOrigin,
+    ) -> Result<DecideOutcome, CardRejection> {
+        let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
+        let rid = request_id.clone();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::DecideCardFor {
+                scope_id,
+                request_id,
+                decision,
+                origin,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(|e| rpc_failed(rid, e))?
+    }
+
+    /// The owner's answer to a non-plan card.
+    pub async fn answer_card(
+        &self,
+        scope_id: &str,
+        request_id: &str,
+        kind: CardKind,
+        response: CardResponse,
+        origin: AnswerOrigin,
+    ) -> Result<CardAnswer, CardRejection> {
+        let (scope_id, request_id) = (scope_id.to_string(), request_id.to_string());
+        let rid = request_id.clone();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::AnswerCard {
+                scope_id,
+                request_id,
+                kind,
+                response,
+                origin,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(|e| rpc_failed(rid, e))?
+    }
+
+    /// `RichCardChannel` for every card type (§4.1.1): persist and send the
+    /// card, then wait for its resolution — the owner's answer, or the safe
+    /// default on timeout, disconnect or shutdown. Never waits past the
+    /// card's deadline (plus a margin for the sweep).
+    pub async fn ask(
+        &self,
+        card: PendingCard,
+        timeouts: &CardTimeouts,
+    ) -> Result<CardAnswer, TurnError> {
+        let kind = card.card.kind().ok_or_else(|| {
+            TurnError::Unavailable(format!("unknown card type {:?}", card.card_type()))
+        })?;
+        let fallback = CardAnswer {
+            request_id: card.request_id.clone(),
+            kind,
+            response: cards::safe_default(kind, &card),
+            resolution: Resolution::Disconnected,
+            origin: None,
+        };
+        let wait = cards::deadline(&card, timeouts)
+            .datetime()
+            .signed_duration_since(Timestamp::now().datetime())
+            .to_std()
+            .unwrap_or_default()
+            + Duration::from_secs(5);
+        let (tx, rx) = oneshot::channel();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::OpenCard {
+                card,
+                answer: tx,
+                reply
+            },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(unavailable)??;
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // The Stream stopped (its waiters are dropped) or the sweep is
+            // late: the safe default, never a silent hang.
+            Ok(Err(_)) => Ok(fallback),
+            Err(_) => Ok(CardAnswer {
+                resolution: Resolution::TimedOut,
+                ..fallback
+            }),
+        }
+    }
+
+    /// Ask the owner for a credential through a secure input card (§0.5.3,
+    /// §5.10.1 — e.g. a connection setup). The answer says only whether the
+    /// owner stored it (`POST /secrets/{ref_id}` + `secure_input_completed`);
+    /// the value goes to the secret store, never through the runtime.
+    pub async fn request_secure_input(
+        &self,
+        scope_id: &str,
+        label: &str,
+        input_hint: Option<&str>,
+        guidance: serde_json::Value,
+        timeouts: &CardTimeouts,
+    ) -> Result<CardAnswer, TurnError> {
+        let ref_id = format!(
+            "sec-{}",
+            crate::approval::random_id().map_err(|e| TurnError::Unavailable(e.to_string()))?
+        );
+        let card = cards::secure_input_card(
+            &ref_id,
+            scope_id,
+            label,
+            input_hint,
+            guidance,
+            Timestamp::now(),
+            timeouts,
+        );
+        self.ask(card, timeouts).await
+    }
+
+    /// A scope's last connection closed: resolve its cards to their safe
+    /// defaults. Returns how many were resolved.
+    pub async fn scope_disconnected(&self, scope_id: &str) -> Result<usize, TurnError> {
+        let scope_id = scope_id.to_string();
+        ractor::call_t!(
+            self.actor,
+            |reply| StreamMsg::ScopeDisconnected { scope_id, reply },
+            STREAM_RPC_TIMEOUT_MS
+        )
+        .map_err(unavailable)
+    }
+
+    pub async fn status(&self) -> Result<StreamStatus, TurnError> {
+        ractor::call_t!(self.actor, StreamMsg::Status, STREAM_RPC_TIMEOUT_MS).map_err(unavailable)
+    }
+
+    /// §18.2 steps 1–3: close intake, then wait up to `grace` for in-flight
+    /// turns. Returns whether everything pending was delivered; what is left
+    /// stays in the inbox and is replayed on the next start.
+    pub async fn drain(&self, grace: Duration) -> Result<bool, TurnError> {
+        let mut pending =
+            ractor::call_t!(self.actor, StreamMsg::CloseIntake, STREAM_RPC_TIMEOUT_MS)
+                .map_err(unavailable)?;
+        let deadline = Instant::now() + grace;
+        while pending > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            pending = self.status().await?.pending_total;
+        }
+        Ok(pending == 0)
+    }
+}
+
+/// A card RPC the Stream did not answer (stopped, restarting, or past
+/// [`STREAM_RPC_TIMEOUT_MS`]): the answer is refused as a channel timeout.
+fn rpc_failed(request_id: String, e: impl std::fmt::Display) -> CardRejection {
+    CardRejection::Failed {
+        request_id,
+        code: silas_core::ErrorCode::EChannelTimeout,
+        message: e.to_string(),
+    }
+}
