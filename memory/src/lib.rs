@@ -309,6 +309,19 @@ impl Memory {
         Ok(found)
     }
 
+    /// Every memory of a session (§4.3 `search_session`), both lanes,
+    /// oldest first. A Silas session is a scope, so another scope's
+    /// memories never appear.
+    pub fn search_session(&self, scope: &str) -> Result<Vec<MemoryItem>, MemoryError> {
+        let mut found = scan::all_of(&self.inner.store, scope)?;
+        found.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then(a.memory_id.cmp(&b.memory_id))
+        });
+        Ok(found)
+    }
+
     /// The scope's memories valid at `at` (`valid_from` ≤ at < `valid_until`,
     /// open ends count as valid), active tier.
     pub fn valid_at(&self, scope: &str, at: Timestamp) -> Result<Vec<MemoryItem>, MemoryError> {

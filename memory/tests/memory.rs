@@ -722,3 +722,25 @@ fn profile_memories_are_found_by_type_within_their_scope() {
         vec!["p-new", "p-old"]
     );
 }
+
+/// §4.3 `search_session`: every memory of one session (a Silas scope),
+/// both lanes, oldest first; another scope's never.
+#[test]
+fn search_session_returns_the_sessions_memories_of_both_lanes_oldest_first() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    let t0 = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+    for (i, id) in ["late", "early", "middle"].iter().enumerate() {
+        let mut x = item(id, "s", "a note");
+        x.created_at = t0.plus(chrono::Duration::days([30, 1, 10][i]));
+        if *id == "middle" {
+            x.reingestion_tier = ReingestionTier::LowReingestion;
+        }
+        m.put(&x, true).unwrap();
+    }
+    m.put(&item("theirs", "other", "a note"), true).unwrap();
+    let found = m.search_session("s").unwrap();
+    assert_eq!(ids(&found), vec!["early", "middle", "late"]);
+    assert_eq!(ids(&m.search_session("other").unwrap()), vec!["theirs"]);
+    assert!(m.search_session("nobody").unwrap().is_empty());
+}
