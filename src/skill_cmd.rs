@@ -37,16 +37,20 @@ enum Approval {
 }
 
 impl Approval {
-    fn of(store: &silas_storage::Store, name: &str, hash: &str) -> Option<Approval> {
+    /// `shipped`: [`crate::bundled_skills::shipped`], hashed once per listing.
+    fn of(
+        store: &silas_storage::Store,
+        shipped: &[(String, String)],
+        name: &str,
+        hash: &str,
+    ) -> Option<Approval> {
         use silas_core::model::skills::{DeclinedSkill, InstalledSkill, check_use};
         let installed = store.records::<InstalledSkill>().get(name).ok()?;
         if check_use(name, installed.as_ref(), hash).is_ok() {
             return Some(Approval::Installed);
         }
         let declined = store.records::<DeclinedSkill>().get(name).ok()?;
-        let shipped = crate::bundled_skills::shipped()
-            .iter()
-            .any(|(n, h)| n == name && h == hash);
+        let shipped = shipped.iter().any(|(n, h)| n == name && h == hash);
         Some(if declined.is_some_and(|d| d.covers(hash)) {
             Approval::Declined
         } else if shipped {
@@ -209,6 +213,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                 .flatten();
             // Listed in name order, loaded and broken together.
             let mut rows: Vec<(String, ListEntry)> = Vec::new();
+            let shipped = crate::bundled_skills::shipped();
             let reports: Vec<ValidationReport> = cat
                 .skills
                 .iter()
@@ -227,7 +232,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                         warnings,
                         approval: store
                             .as_ref()
-                            .and_then(|st| Approval::of(st, &s.name, &s.content_hash)),
+                            .and_then(|st| Approval::of(st, &shipped, &s.name, &s.content_hash)),
                     },
                 ));
             }

@@ -301,11 +301,7 @@ impl Memory {
         } else {
             scan::between(&self.inner.store, scope, from, to, limit)?
         };
-        found.sort_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then(a.memory_id.cmp(&b.memory_id))
-        });
+        scan::oldest_first(&mut found);
         Ok(found)
     }
 
@@ -314,11 +310,7 @@ impl Memory {
     /// memories never appear.
     pub fn search_session(&self, scope: &str) -> Result<Vec<MemoryItem>, MemoryError> {
         let mut found = scan::all_of(&self.inner.store, scope)?;
-        found.sort_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then(a.memory_id.cmp(&b.memory_id))
-        });
+        scan::oldest_first(&mut found);
         Ok(found)
     }
 

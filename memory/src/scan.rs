@@ -99,6 +99,15 @@ pub fn newest_first(items: &mut [MemoryItem]) {
     });
 }
 
+/// Oldest created first, ties by id (temporal and session reads).
+pub fn oldest_first(items: &mut [MemoryItem]) {
+    items.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.memory_id.cmp(&b.memory_id))
+    });
+}
+
 pub(crate) fn between(
     store: &Store,
     scope: &str,
