@@ -1,0 +1,203 @@
+//! Turn steps 3.5, 4, 11 and 11.5 (§5.1, §4.3): raw capture, auto-retrieve
+//! and the agent's memory queries and operations. Split from `pipeline.rs`
+//! along the step seam.
+
+use super::*;
+
+impl Turn<'_> {
+    /// Step 3.5: raw capture in the low-reingestion lane (idempotent id).
+    pub(super) fn raw_memory_ingest(&mut self) -> Result<(), TurnError> {
+        self.step("raw_memory_ingest");
+        let m = new_item(
+            &format!("raw-{}", self.record.inbox_id),
+            &self.scope.scope_id,
+            &self.text,
+            MemoryType::Episode,
+            ReingestionTier::LowReingestion,
+            self.taint,
+            "conversation_raw",
+        );
+        self.deps.memory.store_raw(&m)?;
+        Ok(())
+    }
+
+    pub(super) fn inject_memories(&mut self, found: Vec<silas_core::model::memory::MemoryItem>) {
+        // Every memory retrieval returns counts (§3.8 `access_count`): the
+        // consolidator's promotion proposals read it. Advisory, so a
+        // failure to count does not fail the turn.
+        let ids: Vec<String> = found.iter().map(|m| m.memory_id.clone()).collect();
+        if !ids.is_empty()
+            && let Err(e) = self.deps.memory.record_access(&ids)
+        {
+            tracing::warn!(scope_id = %self.scope.scope_id, "memory access not counted: {e}");
+        }
+        for m in found {
+            let id = format!("mem:{}", m.memory_id);
+            if self.scope.context.contains(&id) {
+                continue;
+            }
+            let mut it = item(
+                id,
+                ContextZone::Memory,
+                ContextItemKind::Memory,
+                m.content.clone(),
+                self.turn_number,
+                "memory",
+                m.taint,
+                false,
+            );
+            it.relevance = 0.5;
+            self.scope.context.add(it);
+        }
+    }
+
+    /// Step 4: keyword retrieval into the memory zone — after dropping
+    /// memories forgotten since they were injected (`silas memory forget`
+    /// erases them from the prompt too, not only from the store).
+    pub(super) fn auto_retrieve(&mut self) -> Result<(), TurnError> {
+        self.step("auto_retrieve");
+        let memory = self.deps.memory.clone();
+        let mut failed = None;
+        self.scope.context.remove_where(|i| {
+            let Some(id) = i.ctx_id.strip_prefix("mem:") else {
+                return false;
+            };
+            match memory.exists(id) {
+                Ok(exists) => !exists,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        let found =
+            self.deps
+                .memory
+                .search(&self.scope.scope_id, &self.text, AUTO_RETRIEVE_LIMIT)?;
+        self.inject_memories(found);
+        Ok(())
+    }
+
+    /// Step 9: the agent's memory queries (max 3 by the model's validator).
+    /// Each also becomes a `memory_query` subscription (the harness keeps
+    /// what the agent asked for live: re-run at every render, deduped
+    /// against the memory zone, within `max_subscription_tokens`, until
+    /// neither a reply nor a new query names it for
+    /// `subscription_ttl_turns`), kept across restarts.
+    pub(super) fn memory_queries(&mut self) -> Result<(), TurnError> {
+        self.step("memory_queries");
+        let queries = self
+            .response
+            .as_ref()
+            .map(|r| r.memory_queries.clone())
+            .unwrap_or_default();
+        for q in queries {
+            let limit = usize::try_from(q.max_results).unwrap_or(usize::MAX).min(20);
+            let found = self
+                .deps
+                .memory
+                .search(&self.scope.scope_id, &q.query, limit)?;
+            self.inject_memories(found);
+            let query = q.query.trim();
+            if !query.is_empty() {
+                self.scope.context.subscriptions.subscribe(
+                    silas_core::model::context::SubscriptionType::MemoryQuery,
+                    query,
+                    self.turn_number,
+                );
+            }
+        }
+        self.persist_subscriptions()
+    }
+
+    /// Step 10: memory ops, each gated `on_tool_call`, capped per turn.
+    pub(super) async fn memory_ops(&mut self) -> Result<(), TurnError> {
+        self.step("memory_ops");
+        let mut ops = self
+            .response
+            .as_ref()
+            .map(|r| r.memory_ops.clone())
+            .unwrap_or_default();
+        let max = self.deps.config.limits.max_memory_ops_per_turn as usize;
+        if ops.len() > max {
+            self.push(
+                "memory_ops_truncated",
+                json!({"requested": ops.len(), "max": max, "scope_id": self.scope.scope_id}),
+            );
+            ops.truncate(max);
+        }
+        // §18.5 per-minute limit (per scope): the first ops within the
+        // scope's allowance run, the rest are dropped and audited.
+        let asked = u32::try_from(ops.len()).unwrap_or(u32::MAX);
+        let granted =
+            self.deps
+                .limits
+                .memory_ops(&self.scope.scope_id, asked, std::time::Instant::now());
+        if granted < asked {
+            self.push(
+                "security_rate_limited",
+                json!({"scope_id": self.scope.scope_id,
+                       "limit": crate::limits::LimitKind::MemoryOps.as_str(),
+                       "requested": asked, "allowed": granted,
+                       "inbox_id": self.record.inbox_id}),
+            );
+            ops.truncate(granted as usize);
+        }
+        for (i, op) in ops.iter().enumerate() {
+            if let Some(target) = self.constitutional_target(op)? {
+                // §3.8: constitutional memories cannot be modified at runtime.
+                self.push(
+                    "memory_op_refused",
+                    json!({"op": op.op.as_str(), "index": i, "memory_id": target,
+                           "reason": "constitutional", "scope_id": self.scope.scope_id}),
+                );
+                continue;
+            }
+            let args = serde_json::to_value(op).unwrap_or(Value::Null);
+            let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args,
+                                 "sender_id": self.record.message.sender_id}));
+            let outcome = self.run_gates(GateTrigger::OnToolCall, ctx).await;
+            let blocked = outcome
+                .policy_results
+                .iter()
+                .any(|r| matches!(r.action, GateAction::Block | GateAction::RequireApproval));
+            self.push_events(outcome.audit);
+            if blocked {
+                self.push(
+                    "memory_op_blocked",
+                    json!({"op": op.op.as_str(), "index": i}),
+                );
+                continue;
+            }
+            let id = format!("mem-{}-{i}", self.record.inbox_id);
+            self.deps
+                .memory
+                .apply(&self.scope.scope_id, op, self.taint, &id)?;
+        }
+        Ok(())
+    }
+
+    /// The constitutional memory an update/delete/link op touches, if any
+    /// (memory records live in the store's `memory` table).
+    pub(super) fn constitutional_target(&self, op: &MemoryOp) -> Result<Option<String>, TurnError> {
+        if op.op == MemoryOpType::Store {
+            return Ok(None);
+        }
+        let records = self.deps.store.records::<MemoryItem>();
+        for id in [op.memory_id.as_deref(), op.link_to.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if records
+                .get(id)?
+                .is_some_and(|m| m.trust_level == TrustLevel::Constitutional)
+            {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
+    }
+}

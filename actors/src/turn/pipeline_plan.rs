@@ -1,0 +1,202 @@
+//! Turn step 12 (§5.1, §5.2.1): a plan in the response becomes a work item
+//! and its approval card. Split from `pipeline.rs` along the step seam.
+
+use super::*;
+
+impl Turn<'_> {
+    /// Step 12: plan approval flow (§5.1.2 up to the card). The agent's
+    /// `needs_approval=false` is overridden unless a valid token exists —
+    /// which a parsed plan never has.
+    pub(super) fn plan_approval(&mut self) -> Result<(), TurnError> {
+        self.step("plan_approval");
+        let Some(resp) = self.response.clone() else {
+            return Ok(());
+        };
+        let Some(markdown) = resp
+            .plan_action
+            .as_ref()
+            .and_then(|p| p.plan_markdown.clone())
+        else {
+            return Ok(());
+        };
+        let mut work = match parse_plan(&markdown) {
+            Ok(w) => w,
+            Err(e) => {
+                self.push("plan_parse_failed", json!({"error": e.to_string()}));
+                self.reply = Some(format!(
+                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
+                    resp.message
+                ));
+                return Ok(());
+            }
+        };
+        if let Some(prior) = resp
+            .plan_action
+            .as_ref()
+            .and_then(|p| p.continuation_of.clone())
+        {
+            work.follow_up_of = Some(prior);
+            if work.input_artifacts_from.is_empty() {
+                work.input_artifacts_from = vec!["*".into()];
+            }
+        }
+        // The item belongs to this scope (set here, never by the plan), and
+        // may only build on work of the same scope.
+        work.scope_id = Some(self.scope.scope_id.clone());
+        if let Err(why) = crate::turn::plan::foreign_reference(&self.deps.store, &work) {
+            self.push(
+                "plan_reference_refused",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "detail": why}),
+            );
+            self.reply = Some(format!(
+                "{}\n\n(The plan builds on work outside this conversation, so nothing was scheduled.)",
+                resp.message
+            ));
+            return Ok(());
+        }
+        // A named workspace must be registered, writable if write is asked,
+        // its extra paths real — else no card at all (issue #15).
+        if let Err(why) = crate::workspaces::check_plan(&self.deps.store, &work) {
+            let reason = match &why {
+                crate::workspaces::PlanWorkspaceError::Refused(r) => r.kind(),
+                crate::workspaces::PlanWorkspaceError::Store(_) => "registry_unreadable",
+            };
+            self.push(
+                "plan_refused_workspace",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                   "reason": reason, "detail": why.to_string()}),
+            );
+            // A customer learns nothing about the owner's registry.
+            self.reply = Some(if self.scope.scope_id == crate::turn::OWNER_SCOPE {
+                format!(
+                    "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
+                    resp.message
+                )
+            } else {
+                format!(
+                    "{}\n\n(The plan was refused, so nothing was scheduled.)",
+                    resp.message
+                )
+            });
+            return Ok(());
+        }
+        // Skills the plan names are bound to their installed content hashes,
+        // which the plan hash the owner signs covers (§10.5).
+        if let Err(why) = crate::turn::skill_context::bind(self.deps.skills.as_deref(), &mut work) {
+            self.push(
+                "plan_refused_skill",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "skills": work.skills, "detail": why}),
+            );
+            self.reply = Some(format!(
+                "{}\n\n(The plan was refused, so nothing was scheduled: {why}.)",
+                resp.message
+            ));
+            return Ok(());
+        }
+        let has_valid_token = false;
+        let needs = effective_needs_approval(resp.needs_approval, has_valid_token);
+        if needs && !resp.needs_approval {
+            self.push(
+                "needs_approval_overridden",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id}),
+            );
+        }
+        work.needs_approval = needs;
+        work.status = WorkItemStatus::Pending;
+        work.approval_token = None;
+        let request_id = format!("card-{}", self.record.inbox_id);
+        if let Some(existing) = self.deps.store.work_items().get(&work.id)? {
+            // The model chooses the plan's id. Saving over an existing item
+            // would replace an approved body (and drop its token) or retarget
+            // another plan's pending card at the model's text. The only
+            // legitimate same-id save is this turn's own replay after a
+            // crash: its card still points at the item and nothing was
+            // approved yet. Anything else keeps the stored item and files
+            // the new plan under an id derived from this turn.
+            let own_replay = existing.approval_token.is_none()
+                && existing.status == WorkItemStatus::Pending
+                && self
+                    .deps
+                    .store
+                    .records::<PendingCard>()
+                    .get(&request_id)?
+                    .is_some_and(|c| c.card.work_item_id() == Some(work.id.as_str()));
+            if !own_replay {
+                let renamed = format!("{}-{}", work.id, self.record.inbox_id);
+                self.push(
+                    "plan_id_collision",
+                    json!({"proposed_id": work.id, "work_item_id": renamed,
+                           "scope_id": self.scope.scope_id}),
+                );
+                work.id = renamed;
+            }
+        }
+        let plan_hash = match silas_core::projections::plan_hash(&work) {
+            Ok(h) => h,
+            Err(e) => {
+                self.push("plan_parse_failed", json!({"error": e.to_string()}));
+                self.reply = Some(format!(
+                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
+                    resp.message
+                ));
+                return Ok(());
+            }
+        };
+        self.deps.store.work_items().save(&work)?;
+        self.scope.context.add(item(
+            format!("plan:{}", work.id),
+            ContextZone::Workspace,
+            ContextItemKind::Plan,
+            markdown,
+            self.turn_number,
+            self.source,
+            self.taint,
+            true,
+        ));
+        let now = Timestamp::now();
+        let ttl =
+            chrono::Duration::minutes(i64::from(self.deps.config.approval.default_ttl_minutes));
+        // Only the owner approves: a plan from a chatbot customer's scope
+        // goes to the owner's Review (the owner scope), never back to the
+        // customer, who is told only that it was sent for review.
+        let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
+        // The plan hash binds the card to the plan as shown: an edit after
+        // the card makes the approval fail (`decide_card`).
+        let card = PendingCard {
+            request_id,
+            scope_id: crate::turn::OWNER_SCOPE.to_string(),
+            card: silas_core::cards::proposed_plan_card(
+                &work,
+                &plan_hash,
+                &self.record.inbox_id,
+                &self.scope.scope_id,
+                crate::turn::OWNER_SCOPE,
+            ),
+            created_at: now,
+            expires_at: now.plus(ttl),
+            audience: silas_storage::CardAudience::Owner,
+        };
+        let mut card = card;
+        // The card shows the directory the registry has now; the approval
+        // re-checks the registry (`approval_flow`).
+        crate::workspaces::fill_card_path(&self.deps.store, &mut card);
+        if from_customer {
+            self.push(
+                "plan_sent_for_review",
+                json!({"work_item_id": work.id, "request_id": card.request_id,
+                       "scope_id": self.scope.scope_id}),
+            );
+            self.reply = Some(SENT_FOR_REVIEW.to_string());
+        }
+        self.deps.store.records::<PendingCard>().put(&card)?;
+        self.push(
+            "plan_proposed",
+            json!({"work_item_id": work.id, "request_id": card.request_id,
+                   "scope_id": self.scope.scope_id}),
+        );
+        self.card = Some(card);
+        Ok(())
+    }
+}

@@ -1,0 +1,86 @@
+//! Turn steps 12–13 (§5.1): the response's durable commit and its delivery.
+//! Split from `pipeline.rs` along the step seam.
+
+use super::*;
+
+impl Turn<'_> {
+    /// Commits the turn's outcome: reply + response chronicle + audit.
+    pub(super) async fn commit_response(
+        &mut self,
+        chronicle: Option<silas_core::model::context::ContextItem>,
+    ) -> Result<(), TurnError> {
+        let reply = self.reply.clone().unwrap_or_default();
+        let mut audit = std::mem::take(&mut self.audit);
+        audit.push((
+            "turn_completed".to_string(),
+            obj(
+                json!({"scope_id": self.scope.scope_id, "inbox_id": self.record.inbox_id,
+                       "turn_number": self.turn_number, "blocked": self.blocked}),
+            ),
+        ));
+        self.record = self
+            .deps
+            .store
+            .inbox()
+            .record_response_async(&self.record.inbox_id, &reply, chronicle.as_ref(), audit)
+            .await?;
+        Ok(())
+    }
+
+    /// Step 13: deliver the reply (and any card), then mark it delivered.
+    pub(super) async fn send(&mut self) -> Result<(), TurnError> {
+        self.step("send");
+        let m = &self.record.message;
+        if let Some(text) = self.reply.clone() {
+            let out = Outbound::Reply {
+                scope_id: self.scope.scope_id.clone(),
+                connection_id: m.connection_id.clone(),
+                reply_to: self.record.inbox_id.clone(),
+                text,
+            };
+            self.deliver(out, "reply").await?;
+        }
+        if let Some(card) = self.card.clone() {
+            self.deliver(Outbound::Card { card }, "card").await?;
+        }
+        // Visible at once, durable within the lazy window: a crash before
+        // that redelivers this reply, never reruns the turn.
+        self.record = self
+            .deps
+            .store
+            .inbox()
+            .mark_delivered_async(&self.record.inbox_id)
+            .await?;
+        Ok(())
+    }
+
+    /// One delivery. Nobody connected to the scope is not a failed turn: the
+    /// reply is already durable (inbox record + chronicle, committed at step
+    /// 11) and a card stays pending in the store until answered or expired.
+    /// Failing here would restart the processor, replay into the same empty
+    /// channel and, past the restart intensity, take the daemon down —
+    /// because a client closed its tab. Audited (no content) instead.
+    /// Where progress notices of this turn's model calls go: the sender.
+    pub(super) fn progress(&self) -> crate::turn::progress::ProgressTarget {
+        crate::turn::progress::ProgressTarget {
+            sink: self.deps.sink.clone(),
+            scope_id: self.scope.scope_id.clone(),
+            connection_id: self.record.message.connection_id.clone(),
+            reply_to: self.record.inbox_id.clone(),
+        }
+    }
+
+    pub(super) async fn deliver(&mut self, out: Outbound, kind: &str) -> Result<(), TurnError> {
+        match self.deps.sink.send(out).await {
+            Ok(()) => Ok(()),
+            Err(ChannelError::Disconnected(why)) => {
+                tracing::info!(scope_id = %self.scope.scope_id, kind, "not delivered: {why}");
+                let data = json!({"scope_id": self.scope.scope_id,
+                                  "inbox_id": self.record.inbox_id, "kind": kind});
+                self.push("delivery_no_connection", data);
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
