@@ -34,6 +34,12 @@ pub fn start(
     origin: crate::control::ConfigOrigin,
 ) -> Result<ExitCode, CliError> {
     init_tracing();
+    // Before the runtime's threads start (arenas are per thread).
+    let untuned = crate::malloc::tune();
+    if !untuned.is_empty() {
+        tracing::warn!(?untuned, "allocator settings not applied");
+    }
+    crate::malloc::spawn_trimmer();
     harden_process();
     raise_open_files();
     // The actors write redb synchronously (each commit fsyncs) on worker

@@ -66,6 +66,14 @@ fn idle_and_churn_report_memory() {
     assert_eq!(rounds.len(), 2, "{r}");
     assert_eq!(rounds[1]["visitors_so_far"], 6);
     assert!(rounds.iter().all(|x| x["rss_kib"].as_u64().unwrap() > 0));
+    // Split into heap and mapped files, which add up to about the total.
+    assert!(rounds.iter().all(|x| {
+        let (anon, file) = (
+            x["anon_kib"].as_u64().unwrap(),
+            x["file_kib"].as_u64().unwrap(),
+        );
+        anon > 0 && file > 0 && anon + file <= x["rss_kib"].as_u64().unwrap() + 1024
+    }));
     assert_eq!(r["replies"], 6, "{r}");
 }
 

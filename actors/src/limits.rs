@@ -201,8 +201,17 @@ impl RateLimiter {
             q.back()
                 .is_some_and(|t| now.saturating_duration_since(*t) < window)
         });
+        // `retain` keeps the table sized for the busiest minute ever (a
+        // burst of chatbot visitors): give it back once mostly empty.
+        let len = self.events.len();
+        if self.events.capacity() > 4 * len.max(MIN_KEYS) {
+            self.events.shrink_to(2 * len);
+        }
     }
 }
+
+/// Below this many keys a limiter's table is not worth shrinking.
+const MIN_KEYS: usize = 64;
 
 /// A per-key limit under a global cap (§18.5 "LLM calls per minute per
 /// scope + global cap"). An event is taken from both or from neither.
@@ -534,6 +543,29 @@ mod tests {
         assert!(l.try_take("a", t0 + Duration::from_secs(60)));
         l.prune(t0 + Duration::from_secs(600));
         assert!(l.events.is_empty());
+    }
+
+    /// A burst of visitors, then their minute passes: the table shrinks
+    /// back instead of staying sized for the burst.
+    #[test]
+    fn prune_gives_back_the_table_of_a_burst() {
+        let t0 = Instant::now();
+        let mut l = RateLimiter::per_minute(5);
+        for i in 0..10_000 {
+            assert!(l.try_take(&format!("web:visitor-{i}"), t0));
+        }
+        assert!(l.events.capacity() >= 10_000);
+        let later = t0 + Duration::from_secs(30);
+        assert!(l.try_take("web:still-here", later));
+        l.prune(later + Duration::from_secs(45));
+        assert_eq!(l.events.len(), 1, "only the recent key stays");
+        assert!(
+            l.events.capacity() <= 4 * MIN_KEYS,
+            "capacity {}",
+            l.events.capacity()
+        );
+        // Its window is intact.
+        assert_eq!(l.remaining("web:still-here", later), 4);
     }
 
     #[test]

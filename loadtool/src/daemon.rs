@@ -161,6 +161,11 @@ impl Daemon {
         rss_kib(self.pid())
     }
 
+    /// The daemon's resident set now, anonymous and file-backed.
+    pub fn rss_split(&self) -> Option<RssSplit> {
+        rss_split(self.pid())
+    }
+
     /// Whether the daemon is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -189,9 +194,36 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 
 /// The `VmRSS:` line of a `/proc/*/status` text, in KiB.
 pub fn parse_vm_rss(status: &str) -> Option<u64> {
+    status_kib(status, "VmRSS:")
+}
+
+/// The resident set split into anonymous pages (the heap, stacks) and
+/// file-backed ones (the binary, mmap'd files), in KiB: heap growth and a
+/// growing mapped file look alike in `VmRSS`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RssSplit {
+    pub anon_kib: u64,
+    pub file_kib: u64,
+}
+
+/// `RssAnon:` and `RssFile:` of a `/proc/*/status` text.
+pub fn parse_rss_split(status: &str) -> Option<RssSplit> {
+    Some(RssSplit {
+        anon_kib: status_kib(status, "RssAnon:")?,
+        file_kib: status_kib(status, "RssFile:")?,
+    })
+}
+
+/// The same split of process `pid` now.
+pub fn rss_split(pid: u32) -> Option<RssSplit> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_rss_split(&status)
+}
+
+fn status_kib(status: &str, key: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
 }
@@ -226,5 +258,21 @@ mod tests {
         assert_eq!(parse_vm_rss("Name:\tx\n"), None);
         // This process has one.
         assert!(rss_kib(std::process::id()).unwrap() > 0);
+    }
+
+    #[test]
+    fn rss_splits_into_anonymous_and_file_backed_pages() {
+        let status =
+            "VmRSS:	   30000 kB\nRssAnon:	   21000 kB\nRssFile:	    8500 kB\nRssShmem:	 500 kB\n";
+        assert_eq!(
+            parse_rss_split(status),
+            Some(RssSplit {
+                anon_kib: 21_000,
+                file_kib: 8_500
+            })
+        );
+        assert_eq!(parse_rss_split("VmRSS:\t1 kB\nRssAnon:\t1 kB\n"), None);
+        let own = rss_split(std::process::id()).unwrap();
+        assert!(own.anon_kib > 0 && own.file_kib > 0, "{own:?}");
     }
 }

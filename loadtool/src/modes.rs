@@ -399,10 +399,13 @@ async fn churn(
             }
         }
         tokio::time::sleep(SETTLE).await;
+        let split = d.rss_split().unwrap_or_default();
         out_rounds.push(Round {
             round,
             visitors_so_far: round * visitors,
             rss_kib: d.rss_kib().unwrap_or(0),
+            anon_kib: split.anon_kib,
+            file_kib: split.file_kib,
         });
     }
     let mut report = Report::new("churn", rounds * visitors, tally, t0.elapsed());

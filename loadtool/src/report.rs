@@ -86,6 +86,10 @@ pub struct Round {
     pub round: usize,
     pub visitors_so_far: usize,
     pub rss_kib: u64,
+    /// Of `rss_kib`: anonymous pages (heap) and file-backed ones (the
+    /// binary, the store's and the index's mapped files).
+    pub anon_kib: u64,
+    pub file_kib: u64,
 }
 
 /// The outcome of one run.
@@ -175,10 +179,12 @@ impl std::fmt::Display for Report {
         for r in &self.rounds {
             writeln!(
                 f,
-                "round {}: {} visitors so far, RSS {:.1} MiB",
+                "round {}: {} visitors so far, RSS {:.1} MiB (anonymous {:.1}, file-backed {:.1})",
                 r.round,
                 r.visitors_so_far,
-                r.rss_kib as f64 / 1024.0
+                r.rss_kib as f64 / 1024.0,
+                r.anon_kib as f64 / 1024.0,
+                r.file_kib as f64 / 1024.0
             )?;
         }
         write!(

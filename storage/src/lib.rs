@@ -47,10 +47,13 @@ pub use scheduled_jobs::ScheduledJob;
 pub use telegram_updates::{Recorded, TelegramUpdates, UpdateRecord, UpdateState};
 pub use work_items::WorkItemStore;
 
-/// redb's own page cache. Its default (1 GiB) grows with every page a
-/// daemon ever touches, so a chatbot's memory grew with its number of past
-/// visitors (issue #19 item 3); reads past it come from the OS page cache.
-const CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// redb's own page cache. It keeps every page written until it is full, so
+/// it grows with the store's history: by its default (1 GiB) without end,
+/// by 16 MiB as ≈ 4 KiB per past chatbot visitor until the 4,000th (issue
+/// #19 item 3, BENCHMARKS.md "churn"). A turn reads recent pages and the
+/// trees' inner pages: at 4 MiB, 3,200 visitors of churn missed it 40 times
+/// in 380,000 reads, and a miss is a read from the OS page cache.
+const CACHE_BYTES: usize = 4 * 1024 * 1024;
 
 /// File name of the store inside the data dir.
 pub const STORE_FILE: &str = "silas.redb";
