@@ -310,8 +310,16 @@ impl Provider for ChainProvider {
                     continue;
                 }
                 // (a member is asked: `last` is set below unless it answers)
-                let mut req = request.clone();
-                req.model = m.model.clone();
+                // A copy only when this member names another model: the
+                // request (messages, schema) is the bulk of a turn's
+                // allocations, and the first member usually matches.
+                let req = if request.model == m.model {
+                    std::borrow::Cow::Borrowed(request)
+                } else {
+                    let mut req = request.clone();
+                    req.model = m.model.clone();
+                    std::borrow::Cow::Owned(req)
+                };
                 match m.provider.complete(&req).await {
                     Ok(r) => {
                         self.board.success(provider);

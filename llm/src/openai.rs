@@ -163,9 +163,12 @@ impl OpenAiProvider {
 
     /// One request. A failure comes with the server's `retry-after`, if it
     /// sent one (only 429s carry it here).
-    async fn attempt(&self, request: &Value) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
+    async fn attempt(
+        &self,
+        request: &WireBody,
+    ) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
         let chat = self.client.chat();
-        let call = chat.create_byot::<&Value, CreateChatCompletionResponse>(request);
+        let call = chat.create_byot::<&WireBody, CreateChatCompletionResponse>(request);
         match tokio::time::timeout(self.policy.timeout, call).await {
             Err(_) => Err((
                 LlmError::Timeout {
@@ -181,7 +184,7 @@ impl OpenAiProvider {
     async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut mode = self.negotiator.mode();
         let mut tools = self.tool_negotiator.mode();
-        let mut wire = to_wire(request, mode, tools);
+        let mut wire = wire_body(request, mode, tools);
         let mut retry = 0u32;
         // The call's deadline: a `retry-after` wait must leave room for
         // the request after it.
@@ -205,7 +208,7 @@ impl OpenAiProvider {
                         StepDown::AlreadyLower(now) => now,
                         StepDown::Exhausted => return Err(e),
                     };
-                    wire = to_wire(request, mode, tools);
+                    wire = wire_body(request, mode, tools);
                 }
                 // Likewise a rejected `tools`: an `auto` provider offers
                 // them in the prompt from now on; a fixed one gives up.
@@ -219,7 +222,7 @@ impl OpenAiProvider {
                         None => return Err(e),
                     }
                     tools = ToolWire::Prompt;
-                    wire = to_wire(request, mode, tools);
+                    wire = wire_body(request, mode, tools);
                 }
                 // The server said how long to wait: wait that long when it
                 // is short and fits the call's time, else give up now so a
@@ -445,6 +448,23 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
 /// into the prompt too (structured `prompt` mode for this request), since a
 /// grammar-constrained answer could not be a tool call.
 pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
+    serde_json::to_value(wire_body(req, mode, tools)).unwrap_or(Value::Null)
+}
+
+/// A request body as sent. The typed request is serialised straight into
+/// the HTTP body; only `json_object` mode, which adds a field the typed
+/// request has no place for, goes through a JSON tree first (issue #19: the
+/// tree of every request, schema included, was built, serialised and
+/// dropped on every model call).
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum WireBody {
+    Typed(Box<CreateChatCompletionRequest>),
+    Json(Value),
+}
+
+/// [`to_wire`] without the JSON tree, for the HTTP call.
+pub fn wire_body(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> WireBody {
     if tools == ToolWire::Prompt {
         let mut prompted = req.clone();
         prompted.messages = render_history(&req.messages);
@@ -460,18 +480,19 @@ pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
     typed_body(req, mode)
 }
 
-fn typed_body(req: &ChatRequest, mode: WireMode) -> Value {
+fn typed_body(req: &ChatRequest, mode: WireMode) -> WireBody {
     let typed = to_typed(req, mode);
+    let (WireMode::JsonObject, Some(schema)) = (mode, &req.response_schema) else {
+        return WireBody::Typed(Box::new(typed));
+    };
     let mut body = serde_json::to_value(&typed).unwrap_or(Value::Null);
-    if let (WireMode::JsonObject, Some(schema), Some(obj)) =
-        (mode, &req.response_schema, body.as_object_mut())
-    {
+    if let Some(obj) = body.as_object_mut() {
         obj.insert(
             "response_format".to_owned(),
             serde_json::json!({"type": "json_object", "schema": schema.schema}),
         );
     }
-    body
+    WireBody::Json(body)
 }
 
 fn to_typed(req: &ChatRequest, mode: WireMode) -> CreateChatCompletionRequest {
@@ -673,5 +694,22 @@ mod tests {
 
     fn body_model(body: &Value) -> &str {
         body["model"].as_str().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_http_body_is_the_wire_request_without_a_tree() {
+        let r = request();
+        for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
+            let body = wire_body(&r, mode, ToolWire::Native);
+            // Only json_object mode, which adds a field, builds a tree.
+            assert_eq!(
+                matches!(body, WireBody::Json(_)),
+                mode == WireMode::JsonObject,
+                "{mode:?}"
+            );
+            // The bytes on the wire parse to the request `to_wire` describes.
+            let sent: Value = serde_json::from_slice(&serde_json::to_vec(&body).unwrap()).unwrap();
+            assert_eq!(sent, to_wire_n(&r, mode), "{mode:?}");
+        }
     }
 }

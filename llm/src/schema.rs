@@ -8,6 +8,8 @@
 //! allowed). Parsing always goes through the core types, so their validators
 //! run — the schema only guides the model.
 
+use std::sync::LazyLock;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -179,24 +181,32 @@ fn to_value<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
+// The schemas are constants of the types: generated once per process, not
+// once per model call (issue #19: schemars' generation and the conversion to
+// a `Value` were a visible share of every turn's CPU under load).
+static ROUTE_DECISION: LazyLock<Value> = LazyLock::new(to_value::<RouteDecision>);
+static AGENT_RESPONSE: LazyLock<Value> = LazyLock::new(to_value::<AgentResponse>);
+static EXECUTOR_OUTPUT: LazyLock<Value> = LazyLock::new(to_value::<ExecutorAgentOutput>);
+static SCORER_OUTPUT: LazyLock<Value> = LazyLock::new(to_value::<ScorerOutput>);
+
 /// JSON Schema of `RouteDecision`.
 pub fn route_decision() -> Value {
-    to_value::<RouteDecision>()
+    ROUTE_DECISION.clone()
 }
 
 /// JSON Schema of `AgentResponse`.
 pub fn agent_response() -> Value {
-    to_value::<AgentResponse>()
+    AGENT_RESPONSE.clone()
 }
 
 /// JSON Schema of `ExecutorAgentOutput`.
 pub fn executor_output() -> Value {
-    to_value::<ExecutorAgentOutput>()
+    EXECUTOR_OUTPUT.clone()
 }
 
 /// JSON Schema of `ScorerOutput`.
 pub fn scorer_output() -> Value {
-    to_value::<ScorerOutput>()
+    SCORER_OUTPUT.clone()
 }
 
 #[cfg(test)]
@@ -240,6 +250,20 @@ mod tests {
 
     fn strs<T: std::fmt::Display>(all: &[T]) -> BTreeSet<String> {
         all.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn cached_schemas_are_the_generated_ones() {
+        // Generated once and handed out as copies: each copy is the schema
+        // schemars generates for the type, and a caller's edit of its copy
+        // never reaches the next caller.
+        assert_eq!(route_decision(), to_value::<RouteDecision>());
+        assert_eq!(agent_response(), to_value::<AgentResponse>());
+        assert_eq!(executor_output(), to_value::<ExecutorAgentOutput>());
+        assert_eq!(scorer_output(), to_value::<ScorerOutput>());
+        let mut mine = route_decision();
+        mine["title"] = Value::String("edited".into());
+        assert_eq!(route_decision(), to_value::<RouteDecision>());
     }
 
     #[test]

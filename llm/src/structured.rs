@@ -312,11 +312,13 @@ pub async fn run_structured_agent<T: StructuredOutput>(
     });
     let mut usage = Usage::default();
     let mut requests = 0;
-    let mut attempt = request.clone();
+    // The first round sends `request` itself; only a repair builds another.
+    let mut repaired: Option<ChatRequest> = None;
     let mut last_summary = String::new();
     for round in 0..2 {
         requests += 1;
-        let resp = match provider.complete(&attempt).await {
+        let attempt = repaired.as_ref().unwrap_or(&request);
+        let resp = match provider.complete(attempt).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(call = T::KIND.as_str(), error = %e, "structured call failed; using fallback");
@@ -351,7 +353,7 @@ pub async fn run_structured_agent<T: StructuredOutput>(
                 tracing::info!(call = T::KIND.as_str(), round, "structured output invalid");
                 // The summary names fields and serde's reason, bounded.
                 tracing::debug!(call = T::KIND.as_str(), round, summary = %summarize(&summary), "validation errors");
-                attempt = repair_request(&request, &summary);
+                repaired = Some(repair_request(&request, &summary));
                 last_summary = summary;
             }
         }

@@ -409,8 +409,22 @@ async fn handle(
     authorization: Option<String>,
     bytes: &[u8],
 ) -> warp::reply::Response {
-    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    let model = body["model"].as_str().unwrap_or("fake-model").to_owned();
+    // The whole body as a tree only when something reads it (a recording,
+    // a keyed reply, a responder); the load tool's zero-latency server
+    // reads just the model name, so a few-KiB request costs the shared
+    // cores a scan instead of a tree built and dropped (issue #19).
+    let needs_body = {
+        let st = shared.lock();
+        st.record || st.responder.is_some() || st.when_key.is_some()
+    };
+    let (body, model) = if needs_body {
+        let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        let model = body["model"].as_str().map(str::to_owned);
+        (body, model)
+    } else {
+        (Value::Null, model_of(bytes))
+    };
+    let model = model.unwrap_or_else(|| "fake-model".to_owned());
     let reply = {
         let mut st = shared.lock();
         let keyed = st
@@ -450,6 +464,16 @@ async fn handle(
         }
     }
     response
+}
+
+/// The top-level `model` of a JSON request body, read without building the
+/// rest (serde skips the other fields).
+fn model_of(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        model: Option<String>,
+    }
+    serde_json::from_slice::<Head>(bytes).ok()?.model
 }
 
 fn error_response(status: u16, message: &str) -> warp::reply::Response {
@@ -565,6 +589,31 @@ mod tests {
         }
         assert_eq!(fake.served(), 3);
         assert!(fake.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn zero_latency_mode_echoes_the_requested_model() {
+        let fake = FakeLlm::zero_latency(Reply::content("ok")).await.unwrap();
+        let big = "x".repeat(4096);
+        let (s, b) = post(
+            &fake,
+            json!({"messages": [{"role": "system", "content": big}], "model": "bench-m",
+                   "response_format": {"type": "json_schema"}}),
+        )
+        .await;
+        assert_eq!((s, b["model"].as_str()), (200, Some("bench-m")));
+        let (_, b) = post(&fake, json!({"messages": []})).await;
+        assert_eq!(b["model"], "fake-model", "no model named: the default");
+    }
+
+    #[test]
+    fn model_of_reads_only_the_top_level_model() {
+        assert_eq!(
+            model_of(br#"{"messages":[{"model":"inner"}],"model":"m1","n":1}"#).as_deref(),
+            Some("m1")
+        );
+        assert_eq!(model_of(br#"{"messages":[]}"#), None);
+        assert_eq!(model_of(b"not json"), None);
     }
 
     #[tokio::test]
