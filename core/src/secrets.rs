@@ -47,7 +47,12 @@ pub struct SecretFinding {
 struct Pattern {
     kind: &'static str,
     confidence: Confidence,
-    regex: Regex,
+    source: &'static str,
+    /// Compiled at the first text the prefilter says it may match: most
+    /// text matches none, and the 44 compiled patterns (NFAs and lazy-DFA
+    /// caches) were most of an idle daemon's regex heap (issue #19 item 4).
+    /// `None` if it does not compile (a test pins that all do).
+    regex: OnceLock<Option<Regex>>,
     /// Capture group holding the secret (0 = whole match).
     group: usize,
     /// Extra filter on the secret text; `false` drops the candidate.
@@ -352,26 +357,33 @@ fn patterns() -> &'static [Pattern] {
             ("high_entropy_string", Confidence::Possible, r"[A-Za-z0-9_\-]{32,}", 0, high_entropy),
         ];
         spec.iter()
-            .filter_map(|(kind, confidence, re, group, accept)| {
-                // The patterns are constants covered by tests; a pattern that
-                // failed to compile would be dropped rather than panic.
-                Regex::new(re).ok().map(|regex| Pattern {
-                    kind,
-                    confidence: *confidence,
-                    regex,
-                    group: *group,
-                    accept: *accept,
-                })
+            .map(|(kind, confidence, source, group, accept)| Pattern {
+                kind,
+                confidence: *confidence,
+                source,
+                regex: OnceLock::new(),
+                group: *group,
+                accept: *accept,
             })
             .collect()
     })
+}
+
+impl Pattern {
+    /// The compiled pattern. The patterns are constants covered by tests; one
+    /// that failed to compile would be skipped rather than panic.
+    fn regex(&self) -> Option<&Regex> {
+        self.regex
+            .get_or_init(|| Regex::new(self.source).ok())
+            .as_ref()
+    }
 }
 
 /// All patterns in one automaton: one pass decides whether any can match, so
 /// the common case (no secret) costs a single scan instead of one per pattern.
 fn prefilter() -> Option<&'static RegexSet> {
     static SET: OnceLock<Option<RegexSet>> = OnceLock::new();
-    SET.get_or_init(|| RegexSet::new(patterns().iter().map(|p| p.regex.as_str())).ok())
+    SET.get_or_init(|| RegexSet::new(patterns().iter().map(|p| p.source)).ok())
         .as_ref()
 }
 
@@ -483,6 +495,11 @@ fn scan_visible(text: &str) -> Vec<SecretFinding> {
     let Some(set) = prefilter() else {
         return Vec::new();
     };
+    scan_with(text, set, patterns())
+}
+
+/// [`scan_visible`] over a given prefilter and its pattern table.
+fn scan_with(text: &str, set: &RegexSet, table: &[Pattern]) -> Vec<SecretFinding> {
     let hits = set.matches(text);
     if !hits.matched_any() {
         return Vec::new();
@@ -494,11 +511,12 @@ fn scan_visible(text: &str) -> Vec<SecretFinding> {
         |s: usize, e: usize| data_uris.iter().any(|(ds, de)| s >= *ds && e <= *de);
 
     let mut candidates: Vec<SecretFinding> = Vec::new();
-    for (i, p) in patterns().iter().enumerate() {
+    for (i, p) in table.iter().enumerate() {
         if !hits.matched(i) {
             continue;
         }
-        for caps in p.regex.captures_iter(text) {
+        let Some(regex) = p.regex() else { continue };
+        for caps in regex.captures_iter(text) {
             let Some(m) = caps.get(p.group) else { continue };
             if m.as_str().is_empty() || !(p.accept)(m.as_str()) {
                 continue;
@@ -685,7 +703,37 @@ mod tests {
     #[test]
     fn all_patterns_compile() {
         assert_eq!(patterns().len(), 44);
+        assert!(patterns().iter().all(|p| p.regex().is_some()));
         assert_eq!(prefilter().map(RegexSet::len), Some(44));
+    }
+
+    #[test]
+    fn patterns_compile_only_when_the_prefilter_says_they_may_match() {
+        // A fresh copy of the table: the process-wide one may have been
+        // used by another test.
+        let table: Vec<Pattern> = patterns()
+            .iter()
+            .map(|p| Pattern {
+                regex: OnceLock::new(),
+                ..*p
+            })
+            .collect();
+        let set = RegexSet::new(table.iter().map(|p| p.source)).unwrap();
+        let compiled = |t: &[Pattern]| t.iter().filter(|p| p.regex.get().is_some()).count();
+        assert_eq!(compiled(&table), 0);
+        // Ordinary text: the prefilter alone answers.
+        assert!(scan_with("daemon started on port 8080, all good", &set, &table).is_empty());
+        assert_eq!(compiled(&table), 0);
+        // A GitHub token: only the patterns the prefilter flagged compile.
+        let f = scan_with(
+            "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 here",
+            &set,
+            &table,
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, "github_token");
+        let n = compiled(&table);
+        assert!(n >= 1 && n < table.len(), "{n} compiled");
     }
 
     /// Synthetic values in each provider's published shape.

@@ -58,14 +58,7 @@ async fn fake_provider(script: Script) -> Fake {
             }
         });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(
-        warp::serve(route)
-            .incoming(listener)
-            .graceful(async {
-                let _ = rx.await;
-            })
-            .run(),
-    );
+    silas_testkit::serve::spawn(listener, warp::service(route), rx);
     Fake {
         base_url: format!("http://{addr}"),
         requests,

@@ -87,7 +87,12 @@ const NO_SCOPE: &str = "\u{0}none";
 
 pub(crate) struct TextIndex {
     index: Index,
-    writer: Mutex<IndexWriter>,
+    /// Created at the first write, not at open: tantivy's writer allocates
+    /// and stamps its 10,000-document pipeline channel up front (≈ 2.5 MB
+    /// resident), which a daemon that has not written a memory yet does not
+    /// need. Under the mutex, so concurrent first writes create one writer
+    /// (tantivy's directory lock would refuse a second).
+    writer: Mutex<Option<IndexWriter>>,
     reader: IndexReader,
     fields: Fields,
     /// Writes not yet committed that a read of the active lane must see:
@@ -150,7 +155,6 @@ impl TextIndex {
     }
 
     fn wrap(index: Index, fields: Fields) -> Result<TextIndex, MemoryError> {
-        let writer = index.writer_with_num_threads(1, WRITER_ARENA).map_err(ix)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -158,7 +162,7 @@ impl TextIndex {
             .map_err(ix)?;
         Ok(TextIndex {
             index,
-            writer: Mutex::new(writer),
+            writer: Mutex::new(None),
             reader,
             fields,
             dirty: AtomicBool::new(false),
@@ -166,25 +170,46 @@ impl TextIndex {
         })
     }
 
-    fn writer(&self) -> Result<std::sync::MutexGuard<'_, IndexWriter>, MemoryError> {
-        self.writer
+    /// Runs `f` with the writer under its lock, creating the writer first
+    /// if no write has happened yet.
+    fn with_writer<R>(
+        &self,
+        f: impl FnOnce(&mut IndexWriter) -> Result<R, MemoryError>,
+    ) -> Result<R, MemoryError> {
+        let mut slot = self
+            .writer
             .lock()
-            .map_err(|_| MemoryError::Index("index writer poisoned".into()))
+            .map_err(|_| MemoryError::Index("index writer poisoned".into()))?;
+        let w = match &mut *slot {
+            Some(w) => w,
+            none => none.insert(
+                self.index
+                    .writer_with_num_threads(1, WRITER_ARENA)
+                    .map_err(ix)?,
+            ),
+        };
+        f(w)
+    }
+
+    /// Whether the writer exists yet (tests).
+    #[cfg(test)]
+    fn has_writer(&self) -> bool {
+        self.writer.lock().is_ok_and(|w| w.is_some())
     }
 
     /// Adds or replaces one memory's document (not yet committed).
     pub(crate) fn upsert(&self, item: &MemoryItem) -> Result<(), MemoryError> {
-        let w = self.writer()?;
-        self.upsert_with(&w, item)
+        self.with_writer(|w| self.upsert_with(w, item))
     }
 
     /// Many at once, under one lock (rebuild, import).
     pub(crate) fn upsert_all(&self, items: &[MemoryItem]) -> Result<(), MemoryError> {
-        let w = self.writer()?;
-        for item in items {
-            self.upsert_with(&w, item)?;
-        }
-        Ok(())
+        self.with_writer(|w| {
+            for item in items {
+                self.upsert_with(w, item)?;
+            }
+            Ok(())
+        })
     }
 
     fn upsert_with(&self, w: &IndexWriter, item: &MemoryItem) -> Result<(), MemoryError> {
@@ -209,16 +234,17 @@ impl TextIndex {
     }
 
     pub(crate) fn delete(&self, ids: &[String]) -> Result<(), MemoryError> {
-        let w = self.writer()?;
-        for id in ids {
-            w.delete_term(Term::from_field_text(self.fields.id, id));
-        }
-        self.dirty.store(true, Ordering::Release);
-        Ok(())
+        self.with_writer(|w| {
+            for id in ids {
+                w.delete_term(Term::from_field_text(self.fields.id, id));
+            }
+            self.dirty.store(true, Ordering::Release);
+            Ok(())
+        })
     }
 
     pub(crate) fn clear(&self) -> Result<(), MemoryError> {
-        self.writer()?.delete_all_documents().map_err(ix)?;
+        self.with_writer(|w| w.delete_all_documents().map(|_| ()).map_err(ix))?;
         self.dirty.store(true, Ordering::Release);
         Ok(())
     }
@@ -237,17 +263,18 @@ impl TextIndex {
         if !needed {
             return Ok(());
         }
-        let mut w = self.writer()?;
-        // Taken under the writer lock: writes racing this commit set them
-        // again and are committed next time.
-        self.dirty.store(false, Ordering::Release);
-        let raw_taken = self.raw_pending.swap(0, Ordering::AcqRel);
-        if let Err(e) = w.commit() {
-            self.dirty.store(true, Ordering::Release);
-            self.raw_pending.fetch_add(raw_taken, Ordering::AcqRel);
-            return Err(ix(e));
-        }
-        drop(w);
+        self.with_writer(|w| {
+            // Taken under the writer lock: writes racing this commit set them
+            // again and are committed next time.
+            self.dirty.store(false, Ordering::Release);
+            let raw_taken = self.raw_pending.swap(0, Ordering::AcqRel);
+            if let Err(e) = w.commit() {
+                self.dirty.store(true, Ordering::Release);
+                self.raw_pending.fetch_add(raw_taken, Ordering::AcqRel);
+                return Err(ix(e));
+            }
+            Ok(())
+        })?;
         self.reader.reload().map_err(ix)?;
         Ok(())
     }
@@ -465,5 +492,56 @@ mod tests {
         ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
         assert!(generation(&ix) > g);
         assert_eq!(ix.num_docs().unwrap(), RAW_BATCH as u64 + 2);
+    }
+
+    #[test]
+    fn the_writer_is_created_at_the_first_write_not_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ix, fresh) = TextIndex::open(dir.path()).unwrap();
+        assert!(fresh);
+        assert!(!ix.has_writer(), "open created the writer");
+        // Reads and counts need no writer.
+        assert_eq!(ix.num_docs().unwrap(), 0);
+        assert!(
+            ix.search("s", ReingestionTier::Active, "cats", 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(!ix.has_writer());
+        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
+        assert!(ix.has_writer());
+        ix.commit().unwrap();
+        drop(ix);
+        // Reopened: the committed document is searchable, still no writer.
+        let (ix, fresh) = TextIndex::open(dir.path()).unwrap();
+        assert!(!fresh);
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+            ["a1"]
+        );
+        assert!(!ix.has_writer());
+    }
+
+    #[test]
+    fn concurrent_first_writes_share_one_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ix, _) = TextIndex::open(dir.path()).unwrap();
+        let ix = std::sync::Arc::new(ix);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|n| {
+                let ix = ix.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    // A second writer would fail on tantivy's directory lock.
+                    ix.upsert(&memory(&format!("a{n}"), ReingestionTier::Active))
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        assert_eq!(ix.num_docs().unwrap(), 8);
     }
 }

@@ -18,6 +18,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod serve;
 pub mod telegram;
 
 use std::collections::VecDeque;
@@ -283,14 +284,7 @@ impl FakeLlm {
         });
         let (tx, rx) = oneshot::channel::<()>();
         let routes = routes(shared.clone());
-        tokio::spawn(
-            warp::serve(routes)
-                .incoming(listener)
-                .graceful(async {
-                    let _ = rx.await;
-                })
-                .run(),
-        );
+        crate::serve::spawn(listener, warp::service(routes), rx);
         Ok(FakeLlm {
             addr,
             shared,
@@ -391,7 +385,7 @@ fn routes(
         .and(warp::header::optional::<String>("authorization"))
         .and(warp::body::bytes())
         .and_then(
-            move |path: warp::path::FullPath, auth, bytes: warp::hyper::body::Bytes| {
+            move |path: warp::path::FullPath, auth, bytes: hyper::body::Bytes| {
                 let shared = shared.clone();
                 async move {
                     Ok::<_, std::convert::Infallible>(

@@ -94,21 +94,14 @@ impl FakeBotApi {
             .and(warp::path::end())
             .and(warp::body::bytes())
             .and_then(
-                move |bot: String, method: String, bytes: warp::hyper::body::Bytes| {
+                move |bot: String, method: String, bytes: hyper::body::Bytes| {
                     let s = s.clone();
                     async move {
                         Ok::<_, std::convert::Infallible>(handle(&s, &bot, &method, &bytes).await)
                     }
                 },
             );
-        tokio::spawn(
-            warp::serve(routes)
-                .incoming(listener)
-                .graceful(async {
-                    let _ = rx.await;
-                })
-                .run(),
-        );
+        crate::serve::spawn(listener, warp::service(routes), rx);
         Ok(FakeBotApi {
             addr,
             shared,

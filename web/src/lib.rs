@@ -572,7 +572,7 @@ fn routes(
                     // Browsers drop a socket whose offered subprotocol is not echoed.
                     res = res.header("sec-websocket-protocol", ws::SUBPROTOCOL);
                 }
-                match res.body(warp::hyper::body::Bytes::new()) {
+                match res.body(hyper::body::Bytes::new()) {
                     Ok(r) => r.into_response(),
                     Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                 }
