@@ -338,7 +338,10 @@ impl WebBridge {
         match self.store.inbox().acknowledge_async(scope_id, id).await {
             Ok(AckOutcome::Acknowledged | AckOutcome::AlreadyAcknowledged) => Ok(()),
             Ok(AckOutcome::NotThisScope) => {
-                tracing::info!(connection_id, "ack refused: not a reply of this conversation");
+                tracing::info!(
+                    connection_id,
+                    "ack refused: not a reply of this conversation"
+                );
                 Err(ProtocolError::new(
                     ErrorCode::EChannelAuth.as_str(),
                     "no reply of this conversation has that id",

@@ -134,7 +134,10 @@ async fn an_unacknowledged_reply_is_sent_again_on_reconnect_and_not_after_its_ac
     assert_eq!(ack(&mut ws, &id).await, None);
     drop(ws);
     let mut ws = connect(&addr).await;
-    assert!(next_reply(&mut ws, QUIET).await.is_none(), "sent after its ack");
+    assert!(
+        next_reply(&mut ws, QUIET).await.is_none(),
+        "sent after its ack"
+    );
     // A new reply gets its own id.
     let second = say(&mut ws, "hello again").await;
     assert_eq!(second["id"], format!("{:020}", 1));

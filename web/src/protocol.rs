@@ -685,7 +685,10 @@ mod tests {
             r#"{"type":"ack","id":3}"#,
             r#"{"type":"ack","id":"1","scope_id":"owner"}"#,
         ] {
-            assert_eq!(parse_client_frame(bad).unwrap_err().code, "E_CHANNEL_PROTOCOL");
+            assert_eq!(
+                parse_client_frame(bad).unwrap_err().code,
+                "E_CHANNEL_PROTOCOL"
+            );
         }
     }
 
