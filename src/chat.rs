@@ -44,7 +44,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 mod render;
 
-use render::{or_none, render_budget, render_checks, render_plan};
+use render::{closed, or_none, other_frame, render_budget, render_checks, render_plan};
 
 use crate::cli::ChatArgs;
 use crate::error::CliError;
@@ -650,18 +650,6 @@ impl Session {
     }
 }
 
-/// Frames the text channel does not render. A card (it carries a
-/// `request_id`) is pointed out — it is left to the web app and times out
-/// server-side with its safe default; feeds for the web app's other panes
-/// (activity, …) are not chat and are skipped.
-fn other_frame(kind: &str, raw: &Value) {
-    if raw.get("request_id").is_some_and(|r| !r.is_null()) {
-        out(format!(
-            "({kind} card received: answer it in the web app; the text channel answers plan approvals only)"
-        ));
-    }
-}
-
 async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCode, CliError> {
     let ws = connect(url, token).await?;
     let mut s = Session {
@@ -756,30 +744,6 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The daemon closed the socket: why, as one coded line.
-fn closed(code: Option<u16>) -> CliError {
-    match code {
-        Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
-            ErrorCode::EChannelAuth,
-            format!(
-                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
-            ),
-        ),
-        Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            format!("the daemon is shutting down (close {c})"),
-        ),
-        Some(c) => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            format!("the daemon closed the connection (close {c})"),
-        ),
-        None => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            "the daemon closed the connection",
-        ),
     }
 }
 
