@@ -9,6 +9,7 @@ use std::sync::Arc;
 use silas_actors::cards::{CardResponse, CardTimeouts};
 use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::StreamHandle;
+use silas_storage::ReplyAck;
 
 use crate::telegram_bridge::TelegramBridge;
 use crate::web_bridge::WebBridge;
@@ -19,6 +20,14 @@ pub struct Channels {
 }
 
 impl ChannelSink for Channels {
+    /// Telegram confirms its own sends; the web clients acknowledge by id.
+    fn reply_ack(&self, out: &Outbound) -> ReplyAck {
+        match self.telegram.as_ref() {
+            Some(tg) if tg.serves(out) => ReplyAck::Channel,
+            _ => self.web.reply_ack(out),
+        }
+    }
+
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let Some(tg) = self.telegram.as_ref().filter(|t| t.serves(&out)) else {

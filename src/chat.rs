@@ -16,11 +16,15 @@
 //! never approved by a queued line: it is declined, saying so, and the
 //! answer line meant for it is dropped.
 //!
+//! Every reply carries an id: the session acknowledges each (`ack`) and
+//! shows an id once, so a reply the daemon sends again after a reconnect
+//! or a restart is not printed twice.
+//!
 //! This client holds no store or key: the daemon owns the redb file (its lock
 //! would refuse a second opener), so with no daemon listening `silas chat`
 //! says so in one line and tells the user to run `silas start`.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -40,7 +44,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 mod render;
 
-use render::{or_none, render_budget, render_checks, render_plan};
+use render::{closed, or_none, other_frame, render_budget, render_checks, render_plan};
 
 use crate::cli::ChatArgs;
 use crate::error::CliError;
@@ -222,6 +226,10 @@ struct Session {
     /// A high-risk card was just declined unasked: the scripted answer
     /// meant for it is dropped rather than sent as a message.
     skip_answer: bool,
+    /// Reply ids shown (issue #19 item 6): one sent again is dropped.
+    shown: HashSet<String>,
+    /// Reply ids received and not yet acknowledged to the daemon.
+    acks: Vec<String>,
 }
 
 impl Session {
@@ -238,6 +246,15 @@ impl Session {
                 format!("the daemon connection was lost: {e}"),
             )
         })
+    }
+
+    /// Acknowledges every reply received since the last call, so the
+    /// daemon does not send them again on the next connection.
+    async fn flush_acks(&mut self) -> Result<(), CliError> {
+        for id in std::mem::take(&mut self.acks) {
+            self.send(&ClientFrame::Ack { id }).await?;
+        }
+        Ok(())
     }
 
     /// No more lines will come: stdin ended and the queue is used up.
@@ -417,7 +434,18 @@ impl Session {
                     model.unwrap_or_default()
                 ));
             }
-            ServerFrame::Message { text, sender, .. } => {
+            ServerFrame::Message {
+                text, sender, id, ..
+            } => {
+                if let Some(id) = id {
+                    // Acknowledged whether shown now or before: a reply
+                    // sent again (a reconnect, a daemon restart) under an
+                    // id this session has shown is not shown twice.
+                    self.acks.push(id.clone());
+                    if !self.shown.insert(id) {
+                        return;
+                    }
+                }
                 self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
                 for (i, l) in text.lines().enumerate() {
                     if i == 0 {
@@ -622,18 +650,6 @@ impl Session {
     }
 }
 
-/// Frames the text channel does not render. A card (it carries a
-/// `request_id`) is pointed out — it is left to the web app and times out
-/// server-side with its safe default; feeds for the web app's other panes
-/// (activity, …) are not chat and are skipped.
-fn other_frame(kind: &str, raw: &Value) {
-    if raw.get("request_id").is_some_and(|r| !r.is_null()) {
-        out(format!(
-            "({kind} card received: answer it in the web app; the text channel answers plan approvals only)"
-        ));
-    }
-}
-
 async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCode, CliError> {
     let ws = connect(url, token).await?;
     let mut s = Session {
@@ -648,6 +664,8 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
         last_activity: Instant::now(),
         wait: Duration::from_secs(args.wait),
         skip_answer: false,
+        shown: HashSet::new(),
+        acks: Vec::new(),
     };
     let mut input = spawn_stdin();
     let wait = Duration::from_secs(args.wait);
@@ -690,6 +708,7 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
                     quiet_until = None;
                     s.last_activity = Instant::now();
                     s.on_frame(&t);
+                    s.flush_acks().await?;
                 }
                 Some(Ok(Message::Close(frame))) => {
                     let code = frame.as_ref().map(|f| u16::from(f.code));
@@ -725,30 +744,6 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The daemon closed the socket: why, as one coded line.
-fn closed(code: Option<u16>) -> CliError {
-    match code {
-        Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
-            ErrorCode::EChannelAuth,
-            format!(
-                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
-            ),
-        ),
-        Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            format!("the daemon is shutting down (close {c})"),
-        ),
-        Some(c) => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            format!("the daemon closed the connection (close {c})"),
-        ),
-        None => CliError::new(
-            ErrorCode::EChannelDisconnected,
-            "the daemon closed the connection",
-        ),
     }
 }
 

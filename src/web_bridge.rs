@@ -16,6 +16,12 @@
 //! scope's connections. When a scope's last connection closes, its pending
 //! cards resolve to their safe defaults (§8.1).
 //!
+//! Replies carry their id (the inbox id they answer) and the client
+//! acknowledges each with `ack` (issue #19 item 6): the owner's replies stay
+//! unacknowledged in the store until then and are sent again, same id, to
+//! the next connection of the scope (`ready`); a client drops an id it has
+//! shown. An `ack` for another conversation's id is refused (`E_CHANNEL_AUTH`).
+//!
 //! Also here: the Activity feed (owner connections only: the timeline is
 //! built from the audit log by `silas_actors::activity`), `/health` queue
 //! pressure, and [`SecretVault`], the `SecretSink` behind
@@ -38,9 +44,9 @@ use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_fo
 use silas_actors::turn::OWNER_SCOPE;
 use silas_core::cards::CardPayload;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength};
-use silas_core::{Coded, Timestamp};
+use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
-use silas_storage::{CardAudience, PendingCard, Store};
+use silas_storage::{AckOutcome, CardAudience, PendingCard, ReplyAck, Store};
 use silas_web::cards::CardAnswerFrame;
 use silas_web::protocol::{ActivityItem, ClientFrame, ProtocolError, ServerFrame};
 use silas_web::ws::{
@@ -186,13 +192,18 @@ impl WebBridge {
     fn frame_for(&self, out: &Outbound) -> Option<ServerFrame> {
         let now = Timestamp::now().to_string();
         Some(match out {
-            Outbound::Reply { text, .. } | Outbound::OwnerNotice { text, .. } => {
-                ServerFrame::Message {
-                    text: text.clone(),
-                    sender: "silas".into(),
-                    timestamp: now,
-                }
-            }
+            Outbound::Reply { text, reply_to, .. } => ServerFrame::Message {
+                text: text.clone(),
+                sender: "silas".into(),
+                timestamp: now,
+                id: Some(reply_to.clone()),
+            },
+            Outbound::OwnerNotice { text, .. } => ServerFrame::Message {
+                text: text.clone(),
+                sender: "silas".into(),
+                timestamp: now,
+                id: None,
+            },
             Outbound::WorkStatus { event } => ServerFrame::WorkStatus {
                 work_item_id: event.work_item_id.clone(),
                 status: serde_json::to_value(event.status)
@@ -292,6 +303,55 @@ impl WebBridge {
         })
     }
 
+    /// The `message` frames of `scope_id`'s unacknowledged replies, oldest
+    /// first.
+    fn unacked_frames(&self, scope_id: &str) -> Vec<ServerFrame> {
+        let records = match self.store.inbox().unacked_for_scope(scope_id) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(code = %e.code(), "unacknowledged replies not read: {e}");
+                return Vec::new();
+            }
+        };
+        records
+            .into_iter()
+            .filter_map(|r| {
+                Some(ServerFrame::Message {
+                    text: r.reply?,
+                    sender: "silas".into(),
+                    timestamp: Timestamp::now().to_string(),
+                    id: Some(r.inbox_id),
+                })
+            })
+            .collect()
+    }
+
+    /// A client's `ack`: only a reply of the connection's own scope; any
+    /// other id (another conversation's, or none) is refused alike and
+    /// changes nothing.
+    async fn acknowledge(
+        &self,
+        scope_id: &str,
+        connection_id: &str,
+        id: &str,
+    ) -> Result<(), ProtocolError> {
+        match self.store.inbox().acknowledge_async(scope_id, id).await {
+            Ok(AckOutcome::Acknowledged | AckOutcome::AlreadyAcknowledged) => Ok(()),
+            Ok(AckOutcome::NotThisScope) => {
+                tracing::info!(
+                    connection_id,
+                    "ack refused: not a reply of this conversation"
+                );
+                Err(ProtocolError::new(
+                    ErrorCode::EChannelAuth.as_str(),
+                    "no reply of this conversation has that id",
+                    None,
+                ))
+            }
+            Err(e) => Err(ProtocolError::new(e.code().as_str(), e.to_string(), None)),
+        }
+    }
+
     /// `/secret <label>`: open a secure input card for the owner and report
     /// the outcome (stored or not) in the chat — never the value.
     fn request_secret(&self, stream: StreamHandle, scope_id: String, label: String) {
@@ -303,6 +363,7 @@ impl WebBridge {
                 text,
                 sender: "silas".into(),
                 timestamp: Timestamp::now().to_string(),
+                id: None,
             };
             for t in outbound {
                 let _ = t.try_send(frame.clone());
@@ -361,6 +422,12 @@ impl WebBackend for WebBridge {
             }) {
                 let _ = tx.send(Self::card_frame(card)).await;
             }
+            // Replies sent before and never acknowledged (lost on the wire
+            // in a crash or a reset, or sent while nobody was connected):
+            // again, under their ids; a client drops one it has shown.
+            for frame in self.unacked_frames(&scope_id) {
+                let _ = tx.send(frame).await;
+            }
             // The Activity timeline is the owner's audit trail: owner only.
             if owner && scope_id == OWNER_SCOPE {
                 let mut items = self.activity_since(0, 500);
@@ -390,6 +457,9 @@ impl WebBackend for WebBridge {
             let (scope_id, ip, owner) = conn.ok_or_else(|| {
                 ProtocolError::new("E_CHANNEL_PROTOCOL", "unknown connection", None)
             })?;
+            if let ClientFrame::Ack { id } = &frame {
+                return self.acknowledge(&scope_id, &connection_id, id).await;
+            }
             if frame.is_memory_op() {
                 // Owner only, decided by the server as for workspaces.
                 let (memories, forgotten) = crate::memory_cmd::web_op(
@@ -602,6 +672,17 @@ impl WebBackend for WebBridge {
 }
 
 impl ChannelSink for WebBridge {
+    /// The web clients acknowledge replies by id. Only the owner's
+    /// conversation can be reconnected to (a customer's scope is its
+    /// connection), so only its replies are kept until acknowledged.
+    fn reply_ack(&self, out: &Outbound) -> ReplyAck {
+        match out {
+            Outbound::Reply { scope_id, .. } if scope_id == OWNER_SCOPE => ReplyAck::Client,
+            Outbound::Reply { .. } => ReplyAck::ClientOnce,
+            _ => ReplyAck::Channel,
+        }
+    }
+
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let connection = match &out {

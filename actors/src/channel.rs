@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use silas_core::{Coded, ErrorCode};
-use silas_storage::PendingCard;
+use silas_storage::{PendingCard, ReplyAck};
 
 use crate::work::WorkStatusEvent;
 
@@ -82,6 +82,14 @@ impl Coded for ChannelError {
 /// `Outbound::Reply::reply_to`.
 pub trait ChannelSink: Send + Sync {
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>>;
+
+    /// Who confirms that the reply `out` reached its reader (issue #19
+    /// item 6): the channel itself by default; a channel whose client
+    /// acknowledges replies by id says [`ReplyAck::Client`] and the turn
+    /// keeps the reply until the ack.
+    fn reply_ack(&self, _out: &Outbound) -> ReplyAck {
+        ReplyAck::Channel
+    }
 }
 
 /// Keeps every delivery in memory, dropping a reply whose `reply_to` was

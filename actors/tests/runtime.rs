@@ -35,7 +35,7 @@ use silas_gates::{GateRunner, GuardProvider, PredicateProvider};
 use silas_keys::OwnerKey;
 use silas_llm::provider::{BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider};
 use silas_llm::{Agents, LlmError, OfflineProvider};
-use silas_storage::{InboxStage, NewInbound, PendingCard, Store, StoreError};
+use silas_storage::{AckOutcome, InboxStage, NewInbound, PendingCard, ReplyAck, Store, StoreError};
 use tokio::sync::{Semaphore, broadcast, mpsc};
 
 /// Offline responder that counts calls and holds any request whose user
@@ -126,6 +126,8 @@ struct Rt {
     sink: MemorySink,
     /// While set, the channel reports "no connection" for every delivery.
     channel_down: Arc<AtomicBool>,
+    /// Per reply sent with `client_ack`: kept as unacknowledged by then.
+    kept_at_send: Arc<Mutex<Vec<bool>>>,
     llm: Arc<GatedLlm>,
     steps: Arc<StepLog>,
     dispatched: mpsc::Receiver<DispatchRequest>,
@@ -136,6 +138,7 @@ struct Rt {
 struct Opts {
     cfg: Config,
     crash_once: bool,
+    client_ack: bool,
 }
 
 /// A channel that can be unplugged: while `down` is set every delivery
@@ -143,10 +146,32 @@ struct Opts {
 struct SwitchSink {
     inner: MemorySink,
     down: Arc<AtomicBool>,
+    /// Replies are acknowledged by the client (`ReplyAck::Client`), as the
+    /// web channel's owner replies are; for each reply sent, whether the
+    /// store already kept it as unacknowledged at that moment.
+    client_ack: bool,
+    store: Store,
+    kept_at_send: Arc<Mutex<Vec<bool>>>,
 }
 
 impl ChannelSink for SwitchSink {
+    fn reply_ack(&self, out: &Outbound) -> ReplyAck {
+        match out {
+            Outbound::Reply { .. } if self.client_ack => ReplyAck::Client,
+            _ => ReplyAck::Channel,
+        }
+    }
+
     fn send(&self, out: Outbound) -> ChannelFuture<'_, Result<(), ChannelError>> {
+        if let Outbound::Reply {
+            scope_id, reply_to, ..
+        } = &out
+            && self.client_ack
+        {
+            let kept = self.store.inbox().unacked_for_scope(scope_id).unwrap();
+            let kept = kept.iter().any(|r| &r.inbox_id == reply_to);
+            self.kept_at_send.lock().unwrap().push(kept);
+        }
         if self.down.load(Ordering::SeqCst) {
             return Box::pin(async { Err(ChannelError::Disconnected("no connection".into())) });
         }
@@ -175,6 +200,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
     gates.register("predicate", Arc::new(PredicateProvider::new(vec![])));
     let sink = MemorySink::new();
     let channel_down = Arc::new(AtomicBool::new(false));
+    let kept_at_send = Arc::new(Mutex::new(Vec::new()));
     let steps = Arc::new(StepLog::default());
     let memory: Arc<dyn MemoryIndex> = Arc::new(CrashingMemory {
         inner: KeywordMemory::new(store.clone()),
@@ -201,6 +227,9 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         sink: Arc::new(SwitchSink {
             inner: sink.clone(),
             down: channel_down.clone(),
+            client_ack: opts.client_ack,
+            store: store.clone(),
+            kept_at_send: kept_at_send.clone(),
         }),
         observer: steps.clone(),
     };
@@ -227,6 +256,7 @@ async fn start(store: &Store, opts: Opts) -> Rt {
         join,
         sink,
         channel_down,
+        kept_at_send,
         llm,
         steps,
         dispatched,
@@ -411,6 +441,7 @@ async fn rate_limit_refusal_is_deterministic_and_audited() {
         Opts {
             cfg,
             crash_once: false,
+            ..Opts::default()
         },
     )
     .await;
@@ -472,6 +503,7 @@ async fn crash_mid_turn_is_replayed_exactly_once() {
         Opts {
             cfg: Config::default(),
             crash_once: true,
+            ..Opts::default()
         },
     )
     .await;
@@ -646,6 +678,7 @@ async fn backpressure_1000_messages_into_one_scope() {
         Opts {
             cfg: load_config(),
             crash_once: false,
+            ..Opts::default()
         },
     )
     .await;
@@ -756,6 +789,7 @@ async fn global_queue_bound_sheds_non_owner_traffic_first() {
         Opts {
             cfg,
             crash_once: false,
+            ..Opts::default()
         },
     )
     .await;
@@ -929,6 +963,66 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
     let id = accept(&rt, "owner", "hello").await;
     wait_for("reply", || rt.sink.replies().iter().any(|(r, _)| *r == id)).await;
     assert_eq!(rt.sink.replies().len(), 1);
+    rt.stop().await;
+}
+
+/// Issue #19 item 6: a reply the client acknowledges is kept as
+/// unacknowledged before it goes out (its ack can never arrive first), and
+/// one sent to nobody is kept too; an ack releases it. A channel that
+/// confirms itself keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_the_client_acknowledges_is_kept_before_it_is_sent_and_until_its_ack() {
+    let (_d, store) = store();
+    let rt = start(
+        &store,
+        Opts {
+            client_ack: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let id = accept(&rt, "owner", "hello").await;
+    wait_for("reply", || rt.sink.replies().len() == 1).await;
+    assert_eq!(*rt.kept_at_send.lock().unwrap(), vec![true]);
+    wait_for("delivered", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    let kept = |s: &Store| -> Vec<String> {
+        s.inbox()
+            .unacked_for_scope("owner")
+            .unwrap()
+            .into_iter()
+            .map(|r| r.inbox_id)
+            .collect()
+    };
+    assert_eq!(kept(&store), vec![id.clone()]);
+    // Sent to nobody: kept all the same, for the next connection.
+    rt.channel_down.store(true, Ordering::SeqCst);
+    let nobody = accept(&rt, "owner", "hello again").await;
+    wait_for("delivered", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(kept(&store), vec![id.clone(), nobody.clone()]);
+    assert_eq!(
+        store.inbox().acknowledge_async("owner", &id).await.unwrap(),
+        AckOutcome::Acknowledged
+    );
+    assert_eq!(kept(&store), vec![nobody]);
+    rt.stop().await;
+
+    // The default sink confirms its own sends: nothing is kept.
+    let (_d2, store) = self::store();
+    let rt = start(&store, Opts::default()).await;
+    accept(&rt, "owner", "hello").await;
+    wait_for("reply", || rt.sink.replies().len() == 1).await;
+    wait_for("delivered", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    assert!(kept(&store).is_empty());
+    assert!(rt.kept_at_send.lock().unwrap().is_empty());
     rt.stop().await;
 }
 

@@ -1,7 +1,12 @@
 //! How `silas chat` prints a card: budget, checks and what the plan hash
-//! covers, so a text approval shows what a web card shows.
+//! covers, so a text approval shows what a web card shows; and how it says
+//! what it cannot show, and why the daemon closed the socket.
 
 use serde_json::Value;
+use silas_core::ErrorCode;
+
+use super::{TOKEN_ENV, out};
+use crate::error::CliError;
 
 pub(super) fn or_none(list: &[String]) -> String {
     if list.is_empty() {
@@ -96,6 +101,42 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
         }
     }
     lines
+}
+
+/// Frames the text channel does not render. A card (it carries a
+/// `request_id`) is pointed out — it is left to the web app and times out
+/// server-side with its safe default; feeds for the web app's other panes
+/// (activity, …) are not chat and are skipped.
+pub(super) fn other_frame(kind: &str, raw: &Value) {
+    if raw.get("request_id").is_some_and(|r| !r.is_null()) {
+        out(format!(
+            "({kind} card received: answer it in the web app; the text channel answers plan approvals only)"
+        ));
+    }
+}
+
+/// The daemon closed the socket: why, as one coded line.
+pub(super) fn closed(code: Option<u16>) -> CliError {
+    match code {
+        Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
+            ErrorCode::EChannelAuth,
+            format!(
+                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
+            ),
+        ),
+        Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!("the daemon is shutting down (close {c})"),
+        ),
+        Some(c) => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!("the daemon closed the connection (close {c})"),
+        ),
+        None => CliError::new(
+            ErrorCode::EChannelDisconnected,
+            "the daemon closed the connection",
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! | `accepted`       | the record and its pending-index entry, attempt 1 | durable (before the ack)          |
 //! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint | durable if signed, else visible  |
 //! | `responded`      | the response's chronicle entry (step 11), the reply | durable (before delivery)       |
-//! | `delivered`      | removal from the pending index (after step 13)     | visible, durable within 2 ms     |
+//! | `delivered`      | removal from the pending index; a reply the client acknowledges joins the unacknowledged ones (`inbox_ack`) | durable for a channel that confirms itself (Telegram), else visible, durable within 2 ms |
 //!
 //! Writes go through the store's [`GroupCommit`] writer, so concurrent turns
 //! share fsyncs; the `_async` variants await it without blocking a runtime
@@ -38,7 +38,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::group_commit::{GroupCommit, Wait};
 use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 
-const TABLE: &str = "inbox";
+pub use crate::inbox_ack::{AckOutcome, ReplyAck, UNACKED_KEPT_PER_SCOPE};
+
+pub(crate) const TABLE: &str = "inbox";
 const SEQ_COUNTER: &str = "inbox_seq";
 
 /// How far an accepted message has got.
@@ -103,12 +105,12 @@ pub(crate) type FirstAttempts = Arc<Mutex<HashSet<String>>>;
 
 #[derive(Clone)]
 pub struct InboxStore {
-    db: Arc<Database>,
-    writer: Arc<GroupCommit>,
+    pub(crate) db: Arc<Database>,
+    pub(crate) writer: Arc<GroupCommit>,
     first_attempts: FirstAttempts,
 }
 
-fn get_in(txn: &WriteTransaction, id: &str) -> StoreResult<InboxRecord> {
+pub(crate) fn get_in(txn: &WriteTransaction, id: &str) -> StoreResult<InboxRecord> {
     let table = txn.open_table(INBOX)?;
     let found = table.get(id)?;
     match found {
@@ -248,13 +250,21 @@ fn response_op(
     })
 }
 
-fn delivered_op(inbox_id: &str) -> Op<InboxRecord> {
-    advance_op(inbox_id, None, Vec::new(), |r| {
-        if r.stage >= InboxStage::Delivered {
-            return false;
+fn delivered_op(inbox_id: &str, ack: ReplyAck) -> Op<InboxRecord> {
+    let inbox_id = inbox_id.to_string();
+    Box::new(move |txn| {
+        let mut record = get_in(txn, &inbox_id)?;
+        if record.stage >= InboxStage::Delivered {
+            return Ok(record);
         }
-        r.stage = InboxStage::Delivered;
-        true
+        record.stage = InboxStage::Delivered;
+        put_in(txn, &record)?;
+        txn.open_table(INBOX_PENDING)?
+            .remove((record.message.scope_id.as_str(), record.seq))?;
+        if ack == ReplyAck::Client {
+            crate::inbox_ack::keep_unacked_in(txn, &record)?;
+        }
+        Ok(record)
     })
 }
 
@@ -493,23 +503,30 @@ impl InboxStore {
             .await
     }
 
-    /// After step 13: the reply went out; the record leaves the pending
-    /// index. Durable when it returns.
-    pub fn mark_delivered(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+    /// Step 13: the reply went out (or found nobody connected); the record
+    /// leaves the pending index, and a reply the client acknowledges
+    /// ([`ReplyAck::Client`]) is kept as unacknowledged until it does
+    /// ([`Self::acknowledge`]). Durable when it returns.
+    pub fn mark_delivered(&self, inbox_id: &str, ack: ReplyAck) -> StoreResult<InboxRecord> {
         self.take_first_attempt(inbox_id);
         self.writer
-            .write_blocking(Wait::Durable, delivered_op(inbox_id))
+            .write_blocking(Wait::Durable, delivered_op(inbox_id, ack))
     }
 
     /// [`Self::mark_delivered`] for the turn's hot path: awaits the group
-    /// commit instead of blocking a runtime thread. Durable, not `Lazy`: a
-    /// mark lost in a crash redelivers the reply, and a reply is answered
-    /// exactly once (the chaos run counts duplicates); concurrent turns
-    /// still share the fsync.
-    pub async fn mark_delivered_async(&self, inbox_id: &str) -> StoreResult<InboxRecord> {
+    /// commit instead of blocking a runtime thread, and waits only as long
+    /// as `ack` needs ([`ReplyAck::mark_wait`]): a mark lost in a crash
+    /// redelivers the reply under the same id, which a client that drops
+    /// ids it has shown turns into nothing, so only a channel without that
+    /// (Telegram) waits for the fsync.
+    pub async fn mark_delivered_async(
+        &self,
+        inbox_id: &str,
+        ack: ReplyAck,
+    ) -> StoreResult<InboxRecord> {
         self.take_first_attempt(inbox_id);
         self.writer
-            .write(Wait::Durable, delivered_op(inbox_id))
+            .write(ack.mark_wait(), delivered_op(inbox_id, ack))
             .await
     }
 }
@@ -629,7 +646,9 @@ mod tests {
         assert_eq!(r.stage, InboxStage::InputRecorded);
         assert_eq!(inbox.pending_for_scope("s1").unwrap()[0].attempts, 3);
         // A delivered record is not counted again.
-        inbox.mark_delivered(&a.inbox_id).unwrap();
+        inbox
+            .mark_delivered(&a.inbox_id, ReplyAck::Channel)
+            .unwrap();
         assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 3);
         assert!(matches!(
             inbox.begin_attempt("missing"),
@@ -693,7 +712,9 @@ mod tests {
             .record_response(&a.inbox_id, "other", Some(&item("out")), Vec::new())
             .unwrap();
         assert_eq!(store.chronicle().get_recent("s1", 10).unwrap().len(), 2);
-        inbox.mark_delivered(&a.inbox_id).unwrap();
+        inbox
+            .mark_delivered(&a.inbox_id, ReplyAck::Channel)
+            .unwrap();
         let r = inbox.get(&a.inbox_id).unwrap().unwrap();
         assert_eq!(r.stage, InboxStage::Delivered);
         assert_eq!(r.reply.as_deref(), Some("hi"));

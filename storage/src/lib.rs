@@ -21,6 +21,7 @@ pub mod codec;
 pub mod error;
 pub mod group_commit;
 pub mod inbox;
+mod inbox_ack;
 mod migrate_cards;
 pub mod nonces;
 pub mod records;
@@ -40,7 +41,7 @@ pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
 pub use group_commit::{GroupCommitStats, Wait};
-pub use inbox::{InboxRecord, InboxStage, InboxStore, NewInbound};
+pub use inbox::{AckOutcome, InboxRecord, InboxStage, InboxStore, NewInbound, ReplyAck};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};
 pub use scheduled_jobs::ScheduledJob;

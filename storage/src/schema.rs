@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -94,6 +94,12 @@ pub(crate) const CONTEXT_SUBSCRIPTIONS: TableDefinition<&str, &[u8]> =
 pub(crate) const DECLINED_SKILLS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("declined_skills");
 
+/// (scope_id, seq) → inbox_id: replies sent to a client that acknowledges
+/// by id and has not acknowledged them yet, in order (v10, issue #19):
+/// sent again when the scope reconnects.
+pub(crate) const INBOX_UNACKED: TableDefinition<(&str, u64), &str> =
+    TableDefinition::new("inbox_unacked");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -125,6 +131,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("installed_skills", "str", "record", RECORD_V1),
     ("context_subscriptions", "str", "record", RECORD_V1),
     ("declined_skills", "str", "record", RECORD_V1),
+    ("inbox_unacked", "(str,u64)", "str", 0),
 ];
 
 /// The text the checksum is computed over.
@@ -180,6 +187,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 8,
         run: v8_to_v9,
     },
+    Migration {
+        from: 9,
+        run: v9_to_v10,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -228,6 +239,13 @@ fn v8_to_v9(txn: &WriteTransaction) -> StoreResult<()> {
     Ok(())
 }
 
+/// v10 adds the unacknowledged replies (issue #19): replies delivered
+/// before it are taken as acknowledged (nothing to resend).
+fn v9_to_v10(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(INBOX_UNACKED)?;
+    Ok(())
+}
+
 fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(WORK_ITEMS)?;
     txn.open_multimap_table(WORK_ITEMS_BY_STATUS)?;
@@ -257,6 +275,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INSTALLED_SKILLS)?;
     txn.open_table(CONTEXT_SUBSCRIPTIONS)?;
     txn.open_table(DECLINED_SKILLS)?;
+    txn.open_table(INBOX_UNACKED)?;
     Ok(())
 }
 

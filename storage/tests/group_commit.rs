@@ -150,7 +150,10 @@ async fn a_lazy_write_is_visible_at_once_and_durable_soon_after() {
         .unwrap();
     let before = store.group_commit_stats().durable_commits;
     let started = Instant::now();
-    inbox.mark_delivered_async(&r.inbox_id).await.unwrap();
+    inbox
+        .mark_delivered_async(&r.inbox_id, silas_storage::ReplyAck::Client)
+        .await
+        .unwrap();
     // Visible when it returns: no longer pending.
     assert!(inbox.pending_for_scope("s").unwrap().is_empty());
     // Made durable by the writer on its own, within the window.

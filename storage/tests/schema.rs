@@ -341,3 +341,53 @@ fn v8_store_migrates_to_v9_with_declined_skills() {
         Some(rec)
     );
 }
+
+const INBOX_UNACKED: TableDefinition<(&str, u64), &str> = TableDefinition::new("inbox_unacked");
+
+/// v10 (issue #19): a v9 store gains `inbox_unacked`; its delivered replies
+/// count as acknowledged (nothing is sent again) and its data stays.
+#[tokio::test]
+async fn v9_store_migrates_to_v10_with_unacked_replies() {
+    use silas_storage::{NewInbound, ReplyAck};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    let msg = || NewInbound {
+        scope_id: "owner".into(),
+        channel: "web".into(),
+        sender_id: "owner".into(),
+        text: "hi".into(),
+        signed: None,
+        connection_id: "ws-1".into(),
+        ip: None,
+        owner_authenticated: true,
+        dedup_key: None,
+    };
+    let old = {
+        let s = Store::open(&path).unwrap();
+        let r = s
+            .inbox()
+            .accept(msg(), silas_core::Timestamp::now())
+            .unwrap();
+        s.inbox()
+            .mark_delivered(&r.inbox_id, ReplyAck::Channel)
+            .unwrap();
+        r.inbox_id
+    };
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(INBOX_UNACKED).unwrap());
+        txn.commit().unwrap();
+    }
+    set_meta(&path, "schema_version", "9");
+    set_meta(&path, "schema_checksum", "v9-layout");
+    let store = Store::open(&path).unwrap();
+    let inbox = store.inbox();
+    assert!(inbox.get(&old).unwrap().is_some(), "the v9 data is kept");
+    assert!(inbox.unacked_for_scope("owner").unwrap().is_empty());
+    let r = inbox.accept(msg(), silas_core::Timestamp::now()).unwrap();
+    inbox.mark_delivered(&r.inbox_id, ReplyAck::Client).unwrap();
+    drop((inbox, store));
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.inbox().unacked_for_scope("owner").unwrap().len(), 1);
+}

@@ -142,6 +142,13 @@ try {
   await tab.goto(base + '/', { waitUntil: 'load' });
   await tab.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
   if (!(await tab.locator('#auth-screen').isHidden())) throw new Error('second tab asked for a token');
+
+  step = 'replies the first tab showed were acknowledged: not sent to the new tab';
+  const firstTabReplies = await page.locator('#stream .msg-silas').count();
+  if (firstTabReplies < 1) throw new Error('the first tab showed no reply');
+  await tab.waitForTimeout(1500);
+  const resent = await tab.locator('#stream .msg-silas').count();
+  if (resent !== 0) throw new Error(resent + ' acknowledged replies were sent again to a new tab');
   await tab.close();
 
   step = 'no request to any other host';

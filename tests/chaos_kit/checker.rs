@@ -32,8 +32,9 @@ pub struct InboxSeen {
     pub delivered: bool,
     /// The reply the turn recorded (what the client should have seen).
     pub reply: Option<String>,
-    /// Replies the daemon recorded as answered while no client was
-    /// connected (`delivery_no_connection`, kind `reply`).
+    /// Times the daemon found no client connected for its reply
+    /// (`delivery_no_connection`, kind `reply`). Not an answer: such a
+    /// reply stays unacknowledged and is sent to the next connection.
     pub undelivered_replies: u32,
 }
 
@@ -72,8 +73,9 @@ pub struct Verified {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observation {
     pub sent: Vec<Sent>,
-    /// The marker answered by each reply frame the client received, over
-    /// every connection.
+    /// The marker answered by each reply the client showed, over every
+    /// connection (a reply sent again under an id already shown is
+    /// dropped by the client and not listed).
     pub reply_frames: Vec<String>,
     pub inbox: Vec<InboxSeen>,
     /// Work item ids whose plan cards the client approved, and which of
@@ -102,8 +104,11 @@ pub enum Violation {
         marker: String,
         delivered: bool,
         recorded_reply: Option<String>,
+        /// Times its delivery found nobody connected.
+        undelivered: u32,
     },
-    /// Answered more than once (frames plus replies recorded undelivered).
+    /// Shown more than once: replies under distinct ids, or the message
+    /// recorded more than once.
     ReplyDuplicated {
         marker: String,
         answers: u32,
@@ -198,7 +203,11 @@ fn check_replies(obs: &Observation, out: &mut Vec<Violation>) {
         if !s.expects_reply {
             continue;
         }
-        let answers = frames.get(s.marker.as_str()).copied().unwrap_or_default() + undelivered;
+        // Only what the client showed answers: a reply delivered to nobody,
+        // or lost on the wire at a kill, is sent again on reconnect until
+        // acknowledged (issue #19 item 6), so by the time a message is
+        // settled its reply must have been shown.
+        let answers = frames.get(s.marker.as_str()).copied().unwrap_or_default();
         // A message the store holds was accepted even if the client did
         // not live to see the acknowledgement.
         let accepted = s.acked || records > 0;
@@ -213,6 +222,7 @@ fn check_replies(obs: &Observation, out: &mut Vec<Violation>) {
                 marker: s.marker.clone(),
                 delivered: r.is_some_and(|r| r.delivered),
                 recorded_reply: r.and_then(|r| r.reply.clone()),
+                undelivered,
             });
         }
     }
@@ -392,8 +402,9 @@ mod tests {
         }
     }
 
-    /// Two chats (one answered on the wire, one while nobody was
-    /// connected) and one plan executed once: nothing to report.
+    /// Two chats (one answered on the wire, one first while nobody was
+    /// connected and then sent again on reconnect) and one plan executed
+    /// once: nothing to report.
     fn clean() -> Observation {
         Observation {
             sent: vec![
@@ -401,7 +412,7 @@ mod tests {
                 sent("chat-0-1", true, true),
                 sent("chaos-0", true, true),
             ],
-            reply_frames: vec!["chat-0-0".into()],
+            reply_frames: vec!["chat-0-0".into(), "chat-0-1".into()],
             inbox: vec![
                 record("0", "chat-0-0", 0),
                 record("1", "chat-0-1", 1),
@@ -422,22 +433,32 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_seen_twice_or_seen_and_recorded_undelivered_is_a_duplicate() {
+    fn a_reply_shown_twice_is_a_duplicate_one_first_sent_to_nobody_is_not() {
         let mut o = clean();
         o.reply_frames.push("chat-0-0".into());
-        o.reply_frames.push("chat-0-1".into());
         assert_eq!(
             check(&o),
-            vec![
-                Violation::ReplyDuplicated {
-                    marker: "chat-0-0".into(),
-                    answers: 2
-                },
-                Violation::ReplyDuplicated {
-                    marker: "chat-0-1".into(),
-                    answers: 2
-                },
-            ]
+            vec![Violation::ReplyDuplicated {
+                marker: "chat-0-0".into(),
+                answers: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn a_reply_sent_to_nobody_and_never_shown_is_lost_once_settled() {
+        // Before acknowledgements this was excused as "answered while no
+        // client was connected"; now such a reply is sent on reconnect.
+        let mut o = clean();
+        o.reply_frames.retain(|m| m != "chat-0-1");
+        assert_eq!(
+            check(&o),
+            vec![Violation::ReplyLost {
+                marker: "chat-0-1".into(),
+                delivered: true,
+                recorded_reply: Some("re: chat-0-1".into()),
+                undelivered: 1,
+            }]
         );
     }
 
@@ -457,13 +478,14 @@ mod tests {
     #[test]
     fn unanswered_is_lost_only_once_settled_and_accepted() {
         let mut o = clean();
-        o.reply_frames.clear();
+        o.reply_frames.retain(|m| m != "chat-0-0");
         assert_eq!(
             check(&o),
             vec![Violation::ReplyLost {
                 marker: "chat-0-0".into(),
                 delivered: true,
-                recorded_reply: Some("re: chat-0-0".into())
+                recorded_reply: Some("re: chat-0-0".into()),
+                undelivered: 0,
             }]
         );
         // In flight when the daemon died: not yet late.
@@ -481,7 +503,8 @@ mod tests {
             vec![Violation::ReplyLost {
                 marker: "chat-0-0".into(),
                 delivered: true,
-                recorded_reply: Some("re: chat-0-0".into())
+                recorded_reply: Some("re: chat-0-0".into()),
+                undelivered: 0,
             }]
         );
     }

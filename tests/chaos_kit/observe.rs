@@ -17,8 +17,15 @@ use super::model::{Marker, marker_of};
 pub struct Seen {
     /// Markers whose probe came back: accepted.
     pub acked: BTreeSet<String>,
-    /// The marker of each reply frame.
+    /// The marker of each reply shown: a reply frame whose id had not been
+    /// shown before (the client drops a reply sent again under an id it
+    /// has shown, as the web app and `silas chat` do).
     pub replies: Vec<String>,
+    /// Reply id → the marker it answered, for every reply shown.
+    pub shown: BTreeMap<String, String>,
+    /// Reply frames dropped because their id had been shown: sent again
+    /// after a reconnect (never acknowledged, or the ack lost in a kill).
+    pub redelivered: u32,
     /// Plan ids whose cards the client approved.
     pub approved: BTreeSet<String>,
     /// Work items a terminal `work_status` was seen for.
@@ -28,7 +35,8 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// Records one frame; returns the approval to send for a plan card.
+    /// Records one frame; returns what the client answers: the `ack` of a
+    /// reply, the approval of a plan card.
     pub fn record(&mut self, f: &Value) -> Option<Value> {
         let ty = f["type"].as_str().unwrap_or_default();
         if matches!(ty, "message" | "work_status" | "approval_request") {
@@ -45,10 +53,19 @@ impl Seen {
                 None
             }
             "message" => {
-                if let Some(m) = f["text"].as_str().and_then(|t| t.strip_prefix("re: ")) {
+                let id = f["id"].as_str();
+                if let Some(id) = id
+                    && self.shown.contains_key(id)
+                {
+                    self.redelivered += 1;
+                } else if let Some(m) = f["text"].as_str().and_then(|t| t.strip_prefix("re: ")) {
                     self.replies.push(m.to_string());
+                    if let Some(id) = id {
+                        self.shown.insert(id.to_string(), m.to_string());
+                    }
                 }
-                None
+                // Every reply is acknowledged, shown now or before.
+                id.map(|id| serde_json::json!({"type": "ack", "id": id}))
             }
             "work_status" => {
                 let status = f["status"].as_str().unwrap_or_default();

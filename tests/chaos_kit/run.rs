@@ -42,6 +42,9 @@ pub struct Summary {
     /// Items whose command ran in more than one (counted) attempt: an
     /// attempt a kill interrupted is redone by design (§5.2.1 a).
     pub items_rerun: u32,
+    /// Reply frames the client dropped because it had shown their id: sent
+    /// again on a reconnect (not acknowledged before the kill).
+    pub replies_resent: u32,
     /// `(iteration, violation)`; the last round is `iterations`.
     pub violations: Vec<(u32, Violation)>,
 }
@@ -49,7 +52,7 @@ pub struct Summary {
 impl Summary {
     pub fn line(&self) -> String {
         format!(
-            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} kills_elsewhere={} messages={} plans_approved={} plans_done={} items_rerun={} violations={}",
+            "chaos: seed={} iterations={} kills_in_turns={} kills_in_work={} kills_elsewhere={} messages={} plans_approved={} plans_done={} items_rerun={} replies_resent={} violations={}",
             self.seed,
             self.iterations,
             self.kills_in_turns,
@@ -59,6 +62,7 @@ impl Summary {
             self.plans_approved,
             self.plans_done,
             self.items_rerun,
+            self.replies_resent,
             self.violations.len()
         )
     }
@@ -314,6 +318,7 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
             eprintln!("chaos: seed={seed} iteration {i}: {v:?}");
         }
         if last {
+            summary.replies_resent = seen.lock().unwrap().redelivered;
             summary.plans_approved = settled_items.len() as u32;
             summary.plans_done = obs.items.iter().filter(|it| it.done).count() as u32;
             summary.items_rerun = obs

@@ -269,6 +269,11 @@
 
   window.addEventListener('online', () => { if (!ws && $('auth-screen').hidden) { attempt = 0; connect(); } });
 
+  // Reply ids this page has shown (oldest first, bounded): a reply the
+  // daemon sends again is not shown twice.
+  const SHOWN_REPLIES_KEPT = 2000;
+  const shownReplies = new Set();
+
   function send(frame) {
     if (!ws || ws.readyState !== WebSocket.OPEN || !authed) return false;
     ws.send(JSON.stringify(frame));
@@ -1660,6 +1665,15 @@
         onMemories(f);
         break;
       case 'message':
+        // A reply carries its id: acknowledged so the daemon does not send
+        // it again, and shown once — the same reply sent again after a
+        // reconnect or a daemon restart is dropped here.
+        if (typeof f.id === 'string') {
+          send({ type: 'ack', id: f.id });
+          if (shownReplies.has(f.id)) break;
+          shownReplies.add(f.id);
+          if (shownReplies.size > SHOWN_REPLIES_KEPT) shownReplies.delete(shownReplies.values().next().value);
+        }
         clearProgress();
         bubble('silas', str(f.text), f.timestamp);
         break;

@@ -217,7 +217,8 @@ pub fn answer(frame: ClientFrame) -> Result<Option<CardAnswerFrame>, ProtocolErr
         | ClientFrame::WorkspaceAdd { .. }
         | ClientFrame::WorkspaceRemove { .. }
         | ClientFrame::MemoryList { .. }
-        | ClientFrame::MemoryForget { .. } => Ok(None),
+        | ClientFrame::MemoryForget { .. }
+        | ClientFrame::Ack { .. } => Ok(None),
         ClientFrame::ApprovalResponse {
             request_id,
             verdict,

@@ -113,6 +113,13 @@ pub enum ClientFrame {
     MemoryForget {
         memory_id: String,
     },
+    /// The client has shown the `message` with this `id` (issue #19 item 6):
+    /// it is not sent again on the next connection. Only this connection's
+    /// own conversation's replies can be acknowledged; any other id gets an
+    /// `E_CHANNEL_AUTH` error frame and changes nothing.
+    Ack {
+        id: String,
+    },
 }
 
 impl ClientFrame {
@@ -156,7 +163,8 @@ impl ClientFrame {
             | WorkspaceAdd { .. }
             | WorkspaceRemove { .. }
             | MemoryList { .. }
-            | MemoryForget { .. } => None,
+            | MemoryForget { .. }
+            | Ack { .. } => None,
         }
     }
 }
@@ -198,6 +206,13 @@ pub enum ServerFrame {
         text: String,
         sender: String,
         timestamp: String,
+        /// A reply's stable id: the inbox id of the message it answers
+        /// (issue #19 item 6). The same reply sent again — after a
+        /// reconnect, or replayed after a crash — carries the same id; a
+        /// client shows an id once and acknowledges it with `ack`. Absent
+        /// on notices, which are not acknowledged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
     },
     /// The answer to the message `reply_to` is still being worked on (a
     /// slow model); replaced by the `message` that answers it.
@@ -550,6 +565,7 @@ mod tests {
             json!({"type": "connection_setup_response", "request_id": "r", "step_type": "device_code", "action": "done"}),
             json!({"type": "permission_escalation_response", "request_id": "r", "verdict": "just_this_once"}),
             json!({"type": "connection_failure_response", "request_id": "r", "selected_action": "retry_later"}),
+            json!({"type": "ack", "id": "00000000000000000007"}),
         ];
         for f in frames {
             let parsed = parse_client_frame(&f.to_string()).unwrap();
@@ -635,6 +651,45 @@ mod tests {
             v,
             json!({"type": "error", "code": "E_CHANNEL_PROTOCOL", "message": "bad", "request_id": "r"})
         );
+    }
+
+    #[test]
+    fn a_reply_carries_its_id_and_an_ack_names_it() {
+        let reply = ServerFrame::Message {
+            text: "hi".into(),
+            sender: "silas".into(),
+            timestamp: "t".into(),
+            id: Some("00000000000000000003".into()),
+        };
+        let v = serde_json::to_value(&reply).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "message", "text": "hi", "sender": "silas", "timestamp": "t",
+                   "id": "00000000000000000003"})
+        );
+        assert_eq!(serde_json::from_value::<ServerFrame>(v).unwrap(), reply);
+        // A notice has no id (and an older server's reply reads as none).
+        let v = json!({"type": "message", "text": "n", "sender": "silas", "timestamp": "t"});
+        assert!(matches!(
+            serde_json::from_value::<ServerFrame>(v).unwrap(),
+            ServerFrame::Message { id: None, .. }
+        ));
+        assert_eq!(
+            parse_client_frame(r#"{"type":"ack","id":"00000000000000000003"}"#).unwrap(),
+            ClientFrame::Ack {
+                id: "00000000000000000003".into()
+            }
+        );
+        for bad in [
+            r#"{"type":"ack"}"#,
+            r#"{"type":"ack","id":3}"#,
+            r#"{"type":"ack","id":"1","scope_id":"owner"}"#,
+        ] {
+            assert_eq!(
+                parse_client_frame(bad).unwrap_err().code,
+                "E_CHANNEL_PROTOCOL"
+            );
+        }
     }
 
     #[test]

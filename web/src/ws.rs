@@ -72,7 +72,7 @@ pub trait WebBackend: Send + Sync + 'static {
         frame: ClientFrame,
     ) -> BoxFuture<'_, Result<(), ProtocolError>>;
     fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()>;
-    /// `auth_ok` is queued: the backend may now send what a fresh
+    /// `auth_ok` goes out first: the backend may now send what a fresh
     /// connection needs (pending cards, the Activity timeline).
     fn ready(&self, _connection_id: &str) -> BoxFuture<'_, ()> {
         Box::pin(async {})
@@ -428,7 +428,18 @@ pub async fn session<S>(
     // the code the reader hands over.
     let mut writer_shutdown = state.shutdown.clone();
     let (close_tx, mut close_rx) = tokio::sync::oneshot::channel::<(u16, &'static str)>();
+    // `auth_ok` is written before anything from the queue: the connection
+    // is registered (and may be sent a reply, a card, a work status) before
+    // this task starts, and a client reads `auth_ok` first.
+    let auth_ok = frame_message(&ServerFrame::AuthOk {
+        scope_id,
+        model: state.model.clone(),
+    });
     let writer = tokio::spawn(async move {
+        if sink.send(auth_ok).await.is_err() {
+            let _ = sink.close().await;
+            return;
+        }
         loop {
             tokio::select! {
                 // The reader's close code first: it is sent while the queue
@@ -453,14 +464,6 @@ pub async fn session<S>(
         let _ = sink.close().await;
     });
 
-    send(
-        &tx,
-        ServerFrame::AuthOk {
-            scope_id,
-            model: state.model.clone(),
-        },
-    )
-    .await;
     state.backend.ready(&conn.connection_id).await;
     let ending = loop {
         let msg = tokio::select! {

@@ -42,6 +42,7 @@ impl WebBackend for Echo {
                         text: format!("echo: {text}"),
                         sender: "silas".into(),
                         timestamp: "t".into(),
+                        id: None,
                     })
                     .await;
             }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 use silas_core::model::JsonObject;
-use silas_storage::{InboxRecord, InboxStage};
+use silas_storage::{InboxRecord, InboxStage, ReplyAck};
 
 use crate::channel::{ChannelError, Outbound};
 use crate::turn::pipeline::{ScopeState, TurnDeps};
@@ -221,6 +221,12 @@ pub async fn quarantine(
                 .unwrap_or_else(|| QUARANTINE_REPLY.to_string()),
         };
         let sink = deps.sink.clone();
+        // As at step 13: a reply the client acknowledges is kept before it
+        // goes out, so its ack always finds it.
+        let ack = sink.reply_ack(&out);
+        if ack == ReplyAck::Client {
+            inbox.mark_delivered(&inbox_id, ack)?;
+        }
         // Own task: a sink that panics on this message cannot fail the
         // processor again.
         match tokio::spawn(async move { sink.send(out).await }).await {
@@ -240,7 +246,9 @@ pub async fn quarantine(
                 tracing::warn!(scope_id = %scope.scope_id, inbox_id, "quarantine notice delivery panicked: {e}");
             }
         }
-        inbox.mark_delivered(&inbox_id)?;
+        if ack != ReplyAck::Client {
+            inbox.mark_delivered(&inbox_id, ack)?;
+        }
     }
     Ok(())
 }

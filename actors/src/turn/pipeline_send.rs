@@ -1,6 +1,8 @@
 //! Turn steps 12–13 (§5.1): the response's durable commit and its delivery.
 //! Split from `pipeline.rs` along the step seam.
 
+use silas_storage::ReplyAck;
+
 use super::*;
 
 impl Turn<'_> {
@@ -27,29 +29,48 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Step 13: deliver the reply (and any card), then mark it delivered.
+    /// Step 13: deliver the reply (and any card) and mark it delivered.
+    /// A reply its client acknowledges ([`ReplyAck::Client`]) is marked
+    /// first — kept as unacknowledged, visible before the frame leaves, so
+    /// the client's ack always finds it, and a crash between the two sends
+    /// it again on reconnect; any other is marked after it went out.
     pub(super) async fn send(&mut self) -> Result<(), TurnError> {
         self.step("send");
         let m = &self.record.message;
-        if let Some(text) = self.reply.clone() {
-            let out = Outbound::Reply {
-                scope_id: self.scope.scope_id.clone(),
-                connection_id: m.connection_id.clone(),
-                reply_to: self.record.inbox_id.clone(),
-                text,
-            };
+        let reply = self.reply.clone().map(|text| Outbound::Reply {
+            scope_id: self.scope.scope_id.clone(),
+            connection_id: m.connection_id.clone(),
+            reply_to: self.record.inbox_id.clone(),
+            text,
+        });
+        let ack = reply
+            .as_ref()
+            .map_or(ReplyAck::Channel, |out| self.deps.sink.reply_ack(out));
+        if ack == ReplyAck::Client {
+            self.mark_delivered(ack).await?;
+        }
+        if let Some(out) = reply {
             self.deliver(out, "reply").await?;
         }
         if let Some(card) = self.card.clone() {
             self.deliver(Outbound::Card { card }, "card").await?;
         }
-        // Visible at once, durable within the lazy window: a crash before
-        // that redelivers this reply, never reruns the turn.
+        if ack != ReplyAck::Client {
+            self.mark_delivered(ack).await?;
+        }
+        Ok(())
+    }
+
+    /// The delivery mark: durable for a channel that confirms itself, else
+    /// visible at once and durable within the lazy window — a crash before
+    /// that redelivers this reply under the same id (the client drops it),
+    /// never reruns the turn.
+    async fn mark_delivered(&mut self, ack: ReplyAck) -> Result<(), TurnError> {
         self.record = self
             .deps
             .store
             .inbox()
-            .mark_delivered_async(&self.record.inbox_id)
+            .mark_delivered_async(&self.record.inbox_id, ack)
             .await?;
         Ok(())
     }

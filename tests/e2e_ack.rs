@@ -1,0 +1,210 @@
+//! Reply acknowledgement (issue #19 item 6), over the real binary: a reply
+//! carries its id (the inbox id it answers); one the client has not
+//! acknowledged is sent again — same id — to the scope's next connection,
+//! never twice on one connection, and not after its `ack`. An `ack` for
+//! another conversation's reply, or for no reply at all, is refused with an
+//! `E_CHANNEL_AUTH` error frame and changes nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use silas_testkit::{FakeLlm, Reply};
+use support::{Daemon, Ws, next_frame_no_ack, send, silas, start_daemon};
+
+const WITHIN: Duration = Duration::from_secs(15);
+/// How long a connection is watched for a frame that must not come.
+const QUIET: Duration = Duration::from_millis(1500);
+
+async fn fake_model() -> FakeLlm {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::json(
+        &json!({"route": "direct", "reason": "greeting",
+            "response": {"message": "Hello!"}, "interaction_register": "status",
+            "interaction_mode": "default_and_offer", "context_profile": "conversation"}),
+    ));
+    fake
+}
+
+/// `silas start` over `dir`, every agent on `fake`; `goal` makes it a
+/// chatbot deployment (connections without a credential are customers).
+fn start(dir: &std::path::Path, fake: &FakeLlm, goal: bool) -> (Daemon, String) {
+    let yaml = format!(
+        "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+        fake.base_url()
+    );
+    std::fs::write(dir.join("silas.yaml"), yaml).unwrap();
+    let mut cmd = silas(dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    if goal {
+        let path = dir.join("goal.md");
+        std::fs::write(&path, "customer support goal\n").unwrap();
+        cmd.env("SILAS__ACTIVE_GOAL", &path);
+    }
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    (daemon, addr)
+}
+
+/// The next reply (a `message` with an id) within `within`, read without
+/// acknowledging it; other frames (activity, …) are skipped.
+async fn next_reply(ws: &mut Ws, within: Duration) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let f = next_frame_no_ack(ws, left).await?;
+        if f["type"] == "message" && f["id"].is_string() {
+            return Some(f);
+        }
+    }
+}
+
+/// The next `error` frame within `within` (other frames skipped).
+async fn next_error(ws: &mut Ws, within: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let f = next_frame_no_ack(ws, left).await.expect("an error frame");
+        if f["type"] == "error" {
+            return f;
+        }
+    }
+}
+
+/// Sends `ack` for `id`, then a probe the session refuses: the session
+/// answers frames in order, so the next error frame is the ack's if it was
+/// refused, and the probe's otherwise. Returns the ack's error, if any.
+async fn ack(ws: &mut Ws, id: &str) -> Option<Value> {
+    send(ws, json!({"type": "ack", "id": id})).await;
+    send(
+        ws,
+        json!({"type": "approval_response", "request_id": "probe", "verdict": "declined"}),
+    )
+    .await;
+    let e = next_error(ws, WITHIN).await;
+    if e["request_id"] == "probe" {
+        return None;
+    }
+    let probe = next_error(ws, WITHIN).await;
+    assert_eq!(probe["request_id"], "probe", "{probe}");
+    Some(e)
+}
+
+async fn connect(addr: &str) -> Ws {
+    support::connect(addr, WITHIN).await.0
+}
+
+async fn say(ws: &mut Ws, text: &str) -> Value {
+    send(ws, json!({"type": "message", "text": text})).await;
+    next_reply(ws, WITHIN).await.expect("a reply")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unacknowledged_reply_is_sent_again_on_reconnect_and_not_after_its_ack() {
+    let fake = fake_model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path(), &fake, false);
+
+    let mut ws = connect(&addr).await;
+    let reply = say(&mut ws, "hello").await;
+    let id = reply["id"].as_str().unwrap().to_string();
+    assert_eq!(id, format!("{:020}", 0), "the inbox id it answers");
+    assert_eq!(reply["text"], "Hello!");
+    // An old client that never acks: once per connection, no loop.
+    assert!(next_reply(&mut ws, QUIET).await.is_none());
+    drop(ws);
+
+    // Not acknowledged: the next connection gets it again, same id, once.
+    for _ in 0..2 {
+        let mut ws = connect(&addr).await;
+        let again = next_reply(&mut ws, WITHIN).await.expect("sent again");
+        assert_eq!(again["id"], id.as_str());
+        assert_eq!(again["text"], "Hello!");
+        assert!(next_reply(&mut ws, QUIET).await.is_none());
+    }
+
+    // Acknowledged: not sent again, on this connection or the next.
+    let mut ws = connect(&addr).await;
+    let again = next_reply(&mut ws, WITHIN).await.expect("sent again");
+    assert_eq!(again["id"], id.as_str());
+    assert_eq!(ack(&mut ws, &id).await, None, "its own scope's ack");
+    // Acknowledging it again (a client that lost track) is harmless.
+    assert_eq!(ack(&mut ws, &id).await, None);
+    drop(ws);
+    let mut ws = connect(&addr).await;
+    assert!(
+        next_reply(&mut ws, QUIET).await.is_none(),
+        "sent after its ack"
+    );
+    // A new reply gets its own id.
+    let second = say(&mut ws, "hello again").await;
+    assert_eq!(second["id"], format!("{:020}", 1));
+    assert_eq!(ack(&mut ws, &format!("{:020}", 1)).await, None);
+    drop(ws);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    assert!(store.inbox().unacked_for_scope("owner").unwrap().is_empty());
+    let r = store.inbox().get(&id).unwrap().unwrap();
+    assert_eq!(r.stage, silas_storage::InboxStage::Delivered);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_for_another_conversations_reply_or_none_is_refused_and_changes_nothing() {
+    let fake = fake_model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path(), &fake, true);
+
+    let mut owner = connect(&addr).await;
+    let owners = say(&mut owner, "hello").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(owner);
+    let (mut customer, auth) = support::connect_anonymous(&addr, WITHIN).await;
+    assert_ne!(auth["scope_id"], "owner");
+    let customers = say(&mut customer, "hi there").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(customers, owners);
+
+    // A customer (no owner credential) forging the owner's ack, or acking
+    // an id that answers nothing: refused alike, typed.
+    for forged in [owners.as_str(), "99999999999999999999", "../owner"] {
+        let e = ack(&mut customer, forged).await.expect("refused");
+        assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+        assert!(!e.to_string().contains("Hello"), "no content leaks: {e}");
+    }
+    // Its own reply: accepted (nothing waits: its scope cannot reconnect).
+    assert_eq!(ack(&mut customer, &customers).await, None);
+    // Another customer replaying that ack: refused.
+    let (mut other, _) = support::connect_anonymous(&addr, WITHIN).await;
+    let e = ack(&mut other, &customers).await.expect("refused");
+    assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+    drop((customer, other));
+
+    // Nothing changed: the owner's reply is still waiting and is sent again.
+    let mut owner = connect(&addr).await;
+    let again = next_reply(&mut owner, WITHIN).await.expect("still unacked");
+    assert_eq!(again["id"], owners.as_str());
+    // The owner cannot acknowledge a customer's reply either.
+    let e = ack(&mut owner, &customers).await.expect("refused");
+    assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+    drop(owner);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    let waiting: Vec<String> = store
+        .inbox()
+        .unacked_for_scope("owner")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.inbox_id)
+        .collect();
+    assert_eq!(waiting, vec![owners]);
+}
