@@ -190,20 +190,11 @@ impl WebBridge {
     }
 
     fn frame_for(&self, out: &Outbound) -> Option<ServerFrame> {
-        let now = Timestamp::now().to_string();
         Some(match out {
-            Outbound::Reply { text, reply_to, .. } => ServerFrame::Message {
-                text: text.clone(),
-                sender: "silas".into(),
-                timestamp: now,
-                id: Some(reply_to.clone()),
-            },
-            Outbound::OwnerNotice { text, .. } => ServerFrame::Message {
-                text: text.clone(),
-                sender: "silas".into(),
-                timestamp: now,
-                id: None,
-            },
+            Outbound::Reply { text, reply_to, .. } => {
+                silas_message(text.clone(), Some(reply_to.clone()))
+            }
+            Outbound::OwnerNotice { text, .. } => silas_message(text.clone(), None),
             Outbound::WorkStatus { event } => ServerFrame::WorkStatus {
                 work_item_id: event.work_item_id.clone(),
                 status: serde_json::to_value(event.status)
@@ -315,14 +306,7 @@ impl WebBridge {
         };
         records
             .into_iter()
-            .filter_map(|r| {
-                Some(ServerFrame::Message {
-                    text: r.reply?,
-                    sender: "silas".into(),
-                    timestamp: Timestamp::now().to_string(),
-                    id: Some(r.inbox_id),
-                })
-            })
+            .filter_map(|r| Some(silas_message(r.reply?, Some(r.inbox_id))))
             .collect()
     }
 
@@ -359,12 +343,7 @@ impl WebBridge {
         let outbound = self.targets(&scope_id, None);
         tokio::spawn(async move {
             let text = crate::channels::ask_for_secret(&stream, &scope_id, &label, &timeouts).await;
-            let frame = ServerFrame::Message {
-                text,
-                sender: "silas".into(),
-                timestamp: Timestamp::now().to_string(),
-                id: None,
-            };
+            let frame = silas_message(text, None);
             for t in outbound {
                 let _ = t.try_send(frame.clone());
             }
@@ -788,5 +767,16 @@ impl SecretSink for SecretVault {
             tracing::error!(code = %e.code(), "audit write failed: {e}");
         }
         Ok(())
+    }
+}
+
+/// A `message` frame from Silas, stamped now; `id` is the inbox id a reply
+/// answers (clients acknowledge it), `None` for a notice.
+fn silas_message(text: String, id: Option<String>) -> ServerFrame {
+    ServerFrame::Message {
+        text,
+        sender: "silas".into(),
+        timestamp: Timestamp::now().to_string(),
+        id,
     }
 }

@@ -397,15 +397,7 @@ impl StreamState {
         if !self.accepting {
             return Ok(0);
         }
-        let cards: Vec<PendingCard> = self
-            .args
-            .deps
-            .store
-            .records::<PendingCard>()
-            .list()?
-            .into_iter()
-            .filter(|c| c.scope_id == scope_id)
-            .collect();
+        let cards = self.pending_cards(|c| c.scope_id == scope_id)?;
         let n = cards.len();
         for card in cards {
             self.resolve_default(card, Resolution::Disconnected).await?;

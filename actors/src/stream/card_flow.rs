@@ -125,20 +125,22 @@ impl StreamState {
         Ok(())
     }
 
+    /// The stored pending cards `keep` selects.
+    pub(super) fn pending_cards(
+        &self,
+        keep: impl Fn(&PendingCard) -> bool,
+    ) -> Result<Vec<PendingCard>, ActorProcessingErr> {
+        let all = self.args.deps.store.records::<PendingCard>().list()?;
+        Ok(all.into_iter().filter(|c| keep(c)).collect())
+    }
+
     pub(super) async fn sweep_cards(&mut self) -> Result<(), ActorProcessingErr> {
         if !self.accepting {
             return Ok(());
         }
         let now = Timestamp::now();
-        let expired: Vec<PendingCard> = self
-            .args
-            .deps
-            .store
-            .records::<PendingCard>()
-            .list()?
-            .into_iter()
-            .filter(|c| cards::is_expired(c, &self.timeouts, now))
-            .collect();
+        let timeouts = self.timeouts;
+        let expired = self.pending_cards(|c| cards::is_expired(c, &timeouts, now))?;
         for card in expired {
             self.resolve_default(card, Resolution::TimedOut).await?;
         }

@@ -22,11 +22,7 @@ impl Turn<'_> {
         let mut work = match parse_plan(&markdown) {
             Ok(w) => w,
             Err(e) => {
-                self.push("plan_parse_failed", json!({"error": e.to_string()}));
-                self.reply = Some(format!(
-                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
-                    resp.message
-                ));
+                self.plan_unreadable(&resp.message, &e.to_string());
                 return Ok(());
             }
         };
@@ -136,11 +132,7 @@ impl Turn<'_> {
         let plan_hash = match silas_core::projections::plan_hash(&work) {
             Ok(h) => h,
             Err(e) => {
-                self.push("plan_parse_failed", json!({"error": e.to_string()}));
-                self.reply = Some(format!(
-                    "{}\n\n(The proposed plan could not be read, so nothing was scheduled.)",
-                    resp.message
-                ));
+                self.plan_unreadable(&resp.message, &e.to_string());
                 return Ok(());
             }
         };
@@ -198,5 +190,14 @@ impl Turn<'_> {
         );
         self.card = Some(card);
         Ok(())
+    }
+
+    /// A plan the turn cannot read (parse or hash): audited, nothing
+    /// scheduled, and the reply says so.
+    fn plan_unreadable(&mut self, message: &str, error: &str) {
+        self.push("plan_parse_failed", json!({"error": error}));
+        self.reply = Some(format!(
+            "{message}\n\n(The proposed plan could not be read, so nothing was scheduled.)"
+        ));
     }
 }

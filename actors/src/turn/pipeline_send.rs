@@ -75,12 +75,6 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// One delivery. Nobody connected to the scope is not a failed turn: the
-    /// reply is already durable (inbox record + chronicle, committed at step
-    /// 11) and a card stays pending in the store until answered or expired.
-    /// Failing here would restart the processor, replay into the same empty
-    /// channel and, past the restart intensity, take the daemon down —
-    /// because a client closed its tab. Audited (no content) instead.
     /// Where progress notices of this turn's model calls go: the sender.
     pub(super) fn progress(&self) -> crate::turn::progress::ProgressTarget {
         crate::turn::progress::ProgressTarget {
@@ -91,6 +85,12 @@ impl Turn<'_> {
         }
     }
 
+    /// One delivery. Nobody connected to the scope is not a failed turn: the
+    /// reply is already durable (inbox record + chronicle, committed at step
+    /// 11) and a card stays pending in the store until answered or expired.
+    /// Failing here would restart the processor, replay into the same empty
+    /// channel and, past the restart intensity, take the daemon down —
+    /// because a client closed its tab. Audited (no content) instead.
     pub(super) async fn deliver(&mut self, out: Outbound, kind: &str) -> Result<(), TurnError> {
         match self.deps.sink.send(out).await {
             Ok(()) => Ok(()),
