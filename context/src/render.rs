@@ -46,66 +46,98 @@ fn status(item: &ContextItem) -> &'static str {
 
 /// The delimiter line opening `item`'s block.
 pub fn header(item: &ContextItem) -> String {
-    let mut parts: Vec<String> = match item.kind {
-        ContextItemKind::Message => vec![
-            format!("turn {}", item.turn_number),
-            role(&item.source).to_owned(),
-            status(item).to_owned(),
-        ],
-        ContextItemKind::Memory => vec![
-            "memory".to_owned(),
-            item.created_at.to_string().chars().take(10).collect(),
-            format!("\"{}\"", label(&item.content)),
-        ],
-        ContextItemKind::System => vec!["system".to_owned()],
+    let mut out = String::with_capacity(48);
+    header_into(&mut out, item);
+    out
+}
+
+/// [`header`], written onto `out`: every turn renders every item, so the
+/// parts go straight into one buffer instead of a list joined afterwards.
+fn header_into(out: &mut String, item: &ContextItem) {
+    use std::fmt::Write as _;
+    out.push_str("--- ");
+    // `write!` into a `String` cannot fail.
+    let _ = match item.kind {
+        ContextItemKind::Message => write!(
+            out,
+            "turn {} | {} | {}",
+            item.turn_number,
+            role(&item.source),
+            status(item)
+        ),
+        ContextItemKind::Memory => {
+            let day: String = item.created_at.to_string().chars().take(10).collect();
+            write!(out, "memory | {day} | \"{}\"", label(&item.content))
+        }
+        ContextItemKind::System => write!(out, "system"),
         // A subscription's source is its whole metadata line
         // (`subscription:file | a.py | live | last_changed: turn 8`).
-        ContextItemKind::Subscription => vec![item.source.clone()],
-        // Subscriptions carry their own header (see `subscription_header`).
-        kind => vec![
-            kind.as_str().to_owned(),
-            format!("turn {}", item.turn_number),
-            status(item).to_owned(),
-        ],
+        ContextItemKind::Subscription => write!(out, "{}", item.source),
+        kind => write!(
+            out,
+            "{} | turn {} | {}",
+            kind.as_str(),
+            item.turn_number,
+            status(item)
+        ),
     };
     if item.taint != TaintLevel::Owner {
-        parts.push(item.taint.as_str().to_owned());
+        out.push_str(" | ");
+        out.push_str(item.taint.as_str());
     }
-    format!("--- {} ---", parts.join(" | "))
+    out.push_str(" ---");
 }
 
 /// Escapes lines that could pass for a delimiter.
 pub fn escape(content: &str) -> String {
-    content
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("---") {
-                format!("\\{l}")
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut out = String::with_capacity(content.len());
+    escape_into(&mut out, content);
+    out
 }
+
+/// [`escape`], written onto `out` (line by line, no copy per line).
+fn escape_into(out: &mut String, content: &str) {
+    for (n, line) in content.lines().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        if line.trim_start().starts_with("---") {
+            out.push('\\');
+        }
+        out.push_str(line);
+    }
+}
+
+const END: &str = "\n--- end ---";
 
 /// One block: the header, the escaped content, `--- end ---`.
 pub fn block(header: &str, content: &str) -> String {
-    format!("{header}\n{}\n--- end ---", escape(content))
+    let mut out = String::with_capacity(header.len() + content.len() + END.len() + 8);
+    out.push_str(header);
+    out.push('\n');
+    escape_into(&mut out, content);
+    out.push_str(END);
+    out
+}
+
+/// `item`'s whole block, in one allocation sized up front.
+pub fn item_block(item: &ContextItem) -> String {
+    let mut out = String::with_capacity(item.content.len() + 64 + END.len());
+    header_into(&mut out, item);
+    out.push('\n');
+    escape_into(&mut out, &item.content);
+    out.push_str(END);
+    out
 }
 
 /// The blocks of `items` in zone order (items keep their order within a
 /// zone).
 pub fn render_items(items: &[ContextItem]) -> Vec<String> {
-    ZONE_ORDER
-        .iter()
-        .flat_map(|zone| {
-            items
-                .iter()
-                .filter(move |i| i.zone == *zone)
-                .map(|i| block(&header(i), &i.content))
-        })
-        .collect()
+    let mut blocks = Vec::with_capacity(items.len());
+    for zone in ZONE_ORDER {
+        blocks.extend(items.iter().filter(|i| i.zone == zone).map(item_block));
+    }
+    blocks
 }
 
 #[cfg(test)]
@@ -185,6 +217,57 @@ mod tests {
             ["--- turn 1 | user | live ---", "--- end ---"]
         );
         assert!(b.contains("\\--- end ---") && b.contains("\\--- turn 99"));
+    }
+
+    /// The one-buffer rendering says exactly what the line-by-line one
+    /// said: CRLF, trailing newlines, indented and bare delimiters, empty.
+    #[test]
+    fn one_buffer_rendering_matches_line_by_line() {
+        fn reference(header: &str, content: &str) -> String {
+            let escaped = content
+                .lines()
+                .map(|l| {
+                    if l.trim_start().starts_with("---") {
+                        format!("\\{l}")
+                    } else {
+                        l.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            format!("{header}\n{escaped}\n--- end ---")
+        }
+        let contents = [
+            "",
+            "one line",
+            "trailing\n",
+            "crlf\r\nlines\r\n",
+            "bare\rreturn",
+            "---\n  --- indented\n\n--- end ---\nlast",
+            "\n\n",
+            "ünïcode — ---",
+        ];
+        use ContextItemKind as K;
+        use ContextZone as Z;
+        for content in contents {
+            for (zone, kind, source) in [
+                (Z::Chronicle, K::Message, "channel:web"),
+                (Z::Memory, K::Memory, "memory:m"),
+                (Z::System, K::System, "system"),
+                (
+                    Z::Workspace,
+                    K::Subscription,
+                    "subscription:file | a.py | live",
+                ),
+                (Z::Workspace, K::ExecutionResult, "work:w1"),
+            ] {
+                let mut item = it(zone, kind, source, content);
+                item.taint = TaintLevel::External;
+                let h = header(&item);
+                assert_eq!(item_block(&item), reference(&h, content), "{content:?}");
+                assert_eq!(block(&h, content), reference(&h, content));
+            }
+        }
     }
 
     #[test]

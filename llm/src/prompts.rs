@@ -53,7 +53,10 @@ pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
         Some((first, rest)) if first.trim_start().starts_with("<!-- version:") => rest,
         _ => template,
     };
-    let mut out = String::with_capacity(body.len());
+    // Room for every value once: the context block is most of a prompt and
+    // would otherwise be copied through a chain of doubling reallocations.
+    let values: usize = vars.iter().map(|(_, v)| v.len()).sum();
+    let mut out = String::with_capacity(body.len() + values);
     let mut rest = body;
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);

@@ -184,9 +184,7 @@ impl Turn<'_> {
                         && i.kind == ContextItemKind::Message
                         && i.turn_number + 3 > turn
                 })
-                .map(|i| {
-                    silas_context::render::block(&silas_context::render::header(i), &i.content)
-                })
+                .map(silas_context::render::item_block)
                 .collect();
             let run = self
                 .deps
