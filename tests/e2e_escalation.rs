@@ -15,9 +15,11 @@
 //! * the owner denies → the script never ran (its output never reached the
 //!   model, no `skill_script_run`), the grant is unchanged; the deny frame
 //!   replayed verbatim → refused;
-//! * a second plan, approved → the skill's setup re-authorises, the grant
-//!   grows to `notes.write`, the script ran exactly once; the approve frame
-//!   replayed verbatim → refused, still once.
+//! * a second plan, "just this once" → that call runs through a single-use
+//!   token, the grant is unchanged; the frame replayed → refused;
+//! * a third plan, approved → the skill's setup re-authorises, the grant
+//!   grows to `notes.write`, the script ran exactly once more; the approve
+//!   frame replayed verbatim → refused, still once.
 //!
 //! The script's side effect is its output, not a file: the sandbox confines
 //! a skill script's writes to its own work dir (landlock, deleted after the
@@ -328,7 +330,19 @@ async fn only_the_owners_answer_decides_an_escalation_and_only_once() {
     // The customer's answer after the fact: still refused, socket still open.
     refused(&mut customer, &approve, &mut customer_log).await;
 
-    // (b) A second plan, approved: re-authorised, it runs, the grant grows.
+    // Just this once: that one call runs, the grant is unchanged; the frame
+    // replayed is refused and runs nothing more.
+    let esc = escalation_card(&mut ws, &fake, "t-once", "buy eggs", &mut log).await;
+    let once = json!({"type": "permission_escalation_response", "request_id": esc["request_id"], "verdict": "just_this_once"});
+    send(&mut ws, once.clone()).await;
+    let done = finished(&mut ws, "t-once", &mut log).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert!(last_tool_result(&fake).contains("appended: buy eggs"));
+    assert_eq!(granted(d).await, json!(["notes.read"]));
+    refused(&mut ws, &once, &mut log).await;
+    assert_eq!(script_outputs_seen(&fake, "appended:"), 1);
+
+    // (b) A further plan, approved: re-authorised, it runs, the grant grows.
     let esc = escalation_card(&mut ws, &fake, "t-approve", "call mum", &mut log).await;
     assert_ne!(esc["request_id"], id.as_str(), "a new card");
     let approve = json!({"type": "permission_escalation_response", "request_id": esc["request_id"], "verdict": "approve"});
@@ -347,7 +361,8 @@ async fn only_the_owners_answer_decides_an_escalation_and_only_once() {
         "{err}"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(script_outputs_seen(&fake, "appended:"), 1);
+    assert_eq!(script_outputs_seen(&fake, "appended: call mum"), 1);
+    assert_eq!(script_outputs_seen(&fake, "appended:"), 2);
     assert_eq!(granted(d).await, json!(["notes.read", "notes.write"]));
     while let Some(f) = next_frame(&mut customer, Duration::from_millis(300)).await {
         customer_log.push(f);
@@ -362,17 +377,32 @@ async fn only_the_owners_answer_decides_an_escalation_and_only_once() {
     drop((ws, customer));
     daemon.stop().await;
 
-    // The audit log: one run, the two decisions, the refusals by reason.
+    // The audit log: two runs, the decisions, the single-use token consumed
+    // by the once-run, the refusals by reason.
     let events = audit_events(d);
     let named = |n: &str| -> Vec<&Value> { events.iter().filter(|e| e["event"] == n).collect() };
     let runs = named("skill_script_run");
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!(runs[0]["data"]["skill"], SKILL);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs.iter().all(|r| r["data"]["skill"] == SKILL));
     let decisions: Vec<&Value> = named("connection.permission_escalation")
         .iter()
         .map(|e| &e["data"]["decision"])
         .collect();
-    assert_eq!(decisions, [&json!("deny"), &json!("approve")]);
+    assert_eq!(
+        decisions,
+        [&json!("deny"), &json!("just_this_once"), &json!("approve")]
+    );
+    let once_run = named("tool_executed")
+        .into_iter()
+        .find(|e| {
+            e["data"]["work_item_id"] == "t-once" && e["data"]["tool_name"] == "run_skill_script"
+        })
+        .expect("the once-run");
+    assert_eq!(once_run["data"]["permissions_once"], json!(["notes.write"]));
+    assert!(
+        once_run["data"]["permissions_once_token"].is_string(),
+        "{once_run}"
+    );
     let reasons: Vec<&Value> = named("card_answer_refused")
         .iter()
         .map(|e| &e["data"]["reason"])
