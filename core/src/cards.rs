@@ -394,7 +394,9 @@ pub struct PermissionEscalationCard {
     pub requested_permissions: Vec<String>,
     #[serde(default)]
     pub reason: String,
-    /// A producer's level: may raise the card's risk, never lower it.
+    /// The Connection layer's deterministic level (§5.10.2): medium for
+    /// read → write on a granted resource, high for a new one; shown as
+    /// is, never below medium ([`crate::risk::card_risk`]).
     #[serde(default, deserialize_with = "lenient_level")]
     pub risk_level: Option<RiskLevel>,
 }

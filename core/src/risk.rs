@@ -274,7 +274,7 @@ fn level_in(v: Option<&serde_json::Value>) -> Option<RiskLevel> {
 /// | `draft_review` | medium (sends something on your behalf) |
 /// | `batch_review` | medium; irreversible when `batch.action` is one of [`IRREVERSIBLE_ACTIONS`] |
 /// | `autonomy_threshold_review` | medium; high if any change widens autonomy |
-/// | `permission_escalation` | high (a new permission) |
+/// | `permission_escalation` | medium, the level §5.10.2 assigns a read→write step on a resource already granted (the Connection layer sets `risk_level` deterministically, high for a new resource type); high when the card carries none |
 /// | `decision`, `suggestion`, `checkpoint`, `connection_setup_step`, `connection_failure` | low |
 ///
 /// Plan and tool cards take their risk from the plan / the tool
@@ -324,7 +324,13 @@ pub fn card_risk(card: &CardPayload) -> Option<RiskLevel> {
             };
             (floor, level_in(key(&a.proposal, "risk_level").as_ref()))
         }
-        CardPayload::PermissionEscalation(p) => (RiskLevel::High, p.risk_level),
+        // The floor is the lowest level §5.10.2 assigns, so the
+        // deterministic medium for read → write reaches the owner; a card
+        // without one reads as a new resource type.
+        CardPayload::PermissionEscalation(p) => match p.risk_level {
+            Some(_) => (RiskLevel::Medium, p.risk_level),
+            None => (RiskLevel::High, None),
+        },
         CardPayload::Suggestion(s) => (
             RiskLevel::Low,
             level_in(key(&s.suggestion, "risk_level").as_ref()),
@@ -639,8 +645,14 @@ mod tests {
             (
                 "permission_escalation",
                 json!({"risk_level": "low"}),
-                Some(RiskLevel::High),
+                Some(RiskLevel::Medium),
             ),
+            (
+                "permission_escalation",
+                json!({"risk_level": "medium"}),
+                Some(RiskLevel::Medium),
+            ),
+            ("permission_escalation", json!({}), Some(RiskLevel::High)),
             (
                 "permission_escalation",
                 json!({"risk_level": "irreversible"}),

@@ -121,7 +121,7 @@ fn decision_cards_render_their_fields_and_server_risk() {
             json!({"type": "permission_escalation", "request_id": "r1",
                    "connection_name": "gh", "current_permissions": ["read"],
                    "requested_permissions": ["write"], "reason": "push",
-                   "risk_level": "high"}),
+                   "risk_level": "medium"}),
         ),
         (
             "connection_failure",
