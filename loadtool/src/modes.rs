@@ -23,6 +23,8 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// Concurrent connection attempts (the daemon bounds pre-auth sockets).
 const CONNECTS_AT_ONCE: usize = 64;
 const CONNECT_WAIT: Duration = Duration::from_secs(30);
+/// How long a closing client waits for the daemon's close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A load shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,7 +154,9 @@ pub async fn run(
     Ok(report)
 }
 
-async fn drive(d: &Daemon, mode: &Mode) -> Result<Report, BenchError> {
+/// Runs `mode` against a started daemon (no deadline, no RSS sampling:
+/// [`run`] adds those).
+pub async fn drive(d: &Daemon, mode: &Mode) -> Result<Report, BenchError> {
     match *mode {
         Mode::ManyScopes { clients, turns } => many_scopes(d, clients, turns).await,
         Mode::HotScope { turns, in_flight } => hot_scope(d, turns, in_flight).await,
@@ -408,8 +412,14 @@ pub(crate) async fn pipeline(
     let (sent, mut sink) = writer
         .await
         .map_err(|e| BenchError::new(format!("writer task: {e}")))?;
-    // Flushed before the socket goes: the last acks reach the daemon.
+    // The daemon answers the close once it has read everything sent
+    // before it, the last acks included: waited for (bounded), so the run
+    // ends with nothing left unacknowledged.
     let _ = sink.close().await;
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
     tally.sent = sent;
     tally.lost = sent.saturating_sub(answered as u64);
     Ok(Pipelined {
