@@ -77,6 +77,33 @@ fn idle_and_churn_report_memory() {
     assert_eq!(r["replies"], 6, "{r}");
 }
 
+/// Issue #19 item 6: the bench acknowledges what it counts, so an owner
+/// run leaves nothing to send again — the owner's next connection gets no
+/// reply from it (unacknowledged ones would be resent there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_run_leaves_no_reply_to_send_again() {
+    use silas_loadtool::{Daemon, DaemonOpts, Mode, client, drive};
+    let daemon = Daemon::start(&DaemonOpts {
+        silas: env!("CARGO_BIN_EXE_silas").into(),
+        chatbot: false,
+    })
+    .await
+    .unwrap();
+    let mode = Mode::HotScope {
+        turns: 12,
+        in_flight: 4,
+    };
+    let r = drive(&daemon, &mode).await.unwrap();
+    assert_eq!((r.sent, r.replies, r.lost), (12, 12, 0), "{r:?}");
+
+    let within = std::time::Duration::from_secs(10);
+    let (mut ws, _) = client::connect(daemon.addr(), Some(daemon.owner_token()), within)
+        .await
+        .unwrap();
+    let resent = client::next_chat(&mut ws, std::time::Duration::from_millis(1500)).await;
+    assert_eq!(resent, None, "a reply of the run was sent again");
+}
+
 #[test]
 fn counts_out_of_bounds_are_refused_before_anything_starts() {
     let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))

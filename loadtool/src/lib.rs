@@ -25,7 +25,7 @@ pub mod report;
 pub mod stats;
 
 pub use daemon::{Daemon, DaemonOpts};
-pub use modes::{Mode, run};
+pub use modes::{Mode, drive, run};
 pub use report::Report;
 
 /// The recorded bench configuration (`loadtool/bench.yaml`), with

@@ -4,11 +4,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use tokio::sync::{Barrier, Semaphore};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{Barrier, Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::BenchError;
-use crate::client::{self, Chat, Ws};
+use crate::client::{self, Chat, ClientFrame, Seen, Ws};
 use crate::daemon::{Daemon, DaemonOpts, raise_open_files};
 use crate::limits::{self, check};
 use crate::report::{Report, Round, RssSample, RssSummary, Tally};
@@ -22,6 +23,8 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// Concurrent connection attempts (the daemon bounds pre-auth sockets).
 const CONNECTS_AT_ONCE: usize = 64;
 const CONNECT_WAIT: Duration = Duration::from_secs(30);
+/// How long a closing client waits for the daemon's close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A load shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,7 +154,9 @@ pub async fn run(
     Ok(report)
 }
 
-async fn drive(d: &Daemon, mode: &Mode) -> Result<Report, BenchError> {
+/// Runs `mode` against a started daemon (no deadline, no RSS sampling:
+/// [`run`] adds those).
+pub async fn drive(d: &Daemon, mode: &Mode) -> Result<Report, BenchError> {
     match *mode {
         Mode::ManyScopes { clients, turns } => many_scopes(d, clients, turns).await,
         Mode::HotScope { turns, in_flight } => hot_scope(d, turns, in_flight).await,
@@ -193,8 +198,12 @@ async fn open_many(addr: &str, token: Option<&str>, n: usize) -> (Vec<Ws>, u64) 
 }
 
 /// `turns` sequential turns on one socket, then a listen for duplicates.
-async fn converse(ws: &mut Ws, tag: &str, turns: usize) -> Tally {
+/// Each reply is acknowledged by id once counted (after its latency is
+/// taken, so the figure stays submit → reply); a reply whose id was already
+/// seen is a duplicate, not the turn's answer.
+pub(crate) async fn converse(ws: &mut Ws, tag: &str, turns: usize) -> Tally {
     let mut t = Tally::default();
+    let mut seen = Seen::default();
     for i in 0..turns {
         let started = Instant::now();
         if client::send_message(ws, &format!("hello from {tag}, turn {i}"))
@@ -205,22 +214,49 @@ async fn converse(ws: &mut Ws, tag: &str, turns: usize) -> Tally {
             return t;
         }
         t.sent += 1;
-        match client::next_chat(ws, REPLY_WAIT).await {
-            Some(Chat::Reply) => {
-                t.replies += 1;
-                t.latencies.push(started.elapsed());
-            }
-            Some(Chat::Refused(code)) => t.refuse(&code),
-            // A late reply would be taken for the next turn's: stop here.
-            None => {
-                t.lost += 1;
-                return t;
+        let deadline = started + REPLY_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match client::next_chat(ws, left).await {
+                Some(Chat::Reply { id }) => {
+                    let latency = started.elapsed();
+                    if !seen.first(id.as_deref()) {
+                        t.duplicated += 1;
+                        continue;
+                    }
+                    t.replies += 1;
+                    t.latencies.push(latency);
+                    if let Some(id) = id {
+                        // A failed ack means the socket is gone: the next
+                        // send fails and counts the loss.
+                        let _ = client::send_ack(ws, &id).await;
+                    }
+                    break;
+                }
+                Some(Chat::Refused(code)) => {
+                    t.refuse(&code);
+                    break;
+                }
+                // A late reply would be taken for the next turn's: stop here.
+                None => {
+                    t.lost += 1;
+                    return t;
+                }
             }
         }
     }
     for extra in client::drain_chat(ws, DUPLICATE_WAIT).await {
         match extra {
-            Chat::Reply => t.duplicated += 1,
+            Chat::Reply { id } => {
+                t.duplicated += 1;
+                // Unasked for, but a reply all the same: acknowledged the
+                // first time its id is seen, so none is left waiting.
+                if seen.first(id.as_deref())
+                    && let Some(id) = id
+                {
+                    let _ = client::send_ack(ws, &id).await;
+                }
+            }
             Chat::Refused(code) => t.refuse(&code),
         }
     }
@@ -265,76 +301,140 @@ async fn many_scopes(d: &Daemon, clients: usize, turns: usize) -> Result<Report,
 
 async fn hot_scope(d: &Daemon, turns: usize, in_flight: usize) -> Result<Report, BenchError> {
     let (ws, _) = client::connect(d.addr(), Some(d.owner_token()), CONNECT_WAIT).await?;
+    let tally = pipeline(ws, turns, in_flight).await?;
+    let elapsed = tally.elapsed;
+    Ok(Report::new("hot-scope", 1, tally.tally, elapsed))
+}
+
+/// What [`pipeline`] measured: the tally and the time to the last answer.
+pub(crate) struct Pipelined {
+    pub tally: Tally,
+    pub elapsed: Duration,
+}
+
+/// `turns` messages pipelined into one socket's scope with up to
+/// `in_flight` unanswered. Replies are acknowledged by id (the writer sends
+/// the acks the reader queues, after the reader took the reply's time); a
+/// reply whose id was already seen is a duplicate, not an answer.
+pub(crate) async fn pipeline(
+    ws: Ws,
+    turns: usize,
+    in_flight: usize,
+) -> Result<Pipelined, BenchError> {
     let (mut sink, mut stream) = ws.split();
     let window = Arc::new(Semaphore::new(in_flight));
     // Send times of unanswered messages, oldest first: one scope's turns are
     // answered in order. (A refusal can overtake earlier replies; it is then
     // matched to an earlier send — counts stay exact, that latency is off.)
     let sent_at: Arc<Mutex<VecDeque<Instant>>> = Arc::new(Mutex::new(VecDeque::new()));
+    // Unbounded, yet at most one ack per message sent (≤ `turns`).
+    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<String>();
     let t0 = Instant::now();
     let writer = {
         let window = window.clone();
         let sent_at = sent_at.clone();
         tokio::spawn(async move {
-            use futures_util::SinkExt;
             let mut sent = 0u64;
+            let mut broken = false;
             for i in 0..turns {
                 let Ok(permit) = window.clone().acquire_owned().await else {
                     break;
                 };
                 permit.forget();
+                // Acks queued while waiting for room go out first; the
+                // reader's clock for them has already stopped.
+                while let Ok(id) = ack_rx.try_recv() {
+                    broken |= send_frame(&mut sink, &ClientFrame::Ack { id: &id })
+                        .await
+                        .is_err();
+                }
                 if let Ok(mut q) = sent_at.lock() {
                     q.push_back(Instant::now());
                 }
-                let frame = serde_json::json!({"type": "message", "text": format!("hot turn {i}")});
-                if sink
-                    .send(tokio_tungstenite::tungstenite::Message::text(
-                        frame.to_string(),
-                    ))
-                    .await
-                    .is_err()
+                let text = format!("hot turn {i}");
+                if broken
+                    || send_frame(&mut sink, &ClientFrame::Message { text: &text })
+                        .await
+                        .is_err()
                 {
                     break;
                 }
                 sent += 1;
             }
+            // The rest, until the reader is done.
+            while let Some(id) = ack_rx.recv().await {
+                let _ = send_frame(&mut sink, &ClientFrame::Ack { id: &id }).await;
+            }
             (sent, sink)
         })
     };
     let mut tally = Tally::default();
+    let mut seen = Seen::default();
     let mut answered = 0usize;
     let mut last = t0;
     while answered < turns {
-        let frame = match tokio::time::timeout(REPLY_WAIT, stream.next()).await {
-            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t)))) => {
-                serde_json::from_str::<serde_json::Value>(&t).ok()
-            }
+        let chat = match tokio::time::timeout(REPLY_WAIT, stream.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => client::classify_text(&t),
             Ok(Some(Ok(_))) => continue,
             _ => break,
         };
-        let Some(chat) = frame.as_ref().and_then(client::classify) else {
+        let Some(chat) = chat else {
             continue;
         };
+        let now = Instant::now();
+        if let Chat::Reply { id } = &chat
+            && !seen.first(id.as_deref())
+        {
+            tally.duplicated += 1;
+            continue;
+        }
         let started = sent_at.lock().ok().and_then(|mut q| q.pop_front());
         answered += 1;
-        last = Instant::now();
+        last = now;
         match chat {
-            Chat::Reply => {
+            Chat::Reply { id } => {
                 tally.replies += 1;
                 if let Some(s) = started {
-                    tally.latencies.push(s.elapsed());
+                    tally.latencies.push(now.duration_since(s));
+                }
+                if let Some(id) = id {
+                    let _ = ack_tx.send(id);
                 }
             }
             Chat::Refused(code) => tally.refuse(&code),
         }
         window.add_permits(1);
     }
-    let (sent, _sink) = writer
+    // A writer still waiting for room (replies lost) stops; the sender's
+    // drop ends its ack loop once the queued acks are out.
+    window.close();
+    drop(ack_tx);
+    let (sent, mut sink) = writer
         .await
         .map_err(|e| BenchError::new(format!("writer task: {e}")))?;
+    // The daemon answers the close once it has read everything sent
+    // before it, the last acks included: waited for (bounded), so the run
+    // ends with nothing left unacknowledged.
+    let _ = sink.close().await;
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
     tally.sent = sent;
     tally.lost = sent.saturating_sub(answered as u64);
-    Ok(Report::new("hot-scope", 1, tally, last.duration_since(t0)))
+    Ok(Pipelined {
+        tally,
+        elapsed: last.duration_since(t0),
+    })
+}
+
+async fn send_frame(
+    sink: &mut futures_util::stream::SplitSink<Ws, Message>,
+    frame: &ClientFrame<'_>,
+) -> Result<(), BenchError> {
+    sink.send(frame.to_message()?)
+        .await
+        .map_err(|e| BenchError::new(format!("send: {e}")))
 }
 
 async fn idle(d: &Daemon, connections: usize) -> Result<Report, BenchError> {
@@ -478,3 +578,7 @@ mod tests {
         assert!(!Mode::Idle { connections: 1 }.chatbot());
     }
 }
+
+#[cfg(test)]
+#[path = "ack_tests.rs"]
+mod ack_tests;
