@@ -112,7 +112,11 @@ pub async fn connect(
             .map_err(|e| BenchError::new(format!("credential header: {e}")))?;
         req.headers_mut().insert("sec-websocket-protocol", v);
     }
-    let (mut ws, _) = tokio::time::timeout(within, tokio_tungstenite::connect_async(req))
+    // No Nagle: the ack and the next submit are two small frames written
+    // back to back, and Nagle would hold the second until the daemon's
+    // delayed ACK (40 ms), timing the TCP stack instead of the turn.
+    let connect = tokio_tungstenite::connect_async_with_config(req, None, true);
+    let (mut ws, _) = tokio::time::timeout(within, connect)
         .await
         .map_err(|_| BenchError::new("connect timed out"))?
         .map_err(|e| BenchError::new(format!("connect: {e}")))?;
