@@ -32,13 +32,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use silas_testkit::{FakeLlm, Reply};
-use support::{Ws, audit_events, audit_json, frame_of_type, next_frame, send, silas, start_daemon};
+use support::{Ws, audit_events, frame_of_type, next_frame, send, silas};
 use tokio_tungstenite::tungstenite::Message;
 
 const SKILL: &str = "notes-conn";
@@ -200,47 +199,17 @@ async fn only_the_owners_answer_decides_an_escalation_and_only_once() {
     fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "chat",
         "response": {"message": "Hello."}, "interaction_register": "status",
         "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
-    std::fs::write(
-        d.join("silas.yaml"),
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    // A chatbot deployment: a connection without a credential is a customer.
-    let goal = d.join("goal.md");
-    std::fs::write(&goal, "customer support goal\n").unwrap();
-    let mut cmd = silas(d);
-    cmd.arg("--config")
-        .arg(d.join("silas.yaml"))
-        .env("SILAS__ACTIVE_GOAL", &goal)
-        .env("SILAS__APPROVAL__PLAN_CARD_TIMEOUT_SECONDS", "300");
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
-    let (mut ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
+    let (daemon, addr, mut ws) = support::start_chatbot_on_fake(d, &fake).await;
     let mut log = Vec::new();
 
     // The skill's install card (stored while the daemon was down) → approved.
-    let card = loop {
-        let c = frame_of_type(&mut ws, "skill_install", WITHIN, &mut log).await;
-        if c["skill"] == SKILL {
-            break c;
-        }
-    };
+    let card = support::install_card(&mut ws, SKILL, WITHIN, &mut log).await;
     send(
         &mut ws,
         json!({"type": "approval_response", "request_id": card["request_id"], "verdict": "approved"}),
     )
     .await;
-    let mut installed = false;
-    for _ in 0..120 {
-        if audit_json(d).contains("\"skill_installed\"") {
-            installed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    assert!(installed, "the skill was not installed: {log:?}");
+    support::wait_installed(d, SKILL).await;
 
     // The connection, set up over the control socket: active with notes.read.
     let dd = d.to_path_buf();

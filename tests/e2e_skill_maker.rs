@@ -15,12 +15,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use silas_testkit::{FakeLlm, Reply};
-use support::{Ws, audit_events, audit_json, frame_of_type, next_frame, send, silas, start_daemon};
+use support::{
+    Ws, audit_events, frame_of_type, install_card, next_frame, send, silas, wait_installed,
+};
 
 const WITHIN: Duration = Duration::from_secs(60);
 const MADE: &str = "count-lines";
@@ -66,36 +67,6 @@ fn writer() -> Reply {
 
 fn output(summary: &str) -> Reply {
     Reply::json(&json!({"summary": summary, "artifact_refs": [], "next_steps": []}))
-}
-
-/// The next `skill_install` card for `skill` (earlier frames kept in `log`).
-async fn install_card(ws: &mut Ws, skill: &str, log: &mut Vec<Value>) -> Value {
-    if let Some(c) = log
-        .iter()
-        .find(|f| f["type"] == "skill_install" && f["skill"] == skill)
-    {
-        return c.clone();
-    }
-    loop {
-        let c = frame_of_type(ws, "skill_install", WITHIN, log).await;
-        if c["skill"] == skill {
-            return c;
-        }
-    }
-}
-
-/// Waits until the audit log has `skill_installed` for `skill`.
-async fn wait_installed(dir: &Path, skill: &str) {
-    for _ in 0..240 {
-        if audit_json(dir).lines().any(|l| {
-            let e: Value = serde_json::from_str(l).unwrap();
-            e["event"] == "skill_installed" && e["data"]["skill"] == skill
-        }) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("{skill} was not installed");
 }
 
 /// Waits for the `work_status` frame that ends item `id`.
@@ -153,27 +124,10 @@ async fn a_skill_made_on_request_waits_for_the_owners_approval_then_runs() {
     fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "chat",
         "response": {"message": "Hello."}, "interaction_register": "status",
         "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
-    std::fs::write(
-        d.join("silas.yaml"),
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    // A chatbot deployment: a connection without a credential is a customer.
-    let goal = d.join("goal.md");
-    std::fs::write(&goal, "customer support goal\n").unwrap();
-    let mut cmd = silas(d);
-    cmd.arg("--config")
-        .arg(d.join("silas.yaml"))
-        .env("SILAS__ACTIVE_GOAL", &goal)
-        .env("SILAS__APPROVAL__PLAN_CARD_TIMEOUT_SECONDS", "300");
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
-    let (mut ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
+    let (daemon, addr, mut ws) = support::start_chatbot_on_fake(d, &fake).await;
     let mut log = Vec::new();
 
-    let maker = install_card(&mut ws, "skill-maker", &mut log).await;
+    let maker = install_card(&mut ws, "skill-maker", WITHIN, &mut log).await;
     send(
         &mut ws,
         json!({"type": "approval_response", "request_id": maker["request_id"], "verdict": "approved"}),
@@ -201,7 +155,7 @@ async fn a_skill_made_on_request_waits_for_the_owners_approval_then_runs() {
     .await;
     fake.push(writer())
         .push(output("wrote the count-lines skill"));
-    let card = install_card(&mut ws, MADE, &mut log).await;
+    let card = install_card(&mut ws, MADE, WITHIN, &mut log).await;
     let done = finished(&mut ws, "t-make", &mut log).await;
     assert_eq!(done["status"], "done", "{done}");
     assert!(

@@ -114,9 +114,7 @@ const END: &str = "\n--- end ---";
 pub fn block(header: &str, content: &str) -> String {
     let mut out = String::with_capacity(header.len() + content.len() + END.len() + 8);
     out.push_str(header);
-    out.push('\n');
-    escape_into(&mut out, content);
-    out.push_str(END);
+    body_into(&mut out, content);
     out
 }
 
@@ -124,10 +122,15 @@ pub fn block(header: &str, content: &str) -> String {
 pub fn item_block(item: &ContextItem) -> String {
     let mut out = String::with_capacity(item.content.len() + 64 + END.len());
     header_into(&mut out, item);
-    out.push('\n');
-    escape_into(&mut out, &item.content);
-    out.push_str(END);
+    body_into(&mut out, &item.content);
     out
+}
+
+/// What follows a block's header: the escaped content and the end line.
+fn body_into(out: &mut String, content: &str) {
+    out.push('\n');
+    escape_into(out, content);
+    out.push_str(END);
 }
 
 /// The blocks of `items` in zone order (items keep their order within a

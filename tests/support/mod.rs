@@ -355,3 +355,77 @@ pub fn plan_replies(fake: &silas_testkit::FakeLlm, id: &str, kind: &str, extra: 
         "needs_approval": true}),
     ));
 }
+
+/// Every agent on `fake` (no key needed, no retries), written to
+/// `dir/silas.yaml`; the path is returned.
+#[allow(dead_code)]
+pub fn fake_config(dir: &Path, fake: &silas_testkit::FakeLlm) -> PathBuf {
+    let path = dir.join("silas.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A chatbot deployment on `fake` (a connection without a credential is a
+/// customer), plan cards kept open for 5 minutes; the owner connected.
+#[allow(dead_code)]
+pub async fn start_chatbot_on_fake(
+    dir: &Path,
+    fake: &silas_testkit::FakeLlm,
+) -> (Daemon, String, Ws) {
+    let config = fake_config(dir, fake);
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(dir);
+    cmd.arg("--config")
+        .arg(config)
+        .env("SILAS__ACTIVE_GOAL", &goal)
+        .env("SILAS__APPROVAL__PLAN_CARD_TIMEOUT_SECONDS", "300");
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (ws, _) = connect(&addr, Duration::from_secs(10)).await;
+    (daemon, addr, ws)
+}
+
+/// The `skill_install` card for `skill`: one already in `log`, else the
+/// next one read.
+#[allow(dead_code)]
+pub async fn install_card(
+    ws: &mut Ws,
+    skill: &str,
+    within: Duration,
+    log: &mut Vec<Value>,
+) -> Value {
+    if let Some(c) = log
+        .iter()
+        .find(|f| f["type"] == "skill_install" && f["skill"] == skill)
+    {
+        return c.clone();
+    }
+    loop {
+        let c = frame_of_type(ws, "skill_install", within, log).await;
+        if c["skill"] == skill {
+            return c;
+        }
+    }
+}
+
+/// Waits (≤ 60 s) until the audit log has `skill_installed` for `skill`.
+#[allow(dead_code)]
+pub async fn wait_installed(dir: &Path, skill: &str) {
+    for _ in 0..240 {
+        if audit_events(dir)
+            .iter()
+            .any(|e| e["event"] == "skill_installed" && e["data"]["skill"] == skill)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{skill} was not installed");
+}
