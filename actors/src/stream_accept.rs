@@ -4,11 +4,15 @@
 //! one fsync instead of taking one each in turn.
 //!
 //! The Stream has already counted the message against its queues and found
-//! (or started) the scope's TurnProcessor. Only once the record is durable
-//! is the sender told `Accepted` and the processor woken; a message handed
-//! over before (same channel idempotency key) gives its queue slot back, and
-//! a store failure fails the Stream as it did when the Stream awaited the
-//! commit itself.
+//! (or started) the scope's TurnProcessor. The record is written staged
+//! ([`InboxStore::accept_once_staged`](silas_storage::InboxStore)): once it
+//! is visible the processor is woken, and only once it is durable is the
+//! sender told `Accepted`. The turn's durable writes queue behind the
+//! record, so its reply never goes out before the record is durable, and a
+//! crash before then loses the record and the turn's work together (the
+//! sender was never told `Accepted`). A message handed over before (same
+//! channel idempotency key) gives its queue slot back, and a store failure
+//! fails the Stream as it did when the Stream awaited the commit itself.
 
 use ractor::{ActorRef, RpcReplyPort};
 use silas_core::Timestamp;
@@ -49,30 +53,40 @@ impl Accepting {
         let inbox = store.inbox();
         let scope_id = inbound.scope_id.clone();
         tokio::spawn(async move {
-            match inbox.accept_once_async(inbound, Timestamp::now()).await {
-                Ok((record, fresh)) => {
-                    if fresh {
-                        // A processor that stopped meanwhile is restarted by
-                        // the Stream and wakes itself: the record is durable.
-                        if let Err(e) = processor.send_message(TurnMsg::Wake) {
-                            tracing::debug!(scope_id, "wake after acceptance not sent: {e}");
-                        }
-                    } else {
-                        // Handed over before: queued or done already.
-                        let _ = stream.cast(StreamMsg::AdmissionReleased { scope_id });
-                    }
+            let failed = |scope_id: String, e: silas_storage::StoreError| {
+                // Not acknowledged: the dropped reply port tells the sender
+                // the Stream is unavailable.
+                let _ = stream.cast(StreamMsg::AdmissionFailed {
+                    scope_id,
+                    error: e.to_string(),
+                });
+            };
+            let (record, fresh, ticket) =
+                match inbox.accept_once_staged(inbound, Timestamp::now()).await {
+                    Ok(accepted) => accepted,
+                    Err(e) => return failed(scope_id, e),
+                };
+            if fresh {
+                // The turn starts while the record's fsync is still to come.
+                // A processor that stopped meanwhile is restarted by the
+                // Stream and wakes itself: the record is in the store.
+                if let Err(e) = processor.send_message(TurnMsg::Wake) {
+                    tracing::debug!(scope_id, "wake after acceptance not sent: {e}");
+                }
+            } else {
+                // Handed over before: queued or done already.
+                let _ = stream.cast(StreamMsg::AdmissionReleased {
+                    scope_id: scope_id.clone(),
+                });
+            }
+            // Durable before acknowledged.
+            match ticket.wait().await {
+                Ok(()) => {
                     let _ = reply.send(SubmitOutcome::Accepted {
                         inbox_id: record.inbox_id,
                     });
                 }
-                Err(e) => {
-                    // Not acknowledged: the dropped reply port tells the
-                    // sender the Stream is unavailable.
-                    let _ = stream.cast(StreamMsg::AdmissionFailed {
-                        scope_id,
-                        error: e.to_string(),
-                    });
-                }
+                Err(e) => failed(scope_id, e),
             }
         });
     }

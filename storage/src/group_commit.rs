@@ -15,8 +15,12 @@
 //!
 //! Callers either `.await` the result ([`GroupCommit::write`], the hot path:
 //! no runtime worker thread blocks on an fsync), block on it
-//! ([`GroupCommit::write_blocking`], cold paths and tests), or do not wait
-//! at all ([`GroupCommit::write_detached`]). The queue is FIFO: a write is
+//! ([`GroupCommit::write_blocking`], cold paths and tests), do not wait
+//! at all ([`GroupCommit::write_detached`]), or take it in two steps
+//! ([`GroupCommit::write_staged`]: the value once visible, then a
+//! [`DurableTicket`] met by the first durable commit after it — so work
+//! that only readers need can start while the fsync is still to come, and
+//! a later durable write of that work carries both in one fsync). The queue is FIFO: a write is
 //! committed after every write queued before it, so a task's own earlier
 //! writes are durable once a later durable write of its own is reported.
 
@@ -73,17 +77,61 @@ struct Counters {
     batches: AtomicU64,
 }
 
+/// Told once a durable commit holds a staged write.
+type DurableWaiter = tokio::sync::oneshot::Sender<StoreResult<()>>;
+
+/// The second step of [`GroupCommit::write_staged`]: met once the write is
+/// durable (fsync'd), at the latest [`LAZY_FLUSH_AFTER`] after it became
+/// visible, or with the first durable commit that comes before that.
+#[derive(Debug)]
+pub struct DurableTicket(tokio::sync::oneshot::Receiver<StoreResult<()>>);
+
+impl DurableTicket {
+    /// Waits until the write is durable; `Err` if the durable commit failed
+    /// for good (the store's writer stopped) — then it must not be
+    /// acknowledged.
+    pub async fn wait(self) -> StoreResult<()> {
+        self.0.await.map_err(|_| stopped())?
+    }
+
+    /// Whether it is durable already (without waiting).
+    pub fn is_met(&mut self) -> bool {
+        matches!(self.0.try_recv(), Ok(Ok(())))
+    }
+}
+
 /// Where a write's result goes.
 enum Reply<R> {
     Async(tokio::sync::oneshot::Sender<StoreResult<R>>),
     Blocking(mpsc::SyncSender<StoreResult<R>>),
     /// Nobody waits: a failure is logged (`what` names the write).
     Detached(&'static str),
+    /// Told twice: the value at its own commit, then (see
+    /// [`DurableTicket`]) once a durable commit holds it.
+    Staged {
+        visible: tokio::sync::oneshot::Sender<StoreResult<R>>,
+        durable: DurableWaiter,
+    },
 }
 
 impl<R> Reply<R> {
-    fn send(self, result: StoreResult<R>) {
+    /// Sends `result`; a staged write that committed hands back its
+    /// durability waiter for the writer to keep until a durable commit.
+    fn send(self, result: StoreResult<R>) -> Option<DurableWaiter> {
         match self {
+            Reply::Staged { visible, durable } => {
+                return match result {
+                    Ok(v) => {
+                        let _ = visible.send(Ok(v));
+                        Some(durable)
+                    }
+                    Err(e) => {
+                        let _ = durable.send(Err(e.clone()));
+                        let _ = visible.send(Err(e));
+                        None
+                    }
+                };
+            }
             // A waiter that went away (a cancelled task) no longer cares.
             Reply::Async(tx) => {
                 let _ = tx.send(result);
@@ -97,6 +145,7 @@ impl<R> Reply<R> {
                 }
             }
         }
+        None
     }
 }
 
@@ -104,7 +153,7 @@ impl<R> Reply<R> {
 /// (possibly twice, see the module doc), `finish` reports the outcome.
 trait Queued: Send {
     fn apply(&mut self, txn: &WriteTransaction) -> StoreResult<()>;
-    fn finish(self: Box<Self>, outcome: StoreResult<()>);
+    fn finish(self: Box<Self>, outcome: StoreResult<()>) -> Option<DurableWaiter>;
 }
 
 struct Pending<R, F> {
@@ -128,11 +177,11 @@ where
         Ok(())
     }
 
-    fn finish(self: Box<Self>, outcome: StoreResult<()>) {
+    fn finish(self: Box<Self>, outcome: StoreResult<()>) -> Option<DurableWaiter> {
         let Pending { value, reply, .. } = *self;
         reply.send(outcome.and_then(|()| {
             value.ok_or_else(|| StoreError::Invalid("queued write reported before it ran".into()))
-        }));
+        }))
     }
 }
 
@@ -231,6 +280,25 @@ impl GroupCommit {
         rx.recv().map_err(|_| stopped())?
     }
 
+    /// Queues `op` and waits (asynchronously) until it is visible, like a
+    /// [`Wait::Lazy`] write; the [`DurableTicket`] it returns is met once a
+    /// durable commit holds it, which the writer makes happen within
+    /// [`LAZY_FLUSH_AFTER`] unless a durable write queued meanwhile does.
+    /// For a write that must be durable before it is acknowledged, but
+    /// whose value others may act on before that (their own durable writes
+    /// queue behind it, so a crash loses them together).
+    pub async fn write_staged<R, F>(&self, op: F) -> StoreResult<(R, DurableTicket)>
+    where
+        R: Send + 'static,
+        F: Fn(&WriteTransaction) -> StoreResult<R> + Send + 'static,
+    {
+        let (visible, visible_rx) = tokio::sync::oneshot::channel();
+        let (durable, durable_rx) = tokio::sync::oneshot::channel();
+        self.submit(Wait::Lazy, op, Reply::Staged { visible, durable });
+        let value = visible_rx.await.map_err(|_| stopped())??;
+        Ok((value, DurableTicket(durable_rx)))
+    }
+
     /// Queues `op` without waiting for it; a failure is logged under `what`.
     pub fn write_detached<F>(&self, wait: Wait, what: &'static str, op: F)
     where
@@ -307,7 +375,10 @@ fn run_one_by_one(db: &Database, batch: Vec<Job>) -> Vec<Job> {
         });
         match outcome {
             Ok(()) => committed.push(job),
-            Err(e) => job.write.finish(Err(e)),
+            Err(e) => {
+                // A failed write has no durability to wait for.
+                let _ = job.write.finish(Err(e));
+            }
         }
     }
     committed
@@ -319,6 +390,8 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
     // Whether the writer committed anything non-durably since its last
     // durable commit (other handles only ever commit durably).
     let mut dirty = false;
+    // Staged writes committed non-durably, told at the next durable commit.
+    let mut awaiting: Vec<DurableWaiter> = Vec::new();
     loop {
         let first = match lazy_since {
             None => match rx.recv() {
@@ -397,18 +470,36 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
                 lazy_since = lazy_since.map(|_| Instant::now());
             }
         }
+        let durable_now = must_flush && outcome.is_ok();
+        if durable_now {
+            // Before this batch's own replies: whoever hears of a later
+            // durable write finds every earlier staged one met.
+            for w in awaiting.drain(..) {
+                let _ = w.send(Ok(()));
+            }
+        }
         for job in committed {
             let result = if together || job.wait == Wait::Durable {
                 outcome.clone()
             } else {
                 Ok(())
             };
-            job.write.finish(result);
+            if let Some(w) = job.write.finish(result) {
+                if durable_now {
+                    let _ = w.send(Ok(()));
+                } else {
+                    awaiting.push(w);
+                }
+            }
         }
     }
     // Queue closed: make what is left durable before the store closes.
-    if dirty && let Err(e) = flush(db) {
+    let closing = if dirty { flush(db) } else { Ok(()) };
+    if let Err(e) = &closing {
         tracing::error!("store durable commit at close failed: {e}");
+    }
+    for w in awaiting {
+        let _ = w.send(closing.clone());
     }
 }
 
@@ -419,6 +510,73 @@ mod tests {
     use super::*;
 
     const T: TableDefinition<&str, u64> = TableDefinition::new("t");
+
+    fn put(k: &'static str) -> impl Fn(&WriteTransaction) -> StoreResult<u64> {
+        move |txn: &WriteTransaction| -> StoreResult<u64> {
+            txn.open_table(T)?.insert(k, 7)?;
+            Ok(7)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_staged_write_is_visible_at_once_and_durable_within_the_lazy_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (value, ticket) = gc.write_staged(put("a")).await.unwrap();
+        assert_eq!(value, 7);
+        let read = db.begin_read().unwrap();
+        assert!(read.open_table(T).unwrap().get("a").unwrap().is_some());
+        // Nothing else is queued: the writer's lazy flush meets it.
+        tokio::time::timeout(Duration::from_secs(10), ticket.wait())
+            .await
+            .expect("met within the lazy window")
+            .unwrap();
+        assert_eq!(gc.stats().durable_commits, 1);
+    }
+
+    /// The ticket is met by the first durable commit after the write: the
+    /// durable write of the work that acted on it carries both (one fsync),
+    /// and whoever hears of that write finds the ticket met already.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_later_durable_write_meets_an_earlier_staged_ticket() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        for k in ["a", "b", "c"] {
+            let (_, mut ticket) = gc.write_staged(put(k)).await.unwrap();
+            gc.write(Wait::Durable, put("response")).await.unwrap();
+            assert!(
+                ticket.is_met(),
+                "{k}: met before the durable write reported"
+            );
+        }
+        let durable = gc.stats().durable_commits;
+        assert!((3..=6).contains(&durable), "{durable}");
+    }
+
+    /// A staged write that fails tells both steps, and nothing is met.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_staged_write_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        let fail =
+            |_: &WriteTransaction| -> StoreResult<u64> { Err(StoreError::Invalid("no".into())) };
+        let e = gc.write_staged(fail).await.unwrap_err();
+        assert!(e.to_string().contains("no"), "{e}");
+    }
+
+    /// Closing the store makes a staged write durable and meets its ticket.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closing_the_writer_meets_the_staged_tickets() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (_, ticket) = gc.write_staged(put("a")).await.unwrap();
+        drop(gc);
+        ticket.wait().await.unwrap();
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_panics_fails_alone_and_the_writer_lives_on() {

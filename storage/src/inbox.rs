@@ -35,7 +35,7 @@ use silas_core::model::messages::{SignedMessage, TaintLevel};
 
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
-use crate::group_commit::{GroupCommit, Wait};
+use crate::group_commit::{DurableTicket, GroupCommit, Wait};
 use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 
 pub use crate::inbox_ack::{AckOutcome, ReplyAck, UNACKED_KEPT_PER_SCOPE};
@@ -347,6 +347,25 @@ impl InboxStore {
         let accepted = self.writer.write(Wait::Durable, op).await;
         self.note_first_attempt(&accepted);
         accepted
+    }
+
+    /// [`Self::accept_once_async`] in two steps: returns once the record is
+    /// visible, with a [`DurableTicket`] met once it is durable. The turn
+    /// may start at once (every durable write it makes queues behind the
+    /// record, so a crash before the ticket is met loses both); the channel
+    /// is told "accepted" only once the ticket is met. At low load the
+    /// turn's own durable response commit then carries the record: one
+    /// fsync per turn instead of two.
+    pub async fn accept_once_staged(
+        &self,
+        message: NewInbound,
+        now: Timestamp,
+    ) -> StoreResult<(InboxRecord, bool, DurableTicket)> {
+        let op = accept_op(message, now)?;
+        let (accepted, ticket) = self.writer.write_staged(op).await?;
+        let accepted = Ok(accepted);
+        self.note_first_attempt(&accepted);
+        accepted.map(|(record, fresh)| (record, fresh, ticket))
     }
 
     pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {

@@ -40,7 +40,7 @@ pub use audit_seal::{CheckpointSigner, CheckpointVerifier, HeadMirror, SealRepor
 pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
-pub use group_commit::{GroupCommitStats, Wait};
+pub use group_commit::{DurableTicket, GroupCommitStats, Wait};
 pub use inbox::{AckOutcome, InboxRecord, InboxStage, InboxStore, NewInbound, ReplyAck};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};

@@ -219,6 +219,34 @@ fn child_writer_process() {
                 }
             });
         }
+        // Staged acceptance (the Stream's path): acknowledged once its
+        // ticket is met — alone (the lazy flush) or carried by the turn's
+        // durable response commit.
+        for t in 0..16 {
+            let inbox = store.inbox();
+            tasks.spawn(async move {
+                for i in 0.. {
+                    let (r, _, mut ticket) = inbox
+                        .accept_once_staged(
+                            msg(&format!("s{t}"), &format!("s{t}-{i}")),
+                            Timestamp::now(),
+                        )
+                        .await
+                        .unwrap();
+                    if t % 2 == 0 {
+                        ticket.wait().await.unwrap();
+                        println!("ACK {}", r.inbox_id);
+                    } else {
+                        let r = inbox
+                            .record_response_async(&r.inbox_id, "ok", None, Vec::new())
+                            .await
+                            .unwrap();
+                        assert!(ticket.is_met(), "the response commit carries the record");
+                        println!("ACK {} responded", r.inbox_id);
+                    }
+                }
+            });
+        }
         while tasks.join_next().await.is_some() {}
     });
 }
