@@ -331,6 +331,18 @@ impl RuntimeLimits {
         f(&mut g)
     }
 
+    /// Forgets the keys whose windows have passed, without waiting for the
+    /// [`PRUNE_EVERY`]th take: called on the Stream's sweep, so the last
+    /// visitors' windows go once their minute is over even when no one
+    /// comes after them (issue #19 item 3).
+    pub fn prune(&self, now: Instant) {
+        self.with(|s| {
+            s.llm.prune(now);
+            s.web_search.prune(now);
+            s.memory_ops.prune(now);
+        })
+    }
+
     /// One model call for `scope` at `now`.
     pub fn llm_call(&self, scope: &str, now: Instant) -> Result<(), LimitKind> {
         self.with(|s| {
@@ -730,6 +742,40 @@ mod tests {
         }
         let live = r.with(|s| s.memory_ops.events.len());
         assert!(live <= PRUNE_EVERY as usize, "{live}");
+    }
+
+    /// The last visitors' windows go once their minute has passed, with no
+    /// take after them to trigger the counted prune (the Stream's sweep
+    /// calls this).
+    #[test]
+    fn runtime_limits_forget_the_last_visitors_on_a_timed_prune() {
+        let t0 = Instant::now();
+        let r = RuntimeLimits::from_config(&LimitsConfig::default());
+        for i in 0..200 {
+            let scope = format!("web:visitor-{i}");
+            assert_eq!(r.llm_call(&scope, t0), Ok(()));
+            assert_eq!(r.memory_ops(&scope, 1, t0), 1);
+            assert_eq!(r.web_search(&scope, t0), Ok(()));
+        }
+        assert_eq!(r.llm_call("web:recent", t0 + secs(50)), Ok(()));
+        let sizes = |r: &RuntimeLimits| {
+            r.with(|s| {
+                (
+                    s.llm.per_scope.events.len(),
+                    s.memory_ops.events.len(),
+                    s.web_search.events.len(),
+                )
+            })
+        };
+        r.prune(t0 + secs(30));
+        assert_eq!(sizes(&r), (201, 200, 200), "windows still open are kept");
+        r.prune(t0 + secs(61));
+        assert_eq!(sizes(&r), (1, 0, 0), "only the recent scope is left");
+        // Its window is intact: one call taken, the rest of its minute left.
+        assert_eq!(
+            r.with(|s| s.llm.per_scope.remaining("web:recent", t0 + secs(61))),
+            LimitsConfig::default().llm_calls_per_minute_per_scope - 1
+        );
     }
 
     #[test]

@@ -616,12 +616,17 @@ impl Actor for Stream {
             StreamMsg::SweepCards => {
                 state.sweep_cards().await?;
                 state.release_idle_scopes()?;
+                // Windows that have passed, on a timer rather than per turn:
+                // a table of every recent scope is walked twice a second,
+                // not once per turn, and it empties after the last visitor.
+                let now = Instant::now();
+                state.per_scope.prune(now);
+                state.per_ip.prune(now);
+                state.card_limits.prune(now);
+                state.args.deps.limits.prune(now);
             }
             StreamMsg::TurnDone { scope_id, .. } => {
                 state.queues.pop(&scope_id);
-                state.per_scope.prune(Instant::now());
-                state.per_ip.prune(Instant::now());
-                state.card_limits.prune(Instant::now());
             }
             StreamMsg::WorkStatus(event) => {
                 audit(

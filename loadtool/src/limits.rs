@@ -8,6 +8,8 @@ pub const MAX_TURNS_PER_CLIENT: usize = 100_000;
 pub const MAX_ROUNDS: usize = 100;
 pub const MAX_IN_FLIGHT: usize = 10_000;
 pub const MAX_SECONDS: u64 = 3_600;
+/// Churn's quiet reading after the rounds (may be 0: no such reading).
+pub const MAX_SETTLE_SECONDS: u64 = 600;
 
 /// `Err` naming the option when `value` is 0 or above `max`.
 pub fn check(option: &str, value: usize, max: usize) -> Result<(), BenchError> {

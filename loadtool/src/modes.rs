@@ -12,7 +12,7 @@ use crate::BenchError;
 use crate::client::{self, Chat, ClientFrame, Seen, Ws};
 use crate::daemon::{Daemon, DaemonOpts, raise_open_files};
 use crate::limits::{self, check};
-use crate::report::{Report, Round, RssSample, RssSummary, Tally};
+use crate::report::{Report, Round, RssSample, RssSummary, Settled, Tally};
 
 /// How long one turn may take before its reply counts as lost.
 const REPLY_WAIT: Duration = Duration::from_secs(30);
@@ -37,11 +37,14 @@ pub enum Mode {
     HotScope { turns: usize, in_flight: usize },
     /// `connections` idle owner-authenticated connections.
     Idle { connections: usize },
-    /// `rounds` of `visitors` fresh customers, each `turns` turns, then gone.
+    /// `rounds` of `visitors` fresh customers, each `turns` turns, then gone;
+    /// with `settle_seconds`, one more reading after that long without any
+    /// visitor (past the per-minute windows the last visitors left behind).
     Churn {
         rounds: usize,
         visitors: usize,
         turns: usize,
+        settle_seconds: u64,
     },
 }
 
@@ -75,10 +78,18 @@ impl Mode {
                 rounds,
                 visitors,
                 turns,
+                settle_seconds,
             } => {
                 check("rounds", rounds, limits::MAX_ROUNDS)?;
                 check("visitors", visitors, limits::MAX_CLIENTS)?;
-                check("turns", turns, limits::MAX_TURNS_PER_CLIENT)
+                check("turns", turns, limits::MAX_TURNS_PER_CLIENT)?;
+                if settle_seconds > limits::MAX_SETTLE_SECONDS {
+                    return Err(BenchError::new(format!(
+                        "--settle-seconds {settle_seconds} is above its ceiling {}",
+                        limits::MAX_SETTLE_SECONDS
+                    )));
+                }
+                Ok(())
             }
         }
     }
@@ -165,7 +176,8 @@ pub async fn drive(d: &Daemon, mode: &Mode) -> Result<Report, BenchError> {
             rounds,
             visitors,
             turns,
-        } => churn(d, rounds, visitors, turns).await,
+            settle_seconds,
+        } => churn(d, rounds, visitors, turns, settle_seconds).await,
     }
 }
 
@@ -466,6 +478,7 @@ async fn churn(
     rounds: usize,
     visitors: usize,
     turns: usize,
+    settle_seconds: u64,
 ) -> Result<Report, BenchError> {
     let gate = Arc::new(Semaphore::new(CONNECTS_AT_ONCE));
     let mut tally = Tally::default();
@@ -499,18 +512,34 @@ async fn churn(
             }
         }
         tokio::time::sleep(SETTLE).await;
-        let split = d.rss_split().unwrap_or_default();
-        out_rounds.push(Round {
-            round,
-            visitors_so_far: round * visitors,
-            rss_kib: d.rss_kib().unwrap_or(0),
-            anon_kib: split.anon_kib,
-            file_kib: split.file_kib,
-        });
+        out_rounds.push(reading(d, round, round * visitors));
     }
-    let mut report = Report::new("churn", rounds * visitors, tally, t0.elapsed());
+    let elapsed = t0.elapsed();
+    let settled = if settle_seconds > 0 {
+        tokio::time::sleep(Duration::from_secs(settle_seconds)).await;
+        Some(Settled {
+            after_s: settle_seconds,
+            reading: reading(d, rounds, rounds * visitors),
+        })
+    } else {
+        None
+    };
+    let mut report = Report::new("churn", rounds * visitors, tally, elapsed);
     report.rounds = out_rounds;
+    report.settled = settled;
     Ok(report)
+}
+
+/// The daemon's resident set now, as a churn reading.
+fn reading(d: &Daemon, round: usize, visitors_so_far: usize) -> Round {
+    let split = d.rss_split().unwrap_or_default();
+    Round {
+        round,
+        visitors_so_far,
+        rss_kib: d.rss_kib().unwrap_or(0),
+        anon_kib: split.anon_kib,
+        file_kib: split.file_kib,
+    }
 }
 
 #[cfg(test)]
@@ -545,10 +574,20 @@ mod tests {
             rounds: 1,
             visitors: 1,
             turns: 0,
+            settle_seconds: 0,
         }
         .check()
         .unwrap_err();
         assert!(e.0.contains("--turns"), "{e}");
+        let e = Mode::Churn {
+            rounds: 1,
+            visitors: 1,
+            turns: 1,
+            settle_seconds: limits::MAX_SETTLE_SECONDS + 1,
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.0.contains("--settle-seconds"), "{e}");
     }
 
     #[test]
@@ -564,7 +603,8 @@ mod tests {
             Mode::Churn {
                 rounds: 1,
                 visitors: 1,
-                turns: 1
+                turns: 1,
+                settle_seconds: 0,
             }
             .chatbot()
         );

@@ -92,6 +92,25 @@ pub struct Round {
     pub file_kib: u64,
 }
 
+impl Round {
+    fn rss(&self) -> String {
+        format!(
+            "RSS {:.1} MiB (anonymous {:.1}, file-backed {:.1})",
+            self.rss_kib as f64 / 1024.0,
+            self.anon_kib as f64 / 1024.0,
+            self.file_kib as f64 / 1024.0
+        )
+    }
+}
+
+/// Churn: the reading after the rounds and a quiet spell without visitors.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settled {
+    pub after_s: u64,
+    #[serde(flatten)]
+    pub reading: Round,
+}
+
 /// The outcome of one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -112,6 +131,8 @@ pub struct Report {
     pub per_connection_kib: Option<f64>,
     /// Churn mode.
     pub rounds: Vec<Round>,
+    /// Churn mode with `--settle-seconds`.
+    pub settled: Option<Settled>,
     pub daemon_alive: bool,
 }
 
@@ -179,12 +200,18 @@ impl std::fmt::Display for Report {
         for r in &self.rounds {
             writeln!(
                 f,
-                "round {}: {} visitors so far, RSS {:.1} MiB (anonymous {:.1}, file-backed {:.1})",
+                "round {}: {} visitors so far, {}",
                 r.round,
                 r.visitors_so_far,
-                r.rss_kib as f64 / 1024.0,
-                r.anon_kib as f64 / 1024.0,
-                r.file_kib as f64 / 1024.0
+                r.rss()
+            )?;
+        }
+        if let Some(s) = &self.settled {
+            writeln!(
+                f,
+                "after {} s without visitors: {}",
+                s.after_s,
+                s.reading.rss()
             )?;
         }
         write!(

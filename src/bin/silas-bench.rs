@@ -54,6 +54,11 @@ enum Cmd {
         visitors: usize,
         #[arg(long, default_value_t = 1)]
         turns: usize,
+        /// One more reading this long after the last round, with no
+        /// visitor (0: none). Past the per-minute rate windows (61 s or
+        /// more), it shows what the past visitors left behind.
+        #[arg(long, default_value_t = 0)]
+        settle_seconds: u64,
     },
 }
 
@@ -75,10 +80,12 @@ fn main() -> ExitCode {
             rounds,
             visitors,
             turns,
+            settle_seconds,
         } => Mode::Churn {
             rounds,
             visitors,
             turns,
+            settle_seconds,
         },
     };
     let silas = cli.silas.unwrap_or_else(default_silas);
