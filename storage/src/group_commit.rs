@@ -511,6 +511,14 @@ mod tests {
 
     const T: TableDefinition<&str, u64> = TableDefinition::new("t");
 
+    /// A fresh store and its writer (keep the directory alive).
+    fn writer() -> (tempfile::TempDir, Arc<Database>, GroupCommit) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        (dir, db, gc)
+    }
+
     fn put(k: &'static str) -> impl Fn(&WriteTransaction) -> StoreResult<u64> {
         move |txn: &WriteTransaction| -> StoreResult<u64> {
             txn.open_table(T)?.insert(k, 7)?;
@@ -520,9 +528,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_staged_write_is_visible_at_once_and_durable_within_the_lazy_window() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
-        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (_dir, db, gc) = writer();
         let (value, ticket) = gc.write_staged(put("a")).await.unwrap();
         assert_eq!(value, 7);
         let read = db.begin_read().unwrap();
@@ -540,9 +546,7 @@ mod tests {
     /// and whoever hears of that write finds the ticket met already.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_later_durable_write_meets_an_earlier_staged_ticket() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
-        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (_dir, _db, gc) = writer();
         for k in ["a", "b", "c"] {
             let (_, mut ticket) = gc.write_staged(put(k)).await.unwrap();
             gc.write(Wait::Durable, put("response")).await.unwrap();
@@ -558,9 +562,7 @@ mod tests {
     /// A staged write that fails tells both steps, and nothing is met.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_staged_write_is_refused_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
-        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (_dir, _db, gc) = writer();
         let fail =
             |_: &WriteTransaction| -> StoreResult<u64> { Err(StoreError::Invalid("no".into())) };
         let e = gc.write_staged(fail).await.unwrap_err();
@@ -570,9 +572,7 @@ mod tests {
     /// Closing the store makes a staged write durable and meets its ticket.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn closing_the_writer_meets_the_staged_tickets() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::create(dir.path().join("db")).unwrap());
-        let gc = GroupCommit::start(db.clone()).unwrap();
+        let (_dir, _db, gc) = writer();
         let (_, ticket) = gc.write_staged(put("a")).await.unwrap();
         drop(gc);
         ticket.wait().await.unwrap();
