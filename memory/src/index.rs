@@ -105,6 +105,8 @@ pub(crate) struct TextIndex {
     /// make the document count differ from redb's, and the index is
     /// rebuilt at the next start.
     raw_pending: AtomicUsize,
+    /// `raw_pending` as the last [`TextIndex::commit_if_quiet`] saw it.
+    quiet_seen: AtomicUsize,
 }
 
 /// Raw-lane writes committed together at most.
@@ -167,6 +169,7 @@ impl TextIndex {
             fields,
             dirty: AtomicBool::new(false),
             raw_pending: AtomicUsize::new(0),
+            quiet_seen: AtomicUsize::new(0),
         })
     }
 
@@ -277,6 +280,23 @@ impl TextIndex {
         })?;
         self.reader.reload().map_err(ix)?;
         Ok(())
+    }
+
+    /// Commits the raw-lane writes still waiting when none has come since
+    /// the previous call; whether it committed. Called on a timer: once the
+    /// visitors have gone quiet, their last captures are committed (durable,
+    /// so a crash no longer forces a rebuild) and the writer's indexing
+    /// arena — megabytes while a segment is open — is given back, instead
+    /// of staying until the next burst's batch or raw-lane read.
+    pub(crate) fn commit_if_quiet(&self) -> Result<bool, MemoryError> {
+        let pending = self.raw_pending.load(Ordering::Acquire);
+        let seen = self.quiet_seen.swap(pending, Ordering::AcqRel);
+        if pending == 0 || pending != seen {
+            return Ok(false);
+        }
+        self.commit()?;
+        self.quiet_seen.store(0, Ordering::Release);
+        Ok(true)
     }
 
     pub(crate) fn num_docs(&self) -> Result<u64, MemoryError> {
@@ -492,6 +512,29 @@ mod tests {
         ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
         assert!(generation(&ix) > g);
         assert_eq!(ix.num_docs().unwrap(), RAW_BATCH as u64 + 2);
+    }
+
+    #[test]
+    fn raw_captures_are_committed_once_quiet_and_not_while_they_keep_coming() {
+        let ix = TextIndex::in_ram().unwrap();
+        assert!(!ix.commit_if_quiet().unwrap(), "nothing pending");
+        let g = generation(&ix);
+        ix.upsert(&memory("r1", ReingestionTier::LowReingestion))
+            .unwrap();
+        assert!(
+            !ix.commit_if_quiet().unwrap(),
+            "a capture since the last look"
+        );
+        ix.upsert(&memory("r2", ReingestionTier::LowReingestion))
+            .unwrap();
+        assert!(!ix.commit_if_quiet().unwrap(), "still coming");
+        assert_eq!(generation(&ix), g);
+        // No capture between two looks: committed, visible, nothing left.
+        assert!(ix.commit_if_quiet().unwrap());
+        assert!(generation(&ix) > g);
+        assert_eq!(ix.raw_pending.load(Ordering::Acquire), 0);
+        assert_eq!(ix.reader.searcher().num_docs(), 2);
+        assert!(!ix.commit_if_quiet().unwrap(), "nothing pending again");
     }
 
     #[test]

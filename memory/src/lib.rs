@@ -81,6 +81,9 @@ pub enum Forget {
     Scope(String),
 }
 
+/// How often the index looks for raw captures that stopped coming.
+const QUIET_COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 struct Inner {
     store: Store,
     index: TextIndex,
@@ -107,7 +110,29 @@ impl Memory {
         } else {
             m.inner.ready.store(true, Ordering::Release);
         }
+        m.commit_when_quiet();
         Ok(m)
+    }
+
+    /// Starts the thread that commits the raw lane's last captures once no
+    /// capture has come for [`QUIET_COMMIT_EVERY`] (`TextIndex::
+    /// commit_if_quiet`); it ends with the last clone of this `Memory`.
+    fn commit_when_quiet(&self) {
+        let inner = Arc::downgrade(&self.inner);
+        let started = std::thread::Builder::new()
+            .name("memory-quiet-commit".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(QUIET_COMMIT_EVERY);
+                    let Some(inner) = inner.upgrade() else { break };
+                    if let Err(e) = inner.index.commit_if_quiet() {
+                        tracing::warn!("memory index: quiet commit failed: {e}");
+                    }
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!("memory index: no quiet commits ({e}); captures wait for a read");
+        }
     }
 
     /// A RAM index over `store`, built before this returns (tests, benches).
