@@ -272,10 +272,14 @@ impl Shared {
     fn tick(&mut self, now: Instant) {
         self.takes = self.takes.wrapping_add(1);
         if self.takes.is_multiple_of(PRUNE_EVERY) {
-            self.llm.prune(now);
-            self.web_search.prune(now);
-            self.memory_ops.prune(now);
+            self.prune(now);
         }
+    }
+
+    fn prune(&mut self, now: Instant) {
+        self.llm.prune(now);
+        self.web_search.prune(now);
+        self.memory_ops.prune(now);
     }
 }
 
@@ -336,11 +340,7 @@ impl RuntimeLimits {
     /// visitors' windows go once their minute is over even when no one
     /// comes after them (issue #19 item 3).
     pub fn prune(&self, now: Instant) {
-        self.with(|s| {
-            s.llm.prune(now);
-            s.web_search.prune(now);
-            s.memory_ops.prune(now);
-        })
+        self.with(|s| s.prune(now))
     }
 
     /// One model call for `scope` at `now`.

@@ -118,32 +118,26 @@ impl<R> Reply<R> {
     /// Sends `result`; a staged write that committed hands back its
     /// durability waiter for the writer to keep until a durable commit.
     fn send(self, result: StoreResult<R>) -> Option<DurableWaiter> {
-        match self {
-            Reply::Staged { visible, durable } => {
-                return match result {
-                    Ok(v) => {
-                        let _ = visible.send(Ok(v));
-                        Some(durable)
-                    }
-                    Err(e) => {
-                        let _ = durable.send(Err(e.clone()));
-                        let _ = visible.send(Err(e));
-                        None
-                    }
-                };
+        match (self, result) {
+            (Reply::Staged { visible, durable }, Ok(v)) => {
+                let _ = visible.send(Ok(v));
+                return Some(durable);
+            }
+            (Reply::Staged { visible, durable }, Err(e)) => {
+                let _ = durable.send(Err(e.clone()));
+                let _ = visible.send(Err(e));
             }
             // A waiter that went away (a cancelled task) no longer cares.
-            Reply::Async(tx) => {
+            (Reply::Async(tx), result) => {
                 let _ = tx.send(result);
             }
-            Reply::Blocking(tx) => {
+            (Reply::Blocking(tx), result) => {
                 let _ = tx.send(result);
             }
-            Reply::Detached(what) => {
-                if let Err(e) = result {
-                    tracing::warn!(write = what, "queued store write failed: {e}");
-                }
+            (Reply::Detached(what), Err(e)) => {
+                tracing::warn!(write = what, "queued store write failed: {e}");
             }
+            (Reply::Detached(_), Ok(_)) => {}
         }
         None
     }

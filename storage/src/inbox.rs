@@ -299,10 +299,10 @@ impl InboxStore {
         }
     }
 
-    fn note_first_attempt(&self, accepted: &StoreResult<(InboxRecord, bool)>) {
-        if let Ok((record, true)) = accepted
-            && let Ok(mut set) = self.first_attempts.lock()
-        {
+    /// A record this process accepted fresh: its first attempt was counted
+    /// by the acceptance itself (see [`Self::begin_attempt`]).
+    fn note_first_attempt(&self, record: &InboxRecord, fresh: bool) {
+        if fresh && let Ok(mut set) = self.first_attempts.lock() {
             set.insert(record.inbox_id.clone());
         }
     }
@@ -331,9 +331,9 @@ impl InboxStore {
         now: Timestamp,
     ) -> StoreResult<(InboxRecord, bool)> {
         let op = accept_op(message, now)?;
-        let accepted = self.writer.write_blocking(Wait::Durable, op);
-        self.note_first_attempt(&accepted);
-        accepted
+        self.writer
+            .write_blocking(Wait::Durable, op)
+            .inspect(|(record, fresh)| self.note_first_attempt(record, *fresh))
     }
 
     /// [`Self::accept_once`] for async callers: waits for the group commit
@@ -344,9 +344,10 @@ impl InboxStore {
         now: Timestamp,
     ) -> StoreResult<(InboxRecord, bool)> {
         let op = accept_op(message, now)?;
-        let accepted = self.writer.write(Wait::Durable, op).await;
-        self.note_first_attempt(&accepted);
-        accepted
+        self.writer
+            .write(Wait::Durable, op)
+            .await
+            .inspect(|(record, fresh)| self.note_first_attempt(record, *fresh))
     }
 
     /// [`Self::accept_once_async`] in two steps: returns once the record is
@@ -362,10 +363,9 @@ impl InboxStore {
         now: Timestamp,
     ) -> StoreResult<(InboxRecord, bool, DurableTicket)> {
         let op = accept_op(message, now)?;
-        let (accepted, ticket) = self.writer.write_staged(op).await?;
-        let accepted = Ok(accepted);
-        self.note_first_attempt(&accepted);
-        accepted.map(|(record, fresh)| (record, fresh, ticket))
+        let ((record, fresh), ticket) = self.writer.write_staged(op).await?;
+        self.note_first_attempt(&record, fresh);
+        Ok((record, fresh, ticket))
     }
 
     pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
