@@ -134,19 +134,15 @@ impl RateLimiter {
     /// Takes one event for `key` at `now`; `false` (nothing recorded) when
     /// the key has used its allowance in the window.
     pub fn try_take(&mut self, key: &str, now: Instant) -> bool {
-        let q = self.events.entry(key.to_string()).or_default();
-        while let Some(&first) = q.front() {
-            if now.saturating_duration_since(first) >= self.window {
-                q.pop_front();
-            } else {
-                break;
-            }
+        // A known key (every take but a scope's first) costs one lookup and
+        // no String.
+        if let Some(q) = self.events.get_mut(key) {
+            return take_in(q, self.max, self.window, now);
         }
-        if q.len() as u64 >= u64::from(self.max) {
-            return false;
-        }
-        q.push_back(now);
-        true
+        let mut q = VecDeque::new();
+        let took = take_in(&mut q, self.max, self.window, now);
+        self.events.insert(key.to_owned(), q);
+        took
     }
 
     /// Whether `key` could take an event at `now` (nothing recorded).
@@ -155,12 +151,13 @@ impl RateLimiter {
     }
 
     /// Events `key` may still take in the window ending at `now`.
+    /// O(log n) in the events in the window (issue #19: the load tool's
+    /// lifted limits let one scope's window hold tens of thousands).
     pub fn remaining(&self, key: &str, now: Instant) -> u32 {
-        let used = self.events.get(key).map_or(0, |q| {
-            q.iter()
-                .filter(|t| now.saturating_duration_since(**t) < self.window)
-                .count()
-        });
+        let used = self
+            .events
+            .get(key)
+            .map_or(0, |q| q.len() - expired_prefix(q, self.window, now));
         let used = u32::try_from(used).unwrap_or(u32::MAX);
         self.max.saturating_sub(used)
     }
@@ -181,13 +178,10 @@ impl RateLimiter {
             return Duration::ZERO;
         }
         // Full: the oldest event inside the window decides. Events are
-        // pushed in time order, so it is the first one still inside.
+        // kept in time order, so it is the first one still inside.
         self.events
             .get(key)
-            .and_then(|q| {
-                q.iter()
-                    .find(|t| now.saturating_duration_since(**t) < self.window)
-            })
+            .and_then(|q| q.get(expired_prefix(q, self.window, now)))
             .map_or(Duration::ZERO, |first| {
                 self.window
                     .saturating_sub(now.saturating_duration_since(*first))
@@ -198,8 +192,18 @@ impl RateLimiter {
     pub fn prune(&mut self, now: Instant) {
         let window = self.window;
         self.events.retain(|_, q| {
-            q.back()
-                .is_some_and(|t| now.saturating_duration_since(*t) < window)
+            let keep = q
+                .back()
+                .is_some_and(|t| now.saturating_duration_since(*t) < window);
+            if keep {
+                // Past events and a burst's capacity go too, so a scope that
+                // stays active keeps only what its current window holds.
+                q.drain(..expired_prefix(q, window, now));
+                if q.capacity() > 4 * q.len().max(MIN_EVENTS) {
+                    q.shrink_to(2 * q.len());
+                }
+            }
+            keep
         });
         // `retain` keeps the table sized for the busiest minute ever (a
         // burst of chatbot visitors): give it back once mostly empty.
@@ -210,8 +214,33 @@ impl RateLimiter {
     }
 }
 
+/// One take from one key's window (see [`RateLimiter::try_take`]).
+fn take_in(q: &mut VecDeque<Instant>, max: u32, window: Duration, now: Instant) -> bool {
+    let expired = expired_prefix(q, window, now);
+    q.drain(..expired);
+    if q.len() as u64 >= u64::from(max) {
+        return false;
+    }
+    // Kept in time order even when callers on different threads read the
+    // clock in one order and take the shared lock in the other: an event
+    // recorded a few microseconds late only leaves the window that much
+    // later (never earlier), and the order is what lets every query
+    // binary-search the window instead of walking it.
+    let at = q.back().map_or(now, |last| now.max(*last));
+    q.push_back(at);
+    true
+}
+
+/// How many of `q`'s events (oldest first, in time order) have left the
+/// window ending at `now`.
+fn expired_prefix(q: &VecDeque<Instant>, window: Duration, now: Instant) -> usize {
+    q.partition_point(|t| now.saturating_duration_since(*t) >= window)
+}
+
 /// Below this many keys a limiter's table is not worth shrinking.
 const MIN_KEYS: usize = 64;
+/// Below this many events a key's window is not worth shrinking.
+const MIN_EVENTS: usize = 64;
 
 /// A per-key limit under a global cap (§18.5 "LLM calls per minute per
 /// scope + global cap"). An event is taken from both or from neither.
@@ -536,311 +565,4 @@ impl TurnQueues {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sliding_window() {
-        let t0 = Instant::now();
-        let mut l = RateLimiter::new(2, Duration::from_secs(60));
-        assert!(l.try_take("a", t0));
-        assert!(l.try_take("a", t0 + Duration::from_secs(1)));
-        assert!(!l.try_take("a", t0 + Duration::from_secs(2)));
-        assert!(!l.would_allow("a", t0 + Duration::from_secs(2)));
-        assert!(
-            l.try_take("b", t0 + Duration::from_secs(2)),
-            "keys are independent"
-        );
-        // The first event leaves the window after 60 s.
-        assert!(l.try_take("a", t0 + Duration::from_secs(60)));
-        l.prune(t0 + Duration::from_secs(600));
-        assert!(l.events.is_empty());
-    }
-
-    /// A burst of visitors, then their minute passes: the table shrinks
-    /// back instead of staying sized for the burst.
-    #[test]
-    fn prune_gives_back_the_table_of_a_burst() {
-        let t0 = Instant::now();
-        let mut l = RateLimiter::per_minute(5);
-        for i in 0..10_000 {
-            assert!(l.try_take(&format!("web:visitor-{i}"), t0));
-        }
-        assert!(l.events.capacity() >= 10_000);
-        let later = t0 + Duration::from_secs(30);
-        assert!(l.try_take("web:still-here", later));
-        l.prune(later + Duration::from_secs(45));
-        assert_eq!(l.events.len(), 1, "only the recent key stays");
-        assert!(
-            l.events.capacity() <= 4 * MIN_KEYS,
-            "capacity {}",
-            l.events.capacity()
-        );
-        // Its window is intact.
-        assert_eq!(l.remaining("web:still-here", later), 4);
-    }
-
-    #[test]
-    fn queues_per_scope_global_and_owner_reserve() {
-        let mut q = TurnQueues::new(2, 10);
-        q.push("s");
-        q.push("s");
-        assert_eq!(q.admission("s", true), Admission::ScopeFull);
-        assert_eq!(q.admission("t", true), Admission::Admit);
-        for i in 0..7 {
-            q.push(&format!("x{i}"));
-        }
-        // 9 of 10 used: non-owner traffic hits the owner reserve first.
-        assert_eq!(q.admission("c", false), Admission::GlobalFull);
-        assert_eq!(q.admission("owner", true), Admission::Admit);
-        q.push("owner");
-        assert_eq!(q.admission("owner", true), Admission::GlobalFull);
-        q.pop("s");
-        q.pop("s");
-        q.pop("s");
-        assert_eq!(q.pending("s"), 0);
-        assert_eq!(q.total(), 8);
-    }
-    fn secs(n: u64) -> Duration {
-        Duration::from_secs(n)
-    }
-
-    #[test]
-    fn window_boundary_is_exclusive_at_exactly_the_window() {
-        let t0 = Instant::now();
-        let mut l = RateLimiter::per_minute(1);
-        assert!(l.try_take("s", t0));
-        // 59.999 s later the event is still inside the window.
-        assert!(!l.try_take("s", t0 + Duration::from_millis(59_999)));
-        assert_eq!(l.retry_after("s", t0 + secs(45)), secs(15));
-        // At exactly 60 s it has left.
-        assert_eq!(l.retry_after("s", t0 + secs(60)), Duration::ZERO);
-        assert!(l.try_take("s", t0 + secs(60)));
-    }
-
-    #[test]
-    fn refusals_are_not_recorded() {
-        let t0 = Instant::now();
-        let mut l = RateLimiter::per_minute(1);
-        assert!(l.try_take("s", t0));
-        for i in 1..50 {
-            assert!(!l.try_take("s", t0 + secs(i)));
-        }
-        // Hammering did not extend the lock-out.
-        assert!(l.try_take("s", t0 + secs(60)));
-    }
-
-    #[test]
-    fn take_up_to_grants_what_is_left_in_order() {
-        let t0 = Instant::now();
-        let mut l = RateLimiter::per_minute(5);
-        assert_eq!(l.remaining("s", t0), 5);
-        assert_eq!(l.take_up_to("s", 3, t0), 3);
-        assert_eq!(l.take_up_to("s", 4, t0 + secs(1)), 2);
-        assert_eq!(l.take_up_to("s", 4, t0 + secs(2)), 0);
-        assert_eq!(l.take_up_to("t", 4, t0 + secs(2)), 4, "scopes independent");
-        // The first three leave at 60 s, the next two at 61 s.
-        assert_eq!(l.remaining("s", t0 + secs(60)), 3);
-        assert_eq!(l.remaining("s", t0 + secs(61)), 5);
-        assert_eq!(l.take_up_to("s", 0, t0 + secs(61)), 0);
-    }
-
-    #[test]
-    fn hour_and_week_windows() {
-        let t0 = Instant::now();
-        let mut h = RateLimiter::per_hour(2);
-        assert!(h.try_take("s", t0));
-        assert!(h.try_take("s", t0 + secs(10)));
-        assert!(!h.try_take("s", t0 + secs(3599)));
-        assert!(h.try_take("s", t0 + secs(3600)));
-        let mut w = RateLimiter::per_week(1);
-        assert!(w.try_take("s", t0));
-        assert!(!w.try_take("s", t0 + WEEK - secs(1)));
-        assert_eq!(w.retry_after("s", t0 + WEEK - secs(1)), secs(1));
-        assert!(w.try_take("s", t0 + WEEK));
-    }
-
-    #[test]
-    fn scoped_limit_under_a_global_cap() {
-        let t0 = Instant::now();
-        let mut l = ScopedWithGlobal::new(RateLimiter::per_minute(2), RateLimiter::per_minute(3));
-        assert_eq!(l.try_take("a", t0), Ok(()));
-        assert_eq!(l.try_take("a", t0), Ok(()));
-        assert_eq!(l.try_take("a", t0), Err(LimitKind::LlmScope));
-        // Another scope has its own allowance...
-        assert_eq!(l.try_take("b", t0), Ok(()));
-        // ...but the global cap (3) is reached across scopes.
-        assert_eq!(l.try_take("b", t0), Err(LimitKind::LlmGlobal));
-        assert_eq!(l.try_take("c", t0), Err(LimitKind::LlmGlobal));
-        // A refusal by the global cap took nothing from the scope: once the
-        // window moves on, "b" has both its slots again... after the first
-        // three leave.
-        assert_eq!(l.retry_after("c", t0 + secs(30)), secs(30));
-        assert_eq!(l.try_take("b", t0 + secs(60)), Ok(()));
-        assert_eq!(l.try_take("b", t0 + secs(60)), Ok(()));
-        assert_eq!(l.try_take("b", t0 + secs(60)), Err(LimitKind::LlmScope));
-    }
-
-    #[test]
-    fn a_refused_scope_does_not_use_the_global_cap() {
-        let t0 = Instant::now();
-        let mut l = ScopedWithGlobal::new(RateLimiter::per_minute(1), RateLimiter::per_minute(2));
-        assert_eq!(l.try_take("a", t0), Ok(()));
-        for _ in 0..10 {
-            assert_eq!(l.try_take("a", t0), Err(LimitKind::LlmScope));
-        }
-        assert_eq!(l.try_take("b", t0), Ok(()), "the global slot is still free");
-    }
-
-    fn config(f: impl FnOnce(&mut LimitsConfig)) -> LimitsConfig {
-        let mut c = LimitsConfig::default();
-        f(&mut c);
-        c
-    }
-
-    #[test]
-    fn runtime_limits_follow_the_config() {
-        let t0 = Instant::now();
-        let r = RuntimeLimits::from_config(&config(|c| {
-            c.llm_calls_per_minute_per_scope = 1;
-            c.llm_calls_per_minute_global = 2;
-            c.web_search_calls_per_minute_per_scope = 2;
-            c.memory_ops_per_minute_per_scope = 3;
-        }));
-        assert_eq!(r.llm_call("a", t0), Ok(()));
-        assert_eq!(r.llm_call("a", t0), Err(LimitKind::LlmScope));
-        assert_eq!(r.llm_retry_after("a", t0 + secs(20)), secs(40));
-        assert_eq!(r.llm_call("b", t0), Ok(()));
-        assert_eq!(r.llm_call("c", t0), Err(LimitKind::LlmGlobal));
-        assert_eq!(r.web_search("a", t0), Ok(()));
-        assert_eq!(r.web_search("a", t0), Ok(()));
-        assert_eq!(r.web_search("a", t0), Err(LimitKind::WebSearch));
-        assert_eq!(r.web_search("b", t0), Ok(()));
-        assert_eq!(r.memory_ops("a", 2, t0), 2);
-        assert_eq!(r.memory_ops("a", 2, t0), 1);
-        assert_eq!(r.memory_ops("a", 2, t0 + secs(59)), 0);
-        assert_eq!(r.memory_ops("b", 5, t0), 3);
-        assert_eq!(r.memory_ops("a", 5, t0 + secs(60)), 3);
-        assert_eq!(r.work_wait_max(), WORK_LLM_WAIT_MAX);
-        let r = r.with_work_wait_max(Duration::ZERO);
-        assert_eq!(r.work_wait_max(), Duration::ZERO);
-    }
-
-    #[test]
-    fn runtime_limits_prune_keeps_counting_right() {
-        let t0 = Instant::now();
-        let r = RuntimeLimits::from_config(&config(|c| c.memory_ops_per_minute_per_scope = 1));
-        // Many distinct scopes trigger a prune; live windows survive it.
-        assert_eq!(r.memory_ops("keep", 1, t0), 1);
-        for i in 0..(PRUNE_EVERY * 2) {
-            r.memory_ops(&format!("s{i}"), 1, t0 + secs(1));
-        }
-        assert_eq!(r.memory_ops("keep", 1, t0 + secs(2)), 0);
-        // Much later every window has closed and been dropped.
-        for i in 0..PRUNE_EVERY {
-            r.memory_ops(&format!("late{i}"), 1, t0 + secs(600));
-        }
-        let live = r.with(|s| s.memory_ops.events.len());
-        assert!(live <= PRUNE_EVERY as usize, "{live}");
-    }
-
-    /// The last visitors' windows go once their minute has passed, with no
-    /// take after them to trigger the counted prune (the Stream's sweep
-    /// calls this).
-    #[test]
-    fn runtime_limits_forget_the_last_visitors_on_a_timed_prune() {
-        let t0 = Instant::now();
-        let r = RuntimeLimits::from_config(&LimitsConfig::default());
-        for i in 0..200 {
-            let scope = format!("web:visitor-{i}");
-            assert_eq!(r.llm_call(&scope, t0), Ok(()));
-            assert_eq!(r.memory_ops(&scope, 1, t0), 1);
-            assert_eq!(r.web_search(&scope, t0), Ok(()));
-        }
-        assert_eq!(r.llm_call("web:recent", t0 + secs(50)), Ok(()));
-        let sizes = |r: &RuntimeLimits| {
-            r.with(|s| {
-                (
-                    s.llm.per_scope.events.len(),
-                    s.memory_ops.events.len(),
-                    s.web_search.events.len(),
-                )
-            })
-        };
-        r.prune(t0 + secs(30));
-        assert_eq!(sizes(&r), (201, 200, 200), "windows still open are kept");
-        r.prune(t0 + secs(61));
-        assert_eq!(sizes(&r), (1, 0, 0), "only the recent scope is left");
-        // Its window is intact: one call taken, the rest of its minute left.
-        assert_eq!(
-            r.with(|s| s.llm.per_scope.remaining("web:recent", t0 + secs(61))),
-            LimitsConfig::default().llm_calls_per_minute_per_scope - 1
-        );
-    }
-
-    #[test]
-    fn card_limits() {
-        let t0 = Instant::now();
-        let mut c = CardLimits::from_config(&config(|c| {
-            c.card_submissions_per_minute_per_scope = 2;
-            c.suggestions_per_hour_per_scope = 1;
-            c.autonomy_proposals_per_week_per_scope = 1;
-        }));
-        assert_eq!(c.answer("a", t0), Ok(()));
-        assert_eq!(c.answer("a", t0), Ok(()));
-        assert_eq!(c.answer("a", t0), Err(LimitKind::Card));
-        assert_eq!(c.answer("b", t0), Ok(()));
-        assert_eq!(c.answer("a", t0 + secs(60)), Ok(()));
-
-        assert_eq!(c.open(OpenLimit::None, "a", t0), Ok(()));
-        assert_eq!(c.open(OpenLimit::None, "a", t0), Ok(()));
-        assert_eq!(c.open(OpenLimit::Suggestion, "a", t0), Ok(()));
-        assert_eq!(
-            c.open(OpenLimit::Suggestion, "a", t0 + secs(3599)),
-            Err(LimitKind::Suggestion)
-        );
-        assert_eq!(c.open(OpenLimit::Suggestion, "b", t0), Ok(()));
-        assert_eq!(c.open(OpenLimit::Suggestion, "a", t0 + HOUR), Ok(()));
-        // Separate allowances per class.
-        assert_eq!(c.open(OpenLimit::AutonomyProposal, "a", t0), Ok(()));
-        assert_eq!(
-            c.open(OpenLimit::AutonomyProposal, "a", t0 + WEEK - secs(1)),
-            Err(LimitKind::AutonomyProposal)
-        );
-        assert_eq!(c.open(OpenLimit::AutonomyProposal, "a", t0 + WEEK), Ok(()));
-        c.prune(t0 + WEEK * 2);
-        assert_eq!(c.answers.events.len(), 0);
-    }
-
-    #[test]
-    fn open_limit_classes() {
-        use crate::cards::CardKind;
-        for k in CardKind::ALL {
-            let want = match k {
-                CardKind::Suggestion => OpenLimit::Suggestion,
-                CardKind::AutonomyThreshold => OpenLimit::AutonomyProposal,
-                _ => OpenLimit::None,
-            };
-            assert_eq!(OpenLimit::for_kind(k), want, "{k:?}");
-        }
-    }
-
-    #[test]
-    fn limit_names_are_distinct_and_name_their_config_key() {
-        let mut names: Vec<&str> = LimitKind::ALL.iter().map(|k| k.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), LimitKind::ALL.len());
-        let keys: Vec<&str> = LimitsConfig::default()
-            .fields()
-            .iter()
-            .map(|(k, _)| *k)
-            .collect();
-        for k in LimitKind::ALL {
-            let key = k.config_key().trim_start_matches("limits.");
-            assert!(keys.contains(&key), "{k}: {key}");
-            // Not the inbound limits' names ("scope", "ip").
-            assert!(!matches!(k.as_str(), "scope" | "ip"));
-        }
-    }
-}
+mod tests;

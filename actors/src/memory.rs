@@ -19,7 +19,9 @@ pub trait MemoryIndex: Send + Sync {
     /// The pipeline calls this only before the turn's durable response
     /// commit (steps 3.5 and 5), so an implementation may defer durability
     /// to that commit: a turn that crashes first is replayed and stores the
-    /// same ids again.
+    /// same ids again. It may also defer when searches find it (the raw
+    /// capture and what an eviction keeps: nothing reads them back in the
+    /// next turn), up to a batch or a few quiet seconds.
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError>;
     /// Keyword search within one scope, best first.
     fn search(

@@ -98,19 +98,24 @@ pub(crate) struct TextIndex {
     /// Writes not yet committed that a read of the active lane must see:
     /// the next read commits them first.
     dirty: AtomicBool,
-    /// Uncommitted raw-lane writes (a turn's capture, §3.8). Nothing reads
-    /// that lane unless asked, so they wait for the next commit, a raw-lane
-    /// read or [`RAW_BATCH`] of them — a tantivy commit (new segment files,
-    /// fsync) per turn was most of a turn's cost. Lost in a crash, they
-    /// make the document count differ from redb's, and the index is
-    /// rebuilt at the next start.
-    raw_pending: AtomicUsize,
-    /// `raw_pending` as the last [`TextIndex::commit_if_quiet`] saw it.
+    /// Uncommitted writes no read needs at once: a turn's raw capture
+    /// (§3.8), which nothing reads unless asked for the raw lane, and what
+    /// a turn's context eviction keeps as memory, which was in the prompt
+    /// until that turn. They wait for the next commit, a raw-lane read,
+    /// [`DEFERRED_BATCH`] of them or a quiet spell
+    /// ([`TextIndex::commit_if_quiet`]): a tantivy commit (new segment
+    /// files, several fsyncs, its indexing thread started anew) per turn was
+    /// most of a turn's cost, and once a long conversation's context was
+    /// full, every turn paid one and the merges behind it (issue #19). Lost
+    /// in a crash, they make the document count differ from redb's, and the
+    /// index is rebuilt at the next start.
+    deferred: AtomicUsize,
+    /// `deferred` as the last [`TextIndex::commit_if_quiet`] saw it.
     quiet_seen: AtomicUsize,
 }
 
-/// Raw-lane writes committed together at most.
-const RAW_BATCH: usize = 256;
+/// Deferred writes committed together at most.
+const DEFERRED_BATCH: usize = 256;
 
 fn ix(e: tantivy::TantivyError) -> MemoryError {
     MemoryError::Index(e.to_string())
@@ -168,7 +173,7 @@ impl TextIndex {
             reader,
             fields,
             dirty: AtomicBool::new(false),
-            raw_pending: AtomicUsize::new(0),
+            deferred: AtomicUsize::new(0),
             quiet_seen: AtomicUsize::new(0),
         })
     }
@@ -200,22 +205,34 @@ impl TextIndex {
         self.writer.lock().is_ok_and(|w| w.is_some())
     }
 
-    /// Adds or replaces one memory's document (not yet committed).
+    /// Adds or replaces one memory's document (not yet committed): the next
+    /// read of its lane commits it first, except a raw capture (deferred).
     pub(crate) fn upsert(&self, item: &MemoryItem) -> Result<(), MemoryError> {
-        self.with_writer(|w| self.upsert_with(w, item))
+        self.with_writer(|w| self.upsert_with(w, item, false))
+    }
+
+    /// [`Self::upsert`] for a write no read needs at once, whatever its lane
+    /// (see `deferred`).
+    pub(crate) fn upsert_deferred(&self, item: &MemoryItem) -> Result<(), MemoryError> {
+        self.with_writer(|w| self.upsert_with(w, item, true))
     }
 
     /// Many at once, under one lock (rebuild, import).
     pub(crate) fn upsert_all(&self, items: &[MemoryItem]) -> Result<(), MemoryError> {
         self.with_writer(|w| {
             for item in items {
-                self.upsert_with(w, item)?;
+                self.upsert_with(w, item, false)?;
             }
             Ok(())
         })
     }
 
-    fn upsert_with(&self, w: &IndexWriter, item: &MemoryItem) -> Result<(), MemoryError> {
+    fn upsert_with(
+        &self,
+        w: &IndexWriter,
+        item: &MemoryItem,
+        deferred: bool,
+    ) -> Result<(), MemoryError> {
         let f = self.fields;
         let scope = item.session_id.as_deref().unwrap_or(NO_SCOPE);
         w.delete_term(Term::from_field_text(f.id, &item.memory_id));
@@ -228,8 +245,8 @@ impl TextIndex {
             f.content => item.content.as_str(),
         ))
         .map_err(ix)?;
-        if item.reingestion_tier == ReingestionTier::LowReingestion {
-            self.raw_pending.fetch_add(1, Ordering::AcqRel);
+        if deferred || item.reingestion_tier == ReingestionTier::LowReingestion {
+            self.deferred.fetch_add(1, Ordering::AcqRel);
         } else {
             self.dirty.store(true, Ordering::Release);
         }
@@ -258,11 +275,11 @@ impl TextIndex {
     }
 
     /// Commits when a read that does (`raw`) or does not see the raw lane
-    /// needs it; see `raw_pending`.
+    /// needs it; see `deferred`.
     fn commit_for(&self, raw: bool) -> Result<(), MemoryError> {
-        let pending_raw = self.raw_pending.load(Ordering::Acquire);
+        let pending = self.deferred.load(Ordering::Acquire);
         let needed = self.dirty.load(Ordering::Acquire)
-            || (pending_raw > 0 && (raw || pending_raw >= RAW_BATCH));
+            || (pending > 0 && (raw || pending >= DEFERRED_BATCH));
         if !needed {
             return Ok(());
         }
@@ -270,10 +287,10 @@ impl TextIndex {
             // Taken under the writer lock: writes racing this commit set them
             // again and are committed next time.
             self.dirty.store(false, Ordering::Release);
-            let raw_taken = self.raw_pending.swap(0, Ordering::AcqRel);
+            let taken = self.deferred.swap(0, Ordering::AcqRel);
             if let Err(e) = w.commit() {
                 self.dirty.store(true, Ordering::Release);
-                self.raw_pending.fetch_add(raw_taken, Ordering::AcqRel);
+                self.deferred.fetch_add(taken, Ordering::AcqRel);
                 return Err(ix(e));
             }
             Ok(())
@@ -282,14 +299,14 @@ impl TextIndex {
         Ok(())
     }
 
-    /// Commits the raw-lane writes still waiting when none has come since
+    /// Commits the deferred writes still waiting when none has come since
     /// the previous call; whether it committed. Called on a timer: once the
     /// visitors have gone quiet, their last captures are committed (durable,
     /// so a crash no longer forces a rebuild) and the writer's indexing
     /// arena — megabytes while a segment is open — is given back, instead
     /// of staying until the next burst's batch or raw-lane read.
     pub(crate) fn commit_if_quiet(&self) -> Result<bool, MemoryError> {
-        let pending = self.raw_pending.load(Ordering::Acquire);
+        let pending = self.deferred.load(Ordering::Acquire);
         let seen = self.quiet_seen.swap(pending, Ordering::AcqRel);
         if pending == 0 || pending != seen {
             return Ok(false);
@@ -502,7 +519,7 @@ mod tests {
         assert!(generation(&ix) > g);
         // A batch of raw captures is committed by any read.
         let g = generation(&ix);
-        for n in 0..RAW_BATCH {
+        for n in 0..DEFERRED_BATCH {
             ix.upsert(&memory(
                 &format!("r{}", n + 2),
                 ReingestionTier::LowReingestion,
@@ -511,7 +528,61 @@ mod tests {
         }
         ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
         assert!(generation(&ix) > g);
-        assert_eq!(ix.num_docs().unwrap(), RAW_BATCH as u64 + 2);
+        assert_eq!(ix.num_docs().unwrap(), DEFERRED_BATCH as u64 + 2);
+    }
+
+    /// What a context eviction keeps (active lane) is deferred like a raw
+    /// capture: an active-lane read does not commit for it — once a long
+    /// conversation's context is full every turn keeps some, and a commit
+    /// per turn was most of the turn's cost — the quiet commit or a batch
+    /// makes it searchable; an ordinary active write still commits at the
+    /// next read.
+    #[test]
+    fn deferred_active_writes_wait_for_a_batch_or_a_quiet_spell() {
+        let ix = TextIndex::in_ram().unwrap();
+        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+            ["a1"]
+        );
+        let g = generation(&ix);
+        ix.upsert_deferred(&memory("kept1", ReingestionTier::Active))
+            .unwrap();
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+            ["a1"]
+        );
+        assert_eq!(
+            generation(&ix),
+            g,
+            "an active read committed a deferred write"
+        );
+        // Quiet: the next look commits it, and it is found.
+        assert!(!ix.commit_if_quiet().unwrap());
+        assert!(ix.commit_if_quiet().unwrap());
+        let mut found = ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
+        found.sort();
+        assert_eq!(found, ["a1", "kept1"]);
+        // A batch of them is committed by the next active read.
+        let g = generation(&ix);
+        for n in 0..DEFERRED_BATCH {
+            ix.upsert_deferred(&memory(&format!("kept{}", n + 2), ReingestionTier::Active))
+                .unwrap();
+        }
+        assert_eq!(
+            ix.search("s", ReingestionTier::Active, "cats", 500)
+                .unwrap()
+                .len(),
+            DEFERRED_BATCH + 2
+        );
+        assert!(generation(&ix) > g);
+        // An ordinary active write is seen by the very next read.
+        ix.upsert(&memory("a2", ReingestionTier::Active)).unwrap();
+        assert!(
+            ix.search("s", ReingestionTier::Active, "cats", 500)
+                .unwrap()
+                .contains(&"a2".to_string())
+        );
     }
 
     #[test]
@@ -532,7 +603,7 @@ mod tests {
         // No capture between two looks: committed, visible, nothing left.
         assert!(ix.commit_if_quiet().unwrap());
         assert!(generation(&ix) > g);
-        assert_eq!(ix.raw_pending.load(Ordering::Acquire), 0);
+        assert_eq!(ix.deferred.load(Ordering::Acquire), 0);
         assert_eq!(ix.reader.searcher().num_docs(), 2);
         assert!(!ix.commit_if_quiet().unwrap(), "nothing pending again");
     }

@@ -81,7 +81,7 @@ pub enum Forget {
     Scope(String),
 }
 
-/// How often the index looks for raw captures that stopped coming.
+/// How often the index looks for deferred writes that stopped coming.
 const QUIET_COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Inner {
@@ -114,9 +114,10 @@ impl Memory {
         Ok(m)
     }
 
-    /// Starts the thread that commits the raw lane's last captures once no
-    /// capture has come for [`QUIET_COMMIT_EVERY`] (`TextIndex::
-    /// commit_if_quiet`); it ends with the last clone of this `Memory`.
+    /// Starts the thread that commits the last deferred writes (raw
+    /// captures, evictions kept as memory) once none has come for
+    /// [`QUIET_COMMIT_EVERY`] (`TextIndex::commit_if_quiet`); it ends with
+    /// the last clone of this `Memory`.
     fn commit_when_quiet(&self) {
         let inner = Arc::downgrade(&self.inner);
         let started = std::thread::Builder::new()
@@ -216,11 +217,14 @@ impl Memory {
     /// writer: the record is queued and committed before any write queued
     /// after it (so the turn's own durable response commit makes it
     /// durable). Until then a search may find it in the index and drop it
-    /// when re-reading redb. For the turn's raw capture, which nothing in
-    /// the same turn reads back.
+    /// when re-reading redb. Searchable with the index's next batch of such
+    /// writes, a raw-lane read or a quiet spell, not at the next read. For
+    /// a turn's raw capture, which nothing reads back unless asked for the
+    /// raw lane, and what its context eviction keeps as memory, which was
+    /// in the prompt until that turn.
     pub fn put_queued(&self, item: &MemoryItem) -> Result<(), MemoryError> {
         self.inner.store.records::<MemoryItem>().put_queued(item)?;
-        self.inner.index.upsert(item)?;
+        self.inner.index.upsert_deferred(item)?;
         Ok(())
     }
 
