@@ -55,6 +55,9 @@ pub enum Wait {
 /// (one fsync for both).
 pub const LAZY_FLUSH_AFTER: Duration = Duration::from_millis(2);
 
+/// The longest a failed flush waits before it is tried again.
+const MAX_FLUSH_RETRY: Duration = Duration::from_secs(1);
+
 /// Most writes one batch takes from the queue before it commits durably,
 /// bounding the wait of the first write of a large burst.
 const MAX_BATCH: usize = 1024;
@@ -386,6 +389,10 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
     let mut dirty = false;
     // Staged writes committed non-durably, told at the next durable commit.
     let mut awaiting: Vec<DurableWaiter> = Vec::new();
+    // How long lazy writes wait for a durable commit: the lazy window, and
+    // longer after each failed flush (a broken disk is not retried and
+    // logged 500 times a second).
+    let mut flush_after = LAZY_FLUSH_AFTER;
     loop {
         let first = match lazy_since {
             None => match rx.recv() {
@@ -393,7 +400,7 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
                 Err(_) => break,
             },
             Some(since) => {
-                let left = (since + LAZY_FLUSH_AFTER).saturating_duration_since(Instant::now());
+                let left = (since + flush_after).saturating_duration_since(Instant::now());
                 match rx.recv_timeout(left) {
                     Ok(job) => Some(job),
                     Err(RecvTimeoutError::Timeout) => None,
@@ -411,7 +418,7 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
         counters.batches.fetch_add(1, Ordering::Relaxed);
         // An empty batch: only the lazy window ran out.
         let must_flush = batch.is_empty()
-            || lazy_since.is_some_and(|s| s.elapsed() >= LAZY_FLUSH_AFTER)
+            || lazy_since.is_some_and(|s| s.elapsed() >= flush_after)
             || batch.iter().any(|j| j.wait == Wait::Durable);
 
         // `together`: the batch's one commit is every write's own outcome;
@@ -452,6 +459,7 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
             Ok(()) if must_flush => {
                 dirty = false;
                 lazy_since = None;
+                flush_after = LAZY_FLUSH_AFTER;
             }
             Ok(()) => {
                 if committed.iter().any(|j| j.wait == Wait::Lazy) {
@@ -460,8 +468,12 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
             }
             Err(e) => {
                 tracing::error!("store commit failed: {e}");
-                // Retried with the next durable write, or a window from now.
-                lazy_since = lazy_since.map(|_| Instant::now());
+                // Retried with the next durable write, or a (longer) window
+                // from now.
+                if lazy_since.is_some() {
+                    flush_after = (flush_after * 2).min(MAX_FLUSH_RETRY);
+                    lazy_since = Some(Instant::now());
+                }
             }
         }
         let durable_now = must_flush && outcome.is_ok();
@@ -484,6 +496,16 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
                 } else {
                     awaiting.push(w);
                 }
+            }
+        }
+        if must_flush && let Err(e) = &outcome {
+            // The durable commit that was to hold the staged writes failed:
+            // whether they reached the disk is unknown, so none is told it
+            // is durable. Their senders are refused (and resend under the
+            // same idempotency key) instead of waiting for a durable commit
+            // that a failed store may never make.
+            for w in awaiting.drain(..) {
+                let _ = w.send(Err(e.clone()));
             }
         }
     }
@@ -561,6 +583,68 @@ mod tests {
             |_: &WriteTransaction| -> StoreResult<u64> { Err(StoreError::Invalid("no".into())) };
         let e = gc.write_staged(fail).await.unwrap_err();
         assert!(e.to_string().contains("no"), "{e}");
+    }
+
+    /// A store whose fsync fails once `fail` is set (an I/O error, a
+    /// full or vanished disk): commits without durability still succeed.
+    #[derive(Debug)]
+    struct FailingSync {
+        inner: redb::backends::InMemoryBackend,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl redb::StorageBackend for FailingSync {
+        fn len(&self) -> Result<u64, std::io::Error> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> Result<(), std::io::Error> {
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected fsync failure"));
+            }
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+            self.inner.write(offset, data)
+        }
+    }
+
+    /// A staged write is visible at once, but its durable commit fails: the
+    /// ticket is refused, not left waiting for a durable commit that may
+    /// never come (the Stream then fails the acceptance instead of never
+    /// answering its sender), and a later durable write is refused too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_staged_write_whose_durable_commit_fails_is_refused_not_left_waiting() {
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let backend = FailingSync {
+            inner: redb::backends::InMemoryBackend::new(),
+            fail: fail.clone(),
+        };
+        let db = Arc::new(Database::builder().create_with_backend(backend).unwrap());
+        let gc = GroupCommit::start(db.clone()).unwrap();
+        fail.store(true, Ordering::SeqCst);
+        let (value, ticket) = gc.write_staged(put("a")).await.unwrap();
+        assert_eq!(value, 7);
+        let told = tokio::time::timeout(Duration::from_secs(5), ticket.wait())
+            .await
+            .expect("the ticket was left waiting after its durable commit failed");
+        let e = told.unwrap_err();
+        assert!(e.to_string().contains("injected fsync failure"), "{e}");
+        let later = tokio::time::timeout(Duration::from_secs(5), gc.write(Wait::Durable, put("b")))
+            .await
+            .expect("a durable write after the failure never answered");
+        assert!(later.is_err(), "{later:?}");
+        // The failed flush is retried with a growing wait (2 ms doubling to
+        // 1 s), not every 2 ms: about 8 rounds in 300 ms rather than 150.
+        let before = gc.stats().batches;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let rounds = gc.stats().batches - before;
+        assert!(rounds <= 20, "{rounds} flush rounds in 300 ms");
     }
 
     /// Closing the store makes a staged write durable and meets its ticket.
