@@ -744,3 +744,45 @@ fn search_session_returns_the_sessions_memories_of_both_lanes_oldest_first() {
     assert_eq!(ids(&m.search_session("other").unwrap()), vec!["theirs"]);
     assert!(m.search_session("nobody").unwrap().is_empty());
 }
+
+/// A turn's queued writes (its raw capture, what its context eviction keeps
+/// as memory) do not make the next active-lane search commit the index:
+/// once a long conversation's context was full, every turn kept some, and a
+/// tantivy commit (segment files, fsyncs, merges) per turn halved the turn
+/// rate (BENCHMARKS.md, session 13). `meta.json` is rewritten by every
+/// commit, so an unchanged file is no commit.
+#[test]
+fn queued_writes_do_not_make_every_search_commit_the_index() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(
+        &item("a", "s", "the garden shed key is under the pot"),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        ids(&m.search_keyword("s", "garden key", 10).unwrap()),
+        ["a"]
+    );
+    let meta = d.path().join("data/memory-index/meta.json");
+    let before = std::fs::read_to_string(&meta).unwrap();
+    for n in 0..20 {
+        let kept = item(
+            &format!("evicted-{n}"),
+            "s",
+            "garden hose evicted from context",
+        );
+        m.put_queued(&kept).unwrap();
+        m.search_keyword("s", "garden", 10).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&meta).unwrap(),
+        before,
+        "an active search committed the queued writes"
+    );
+    // They are indexed, not lost: the next commit (here a raw-lane read's)
+    // makes them searchable.
+    m.search_raw("s", "garden", 10).unwrap();
+    assert_eq!(m.search_keyword("s", "hose", 50).unwrap().len(), 20);
+    assert_ne!(std::fs::read_to_string(&meta).unwrap(), before);
+}
