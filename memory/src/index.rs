@@ -493,22 +493,29 @@ mod tests {
         ix.reader.searcher().generation().generation_id()
     }
 
-    #[test]
-    fn raw_captures_wait_for_a_raw_read_or_a_batch_while_active_writes_do_not() {
+    /// The active lane's "cats" memories.
+    fn active_cats(ix: &TextIndex) -> Vec<String> {
+        ix.search("s", ReingestionTier::Active, "cats", 500)
+            .unwrap()
+    }
+
+    /// An index holding one committed active memory, "a1", and its
+    /// generation.
+    fn with_a1() -> (TextIndex, u64) {
         let ix = TextIndex::in_ram().unwrap();
         ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
-            ["a1"]
-        );
+        assert_eq!(active_cats(&ix), ["a1"]);
         let g = generation(&ix);
+        (ix, g)
+    }
+
+    #[test]
+    fn raw_captures_wait_for_a_raw_read_or_a_batch_while_active_writes_do_not() {
+        let (ix, g) = with_a1();
         // A raw capture: an active-lane read does not commit for it…
         ix.upsert(&memory("r1", ReingestionTier::LowReingestion))
             .unwrap();
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
-            ["a1"]
-        );
+        assert_eq!(active_cats(&ix), ["a1"]);
         assert_eq!(generation(&ix), g, "committed for a raw capture");
         // …a raw-lane read does, and sees it.
         assert_eq!(
@@ -539,19 +546,10 @@ mod tests {
     /// next read.
     #[test]
     fn deferred_active_writes_wait_for_a_batch_or_a_quiet_spell() {
-        let ix = TextIndex::in_ram().unwrap();
-        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
-            ["a1"]
-        );
-        let g = generation(&ix);
+        let (ix, g) = with_a1();
         ix.upsert_deferred(&memory("kept1", ReingestionTier::Active))
             .unwrap();
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
-            ["a1"]
-        );
+        assert_eq!(active_cats(&ix), ["a1"]);
         assert_eq!(
             generation(&ix),
             g,
@@ -560,7 +558,7 @@ mod tests {
         // Quiet: the next look commits it, and it is found.
         assert!(!ix.commit_if_quiet().unwrap());
         assert!(ix.commit_if_quiet().unwrap());
-        let mut found = ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
+        let mut found = active_cats(&ix);
         found.sort();
         assert_eq!(found, ["a1", "kept1"]);
         // A batch of them is committed by the next active read.
@@ -569,20 +567,11 @@ mod tests {
             ix.upsert_deferred(&memory(&format!("kept{}", n + 2), ReingestionTier::Active))
                 .unwrap();
         }
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 500)
-                .unwrap()
-                .len(),
-            DEFERRED_BATCH + 2
-        );
+        assert_eq!(active_cats(&ix).len(), DEFERRED_BATCH + 2);
         assert!(generation(&ix) > g);
         // An ordinary active write is seen by the very next read.
         ix.upsert(&memory("a2", ReingestionTier::Active)).unwrap();
-        assert!(
-            ix.search("s", ReingestionTier::Active, "cats", 500)
-                .unwrap()
-                .contains(&"a2".to_string())
-        );
+        assert!(active_cats(&ix).contains(&"a2".to_string()));
     }
 
     #[test]
