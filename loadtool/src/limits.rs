@@ -21,6 +21,16 @@ pub fn check(option: &str, value: usize, max: usize) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// `Err` naming the option when `value` is above `max` (0 allowed).
+pub fn at_most(option: &str, value: u64, max: u64) -> Result<(), BenchError> {
+    if value > max {
+        return Err(BenchError::new(format!(
+            "--{option} must be at most {max} (got {value})"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,13 +83,7 @@ impl Mode {
                 check("rounds", rounds, limits::MAX_ROUNDS)?;
                 check("visitors", visitors, limits::MAX_CLIENTS)?;
                 check("turns", turns, limits::MAX_TURNS_PER_CLIENT)?;
-                if settle_seconds > limits::MAX_SETTLE_SECONDS {
-                    return Err(BenchError::new(format!(
-                        "--settle-seconds {settle_seconds} is above its ceiling {}",
-                        limits::MAX_SETTLE_SECONDS
-                    )));
-                }
-                Ok(())
+                limits::at_most("settle-seconds", settle_seconds, limits::MAX_SETTLE_SECONDS)
             }
         }
     }

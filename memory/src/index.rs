@@ -301,10 +301,10 @@ impl TextIndex {
 
     /// Commits the deferred writes still waiting when none has come since
     /// the previous call; whether it committed. Called on a timer: once the
-    /// visitors have gone quiet, their last captures are committed (durable,
-    /// so a crash no longer forces a rebuild) and the writer's indexing
-    /// arena — megabytes while a segment is open — is given back, instead
-    /// of staying until the next burst's batch or raw-lane read.
+    /// visitors have gone quiet, their last deferred writes are committed
+    /// (durable, so a crash no longer forces a rebuild) and the writer's
+    /// indexing arena — megabytes while a segment is open — is given back,
+    /// instead of staying until the next burst's batch or raw-lane read.
     pub(crate) fn commit_if_quiet(&self) -> Result<bool, MemoryError> {
         let pending = self.deferred.load(Ordering::Acquire);
         let seen = self.quiet_seen.swap(pending, Ordering::AcqRel);

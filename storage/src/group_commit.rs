@@ -476,12 +476,15 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
                 }
             }
         }
-        let durable_now = must_flush && outcome.is_ok();
-        if durable_now {
-            // Before this batch's own replies: whoever hears of a later
-            // durable write finds every earlier staged one met.
+        // A durable commit settles every staged write before it: met, or —
+        // if it failed, whether they reached the disk being unknown —
+        // refused, so their senders resend under the same idempotency key
+        // instead of waiting for a durable commit a failed store may never
+        // make. Before this batch's own replies: whoever hears of a later
+        // durable write finds every earlier staged one met.
+        if must_flush {
             for w in awaiting.drain(..) {
-                let _ = w.send(Ok(()));
+                let _ = w.send(outcome.clone());
             }
         }
         for job in committed {
@@ -491,21 +494,11 @@ fn writer_loop(db: &Database, rx: &Receiver<Job>, counters: &Counters) {
                 Ok(())
             };
             if let Some(w) = job.write.finish(result) {
-                if durable_now {
-                    let _ = w.send(Ok(()));
+                if must_flush {
+                    let _ = w.send(outcome.clone());
                 } else {
                     awaiting.push(w);
                 }
-            }
-        }
-        if must_flush && let Err(e) = &outcome {
-            // The durable commit that was to hold the staged writes failed:
-            // whether they reached the disk is unknown, so none is told it
-            // is durable. Their senders are refused (and resend under the
-            // same idempotency key) instead of waiting for a durable commit
-            // that a failed store may never make.
-            for w in awaiting.drain(..) {
-                let _ = w.send(Err(e.clone()));
             }
         }
     }
