@@ -507,6 +507,9 @@ async fn run(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."
     );
     tracing::info!(%addr, data_dir = %cfg.data_dir.display(), "silas started");
+    // Start-up's scratch memory (config, compiled patterns, store opening)
+    // is free now; an idle daemon keeps only what it uses (issue #19 item 4).
+    crate::malloc::trim();
 
     // Either a signal asks us to stop, or the supervision tree gave up
     // (restart intensity exceeded): both end in an orderly shutdown, the

@@ -18,6 +18,7 @@ mod daemon_connections;
 mod devices;
 mod doctor;
 mod error;
+mod libm_shim;
 mod malloc;
 mod memory_cmd;
 mod remote;

@@ -18,9 +18,11 @@
 //!
 //! Even then, free chunks inside an arena stay resident until
 //! `malloc_trim` hands their pages back; glibc does that on its own only at
-//! the top of the main heap. [`spawn_trimmer`] does it for every arena, once
-//! a second, when enough is free — after a burst of visitors ends and their
-//! scopes are released, not on every free.
+//! the top of the main heap. [`spawn_trimmer`] does it for every arena: within
+//! a second when megabytes are free (a burst of visitors ended and their
+//! scopes were released), and at most once a minute when the daemon is idle
+//! (start-up's and timers' scratch memory, a few hundred KiB; issue #19
+//! item 4). [`trim`] does it once when start-up is done.
 //!
 //! Elsewhere (musl, other libcs) this is a no-op.
 
@@ -44,9 +46,50 @@ const TRIM_EVERY: Duration = Duration::from_secs(1);
 /// page faults on reuse would cost more than the pages are worth).
 const TRIM_ABOVE: usize = 4 << 20;
 
+/// Free memory an idle daemon gives back (below it, not worth a call).
+const IDLE_TRIM_ABOVE: usize = 256 << 10;
+
+/// Free memory that moved less than this between two looks: idle.
+const QUIET_DELTA: usize = 64 << 10;
+
+/// At most one idle trim per this many looks (a minute): idle timers reuse
+/// and touch free chunks again, so an idle daemon's trim is not once only.
+const IDLE_TRIM_EVERY: u32 = 60;
+
 /// Whether `free` bytes held inside the arenas are worth a trim.
 fn worth_trimming(free: usize) -> bool {
     free >= TRIM_ABOVE
+}
+
+/// The trimmer's memory between looks.
+#[derive(Debug, Default)]
+struct Trimmer {
+    last_free: Option<usize>,
+    /// Looks since the last trim; `None` before the first.
+    since_trim: Option<u32>,
+}
+
+impl Trimmer {
+    /// One look at the free memory: whether to trim now. Megabytes free
+    /// always are; a few hundred KiB only when the daemon is idle (the free
+    /// memory barely moved since the last look) and no trim came in the
+    /// last minute.
+    fn decide(&mut self, free: usize) -> bool {
+        let quiet = self
+            .last_free
+            .is_some_and(|last| last.abs_diff(free) < QUIET_DELTA);
+        self.last_free = Some(free);
+        let due = self
+            .since_trim
+            .is_none_or(|n| n.saturating_add(1) >= IDLE_TRIM_EVERY);
+        let trim = worth_trimming(free) || (quiet && due && free >= IDLE_TRIM_ABOVE);
+        self.since_trim = if trim {
+            Some(0)
+        } else {
+            self.since_trim.map(|n| n.saturating_add(1))
+        };
+        trim
+    }
 }
 
 /// Starts the thread that hands free arena pages back to the kernel (see
@@ -59,17 +102,22 @@ pub fn spawn_trimmer() -> bool {
     std::thread::Builder::new()
         .name("malloc-trim".into())
         .spawn(|| {
+            let mut trimmer = Trimmer::default();
             loop {
                 std::thread::sleep(TRIM_EVERY);
-                trim_if_worth();
+                if trimmer.decide(imp::free_bytes()) {
+                    imp::trim();
+                }
             }
         })
         .is_ok()
 }
 
-/// Trims when enough is free; whether it trimmed.
-fn trim_if_worth() -> bool {
-    worth_trimming(imp::free_bytes()) && imp::trim()
+/// Hands every arena's free pages back now (start-up is done: its config
+/// parsing, pattern compiling and store opening left free chunks behind);
+/// whether any were.
+pub fn trim() -> bool {
+    imp::trim()
 }
 
 /// What [`tune`] could not set (named, for one log line); empty when all
@@ -173,6 +221,45 @@ mod tests {
         assert!(worth_trimming(TRIM_ABOVE));
     }
 
+    #[test]
+    fn megabytes_free_are_trimmed_at_every_look() {
+        let mut t = Trimmer::default();
+        for free in [TRIM_ABOVE, TRIM_ABOVE * 3, TRIM_ABOVE] {
+            assert!(t.decide(free));
+        }
+    }
+
+    #[test]
+    fn an_idle_daemon_trims_its_few_hundred_kib_once_a_minute() {
+        let mut t = Trimmer::default();
+        let free = IDLE_TRIM_ABOVE + 300_000;
+        // The first look has nothing to compare with: not known to be idle.
+        assert!(!t.decide(free));
+        // Barely moved since: idle, trimmed.
+        assert!(t.decide(free + QUIET_DELTA - 1));
+        // Still idle: the next idle trim waits a minute of looks.
+        for _ in 0..IDLE_TRIM_EVERY - 1 {
+            assert!(!t.decide(free));
+        }
+        assert!(t.decide(free));
+    }
+
+    #[test]
+    fn a_busy_or_nearly_empty_free_list_is_left_alone() {
+        let mut t = Trimmer::default();
+        // Moving by more than the quiet delta at every look: busy.
+        let mut free = IDLE_TRIM_ABOVE;
+        for _ in 0..10 {
+            free += QUIET_DELTA;
+            assert!(!t.decide(free));
+        }
+        // Idle, but too little is free to be worth a call.
+        let mut t = Trimmer::default();
+        for _ in 0..10 {
+            assert!(!t.decide(IDLE_TRIM_ABOVE - 1));
+        }
+    }
+
     /// Many small blocks freed (a burst of visitors gone) leave free chunks
     /// inside the arena that free() alone does not hand back.
     #[test]
@@ -188,7 +275,8 @@ mod tests {
             "free {}",
             imp::free_bytes()
         );
-        assert!(trim_if_worth());
+        assert!(Trimmer::default().decide(imp::free_bytes()));
+        assert!(trim());
         drop(std::hint::black_box(kept));
     }
 }

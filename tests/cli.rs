@@ -1019,3 +1019,21 @@ fn config_check_reports_every_problem_one_per_line() {
     }
     assert!(!run.stderr.contains("panicked"));
 }
+
+/// The executable needs no `libm.so` (src/libm_shim.rs defines the four C
+/// math functions it calls): the dynamic loader, asked to list what it would
+/// load, lists the C library and no libm. Fails if a dependency starts
+/// calling another libm function (the linker then needs libm again): add
+/// that function to the shim.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_binary_loads_no_libm() {
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .unwrap();
+    let libs = String::from_utf8_lossy(&out.stdout);
+    assert!(libs.contains("libc.so"), "{libs}");
+    assert!(!libs.contains("libm.so"), "{libs}");
+}

@@ -129,6 +129,9 @@ impl Memory {
                     if let Err(e) = inner.index.commit_if_quiet() {
                         tracing::warn!("memory index: quiet commit failed: {e}");
                     }
+                    if let Err(e) = inner.index.release_writer_if_idle() {
+                        tracing::warn!("memory index: releasing the idle writer failed: {e}");
+                    }
                 }
             });
         if let Err(e) = started {
@@ -169,6 +172,12 @@ impl Memory {
     /// Re-indexes every record from redb; returns how many.
     pub fn rebuild(&self) -> Result<usize, MemoryError> {
         let all = self.inner.store.records::<MemoryItem>().list()?;
+        // A new store over a new index (every first start): nothing to
+        // clear or add, and no writer (its channel and threads) to make.
+        if all.is_empty() && self.inner.index.num_docs()? == 0 {
+            self.inner.ready.store(true, Ordering::Release);
+            return Ok(0);
+        }
         self.inner.index.clear()?;
         for chunk in all.chunks(10_000) {
             self.inner.index.upsert_all(chunk)?;
@@ -531,5 +540,23 @@ impl Memory {
         self.inner.index.upsert_all(items)?;
         self.inner.index.commit()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Every first start opens a new index over a new store: nothing to
+    /// rebuild, so no writer (its channel and threads) is made for it.
+    #[test]
+    fn a_new_index_over_an_empty_store_makes_no_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open_in(d.path()).unwrap();
+        let m = Memory::open(store, &d.path().join("index")).unwrap();
+        assert!(m.wait_ready(Duration::from_secs(10)));
+        assert!(!m.inner.index.has_writer());
     }
 }
