@@ -104,6 +104,32 @@ async fn an_owner_run_leaves_no_reply_to_send_again() {
     assert_eq!(resent, None, "a reply of the run was sent again");
 }
 
+/// BENCHMARKS.md's commands pass `--silas target/release/silas`: a path
+/// relative to where the bench is run, not to the daemon's scratch dir.
+#[test]
+fn a_relative_silas_path_is_the_callers() {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_silas"));
+    let (dir, name) = (exe.parent().unwrap(), exe.file_name().unwrap());
+    let parent = dir.parent().unwrap();
+    let relative = std::path::Path::new(dir.file_name().unwrap()).join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
+        .current_dir(parent)
+        .arg("--silas")
+        .arg(&relative)
+        .args(["--json", "--max-seconds", "240"])
+        .args(["many-scopes", "--clients", "1", "--turns", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "silas-bench --silas {}: {}",
+        relative.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["replies"], 1, "{r}");
+}
+
 #[test]
 fn counts_out_of_bounds_are_refused_before_anything_starts() {
     let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
