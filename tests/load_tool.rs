@@ -4,21 +4,29 @@
 //! (those are in BENCHMARKS.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> Value {
+    bench_from(Path::new("."), Path::new(env!("CARGO_BIN_EXE_silas")), args)
+}
+
+/// `silas-bench --silas <silas> --json …` run in `cwd`; its report.
+fn bench_from(cwd: &Path, silas: &Path, args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
+        .current_dir(cwd)
         .arg("--silas")
-        .arg(env!("CARGO_BIN_EXE_silas"))
+        .arg(silas)
         .args(["--json", "--max-seconds", "240"])
         .args(args)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "silas-bench {args:?}: {}\n{}",
+        "silas-bench --silas {} {args:?}: {}\n{}",
+        silas.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -108,25 +116,14 @@ async fn an_owner_run_leaves_no_reply_to_send_again() {
 /// relative to where the bench is run, not to the daemon's scratch dir.
 #[test]
 fn a_relative_silas_path_is_the_callers() {
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_silas"));
+    let exe = Path::new(env!("CARGO_BIN_EXE_silas"));
     let (dir, name) = (exe.parent().unwrap(), exe.file_name().unwrap());
-    let parent = dir.parent().unwrap();
-    let relative = std::path::Path::new(dir.file_name().unwrap()).join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_silas-bench"))
-        .current_dir(parent)
-        .arg("--silas")
-        .arg(&relative)
-        .args(["--json", "--max-seconds", "240"])
-        .args(["many-scopes", "--clients", "1", "--turns", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "silas-bench --silas {}: {}",
-        relative.display(),
-        String::from_utf8_lossy(&out.stderr)
+    let relative = Path::new(dir.file_name().unwrap()).join(name);
+    let r = bench_from(
+        dir.parent().unwrap(),
+        &relative,
+        &["many-scopes", "--clients", "1", "--turns", "1"],
     );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["replies"], 1, "{r}");
 }
 

@@ -57,6 +57,17 @@ pub fn banner_addr(line: &str) -> Option<String> {
     Some(rest.split('/').next()?.to_string())
 }
 
+/// The daemon runs inside its scratch dir, where a relative program path
+/// with a directory in it (`target/release/silas`) would name nothing: it
+/// is the caller's, resolved here. A bare name stays a `PATH` lookup.
+fn program_from_here(p: &Path) -> PathBuf {
+    if p.is_relative() && p.components().count() > 1 {
+        std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+    } else {
+        p.to_path_buf()
+    }
+}
+
 impl Daemon {
     /// Starts `silas start` on a free loopback port and waits (≤ 60 s) for
     /// its readiness banner.
@@ -77,7 +88,7 @@ impl Daemon {
         let log = std::fs::File::create(dir.path().join("daemon.log"))
             .map_err(|e| io("daemon log", e))?;
         let data = dir.path().join("data");
-        let mut cmd = Command::new(&opts.silas);
+        let mut cmd = Command::new(program_from_here(&opts.silas));
         cmd.current_dir(dir.path())
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -70,17 +70,6 @@ fn default_silas() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("silas"))
 }
 
-/// A `--silas` path with a directory in it (`target/release/silas`) is
-/// the caller's: the daemon is started inside a scratch directory, where a
-/// relative path would name nothing. A bare name stays a `PATH` lookup.
-fn from_here(p: PathBuf) -> PathBuf {
-    if p.is_relative() && p.components().count() > 1 {
-        std::path::absolute(&p).unwrap_or(p)
-    } else {
-        p
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mode = match cli.mode {
@@ -99,10 +88,7 @@ fn main() -> ExitCode {
             settle_seconds,
         },
     };
-    let silas = match cli.silas {
-        Some(p) => from_here(p),
-        None => default_silas(),
-    };
+    let silas = cli.silas.unwrap_or_else(default_silas);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
