@@ -19,6 +19,10 @@
 //!   Only rust-lld (rustc's default linker for this target since 1.90) takes
 //!   the file; names it no longer finds (another toolchain, renamed code) are
 //!   skipped, so a stale file costs memory, never a broken link.
+//! - `--icf=all` (rust-lld only) folds functions whose machine code came out
+//!   identical — monomorphisations over types of the same layout, mostly:
+//!   −0.19 MB. Rust promises no distinct addresses for distinct functions,
+//!   and nothing here compares function pointers.
 
 use std::path::Path;
 use std::process::Command;
@@ -39,8 +43,12 @@ fn main() {
     if std::env::var_os("SILAS_KEEP_SYMBOLS").is_none() {
         println!("cargo:rustc-link-arg-bins=-Wl,--strip-all");
     }
+    if !links_with_rust_lld() {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins=-Wl,--icf=all");
     let order = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join(ORDER);
-    if order.is_file() && links_with_rust_lld() {
+    if order.is_file() {
         println!(
             "cargo:rustc-link-arg-bin=silas=-Wl,--symbol-ordering-file={}",
             order.display()

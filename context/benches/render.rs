@@ -3,7 +3,8 @@
 //! tool results and 300 memories of ~350 tokens each (~420 k tokens, so
 //! Tier 1 masks and evicts) — then each iteration runs what step 5 of a
 //! turn does on a copy: Tier 1 (masking, trivial drop, zone eviction),
-//! then render of every block.
+//! then render of every block. A second case renders the next turn's
+//! context, where only the new item is rendered afresh.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -75,6 +76,26 @@ fn bench(c: &mut Criterion) {
                 black_box(t1.evicted.len());
                 black_box(m.render())
             },
+            BatchSize::LargeInput,
+        )
+    });
+    // A turn after the first: the previous turn rendered every block, this
+    // one adds its message and renders again (blocks cached per item).
+    c.bench_function("context/next_turn_render_180k", |b| {
+        b.iter_batched(
+            || {
+                let mut m = filled();
+                m.tier1(900, &cfg, &budgets);
+                black_box(m.render());
+                m.add(item(
+                    "c900".into(),
+                    ContextZone::Chronicle,
+                    ContextItemKind::Message,
+                    900,
+                ));
+                m
+            },
+            |m| black_box(m.render()),
             BatchSize::LargeInput,
         )
     });

@@ -57,6 +57,21 @@ pub struct ContextManager {
     tally: EvictionTally,
     /// Live references materialised into the workspace zone each turn.
     pub subscriptions: Subscriptions,
+    /// `memo[n]` is what was worked out once about `items[n]`: every turn
+    /// renders the whole context and looks for trivial acknowledgements in
+    /// all of it, but an item's answers change only when the item does. The
+    /// two vectors change together, in the methods below; an item rewritten
+    /// in place gets a fresh memo.
+    memo: Vec<Memo>,
+}
+
+/// Worked out once per item (see `ContextManager::memo`).
+#[derive(Debug, Default)]
+struct Memo {
+    /// The item's rendered block.
+    block: OnceLock<Arc<str>>,
+    /// Whether its content is a trivial acknowledgement.
+    trivial: OnceLock<bool>,
 }
 
 impl std::fmt::Debug for ContextManager {
@@ -89,6 +104,7 @@ impl ContextManager {
             counter,
             tally: EvictionTally::default(),
             subscriptions: Subscriptions::default(),
+            memo: Vec::new(),
         }
     }
 
@@ -122,6 +138,7 @@ impl ContextManager {
         }
         item.token_count = self.counter.count(&item.content);
         self.items.push(item);
+        self.memo.push(Memo::default());
     }
 
     pub fn contains(&self, ctx_id: &str) -> bool {
@@ -130,8 +147,26 @@ impl ContextManager {
 
     /// Drops the items `gone` says are gone; returns how many.
     pub fn remove_where(&mut self, mut gone: impl FnMut(&ContextItem) -> bool) -> usize {
+        self.retain(|i, _| !gone(i))
+    }
+
+    /// Keeps the items (and their memos) `keep` says to keep; returns how
+    /// many went.
+    /// `keep` gets the memo when there is one (always, unless the two
+    /// vectors fell out of step).
+    fn retain(&mut self, mut keep: impl FnMut(&ContextItem, Option<&Memo>) -> bool) -> usize {
         let before = self.items.len();
-        self.items.retain(|i| !gone(i));
+        let verdicts: Vec<bool> = self
+            .items
+            .iter()
+            .enumerate()
+            .map(|(n, i)| keep(i, self.memo.get(n)))
+            .collect();
+        let mut v = verdicts.iter();
+        self.items.retain(|_| v.next().copied().unwrap_or(true));
+        let mut v = verdicts.iter();
+        self.memo.retain(|_| v.next().copied().unwrap_or(true));
+        self.memo.resize_with(self.items.len(), Memo::default);
         before - self.items.len()
     }
 
@@ -215,6 +250,9 @@ impl ContextManager {
     /// anything else is returned to be kept as memory.
     fn take(&mut self, pos: usize) -> Option<ContextItem> {
         let item = self.items.remove(pos);
+        if pos < self.memo.len() {
+            self.memo.remove(pos);
+        }
         if item.kind == ContextItemKind::Subscription {
             if let Some(sub_id) = item.ctx_id.strip_prefix("sub:") {
                 self.subscriptions.deactivate(sub_id);
@@ -245,9 +283,9 @@ impl ContextManager {
             self.counter.as_ref(),
             &shown,
         );
-        self.items
-            .retain(|i| i.kind != ContextItemKind::Subscription);
+        self.retain(|i, _| i.kind != ContextItemKind::Subscription);
         self.items.extend(fresh);
+        self.memo.resize_with(self.items.len(), Memo::default);
         notes
     }
 
@@ -255,12 +293,18 @@ impl ContextManager {
     fn mask_observations(&mut self, turn: u64, after: u32) -> Vec<ContextItem> {
         let counter = self.counter.clone();
         let mut originals = Vec::new();
-        for i in self.items.iter_mut().filter(|i| {
-            i.kind == ContextItemKind::ToolResult
-                && !i.masked
-                && i.turn_number + u64::from(after) < turn
-        }) {
+        for (i, memo) in self
+            .items
+            .iter_mut()
+            .zip(self.memo.iter_mut())
+            .filter(|(i, _)| {
+                i.kind == ContextItemKind::ToolResult
+                    && !i.masked
+                    && i.turn_number + u64::from(after) < turn
+            })
+        {
             originals.push(i.clone());
+            *memo = Memo::default();
             i.content = mask_placeholder(&i.source, i.token_count);
             i.token_count = counter.count(&i.content);
             i.masked = true;
@@ -271,13 +315,16 @@ impl ContextManager {
     /// Drops "ok", "thanks", … — but never from the last two turns, where
     /// a "yes" still answers something.
     fn drop_trivial(&mut self, turn: u64) -> usize {
-        self.remove_where(|i| {
-            i.zone == ContextZone::Chronicle
+        self.retain(|i, memo| {
+            !(i.zone == ContextZone::Chronicle
                 && i.kind == ContextItemKind::Message
                 && !i.pinned
                 && i.turn_number + 2 <= turn
                 && i.token_count < TRIVIAL_MAX_TOKENS
-                && trivial().is_some_and(|re| re.is_match(i.content.trim()))
+                && {
+                    let is_trivial = || trivial().is_some_and(|re| re.is_match(i.content.trim()));
+                    memo.map_or_else(is_trivial, |m| *m.trivial.get_or_init(is_trivial))
+                })
         })
     }
 
@@ -406,8 +453,28 @@ impl ContextManager {
     }
 
     /// The blocks the agents see, in zone order (§3.5 delimiters).
-    pub fn render(&self) -> Vec<String> {
-        render::render_items(&self.items)
+    pub fn render(&self) -> Vec<Arc<str>> {
+        debug_assert_eq!(self.items.len(), self.memo.len(), "memo out of step");
+        if self.items.len() != self.memo.len() {
+            return render::render_items(&self.items)
+                .into_iter()
+                .map(Arc::from)
+                .collect();
+        }
+        let mut blocks = Vec::with_capacity(self.items.len());
+        for zone in render::ZONE_ORDER {
+            for (item, memo) in self.items.iter().zip(&self.memo) {
+                if item.zone != zone {
+                    continue;
+                }
+                let block = memo
+                    .block
+                    .get_or_init(|| Arc::from(render::item_block(item)));
+                debug_assert_eq!(**block, render::item_block(item), "stale block");
+                blocks.push(block.clone());
+            }
+        }
+        blocks
     }
 
     /// The `context_inspection` view of this scope: zones, item ids and

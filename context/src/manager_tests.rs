@@ -415,3 +415,63 @@ fn subscriptions_are_materialised_and_evicted_by_deactivation() {
     assert_eq!(out.notes.len(), 1);
     assert_eq!(m.zone_tokens(ContextZone::Workspace), 0);
 }
+
+/// Rendered blocks are cached per item; whatever changes an item — masking,
+/// a subscription re-read under the same id, removal and a new item under
+/// an old id — renders it afresh.
+#[test]
+fn cached_blocks_follow_every_change() {
+    use crate::subscriptions::Materializer;
+    use silas_core::model::context::SubscriptionType;
+    use std::cell::Cell;
+    struct Files(Cell<u32>);
+    impl Materializer for Files {
+        fn read_file(&self, path: &str) -> Result<String, String> {
+            self.0.set(self.0.get() + 1);
+            Ok(format!("{path} version {}", self.0.get()))
+        }
+        fn memory_query(&self, _q: &str) -> Vec<(String, String, TaintLevel)> {
+            Vec::new()
+        }
+    }
+    fn fresh(m: &ContextManager) -> Vec<String> {
+        render::render_items(m.items())
+    }
+    fn cached(m: &ContextManager) -> Vec<String> {
+        m.render().iter().map(|b| b.to_string()).collect()
+    }
+    let files = Files(Cell::new(0));
+    let mut m = mgr();
+    m.add(item(
+        "t1",
+        ContextZone::Chronicle,
+        ContextItemKind::ToolResult,
+        1,
+        &"output ".repeat(20),
+    ));
+    m.add(msg("c1", 1, "first"));
+    m.subscriptions.subscribe(SubscriptionType::File, "a.py", 1);
+    m.materialize(&files, 1, 2_000);
+    let first = cached(&m);
+    assert_eq!(first, fresh(&m));
+    assert!(first.iter().any(|b| b.contains("a.py version 1")));
+
+    // Turn 8: the tool result is masked in place.
+    let out = m.tier1(8, &cfg(), &budgets(10_000, 10_000, 10_000, 10_000));
+    assert_eq!(ids(&out.masked), ["t1"]);
+    m.materialize(&files, 8, 2_000);
+    let second = cached(&m);
+    assert_eq!(second, fresh(&m));
+    assert!(second.iter().any(|b| b.contains("see memory for details")));
+    assert!(second.iter().all(|b| !b.contains("output output")));
+    assert!(second.iter().any(|b| b.contains("a.py version 2")));
+
+    // Gone, then back under the same id with other content.
+    assert_eq!(m.remove_where(|i| i.ctx_id == "c1"), 1);
+    m.add(msg("c1", 9, "second"));
+    let third = cached(&m);
+    assert_eq!(third, fresh(&m));
+    assert!(
+        third.iter().any(|b| b.contains("second")) && third.iter().all(|b| !b.contains("first"))
+    );
+}

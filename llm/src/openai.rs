@@ -496,14 +496,20 @@ fn typed_body(req: &ChatRequest, mode: WireMode) -> WireBody {
 }
 
 fn to_typed(req: &ChatRequest, mode: WireMode) -> CreateChatCompletionRequest {
-    let mut chat = req.messages.clone();
-    if let Some(schema) = req
+    // Copied only to add the schema: the system message holds the whole
+    // rendered context.
+    let chat: std::borrow::Cow<'_, [ChatMessage]> = match req
         .response_schema
         .as_ref()
         .filter(|_| mode.schema_in_prompt())
     {
-        put_schema_in_prompt(&mut chat, schema);
-    }
+        Some(schema) => {
+            let mut chat = req.messages.clone();
+            put_schema_in_prompt(&mut chat, schema);
+            chat.into()
+        }
+        None => req.messages.as_slice().into(),
+    };
     let messages = chat.iter().map(message_to_wire).collect();
     let tools = (!req.tools.is_empty()).then(|| {
         req.tools

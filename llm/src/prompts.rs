@@ -6,6 +6,8 @@
 //! `{{name}}`; rendering is a single pass, so text substituted into a prompt
 //! (user content, memory) can never introduce further placeholders.
 
+use std::sync::Arc;
+
 pub const CONSTITUTION: &str = include_str!("../prompts/constitution.md");
 pub const PROXY: &str = include_str!("../prompts/proxy.md");
 /// The proxy's follow-up when a direct route came without its reply
@@ -19,8 +21,9 @@ pub const SCORER: &str = include_str!("../prompts/scorer.md");
 /// the turn's facts. (The context manager itself is another component.)
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RenderedContext {
-    /// The rendered zones (chronicle, memory, workspace), in order.
-    pub blocks: Vec<String>,
+    /// The rendered zones (chronicle, memory, workspace), in order; shared
+    /// with the context manager's cache of rendered blocks.
+    pub blocks: Vec<std::sync::Arc<str>>,
     pub access_level: String,
     /// Names of the tools this agent is offered.
     pub tools: Vec<String>,
@@ -49,6 +52,48 @@ pub fn prompt_version(template: &str) -> Option<u32> {
 /// Replaces `{{key}}` placeholders in one left-to-right pass; unknown
 /// placeholders are left as they are. The version line is dropped.
 pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let fills: Vec<(&str, Fill<'_>)> = vars.iter().map(|(k, v)| (*k, Fill::Text(v))).collect();
+    fill(template, &fills)
+}
+
+/// A placeholder's value: text, or blocks joined as they are written — the
+/// context is most of a prompt, and joining it first would copy it twice.
+enum Fill<'a> {
+    Text(&'a str),
+    Blocks(&'a [Arc<str>]),
+}
+
+/// Between context blocks.
+const BLOCK_SEPARATOR: &str = "\n\n";
+
+impl Fill<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Fill::Text(t) => t.len(),
+            Fill::Blocks(b) => {
+                b.iter().map(|b| b.len()).sum::<usize>()
+                    + BLOCK_SEPARATOR.len() * b.len().saturating_sub(1)
+            }
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Fill::Text(t) => out.push_str(t),
+            Fill::Blocks(blocks) => {
+                for (n, b) in blocks.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str(BLOCK_SEPARATOR);
+                    }
+                    out.push_str(b);
+                }
+            }
+        }
+    }
+}
+
+/// [`render`] with [`Fill`] values.
+fn fill(template: &str, vars: &[(&str, Fill<'_>)]) -> String {
     let body = match template.split_once('\n') {
         Some((first, rest)) if first.trim_start().starts_with("<!-- version:") => rest,
         _ => template,
@@ -65,7 +110,7 @@ pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
             Some(end) => {
                 let key = &after[..end];
                 match vars.iter().find(|(k, _)| *k == key) {
-                    Some((_, v)) => out.push_str(v),
+                    Some((_, v)) => v.write(&mut out),
                     None => {
                         out.push_str("{{");
                         out.push_str(key);
@@ -98,15 +143,15 @@ fn constitution() -> String {
 
 /// The Proxy's system prompt.
 pub fn proxy_system(ctx: &RenderedContext) -> String {
-    render(
+    fill(
         PROXY,
         &[
-            ("constitution", &constitution()),
-            ("profiles", &list(&ctx.profiles)),
-            ("access_level", &ctx.access_level),
-            ("tools", &list(&ctx.tools)),
-            ("skills", &list(&ctx.skills)),
-            ("context", &ctx.blocks.join("\n\n")),
+            ("constitution", Fill::Text(&constitution())),
+            ("profiles", Fill::Text(&list(&ctx.profiles))),
+            ("access_level", Fill::Text(&ctx.access_level)),
+            ("tools", Fill::Text(&list(&ctx.tools))),
+            ("skills", Fill::Text(&list(&ctx.skills))),
+            ("context", Fill::Blocks(&ctx.blocks)),
         ],
     )
 }
@@ -114,24 +159,24 @@ pub fn proxy_system(ctx: &RenderedContext) -> String {
 /// The proxy's reply prompt: the same constitution and context, asked for
 /// the reply alone.
 pub fn reply_system(ctx: &RenderedContext) -> String {
-    render(
+    fill(
         REPLY,
         &[
-            ("constitution", &constitution()),
-            ("context", &ctx.blocks.join("\n\n")),
+            ("constitution", Fill::Text(&constitution())),
+            ("context", Fill::Blocks(&ctx.blocks)),
         ],
     )
 }
 
 /// The Planner's system prompt.
 pub fn planner_system(ctx: &RenderedContext) -> String {
-    render(
+    fill(
         PLANNER,
         &[
-            ("constitution", &constitution()),
-            ("skills", &ctx.skills.join("\n\n")),
-            ("workspaces", &list(&ctx.workspaces)),
-            ("context", &ctx.blocks.join("\n\n")),
+            ("constitution", Fill::Text(&constitution())),
+            ("skills", Fill::Text(&ctx.skills.join("\n\n"))),
+            ("workspaces", Fill::Text(&list(&ctx.workspaces))),
+            ("context", Fill::Blocks(&ctx.blocks)),
         ],
     )
 }
@@ -189,6 +234,29 @@ mod tests {
         ];
         for (tpl, vars, want) in table {
             assert_eq!(render(tpl, vars), *want, "{tpl}");
+        }
+    }
+
+    /// The context blocks written in place read exactly as joined ones,
+    /// and their text is not expanded either.
+    #[test]
+    fn blocks_fill_as_joined() {
+        for blocks in [
+            vec![],
+            vec!["one".into()],
+            vec!["a\n--- end ---".into(), "{{context}}".into(), "".into()],
+        ] {
+            let blocks: Vec<Arc<str>> = blocks;
+            let joined = blocks.join("\n\n");
+            let tpl = "<!-- version: 1 -->\n[{{context}}] {{x}}";
+            assert_eq!(
+                fill(
+                    tpl,
+                    &[("context", Fill::Blocks(&blocks)), ("x", Fill::Text("y"))]
+                ),
+                render(tpl, &[("context", &joined), ("x", "y")]),
+            );
+            assert_eq!(Fill::Blocks(&blocks).len(), joined.len());
         }
     }
 

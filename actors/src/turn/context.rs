@@ -71,10 +71,9 @@ pub fn rendered(
         .iter()
         .any(|t| t == silas_llm::toolset::CONTEXT_INSPECTION)
     {
-        blocks.push(silas_context::render::block(
-            INSPECTION_HEADER,
-            &ctx.inspect(budgets).render(),
-        ));
+        blocks.push(
+            silas_context::render::block(INSPECTION_HEADER, &ctx.inspect(budgets).render()).into(),
+        );
     }
     RenderedContext {
         blocks,
