@@ -152,21 +152,18 @@ impl ContextManager {
 
     /// Keeps the items (and their memos) `keep` says to keep; returns how
     /// many went.
-    /// `keep` gets the memo when there is one (always, unless the two
-    /// vectors fell out of step).
-    fn retain(&mut self, mut keep: impl FnMut(&ContextItem, Option<&Memo>) -> bool) -> usize {
+    fn retain(&mut self, mut keep: impl FnMut(&ContextItem, &Memo) -> bool) -> usize {
         let before = self.items.len();
         let verdicts: Vec<bool> = self
             .items
             .iter()
-            .enumerate()
-            .map(|(n, i)| keep(i, self.memo.get(n)))
+            .zip(&self.memo)
+            .map(|(i, m)| keep(i, m))
             .collect();
         let mut v = verdicts.iter();
         self.items.retain(|_| v.next().copied().unwrap_or(true));
         let mut v = verdicts.iter();
         self.memo.retain(|_| v.next().copied().unwrap_or(true));
-        self.memo.resize_with(self.items.len(), Memo::default);
         before - self.items.len()
     }
 
@@ -250,9 +247,7 @@ impl ContextManager {
     /// anything else is returned to be kept as memory.
     fn take(&mut self, pos: usize) -> Option<ContextItem> {
         let item = self.items.remove(pos);
-        if pos < self.memo.len() {
-            self.memo.remove(pos);
-        }
+        self.memo.remove(pos);
         if item.kind == ContextItemKind::Subscription {
             if let Some(sub_id) = item.ctx_id.strip_prefix("sub:") {
                 self.subscriptions.deactivate(sub_id);
@@ -321,10 +316,9 @@ impl ContextManager {
                 && !i.pinned
                 && i.turn_number + 2 <= turn
                 && i.token_count < TRIVIAL_MAX_TOKENS
-                && {
-                    let is_trivial = || trivial().is_some_and(|re| re.is_match(i.content.trim()));
-                    memo.map_or_else(is_trivial, |m| *m.trivial.get_or_init(is_trivial))
-                })
+                && *memo
+                    .trivial
+                    .get_or_init(|| trivial().is_some_and(|re| re.is_match(i.content.trim()))))
         })
     }
 
@@ -455,12 +449,6 @@ impl ContextManager {
     /// The blocks the agents see, in zone order (§3.5 delimiters).
     pub fn render(&self) -> Vec<Arc<str>> {
         debug_assert_eq!(self.items.len(), self.memo.len(), "memo out of step");
-        if self.items.len() != self.memo.len() {
-            return render::render_items(&self.items)
-                .into_iter()
-                .map(Arc::from)
-                .collect();
-        }
         let mut blocks = Vec::with_capacity(self.items.len());
         for zone in render::ZONE_ORDER {
             for (item, memo) in self.items.iter().zip(&self.memo) {

@@ -23,7 +23,7 @@ pub const SCORER: &str = include_str!("../prompts/scorer.md");
 pub struct RenderedContext {
     /// The rendered zones (chronicle, memory, workspace), in order; shared
     /// with the context manager's cache of rendered blocks.
-    pub blocks: Vec<std::sync::Arc<str>>,
+    pub blocks: Vec<Arc<str>>,
     pub access_level: String,
     /// Names of the tools this agent is offered.
     pub tools: Vec<String>,
