@@ -45,6 +45,7 @@ pub mod schema;
 pub mod structured;
 pub mod tls;
 pub mod toolprompt;
+pub mod wire;
 
 pub use error::LlmError;
 pub use provider::{

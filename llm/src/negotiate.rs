@@ -362,7 +362,7 @@ mod tests {
     fn schema_goes_into_the_system_prompt() {
         let schema = ResponseSchema {
             name: "RouteDecision".into(),
-            schema: json!({"type": "object", "properties": {"route": {"enum": ["direct"]}}}),
+            schema: json!({"type": "object", "properties": {"route": {"enum": ["direct"]}}}).into(),
         };
         let mut with_system = vec![
             ChatMessage::System("You are the proxy.".into()),

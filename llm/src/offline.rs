@@ -416,7 +416,7 @@ mod tests {
         let mut r = ChatRequest::new("rules", "system", user);
         r.response_schema = Some(ResponseSchema {
             name: schema.into(),
-            schema: Value::Null,
+            schema: Value::Null.into(),
         });
         r
     }

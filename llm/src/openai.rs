@@ -25,14 +25,7 @@
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
-use async_openai::types::chat::{
-    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
-    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
-    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
-    ChatCompletionRequestToolMessage, ChatCompletionRequestUserMessage, ChatCompletionTool,
-    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall,
-    FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
-};
+use async_openai::types::chat::{ChatCompletionMessageToolCalls, CreateChatCompletionResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -41,18 +34,16 @@ use silas_core::config::{EnvSource, ModelEndpoint};
 
 use crate::error::LlmError;
 use crate::negotiate::{
-    EventSink, LlmEvent, ModeDowngrade, Negotiator, StepDown, WireMode, put_schema_in_prompt,
-    rejects_response_format,
+    EventSink, LlmEvent, ModeDowngrade, Negotiator, StepDown, WireMode, rejects_response_format,
 };
 use crate::provider::{
-    BoxFuture, ChatMessage, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage,
-    is_retryable,
+    BoxFuture, ChatRequest, ChatResponse, Provider, RetryPolicy, ToolCall, Usage, is_retryable,
 };
 use crate::ratelimit::{RateLimitResponse, RateLimitService, wait_for};
 use crate::toolprompt::{
-    ToolModeDowngrade, ToolNegotiator, ToolWire, put_tools_in_prompt, read_text_calls,
-    rejects_tools, render_history,
+    ToolModeDowngrade, ToolNegotiator, ToolWire, read_text_calls, rejects_tools,
 };
+use crate::wire::{WireBody, wire_body};
 
 /// An OpenAI-compatible HTTP provider.
 pub struct OpenAiProvider {
@@ -165,10 +156,10 @@ impl OpenAiProvider {
     /// sent one (only 429s carry it here).
     async fn attempt(
         &self,
-        request: &WireBody,
+        request: &WireBody<'_>,
     ) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
         let chat = self.client.chat();
-        let call = chat.create_byot::<&WireBody, CreateChatCompletionResponse>(request);
+        let call = chat.create_byot::<&WireBody<'_>, CreateChatCompletionResponse>(request);
         match tokio::time::timeout(self.policy.timeout, call).await {
             Err(_) => Err((
                 LlmError::Timeout {
@@ -437,157 +428,6 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
     (mapped, None)
 }
 
-/// Our request → the JSON body sent, in structured-output `mode` with tools
-/// offered as `tools` says. Built as async-openai's typed request, then
-/// serialised: `json_object` mode adds a `schema` next to the type
-/// (llama-cpp-python turns it into a grammar; servers that do not know it
-/// ignore it or reject it, which steps down).
-///
-/// Prompted tools: no `tools` on the wire, the definitions in the system
-/// prompt, the history as text; and while tools are offered the schema goes
-/// into the prompt too (structured `prompt` mode for this request), since a
-/// grammar-constrained answer could not be a tool call.
-pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
-    serde_json::to_value(wire_body(req, mode, tools)).unwrap_or(Value::Null)
-}
-
-/// A request body as sent. The typed request is serialised straight into
-/// the HTTP body; only `json_object` mode, which adds a field the typed
-/// request has no place for, goes through a JSON tree first (issue #19: the
-/// tree of every request, schema included, was built, serialised and
-/// dropped on every model call).
-#[derive(Debug, serde::Serialize)]
-#[serde(untagged)]
-pub enum WireBody {
-    Typed(Box<CreateChatCompletionRequest>),
-    Json(Value),
-}
-
-/// [`to_wire`] without the JSON tree, for the HTTP call.
-pub fn wire_body(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> WireBody {
-    if tools == ToolWire::Prompt {
-        let mut prompted = req.clone();
-        prompted.messages = render_history(&req.messages);
-        let mode = if req.tools.is_empty() {
-            mode
-        } else {
-            put_tools_in_prompt(&mut prompted.messages, &req.tools);
-            WireMode::Prompt
-        };
-        prompted.tools.clear();
-        return typed_body(&prompted, mode);
-    }
-    typed_body(req, mode)
-}
-
-fn typed_body(req: &ChatRequest, mode: WireMode) -> WireBody {
-    let typed = to_typed(req, mode);
-    let (WireMode::JsonObject, Some(schema)) = (mode, &req.response_schema) else {
-        return WireBody::Typed(Box::new(typed));
-    };
-    let mut body = serde_json::to_value(&typed).unwrap_or(Value::Null);
-    if let Some(obj) = body.as_object_mut() {
-        obj.insert(
-            "response_format".to_owned(),
-            serde_json::json!({"type": "json_object", "schema": schema.schema}),
-        );
-    }
-    WireBody::Json(body)
-}
-
-fn to_typed(req: &ChatRequest, mode: WireMode) -> CreateChatCompletionRequest {
-    // Copied only to add the schema: the system message holds the whole
-    // rendered context.
-    let chat: std::borrow::Cow<'_, [ChatMessage]> = match req
-        .response_schema
-        .as_ref()
-        .filter(|_| mode.schema_in_prompt())
-    {
-        Some(schema) => {
-            let mut chat = req.messages.clone();
-            put_schema_in_prompt(&mut chat, schema);
-            chat.into()
-        }
-        None => req.messages.as_slice().into(),
-    };
-    let messages = chat.iter().map(message_to_wire).collect();
-    let tools = (!req.tools.is_empty()).then(|| {
-        req.tools
-            .iter()
-            .map(|t| {
-                ChatCompletionTools::Function(ChatCompletionTool {
-                    function: FunctionObject {
-                        name: t.name.clone(),
-                        description: Some(t.description.clone()),
-                        parameters: Some(t.parameters.clone()),
-                        strict: None,
-                    },
-                })
-            })
-            .collect()
-    });
-    let response_format = req
-        .response_schema
-        .as_ref()
-        .filter(|_| mode == WireMode::JsonSchema)
-        .map(|s| ResponseFormat::JsonSchema {
-            json_schema: ResponseFormatJsonSchema {
-                description: None,
-                name: s.name.clone(),
-                schema: s.schema.clone(),
-                // Not strict: strict mode requires every property to be
-                // required, which the spec's optional fields are not. We
-                // validate on our side regardless.
-                strict: Some(false),
-            },
-        });
-    CreateChatCompletionRequest {
-        messages,
-        model: req.model.clone(),
-        tools,
-        response_format,
-        max_completion_tokens: req.max_completion_tokens,
-        temperature: req.temperature,
-        ..Default::default()
-    }
-}
-
-fn message_to_wire(m: &ChatMessage) -> ChatCompletionRequestMessage {
-    match m {
-        ChatMessage::System(t) => ChatCompletionRequestSystemMessage::from(t.as_str()).into(),
-        ChatMessage::User(t) => ChatCompletionRequestUserMessage::from(t.as_str()).into(),
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => ChatCompletionRequestAssistantMessage {
-            content: content
-                .as_ref()
-                .map(|c| ChatCompletionRequestAssistantMessageContent::Text(c.clone())),
-            tool_calls: (!tool_calls.is_empty()).then(|| {
-                tool_calls
-                    .iter()
-                    .map(|c| {
-                        ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
-                            id: c.id.clone(),
-                            function: FunctionCall {
-                                name: c.name.clone(),
-                                arguments: c.arguments.clone(),
-                            },
-                        })
-                    })
-                    .collect()
-            }),
-            ..Default::default()
-        }
-        .into(),
-        ChatMessage::Tool { call_id, content } => ChatCompletionRequestToolMessage {
-            content: content.as_str().into(),
-            tool_call_id: call_id.clone(),
-        }
-        .into(),
-    }
-}
-
 fn from_response(resp: CreateChatCompletionResponse) -> Result<ChatResponse, LlmError> {
     let usage = resp
         .usage
@@ -622,100 +462,4 @@ fn from_response(resp: CreateChatCompletionResponse) -> Result<ChatResponse, Llm
         tool_calls,
         usage,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::provider::ResponseSchema;
-
-    fn request() -> ChatRequest {
-        let mut r = ChatRequest::new("m", "You are the proxy.", "hello");
-        r.response_schema = Some(ResponseSchema {
-            name: "RouteDecision".into(),
-            schema: json!({"type": "object", "required": ["route"]}),
-        });
-        r
-    }
-
-    fn to_wire_n(r: &ChatRequest, mode: WireMode) -> Value {
-        to_wire(r, mode, ToolWire::Native)
-    }
-
-    fn system_text(body: &Value) -> String {
-        body["messages"][0]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    #[test]
-    fn request_shape_per_mode() {
-        let r = request();
-        let schema = json!({"type": "object", "required": ["route"]});
-
-        let body = to_wire_n(&r, WireMode::JsonSchema);
-        assert_eq!(body["response_format"]["type"], "json_schema");
-        assert_eq!(
-            body["response_format"]["json_schema"]["name"],
-            "RouteDecision"
-        );
-        assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
-        assert_eq!(
-            system_text(&body),
-            "You are the proxy.",
-            "schema not in the prompt"
-        );
-
-        let body = to_wire_n(&r, WireMode::JsonObject);
-        assert_eq!(
-            body["response_format"],
-            json!({"type": "json_object", "schema": schema})
-        );
-        let sys = system_text(&body);
-        assert!(
-            sys.starts_with("You are the proxy.\n\n# Output format"),
-            "{sys}"
-        );
-        assert!(
-            sys.contains(r#"{"required":["route"],"type":"object"}"#),
-            "{sys}"
-        );
-
-        let body = to_wire_n(&r, WireMode::Prompt);
-        assert!(body.get("response_format").is_none(), "{body}");
-        assert!(system_text(&body).contains("# Output format"));
-
-        // Without a schema (tool rounds, plain calls) no mode adds anything.
-        let plain = ChatRequest::new("m", "sys", "u");
-        for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
-            let body = to_wire_n(&plain, mode);
-            assert!(body.get("response_format").is_none(), "{mode:?}");
-            assert_eq!(system_text(&body), "sys");
-        }
-        assert_eq!(body_model(&to_wire_n(&r, WireMode::Prompt)), "m");
-    }
-
-    fn body_model(body: &Value) -> &str {
-        body["model"].as_str().unwrap_or_default()
-    }
-
-    #[test]
-    fn the_http_body_is_the_wire_request_without_a_tree() {
-        let r = request();
-        for mode in [WireMode::JsonSchema, WireMode::JsonObject, WireMode::Prompt] {
-            let body = wire_body(&r, mode, ToolWire::Native);
-            // Only json_object mode, which adds a field, builds a tree.
-            assert_eq!(
-                matches!(body, WireBody::Json(_)),
-                mode == WireMode::JsonObject,
-                "{mode:?}"
-            );
-            // The bytes on the wire parse to the request `to_wire` describes.
-            let sent: Value = serde_json::from_slice(&serde_json::to_vec(&body).unwrap()).unwrap();
-            assert_eq!(sent, to_wire_n(&r, mode), "{mode:?}");
-        }
-    }
 }

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,10 @@ pub struct ToolSpec {
 pub struct ResponseSchema {
     /// `[A-Za-z0-9_-]{1,64}`; the offline responder dispatches on it.
     pub name: String,
-    pub schema: Value,
+    /// Shared, not copied: the schemas are constants, and a copy of the
+    /// tree per model call (and its drop) was a tenth of a loaded daemon's
+    /// CPU (issue #19).
+    pub schema: Arc<Value>,
 }
 
 /// One chat-completion request.

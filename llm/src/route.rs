@@ -12,6 +12,8 @@
 //! ([`crate::Agents::route`]). A reply that does not validate falls back
 //! like any proxy answer.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::Value;
 use silas_core::model::agents::{Route, RouteDecision};
@@ -94,7 +96,7 @@ impl StructuredOutput for RouteDraft {
     type Fallback = RouteDecision;
     const KIND: CallKind = CallKind::Proxy;
     const SCHEMA_NAME: &'static str = <RouteDecision as StructuredOutput>::SCHEMA_NAME;
-    fn schema() -> Value {
+    fn schema() -> Arc<Value> {
         <RouteDecision as StructuredOutput>::schema()
     }
     fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {

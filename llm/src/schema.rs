@@ -8,7 +8,7 @@
 //! allowed). Parsing always goes through the core types, so their validators
 //! run — the schema only guides the model.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -177,36 +177,37 @@ struct ExecutorAgentOutput {
     next_steps: Option<Vec<String>>,
 }
 
-fn to_value<T: JsonSchema>() -> Value {
-    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+fn to_value<T: JsonSchema>() -> Arc<Value> {
+    Arc::new(serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null))
 }
 
 // The schemas are constants of the types: generated once per process, not
 // once per model call (issue #19: schemars' generation and the conversion to
-// a `Value` were a visible share of every turn's CPU under load).
-static ROUTE_DECISION: LazyLock<Value> = LazyLock::new(to_value::<RouteDecision>);
-static AGENT_RESPONSE: LazyLock<Value> = LazyLock::new(to_value::<AgentResponse>);
-static EXECUTOR_OUTPUT: LazyLock<Value> = LazyLock::new(to_value::<ExecutorAgentOutput>);
-static SCORER_OUTPUT: LazyLock<Value> = LazyLock::new(to_value::<ScorerOutput>);
+// a `Value` were a visible share of every turn's CPU under load), and
+// shared rather than copied per call.
+static ROUTE_DECISION: LazyLock<Arc<Value>> = LazyLock::new(to_value::<RouteDecision>);
+static AGENT_RESPONSE: LazyLock<Arc<Value>> = LazyLock::new(to_value::<AgentResponse>);
+static EXECUTOR_OUTPUT: LazyLock<Arc<Value>> = LazyLock::new(to_value::<ExecutorAgentOutput>);
+static SCORER_OUTPUT: LazyLock<Arc<Value>> = LazyLock::new(to_value::<ScorerOutput>);
 
 /// JSON Schema of `RouteDecision`.
-pub fn route_decision() -> Value {
-    ROUTE_DECISION.clone()
+pub fn route_decision() -> Arc<Value> {
+    Arc::clone(&ROUTE_DECISION)
 }
 
 /// JSON Schema of `AgentResponse`.
-pub fn agent_response() -> Value {
-    AGENT_RESPONSE.clone()
+pub fn agent_response() -> Arc<Value> {
+    Arc::clone(&AGENT_RESPONSE)
 }
 
 /// JSON Schema of `ExecutorAgentOutput`.
-pub fn executor_output() -> Value {
-    EXECUTOR_OUTPUT.clone()
+pub fn executor_output() -> Arc<Value> {
+    Arc::clone(&EXECUTOR_OUTPUT)
 }
 
 /// JSON Schema of `ScorerOutput`.
-pub fn scorer_output() -> Value {
-    SCORER_OUTPUT.clone()
+pub fn scorer_output() -> Arc<Value> {
+    Arc::clone(&SCORER_OUTPUT)
 }
 
 #[cfg(test)]
@@ -254,15 +255,16 @@ mod tests {
 
     #[test]
     fn cached_schemas_are_the_generated_ones() {
-        // Generated once and handed out as copies: each copy is the schema
-        // schemars generates for the type, and a caller's edit of its copy
-        // never reaches the next caller.
+        // Generated once and shared, never copied per call: each is the
+        // schema schemars generates for the type, and a caller who wants to
+        // edit one gets its own copy (the value is behind an `Arc`).
         assert_eq!(route_decision(), to_value::<RouteDecision>());
         assert_eq!(agent_response(), to_value::<AgentResponse>());
         assert_eq!(executor_output(), to_value::<ExecutorAgentOutput>());
         assert_eq!(scorer_output(), to_value::<ScorerOutput>());
+        assert!(Arc::ptr_eq(&route_decision(), &route_decision()));
         let mut mine = route_decision();
-        mine["title"] = Value::String("edited".into());
+        Arc::make_mut(&mut mine)["title"] = Value::String("edited".into());
         assert_eq!(route_decision(), to_value::<RouteDecision>());
     }
 

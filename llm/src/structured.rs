@@ -18,6 +18,7 @@
 //!    scorer → skip model eviction, use aggressive heuristic eviction.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -108,7 +109,7 @@ pub trait StructuredOutput: Sized + DeserializeOwned {
     const KIND: CallKind;
     /// Response-format name (also what the offline responder dispatches on).
     const SCHEMA_NAME: &'static str;
-    fn schema() -> Value;
+    fn schema() -> Arc<Value>;
     /// Replaces cosmetic fields that are missing or outside their enum with
     /// their documented defaults, before deserialising ([`crate::coerce`]).
     /// Security-relevant fields are never touched.
@@ -134,7 +135,7 @@ impl StructuredOutput for RouteDecision {
     type Fallback = RouteDecision;
     const KIND: CallKind = CallKind::Proxy;
     const SCHEMA_NAME: &'static str = "RouteDecision";
-    fn schema() -> Value {
+    fn schema() -> Arc<Value> {
         schema::route_decision()
     }
     fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {
@@ -153,7 +154,7 @@ impl StructuredOutput for AgentResponse {
     type Fallback = AgentResponse;
     const KIND: CallKind = CallKind::Planner;
     const SCHEMA_NAME: &'static str = "AgentResponse";
-    fn schema() -> Value {
+    fn schema() -> Arc<Value> {
         schema::agent_response()
     }
     fn coerce(value: &mut Value, _: &StructuredContext) -> Vec<Coercion> {
@@ -168,7 +169,7 @@ impl StructuredOutput for ExecutorAgentOutput {
     type Fallback = ExecutorAttemptFailed;
     const KIND: CallKind = CallKind::Executor;
     const SCHEMA_NAME: &'static str = "ExecutorAgentOutput";
-    fn schema() -> Value {
+    fn schema() -> Arc<Value> {
         schema::executor_output()
     }
     fn fallback(_: &StructuredContext) -> ExecutorAttemptFailed {
@@ -182,7 +183,7 @@ impl StructuredOutput for ScorerOutput {
     type Fallback = HeuristicEviction;
     const KIND: CallKind = CallKind::Scorer;
     const SCHEMA_NAME: &'static str = "ScorerOutput";
-    fn schema() -> Value {
+    fn schema() -> Arc<Value> {
         schema::scorer_output()
     }
     fn fallback(_: &StructuredContext) -> HeuristicEviction {

@@ -2,8 +2,8 @@ use serde_json::json;
 
 use super::*;
 use crate::negotiate::{LlmEvent, WireMode};
-use crate::openai::to_wire;
 use crate::provider::{ChatRequest, ResponseSchema};
+use crate::wire::to_wire;
 
 fn spec(name: &str) -> ToolSpec {
     ToolSpec {
@@ -33,7 +33,7 @@ fn request() -> ChatRequest {
     r.tools = offered();
     r.response_schema = Some(ResponseSchema {
         name: "ExecutorAgentOutput".into(),
-        schema: json!({"type": "object", "required": ["summary"]}),
+        schema: json!({"type": "object", "required": ["summary"]}).into(),
     });
     r.messages.push(ChatMessage::Assistant {
         content: Some("Let me check.".into()),
