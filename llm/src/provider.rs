@@ -59,8 +59,9 @@ pub enum ChatMessage {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: Value,
+    /// JSON Schema of the arguments object; shared, since a toolset hands
+    /// out its tools once per layer and per turn.
+    pub parameters: Arc<Value>,
 }
 
 /// Structured-output request: the JSON Schema the answer must follow.

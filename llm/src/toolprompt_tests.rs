@@ -10,7 +10,8 @@ fn spec(name: &str) -> ToolSpec {
         name: name.into(),
         description: format!("Runs {name}."),
         parameters: json!({"type": "object", "properties": {"code": {"type": "string"}},
-                           "required": ["code"]}),
+                           "required": ["code"]})
+        .into(),
     }
 }
 

@@ -86,7 +86,7 @@ fn full_request() -> ChatRequest {
     r.tools = vec![ToolSpec {
         name: "python_exec".into(),
         description: "Runs Python.".into(),
-        parameters: json!({"type": "object", "properties": {"code": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"code": {"type": "string"}}}).into(),
     }];
     r.messages.extend([
         ChatMessage::Assistant {
@@ -144,7 +144,7 @@ fn reference(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
                         function: FunctionObject {
                             name: t.name.clone(),
                             description: Some(t.description.clone()),
-                            parameters: Some(t.parameters.clone()),
+                            parameters: Some((*t.parameters).clone()),
                             strict: None,
                         },
                     })

@@ -179,34 +179,34 @@ impl AuditLog {
 
     /// Append one entry (sanitised) in its own durable transaction; returns its ID.
     pub fn log(&self, event: &str, data: JsonObject) -> StoreResult<String> {
-        let entries = self.log_batch(vec![(event.to_string(), data)])?;
-        entries
-            .into_iter()
+        let ids = self.log_batch(vec![(event.to_string(), data)])?;
+        ids.into_iter()
             .next()
-            .map(|e| e.id())
             .ok_or_else(|| StoreError::Invalid("empty batch".into()))
     }
 
     /// Append several entries in one transaction (all or none), durable
-    /// when it returns (through the store's group commit).
-    pub fn log_batch(&self, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<AuditEntry>> {
+    /// when it returns (through the store's group commit); their IDs.
+    pub fn log_batch(&self, events: Vec<(String, JsonObject)>) -> StoreResult<Vec<String>> {
         for (event, _) in &events {
             check_event_name(event)?;
         }
+        let events = Sanitized::new(events);
         self.writer
-            .write_blocking(Wait::Durable, move |txn| append_in(txn, events.clone()))
+            .write_blocking(Wait::Durable, move |txn| append_in(txn, &events))
     }
 
     /// [`Self::log_batch`] for async callers.
     pub async fn log_batch_async(
         &self,
         events: Vec<(String, JsonObject)>,
-    ) -> StoreResult<Vec<AuditEntry>> {
+    ) -> StoreResult<Vec<String>> {
         for (event, _) in &events {
             check_event_name(event)?;
         }
+        let events = Sanitized::new(events);
         self.writer
-            .write(Wait::Durable, move |txn| append_in(txn, events.clone()))
+            .write(Wait::Durable, move |txn| append_in(txn, &events))
             .await
     }
 
@@ -416,39 +416,71 @@ impl AuditLog {
     }
 }
 
+/// Audit events whose data went through [`never_log::sanitize`], once:
+/// sanitising is not idempotent (it rebuilds the withheld-keys list), and
+/// a group commit may run its operation again, so the events are sanitised
+/// when the operation is built and only borrowed when it runs.
+pub(crate) struct Sanitized(Vec<(String, JsonObject)>);
+
+impl Sanitized {
+    pub(crate) fn new(mut events: Vec<(String, JsonObject)>) -> Self {
+        for (_, data) in &mut events {
+            never_log::sanitize(data);
+        }
+        Sanitized(events)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// An entry as stored, borrowed: serialises exactly as [`AuditEntry`].
+#[derive(Serialize)]
+struct EntryRef<'a> {
+    seq: u64,
+    timestamp: &'a Timestamp,
+    event: &'a str,
+    data: &'a JsonObject,
+    prev_hash: &'a str,
+    entry_hash: &'a str,
+}
+
+/// What an append needs of the last entry (its data is skipped unread).
+#[derive(Deserialize)]
+struct Head {
+    entry_hash: String,
+}
+
 /// Append entries inside an open write transaction (also used by other stores
-/// that must audit in the same transaction as their own change).
-pub(crate) fn append_in(
-    txn: &WriteTransaction,
-    events: Vec<(String, JsonObject)>,
-) -> StoreResult<Vec<AuditEntry>> {
+/// that must audit in the same transaction as their own change); their IDs.
+pub(crate) fn append_in(txn: &WriteTransaction, events: &Sanitized) -> StoreResult<Vec<String>> {
     let mut table = txn.open_table(AUDIT)?;
     let (mut next_seq, mut prev_hash) = match table.last()? {
         Some((k, v)) => {
-            let last: AuditEntry = codec::decode("audit", v.value())?;
+            let last: Head = codec::decode("audit", v.value())?;
             (k.value() + 1, last.entry_hash)
         }
         None => (0, GENESIS_HASH.to_string()),
     };
-    let mut out = Vec::with_capacity(events.len());
-    for (event, mut data) in events {
-        never_log::sanitize(&mut data);
+    let mut ids = Vec::with_capacity(events.0.len());
+    for (event, data) in &events.0 {
         let timestamp = Timestamp::now();
-        let hash = entry_hash(next_seq, &timestamp, &event, &data, &prev_hash)?;
-        let entry = AuditEntry {
+        let entry_hash = entry_hash(next_seq, &timestamp, event, data, &prev_hash)?;
+        let entry = EntryRef {
             seq: next_seq,
-            timestamp,
+            timestamp: &timestamp,
             event,
             data,
-            prev_hash,
-            entry_hash: hash,
+            prev_hash: &prev_hash,
+            entry_hash: &entry_hash,
         };
         table.insert(next_seq, codec::encode("audit", &entry)?.as_slice())?;
-        prev_hash = entry.entry_hash.clone();
+        ids.push(next_seq.to_string());
+        prev_hash = entry_hash;
         next_seq += 1;
-        out.push(entry);
     }
-    Ok(out)
+    Ok(ids)
 }
 
 type AuditRow<'a> = Result<

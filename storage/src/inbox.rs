@@ -33,6 +33,7 @@ use silas_core::model::JsonObject;
 use silas_core::model::context::ContextItem;
 use silas_core::model::messages::{SignedMessage, TaintLevel};
 
+use crate::audit::Sanitized;
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::group_commit::{DurableTicket, GroupCommit, Wait};
@@ -186,6 +187,7 @@ fn advance_op(
     f: impl Fn(&mut InboxRecord) -> bool + Send + 'static,
 ) -> Op<InboxRecord> {
     let inbox_id = inbox_id.to_string();
+    let audit = Sanitized::new(audit);
     Box::new(move |txn| {
         let mut record = get_in(txn, &inbox_id)?;
         if !f(&mut record) {
@@ -195,7 +197,7 @@ fn advance_op(
             crate::chronicle::append_in(txn, &record.message.scope_id, item)?;
         }
         if !audit.is_empty() {
-            crate::audit::append_in(txn, audit.clone())?;
+            crate::audit::append_in(txn, &audit)?;
         }
         put_in(txn, &record)?;
         if record.stage == InboxStage::Delivered {

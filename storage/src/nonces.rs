@@ -20,6 +20,7 @@ use silas_core::approval::{Denial, same_signed_token};
 use silas_core::model::JsonObject;
 use silas_core::model::approval::ApprovalToken;
 
+use crate::audit::Sanitized;
 use crate::codec;
 use crate::error::{StoreError, StoreResult};
 use crate::schema::{APPROVAL_TOKENS, NONCES, WORK_ITEMS};
@@ -142,7 +143,7 @@ impl ApprovalLedger {
         audit: (String, JsonObject),
     ) -> StoreResult<()> {
         let txn = self.db.begin_write()?;
-        crate::audit::append_in(&txn, vec![audit])?;
+        crate::audit::append_in(&txn, &Sanitized::new(vec![audit]))?;
         {
             let mut t = txn.open_table(APPROVAL_TOKENS)?;
             if t.get(token.token_id.as_str())?.is_some() {
@@ -227,7 +228,7 @@ impl ApprovalLedger {
             new.approval_token = Some(updated.clone());
             put_in(&txn, &new, Some(&old))?;
         }
-        crate::audit::append_in(&txn, vec![audit(&updated)])?;
+        crate::audit::append_in(&txn, &Sanitized::new(vec![audit(&updated)]))?;
         txn.commit()?;
         Ok(Ok(updated))
     }
