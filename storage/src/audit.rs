@@ -580,3 +580,50 @@ fn check_checkpoint(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use silas_core::never_log::REMOVED_KEY;
+
+    use super::*;
+
+    fn obj(v: serde_json::Value) -> JsonObject {
+        match v {
+            serde_json::Value::Object(o) => o,
+            _ => JsonObject::new(),
+        }
+    }
+
+    #[test]
+    fn a_rerun_append_keeps_what_sanitising_withheld() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("audit.redb")).unwrap();
+        let canary = "canary-7f3e9a";
+        let events = Sanitized::new(vec![(
+            "turn.responded".into(),
+            obj(json!({"stdout": canary, "ok": 1})),
+        )]);
+        // A group commit whose batch failed runs the operation again in a
+        // fresh transaction: the first run is rolled back.
+        let txn = db.begin_write().unwrap();
+        append_in(&txn, &events).unwrap();
+        txn.abort().unwrap();
+        let txn = db.begin_write().unwrap();
+        assert_eq!(append_in(&txn, &events).unwrap(), ["0"]);
+        txn.commit().unwrap();
+
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(AUDIT).unwrap();
+        let stored = table.get(0).unwrap().unwrap();
+        let entry: AuditEntry = codec::decode("audit", stored.value()).unwrap();
+        assert_eq!(entry.data[REMOVED_KEY], json!(["stdout"]));
+        assert_eq!(entry.data["ok"], 1);
+        assert!(!String::from_utf8_lossy(stored.value()).contains(canary));
+        // The borrowed form wrote exactly what the owned entry encodes to,
+        // under the hash of its fields.
+        assert_eq!(entry.compute_hash().unwrap(), entry.entry_hash);
+        assert_eq!(entry.prev_hash, GENESIS_HASH);
+        assert_eq!(codec::encode("audit", &entry).unwrap(), stored.value());
+    }
+}
