@@ -47,16 +47,17 @@ pub struct WireBody<'a> {
 }
 
 /// Our request → the JSON body sent, in structured-output `mode` with tools
-/// offered as `tools` says (a tree, for tests and the probe).
-pub fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
+/// offered as `tools` says, as a tree for tests to read.
+#[cfg(test)]
+pub(crate) fn to_wire(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> Value {
     serde_json::to_value(wire_body(req, mode, tools)).unwrap_or(Value::Null)
 }
 
-/// [`to_wire`] without the tree, for the HTTP call.
-pub fn wire_body(req: &ChatRequest, mode: WireMode, tools: ToolWire) -> WireBody<'_> {
+/// The body sent, in structured-output `mode` with tools offered as
+/// `tools` says.
+pub fn wire_body(req: &ChatRequest, mut mode: WireMode, tools: ToolWire) -> WireBody<'_> {
     let mut messages = Cow::Borrowed(req.messages.as_slice());
     let mut offered = req.tools.as_slice();
-    let mut mode = mode;
     if tools == ToolWire::Prompt {
         let mut prompted = render_history(&req.messages);
         if !offered.is_empty() {

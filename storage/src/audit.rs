@@ -56,41 +56,44 @@ struct HashedFields<'a> {
     prev_hash: &'a str,
 }
 
-impl AuditEntry {
-    /// The entry ID the spec's `log` returns: the sequence number as text.
-    pub fn id(&self) -> String {
-        self.seq.to_string()
-    }
-
-    pub fn compute_hash(&self) -> StoreResult<String> {
-        entry_hash(
-            self.seq,
-            &self.timestamp,
-            &self.event,
-            &self.data,
-            &self.prev_hash,
-        )
+impl HashedFields<'_> {
+    fn hash(&self) -> StoreResult<String> {
+        canonical::hash_of(self).map_err(|e| StoreError::Encoding {
+            table: "audit",
+            detail: e.to_string(),
+        })
     }
 }
 
-fn entry_hash(
-    seq: u64,
-    timestamp: &Timestamp,
-    event: &str,
-    data: &JsonObject,
-    prev_hash: &str,
-) -> StoreResult<String> {
-    let fields = HashedFields {
-        seq,
-        timestamp,
-        event,
-        data,
-        prev_hash,
-    };
-    canonical::hash_of(&fields).map_err(|e| StoreError::Encoding {
-        table: "audit",
-        detail: e.to_string(),
-    })
+/// An entry as stored, borrowed: serialises exactly as [`AuditEntry`].
+#[derive(Serialize)]
+struct EntryRef<'a> {
+    #[serde(flatten)]
+    fields: &'a HashedFields<'a>,
+    entry_hash: &'a str,
+}
+
+/// The entry ID the spec's `log` returns: the sequence number as text.
+fn entry_id(seq: u64) -> String {
+    seq.to_string()
+}
+
+impl AuditEntry {
+    /// The entry ID the spec's `log` returns.
+    pub fn id(&self) -> String {
+        entry_id(self.seq)
+    }
+
+    pub fn compute_hash(&self) -> StoreResult<String> {
+        HashedFields {
+            seq: self.seq,
+            timestamp: &self.timestamp,
+            event: &self.event,
+            data: &self.data,
+            prev_hash: &self.prev_hash,
+        }
+        .hash()
+    }
 }
 
 /// A recorded chain head, against which later verification detects truncation.
@@ -435,17 +438,6 @@ impl Sanitized {
     }
 }
 
-/// An entry as stored, borrowed: serialises exactly as [`AuditEntry`].
-#[derive(Serialize)]
-struct EntryRef<'a> {
-    seq: u64,
-    timestamp: &'a Timestamp,
-    event: &'a str,
-    data: &'a JsonObject,
-    prev_hash: &'a str,
-    entry_hash: &'a str,
-}
-
 /// What an append needs of the last entry (its data is skipped unread).
 #[derive(Deserialize)]
 struct Head {
@@ -466,17 +458,20 @@ pub(crate) fn append_in(txn: &WriteTransaction, events: &Sanitized) -> StoreResu
     let mut ids = Vec::with_capacity(events.0.len());
     for (event, data) in &events.0 {
         let timestamp = Timestamp::now();
-        let entry_hash = entry_hash(next_seq, &timestamp, event, data, &prev_hash)?;
-        let entry = EntryRef {
+        let fields = HashedFields {
             seq: next_seq,
             timestamp: &timestamp,
             event,
             data,
             prev_hash: &prev_hash,
+        };
+        let entry_hash = fields.hash()?;
+        let entry = EntryRef {
+            fields: &fields,
             entry_hash: &entry_hash,
         };
         table.insert(next_seq, codec::encode("audit", &entry)?.as_slice())?;
-        ids.push(next_seq.to_string());
+        ids.push(entry_id(next_seq));
         prev_hash = entry_hash;
         next_seq += 1;
     }
