@@ -35,7 +35,27 @@ fn bench_from(cwd: &Path, silas: &Path, args: &[&str]) -> Value {
 
 #[test]
 fn many_scopes_answers_every_customer_turn_once() {
-    let r = bench(&["many-scopes", "--clients", "4", "--turns", "3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latencies.txt");
+    let r = bench(&[
+        "many-scopes",
+        "--clients",
+        "4",
+        "--turns",
+        "3",
+        "--latencies",
+        file.to_str().unwrap(),
+    ]);
+    // One latency per reply, in microseconds, the largest the report's max.
+    let latencies: Vec<u64> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(latencies.len(), 12);
+    let max_ms = r["latency"]["max_ms"].as_f64().unwrap();
+    let largest = *latencies.iter().max().unwrap() as f64 / 1000.0;
+    assert!((largest - max_ms).abs() < 0.01, "{largest} vs {r}");
     assert_eq!(r["mode"], "many-scopes");
     assert_eq!(r["sent"], 12, "{r}");
     assert_eq!(r["replies"], 12, "{r}");

@@ -134,6 +134,10 @@ pub struct Report {
     /// Churn mode with `--settle-seconds`.
     pub settled: Option<Settled>,
     pub daemon_alive: bool,
+    /// Every reply's latency in the order the replies came (for one
+    /// client, the turn order): where the tail comes from (`--latencies`).
+    #[serde(skip)]
+    pub latencies: Vec<Duration>,
 }
 
 impl Report {
@@ -156,6 +160,7 @@ impl Report {
             refused_codes: tally.refused,
             elapsed_s: secs,
             latency: percentiles(&tally.latencies),
+            latencies: tally.latencies,
             ..Report::default()
         }
     }

@@ -13,8 +13,9 @@
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Instant;
 
 use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use tantivy::collector::TopDocs;
@@ -108,8 +109,19 @@ pub(crate) struct TextIndex {
     /// most of a turn's cost, and once a long conversation's context was
     /// full, every turn paid one and the merges behind it (issue #19). Lost
     /// in a crash, they make the document count differ from redb's, and the
-    /// index is rebuilt at the next start.
+    /// index is rebuilt at the next start. Counts `queued` too.
     deferred: AtomicUsize,
+    /// Deferred writes not yet handed to the writer: a turn's capture never
+    /// waits for the writer's lock, which a commit holds throughout (about
+    /// 10 ms; the turn that completed a batch used to pay that commit, the
+    /// one-client p99 of issue #19), nor makes the writer. Every use of the
+    /// writer adds these first, so a later delete or update of the same
+    /// memory applies after them.
+    queued: Mutex<Vec<MemoryItem>>,
+    /// Raised when a batch is waiting, for the thread that commits batches
+    /// ([`TextIndex::commit_batches_elsewhere`]); without one, the write
+    /// that completes a batch commits it.
+    committer: OnceLock<Arc<BatchSignal>>,
     /// `deferred` as the last [`TextIndex::commit_if_quiet`] saw it.
     quiet_seen: AtomicUsize,
     /// Every write so far (a counter, compared between idle looks).
@@ -127,7 +139,64 @@ pub(crate) struct TextIndex {
 const WRITER_IDLE_LOOKS: u32 = 12;
 
 /// Deferred writes committed together at most.
-const DEFERRED_BATCH: usize = 256;
+pub(crate) const DEFERRED_BATCH: usize = 256;
+
+/// Queued deferred writes at which the writer of one commits them itself,
+/// committer or not: a committer that stopped keeping up must not let the
+/// queue grow without bound.
+const QUEUE_LIMIT: usize = DEFERRED_BATCH * 4;
+
+/// The nice value of the index's background threads: below every turn's
+/// thread, not so far below that indexing falls behind a busy daemon (a
+/// thread of nice 10 still gets about a tenth of a contended core; indexing
+/// 2,000 captures a second takes well under that).
+const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`BACKGROUND_NICE`] (Linux:
+/// `setpriority(PRIO_PROCESS, 0)` is per thread, and threads inherit it
+/// from the thread that starts them). Best effort: a refusal leaves it.
+pub(crate) fn background_priority() {
+    if let Err(e) = rustix::process::setpriority_process(None, BACKGROUND_NICE) {
+        tracing::debug!("memory index: background priority not set: {e}");
+    }
+}
+
+/// Wakes the thread that commits batches of deferred writes.
+#[derive(Default)]
+pub(crate) struct BatchSignal {
+    raised: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl BatchSignal {
+    fn raise(&self) {
+        if let Ok(mut raised) = self.raised.lock() {
+            *raised = true;
+            self.cv.notify_one();
+        }
+    }
+
+    /// Waits until raised or `until`; whether it was raised (lowering it).
+    pub(crate) fn wait_until(&self, until: Instant) -> bool {
+        let Ok(mut raised) = self.raised.lock() else {
+            return false;
+        };
+        loop {
+            if *raised {
+                *raised = false;
+                return true;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match self.cv.wait_timeout(raised, left) {
+                Ok((guard, _)) => raised = guard,
+                Err(_) => return false,
+            }
+        }
+    }
+}
 
 fn ix(e: tantivy::TantivyError) -> MemoryError {
     MemoryError::Index(e.to_string())
@@ -186,6 +255,8 @@ impl TextIndex {
             fields,
             dirty: AtomicBool::new(false),
             deferred: AtomicUsize::new(0),
+            queued: Mutex::new(Vec::new()),
+            committer: OnceLock::new(),
             quiet_seen: AtomicUsize::new(0),
             writes: AtomicUsize::new(0),
             idle_seen: Mutex::new((0, 0)),
@@ -205,13 +276,68 @@ impl TextIndex {
         self.writes.fetch_add(1, Ordering::AcqRel);
         let w = match &mut *slot {
             Some(w) => w,
-            none => none.insert(
-                self.index
-                    .writer_with_num_threads(1, WRITER_ARENA)
-                    .map_err(ix)?,
-            ),
+            none => none.insert(self.make_writer()?),
         };
+        self.drain(w, false)?;
         f(w)
+    }
+
+    /// A new writer, made on a thread of background priority: tantivy's
+    /// indexing, merging and commit threads inherit it, so a commit's burst
+    /// of work (several ms of one core) gives way to turns instead of
+    /// delaying them, the one-client p99 of issue #19.
+    fn make_writer(&self) -> Result<IndexWriter, MemoryError> {
+        let index = self.index.clone();
+        std::thread::Builder::new()
+            .name("memory-index-open".into())
+            .spawn(move || {
+                background_priority();
+                index.writer_with_num_threads(1, WRITER_ARENA).map_err(ix)
+            })
+            .map_err(|e| MemoryError::Index(format!("cannot start the index writer: {e}")))?
+            .join()
+            .map_err(|_| MemoryError::Index("the index writer panicked at start".into()))?
+    }
+
+    /// Adds the queued deferred writes to the writer (the caller holds its
+    /// lock). With `settle`, also takes the count of deferred writes not yet
+    /// committed — all in the writer once this returns — for the commit
+    /// about to run; taken under the queue's lock, so a write queued
+    /// meanwhile is counted for the next commit, not lost.
+    fn drain(&self, w: &IndexWriter, settle: bool) -> Result<usize, MemoryError> {
+        let (items, taken) = {
+            let mut queued = self
+                .queued
+                .lock()
+                .map_err(|_| MemoryError::Index("index queue poisoned".into()))?;
+            let taken = if settle {
+                self.deferred.swap(0, Ordering::AcqRel)
+            } else {
+                0
+            };
+            (std::mem::take(&mut *queued), taken)
+        };
+        for item in &items {
+            if let Err(e) = self.add(w, item) {
+                self.deferred.fetch_add(taken, Ordering::AcqRel);
+                return Err(e);
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Makes [`Self::commit`] the job of whoever waits on `signal` once
+    /// [`DEFERRED_BATCH`] deferred writes are waiting, instead of the write
+    /// that completed the batch (the daemon's quiet-commit thread,
+    /// `Memory::open`). The first call wins.
+    pub(crate) fn commit_batches_elsewhere(&self, signal: Arc<BatchSignal>) {
+        let _ = self.committer.set(signal);
+    }
+
+    /// Documents searchable now, committing nothing (tests).
+    #[cfg(test)]
+    pub(crate) fn committed_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
     }
 
     /// Whether the writer exists yet (tests).
@@ -223,31 +349,81 @@ impl TextIndex {
     /// Adds or replaces one memory's document (not yet committed): the next
     /// read of its lane commits it first, except a raw capture (deferred).
     pub(crate) fn upsert(&self, item: &MemoryItem) -> Result<(), MemoryError> {
-        self.with_writer(|w| self.upsert_with(w, item, false))
-    }
-
-    /// [`Self::upsert`] for a write no read needs at once, whatever its lane
-    /// (see `deferred`).
-    pub(crate) fn upsert_deferred(&self, item: &MemoryItem) -> Result<(), MemoryError> {
-        self.with_writer(|w| self.upsert_with(w, item, true))
-    }
-
-    /// Many at once, under one lock (rebuild, import).
-    pub(crate) fn upsert_all(&self, items: &[MemoryItem]) -> Result<(), MemoryError> {
+        if item.reingestion_tier == ReingestionTier::LowReingestion {
+            return self.upsert_deferred(item);
+        }
         self.with_writer(|w| {
-            for item in items {
-                self.upsert_with(w, item, false)?;
-            }
+            self.add(w, item)?;
+            self.dirty.store(true, Ordering::Release);
             Ok(())
         })
     }
 
-    fn upsert_with(
-        &self,
-        w: &IndexWriter,
-        item: &MemoryItem,
-        deferred: bool,
-    ) -> Result<(), MemoryError> {
+    /// [`Self::upsert`] for a write no read needs at once, whatever its lane
+    /// (see `deferred`). Never waits for the writer: handed to it when it
+    /// is free (tantivy indexes the document in its own thread, so a batch
+    /// is indexed as it comes, not all at its commit), queued while a
+    /// commit holds it or before it exists (made off the turn, by the
+    /// next commit).
+    pub(crate) fn upsert_deferred(&self, item: &MemoryItem) -> Result<(), MemoryError> {
+        let direct = match self.writer.try_lock() {
+            Ok(mut slot) => match slot.as_mut() {
+                Some(w) => {
+                    self.drain(w, false)?;
+                    self.add(w, item)?;
+                    // Counted under the writer's lock: no commit can take
+                    // the document without its count.
+                    Some(self.count_deferred())
+                }
+                None => None,
+            },
+            // Held (a commit runs), or poisoned: the queue's next drain
+            // reports that.
+            Err(_) => None,
+        };
+        let waiting = match direct {
+            Some(waiting) => waiting,
+            None => {
+                let mut queued = self
+                    .queued
+                    .lock()
+                    .map_err(|_| MemoryError::Index("index queue poisoned".into()))?;
+                queued.push(item.clone());
+                self.count_deferred()
+            }
+        };
+        if waiting < DEFERRED_BATCH {
+            return Ok(());
+        }
+        match self.committer.get() {
+            Some(committer) if waiting < QUEUE_LIMIT => {
+                committer.raise();
+                Ok(())
+            }
+            _ => self.commit(),
+        }
+    }
+
+    /// Counts one more deferred write; how many wait for a commit now.
+    fn count_deferred(&self) -> usize {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        self.deferred.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Many at once, under one lock (rebuild, import: the caller commits).
+    pub(crate) fn upsert_all(&self, items: &[MemoryItem]) -> Result<(), MemoryError> {
+        self.with_writer(|w| {
+            for item in items {
+                self.add(w, item)?;
+            }
+            self.dirty.store(true, Ordering::Release);
+            Ok(())
+        })
+    }
+
+    /// One memory's document, replacing any earlier one (the caller holds
+    /// the writer's lock and accounts for the write).
+    fn add(&self, w: &IndexWriter, item: &MemoryItem) -> Result<(), MemoryError> {
         let f = self.fields;
         let scope = item.session_id.as_deref().unwrap_or(NO_SCOPE);
         w.delete_term(Term::from_field_text(f.id, &item.memory_id));
@@ -260,11 +436,6 @@ impl TextIndex {
             f.content => item.content.as_str(),
         ))
         .map_err(ix)?;
-        if deferred || item.reingestion_tier == ReingestionTier::LowReingestion {
-            self.deferred.fetch_add(1, Ordering::AcqRel);
-        } else {
-            self.dirty.store(true, Ordering::Release);
-        }
         Ok(())
     }
 
@@ -290,19 +461,19 @@ impl TextIndex {
     }
 
     /// Commits when a read that does (`raw`) or does not see the raw lane
-    /// needs it; see `deferred`.
+    /// needs it; see `deferred` (a batch of those is committed when it is
+    /// complete, [`Self::upsert_deferred`]).
     fn commit_for(&self, raw: bool) -> Result<(), MemoryError> {
-        let pending = self.deferred.load(Ordering::Acquire);
         let needed = self.dirty.load(Ordering::Acquire)
-            || (pending > 0 && (raw || pending >= DEFERRED_BATCH));
+            || (raw && self.deferred.load(Ordering::Acquire) > 0);
         if !needed {
             return Ok(());
         }
         self.with_writer(|w| {
             // Taken under the writer lock: writes racing this commit set them
             // again and are committed next time.
+            let taken = self.drain(w, true)?;
             self.dirty.store(false, Ordering::Release);
-            let taken = self.deferred.swap(0, Ordering::AcqRel);
             if let Err(e) = w.commit() {
                 self.dirty.store(true, Ordering::Release);
                 self.deferred.fetch_add(taken, Ordering::AcqRel);
@@ -312,6 +483,17 @@ impl TextIndex {
         })?;
         self.reader.reload().map_err(ix)?;
         Ok(())
+    }
+
+    /// Commits when a batch of deferred writes is complete (what
+    /// [`Self::commit_batches_elsewhere`]'s signal asks for); whether it did.
+    /// A signal raised again by the batch just committed finds none.
+    pub(crate) fn commit_batch(&self) -> Result<bool, MemoryError> {
+        if self.deferred.load(Ordering::Acquire) < DEFERRED_BATCH {
+            return Ok(false);
+        }
+        self.commit()?;
+        Ok(true)
     }
 
     /// Commits the deferred writes still waiting when none has come since
@@ -511,239 +693,5 @@ impl TextIndex {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use silas_core::Timestamp;
-
-    fn memory(id: &str, tier: ReingestionTier) -> MemoryItem {
-        use silas_core::model::memory::{MemoryType, TrustLevel};
-        use silas_core::model::messages::TaintLevel;
-        let now = Timestamp::now();
-        MemoryItem {
-            memory_id: id.into(),
-            content: format!("cats and dogs {id}"),
-            memory_type: MemoryType::Fact,
-            reingestion_tier: tier,
-            trust_level: TrustLevel::Working,
-            taint: TaintLevel::Owner,
-            created_at: now,
-            updated_at: now,
-            valid_from: None,
-            valid_until: None,
-            access_count: 0,
-            last_accessed: None,
-            semantic_tags: Vec::new(),
-            entity_refs: Vec::new(),
-            causal_refs: Vec::new(),
-            temporal_next: None,
-            temporal_prev: None,
-            session_id: Some("s".into()),
-            embedding: None,
-            source_kind: "test".into(),
-        }
-    }
-
-    fn generation(ix: &TextIndex) -> u64 {
-        ix.reader.searcher().generation().generation_id()
-    }
-
-    /// The active lane's "cats" memories.
-    fn active_cats(ix: &TextIndex) -> Vec<String> {
-        ix.search("s", ReingestionTier::Active, "cats", 500)
-            .unwrap()
-    }
-
-    /// An index holding one committed active memory, "a1", and its
-    /// generation.
-    fn with_a1() -> (TextIndex, u64) {
-        let ix = TextIndex::in_ram().unwrap();
-        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
-        assert_eq!(active_cats(&ix), ["a1"]);
-        let g = generation(&ix);
-        (ix, g)
-    }
-
-    #[test]
-    fn raw_captures_wait_for_a_raw_read_or_a_batch_while_active_writes_do_not() {
-        let (ix, g) = with_a1();
-        // A raw capture: an active-lane read does not commit for it…
-        ix.upsert(&memory("r1", ReingestionTier::LowReingestion))
-            .unwrap();
-        assert_eq!(active_cats(&ix), ["a1"]);
-        assert_eq!(generation(&ix), g, "committed for a raw capture");
-        // …a raw-lane read does, and sees it.
-        assert_eq!(
-            ix.search("s", ReingestionTier::LowReingestion, "cats", 10)
-                .unwrap(),
-            ["r1"]
-        );
-        assert!(generation(&ix) > g);
-        // A batch of raw captures is committed by any read.
-        let g = generation(&ix);
-        for n in 0..DEFERRED_BATCH {
-            ix.upsert(&memory(
-                &format!("r{}", n + 2),
-                ReingestionTier::LowReingestion,
-            ))
-            .unwrap();
-        }
-        ix.search("s", ReingestionTier::Active, "cats", 10).unwrap();
-        assert!(generation(&ix) > g);
-        assert_eq!(ix.num_docs().unwrap(), DEFERRED_BATCH as u64 + 2);
-    }
-
-    /// What a context eviction keeps (active lane) is deferred like a raw
-    /// capture: an active-lane read does not commit for it — once a long
-    /// conversation's context is full every turn keeps some, and a commit
-    /// per turn was most of the turn's cost — the quiet commit or a batch
-    /// makes it searchable; an ordinary active write still commits at the
-    /// next read.
-    #[test]
-    fn deferred_active_writes_wait_for_a_batch_or_a_quiet_spell() {
-        let (ix, g) = with_a1();
-        ix.upsert_deferred(&memory("kept1", ReingestionTier::Active))
-            .unwrap();
-        assert_eq!(active_cats(&ix), ["a1"]);
-        assert_eq!(
-            generation(&ix),
-            g,
-            "an active read committed a deferred write"
-        );
-        // Quiet: the next look commits it, and it is found.
-        assert!(!ix.commit_if_quiet().unwrap());
-        assert!(ix.commit_if_quiet().unwrap());
-        let mut found = active_cats(&ix);
-        found.sort();
-        assert_eq!(found, ["a1", "kept1"]);
-        // A batch of them is committed by the next active read.
-        let g = generation(&ix);
-        for n in 0..DEFERRED_BATCH {
-            ix.upsert_deferred(&memory(&format!("kept{}", n + 2), ReingestionTier::Active))
-                .unwrap();
-        }
-        assert_eq!(active_cats(&ix).len(), DEFERRED_BATCH + 2);
-        assert!(generation(&ix) > g);
-        // An ordinary active write is seen by the very next read.
-        ix.upsert(&memory("a2", ReingestionTier::Active)).unwrap();
-        assert!(active_cats(&ix).contains(&"a2".to_string()));
-    }
-
-    /// On disk, so that the new writer must find the old one's directory
-    /// lock released.
-    #[test]
-    fn an_idle_writer_is_released_and_the_next_write_makes_another() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ix, _) = TextIndex::open(dir.path()).unwrap();
-        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
-        assert!(ix.has_writer());
-        // A write not yet committed: kept, however long the quiet.
-        for _ in 0..WRITER_IDLE_LOOKS * 2 {
-            assert!(!ix.release_writer_if_idle().unwrap());
-        }
-        assert!(ix.has_writer());
-        // Committed by a read; then a minute of looks without a write.
-        assert_eq!(active_cats(&ix), ["a1"]);
-        for _ in 0..WRITER_IDLE_LOOKS {
-            assert!(!ix.release_writer_if_idle().unwrap());
-        }
-        assert!(ix.release_writer_if_idle().unwrap());
-        assert!(!ix.has_writer());
-        assert!(!ix.release_writer_if_idle().unwrap(), "released once");
-        // Reads need no writer; the next write makes a new one.
-        assert_eq!(active_cats(&ix), ["a1"]);
-        ix.upsert(&memory("a2", ReingestionTier::Active)).unwrap();
-        assert!(ix.has_writer());
-        let mut found = active_cats(&ix);
-        found.sort();
-        assert_eq!(found, ["a1", "a2"]);
-    }
-
-    #[test]
-    fn a_write_between_looks_restarts_the_idle_count() {
-        let (ix, _) = with_a1();
-        for round in 0..3 {
-            for _ in 0..WRITER_IDLE_LOOKS {
-                assert!(!ix.release_writer_if_idle().unwrap());
-            }
-            ix.upsert(&memory(&format!("b{round}"), ReingestionTier::Active))
-                .unwrap();
-            assert_eq!(active_cats(&ix).len(), round + 2);
-        }
-        assert!(ix.has_writer());
-    }
-
-    #[test]
-    fn raw_captures_are_committed_once_quiet_and_not_while_they_keep_coming() {
-        let ix = TextIndex::in_ram().unwrap();
-        assert!(!ix.commit_if_quiet().unwrap(), "nothing pending");
-        let g = generation(&ix);
-        ix.upsert(&memory("r1", ReingestionTier::LowReingestion))
-            .unwrap();
-        assert!(
-            !ix.commit_if_quiet().unwrap(),
-            "a capture since the last look"
-        );
-        ix.upsert(&memory("r2", ReingestionTier::LowReingestion))
-            .unwrap();
-        assert!(!ix.commit_if_quiet().unwrap(), "still coming");
-        assert_eq!(generation(&ix), g);
-        // No capture between two looks: committed, visible, nothing left.
-        assert!(ix.commit_if_quiet().unwrap());
-        assert!(generation(&ix) > g);
-        assert_eq!(ix.deferred.load(Ordering::Acquire), 0);
-        assert_eq!(ix.reader.searcher().num_docs(), 2);
-        assert!(!ix.commit_if_quiet().unwrap(), "nothing pending again");
-    }
-
-    #[test]
-    fn the_writer_is_created_at_the_first_write_not_at_open() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ix, fresh) = TextIndex::open(dir.path()).unwrap();
-        assert!(fresh);
-        assert!(!ix.has_writer(), "open created the writer");
-        // Reads and counts need no writer.
-        assert_eq!(ix.num_docs().unwrap(), 0);
-        assert!(
-            ix.search("s", ReingestionTier::Active, "cats", 10)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(!ix.has_writer());
-        ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
-        assert!(ix.has_writer());
-        ix.commit().unwrap();
-        drop(ix);
-        // Reopened: the committed document is searchable, still no writer.
-        let (ix, fresh) = TextIndex::open(dir.path()).unwrap();
-        assert!(!fresh);
-        assert_eq!(
-            ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
-            ["a1"]
-        );
-        assert!(!ix.has_writer());
-    }
-
-    #[test]
-    fn concurrent_first_writes_share_one_writer() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ix, _) = TextIndex::open(dir.path()).unwrap();
-        let ix = std::sync::Arc::new(ix);
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
-        let threads: Vec<_> = (0..8)
-            .map(|n| {
-                let ix = ix.clone();
-                let barrier = barrier.clone();
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    // A second writer would fail on tantivy's directory lock.
-                    ix.upsert(&memory(&format!("a{n}"), ReingestionTier::Active))
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap().unwrap();
-        }
-        assert_eq!(ix.num_docs().unwrap(), 8);
-    }
-}
+#[path = "index_tests.rs"]
+pub(crate) mod tests;

@@ -25,14 +25,14 @@ pub mod scan;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_storage::{Store, StoreError};
 
 pub use bundle::{ImportMode, ImportReport};
-use index::TextIndex;
+use index::{BatchSignal, TextIndex};
 
 /// Where the index lives under the data dir.
 pub const INDEX_DIR: &str = "memory-index";
@@ -114,18 +114,31 @@ impl Memory {
         Ok(m)
     }
 
-    /// Starts the thread that commits the last deferred writes (raw
-    /// captures, evictions kept as memory) once none has come for
-    /// [`QUIET_COMMIT_EVERY`] (`TextIndex::commit_if_quiet`); it ends with
-    /// the last clone of this `Memory`.
+    /// Starts the thread that commits deferred writes (raw captures,
+    /// evictions kept as memory): each batch once complete
+    /// (`TextIndex::commit_batches_elsewhere`, so no turn waits for it), and
+    /// the last ones once none has come for [`QUIET_COMMIT_EVERY`]
+    /// (`TextIndex::commit_if_quiet`); it ends with the last clone of this
+    /// `Memory`.
     fn commit_when_quiet(&self) {
         let inner = Arc::downgrade(&self.inner);
+        let signal = Arc::new(BatchSignal::default());
+        let batches = signal.clone();
         let started = std::thread::Builder::new()
             .name("memory-quiet-commit".into())
             .spawn(move || {
+                index::background_priority();
+                let mut next_look = Instant::now() + QUIET_COMMIT_EVERY;
                 loop {
-                    std::thread::sleep(QUIET_COMMIT_EVERY);
+                    let batch = batches.wait_until(next_look);
                     let Some(inner) = inner.upgrade() else { break };
+                    if batch && let Err(e) = inner.index.commit_batch() {
+                        tracing::warn!("memory index: batch commit failed: {e}");
+                    }
+                    if Instant::now() < next_look {
+                        continue;
+                    }
+                    next_look = Instant::now() + QUIET_COMMIT_EVERY;
                     if let Err(e) = inner.index.commit_if_quiet() {
                         tracing::warn!("memory index: quiet commit failed: {e}");
                     }
@@ -134,8 +147,13 @@ impl Memory {
                     }
                 }
             });
-        if let Err(e) = started {
-            tracing::warn!("memory index: no quiet commits ({e}); captures wait for a read");
+        match started {
+            Ok(_) => self.inner.index.commit_batches_elsewhere(signal),
+            Err(e) => {
+                tracing::warn!(
+                    "memory index: no quiet commits ({e}); a batch is committed by the write that completes it"
+                )
+            }
         }
     }
 
@@ -558,5 +576,27 @@ mod tests {
         let m = Memory::open(store, &d.path().join("index")).unwrap();
         assert!(m.wait_ready(Duration::from_secs(10)));
         assert!(!m.inner.index.has_writer());
+    }
+
+    /// The daemon's index hands complete batches of raw captures to its
+    /// committer thread, which makes them searchable well before a quiet
+    /// spell would ([`QUIET_COMMIT_EVERY`], two looks).
+    #[test]
+    fn the_committer_thread_commits_a_complete_batch() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open_in(d.path()).unwrap();
+        let m = Memory::open(store, &d.path().join("index")).unwrap();
+        assert!(m.wait_ready(Duration::from_secs(10)));
+        let started = Instant::now();
+        for n in 0..index::DEFERRED_BATCH {
+            let item = index::tests::memory(&format!("r{n}"), ReingestionTier::LowReingestion);
+            m.put_queued(&item).unwrap();
+        }
+        let committed = || m.inner.index.committed_docs();
+        while committed() < index::DEFERRED_BATCH as u64 && started.elapsed() < QUIET_COMMIT_EVERY {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(committed(), index::DEFERRED_BATCH as u64);
+        assert!(started.elapsed() < QUIET_COMMIT_EVERY);
     }
 }

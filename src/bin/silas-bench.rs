@@ -21,6 +21,11 @@ struct Cli {
     /// Print the report as JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Also write every reply's latency (microseconds, one per line, in the
+    /// order the replies came; with one client, the turn order) to this
+    /// file: which turns make the tail.
+    #[arg(long, global = true)]
+    latencies: Option<PathBuf>,
     #[command(subcommand)]
     mode: Cmd,
 }
@@ -101,6 +106,17 @@ fn main() -> ExitCode {
     };
     match rt.block_on(silas_loadtool::run(&silas, mode, cli.max_seconds)) {
         Ok(report) => {
+            if let Some(path) = &cli.latencies {
+                let lines: String = report
+                    .latencies
+                    .iter()
+                    .map(|d| format!("{}\n", d.as_micros()))
+                    .collect();
+                if let Err(e) = std::fs::write(path, lines) {
+                    eprintln!("silas-bench: {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            }
             if cli.json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(j) => println!("{j}"),
