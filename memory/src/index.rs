@@ -146,21 +146,6 @@ pub(crate) const DEFERRED_BATCH: usize = 256;
 /// queue grow without bound.
 const QUEUE_LIMIT: usize = DEFERRED_BATCH * 4;
 
-/// The nice value of the index's background threads: below every turn's
-/// thread, not so far below that indexing falls behind a busy daemon (a
-/// thread of nice 10 still gets about a tenth of a contended core; indexing
-/// 2,000 captures a second takes well under that).
-const BACKGROUND_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to [`BACKGROUND_NICE`] (Linux:
-/// `setpriority(PRIO_PROCESS, 0)` is per thread, and threads inherit it
-/// from the thread that starts them). Best effort: a refusal leaves it.
-pub(crate) fn background_priority() {
-    if let Err(e) = rustix::process::setpriority_process(None, BACKGROUND_NICE) {
-        tracing::debug!("memory index: background priority not set: {e}");
-    }
-}
-
 /// Wakes the thread that commits batches of deferred writes.
 #[derive(Default)]
 pub(crate) struct BatchSignal {
@@ -276,27 +261,14 @@ impl TextIndex {
         self.writes.fetch_add(1, Ordering::AcqRel);
         let w = match &mut *slot {
             Some(w) => w,
-            none => none.insert(self.make_writer()?),
+            none => none.insert(
+                self.index
+                    .writer_with_num_threads(1, WRITER_ARENA)
+                    .map_err(ix)?,
+            ),
         };
         self.drain(w, false)?;
         f(w)
-    }
-
-    /// A new writer, made on a thread of background priority: tantivy's
-    /// indexing, merging and commit threads inherit it, so a commit's burst
-    /// of work (several ms of one core) gives way to turns instead of
-    /// delaying them, the one-client p99 of issue #19.
-    fn make_writer(&self) -> Result<IndexWriter, MemoryError> {
-        let index = self.index.clone();
-        std::thread::Builder::new()
-            .name("memory-index-open".into())
-            .spawn(move || {
-                background_priority();
-                index.writer_with_num_threads(1, WRITER_ARENA).map_err(ix)
-            })
-            .map_err(|e| MemoryError::Index(format!("cannot start the index writer: {e}")))?
-            .join()
-            .map_err(|_| MemoryError::Index("the index writer panicked at start".into()))?
     }
 
     /// Adds the queued deferred writes to the writer (the caller holds its

@@ -127,7 +127,6 @@ impl Memory {
         let started = std::thread::Builder::new()
             .name("memory-quiet-commit".into())
             .spawn(move || {
-                index::background_priority();
                 let mut next_look = Instant::now() + QUIET_COMMIT_EVERY;
                 loop {
                     let batch = batches.wait_until(next_look);
