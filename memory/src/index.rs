@@ -338,6 +338,7 @@ impl TextIndex {
     /// commit holds it or before it exists (made off the turn, by the
     /// next commit).
     pub(crate) fn upsert_deferred(&self, item: &MemoryItem) -> Result<(), MemoryError> {
+        let mut no_writer = false;
         let direct = match self.writer.try_lock() {
             Ok(mut slot) => match slot.as_mut() {
                 Some(w) => {
@@ -347,7 +348,10 @@ impl TextIndex {
                     // the document without its count.
                     Some(self.count_deferred())
                 }
-                None => None,
+                None => {
+                    no_writer = true;
+                    None
+                }
             },
             // Held (a commit runs), or poisoned: the queue's next drain
             // reports that.
@@ -365,6 +369,11 @@ impl TextIndex {
             }
         };
         if waiting < DEFERRED_BATCH {
+            // The committer makes the writer now, so the rest of the batch
+            // is indexed as it comes rather than all at its commit.
+            if no_writer && let Some(committer) = self.committer.get() {
+                committer.raise();
+            }
             return Ok(());
         }
         match self.committer.get() {
@@ -457,15 +466,25 @@ impl TextIndex {
         Ok(())
     }
 
-    /// Commits when a batch of deferred writes is complete (what
-    /// [`Self::commit_batches_elsewhere`]'s signal asks for); whether it did.
-    /// A signal raised again by the batch just committed finds none.
+    /// What [`Self::commit_batches_elsewhere`]'s signal asks for: commits
+    /// a complete batch of deferred writes, or else hands the queued ones
+    /// to the writer, making it (a capture found none); whether it
+    /// committed. A signal raised again by the batch just committed finds
+    /// none.
     pub(crate) fn commit_batch(&self) -> Result<bool, MemoryError> {
-        if self.deferred.load(Ordering::Acquire) < DEFERRED_BATCH {
-            return Ok(false);
+        if self.deferred.load(Ordering::Acquire) >= DEFERRED_BATCH {
+            self.commit()?;
+            return Ok(true);
         }
-        self.commit()?;
-        Ok(true)
+        let queued = self
+            .queued
+            .lock()
+            .map_err(|_| MemoryError::Index("index queue poisoned".into()))?
+            .len();
+        if queued > 0 {
+            self.with_writer(|_| Ok(()))?;
+        }
+        Ok(false)
     }
 
     /// Commits the deferred writes still waiting when none has come since

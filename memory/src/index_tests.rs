@@ -275,6 +275,35 @@ fn a_complete_batch_is_the_committers_job_not_the_capturing_turns() {
     assert_eq!(ix.deferred.load(Ordering::Acquire), 0);
 }
 
+/// A capture that finds no writer queues and asks the committer to make
+/// one, so a turn never pays for the writer (its channel and threads, a
+/// few ms) and the rest of the batch is indexed as it comes.
+#[test]
+fn the_committer_makes_the_writer_a_capture_found_missing() {
+    let ix = TextIndex::in_ram().unwrap();
+    let signal = std::sync::Arc::new(BatchSignal::default());
+    ix.commit_batches_elsewhere(signal.clone());
+    capture(&ix, 0, 2);
+    assert!(!ix.has_writer(), "a capture made the writer");
+    assert!(
+        signal.wait_until(Instant::now()),
+        "the committer was not asked"
+    );
+    assert!(!ix.commit_batch().unwrap(), "committed before a batch");
+    assert!(ix.has_writer());
+    assert!(ix.queued.lock().unwrap().is_empty());
+    // The next capture goes to the writer and asks for nothing.
+    capture(&ix, 2, 1);
+    assert!(ix.queued.lock().unwrap().is_empty());
+    assert!(!signal.wait_until(Instant::now()));
+    assert_eq!(
+        ix.search("s", ReingestionTier::LowReingestion, "cats", 10)
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
 /// A capture only queues: it returns while another thread holds the
 /// writer (as a commit does, for its whole length).
 #[test]

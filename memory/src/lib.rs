@@ -116,7 +116,8 @@ impl Memory {
 
     /// Starts the thread that commits deferred writes (raw captures,
     /// evictions kept as memory): each batch once complete
-    /// (`TextIndex::commit_batches_elsewhere`, so no turn waits for it), and
+    /// (`TextIndex::commit_batches_elsewhere`, so no turn waits for it; it
+    /// also makes the writer a capture found missing), and
     /// the last ones once none has come for [`QUIET_COMMIT_EVERY`]
     /// (`TextIndex::commit_if_quiet`); it ends with the last clone of this
     /// `Memory`.
