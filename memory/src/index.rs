@@ -278,10 +278,7 @@ impl TextIndex {
     /// meanwhile is counted for the next commit, not lost.
     fn drain(&self, w: &IndexWriter, settle: bool) -> Result<usize, MemoryError> {
         let (items, taken) = {
-            let mut queued = self
-                .queued
-                .lock()
-                .map_err(|_| MemoryError::Index("index queue poisoned".into()))?;
+            let mut queued = self.queue()?;
             let taken = if settle {
                 self.deferred.swap(0, Ordering::AcqRel)
             } else {
@@ -296,6 +293,12 @@ impl TextIndex {
             }
         }
         Ok(taken)
+    }
+
+    fn queue(&self) -> Result<std::sync::MutexGuard<'_, Vec<MemoryItem>>, MemoryError> {
+        self.queued
+            .lock()
+            .map_err(|_| MemoryError::Index("index queue poisoned".into()))
     }
 
     /// Makes [`Self::commit`] the job of whoever waits on `signal` once
@@ -360,10 +363,7 @@ impl TextIndex {
         let waiting = match direct {
             Some(waiting) => waiting,
             None => {
-                let mut queued = self
-                    .queued
-                    .lock()
-                    .map_err(|_| MemoryError::Index("index queue poisoned".into()))?;
+                let mut queued = self.queue()?;
                 queued.push(item.clone());
                 self.count_deferred()
             }
@@ -476,11 +476,7 @@ impl TextIndex {
             self.commit()?;
             return Ok(true);
         }
-        let queued = self
-            .queued
-            .lock()
-            .map_err(|_| MemoryError::Index("index queue poisoned".into()))?
-            .len();
+        let queued = self.queue()?.len();
         if queued > 0 {
             self.with_writer(|_| Ok(()))?;
         }

@@ -567,14 +567,20 @@ mod tests {
 
     use super::*;
 
-    /// Every first start opens a new index over a new store: nothing to
-    /// rebuild, so no writer (its channel and threads) is made for it.
-    #[test]
-    fn a_new_index_over_an_empty_store_makes_no_writer() {
+    /// A new store and index on disk, as the daemon opens them, ready.
+    fn opened() -> (tempfile::TempDir, Memory) {
         let d = tempfile::tempdir().unwrap();
         let store = Store::open_in(d.path()).unwrap();
         let m = Memory::open(store, &d.path().join("index")).unwrap();
         assert!(m.wait_ready(Duration::from_secs(10)));
+        (d, m)
+    }
+
+    /// Every first start opens a new index over a new store: nothing to
+    /// rebuild, so no writer (its channel and threads) is made for it.
+    #[test]
+    fn a_new_index_over_an_empty_store_makes_no_writer() {
+        let (_d, m) = opened();
         assert!(!m.inner.index.has_writer());
     }
 
@@ -583,10 +589,7 @@ mod tests {
     /// spell would ([`QUIET_COMMIT_EVERY`], two looks).
     #[test]
     fn the_committer_thread_commits_a_complete_batch() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open_in(d.path()).unwrap();
-        let m = Memory::open(store, &d.path().join("index")).unwrap();
-        assert!(m.wait_ready(Duration::from_secs(10)));
+        let (_d, m) = opened();
         let started = Instant::now();
         for n in 0..index::DEFERRED_BATCH {
             let item = index::tests::memory(&format!("r{n}"), ReingestionTier::LowReingestion);
