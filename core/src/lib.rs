@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod model;
 pub mod never_log;
+pub mod patterns;
 pub mod projections;
 pub mod risk;
 pub mod secrets;
