@@ -4,11 +4,11 @@
 //! Every pattern of a table is widened into a byte-level superset (see
 //! [`widened`]) and the supersets are compiled together into one
 //! multi-pattern automaton, the table's prefilter. A search runs it first;
-//! only the patterns it flags are compiled (once) and run. Most text matches none, so the exact
-//! patterns — whose Unicode classes (`\w`, `\d`, `.` and Unicode `\b`,
-//! repeated up to 80 times) cost 23 ms and 3.6 MB of heap to compile for the
-//! PII and jailbreak tables alone — are usually never built (issue #19: the
-//! first turn after start paid for all of them).
+//! only the patterns it flags are compiled (once) and run. Most text matches
+//! none, so the exact patterns — whose Unicode classes (`\w`, `\d`, `.` and
+//! Unicode `\b`, repeated up to 80 times) cost 15 ms and 3.6 MB of heap to
+//! compile for the PII and jailbreak tables alone — are usually never built
+//! (issue #19: the first turn after start paid for all of them).
 //!
 //! The answer is the exact patterns' answer: the prefilter only skips
 //! patterns that cannot match. If it could not be compiled, every pattern is
