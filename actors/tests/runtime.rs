@@ -276,6 +276,49 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
     rt.stop().await;
 }
 
+/// A web turn of an unsigned message writes three times: its acceptance,
+/// its raw memory capture, and one durable commit holding its input
+/// record, its response and its delivery mark (issue #19: the input and
+/// the mark were a commit each, and every commit rewrites the pages of each
+/// table it touches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_turn_commits_its_input_response_and_delivery_mark_together() {
+    let (_d, store) = store();
+    let rt = start(
+        &store,
+        Opts {
+            client_ack: true,
+            ..Opts::default()
+        },
+    )
+    .await;
+    // A first turn settles start-up's own writes.
+    accept(&rt, "owner", "hello").await;
+    wait_for("first delivered", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    let before = store.group_commit_stats().writes;
+    let id = accept(&rt, "owner", "hello again").await;
+    wait_for("second delivered", || {
+        store.inbox().pending_all().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(store.group_commit_stats().writes - before, 3);
+    let r = store.inbox().get(&id).unwrap().unwrap();
+    assert_eq!(r.stage, silas_storage::InboxStage::Delivered);
+    assert!(r.taint.is_some());
+    assert_eq!(r.turn_number, Some(1));
+    // Its message and its reply, in that order, each once.
+    let chronicle = store.chronicle().get_recent("owner", 10).unwrap();
+    let ids: Vec<&str> = chronicle.iter().map(|c| c.ctx_id.as_str()).collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert_eq!(ids[2], format!("{id}:in"));
+    assert!(ids[3].starts_with(&id) && ids[3] != ids[2], "{ids:?}");
+    assert_eq!(*rt.kept_at_send.lock().unwrap(), vec![true, true]);
+    rt.stop().await;
+}
+
 /// Issue #19 item 6: a reply the client acknowledges is kept as
 /// unacknowledged before it goes out (its ack can never arrive first), and
 /// one sent to nobody is kept too; an ack releases it. A channel that

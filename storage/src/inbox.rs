@@ -9,9 +9,13 @@
 //! | stage            | committed together with                           | the turn waits for (group commit) |
 //! |------------------|---------------------------------------------------|-----------------------------------|
 //! | `accepted`       | the record and its pending-index entry, attempt 1 | durable (before the ack)          |
-//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint | durable if signed, else visible  |
+//! | `input_recorded` | the message's chronicle entry (§5.1 step 3), taint | durable if signed; else committed with the response |
 //! | `responded`      | the response's chronicle entry (step 11), the reply | durable (before delivery)       |
-//! | `delivered`      | removal from the pending index; a reply the client acknowledges joins the unacknowledged ones (`inbox_ack`) | durable for a channel that confirms itself (Telegram), else visible, durable within 2 ms |
+//! | `delivered`      | removal from the pending index; a reply the client acknowledges joins the unacknowledged ones (`inbox_ack`) | a web reply: with the response, before the send; a channel that confirms itself (Telegram): durable after the send |
+//!
+//! A web turn of an unsigned message thus commits twice — its acceptance
+//! (visible) and its [`TurnOutcome`] (durable) — where it committed four
+//! times.
 //!
 //! Writes go through the store's [`GroupCommit`] writer, so concurrent turns
 //! share fsyncs; the `_async` variants await it without blocking a runtime
@@ -218,38 +222,112 @@ fn attempt_op(inbox_id: &str) -> Op<InboxRecord> {
     })
 }
 
-fn input_op(
-    inbox_id: &str,
-    taint: TaintLevel,
-    turn_number: u64,
-    chronicle: &ContextItem,
-) -> Op<InboxRecord> {
-    advance_op(inbox_id, Some(chronicle.clone()), Vec::new(), move |r| {
+fn input_op(inbox_id: &str, input: InputRecord) -> Op<InboxRecord> {
+    let item = input.chronicle.clone();
+    advance_op(inbox_id, Some(item), Vec::new(), move |r| input.apply(r))
+}
+
+/// The input record (§5.1 steps 2–3) of a message whose taint and turn
+/// number a replay recomputes: committed with the turn's response
+/// ([`TurnOutcome::input`]) rather than on its own (see
+/// [`InboxRecord::input_first`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputRecord {
+    pub taint: TaintLevel,
+    pub turn_number: u64,
+    /// The message's chronicle entry.
+    pub chronicle: ContextItem,
+}
+
+impl InputRecord {
+    /// Moves `r` to `input_recorded` with this taint and turn number;
+    /// `false` (unchanged) once it got there.
+    pub fn apply(&self, r: &mut InboxRecord) -> bool {
         if r.stage >= InboxStage::InputRecorded {
             return false;
         }
         r.stage = InboxStage::InputRecorded;
-        r.taint = Some(taint);
-        r.turn_number = Some(turn_number);
+        r.taint = Some(self.taint);
+        r.turn_number = Some(self.turn_number);
         true
+    }
+}
+
+/// What a turn commits in its one durable response commit (§5.1 step 11),
+/// with what earlier and later steps left to it: the input record of a
+/// message that did not need its own commit, and the delivery mark of a
+/// reply whose client acknowledges it by id (step 13). One commit instead
+/// of three: each commit rewrites the pages of every table it touches, and
+/// the fsync writes all of them (issue #19).
+#[derive(Clone, Debug, Default)]
+pub struct TurnOutcome {
+    pub reply: String,
+    /// The response's chronicle entry (absent when the turn stopped early).
+    pub chronicle: Option<ContextItem>,
+    pub audit: Vec<(String, JsonObject)>,
+    /// Step 3's record, when it was not committed then.
+    pub input: Option<InputRecord>,
+    /// The delivery mark to commit with the response (see
+    /// [`ReplyAck::marked_with_response`]); `None` marks after the send.
+    pub delivered: Option<ReplyAck>,
+}
+
+impl TurnOutcome {
+    /// The delivery mark this commit makes: only one a redelivery cannot
+    /// show twice.
+    fn marks(&self) -> Option<ReplyAck> {
+        self.delivered.filter(|ack| ack.marked_with_response())
+    }
+}
+
+fn outcome_op(inbox_id: &str, outcome: TurnOutcome) -> Op<InboxRecord> {
+    let inbox_id = inbox_id.to_string();
+    let mark = outcome.marks();
+    let TurnOutcome {
+        reply,
+        chronicle,
+        audit,
+        input,
+        ..
+    } = outcome;
+    let audit = Sanitized::new(audit);
+    Box::new(move |txn| {
+        let mut record = get_in(txn, &inbox_id)?;
+        if record.stage >= InboxStage::Responded {
+            return Ok(record);
+        }
+        if let Some(input) = &input
+            && input.apply(&mut record)
+        {
+            crate::chronicle::append_in(txn, &record.message.scope_id, &input.chronicle)?;
+        }
+        record.stage = InboxStage::Responded;
+        record.reply = Some(reply.clone());
+        if let Some(item) = &chronicle {
+            crate::chronicle::append_in(txn, &record.message.scope_id, item)?;
+        }
+        if !audit.is_empty() {
+            crate::audit::append_in(txn, &audit)?;
+        }
+        if let Some(ack) = mark {
+            deliver_in(txn, &mut record, ack)?;
+        }
+        put_in(txn, &record)?;
+        Ok(record)
     })
 }
 
-fn response_op(
-    inbox_id: &str,
-    reply: &str,
-    chronicle: Option<&ContextItem>,
-    audit: Vec<(String, JsonObject)>,
-) -> Op<InboxRecord> {
-    let reply = reply.to_string();
-    advance_op(inbox_id, chronicle.cloned(), audit, move |r| {
-        if r.stage >= InboxStage::Responded {
-            return false;
-        }
-        r.stage = InboxStage::Responded;
-        r.reply = Some(reply.clone());
-        true
-    })
+/// Moves `record` to `delivered` inside `txn`: out of the pending index,
+/// and kept until acknowledged when its client acknowledges by id. The
+/// caller stores the record.
+fn deliver_in(txn: &WriteTransaction, record: &mut InboxRecord, ack: ReplyAck) -> StoreResult<()> {
+    record.stage = InboxStage::Delivered;
+    txn.open_table(INBOX_PENDING)?
+        .remove((record.message.scope_id.as_str(), record.seq))?;
+    if ack == ReplyAck::Client {
+        crate::inbox_ack::keep_unacked_in(txn, record)?;
+    }
+    Ok(())
 }
 
 fn delivered_op(inbox_id: &str, ack: ReplyAck) -> Op<InboxRecord> {
@@ -259,32 +337,22 @@ fn delivered_op(inbox_id: &str, ack: ReplyAck) -> Op<InboxRecord> {
         if record.stage >= InboxStage::Delivered {
             return Ok(record);
         }
-        record.stage = InboxStage::Delivered;
+        deliver_in(txn, &mut record, ack)?;
         put_in(txn, &record)?;
-        txn.open_table(INBOX_PENDING)?
-            .remove((record.message.scope_id.as_str(), record.seq))?;
-        if ack == ReplyAck::Client {
-            crate::inbox_ack::keep_unacked_in(txn, &record)?;
-        }
         Ok(record)
     })
 }
 
 impl InboxRecord {
-    /// What [`InboxStore::record_input_async`] must wait for. A signed
-    /// message's taint rests on its nonce, consumed durably at step 2: a
-    /// replay after losing the record would find the nonce used and
-    /// downgrade the taint, so its input record must be durable before the
-    /// turn acts on it. Any other message's taint and turn number are
-    /// recomputed identically by a replay (same stored message, same
-    /// chronicle), so its input record may wait for the turn's durable
-    /// response commit.
-    pub fn input_wait(&self) -> Wait {
-        if self.message.signed.is_some() {
-            Wait::Durable
-        } else {
-            Wait::Visible
-        }
+    /// Whether step 3's input record is committed on its own, durably,
+    /// before the turn acts on it. A signed message's taint rests on its
+    /// nonce, consumed durably at step 2: a replay after losing the record
+    /// would find the nonce used and downgrade the taint. Any other
+    /// message's taint and turn number are recomputed identically by a
+    /// replay (same stored message, same chronicle), so its input record
+    /// joins the turn's durable response commit ([`TurnOutcome::input`]).
+    pub fn input_first(&self) -> bool {
+        self.message.signed.is_some()
     }
 }
 
@@ -471,24 +539,24 @@ impl InboxStore {
         turn_number: u64,
         chronicle: &ContextItem,
     ) -> StoreResult<InboxRecord> {
-        self.writer.write_blocking(
-            Wait::Durable,
-            input_op(inbox_id, taint, turn_number, chronicle),
-        )
+        let input = InputRecord {
+            taint,
+            turn_number,
+            chronicle: chronicle.clone(),
+        };
+        self.writer
+            .write_blocking(Wait::Durable, input_op(inbox_id, input))
     }
 
-    /// [`Self::record_input`] for async callers, waiting for `wait` (see
-    /// [`InboxRecord::input_wait`]).
+    /// [`Self::record_input`] for async callers (a signed message's, see
+    /// [`InboxRecord::input_first`]); durable when it returns.
     pub async fn record_input_async(
         &self,
         inbox_id: &str,
-        taint: TaintLevel,
-        turn_number: u64,
-        chronicle: &ContextItem,
-        wait: Wait,
+        input: InputRecord,
     ) -> StoreResult<InboxRecord> {
         self.writer
-            .write(wait, input_op(inbox_id, taint, turn_number, chronicle))
+            .write(Wait::Durable, input_op(inbox_id, input))
             .await
     }
 
@@ -502,25 +570,30 @@ impl InboxStore {
         chronicle: Option<&ContextItem>,
         audit: Vec<(String, JsonObject)>,
     ) -> StoreResult<InboxRecord> {
-        self.writer.write_blocking(
-            Wait::Durable,
-            response_op(inbox_id, reply, chronicle, audit),
-        )
+        let outcome = TurnOutcome {
+            reply: reply.to_string(),
+            chronicle: chronicle.cloned(),
+            audit,
+            ..TurnOutcome::default()
+        };
+        self.writer
+            .write_blocking(Wait::Durable, outcome_op(inbox_id, outcome))
     }
 
-    /// [`Self::record_response`] for async callers; durable when it returns.
-    pub async fn record_response_async(
+    /// [`Self::record_response`] for async callers, with what the turn
+    /// left to this commit ([`TurnOutcome`]); durable when it returns. A
+    /// no-op once responded.
+    pub async fn record_outcome_async(
         &self,
         inbox_id: &str,
-        reply: &str,
-        chronicle: Option<&ContextItem>,
-        audit: Vec<(String, JsonObject)>,
+        outcome: TurnOutcome,
     ) -> StoreResult<InboxRecord> {
+        if outcome.marks().is_some() {
+            // Delivered with this commit: no later attempt to count.
+            self.take_first_attempt(inbox_id);
+        }
         self.writer
-            .write(
-                Wait::Durable,
-                response_op(inbox_id, reply, chronicle, audit),
-            )
+            .write(Wait::Durable, outcome_op(inbox_id, outcome))
             .await
     }
 
@@ -553,199 +626,5 @@ impl InboxStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use silas_core::model::context::{ContextItemKind, ContextZone};
-
-    use super::*;
-    use crate::Store;
-
-    fn msg(scope: &str, text: &str) -> NewInbound {
-        NewInbound {
-            scope_id: scope.into(),
-            channel: "web".into(),
-            sender_id: "owner".into(),
-            text: text.into(),
-            signed: None,
-            connection_id: scope.into(),
-            ip: None,
-            owner_authenticated: false,
-            dedup_key: None,
-        }
-    }
-
-    #[test]
-    fn a_keyed_message_is_accepted_once_across_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let keyed = || NewInbound {
-            dedup_key: Some("telegram:update:7".into()),
-            ..msg("owner", "hello")
-        };
-        let first = {
-            let store = Store::open_in(dir.path()).unwrap();
-            let (rec, fresh) = store
-                .inbox()
-                .accept_once(keyed(), Timestamp::now())
-                .unwrap();
-            assert!(fresh);
-            rec
-        };
-        let store = Store::open_in(dir.path()).unwrap();
-        let (again, fresh) = store
-            .inbox()
-            .accept_once(keyed(), Timestamp::now())
-            .unwrap();
-        assert!(!fresh);
-        assert_eq!(again.inbox_id, first.inbox_id);
-        assert_eq!(store.inbox().pending_all().unwrap().len(), 1);
-        // Unkeyed messages are never deduplicated; another key is another message.
-        let other = NewInbound {
-            dedup_key: Some("telegram:update:8".into()),
-            ..msg("owner", "hello")
-        };
-        assert!(
-            store
-                .inbox()
-                .accept_once(other, Timestamp::now())
-                .unwrap()
-                .1
-        );
-        store
-            .inbox()
-            .accept(msg("owner", "hello"), Timestamp::now())
-            .unwrap();
-        store
-            .inbox()
-            .accept(msg("owner", "hello"), Timestamp::now())
-            .unwrap();
-        assert_eq!(store.inbox().pending_all().unwrap().len(), 4);
-    }
-
-    fn item(text: &str) -> ContextItem {
-        ContextItem {
-            ctx_id: text.into(),
-            zone: ContextZone::Chronicle,
-            content: text.into(),
-            token_count: 1,
-            created_at: Timestamp::now(),
-            turn_number: 0,
-            source: "test".into(),
-            taint: TaintLevel::Owner,
-            kind: ContextItemKind::Message,
-            relevance: 1.0,
-            masked: false,
-            pinned: false,
-        }
-    }
-
-    #[test]
-    fn begin_attempt_counts_durably_and_old_records_decode() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = {
-            let store = Store::open_in(dir.path()).unwrap();
-            let inbox = store.inbox();
-            let a = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
-            // The first attempt is counted by the acceptance itself, and
-            // its begin_attempt writes nothing (no durable commit).
-            assert_eq!(a.attempts, 1);
-            let commits = store.group_commit_stats().durable_commits;
-            assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 1);
-            assert_eq!(store.group_commit_stats().durable_commits, commits);
-            // A second attempt in this process (a restarted processor) counts.
-            assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 2);
-            // Stage changes keep the count.
-            inbox
-                .record_input(&a.inbox_id, TaintLevel::Owner, 1, &item("in"))
-                .unwrap();
-            assert_eq!(inbox.get(&a.inbox_id).unwrap().unwrap().attempts, 2);
-            a
-        };
-        // Survives reopening (a daemon restart).
-        let store = Store::open_in(dir.path()).unwrap();
-        let inbox = store.inbox();
-        let r = inbox.begin_attempt(&a.inbox_id).unwrap();
-        assert_eq!(r.attempts, 3);
-        assert_eq!(r.stage, InboxStage::InputRecorded);
-        assert_eq!(inbox.pending_for_scope("s1").unwrap()[0].attempts, 3);
-        // A delivered record is not counted again.
-        inbox
-            .mark_delivered(&a.inbox_id, ReplyAck::Channel)
-            .unwrap();
-        assert_eq!(inbox.begin_attempt(&a.inbox_id).unwrap().attempts, 3);
-        assert!(matches!(
-            inbox.begin_attempt("missing"),
-            Err(StoreError::NotFound { .. })
-        ));
-
-        // A record stored before the field existed decodes with 0 attempts.
-        let mut json = serde_json::to_value(&r).unwrap();
-        json.as_object_mut().unwrap().remove("attempts");
-        let mut bytes = vec![codec::RECORD_V1];
-        bytes.extend(serde_json::to_vec(&json).unwrap());
-        let old: InboxRecord = codec::decode(TABLE, &bytes).unwrap();
-        assert_eq!(old.attempts, 0);
-        assert_eq!(old.inbox_id, r.inbox_id);
-    }
-
-    #[test]
-    fn a_first_attempt_counted_at_acceptance_counts_again_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let id = {
-            let store = Store::open_in(dir.path()).unwrap();
-            let r = store.inbox().accept(msg("s1", "a"), Timestamp::now());
-            // The daemon died before (or while) the first attempt ran: it
-            // cannot tell which, so the next attempt is the second.
-            r.unwrap().inbox_id
-        };
-        let store = Store::open_in(dir.path()).unwrap();
-        let r = store.inbox().begin_attempt(&id).unwrap();
-        assert_eq!(r.attempts, 2);
-        assert_eq!(store.inbox().get(&id).unwrap().unwrap().attempts, 2);
-    }
-
-    #[test]
-    fn stages_are_idempotent_and_pending_is_ordered() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in(dir.path()).unwrap();
-        let inbox = store.inbox();
-        let a = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
-        let b = inbox.accept(msg("s2", "b"), Timestamp::now()).unwrap();
-        let c = inbox.accept(msg("s1", "c"), Timestamp::now()).unwrap();
-        let ids = |v: Vec<InboxRecord>| v.into_iter().map(|r| r.inbox_id).collect::<Vec<_>>();
-        assert_eq!(
-            ids(inbox.pending_for_scope("s1").unwrap()),
-            vec![a.inbox_id.clone(), c.inbox_id.clone()]
-        );
-        assert_eq!(inbox.pending_all().unwrap().len(), 3);
-
-        inbox
-            .record_input(&a.inbox_id, TaintLevel::Owner, 1, &item("in"))
-            .unwrap();
-        // Replay: no second chronicle entry.
-        inbox
-            .record_input(&a.inbox_id, TaintLevel::External, 9, &item("in"))
-            .unwrap();
-        let r = inbox
-            .record_response(&a.inbox_id, "hi", Some(&item("out")), Vec::new())
-            .unwrap();
-        assert_eq!(r.taint, Some(TaintLevel::Owner));
-        assert_eq!(r.turn_number, Some(1));
-        inbox
-            .record_response(&a.inbox_id, "other", Some(&item("out")), Vec::new())
-            .unwrap();
-        assert_eq!(store.chronicle().get_recent("s1", 10).unwrap().len(), 2);
-        inbox
-            .mark_delivered(&a.inbox_id, ReplyAck::Channel)
-            .unwrap();
-        let r = inbox.get(&a.inbox_id).unwrap().unwrap();
-        assert_eq!(r.stage, InboxStage::Delivered);
-        assert_eq!(r.reply.as_deref(), Some("hi"));
-        assert_eq!(
-            ids(inbox.pending_for_scope("s1").unwrap()),
-            vec![c.inbox_id]
-        );
-        assert_eq!(
-            ids(inbox.pending_for_scope("s2").unwrap()),
-            vec![b.inbox_id]
-        );
-    }
-}
+#[path = "inbox_tests.rs"]
+mod tests;

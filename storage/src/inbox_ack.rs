@@ -54,6 +54,15 @@ impl ReplyAck {
             ReplyAck::Client | ReplyAck::ClientOnce => Wait::Lazy,
         }
     }
+
+    /// Whether the delivery mark may be committed with the response, before
+    /// the send (`TurnOutcome::delivered`): a reply lost on the way is sent
+    /// again when its scope reconnects (`Client`) or had nobody to reach
+    /// (`ClientOnce`: the scope was its connection). A channel that
+    /// confirms its own sends is marked once it has.
+    pub fn marked_with_response(self) -> bool {
+        self != ReplyAck::Channel
+    }
 }
 
 /// What an `ack` did.

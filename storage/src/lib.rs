@@ -41,7 +41,9 @@ pub use chronicle::ChronicleStore;
 
 pub use error::{StoreError, StoreResult};
 pub use group_commit::{DurableTicket, GroupCommitStats, Wait};
-pub use inbox::{AckOutcome, InboxRecord, InboxStage, InboxStore, NewInbound, ReplyAck};
+pub use inbox::{
+    AckOutcome, InboxRecord, InboxStage, InboxStore, InputRecord, NewInbound, ReplyAck, TurnOutcome,
+};
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
 pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};
 pub use scheduled_jobs::ScheduledJob;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use silas_core::Timestamp;
 use silas_storage::group_commit::LAZY_FLUSH_AFTER;
-use silas_storage::{InboxStage, NewInbound, Store, StoreError};
+use silas_storage::{InboxStage, NewInbound, Store, StoreError, TurnOutcome};
 
 fn msg(scope: &str, text: &str) -> NewInbound {
     NewInbound {
@@ -24,6 +24,14 @@ fn msg(scope: &str, text: &str) -> NewInbound {
         ip: None,
         owner_authenticated: false,
         dedup_key: None,
+    }
+}
+
+/// A turn's outcome with only its reply.
+fn reply(text: &str) -> TurnOutcome {
+    TurnOutcome {
+        reply: text.to_string(),
+        ..TurnOutcome::default()
     }
 }
 
@@ -113,9 +121,7 @@ async fn a_failing_write_does_not_fail_its_batch_mates() {
         tasks.spawn(async move {
             if i % 3 == 1 {
                 // Fails inside the writer: no such record.
-                let r = inbox
-                    .record_response_async("missing", "x", None, Vec::new())
-                    .await;
+                let r = inbox.record_outcome_async("missing", reply("x")).await;
                 (i, r.map(|r| r.inbox_id))
             } else {
                 let r = inbox
@@ -212,7 +218,7 @@ fn child_writer_process() {
                         .unwrap();
                     // A response on top: durable before acknowledged too.
                     let r = inbox
-                        .record_response_async(&r.inbox_id, "ok", None, Vec::new())
+                        .record_outcome_async(&r.inbox_id, reply("ok"))
                         .await
                         .unwrap();
                     println!("ACK {} responded", r.inbox_id);
@@ -238,7 +244,7 @@ fn child_writer_process() {
                         println!("ACK {}", r.inbox_id);
                     } else {
                         let r = inbox
-                            .record_response_async(&r.inbox_id, "ok", None, Vec::new())
+                            .record_outcome_async(&r.inbox_id, reply("ok"))
                             .await
                             .unwrap();
                         assert!(ticket.is_met(), "the response commit carries the record");

@@ -199,7 +199,14 @@ pub async fn quarantine(
     };
     let record = if record.stage < InboxStage::Responded {
         inbox
-            .record_response_async(&inbox_id, QUARANTINE_REPLY, None, vec![event()])
+            .record_outcome_async(
+                &inbox_id,
+                silas_storage::TurnOutcome {
+                    reply: QUARANTINE_REPLY.to_string(),
+                    audit: vec![event()],
+                    ..Default::default()
+                },
+            )
             .await?
     } else {
         if record.reply.as_deref() != Some(QUARANTINE_REPLY) {

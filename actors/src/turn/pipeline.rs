@@ -35,7 +35,7 @@ use silas_gates::{
 use silas_llm::Agents;
 use silas_llm::structured::Structured;
 use silas_llm::toolset::{self, AgentRole, ApprovalByName, Preparation, SkillToolset, Toolset};
-use silas_storage::{InboxRecord, InboxStage, PendingCard, Store, StoreError};
+use silas_storage::{InboxRecord, InboxStage, InputRecord, PendingCard, Store, StoreError};
 
 use crate::approval::{ApprovalError, ApprovalService};
 use crate::channel::{ChannelError, ChannelSink, Outbound};
@@ -294,6 +294,8 @@ struct Turn<'a> {
     taint: TaintLevel,
     text: String,
     input: Option<GateOutcome>,
+    /// Step 3's record, left to the response commit (an unsigned message).
+    input_record: Option<InputRecord>,
     toolset_names: Vec<String>,
     response: Option<AgentResponse>,
     source: &'static str,
@@ -323,6 +325,7 @@ pub async fn process(
         taint: TaintLevel::External,
         text,
         input: None,
+        input_record: None,
         toolset_names: Vec::new(),
         response: None,
         source: "agent:proxy",
@@ -449,21 +452,25 @@ impl Turn<'_> {
             self.taint,
             false,
         );
-        // Durable only for a signed message (see `input_wait`); otherwise
-        // the turn's durable response commit carries it.
-        let wait = self.record.input_wait();
-        self.record = self
-            .deps
-            .store
-            .inbox()
-            .record_input_async(
-                &self.record.inbox_id,
-                self.taint,
-                self.turn_number,
-                &it,
-                wait,
-            )
-            .await?;
+        let input = InputRecord {
+            taint: self.taint,
+            turn_number: self.turn_number,
+            chronicle: it.clone(),
+        };
+        // Committed on its own only for a signed message (see
+        // `input_first`); otherwise the turn's durable response commit
+        // carries it, and the record moves on here, in memory.
+        if self.record.input_first() {
+            self.record = self
+                .deps
+                .store
+                .inbox()
+                .record_input_async(&self.record.inbox_id, input)
+                .await?;
+        } else {
+            input.apply(&mut self.record);
+            self.input_record = Some(input);
+        }
         self.scope.context.add(it);
         Ok(())
     }

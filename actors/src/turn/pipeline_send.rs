@@ -1,12 +1,15 @@
 //! Turn steps 12–13 (§5.1): the response's durable commit and its delivery.
 //! Split from `pipeline.rs` along the step seam.
 
-use silas_storage::ReplyAck;
+use silas_storage::{ReplyAck, TurnOutcome};
 
 use super::*;
 
 impl Turn<'_> {
-    /// Commits the turn's outcome: reply + response chronicle + audit.
+    /// Commits the turn's outcome: reply + response chronicle + audit, with
+    /// step 3's record when it was left to this commit and, for a reply
+    /// its client acknowledges by id, the delivery mark (one commit, see
+    /// `TurnOutcome`).
     pub(super) async fn commit_response(
         &mut self,
         chronicle: Option<silas_core::model::context::ContextItem>,
@@ -20,33 +23,48 @@ impl Turn<'_> {
                        "turn_number": self.turn_number, "blocked": self.blocked}),
             ),
         ));
+        let delivered = self.reply_out().map(|out| self.deps.sink.reply_ack(&out));
+        let outcome = TurnOutcome {
+            reply,
+            chronicle,
+            audit,
+            input: self.input_record.take(),
+            delivered,
+        };
         self.record = self
             .deps
             .store
             .inbox()
-            .record_response_async(&self.record.inbox_id, &reply, chronicle.as_ref(), audit)
+            .record_outcome_async(&self.record.inbox_id, outcome)
             .await?;
         Ok(())
     }
 
-    /// Step 13: deliver the reply (and any card) and mark it delivered.
+    /// The reply frame, when the turn has a reply.
+    fn reply_out(&self) -> Option<Outbound> {
+        let m = &self.record.message;
+        self.reply.clone().map(|text| Outbound::Reply {
+            scope_id: self.scope.scope_id.clone(),
+            connection_id: m.connection_id.clone(),
+            reply_to: self.record.inbox_id.clone(),
+            text,
+        })
+    }
+
+    /// Step 13: deliver the reply (and any card) and mark it delivered —
+    /// unless the response commit did ([`ReplyAck::marked_with_response`]).
     /// A reply its client acknowledges ([`ReplyAck::Client`]) is marked
     /// first — kept as unacknowledged, visible before the frame leaves, so
     /// the client's ack always finds it, and a crash between the two sends
     /// it again on reconnect; any other is marked after it went out.
     pub(super) async fn send(&mut self) -> Result<(), TurnError> {
         self.step("send");
-        let m = &self.record.message;
-        let reply = self.reply.clone().map(|text| Outbound::Reply {
-            scope_id: self.scope.scope_id.clone(),
-            connection_id: m.connection_id.clone(),
-            reply_to: self.record.inbox_id.clone(),
-            text,
-        });
+        let reply = self.reply_out();
         let ack = reply
             .as_ref()
             .map_or(ReplyAck::Channel, |out| self.deps.sink.reply_ack(out));
-        if ack == ReplyAck::Client {
+        let marked = self.record.stage >= InboxStage::Delivered;
+        if ack == ReplyAck::Client && !marked {
             self.mark_delivered(ack).await?;
         }
         if let Some(out) = reply {
@@ -55,16 +73,17 @@ impl Turn<'_> {
         if let Some(card) = self.card.clone() {
             self.deliver(Outbound::Card { card }, "card").await?;
         }
-        if ack != ReplyAck::Client {
+        if ack != ReplyAck::Client && !marked {
             self.mark_delivered(ack).await?;
         }
         Ok(())
     }
 
-    /// The delivery mark: durable for a channel that confirms itself, else
-    /// visible at once and durable within the lazy window — a crash before
-    /// that redelivers this reply under the same id (the client drops it),
-    /// never reruns the turn.
+    /// The delivery mark of a reply the response commit did not mark (a
+    /// channel that confirms itself: durable; a replay of a record
+    /// responded before: visible at once and durable within the lazy
+    /// window — a crash before that redelivers this reply under the same
+    /// id, which the client drops, never reruns the turn).
     async fn mark_delivered(&mut self, ack: ReplyAck) -> Result<(), TurnError> {
         self.record = self
             .deps
