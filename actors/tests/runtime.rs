@@ -228,10 +228,7 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
         accept(&rt, "owner", "hello").await,
         accept(&rt, "owner", "create a file notes.txt containing hi").await,
     ];
-    wait_for("both turns finished", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "both turns finished").await;
     let status = rt.stream.status().await.unwrap();
     assert_eq!(status.processor_restarts, 0, "no crash loop");
     for id in &ids {
@@ -284,26 +281,13 @@ async fn a_reply_with_nobody_connected_does_not_fail_the_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_turn_commits_its_input_response_and_delivery_mark_together() {
     let (_d, store) = store();
-    let rt = start(
-        &store,
-        Opts {
-            client_ack: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let rt = start(&store, Opts::client_acks()).await;
     // A first turn settles start-up's own writes.
     accept(&rt, "owner", "hello").await;
-    wait_for("first delivered", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "first delivered").await;
     let before = store.group_commit_stats().writes;
     let id = accept(&rt, "owner", "hello again").await;
-    wait_for("second delivered", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "second delivered").await;
     assert_eq!(store.group_commit_stats().writes - before, 3);
     let r = store.inbox().get(&id).unwrap().unwrap();
     assert_eq!(r.stage, silas_storage::InboxStage::Delivered);
@@ -326,21 +310,11 @@ async fn a_web_turn_commits_its_input_response_and_delivery_mark_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_the_client_acknowledges_is_kept_before_it_is_sent_and_until_its_ack() {
     let (_d, store) = store();
-    let rt = start(
-        &store,
-        Opts {
-            client_ack: true,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let rt = start(&store, Opts::client_acks()).await;
     let id = accept(&rt, "owner", "hello").await;
     wait_for("reply", || rt.sink.replies().len() == 1).await;
     assert_eq!(*rt.kept_at_send.lock().unwrap(), vec![true]);
-    wait_for("delivered", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "delivered").await;
     let kept = |s: &Store| -> Vec<String> {
         s.inbox()
             .unacked_for_scope("owner")
@@ -353,10 +327,7 @@ async fn a_reply_the_client_acknowledges_is_kept_before_it_is_sent_and_until_its
     // Sent to nobody: kept all the same, for the next connection.
     rt.channel_down.store(true, Ordering::SeqCst);
     let nobody = accept(&rt, "owner", "hello again").await;
-    wait_for("delivered", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "delivered").await;
     assert_eq!(kept(&store), vec![id.clone(), nobody.clone()]);
     assert_eq!(
         store.inbox().acknowledge_async("owner", &id).await.unwrap(),
@@ -370,10 +341,7 @@ async fn a_reply_the_client_acknowledges_is_kept_before_it_is_sent_and_until_its
     let rt = start(&store, Opts::default()).await;
     accept(&rt, "owner", "hello").await;
     wait_for("reply", || rt.sink.replies().len() == 1).await;
-    wait_for("delivered", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "delivered").await;
     assert!(kept(&store).is_empty());
     assert!(rt.kept_at_send.lock().unwrap().is_empty());
     rt.stop().await;

@@ -34,10 +34,7 @@ async fn backpressure_busy_retry_at_21_pending_in_a_scope() {
     assert!(audit_events(&store).contains(&"backpressure_busy_retry".to_string()));
     rt.llm.gate.add_permits(100);
     wait_for("21 replies", || rt.sink.replies().len() == 21).await;
-    wait_for("queue drained", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "queue drained").await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     accept(&rt, "owner", "hello again").await;
     rt.stop().await;
@@ -69,10 +66,7 @@ async fn rate_limit_refusal_is_deterministic_and_audited() {
     assert!(audit_events(&store).contains(&"security_rate_limited".to_string()));
     // A refused message was never recorded.
     wait_for("two replies", || rt.sink.replies().len() == 2).await;
-    wait_for("inbox drained", || {
-        store.inbox().pending_all().unwrap().is_empty()
-    })
-    .await;
+    all_delivered(&store, "inbox drained").await;
     rt.stop().await;
 }
 

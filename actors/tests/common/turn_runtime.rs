@@ -137,6 +137,16 @@ pub struct Opts {
     pub client_ack: bool,
 }
 
+impl Opts {
+    /// Replies acknowledged by the client, as the owner's web replies are.
+    pub fn client_acks() -> Opts {
+        Opts {
+            client_ack: true,
+            ..Opts::default()
+        }
+    }
+}
+
 /// A channel that can be unplugged: while `down` is set every delivery
 /// fails as "disconnected" (a closed browser tab, a killed CLI client).
 pub struct SwitchSink {
@@ -285,6 +295,11 @@ pub async fn accept(rt: &Rt, scope: &str, text: &str) -> String {
         SubmitOutcome::Accepted { inbox_id } => inbox_id,
         other => panic!("not accepted: {other:?}"),
     }
+}
+
+/// Waits until no accepted message is pending: every turn so far delivered.
+pub async fn all_delivered(store: &Store, what: &str) {
+    wait_for(what, || store.inbox().pending_all().unwrap().is_empty()).await;
 }
 
 pub async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
