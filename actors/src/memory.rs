@@ -33,11 +33,23 @@ pub trait MemoryIndex: Send + Sync {
     /// Whether a memory still exists (a forgotten one leaves the scope's
     /// context at the next turn).
     fn exists(&self, id: &str) -> Result<bool, StoreError>;
+    /// [`Self::exists`] for each of `ids`, in order. The stores answer in
+    /// one read: every turn checks every memory in the scope's context,
+    /// hundreds in a long conversation (issue #19).
+    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
+        ids.iter().map(|id| self.exists(id)).collect()
+    }
     /// Counts a retrieval of each of `ids` (§3.8 `access_count`, read by
     /// the consolidator's promotion proposals). Test doubles that keep no
     /// counts use this default.
     fn record_access(&self, _ids: &[String]) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// A count that moves whenever a memory is removed, so a scope
+    /// re-checks the memories in its context ([`Self::exist_each`]) only
+    /// after one was; `None` (test doubles that keep no count): every turn.
+    fn removals(&self) -> Option<u64> {
+        None
     }
     /// Up to `limit` of the scope's `profile` memories, newest first:
     /// pinned into its memory zone at rehydration (§5.1.3 step 3). The
@@ -116,12 +128,21 @@ impl MemoryIndex for KeywordMemory {
         Ok(self.store.records::<MemoryItem>().get(id)?.is_some())
     }
 
+    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
+        self.store.records::<MemoryItem>().contains_each(ids)
+    }
+
     fn record_access(&self, ids: &[String]) -> Result<(), StoreError> {
         Ok(silas_memory::scan::record_access(
             &self.store,
             ids,
             Timestamp::now(),
+            false,
         )?)
+    }
+
+    fn removals(&self) -> Option<u64> {
+        Some(self.store.records::<MemoryItem>().removals())
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
@@ -255,12 +276,16 @@ impl MemoryIndex for silas_memory::Memory {
         Ok(self.get(id)?.is_some())
     }
 
+    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
+        Ok(silas_memory::Memory::exist_each(self, ids)?)
+    }
+
     fn record_access(&self, ids: &[String]) -> Result<(), StoreError> {
-        Ok(silas_memory::Memory::record_access(
-            self,
-            ids,
-            Timestamp::now(),
-        )?)
+        Ok(self.record_access_queued(ids, Timestamp::now())?)
+    }
+
+    fn removals(&self) -> Option<u64> {
+        Some(silas_memory::Memory::removals(self))
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {

@@ -299,6 +299,9 @@ async fn a_web_turn_commits_its_input_response_and_delivery_mark_together() {
     assert_eq!(ids.len(), 4, "{ids:?}");
     assert_eq!(ids[2], format!("{id}:in"));
     assert!(ids[3].starts_with(&id) && ids[3] != ids[2], "{ids:?}");
+    // The mark is committed before the send, so the reply may still be on
+    // its way when the inbox says delivered.
+    wait_for("both replies sent", || rt.sink.replies().len() == 2).await;
     assert_eq!(*rt.kept_at_send.lock().unwrap(), vec![true, true]);
     rt.stop().await;
 }

@@ -4,6 +4,7 @@
 //! memories) and makes the scorer call between [`ContextManager::tier1`] and
 //! [`ContextManager::evict_groups`].
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
@@ -16,7 +17,8 @@ use crate::subscriptions::{Materializer, SubscriptionNote, Subscriptions};
 use crate::tokens::TokenCounter;
 use silas_core::config::ContextConfig;
 
-/// Messages below this many tokens may be trivial acknowledgements.
+/// Messages whose content is below this many tokens may be trivial
+/// acknowledgements.
 const TRIVIAL_MAX_TOKENS: u64 = 20;
 
 /// §5.7's default trivial-acknowledgement pattern (a literal: a unit
@@ -63,6 +65,10 @@ pub struct ContextManager {
     /// two vectors change together, in the methods below; an item rewritten
     /// in place gets a fresh memo.
     memo: Vec<Memo>,
+    /// Every item's `ctx_id`: `add` is once per id, and a long conversation
+    /// holds thousands of items (issue #19: a linear look per add was a
+    /// visible part of every turn).
+    ids: HashSet<String>,
 }
 
 /// Worked out once per item (see `ContextManager::memo`).
@@ -105,6 +111,7 @@ impl ContextManager {
             tally: EvictionTally::default(),
             subscriptions: Subscriptions::default(),
             memo: Vec::new(),
+            ids: HashSet::new(),
         }
     }
 
@@ -132,17 +139,29 @@ impl ContextManager {
     }
 
     /// Adds `item` (once per `ctx_id`), counting its tokens.
-    pub fn add(&mut self, mut item: ContextItem) {
+    pub fn add(&mut self, item: ContextItem) {
         if self.contains(&item.ctx_id) {
             return;
         }
-        item.token_count = self.counter.count(&item.content);
+        self.push_counted(item);
+    }
+
+    /// Appends `item` with its tokens counted as the agents see it: its
+    /// whole block — delimiter line, escaped content, end line — so the
+    /// zone budgets bound the prompt actually sent. Counting the content
+    /// alone let a conversation of short messages render to about 2.5
+    /// times its budget (issue #19, BENCHMARKS.md "Long conversations").
+    /// The block is kept for rendering.
+    fn push_counted(&mut self, mut item: ContextItem) {
+        let memo = Memo::default();
+        item.token_count = count_block(self.counter.as_ref(), &item, &memo);
+        self.ids.insert(item.ctx_id.clone());
         self.items.push(item);
-        self.memo.push(Memo::default());
+        self.memo.push(memo);
     }
 
     pub fn contains(&self, ctx_id: &str) -> bool {
-        self.items.iter().any(|i| i.ctx_id == ctx_id)
+        self.ids.contains(ctx_id)
     }
 
     /// Drops the items `gone` says are gone; returns how many.
@@ -160,6 +179,12 @@ impl ContextManager {
             .zip(&self.memo)
             .map(|(i, m)| keep(i, m))
             .collect();
+        if verdicts.iter().all(|keep| *keep) {
+            return 0;
+        }
+        for (item, _) in self.items.iter().zip(&verdicts).filter(|(_, k)| !**k) {
+            self.ids.remove(&item.ctx_id);
+        }
         let mut v = verdicts.iter();
         self.items.retain(|_| v.next().copied().unwrap_or(true));
         let mut v = verdicts.iter();
@@ -224,10 +249,12 @@ impl ContextManager {
             ContextZone::Memory,
             ContextZone::Workspace,
         ] {
-            while self.zone_tokens(zone) > b.of(zone) {
+            let mut used = self.zone_tokens(zone);
+            while used > b.of(zone) {
                 let Some(pos) = self.zone_victim(zone, turn) else {
                     break;
                 };
+                used = used.saturating_sub(self.items[pos].token_count);
                 if let Some(kept) = self.take(pos) {
                     out.evicted.push(kept);
                 }
@@ -248,6 +275,7 @@ impl ContextManager {
     fn take(&mut self, pos: usize) -> Option<ContextItem> {
         let item = self.items.remove(pos);
         self.memo.remove(pos);
+        self.ids.remove(&item.ctx_id);
         if item.kind == ContextItemKind::Subscription {
             if let Some(sub_id) = item.ctx_id.strip_prefix("sub:") {
                 self.subscriptions.deactivate(sub_id);
@@ -279,8 +307,9 @@ impl ContextManager {
             &shown,
         );
         self.retain(|i, _| i.kind != ContextItemKind::Subscription);
-        self.items.extend(fresh);
-        self.memo.resize_with(self.items.len(), Memo::default);
+        for item in fresh {
+            self.push_counted(item);
+        }
         notes
     }
 
@@ -300,9 +329,10 @@ impl ContextManager {
         {
             originals.push(i.clone());
             *memo = Memo::default();
-            i.content = mask_placeholder(&i.source, i.token_count);
-            i.token_count = counter.count(&i.content);
+            // The placeholder names the size of what the tool returned.
+            i.content = mask_placeholder(&i.source, counter.count(&i.content));
             i.masked = true;
+            i.token_count = count_block(counter.as_ref(), i, memo);
         }
         originals
     }
@@ -310,15 +340,16 @@ impl ContextManager {
     /// Drops "ok", "thanks", … — but never from the last two turns, where
     /// a "yes" still answers something.
     fn drop_trivial(&mut self, turn: u64) -> usize {
+        let counter = self.counter.clone();
         self.retain(|i, memo| {
             !(i.zone == ContextZone::Chronicle
                 && i.kind == ContextItemKind::Message
                 && !i.pinned
                 && i.turn_number + 2 <= turn
-                && i.token_count < TRIVIAL_MAX_TOKENS
-                && *memo
-                    .trivial
-                    .get_or_init(|| trivial().is_some_and(|re| re.is_match(i.content.trim()))))
+                && *memo.trivial.get_or_init(|| {
+                    counter.count(&i.content) < TRIVIAL_MAX_TOKENS
+                        && trivial().is_some_and(|re| re.is_match(i.content.trim()))
+                }))
         })
     }
 
@@ -517,6 +548,15 @@ impl ContextManager {
             eviction: self.tally,
         }
     }
+}
+
+/// `item`'s tokens as rendered (see [`ContextManager::push_counted`]); the
+/// block is rendered into `memo` once.
+fn count_block(counter: &dyn TokenCounter, item: &ContextItem, memo: &Memo) -> u64 {
+    counter.count(
+        memo.block
+            .get_or_init(|| Arc::from(render::item_block(item))),
+    )
 }
 
 #[cfg(test)]

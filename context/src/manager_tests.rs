@@ -3,11 +3,19 @@ use crate::tokens::CharsPerToken;
 use silas_core::Timestamp;
 use silas_core::model::messages::TaintLevel;
 
-/// Counts one token per character: sizes in tests are exact.
+/// Counts one token per character of a block's content, its delimiter
+/// and end lines free: the eviction policy's sizes in tests stay exact.
+/// (Items are counted as whole blocks; `blocks_are_counted_whole` shows
+/// that with a counter that charges every character.)
 struct OnePerChar;
 impl TokenCounter for OnePerChar {
     fn count(&self, text: &str) -> u64 {
-        text.chars().count() as u64
+        let body = text
+            .strip_prefix("--- ")
+            .and_then(|t| t.split_once('\n'))
+            .map_or(text, |(_, rest)| rest);
+        let body = body.strip_suffix("\n--- end ---").unwrap_or(body);
+        body.chars().count() as u64
     }
 }
 
@@ -286,7 +294,9 @@ fn inspect_reports_sizes_never_content() {
     assert!(!json.contains("Vienna"));
     assert_eq!(view.zones[1].zone, "chronicle");
     assert_eq!(view.zones[1].items, 1);
-    assert_eq!(view.zones[1].tokens, 10);
+    // The whole block: "--- turn 1 | user | live ---" (28), a line break,
+    // the 33 characters, "\n--- end ---" (12): 74 characters, 22 tokens.
+    assert_eq!(view.zones[1].tokens, 22);
     assert_eq!(view.window, 180_000);
     assert!(!view.render().contains("Vienna"), "{}", view.render());
 }
@@ -375,7 +385,8 @@ fn items_are_added_once_and_counted() {
     m.add(msg("a", 1, "abcdefgh"));
     m.add(msg("a", 1, "a different body"));
     assert_eq!(m.items().len(), 1);
-    assert_eq!(m.items()[0].token_count, 3);
+    // The block as rendered: 28 + 1 + 8 + 12 characters, 14 tokens.
+    assert_eq!(m.items()[0].token_count, 14);
 }
 
 /// Subscriptions live in the workspace zone: materialised each turn,
@@ -473,5 +484,60 @@ fn cached_blocks_follow_every_change() {
     assert_eq!(third, fresh(&m));
     assert!(
         third.iter().any(|b| b.contains("second")) && third.iter().all(|b| !b.contains("first"))
+    );
+}
+
+/// Issue #19, "Long conversations": an item costs what the agents are
+/// sent — its delimiter line, escaped content and end line — so a zone's
+/// budget bounds its rendered blocks. Counting content alone let a
+/// conversation of short messages render to about 2.5 times its budget.
+#[test]
+fn blocks_are_counted_whole() {
+    struct EveryChar;
+    impl TokenCounter for EveryChar {
+        fn count(&self, text: &str) -> u64 {
+            text.chars().count() as u64
+        }
+    }
+    let mut m = ContextManager::new("owner", "conversation", Arc::new(EveryChar));
+    for turn in 0..200 {
+        m.add(msg(&format!("u{turn}"), turn, "where is it?"));
+        m.add(msg(&format!("a{turn}"), turn, "in the shed"));
+    }
+    for (item, block) in m.items().iter().zip(m.render()) {
+        assert_eq!(item.token_count, block.chars().count() as u64);
+    }
+    let out = m.tier1(200, &cfg(), &budgets(100_000, 2_000, 1_000, 1_000));
+    assert!(!out.evicted.is_empty());
+    let sent: u64 = m.render().iter().map(|b| b.chars().count() as u64).sum();
+    assert!(
+        sent <= 2_000,
+        "{sent} characters rendered for a 2,000 budget"
+    );
+    assert_eq!(sent, m.zone_tokens(ContextZone::Chronicle));
+    // Content alone would have let about 2.5 times as much through.
+    let content: u64 = m.items().iter().map(|i| i.content.len() as u64).sum();
+    assert!(content * 2 < sent, "{content} of {sent}");
+
+    // A masked tool result is recounted as its placeholder's block.
+    let mut tr = item(
+        "tr",
+        ContextZone::Chronicle,
+        ContextItemKind::ToolResult,
+        200,
+        &"z".repeat(500),
+    );
+    tr.source = "tool:shell_exec".into();
+    m.add(tr);
+    m.tier1(206, &cfg(), &budgets(100_000, 100_000, 1_000, 1_000));
+    let tr = m.items().iter().find(|i| i.ctx_id == "tr").unwrap();
+    assert!(
+        tr.masked && tr.content.contains("— 500 tokens —"),
+        "{}",
+        tr.content
+    );
+    assert_eq!(
+        tr.token_count,
+        render::item_block(tr).chars().count() as u64
     );
 }

@@ -123,16 +123,24 @@ pub(crate) fn between(
 }
 
 /// Counts one retrieval of each of `ids` that still exists (`access_count`,
-/// `last_accessed`), without an fsync of its own. Shared by
+/// `last_accessed`), in one write without an fsync of its own; `wait`:
+/// return once it is visible, else at once (queued). Shared by
 /// [`crate::Memory::record_access`] and the scan fallback.
-pub fn record_access(store: &Store, ids: &[String], now: Timestamp) -> Result<(), MemoryError> {
+pub fn record_access(
+    store: &Store,
+    ids: &[String],
+    now: Timestamp,
+    wait: bool,
+) -> Result<(), MemoryError> {
     let records = store.records::<MemoryItem>();
-    for id in ids {
-        if let Some(mut m) = records.get(id)? {
-            m.access_count = m.access_count.saturating_add(1);
-            m.last_accessed = Some(now);
-            records.put_deferred(&m)?;
-        }
+    let count = move |m: &mut MemoryItem| {
+        m.access_count = m.access_count.saturating_add(1);
+        m.last_accessed = Some(now);
+    };
+    if wait {
+        records.update_each(ids, count)?;
+    } else {
+        records.update_each_queued(ids, count);
     }
     Ok(())
 }

@@ -94,6 +94,8 @@ pub struct Store {
     /// Inbox records whose first attempt was counted at acceptance by this
     /// process (see [`InboxStore::begin_attempt`]).
     first_attempts: inbox::FirstAttempts,
+    /// Removals per keyed table (see [`records::Removals`]).
+    removals: Arc<records::Removals>,
     path: PathBuf,
 }
 
@@ -121,6 +123,7 @@ impl Store {
             db,
             writer,
             first_attempts: Default::default(),
+            removals: Default::default(),
             path,
         })
     }
@@ -174,7 +177,7 @@ impl Store {
 
     /// Persona state, memory records, connections or pending cards.
     pub fn records<T: Keyed>(&self) -> Records<T> {
-        Records::new(self.db.clone(), self.writer.clone())
+        Records::new(self.db.clone(), self.writer.clone(), self.removals.clone())
     }
 
     pub fn persona_events(&self) -> PersonaEvents {

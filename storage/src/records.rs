@@ -3,8 +3,9 @@
 //! append-only persona event log. One generic [`Records`] handle serves every
 //! `id → record` table; the [`Keyed`] impls bind each model type to its table.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
@@ -178,10 +179,34 @@ impl Keyed for TelegramCardMessage {
     }
 }
 
+/// How many times each keyed table had records removed through this
+/// store, by table name: a reader holding copies of records (a scope's
+/// context holds hundreds of memories) re-checks them only when the count
+/// moved since it last looked, instead of on every turn (issue #19). Every
+/// removal goes through [`Records`] (the tables are private to this
+/// crate), and the count moves before the removal is visible, so a reader
+/// that saw the old count re-checks after it.
+#[derive(Debug, Default)]
+pub(crate) struct Removals(Mutex<HashMap<&'static str, u64>>);
+
+impl Removals {
+    fn bump(&self, table: &'static str) {
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = counts.entry(table).or_default();
+        *n = n.wrapping_add(1);
+    }
+
+    fn of(&self, table: &'static str) -> u64 {
+        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        counts.get(table).copied().unwrap_or(0)
+    }
+}
+
 /// Typed access to one keyed table.
 pub struct Records<T> {
     db: Arc<Database>,
     writer: Arc<GroupCommit>,
+    removals: Arc<Removals>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -190,18 +215,31 @@ impl<T> Clone for Records<T> {
         Records {
             db: self.db.clone(),
             writer: self.writer.clone(),
+            removals: self.removals.clone(),
             _t: PhantomData,
         }
     }
 }
 
 impl<T: Keyed> Records<T> {
-    pub(crate) fn new(db: Arc<Database>, writer: Arc<GroupCommit>) -> Self {
+    pub(crate) fn new(
+        db: Arc<Database>,
+        writer: Arc<GroupCommit>,
+        removals: Arc<Removals>,
+    ) -> Self {
         Records {
             db,
             writer,
+            removals,
             _t: PhantomData,
         }
+    }
+
+    /// How many removals this table has had through this store (any
+    /// record; see [`Removals`]). Unchanged between two looks: nothing was
+    /// removed in between.
+    pub fn removals(&self) -> u64 {
+        self.removals.of(T::NAME)
     }
 
     /// Stores `record`, durable when it returns (through the store's group
@@ -252,6 +290,57 @@ impl<T: Keyed> Records<T> {
         })
     }
 
+    /// Changes the record of each of `keys` that exists with `change`, in
+    /// one write that returns once visible (like [`Self::put_deferred`]):
+    /// one commit for them all instead of a read and a commit per record —
+    /// every turn's retrieval counts several memories (issue #19).
+    pub fn update_each(
+        &self,
+        keys: &[String],
+        change: impl Fn(&mut T) + Send + 'static,
+    ) -> StoreResult<()>
+    where
+        T: 'static,
+    {
+        self.writer
+            .write_blocking(Wait::Visible, Self::update_op(keys.to_vec(), change))
+    }
+
+    /// [`Self::update_each`] without waiting, like [`Self::put_queued`]:
+    /// for counts nothing in the caller reads back (a turn's memory access
+    /// counts).
+    pub fn update_each_queued(&self, keys: &[String], change: impl Fn(&mut T) + Send + 'static)
+    where
+        T: 'static,
+    {
+        self.writer.write_detached(
+            Wait::Visible,
+            T::NAME,
+            Self::update_op(keys.to_vec(), change),
+        );
+    }
+
+    fn update_op(
+        keys: Vec<String>,
+        change: impl Fn(&mut T) + Send + 'static,
+    ) -> impl Fn(&WriteTransaction) -> StoreResult<()> + Send + 'static
+    where
+        T: 'static,
+    {
+        move |txn: &WriteTransaction| {
+            let mut table = txn.open_table(T::TABLE)?;
+            for key in &keys {
+                let Some(bytes) = table.get(key.as_str())?.map(|v| v.value().to_vec()) else {
+                    continue;
+                };
+                let mut record: T = codec::decode(T::NAME, &bytes)?;
+                change(&mut record);
+                table.insert(key.as_str(), codec::encode(T::NAME, &record)?.as_slice())?;
+            }
+            Ok(())
+        }
+    }
+
     /// Many records in one durable transaction (all or none).
     pub fn put_many(&self, records: &[T]) -> StoreResult<()> {
         self.write_all(records, false)
@@ -270,6 +359,9 @@ impl<T: Keyed> Records<T> {
                 T::NAME
             )));
         }
+        if clear {
+            self.removals.bump(T::NAME);
+        }
         let txn = self.db.begin_write()?;
         {
             if clear {
@@ -287,6 +379,7 @@ impl<T: Keyed> Records<T> {
     /// Removes every record whose key is in `keys` in one transaction;
     /// returns the removed records.
     pub fn delete_many(&self, keys: &[String]) -> StoreResult<Vec<T>> {
+        self.removals.bump(T::NAME);
         let txn = self.db.begin_write()?;
         let mut out = Vec::new();
         {
@@ -314,6 +407,7 @@ impl<T: Keyed> Records<T> {
 
     /// Remove a record; returns it if it existed. Durable when it returns.
     pub fn delete(&self, key: &str) -> StoreResult<Option<T>> {
+        self.removals.bump(T::NAME);
         let key = key.to_string();
         let bytes = self.writer.write_blocking(Wait::Durable, move |txn| {
             let mut table = txn.open_table(T::TABLE)?;
@@ -361,6 +455,15 @@ impl<T: Keyed> Records<T> {
             }
         }
         Ok(out)
+    }
+
+    /// Which of `keys` have a record, in order: one read transaction and
+    /// no decoding (a long conversation's memory zone is checked this way
+    /// every turn, hundreds of ids).
+    pub fn contains_each(&self, keys: &[&str]) -> StoreResult<Vec<bool>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(T::TABLE)?;
+        keys.iter().map(|k| Ok(table.get(*k)?.is_some())).collect()
     }
 
     pub fn len(&self) -> StoreResult<u64> {

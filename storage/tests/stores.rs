@@ -253,3 +253,67 @@ fn state_survives_reopen() {
         "hello"
     );
 }
+
+/// Issue #19, "Long conversations": a scope's context holds hundreds of
+/// memories, checked and counted every turn. Existence for all of them is
+/// one read; their access counts one write; and a removal count that does
+/// not move tells a reader nothing was removed, so it need not check.
+#[test]
+fn many_records_are_checked_and_changed_at_once_and_removals_are_counted() {
+    let (_d, s) = store();
+    let memories = s.records::<MemoryItem>();
+    let mem = |id: &str| -> MemoryItem {
+        serde_json::from_value(json!({
+            "memory_id": id, "content": format!("note {id}"), "memory_type": "episode",
+            "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+            "source_kind": "context_eviction",
+        }))
+        .unwrap()
+    };
+    let all: Vec<MemoryItem> = (0..50).map(|n| mem(&format!("m{n}"))).collect();
+    memories.put_many(&all).unwrap();
+    assert_eq!(memories.removals(), 0, "puts are not removals");
+    assert_eq!(
+        memories.contains_each(&["m3", "gone", "m49"]).unwrap(),
+        [true, false, true]
+    );
+
+    let keys: Vec<String> = (0..50)
+        .map(|n| format!("m{n}"))
+        .chain(["gone".to_string()])
+        .collect();
+    let before = s.group_commit_stats().writes;
+    memories
+        .update_each(&keys, |m| m.access_count += 1)
+        .unwrap();
+    assert_eq!(
+        s.group_commit_stats().writes - before,
+        1,
+        "one write for all"
+    );
+    assert!(memories.list().unwrap().iter().all(|m| m.access_count == 1));
+    assert!(
+        memories.get("gone").unwrap().is_none(),
+        "a missing key stays missing"
+    );
+    memories.update_each_queued(&keys, |m| m.access_count += 1);
+    // Queued: committed before the writer's next write.
+    memories.put(&mem("late")).unwrap();
+    assert_eq!(memories.get("m7").unwrap().unwrap().access_count, 2);
+
+    // Every way of removing moves the count; another table's do not.
+    s.records::<PendingCard>().delete("nothing").unwrap();
+    assert_eq!(memories.removals(), 0);
+    memories.delete("m1").unwrap();
+    assert_eq!(memories.removals(), 1);
+    memories.delete_many(&["m2".into(), "m3".into()]).unwrap();
+    assert_eq!(memories.removals(), 2);
+    memories.replace_all(&[mem("m0")]).unwrap();
+    assert_eq!(memories.removals(), 3);
+    assert_eq!(
+        memories.contains_each(&["m0", "m4"]).unwrap(),
+        [true, false]
+    );
+    // Shared by every handle of the store.
+    assert_eq!(s.records::<MemoryItem>().removals(), 3);
+}

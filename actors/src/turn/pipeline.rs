@@ -265,6 +265,9 @@ pub struct ScopeState {
     pub turn_number: u64,
     pub context: ContextManager,
     pub access: AccessController,
+    /// `MemoryIndex::removals` when the memories in `context` were last
+    /// checked against the store (step 4): unchanged, none can be gone.
+    pub memories_checked: Option<u64>,
 }
 
 /// What a processed turn did.

@@ -56,23 +56,35 @@ impl Turn<'_> {
     /// erases them from the prompt too, not only from the store).
     pub(super) fn auto_retrieve(&mut self) -> Result<(), TurnError> {
         self.step("auto_retrieve");
-        let memory = self.deps.memory.clone();
-        let mut failed = None;
-        self.scope.context.remove_where(|i| {
-            let Some(id) = i.ctx_id.strip_prefix("mem:") else {
-                return false;
-            };
-            match memory.exists(id) {
-                Ok(exists) => !exists,
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
+        // Read before the check: a removal racing it moves the count again
+        // and the next turn looks once more.
+        let removals = self.deps.memory.removals();
+        let unchanged = removals.is_some() && removals == self.scope.memories_checked;
+        let recalled: Vec<&str> = if unchanged {
+            Vec::new()
+        } else {
+            self.scope
+                .context
+                .items()
+                .iter()
+                .filter_map(|i| i.ctx_id.strip_prefix("mem:"))
+                .collect()
+        };
+        if !recalled.is_empty() {
+            let exist = self.deps.memory.exist_each(&recalled)?;
+            let gone: std::collections::HashSet<String> = recalled
+                .iter()
+                .zip(exist)
+                .filter(|(_, exists)| !exists)
+                .map(|(id, _)| format!("mem:{id}"))
+                .collect();
+            if !gone.is_empty() {
+                self.scope
+                    .context
+                    .remove_where(|i| gone.contains(&i.ctx_id));
             }
-        });
-        if let Some(e) = failed {
-            return Err(e.into());
         }
+        self.scope.memories_checked = removals;
         let found =
             self.deps
                 .memory

@@ -146,6 +146,7 @@ pub fn rehydrate(
         turn_number: next_turn,
         context,
         access: AccessController::new(scope_id, is_owner, Default::default(), dir),
+        memories_checked: None,
     };
     Ok((scope, done))
 }
