@@ -349,3 +349,47 @@ async fn a_reply_the_client_acknowledges_is_kept_before_it_is_sent_and_until_its
     assert!(rt.kept_at_send.lock().unwrap().is_empty());
     rt.stop().await;
 }
+
+/// Issue #19, "Long conversations": the memories in a scope's context are
+/// checked against the store (hundreds in a long conversation) only after
+/// a memory was removed, and a removed one still leaves the prompt at the
+/// next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_in_context_are_rechecked_only_after_a_removal() {
+    use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
+    use silas_core::model::messages::TaintLevel;
+    let (_d, store) = store();
+    let note = silas_actors::memory::new_item(
+        "m-shed",
+        "owner",
+        "the garden shed key is under the blue pot",
+        MemoryType::Episode,
+        ReingestionTier::Active,
+        TaintLevel::Owner,
+        "memory_op",
+    );
+    store.records::<MemoryItem>().put(&note).unwrap();
+    let rt = start(&store, Opts::default()).await;
+    let turn = |n: usize, text: &'static str| {
+        let rt = &rt;
+        async move {
+            accept(rt, "owner", text).await;
+            wait_for("reply", || rt.sink.replies().len() == n).await;
+            rt.llm.prompts.lock().unwrap().last().cloned().unwrap()
+        }
+    };
+    let first = turn(1, "where is the garden shed key").await;
+    assert!(first.contains("blue pot"), "recalled (step 4): {first}");
+    let second = turn(2, "and the garden shed lock").await;
+    assert!(second.contains("blue pot"), "{second}");
+    assert_eq!(
+        rt.memories_checked.load(Ordering::SeqCst),
+        0,
+        "nothing was removed: nothing to check"
+    );
+    store.records::<MemoryItem>().delete("m-shed").unwrap();
+    let third = turn(3, "the garden shed again").await;
+    assert_eq!(rt.memories_checked.load(Ordering::SeqCst), 1);
+    assert!(!third.contains("blue pot"), "{third}");
+    rt.stop().await;
+}

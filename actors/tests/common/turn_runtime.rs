@@ -76,6 +76,8 @@ impl Provider for GatedLlm {
 pub struct CrashingMemory {
     inner: KeywordMemory,
     armed: AtomicBool,
+    /// Memories checked against the store (step 4), one per id.
+    checked: Arc<AtomicUsize>,
 }
 
 /// A message containing this crashes its turn (at auto-retrieve, step 4,
@@ -85,6 +87,13 @@ pub const POISON: &str = "poison-crash";
 impl MemoryIndex for CrashingMemory {
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.exists(id)
+    }
+    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
+        self.checked.fetch_add(ids.len(), Ordering::SeqCst);
+        self.inner.exist_each(ids)
+    }
+    fn removals(&self) -> Option<u64> {
+        self.inner.removals()
     }
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {
         self.inner.store_raw(item)
@@ -126,6 +135,8 @@ pub struct Rt {
     pub kept_at_send: Arc<Mutex<Vec<bool>>>,
     pub llm: Arc<GatedLlm>,
     pub steps: Arc<StepLog>,
+    /// Memories the turns checked against the store (step 4).
+    pub memories_checked: Arc<AtomicUsize>,
     pub dispatched: mpsc::Receiver<DispatchRequest>,
     pub status: broadcast::Sender<WorkStatusEvent>,
 }
@@ -208,9 +219,11 @@ pub async fn start(store: &Store, opts: Opts) -> Rt {
     let channel_down = Arc::new(AtomicBool::new(false));
     let kept_at_send = Arc::new(Mutex::new(Vec::new()));
     let steps = Arc::new(StepLog::default());
+    let memories_checked = Arc::new(AtomicUsize::new(0));
     let memory: Arc<dyn MemoryIndex> = Arc::new(CrashingMemory {
         inner: KeywordMemory::new(store.clone()),
         armed: AtomicBool::new(opts.crash_once),
+        checked: memories_checked.clone(),
     });
     let svc = ApprovalService::new(
         store.clone(),
@@ -265,6 +278,7 @@ pub async fn start(store: &Store, opts: Opts) -> Rt {
         kept_at_send,
         llm,
         steps,
+        memories_checked,
         dispatched,
         status,
     }
