@@ -30,15 +30,10 @@ pub trait MemoryIndex: Send + Sync {
         query: &str,
         limit: usize,
     ) -> Result<Vec<MemoryItem>, StoreError>;
-    /// Whether a memory still exists (a forgotten one leaves the scope's
-    /// context at the next turn).
-    fn exists(&self, id: &str) -> Result<bool, StoreError>;
-    /// [`Self::exists`] for each of `ids`, in order. The stores answer in
-    /// one read: every turn checks every memory in the scope's context,
-    /// hundreds in a long conversation (issue #19).
-    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
-        ids.iter().map(|id| self.exists(id)).collect()
-    }
+    /// Whether each of `ids` still exists, in order (a forgotten memory
+    /// leaves the scope's context at the next turn). The stores answer in
+    /// one read: a long conversation's context holds hundreds (issue #19).
+    fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError>;
     /// Counts a retrieval of each of `ids` (§3.8 `access_count`, read by
     /// the consolidator's promotion proposals). Test doubles that keep no
     /// counts use this default.
@@ -124,10 +119,6 @@ impl KeywordMemory {
 }
 
 impl MemoryIndex for KeywordMemory {
-    fn exists(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.store.records::<MemoryItem>().get(id)?.is_some())
-    }
-
     fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
         self.store.records::<MemoryItem>().contains_each(ids)
     }
@@ -272,10 +263,6 @@ fn apply_op(
 }
 
 impl MemoryIndex for silas_memory::Memory {
-    fn exists(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.get(id)?.is_some())
-    }
-
     fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
         Ok(silas_memory::Memory::exist_each(self, ids)?)
     }

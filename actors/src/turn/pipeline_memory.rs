@@ -59,30 +59,8 @@ impl Turn<'_> {
         // Read before the check: a removal racing it moves the count again
         // and the next turn looks once more.
         let removals = self.deps.memory.removals();
-        let unchanged = removals.is_some() && removals == self.scope.memories_checked;
-        let recalled: Vec<&str> = if unchanged {
-            Vec::new()
-        } else {
-            self.scope
-                .context
-                .items()
-                .iter()
-                .filter_map(|i| i.ctx_id.strip_prefix("mem:"))
-                .collect()
-        };
-        if !recalled.is_empty() {
-            let exist = self.deps.memory.exist_each(&recalled)?;
-            let gone: std::collections::HashSet<String> = recalled
-                .iter()
-                .zip(exist)
-                .filter(|(_, exists)| !exists)
-                .map(|(id, _)| format!("mem:{id}"))
-                .collect();
-            if !gone.is_empty() {
-                self.scope
-                    .context
-                    .remove_where(|i| gone.contains(&i.ctx_id));
-            }
+        if removals.is_none() || removals != self.scope.memories_checked {
+            self.drop_forgotten()?;
         }
         self.scope.memories_checked = removals;
         let found =
@@ -90,6 +68,34 @@ impl Turn<'_> {
                 .memory
                 .search(&self.scope.scope_id, &self.text, AUTO_RETRIEVE_LIMIT)?;
         self.inject_memories(found);
+        Ok(())
+    }
+
+    /// Drops memory-zone items whose memory is no longer stored (one read
+    /// for all of them).
+    fn drop_forgotten(&mut self) -> Result<(), TurnError> {
+        let recalled: Vec<&str> = self
+            .scope
+            .context
+            .items()
+            .iter()
+            .filter_map(|i| i.ctx_id.strip_prefix("mem:"))
+            .collect();
+        if recalled.is_empty() {
+            return Ok(());
+        }
+        let exist = self.deps.memory.exist_each(&recalled)?;
+        let gone: std::collections::HashSet<String> = recalled
+            .iter()
+            .zip(exist)
+            .filter(|(_, exists)| !exists)
+            .map(|(id, _)| format!("mem:{id}"))
+            .collect();
+        if !gone.is_empty() {
+            self.scope
+                .context
+                .remove_where(|i| gone.contains(&i.ctx_id));
+        }
         Ok(())
     }
 

@@ -181,8 +181,8 @@ mod tests {
         ) -> Result<Vec<silas_core::model::memory::MemoryItem>, silas_storage::StoreError> {
             Ok(Vec::new())
         }
-        fn exists(&self, _: &str) -> Result<bool, silas_storage::StoreError> {
-            Ok(false)
+        fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, silas_storage::StoreError> {
+            Ok(vec![false; ids.len()])
         }
         fn apply(
             &self,

@@ -85,9 +85,6 @@ pub struct CrashingMemory {
 pub const POISON: &str = "poison-crash";
 
 impl MemoryIndex for CrashingMemory {
-    fn exists(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.exists(id)
-    }
     fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
         self.checked.fetch_add(ids.len(), Ordering::SeqCst);
         self.inner.exist_each(ids)
