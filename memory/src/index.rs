@@ -20,6 +20,7 @@ use std::time::Instant;
 use silas_core::model::memory::{MemoryItem, MemoryType, ReingestionTier};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
+use tantivy::indexer::IndexWriterOptions;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -31,6 +32,11 @@ use crate::MemoryError;
 /// Indexing arena (tantivy's minimum per thread is 15 MB); one thread: the
 /// daemon writes a handful of memories per turn.
 const WRITER_ARENA: usize = 15_000_000;
+/// Merge threads of a writer (tantivy's default is four): the segments
+/// merged here are a few hundred small documents each, one merge at a time
+/// keeps up, and every writer made (a turn's first capture after start or
+/// an idle minute) starts three fewer threads.
+const MERGE_THREADS: usize = 1;
 /// At most this many distinct query terms are looked up.
 const MAX_QUERY_TERMS: usize = 32;
 
@@ -133,9 +139,10 @@ pub(crate) struct TextIndex {
 
 /// Looks without a write after which the writer is dropped: a minute at the
 /// quiet-commit thread's 5 s. A writer holds a 10,000-slot document channel
-/// (2.4 MiB, all touched) and six threads; a conversation's turns come well
-/// within a minute of each other and keep it, an idle daemon gives it back
-/// and makes a new one (a few ms) at its next write (issue #19 item 4).
+/// (2.4 MiB, all touched) and three threads (indexer, segment updater, one
+/// merger); a conversation's turns come well within a minute of each other
+/// and keep it, an idle daemon gives it back and makes a new one (a few ms)
+/// at its next write (issue #19 item 4).
 const WRITER_IDLE_LOOKS: u32 = 12;
 
 /// Deferred writes committed together at most.
@@ -263,7 +270,13 @@ impl TextIndex {
             Some(w) => w,
             none => none.insert(
                 self.index
-                    .writer_with_num_threads(1, WRITER_ARENA)
+                    .writer_with_options(
+                        IndexWriterOptions::builder()
+                            .num_worker_threads(1)
+                            .num_merge_threads(MERGE_THREADS)
+                            .memory_budget_per_thread(WRITER_ARENA)
+                            .build(),
+                    )
                     .map_err(ix)?,
             ),
         };
