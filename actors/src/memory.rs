@@ -264,7 +264,7 @@ fn apply_op(
 
 impl MemoryIndex for silas_memory::Memory {
     fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, StoreError> {
-        Ok(silas_memory::Memory::exist_each(self, ids)?)
+        self.store().records::<MemoryItem>().contains_each(ids)
     }
 
     fn record_access(&self, ids: &[String]) -> Result<(), StoreError> {
@@ -272,7 +272,7 @@ impl MemoryIndex for silas_memory::Memory {
     }
 
     fn removals(&self) -> Option<u64> {
-        Some(silas_memory::Memory::removals(self))
+        Some(self.store().records::<MemoryItem>().removals())
     }
 
     fn store_raw(&self, item: &MemoryItem) -> Result<(), StoreError> {

@@ -259,15 +259,6 @@ impl Memory {
         Ok(self.inner.store.records::<MemoryItem>().get(id)?)
     }
 
-    /// Whether each of `ids` is stored, in order, in one read.
-    pub fn exist_each(&self, ids: &[&str]) -> Result<Vec<bool>, MemoryError> {
-        Ok(self
-            .inner
-            .store
-            .records::<MemoryItem>()
-            .contains_each(ids)?)
-    }
-
     /// Re-reads hits from redb, keeping only the scope's records of `tier`.
     fn load(
         &self,
@@ -497,12 +488,6 @@ impl Memory {
     /// writes).
     pub fn record_access_queued(&self, ids: &[String], now: Timestamp) -> Result<(), MemoryError> {
         scan::record_access(&self.inner.store, ids, now, false)
-    }
-
-    /// A count that moves whenever memories are removed (forgotten,
-    /// deleted, consolidated away); see `Records::removals`.
-    pub fn removals(&self) -> u64 {
-        self.inner.store.records::<MemoryItem>().removals()
     }
 
     /// The memories to propose for promotion, every scope, from one read.
