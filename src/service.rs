@@ -36,6 +36,14 @@ pub struct UnitSpec {
     /// `--config`, when one is used.
     pub config: Option<PathBuf>,
     pub data_dir: PathBuf,
+    /// Where `silas service install` ran: what the configuration's relative
+    /// paths (`skills_dir` is `./skills` by default, `active_goal`, the
+    /// sandbox dirs) were resolved against, so the service's
+    /// `WorkingDirectory=` — else systemd's `/` or `$HOME`.
+    pub working_dir: PathBuf,
+    /// `skills_dir`, absolute: the daemon writes the bundled skills and the
+    /// skill-maker's there, so the system unit must leave it writable.
+    pub skills_dir: PathBuf,
     pub kek: Kek,
 }
 
@@ -65,6 +73,13 @@ fn exec_arg(p: &Path) -> String {
     }
 }
 
+impl UnitSpec {
+    /// `skills_dir` when the data dir does not already hold it.
+    fn skills_outside_data_dir(&self) -> Option<&Path> {
+        (!self.skills_dir.starts_with(&self.data_dir)).then_some(self.skills_dir.as_path())
+    }
+}
+
 /// The unit file text. Every hardening line carries the reason it is there
 /// (or, for what is left out, why).
 pub fn render_unit(spec: &UnitSpec) -> String {
@@ -87,6 +102,9 @@ pub fn render_unit(spec: &UnitSpec) -> String {
     }
     let _ = write!(exec, " --data-dir {} start", exec_arg(&spec.data_dir));
     line(&exec);
+    line("# Relative paths of the configuration (`skills_dir` is ./skills by default)");
+    line("# mean what they meant where `silas service install` ran.");
+    line(&format!("WorkingDirectory={}", exec_arg(&spec.working_dir)));
     line("# A crash restarts the daemon; a clean stop (SIGTERM) does not.");
     line("Restart=on-failure");
     line("RestartSec=5s");
@@ -150,10 +168,14 @@ pub fn render_unit(spec: &UnitSpec) -> String {
         line("# No capabilities at all (the sandbox's namespaces are unprivileged).");
         line("CapabilityBoundingSet=");
         line("AmbientCapabilities=");
-        line("# The whole file system read-only except the data dir; no home directories.");
+        line("# The whole file system read-only except the data dir and the skills dir");
+        line("# (bundled and skill-maker skills are written there); no home directories.");
         line("ProtectSystem=strict");
         line("ProtectHome=yes");
         line(&format!("ReadWritePaths={}", exec_arg(&spec.data_dir)));
+        if let Some(skills) = spec.skills_outside_data_dir() {
+            line(&format!("ReadWritePaths={}", exec_arg(skills)));
+        }
         line("PrivateTmp=yes");
         line("# /dev/null, /dev/zero and /dev/urandom stay; no hardware devices.");
         line("PrivateDevices=yes");
@@ -238,6 +260,13 @@ pub fn install(
         exe,
         config: config_path.map(absolute).transpose()?,
         data_dir: absolute(&cfg.data_dir)?,
+        working_dir: std::env::current_dir().map_err(|e| {
+            CliError::new(
+                ErrorCode::ECfgIo,
+                format!("cannot read the current directory: {e}"),
+            )
+        })?,
+        skills_dir: absolute(&cfg.skills_dir)?,
         kek,
     };
     let unit = render_unit(&spec);
@@ -295,6 +324,12 @@ pub fn next_steps(spec: &UnitSpec) -> Vec<String> {
         out.push(format!(
             "create the account and hand it the data dir: useradd --system --home-dir {data} --shell /usr/sbin/nologin {SERVICE_USER} && mkdir -p {data} && chown -R {SERVICE_USER}:{SERVICE_USER} {data}"
         ));
+        if let Some(skills) = spec.skills_outside_data_dir() {
+            let skills = skills.display();
+            out.push(format!(
+                "and the skills dir: mkdir -p {skills} && chown -R {SERVICE_USER}:{SERVICE_USER} {skills}"
+            ));
+        }
         out.push("enable it: systemctl daemon-reload && systemctl enable --now silas".into());
     }
     out.push("then check the setup: silas doctor".into());
@@ -312,6 +347,8 @@ mod tests {
             exe: "/usr/local/bin/silas".into(),
             config: Some("/etc/silas/silas.yaml".into()),
             data_dir: "/var/lib/silas".into(),
+            working_dir: "/var/lib/silas".into(),
+            skills_dir: "/var/lib/silas/skills".into(),
             kek: Kek::Load {
                 name: "silas-kek".into(),
                 file: "/etc/silas/kek".into(),
@@ -335,6 +372,7 @@ mod tests {
             ("ProtectHome", "yes"),
             ("PrivateTmp", "yes"),
             ("ReadWritePaths", "/var/lib/silas"),
+            ("WorkingDirectory", "/var/lib/silas"),
             ("LoadCredential", "silas-kek:/etc/silas/kek"),
             ("Restart", "on-failure"),
             ("SystemCallArchitectures", "native"),
@@ -347,6 +385,31 @@ mod tests {
         ] {
             assert_eq!(values(&u, k), vec![v], "{k} in\n{u}");
         }
+    }
+
+    #[test]
+    fn relative_paths_keep_their_meaning_and_the_skills_dir_stays_writable() {
+        // `silas service install` run in /srv/silas with the defaults.
+        let mut s = spec(false);
+        s.data_dir = "/srv/silas/data".into();
+        s.working_dir = "/srv/silas".into();
+        s.skills_dir = "/srv/silas/skills".into();
+        let u = render_unit(&s);
+        assert_eq!(values(&u, "WorkingDirectory"), vec!["/srv/silas"]);
+        assert_eq!(
+            values(&u, "ReadWritePaths"),
+            vec!["/srv/silas/data", "/srv/silas/skills"]
+        );
+        let steps = next_steps(&s).join("\n");
+        assert!(
+            steps.contains("chown -R silas:silas /srv/silas/skills"),
+            "{steps}"
+        );
+        // The user unit runs there too (no ReadWritePaths to add).
+        s.user_mode = true;
+        let u = render_unit(&s);
+        assert_eq!(values(&u, "WorkingDirectory"), vec!["/srv/silas"]);
+        assert!(values(&u, "ReadWritePaths").is_empty());
     }
 
     #[test]
@@ -392,6 +455,7 @@ mod tests {
         let mut s = spec(false);
         s.kek = Kek::Keyring;
         s.data_dir = "/srv/my data".into();
+        s.skills_dir = "/srv/my data/skills".into();
         let u = render_unit(&s);
         assert!(values(&u, "LoadCredential").is_empty());
         assert_eq!(values(&u, "ReadWritePaths"), vec!["\"/srv/my data\""]);

@@ -106,6 +106,23 @@ fn a_keys_dir_open_to_others_fails_with_the_chmod_fix() {
 }
 
 #[test]
+fn a_memory_index_open_to_others_fails_with_the_chmod_fix() {
+    let dir = scratch();
+    // What builds before the index was made private left behind.
+    let index = dir.path().join("data/memory-index");
+    std::fs::create_dir(&index).unwrap();
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, lines) = doctor(dir.path(), free_port(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{lines:#?}");
+    let l = line(&lines, "memory-index-dir");
+    assert!(l.starts_with("FAIL memory-index-dir:"), "{l}");
+    assert!(
+        l.ends_with(&format!("fix: chmod 700 {}", index.display())),
+        "{l}"
+    );
+}
+
+#[test]
 fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
     let dir = scratch();
     // Something that is not Silas: accepts, never answers HTTP.
@@ -199,6 +216,20 @@ fn the_service_unit_is_written_absolute_and_verifies() {
     );
     assert!(unit.contains(&format!("ReadWritePaths={}", data.display())));
     assert!(unit.contains("\nUser=silas\n"));
+    // The default `./skills` is resolved where the command ran, as it was
+    // for `silas start` there: systemd would otherwise start in `/`.
+    let cwd = dir.path();
+    assert!(
+        unit.contains(&format!("\nWorkingDirectory={}\n", cwd.display())),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(&format!(
+            "\nReadWritePaths={}\n",
+            cwd.join("skills").display()
+        )),
+        "{unit}"
+    );
 
     // --user: written under $HOME, with how to enable it.
     let out = silas(dir.path())

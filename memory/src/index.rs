@@ -190,6 +190,21 @@ impl BatchSignal {
     }
 }
 
+/// The index holds the words of every captured message, so only the
+/// daemon's user may enter its directory: tantivy writes its files with the
+/// process umask (0644), and the data dir above is traversable (0711 for a
+/// root daemon, so the sandbox user reaches `sandbox/`).
+fn private_dir(dir: &Path) -> Result<(), MemoryError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let io = |e: std::io::Error| MemoryError::Io(format!("{}: {e}", dir.display()));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
 fn ix(e: tantivy::TantivyError) -> MemoryError {
     MemoryError::Index(e.to_string())
 }
@@ -202,6 +217,9 @@ impl TextIndex {
         let (schema, fields) = schema();
         let existing = dir.join("meta.json").is_file();
         if existing {
+            // An index made by an older build (0755, as tantivy's files are
+            // 0644) is narrowed before anything reads it.
+            private_dir(dir)?;
             let opened = MmapDirectory::open(dir)
                 .map_err(|e| MemoryError::Index(e.to_string()))
                 .and_then(|d| Index::open(d).map_err(ix))
@@ -221,8 +239,7 @@ impl TextIndex {
                 }
             }
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| MemoryError::Io(format!("{}: {e}", dir.display())))?;
+        private_dir(dir)?;
         let d = MmapDirectory::open(dir).map_err(|e| MemoryError::Index(e.to_string()))?;
         let index = Index::create(d, schema, Default::default()).map_err(ix)?;
         Ok((Self::wrap(index, fields)?, true))

@@ -354,3 +354,26 @@ fn a_write_after_a_queued_capture_applies_after_it() {
     );
     assert_eq!(ix.num_docs().unwrap(), 1);
 }
+
+#[test]
+fn only_the_daemons_user_may_enter_the_index_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(crate::INDEX_DIR);
+    let (ix, fresh) = TextIndex::open(&dir).unwrap();
+    assert!(fresh);
+    assert_eq!(mode(&dir), 0o700, "a new index directory");
+    ix.upsert(&memory("a1", ReingestionTier::Active)).unwrap();
+    ix.commit().unwrap();
+    drop(ix);
+    // An index an older build left open to everyone is narrowed at open.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ix, fresh) = TextIndex::open(&dir).unwrap();
+    assert!(!fresh, "the existing index is kept");
+    assert_eq!(mode(&dir), 0o700, "an existing index directory");
+    assert_eq!(
+        ix.search("s", ReingestionTier::Active, "cats", 10).unwrap(),
+        ["a1"]
+    );
+}

@@ -48,6 +48,13 @@ fn layout_checks(cfg: &Config) -> Vec<Check> {
             PRIVATE_DIR_MAX,
             WhenAbsent::Fine,
         ),
+        // The words of every captured message (the daemon narrows it at start).
+        checks::mode(
+            "memory-index-dir",
+            &probe::path_fact(d.join(silas_memory::INDEX_DIR)),
+            PRIVATE_DIR_MAX,
+            WhenAbsent::Fine,
+        ),
     ];
     if cfg.keystore.backend == KeystoreBackend::File {
         let key = cfg.keystore_path();
