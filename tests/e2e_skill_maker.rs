@@ -287,3 +287,57 @@ async fn a_skill_made_on_request_waits_for_the_owners_approval_then_runs() {
     assert_eq!(runs[0]["data"]["content_hash"], hash.as_str());
     support::assert_audit_verifies(d);
 }
+
+/// The skills the binary ships are installable as shipped: `silas skill
+/// install NAME` for each, then the owner approves its card and the dry run
+/// (each script once, in the sandbox, with its schema's defaults or
+/// `--help`) passes. A script that exits non-zero there is never installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bundled_skill_installs_through_its_card() {
+    const BUNDLED: [&str; 2] = ["coding", "skill-maker"];
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    assert!(silas(d).arg("init").output().unwrap().status.success());
+    for name in BUNDLED {
+        let ask = silas(d).args(["skill", "install", name]).output().unwrap();
+        assert!(ask.status.success(), "{name}: {ask:?}");
+    }
+    let fake = FakeLlm::start().await.unwrap();
+    let (daemon, _addr, mut ws) = support::start_chatbot_on_fake(d, &fake).await;
+    let mut log = Vec::new();
+    for name in BUNDLED {
+        let card = install_card(&mut ws, name, WITHIN, &mut log).await;
+        send(
+            &mut ws,
+            json!({"type": "approval_response", "request_id": card["request_id"], "verdict": "approved"}),
+        )
+        .await;
+    }
+    for name in BUNDLED {
+        // Fails fast on a refused dry run instead of waiting out the minute.
+        let deadline = tokio::time::Instant::now() + WITHIN;
+        loop {
+            let events = audit_events(d);
+            let mine = |e: &&Value| e["data"]["skill"] == name;
+            if events
+                .iter()
+                .filter(mine)
+                .any(|e| e["event"] == "skill_installed")
+            {
+                break;
+            }
+            let failed: Vec<&Value> = events
+                .iter()
+                .filter(mine)
+                .filter(|e| e["event"] == "skill_dry_run_failed")
+                .collect();
+            assert!(failed.is_empty(), "{name}: {failed:?}\n{log:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} was not installed: {log:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    drop(daemon);
+}

@@ -552,7 +552,7 @@ impl SkillHost {
                 .await;
             let why = match run {
                 Ok(out) if out.success() => continue,
-                Ok(out) => format!("{:?}", out.termination),
+                Ok(out) => out.termination.to_string(),
                 Err(e) => e.to_string(),
             };
             self.audit(

@@ -156,6 +156,17 @@ pub enum Termination {
     TimedOut,
 }
 
+/// For people: "exited with code 2", not the enum's debug form.
+impl std::fmt::Display for Termination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Termination::Exited { code } => write!(f, "exited with code {code}"),
+            Termination::Signaled { signal } => write!(f, "killed by signal {signal}"),
+            Termination::TimedOut => f.write_str("timed out"),
+        }
+    }
+}
+
 /// Captured output of one execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxOutput {
