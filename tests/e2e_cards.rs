@@ -222,6 +222,21 @@ async fn cards_time_out_decline_on_disconnect_and_refuse_bad_answers() {
         "disconnect not audited"
     );
     assert!(has("plan_declined", &disconnected));
+    // Neither plan is left waiting for good: both items are ended blocked
+    // (they stayed `pending` in `silas work list` forever).
+    let listed = silas(dir.path())
+        .args(["work", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let items: Vec<Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(items.len() >= 2, "{items:?}");
+    for item in &items {
+        assert_eq!(item["status"], "blocked", "{item}");
+    }
     for never in ["approval.issued", "work_dispatched", "approval.verified"] {
         assert!(
             !entries.iter().any(|e| e["event"] == never),
@@ -351,9 +366,13 @@ async fn hundred_customer_scopes_see_only_their_own_frames() {
     let dir = tempfile::tempdir().unwrap();
     let goal = dir.path().join("goal.md");
     std::fs::write(&goal, "customer support goal\n").unwrap();
+    // All from 127.0.0.1: above the default per-address cap (32).
     let (daemon, addr) = start(
         dir.path(),
-        &[("SILAS__ACTIVE_GOAL", goal.to_str().unwrap())],
+        &[
+            ("SILAS__ACTIVE_GOAL", goal.to_str().unwrap()),
+            ("SILAS__LIMITS__CUSTOMER_CONNECTIONS_PER_IP", "100"),
+        ],
         Stdio::null(),
     );
     let mut clients = Vec::new();

@@ -29,6 +29,12 @@ pub const OFFLINE_LABEL: &str = "[offline mode — rule-based responder, not an 
 /// The line of a plan body after which the executor finds its command.
 const COMMAND_MARKER: &str = "Run this command with shell_exec:";
 
+/// The line of a plan body after which the executor finds the file it
+/// reports as its artifact (the work executor checks the claim against the
+/// files the run actually produced, and audits a mismatch as a security
+/// event).
+const ARTIFACT_MARKER: &str = "Report this file as the artifact:";
+
 /// What the proxy rules recognised in a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Intent {
@@ -316,6 +322,7 @@ pub fn plan(user: &str) -> Value {
          This plan was written by the offline rule-based responder, not an LLM.\n\n\
          # What to do\n\
          {COMMAND_MARKER}\n\n    {command}\n\n\
+         {ARTIFACT_MARKER}\n\n    {name}\n\n\
          # Constraints\n\
          Only create this one file in the work directory. Do not run anything else.\n\n\
          # If you get stuck\n\
@@ -346,14 +353,36 @@ pub fn plan(user: &str) -> Value {
     })
 }
 
-/// The command a plan body asks for (the indented line after the marker).
-pub fn briefing_command(briefing: &str) -> Option<String> {
-    let after = briefing.split_once(COMMAND_MARKER)?.1;
+/// The first non-empty line after `marker` in a plan body.
+fn line_after(briefing: &str, marker: &str) -> Option<String> {
+    let after = briefing.split_once(marker)?.1;
     after
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_owned)
+}
+
+/// The command a plan body asks for (the indented line after the marker).
+pub fn briefing_command(briefing: &str) -> Option<String> {
+    line_after(briefing, COMMAND_MARKER)
+}
+
+/// The file a plan body says the command writes.
+pub fn briefing_artifact(briefing: &str) -> Option<String> {
+    line_after(briefing, ARTIFACT_MARKER)
+}
+
+/// What the executor says it did: the command, and its output when it
+/// printed any (a command that only writes a file prints nothing).
+fn ran_summary(cmd: Option<&str>, result: &str) -> String {
+    let cmd = cmd.unwrap_or("the command");
+    let shown: String = result.trim().chars().take(300).collect();
+    if shown.is_empty() {
+        format!("{OFFLINE_LABEL} Ran {cmd}.")
+    } else {
+        format!("{OFFLINE_LABEL} Ran {cmd}; tool output: {shown}")
+    }
 }
 
 /// The executor rules.
@@ -386,10 +415,8 @@ fn execute(request: &ChatRequest) -> ChatResponse {
             };
         }
         (Some(result), cmd) => json!({
-            "summary": format!("{OFFLINE_LABEL} Ran {}; tool output: {}",
-                cmd.as_deref().unwrap_or("the command"),
-                result.chars().take(300).collect::<String>()),
-            "artifact_refs": [],
+            "summary": ran_summary(cmd.as_deref(), &result),
+            "artifact_refs": briefing_artifact(&briefing).into_iter().collect::<Vec<_>>(),
             "next_steps": []
         }),
         (None, _) => json!({
@@ -526,6 +553,7 @@ mod tests {
             briefing_command(&md).as_deref(),
             Some("printf '%s' 'hello' > 'notes.txt'")
         );
+        assert_eq!(briefing_artifact(&md).as_deref(), Some("notes.txt"));
         // Deterministic.
         let again = provider().respond(&req(
             "AgentResponse",

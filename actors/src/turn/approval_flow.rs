@@ -216,6 +216,16 @@ async fn send_dispatch(
         .map_err(|e| TurnError::Dispatch(e.to_string()))
 }
 
+/// A plan whose card ended without an approval (declined, timed out, its
+/// client gone, or refused at approval) can no longer run: without this it
+/// would stay `pending` for good. `blocked`, as §5.2.3 ends a declined
+/// spawned task.
+fn never_runs(deps: &TurnDeps, work: &mut WorkItem) -> Result<(), TurnError> {
+    work.status = WorkItemStatus::Blocked;
+    deps.store.work_items().save(work)?;
+    Ok(())
+}
+
 /// §5.1.2 steps 4–9 for a plan card.
 async fn decide_plan(
     deps: &TurnDeps,
@@ -238,6 +248,7 @@ async fn decide_plan(
     }
     if decision.verdict != ApprovalVerdict::Approved {
         cards.delete(request_id)?;
+        never_runs(deps, &mut work)?;
         audit(
             deps,
             "plan_declined",
@@ -285,6 +296,7 @@ async fn decide_plan(
     // (re-checked here: the item may predate the check at plan time).
     if let Err(why) = crate::turn::plan::foreign_reference(&deps.store, &work) {
         cards.delete(request_id)?;
+        never_runs(deps, &mut work)?;
         audit(
             deps,
             "plan_card_refused",
@@ -298,6 +310,7 @@ async fn decide_plan(
     // token exists (issue #15).
     if let Err(why) = crate::workspaces::check_plan(&deps.store, &work) {
         cards.delete(request_id)?;
+        never_runs(deps, &mut work)?;
         audit(
             deps,
             "plan_card_refused",
