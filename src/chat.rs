@@ -44,7 +44,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 mod render;
 
-use render::{closed, or_none, other_frame, render_budget, render_checks, render_plan};
+use render::{Credential, closed, or_none, other_frame, render_budget, render_checks, render_plan};
 
 use crate::cli::ChatArgs;
 use crate::error::CliError;
@@ -87,17 +87,29 @@ fn is_answer(line: &str) -> bool {
 
 pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
     let url = args.url.clone().unwrap_or_else(|| default_url(cfg));
-    let token = args
-        .token
-        .clone()
-        .filter(|t| !t.is_empty())
-        .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))
-        .map(Ok)
-        .or_else(|| crate::devices::read_cli_token(&cfg.data_dir).transpose())
-        .transpose()?
-        .or_else(|| cfg.channels.web.auth_token.clone());
+    let (token, credential) = credential(cfg, &args)?;
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
-    runtime.block_on(chat(&url, token.as_deref(), &args))
+    runtime.block_on(chat(&url, token.as_deref(), &credential, &args))
+}
+
+/// The owner credential to connect with, first found of: `--token`,
+/// [`TOKEN_ENV`], the CLI credential file, `channels.web.auth_token` — and
+/// which it was, for the message when the daemon refuses it.
+fn credential(cfg: &Config, args: &ChatArgs) -> Result<(Option<String>, Credential), CliError> {
+    if let Some(t) = args.token.clone().filter(|t| !t.is_empty()) {
+        return Ok((Some(t), Credential::Flag));
+    }
+    if let Some(t) = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()) {
+        return Ok((Some(t), Credential::Env));
+    }
+    let file = crate::devices::cli_token_path(&cfg.data_dir);
+    if let Some(t) = crate::devices::read_cli_token(&cfg.data_dir)? {
+        return Ok((Some(t), Credential::CliFile(file)));
+    }
+    match cfg.channels.web.auth_token.clone() {
+        Some(t) => Ok((Some(t), Credential::Config)),
+        None => Ok((None, Credential::Missing(file))),
+    }
 }
 
 /// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over
@@ -650,7 +662,12 @@ impl Session {
     }
 }
 
-async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCode, CliError> {
+async fn chat(
+    url: &str,
+    token: Option<&str>,
+    credential: &Credential,
+    args: &ChatArgs,
+) -> Result<ExitCode, CliError> {
     let ws = connect(url, token).await?;
     let mut s = Session {
         ws,
@@ -712,7 +729,7 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
                 }
                 Some(Ok(Message::Close(frame))) => {
                     let code = frame.as_ref().map(|f| u16::from(f.code));
-                    return Err(closed(code));
+                    return Err(closed(code, credential));
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
@@ -721,7 +738,7 @@ async fn chat(url: &str, token: Option<&str>, args: &ChatArgs) -> Result<ExitCod
                         format!("the daemon connection was lost: {e}"),
                     ));
                 }
-                None => return Err(closed(None)),
+                None => return Err(closed(None, credential)),
             },
             line = input.recv(), if !s.input_ended => {
                 s.on_input(line.unwrap_or(Input::Eof)).await?;
@@ -764,9 +781,25 @@ mod tests {
     }
 
     #[test]
-    fn unauthorized_close_names_the_token() {
-        let e = closed(Some(4001));
-        assert!(e.one_line().starts_with("error[E_CHANNEL_AUTH]"));
-        assert!(e.one_line().contains(TOKEN_ENV));
+    fn unauthorized_close_names_the_credential_that_was_refused() {
+        let file = std::path::PathBuf::from("/srv/silas/data/cli.token");
+        for (cred, says) in [
+            (Credential::Flag, "the token passed with --token"),
+            (Credential::Env, TOKEN_ENV),
+            (
+                Credential::CliFile(file.clone()),
+                "the CLI credential /srv/silas/data/cli.token",
+            ),
+            (Credential::Config, "channels.web.auth_token"),
+            (
+                Credential::Missing(file.clone()),
+                "/srv/silas/data/cli.token",
+            ),
+        ] {
+            let line = closed(Some(4001), &cred).one_line();
+            assert!(line.starts_with("error[E_CHANNEL_AUTH]"), "{line}");
+            assert!(line.contains(says), "{line}");
+            assert!(!line.contains("{data_dir}"), "{line}");
+        }
     }
 }

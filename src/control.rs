@@ -131,6 +131,11 @@ impl DaemonControl {
                         format!("no device {device_id:?} (see `silas devices list`)"),
                     ));
                 }
+                // Revoking the local CLI's own device (a leaked `cli.token`)
+                // rotates it: a fresh one is written at once, instead of
+                // every later command failing until the next start.
+                crate::devices::ensure_cli_device(&self.auth, &self.cfg.data_dir)
+                    .map_err(from_cli)?;
                 Response::DeviceRevoked { device_id }
             }
             Request::WorkList => Response::WorkItems {

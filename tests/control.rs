@@ -125,6 +125,22 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     let cli_device: Value = serde_json::from_str(devices.lines().next().unwrap()).unwrap();
     assert_eq!(cli_device["label"], "local CLI");
     assert!(cli_device.get("token_sha256").is_none(), "{devices}");
+    // Revoking the CLI's own device (a leaked cli.token) rotates it: the
+    // old token is refused, the next command already works with a new one.
+    let old_token = std::fs::read_to_string(dir.join("data/cli.token")).unwrap();
+    let cli_id = cli_device["device_id"].as_str().unwrap();
+    let revoked = ok(dir, &["devices", "revoke", cli_id]);
+    assert!(revoked.contains(&format!("revoked {cli_id}")), "{revoked}");
+    let new_token = std::fs::read_to_string(dir.join("data/cli.token")).unwrap();
+    assert_ne!(old_token, new_token, "cli.token not rotated");
+    let devices = ok(dir, &["devices", "list", "--json"]);
+    let active: Vec<Value> = devices
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|d| d["label"] == "local CLI" && d["revoked"] == false)
+        .collect();
+    assert_eq!(active.len(), 1, "{devices}");
+    assert_ne!(active[0]["device_id"], cli_device["device_id"]);
     let pair = ok(dir, &["pair"]);
     assert!(pair.contains(&format!("http://{addr}/#pair=")), "{pair}");
     let cfg = ok(dir, &["config", "check"]);

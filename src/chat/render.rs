@@ -2,6 +2,8 @@
 //! covers, so a text approval shows what a web card shows; and how it says
 //! what it cannot show, and why the daemon closed the socket.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 use silas_core::ErrorCode;
 
@@ -115,13 +117,56 @@ pub(super) fn other_frame(kind: &str, raw: &Value) {
     }
 }
 
+/// Which owner credential `silas chat` connected with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Credential {
+    /// `--token`.
+    Flag,
+    /// The [`TOKEN_ENV`] variable.
+    Env,
+    /// The CLI credential file the daemon writes.
+    CliFile(PathBuf),
+    /// `channels.web.auth_token`.
+    Config,
+    /// None found; where the CLI credential file should have been.
+    Missing(PathBuf),
+}
+
+impl Credential {
+    /// What was refused, and what to do about it.
+    fn refused(&self) -> String {
+        let fix = format!("pass another with --token or {TOKEN_ENV}");
+        match self {
+            Credential::Flag => {
+                "the token passed with --token is wrong or revoked (`silas pair` makes a new device)"
+                    .to_string()
+            }
+            Credential::Env => format!(
+                "the token in {TOKEN_ENV} is wrong or revoked (`silas pair` makes a new device)"
+            ),
+            Credential::CliFile(p) => format!(
+                "the CLI credential {} is revoked or stale (restarting `silas start` issues a new one), or {fix}",
+                p.display()
+            ),
+            Credential::Config => {
+                format!("channels.web.auth_token is not an owner credential; {fix}")
+            }
+            Credential::Missing(p) => format!(
+                "no credential: {} does not exist (`silas start` writes it), or {fix}",
+                p.display()
+            ),
+        }
+    }
+}
+
 /// The daemon closed the socket: why, as one coded line.
-pub(super) fn closed(code: Option<u16>) -> CliError {
+pub(super) fn closed(code: Option<u16>, credential: &Credential) -> CliError {
     match code {
         Some(c) if c == silas_web::ws::CLOSE_UNAUTHORIZED => CliError::new(
             ErrorCode::EChannelAuth,
             format!(
-                "the daemon refused the connection (close {c}): the CLI credential {{data_dir}}/cli.token is missing or revoked (restart `silas start`), or set {TOKEN_ENV} / pass --token"
+                "the daemon refused the connection (close {c}): {}",
+                credential.refused()
             ),
         ),
         Some(c) if c == silas_web::ws::CLOSE_GOING_AWAY => CliError::new(
