@@ -222,6 +222,10 @@ async fn run(
         // Chatbot deployment (an active goal): every non-owner connection
         // gets its own scope (§5.1 isolation model, §8.1).
         .with_customer_scopes(cfg.active_goal.is_some())
+        .with_customer_caps(
+            cfg.limits.customer_connections_per_ip,
+            cfg.limits.customer_connections_total,
+        )
         .with_model(silas_web::protocol::ModelInfo {
             offline: model.is_offline(),
             description: model.startup_line(&cfg),

@@ -318,3 +318,51 @@ async fn the_web_memory_panel_lists_and_forgets_for_the_owner_only() {
         "memory content reached the audit log"
     );
 }
+
+/// A chatbot visitor's scope is its connection: after a restart, new
+/// visitors get scopes no earlier visitor had, so none is handed an earlier
+/// visitor's conversation ("Session rehydrated") or memories. The ids were
+/// `ws-1`, `ws-2`, … from every start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn visitors_after_a_restart_never_inherit_an_earlier_visitors_scope() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "chat",
+        "response": {"message": "Noted."}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    ok(dir, &["init"]);
+    let (daemon, addr, _owner) = support::start_chatbot_on_fake(dir, &fake).await;
+    let mut earlier = Vec::new();
+    for _ in 0..3 {
+        let (mut ws, auth) = support::connect_anonymous(&addr, Duration::from_secs(10)).await;
+        earlier.push(auth["scope_id"].as_str().unwrap().to_string());
+        turn(&mut ws, &fake, "my locker code is zx81-canary").await;
+    }
+    drop(_owner);
+    daemon.stop().await;
+
+    let (daemon, addr, _owner) = support::start_chatbot_on_fake(dir, &fake).await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (mut ws, auth) = support::connect_anonymous(&addr, Duration::from_secs(10)).await;
+        let scope = auth["scope_id"].as_str().unwrap().to_string();
+        assert!(!earlier.contains(&scope), "{scope} reused: {earlier:?}");
+        assert!(!seen.contains(&scope), "{scope} twice in one run");
+        seen.push(scope);
+        let before = fake.requests().len();
+        send(&mut ws, json!({"type": "message", "text": "hi"})).await;
+        let mut log = Vec::new();
+        let reply = frame_of_type(&mut ws, "message", Duration::from_secs(20), &mut log).await;
+        assert!(
+            !reply["text"].as_str().unwrap().contains("rehydrated"),
+            "{reply}"
+        );
+        let prompts: String = fake.requests()[before..]
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect();
+        assert!(!prompts.contains("zx81-canary"), "{prompts}");
+    }
+    daemon.stop().await;
+}

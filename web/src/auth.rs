@@ -143,6 +143,9 @@ impl std::fmt::Display for Peer {
 #[derive(Debug, Default)]
 pub struct Throttle {
     failures: HashMap<Peer, VecDeque<Instant>>,
+    /// Per throttled peer: when its refusals were last audited, and how
+    /// many were refused since without an entry.
+    refusals: HashMap<Peer, (Instant, u64)>,
 }
 
 impl Throttle {
@@ -150,6 +153,7 @@ impl Throttle {
     pub fn allowed(&mut self, ip: impl Into<Peer>, now: Instant) -> bool {
         let ip = ip.into();
         let Some(q) = self.failures.get_mut(&ip) else {
+            self.refusals.remove(&ip);
             return true;
         };
         while q
@@ -160,9 +164,46 @@ impl Throttle {
         }
         if q.is_empty() {
             self.failures.remove(&ip);
+            self.refusals.remove(&ip);
             return true;
         }
         q.len() < FAILED_AUTH_LIMIT
+    }
+
+    /// A throttled attempt from `peer` was refused: `Some(n)` when it is to
+    /// be audited (the first of its lock-out, then at most once per window),
+    /// `n` the refusals left unaudited since the last entry. One entry per
+    /// refused request let any client that reaches the port grow the audit
+    /// log (and the owner's Activity) by thousands of entries a minute.
+    pub fn refused(&mut self, peer: impl Into<Peer>, now: Instant) -> Option<u64> {
+        let peer = peer.into();
+        match self.refusals.get_mut(&peer) {
+            Some((last, quiet)) if now.saturating_duration_since(*last) < FAILED_AUTH_WINDOW => {
+                *quiet += 1;
+                None
+            }
+            Some((last, quiet)) => {
+                let n = *quiet;
+                *last = now;
+                *quiet = 0;
+                Some(n)
+            }
+            None => {
+                if self.refusals.len() >= MAX_THROTTLED_ADDRESSES {
+                    // Bounded like `failures`: the peer audited longest ago goes.
+                    if let Some(stale) = self
+                        .refusals
+                        .iter()
+                        .min_by_key(|(_, (t, _))| *t)
+                        .map(|(p, _)| *p)
+                    {
+                        self.refusals.remove(&stale);
+                    }
+                }
+                self.refusals.insert(peer, (now, 0));
+                Some(0)
+            }
+        }
     }
 
     pub fn record_failure(&mut self, ip: impl Into<Peer>, now: Instant) {
@@ -347,10 +388,15 @@ impl OwnerAuth {
 
     fn throttled_now_peer(&self, peer: Option<Peer>, channel: &str) -> bool {
         let refused = self.throttled_peer(peer);
-        if refused {
+        let audited = match peer {
+            Some(p) if refused => lock(&self.throttle).refused(p, Instant::now()),
+            _ => None,
+        };
+        if let Some(unaudited) = audited {
             self.audit.record(
                 "web.auth_throttled",
-                json!({"remote": remote(peer), "channel": channel}),
+                json!({"remote": remote(peer), "channel": channel,
+                       "refused_since_last_entry": unaudited}),
             );
         }
         refused
@@ -584,6 +630,28 @@ mod tests {
     }
 
     #[test]
+    fn throttled_refusals_are_audited_once_per_window_with_the_count_between() {
+        let t0 = Instant::now();
+        let mut th = Throttle::default();
+        let a = ip("10.0.0.1");
+        assert_eq!(th.refused(a, t0), Some(0), "the first is audited");
+        for i in 1..=99u64 {
+            assert_eq!(th.refused(a, t0 + Duration::from_millis(i * 100)), None);
+        }
+        // Another address has its own first entry.
+        assert_eq!(th.refused(ip("10.0.0.2"), t0), Some(0));
+        // A window after the last entry: one more, carrying the 99 between.
+        assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), Some(99));
+        assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), None);
+        // Once the lock-out has lifted, the next one is audited at once.
+        assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW));
+        assert_eq!(
+            th.refused(a, t0 + FAILED_AUTH_WINDOW + Duration::from_secs(1)),
+            Some(0)
+        );
+    }
+
+    #[test]
     fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
         let t0 = Instant::now();
         let mut th = Throttle::default();
@@ -616,6 +684,10 @@ mod tests {
         }
         // The right token from the throttled address: refused unseen.
         assert_eq!(auth.check(bad, Some(&token), "ws"), AuthOutcome::Throttled);
+        // A client hammering on while locked out adds no entry per request.
+        for _ in 0..500 {
+            assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Throttled);
+        }
         assert_eq!(
             auth.check(Some(ip("10.0.0.10")), Some(&token), "ws"),
             AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
@@ -623,7 +695,12 @@ mod tests {
         let log = rec.0.lock().unwrap();
         let failed = log.iter().filter(|(e, _)| e == "web.auth_failed").count();
         assert_eq!(failed, FAILED_AUTH_LIMIT);
-        assert!(log.iter().any(|(e, _)| e == "web.auth_throttled"));
+        let throttled: Vec<_> = log
+            .iter()
+            .filter(|(e, _)| e == "web.auth_throttled")
+            .collect();
+        assert_eq!(throttled.len(), 1, "{throttled:?}");
+        assert_eq!(throttled[0].1["refused_since_last_entry"], 0);
         for (_, d) in log.iter() {
             assert!(!d.to_string().contains(&token), "token in audit: {d}");
         }

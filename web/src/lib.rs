@@ -36,6 +36,7 @@ pub mod assets;
 pub mod auth;
 pub mod cards;
 pub mod control;
+pub mod customers;
 pub mod protocol;
 mod server;
 pub mod ws;
@@ -119,6 +120,10 @@ pub fn is_loopback_host(host: &str) -> bool {
         .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The customer connection caps when the daemon sets none
+/// (`limits.customer_connections_per_ip`, `_total` defaults).
+pub const DEFAULT_CUSTOMER_CAPS: (u32, u32) = (32, 1000);
+
 /// A bound, not yet serving, server.
 pub struct BoundServer {
     listener: TcpListener,
@@ -128,6 +133,7 @@ pub struct BoundServer {
     secrets: Arc<dyn SecretSink>,
     model: Option<protocol::ModelInfo>,
     customer_scopes: bool,
+    customer_caps: (u32, u32),
     auth: Option<Arc<OwnerAuth>>,
 }
 
@@ -162,6 +168,7 @@ pub async fn bind(
         secrets: Arc::new(NoSecrets),
         model: None,
         customer_scopes: false,
+        customer_caps: DEFAULT_CUSTOMER_CAPS,
         auth: None,
     })
 }
@@ -188,6 +195,13 @@ impl BoundServer {
     /// subprotocol header) are accepted as customers, each in its own scope.
     pub fn with_customer_scopes(mut self, on: bool) -> Self {
         self.customer_scopes = on;
+        self
+    }
+
+    /// `limits.customer_connections_per_ip` and `_total` (see
+    /// [`customers`]).
+    pub fn with_customer_caps(mut self, per_ip: u32, total: u32) -> Self {
+        self.customer_caps = (per_ip, total);
         self
     }
 
@@ -258,6 +272,8 @@ impl BoundServer {
         );
         state.model = self.model;
         state.customer_scopes = self.customer_scopes;
+        state.customers =
+            customers::CustomerConnections::new(self.customer_caps.0, self.customer_caps.1);
         state.base_url = base_url;
         let state = Arc::new(state);
         let routes = routes(state);
@@ -549,6 +565,27 @@ fn routes(
                 };
                 let (token, ours) =
                     ws::subprotocol_token(text("sec-websocket-protocol").as_deref());
+                // A customer (chatbot, no header credential) holds a slot of
+                // its own for the connection's life; none left: 429.
+                let customer = if state.customer_scopes && token.is_none() {
+                    match state.customers.acquire(remote.map(|r| r.ip())) {
+                        Ok(slot) => Some(slot),
+                        Err(why) => {
+                            tracing::debug!(
+                                ?remote,
+                                "customer connection refused: {}",
+                                why.message()
+                            );
+                            return json_status(
+                                StatusCode::TOO_MANY_REQUESTS,
+                                serde_json::json!({"error": why.message()}),
+                            )
+                            .into_response();
+                        }
+                    }
+                } else {
+                    None
+                };
                 tokio::spawn(async move {
                     match on_upgrade.await {
                         Ok(upgraded) => {
@@ -558,7 +595,8 @@ fn routes(
                                 Some(server::ws_config()),
                             )
                             .await;
-                            ws::session(socket, state, token, remote.map(|r| r.ip()), slot).await;
+                            let ip = remote.map(|r| r.ip());
+                            ws::session(socket, state, token, ip, slot, customer).await;
                         }
                         Err(e) => tracing::debug!("websocket upgrade failed: {e}"),
                     }

@@ -122,12 +122,39 @@ where
     }
 }
 
+/// How long a client has to send a request's whole header, on a new
+/// connection and between keep-alive requests. Without it (hyper applies
+/// its own only when given a timer) a connection that sends nothing, or
+/// half a header, holds its descriptor for good: anyone who reaches the
+/// port could exhaust them without a credential (slowloris). WebSockets
+/// are past their upgrade by then and keep their own heartbeat.
+pub(crate) const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Accepts connections until `stop` turns true; each is served as HTTP/1.1
 /// with upgrades. On stop, idle keep-alive connections close and in-flight
 /// requests finish (≤ 2 s); upgraded connections are sessions by then and
 /// end themselves on the same signal.
-pub(crate) async fn run<S>(listener: TcpListener, svc: S, mut stop: watch::Receiver<bool>)
+pub(crate) async fn run<S>(listener: TcpListener, svc: S, stop: watch::Receiver<bool>)
 where
+    S: tower_service::Service<
+            Request<hyper::body::Incoming>,
+            Response = warp::reply::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    serve(listener, svc, stop, HEADER_READ_TIMEOUT).await;
+}
+
+/// [`run`] with the header timeout as a parameter (the tests shorten it).
+async fn serve<S>(
+    listener: TcpListener,
+    svc: S,
+    mut stop: watch::Receiver<bool>,
+    header_timeout: std::time::Duration,
+) where
     S: tower_service::Service<
             Request<hyper::body::Incoming>,
             Response = warp::reply::Response,
@@ -168,6 +195,8 @@ where
         let mut stop = stop.clone();
         conns.spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .with_upgrades();
             let mut conn = std::pin::pin!(conn);
@@ -249,5 +278,48 @@ mod tests {
         assert!(c.read_buffer_size <= 4 * 1024);
         assert_eq!(c.max_frame_size, Some(MAX_FRAME_BYTES));
         assert_eq!(c.max_message_size, Some(MAX_FRAME_BYTES));
+    }
+
+    /// A client that sends nothing, or half a header, is cut off once the
+    /// header timeout passes; a whole request is still served.
+    #[tokio::test]
+    async fn connections_without_a_whole_header_are_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use warp::Filter;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let routes = warp::any().map(|| "ok");
+        let server = tokio::spawn(serve(
+            listener,
+            warp::service(routes),
+            stop,
+            std::time::Duration::from_millis(300),
+        ));
+        let silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
+        partial
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let mut whole = tokio::net::TcpStream::connect(addr).await.unwrap();
+        whole
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        whole.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        for (name, mut conn) in [("silent", silent), ("partial", partial)] {
+            let mut buf = Vec::new();
+            let read = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                conn.read_to_end(&mut buf),
+            )
+            .await;
+            assert!(read.is_ok(), "{name}: still open after 5 s");
+        }
+        stop_tx.send(true).unwrap();
+        server.await.unwrap();
     }
 }

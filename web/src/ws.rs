@@ -197,7 +197,27 @@ pub struct WebState {
     pub customer_scopes: bool,
     /// `http://host:port/` for pairing links.
     pub base_url: String,
+    /// Open chatbot customer connections and their caps.
+    pub customers: Arc<crate::customers::CustomerConnections>,
+    /// Random per start: a customer's scope is its connection id, so the ids
+    /// of one run must never be those of an earlier one — a visitor after a
+    /// restart would otherwise be handed an earlier visitor's conversation
+    /// and memories under the same `ws-N`.
+    boot: String,
     next_id: AtomicU64,
+}
+
+/// 64 random bits as hex. Without the OS generator (never expected) the
+/// clock's nanoseconds and the pid still differ from one start to the next.
+fn boot_id() -> String {
+    let n = getrandom::u64().unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        nanos ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    format!("{n:016x}")
 }
 
 impl WebState {
@@ -219,6 +239,11 @@ impl WebState {
             model: None,
             customer_scopes: false,
             base_url: String::new(),
+            customers: crate::customers::CustomerConnections::new(
+                crate::DEFAULT_CUSTOMER_CAPS.0,
+                crate::DEFAULT_CUSTOMER_CAPS.1,
+            ),
+            boot: boot_id(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -331,16 +356,19 @@ enum Ending {
 }
 
 /// Run one upgraded connection to its end. `slot` counts the connection
-/// as unauthenticated until it has authenticated (or is refused).
+/// as unauthenticated until it has authenticated (or is refused); a
+/// customer's `customer` slot is held until the connection ends.
 pub async fn session<S>(
     socket: WebSocketStream<S>,
     state: Arc<WebState>,
     header_token: Option<String>,
     remote_ip: Option<std::net::IpAddr>,
     slot: UnauthSlot,
+    customer: Option<crate::customers::CustomerSlot>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let _customer = customer;
     let (mut sink, mut stream) = socket.split();
     let mut shutdown = state.shutdown.clone();
     let auth = state.auth.clone();
@@ -408,7 +436,7 @@ pub async fn session<S>(
 
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
     let conn = ConnectionInfo {
-        connection_id: format!("ws-{id}"),
+        connection_id: format!("ws-{}-{id}", state.boot),
         remote_ip,
         owner: credential.is_some(),
         device_id: device_id.clone(),

@@ -700,10 +700,16 @@ pub struct LimitsConfig {
     pub max_gate_evals_per_turn: u32,
     pub suggestions_per_hour_per_scope: u32,
     pub autonomy_proposals_per_week_per_scope: u32,
+    /// Chatbot customers' open WebSocket connections from one address (an
+    /// IPv6 /64); Silas's own, like the next (a customer needs no
+    /// credential, so these bound what anyone reaching the port may hold).
+    pub customer_connections_per_ip: u32,
+    /// Chatbot customers' open WebSocket connections in all.
+    pub customer_connections_total: u32,
 }
 
 impl LimitsConfig {
-    pub fn fields(&self) -> [(&'static str, u32); 11] {
+    pub fn fields(&self) -> [(&'static str, u32); 13] {
         [
             (
                 "ws_messages_per_minute_per_scope",
@@ -743,6 +749,14 @@ impl LimitsConfig {
                 "autonomy_proposals_per_week_per_scope",
                 self.autonomy_proposals_per_week_per_scope,
             ),
+            (
+                "customer_connections_per_ip",
+                self.customer_connections_per_ip,
+            ),
+            (
+                "customer_connections_total",
+                self.customer_connections_total,
+            ),
         ]
     }
 }
@@ -761,6 +775,8 @@ impl Default for LimitsConfig {
             max_gate_evals_per_turn: 32,
             suggestions_per_hour_per_scope: 6,
             autonomy_proposals_per_week_per_scope: 3,
+            customer_connections_per_ip: 32,
+            customer_connections_total: 1000,
         }
     }
 }
