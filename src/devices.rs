@@ -288,7 +288,7 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
                     state,
                     d["created_at"].as_str().unwrap_or("-"),
                     d["last_seen"].as_str().unwrap_or("-"),
-                    d["label"].as_str().unwrap_or(""),
+                    silas_web::auth::printable_label(d["label"].as_str().unwrap_or("")),
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -337,7 +337,7 @@ pub fn print_devices(devices: &[silas_web::control::protocol::DeviceInfo], json:
             d.last_seen
                 .map(|t| t.to_string())
                 .unwrap_or_else(|| "-".into()),
-            d.label,
+            silas_web::auth::printable_label(&d.label),
         );
     }
 }

@@ -310,14 +310,21 @@ fn print_work_list(items: &[WorkSummary], json: bool) {
         println!("no work items");
         return;
     }
+    // As wide as the longest id (offline plans' ids are 29 characters).
+    let id_width = items
+        .iter()
+        .map(|w| w.id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(2);
     println!(
-        "{:<24} {:<8} {:<9} {:<8} {:<28} TITLE",
+        "{:<id_width$} {:<8} {:<9} {:<8} {:<28} TITLE",
         "ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED"
     );
     for w in items {
         let title: String = w.title.chars().take(60).collect();
         println!(
-            "{:<24} {:<8} {:<9} {:<8} {:<28} {title}",
+            "{:<id_width$} {:<8} {:<9} {:<8} {:<28} {title}",
             w.id,
             w.kind.as_str(),
             w.status.as_str(),

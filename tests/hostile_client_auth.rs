@@ -164,7 +164,26 @@ async fn a_pairing_code_works_once_and_wrong_codes_get_401() {
 
     let wrong = pair(&addr, &"0".repeat(64)).await;
     assert_eq!(wrong.status(), 401);
-    let first = pair(&addr, &code).await;
+    // A body that is not a pairing request is the client's error (it was
+    // answered 405 Method Not Allowed), and is no failed attempt.
+    for body in ["{}", "not json", r#"{"code": 7}"#] {
+        let r = http(None)
+            .post(format!("http://{addr}/pair"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+    }
+    // The web app's label, printed later by `silas devices list`, cannot
+    // carry terminal escapes.
+    let first = http(None)
+        .post(format!("http://{addr}/pair"))
+        .json(&json!({"code": code, "label": "phone\u{1b}[2J\nfake line"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(first.status(), 200);
     let body: Value = first.json().await.unwrap();
     let token = body["token"].as_str().unwrap().to_string();
@@ -173,6 +192,13 @@ async fn a_pairing_code_works_once_and_wrong_codes_get_401() {
     assert_eq!(auth["type"], "auth_ok");
     // Used: refused, and it created no second device.
     assert_eq!(pair(&addr, &code).await.status(), 401);
+    let listed = silas(dir.path())
+        .args(["devices", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("phone [2J fake line"), "{listed}");
+    assert!(!listed.contains('\u{1b}'), "{listed}");
 
     // Another device: `silas pair` asks the running daemon for a new link.
     let out = silas(dir.path())

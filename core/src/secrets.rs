@@ -9,7 +9,8 @@
 //!   provider's shape right after its name (Twilio, Mailgun, Discord);
 //! * `probable` — a secret-looking value in a secret-naming context
 //!   (`api_key=…`, `Authorization: Bearer …`, credentials in a URL,
-//!   `password: …` quoted or, if it looks made up, unquoted);
+//!   `password: …` quoted or, if it looks made up, unquoted, also said as
+//!   `my password is …`);
 //! * `possible` — long high-entropy tokens.
 //!
 //! Invisible characters (zero-width space/joiners, word joiner, BOM, soft
@@ -147,6 +148,14 @@ fn plausible_unquoted_password(s: &str) -> bool {
     s.chars()
         .any(|c| c.is_ascii_digit() || !(c.is_alphanumeric()))
         || s.chars().skip(1).any(char::is_uppercase)
+}
+
+/// `my password is Xk9-…` in a chat message: as [`plausible_unquoted_password`]
+/// once the sentence's own punctuation is set aside (`is incorrect.` is
+/// prose, not a password).
+fn plausible_stated_password(s: &str) -> bool {
+    let word = s.trim_end_matches(['.', ',', '!', '?', ';', ':', ')']);
+    word.chars().count() >= 6 && plausible_unquoted_password(word)
 }
 
 /// (kind, confidence, regex, secret capture group, acceptance filter)
@@ -482,6 +491,14 @@ fn new_table() -> Table {
             r#"(?i)(?:\b|_)(?:password|passwd|pwd|passphrase)\b["']?\s*[:=]\s*([^\s"'<>`]{6,})"#,
             1,
             plausible_unquoted_password,
+        ),
+        // Said in prose: `my password is …` (chat messages say it this way).
+        (
+            "password_assignment",
+            Confidence::Probable,
+            r#"(?i)\b(?:password|passwd|passphrase)\s+(?:is|was)\s+([^\s"'<>`]{6,})"#,
+            1,
+            plausible_stated_password,
         ),
         (
             "high_entropy_string",

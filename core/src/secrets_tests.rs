@@ -116,9 +116,9 @@ fn redaction_is_idempotent_and_preserves_surroundings() {
 #[test]
 fn all_patterns_compile() {
     let t = table();
-    assert_eq!((t.meta.len(), t.regexes.len()), (44, 44));
-    assert!((0..44).all(|i| t.regexes.regex(i).is_some()));
-    assert_eq!(t.regexes.prefilter().map(|s| s.pattern_len()), Some(44));
+    assert_eq!((t.meta.len(), t.regexes.len()), (45, 45));
+    assert!((0..45).all(|i| t.regexes.regex(i).is_some()));
+    assert_eq!(t.regexes.prefilter().map(|s| s.pattern_len()), Some(45));
 }
 
 #[test]
@@ -330,6 +330,8 @@ const PROVIDER_POSITIVES: &[(&str, &str)] = &[
     ("DB_PASSWORD=Sup3r-S3cret!", "password_assignment"),
     ("password = hunter2pass", "password_assignment"),
     ("login: admin password: Xk9#pQ2!vL7m", "password_assignment"),
+    ("my password is CANARY-ZX81-CHAT", "password_assignment"),
+    ("the wifi passphrase is Tr0ub4dor&3.", "password_assignment"),
 ];
 
 #[test]
@@ -388,6 +390,10 @@ const PROVIDER_NEAR_MISSES: &[&str] = &[
     "password=getpass()",
     "password: None, remember_me: false",
     "password: required",
+    "the password is incorrect.",
+    "Your password is required to continue",
+    "my password is short",
+    "the password was changed yesterday",
     "password = self.db_password",
     "password: ${DB_PASSWORD}",
     "password: <your-password>",

@@ -105,7 +105,15 @@ pub async fn recover(err: warp::Rejection) -> Result<Response, std::convert::Inf
         InvalidHeader, InvalidQuery, LengthRequired, MethodNotAllowed, MissingHeader,
         PayloadTooLarge, UnsupportedMediaType,
     };
-    let status = if err.is_not_found() {
+    // A body that does not parse is the request's fault whatever else the
+    // other routes said: warp would otherwise answer `POST /pair` with a
+    // bad body as 405, from the GET-only routes tried after it.
+    let status = if err
+        .find::<warp::filters::body::BodyDeserializeError>()
+        .is_some()
+    {
+        StatusCode::BAD_REQUEST
+    } else if err.is_not_found() {
         StatusCode::NOT_FOUND
     } else if err.find::<MethodNotAllowed>().is_some() {
         StatusCode::METHOD_NOT_ALLOWED

@@ -61,6 +61,29 @@ pub fn new_secret() -> Result<String, AuthError> {
     Ok(hex_lower(&bytes))
 }
 
+/// A device label as stored: at most 64 characters, with no control or
+/// bidirectional-override characters — a label is printed to the owner's
+/// terminal, where an escape sequence or a newline would rewrite the lines
+/// around it. Empty after that: "device".
+pub fn printable_label(label: &str) -> String {
+    let bidi = |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    let kept: String = label
+        .chars()
+        .map(|c| if c.is_control() || bidi(c) { ' ' } else { c })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(64)
+        .collect();
+    if kept.is_empty() {
+        "device".to_string()
+    } else {
+        kept
+    }
+}
+
 /// What the store keeps of a token or code.
 pub fn secret_hash(secret: &str) -> String {
     sha256_hex(secret.as_bytes())
@@ -473,12 +496,14 @@ impl OwnerAuth {
 
     /// A new device with a fresh credential: the record and the token
     /// (returned once; only its hash is kept).
+    /// `label` comes from the pairing client and is later printed by
+    /// `silas devices list`: see [`printable_label`].
     pub fn create_device(&self, label: &str) -> Result<(OwnerDevice, String), AuthError> {
         let token = new_secret()?;
         let id = new_secret()?;
         let device = OwnerDevice {
             device_id: format!("dev-{}", &id[..16]),
-            label: label.chars().take(64).collect(),
+            label: printable_label(label),
             token_sha256: secret_hash(&token),
             created_at: Timestamp::now(),
             last_seen: None,
@@ -627,6 +652,17 @@ mod tests {
         assert_eq!(codes.redeem("c0", t0), Err(PairRefusal::Unknown));
         let last = format!("c{}", MAX_PAIRING_CODES + 4);
         assert_eq!(codes.redeem(&last, t0), Ok(()));
+    }
+
+    #[test]
+    fn device_labels_are_printable() {
+        assert_eq!(printable_label("Kai's phone"), "Kai's phone");
+        assert_eq!(
+            printable_label("evil\u{1b}[31mRED\nline2\u{202e}txt"),
+            "evil [31mRED line2 txt"
+        );
+        assert_eq!(printable_label("\u{7}\t\n"), "device");
+        assert_eq!(printable_label(&"ü".repeat(100)).chars().count(), 64);
     }
 
     #[test]
