@@ -85,6 +85,20 @@ fn a_healthy_scratch_dir_passes() {
     }
     // No API key: offline mode, said so.
     assert!(line(&lines, "model").starts_with("WARN model: offline mode"));
+    // One kernel, one landlock version: the probe and the trial command's
+    // confinement name the same (they said 6 and 7 on a 6.15 kernel).
+    let abi = |l: &str| {
+        l.split_once("landlock ABI ").map(|(_, rest)| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+    };
+    let probed = abi(line(&lines, "landlock"));
+    let confined = abi(line(&lines, "sandbox"));
+    if confined.is_some() {
+        assert_eq!(probed, confined, "{lines:#?}");
+    }
 }
 
 #[test]

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, RestrictSelf,
+    Ruleset, RulesetAttr, Scope,
 };
 use serde::Deserialize;
 use silas_core::config::Config;
@@ -56,10 +57,31 @@ pub fn landlock_abi() -> u8 {
     ];
     for (n, abi) in probes {
         if landlock_accepts(n, abi) {
-            return n;
+            // Every right the sandbox uses is there: say the kernel's own
+            // version, as the sandbox's line below does (a 6.15 kernel is
+            // ABI 7, which adds no right to probe).
+            return if n == 6 { n.max(kernel_abi()) } else { n };
         }
     }
     0
+}
+
+/// The running kernel's landlock ABI version. Nothing is restricted: with no
+/// flag set, `RestrictSelf::apply` only reads the version (no
+/// `landlock_restrict_self` call, no `no_new_privs`).
+fn kernel_abi() -> u8 {
+    match RestrictSelf::default().no_new_privs(false).apply() {
+        Ok(status) => match status.landlock {
+            LandlockStatus::Available {
+                effective_abi,
+                kernel_abi,
+            } => kernel_abi
+                .and_then(|v| u8::try_from(v).ok())
+                .unwrap_or(effective_abi as u8),
+            _ => 0,
+        },
+        Err(_) => 0,
+    }
 }
 
 fn landlock_accepts(n: u8, abi: ABI) -> bool {
