@@ -20,8 +20,9 @@
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort,
+    RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    path_beneath_rules,
 };
 use rustix::process::{Resource, Rlimit, Signal};
 use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
@@ -349,16 +350,32 @@ fn confine_filesystem(spec: &SandboxSpec, scope_abstract: bool) -> Result<u32, S
             format!("kernel enforces it only {:?}", status.ruleset),
         ));
     }
-    Ok(match status.landlock {
+    Ok(landlock_version(status.landlock))
+}
+
+/// The landlock ABI a status names: the kernel's own when it is newer than
+/// the `landlock` crate knows, else the one both know; 0 without landlock.
+pub fn landlock_version(status: LandlockStatus) -> u32 {
+    match status {
         LandlockStatus::Available {
             effective_abi,
             kernel_abi,
         } => kernel_abi
             .and_then(|v| u32::try_from(v).ok())
             .unwrap_or(effective_abi as u32),
-        // Unreachable after a fully enforced ruleset; 0 = none.
         _ => 0,
-    })
+    }
+}
+
+/// The running kernel's landlock ABI, restricting nothing: with no flag set,
+/// `RestrictSelf::apply` makes no `landlock_restrict_self` call and, told
+/// so, sets no `no_new_privs` (`silas doctor`).
+pub fn kernel_landlock_abi() -> u32 {
+    RestrictSelf::default()
+        .no_new_privs(false)
+        .apply()
+        .map(|s| landlock_version(s.landlock))
+        .unwrap_or(0)
 }
 
 /// Tasks (threads count) currently run by `uid`.

@@ -30,6 +30,7 @@ pub mod seccomp;
 pub mod spec;
 mod stream;
 
+pub use isolate::kernel_landlock_abi;
 pub use manager::{Launcher, SubprocessSandbox};
 pub use process::{ProcessExit, SandboxProcess};
 pub use spec::{

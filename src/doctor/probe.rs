@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, RestrictSelf,
-    Ruleset, RulesetAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope,
 };
 use serde::Deserialize;
 use silas_core::config::Config;
@@ -66,22 +65,9 @@ pub fn landlock_abi() -> u8 {
     0
 }
 
-/// The running kernel's landlock ABI version. Nothing is restricted: with no
-/// flag set, `RestrictSelf::apply` only reads the version (no
-/// `landlock_restrict_self` call, no `no_new_privs`).
+/// The running kernel's landlock ABI version (see the sandbox's).
 fn kernel_abi() -> u8 {
-    match RestrictSelf::default().no_new_privs(false).apply() {
-        Ok(status) => match status.landlock {
-            LandlockStatus::Available {
-                effective_abi,
-                kernel_abi,
-            } => kernel_abi
-                .and_then(|v| u8::try_from(v).ok())
-                .unwrap_or(effective_abi as u8),
-            _ => 0,
-        },
-        Err(_) => 0,
-    }
+    u8::try_from(silas_sandbox::kernel_landlock_abi()).unwrap_or(u8::MAX)
 }
 
 fn landlock_accepts(n: u8, abi: ABI) -> bool {
