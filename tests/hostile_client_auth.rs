@@ -79,8 +79,13 @@ async fn pair(addr: &str, code: &str) -> reqwest::Response {
         .unwrap()
 }
 
-/// `ws://{addr}/ws` from source address `from`, offering `token`.
-async fn connect_from(from: &str, addr: &str, token: Option<&str>) -> Ws {
+/// The WebSocket handshake to `ws://{addr}/ws` from source address
+/// `from`, offering `token`.
+async fn handshake_from(
+    from: &str,
+    addr: &str,
+    token: Option<&str>,
+) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
     let target: SocketAddr = addr.parse().unwrap();
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
@@ -91,8 +96,12 @@ async fn connect_from(from: &str, addr: &str, token: Option<&str>) -> Ws {
     };
     tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(stream))
         .await
-        .unwrap()
-        .0
+        .map(|(ws, _)| ws)
+}
+
+/// [`handshake_from`], which must succeed.
+async fn connect_from(from: &str, addr: &str, token: Option<&str>) -> Ws {
+    handshake_from(from, addr, token).await.unwrap()
 }
 
 fn start(dir: &std::path::Path) -> (support::Daemon, String, Vec<String>) {
@@ -405,15 +414,8 @@ async fn unauthenticated_sockets_are_capped() {
 /// A customer handshake from source address `from`: its HTTP status when
 /// refused, or the open socket.
 async fn customer_from(from: &str, addr: &str) -> Result<Ws, u16> {
-    let target: SocketAddr = addr.parse().unwrap();
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    let stream = sock.connect(target).await.unwrap();
-    let req = format!("ws://{addr}/ws").into_client_request().unwrap();
-    match tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(stream))
-        .await
-    {
-        Ok((mut ws, _)) => {
+    match handshake_from(from, addr, None).await {
+        Ok(mut ws) => {
             let auth = next_frame(&mut ws, WITHIN).await.unwrap();
             assert_eq!(auth["type"], "auth_ok", "{auth}");
             Ok(ws)

@@ -66,17 +66,13 @@ pub fn new_secret() -> Result<String, AuthError> {
 /// terminal, where an escape sequence or a newline would rewrite the lines
 /// around it. Empty after that: "device".
 pub fn printable_label(label: &str) -> String {
-    let bidi = |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
-    let kept: String = label
-        .chars()
-        .map(|c| if c.is_control() || bidi(c) { ' ' } else { c })
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(64)
-        .collect();
+    let cut = |c: char| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    let words: Vec<&str> = label.split(cut).filter(|w| !w.is_empty()).collect();
+    let kept: String = words.join(" ").chars().take(64).collect();
     if kept.is_empty() {
         "device".to_string()
     } else {
@@ -162,6 +158,17 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// At [`MAX_THROTTLED_ADDRESSES`] peers, forgets the one whose `last` is
+/// oldest, so a new peer fits.
+fn make_room<V>(map: &mut HashMap<Peer, V>, last: impl Fn(&V) -> Option<Instant>) {
+    if map.len() < MAX_THROTTLED_ADDRESSES {
+        return;
+    }
+    if let Some(stale) = map.iter().min_by_key(|(_, v)| last(v)).map(|(p, _)| *p) {
+        map.remove(&stale);
+    }
+}
+
 /// Failed-authentication counts per peer over a sliding window.
 #[derive(Debug, Default)]
 pub struct Throttle {
@@ -212,17 +219,8 @@ impl Throttle {
                 Some(n)
             }
             None => {
-                if self.refusals.len() >= MAX_THROTTLED_ADDRESSES {
-                    // Bounded like `failures`: the peer audited longest ago goes.
-                    if let Some(stale) = self
-                        .refusals
-                        .iter()
-                        .min_by_key(|(_, (t, _))| *t)
-                        .map(|(p, _)| *p)
-                    {
-                        self.refusals.remove(&stale);
-                    }
-                }
+                // Bounded like `failures`: the peer audited longest ago goes.
+                make_room(&mut self.refusals, |(t, _)| Some(*t));
                 self.refusals.insert(peer, (now, 0));
                 Some(0)
             }
@@ -231,16 +229,9 @@ impl Throttle {
 
     pub fn record_failure(&mut self, ip: impl Into<Peer>, now: Instant) {
         let ip = ip.into();
-        if !self.failures.contains_key(&ip) && self.failures.len() >= MAX_THROTTLED_ADDRESSES {
+        if !self.failures.contains_key(&ip) {
             // Bounded memory: forget the address whose last failure is oldest.
-            if let Some(stale) = self
-                .failures
-                .iter()
-                .min_by_key(|(_, q)| q.back().copied())
-                .map(|(ip, _)| *ip)
-            {
-                self.failures.remove(&stale);
-            }
+            make_room(&mut self.failures, |q| q.back().copied());
         }
         let q = self.failures.entry(ip).or_default();
         q.push_back(now);

@@ -66,6 +66,12 @@ impl CustomerConnections {
         })
     }
 
+    /// The caps of the default configuration (`limits:`).
+    pub fn with_defaults() -> Arc<Self> {
+        let l = silas_core::config::LimitsConfig::default();
+        Self::new(l.customer_connections_per_ip, l.customer_connections_total)
+    }
+
     /// A slot for a customer connection from `ip`, held for its lifetime.
     pub fn acquire(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<CustomerSlot, CapRefusal> {
         let key = counted_as(ip);

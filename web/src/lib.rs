@@ -120,10 +120,6 @@ pub fn is_loopback_host(host: &str) -> bool {
         .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The customer connection caps when the daemon sets none
-/// (`limits.customer_connections_per_ip`, `_total` defaults).
-pub const DEFAULT_CUSTOMER_CAPS: (u32, u32) = (32, 1000);
-
 /// A bound, not yet serving, server.
 pub struct BoundServer {
     listener: TcpListener,
@@ -133,7 +129,8 @@ pub struct BoundServer {
     secrets: Arc<dyn SecretSink>,
     model: Option<protocol::ModelInfo>,
     customer_scopes: bool,
-    customer_caps: (u32, u32),
+    /// `None`: the configuration's defaults.
+    customer_caps: Option<(u32, u32)>,
     auth: Option<Arc<OwnerAuth>>,
 }
 
@@ -168,7 +165,7 @@ pub async fn bind(
         secrets: Arc::new(NoSecrets),
         model: None,
         customer_scopes: false,
-        customer_caps: DEFAULT_CUSTOMER_CAPS,
+        customer_caps: None,
         auth: None,
     })
 }
@@ -201,7 +198,7 @@ impl BoundServer {
     /// `limits.customer_connections_per_ip` and `_total` (see
     /// [`customers`]).
     pub fn with_customer_caps(mut self, per_ip: u32, total: u32) -> Self {
-        self.customer_caps = (per_ip, total);
+        self.customer_caps = Some((per_ip, total));
         self
     }
 
@@ -272,8 +269,9 @@ impl BoundServer {
         );
         state.model = self.model;
         state.customer_scopes = self.customer_scopes;
-        state.customers =
-            customers::CustomerConnections::new(self.customer_caps.0, self.customer_caps.1);
+        if let Some((per_ip, total)) = self.customer_caps {
+            state.customers = customers::CustomerConnections::new(per_ip, total);
+        }
         state.base_url = base_url;
         let state = Arc::new(state);
         let routes = routes(state);
@@ -283,7 +281,11 @@ impl BoundServer {
                 shutdown.await;
                 let _ = tx.send(true);
             };
-            tokio::join!(server::run(listener, warp::service(routes), rx), trigger);
+            let header_timeout = server::HEADER_READ_TIMEOUT;
+            tokio::join!(
+                server::run(listener, warp::service(routes), rx, header_timeout),
+                trigger
+            );
             // Upgraded connections are sessions now: wait for them here.
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
             while health.connections() > 0 && tokio::time::Instant::now() < deadline {

@@ -131,25 +131,12 @@ where
 pub(crate) const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Accepts connections until `stop` turns true; each is served as HTTP/1.1
-/// with upgrades. On stop, idle keep-alive connections close and in-flight
-/// requests finish (≤ 2 s); upgraded connections are sessions by then and
-/// end themselves on the same signal.
-pub(crate) async fn run<S>(listener: TcpListener, svc: S, stop: watch::Receiver<bool>)
-where
-    S: tower_service::Service<
-            Request<hyper::body::Incoming>,
-            Response = warp::reply::Response,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    serve(listener, svc, stop, HEADER_READ_TIMEOUT).await;
-}
-
-/// [`run`] with the header timeout as a parameter (the tests shorten it).
-async fn serve<S>(
+/// with upgrades, and must send each request's whole header within
+/// `header_timeout` ([`HEADER_READ_TIMEOUT`]; the tests shorten it). On
+/// stop, idle keep-alive connections close and in-flight requests finish
+/// (≤ 2 s); upgraded connections are sessions by then and end themselves on
+/// the same signal.
+pub(crate) async fn run<S>(
     listener: TcpListener,
     svc: S,
     mut stop: watch::Receiver<bool>,
@@ -290,7 +277,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let (stop_tx, stop) = watch::channel(false);
         let routes = warp::any().map(|| "ok");
-        let server = tokio::spawn(serve(
+        let server = tokio::spawn(run(
             listener,
             warp::service(routes),
             stop,

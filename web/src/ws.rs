@@ -239,10 +239,7 @@ impl WebState {
             model: None,
             customer_scopes: false,
             base_url: String::new(),
-            customers: crate::customers::CustomerConnections::new(
-                crate::DEFAULT_CUSTOMER_CAPS.0,
-                crate::DEFAULT_CUSTOMER_CAPS.1,
-            ),
+            customers: crate::customers::CustomerConnections::with_defaults(),
             boot: boot_id(),
             next_id: AtomicU64::new(1),
         }
