@@ -96,6 +96,17 @@ async fn cards_time_out_decline_on_disconnect_and_refuse_bad_answers() {
     assert_eq!(health["queue"]["capacity_per_scope"], 20);
     assert_eq!(health["queue"]["pressure"], "ok");
     assert_eq!(health["queue"]["accepting"], true);
+    // Under another site's name (a DNS-rebinding page): liveness only.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: rebound.example:80\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.ends_with(r#"{"status":"ok"}"#), "{out}");
 
     // 1. Timeout: nobody answers; the card is declined within its 3 s.
     let card = request_plan(

@@ -423,17 +423,29 @@ impl OwnerAuth {
         {
             return Some(Credential::ConfigToken);
         }
+        self.device_of(token).map(Credential::Device)
+    }
+
+    /// The live device whose credential `token` is.
+    fn device_of(&self, token: &str) -> Option<String> {
         // Hash lookup: the tokens are 256-bit random, so timing on their
         // hashes reveals nothing usable.
         let hash = secret_hash(token);
         lock(&self.devices)
             .values()
             .find(|d| !d.revoked && crate::ws::token_eq(&d.token_sha256, &hash))
-            .map(|d| Credential::Device(d.device_id.clone()))
+            .map(|d| d.device_id.clone())
     }
 
     /// The full check: throttle first, then compare; failures recorded and
     /// audited, a device's `last_seen` refreshed on success.
+    ///
+    /// A locked-out address may still present a device credential. Device
+    /// tokens are 256-bit random, so the throttle protects none of them,
+    /// while refusing them let anyone sharing the owner's address lock the
+    /// owner out: any local process on loopback, or every client at once
+    /// behind a reverse proxy. The configured `auth_token` is the owner's
+    /// own choice and may be guessable: it stays throttled.
     pub fn check(&self, ip: Option<IpAddr>, token: Option<&str>, channel: &str) -> AuthOutcome {
         self.check_peer(ip.map(Peer::Ip), token, channel)
     }
@@ -445,7 +457,15 @@ impl OwnerAuth {
         token: Option<&str>,
         channel: &str,
     ) -> AuthOutcome {
-        if self.throttled_now_peer(peer, channel) {
+        if self.throttled_peer(peer) {
+            if let Some(id) = token
+                .filter(|t| !t.is_empty())
+                .and_then(|t| self.device_of(t))
+            {
+                self.touch(&id);
+                return AuthOutcome::Owner(Credential::Device(id));
+            }
+            self.throttled_now_peer(peer, channel);
             return AuthOutcome::Throttled;
         }
         let found = token
@@ -605,159 +625,5 @@ impl Drop for UnauthSlot {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn pairing_code_is_single_use_and_expires() {
-        let t0 = Instant::now();
-        let mut codes = PairingCodes::default();
-        codes.insert("code-a", t0);
-        codes.insert("code-b", t0);
-        assert_eq!(codes.redeem("wrong", t0), Err(PairRefusal::Unknown));
-        assert_eq!(
-            codes.redeem("code-a", t0 + Duration::from_secs(599)),
-            Ok(())
-        );
-        assert_eq!(codes.redeem("code-a", t0), Err(PairRefusal::Unknown));
-        assert_eq!(
-            codes.redeem("code-b", t0 + PAIRING_CODE_TTL),
-            Err(PairRefusal::Expired)
-        );
-        // An expired code is gone, not merely refused.
-        assert_eq!(codes.redeem("code-b", t0), Err(PairRefusal::Unknown));
-    }
-
-    #[test]
-    fn pairing_codes_are_bounded() {
-        let t0 = Instant::now();
-        let mut codes = PairingCodes::default();
-        for i in 0..(MAX_PAIRING_CODES + 5) {
-            codes.insert(&format!("c{i}"), t0 + Duration::from_millis(i as u64));
-        }
-        assert_eq!(codes.codes.len(), MAX_PAIRING_CODES);
-        assert_eq!(codes.redeem("c0", t0), Err(PairRefusal::Unknown));
-        let last = format!("c{}", MAX_PAIRING_CODES + 4);
-        assert_eq!(codes.redeem(&last, t0), Ok(()));
-    }
-
-    #[test]
-    fn device_labels_are_printable() {
-        assert_eq!(printable_label("Kai's phone"), "Kai's phone");
-        assert_eq!(
-            printable_label("evil\u{1b}[31mRED\nline2\u{202e}txt"),
-            "evil [31mRED line2 txt"
-        );
-        assert_eq!(printable_label("\u{7}\t\n"), "device");
-        assert_eq!(printable_label(&"ü".repeat(100)).chars().count(), 64);
-    }
-
-    #[test]
-    fn throttled_refusals_are_audited_once_per_window_with_the_count_between() {
-        let t0 = Instant::now();
-        let mut th = Throttle::default();
-        let a = ip("10.0.0.1");
-        assert_eq!(th.refused(a, t0), Some(0), "the first is audited");
-        for i in 1..=99u64 {
-            assert_eq!(th.refused(a, t0 + Duration::from_millis(i * 100)), None);
-        }
-        // Another address has its own first entry.
-        assert_eq!(th.refused(ip("10.0.0.2"), t0), Some(0));
-        // A window after the last entry: one more, carrying the 99 between.
-        assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), Some(99));
-        assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), None);
-        // Once the lock-out has lifted, the next one is audited at once.
-        assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW));
-        assert_eq!(
-            th.refused(a, t0 + FAILED_AUTH_WINDOW + Duration::from_secs(1)),
-            Some(0)
-        );
-    }
-
-    #[test]
-    fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
-        let t0 = Instant::now();
-        let mut th = Throttle::default();
-        let a = ip("127.0.0.1");
-        for i in 0..FAILED_AUTH_LIMIT {
-            assert!(th.allowed(a, t0), "attempt {}", i + 1);
-            th.record_failure(a, t0 + Duration::from_millis(i as u64));
-        }
-        assert!(!th.allowed(a, t0 + Duration::from_secs(1)));
-        // Another address is unaffected.
-        assert!(th.allowed(ip("127.0.0.2"), t0));
-        // The window slides: a minute after the failures, attempts resume.
-        assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW + Duration::from_millis(60)));
-    }
-
-    #[test]
-    fn check_throttles_before_comparing_and_audits_failures() {
-        struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
-        impl AuthAudit for Rec {
-            fn record(&self, e: &str, d: serde_json::Value) {
-                self.0.lock().unwrap().push((e.into(), d));
-            }
-        }
-        let rec = Arc::new(Rec(Mutex::new(Vec::new())));
-        let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
-        let (dev, token) = auth.create_device("laptop").unwrap();
-        let bad = Some(ip("10.0.0.9"));
-        for _ in 0..FAILED_AUTH_LIMIT {
-            assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Refused);
-        }
-        // The right token from the throttled address: refused unseen.
-        assert_eq!(auth.check(bad, Some(&token), "ws"), AuthOutcome::Throttled);
-        // A client hammering on while locked out adds no entry per request.
-        for _ in 0..500 {
-            assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Throttled);
-        }
-        assert_eq!(
-            auth.check(Some(ip("10.0.0.10")), Some(&token), "ws"),
-            AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
-        );
-        let log = rec.0.lock().unwrap();
-        let failed = log.iter().filter(|(e, _)| e == "web.auth_failed").count();
-        assert_eq!(failed, FAILED_AUTH_LIMIT);
-        let throttled: Vec<_> = log
-            .iter()
-            .filter(|(e, _)| e == "web.auth_throttled")
-            .collect();
-        assert_eq!(throttled.len(), 1, "{throttled:?}");
-        assert_eq!(throttled[0].1["refused_since_last_entry"], 0);
-        for (_, d) in log.iter() {
-            assert!(!d.to_string().contains(&token), "token in audit: {d}");
-        }
-    }
-
-    #[test]
-    fn revoked_device_is_refused_and_announced() {
-        let auth = OwnerAuth::ephemeral(None);
-        let (dev, token) = auth.create_device("phone").unwrap();
-        let mut rx = auth.revocations();
-        assert!(matches!(
-            auth.check(None, Some(&token), "ws"),
-            AuthOutcome::Owner(_)
-        ));
-        assert!(auth.revoke(&dev.device_id).unwrap());
-        assert_eq!(rx.try_recv().unwrap(), dev.device_id);
-        assert_eq!(auth.check(None, Some(&token), "ws"), AuthOutcome::Refused);
-        assert!(!auth.revoke("dev-unknown").unwrap());
-        // Only the hash is kept.
-        assert!(auth.list().iter().all(|d| d.token_sha256 != token));
-    }
-
-    #[test]
-    fn unauthenticated_slots_are_capped_and_released() {
-        let auth = Arc::new(OwnerAuth::ephemeral(None));
-        let slots: Vec<_> = (0..MAX_UNAUTHENTICATED)
-            .map(|_| auth.unauthenticated_slot().unwrap())
-            .collect();
-        assert!(auth.unauthenticated_slot().is_none());
-        drop(slots);
-        assert!(auth.unauthenticated_slot().is_some());
-    }
-}
+#[path = "auth_tests.rs"]
+mod tests;

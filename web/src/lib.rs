@@ -500,11 +500,19 @@ fn routes(
         let s = state.clone();
         warp::any().map(move || s.clone())
     };
+    // Liveness for anyone; the counts only when `Host` names this server: a
+    // page on another site that rebinds its name to this address (DNS
+    // rebinding) could otherwise read how many connections, queued turns
+    // and failing providers the owner has.
     let health = warp::path("health")
         .and(warp::path::end())
         .and(warp::get())
+        .and(warp::header::optional::<String>("host"))
         .and(with_state.clone())
-        .then(|state: Arc<WebState>| async move {
+        .then(|host: Option<String>, state: Arc<WebState>| async move {
+            if ws::request_allowed(&state.own_hosts, host.as_deref(), None).is_err() {
+                return warp::reply::json(&serde_json::json!({"status": "ok"}));
+            }
             let queue = state.backend.queue_pressure().await;
             warp::reply::json(&HealthBody {
                 status: "ok",

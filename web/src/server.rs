@@ -100,25 +100,47 @@ pub(crate) struct WithConn<S> {
     pub remote: SocketAddr,
 }
 
+/// The first header of `names` that `headers` carries more than once. The
+/// routes read one value of `Host` and `Origin` (the DNS-rebinding and
+/// cross-site checks), so a request carrying two could have the one
+/// checked differ from the one a proxy in front acted on: no request may
+/// be ambiguous about either.
+pub(crate) fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
+    ["host", "origin"]
+        .into_iter()
+        .find(|name| headers.get_all(*name).iter().nth(1).is_some())
+}
+
 impl<S, B> tower_service::Service<Request<B>> for WithConn<S>
 where
-    S: tower_service::Service<Request<B>>,
+    S: tower_service::Service<Request<B>, Response = warp::reply::Response>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future =
+        futures_util::future::Either<std::future::Ready<Result<S::Response, S::Error>>, S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        if let Some(name) = repeated_header(req.headers()) {
+            let body = serde_json::json!({"error": format!("more than one {name} header")});
+            let reply = warp::reply::with_status(
+                warp::reply::json(&body),
+                warp::http::StatusCode::BAD_REQUEST,
+            );
+            return futures_util::future::Either::Left(std::future::ready(Ok(
+                crate::assets::with_security_headers(reply),
+            )));
+        }
         let ext = req.extensions_mut();
         ext.insert(ClientAddr(self.remote));
         if let Some(up) = ext.remove::<OnUpgrade>() {
             ext.insert(UpgradeSlot(Arc::new(Mutex::new(Some(up)))));
         }
-        self.inner.call(req)
+        futures_util::future::Either::Right(self.inner.call(req))
     }
 }
 
@@ -265,6 +287,54 @@ mod tests {
         assert!(c.read_buffer_size <= 4 * 1024);
         assert_eq!(c.max_frame_size, Some(MAX_FRAME_BYTES));
         assert_eq!(c.max_message_size, Some(MAX_FRAME_BYTES));
+    }
+
+    /// Two `Host` or two `Origin` headers: 400 before any route runs, so
+    /// no check reads one value while something else acts on the other.
+    #[tokio::test]
+    async fn requests_with_two_hosts_or_two_origins_are_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let routes = warp::any().map(|| "ok");
+        let server = tokio::spawn(run(
+            listener,
+            warp::service(routes),
+            stop,
+            HEADER_READ_TIMEOUT,
+        ));
+        for (extra, status) in [
+            ("", "200"),
+            ("Origin: http://a\r\n", "200"),
+            ("Host: evil.example\r\n", "400"),
+            ("Origin: http://a\r\nOrigin: http://evil.example\r\n", "400"),
+        ] {
+            let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let req =
+                format!("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n");
+            conn.write_all(req.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            conn.read_to_string(&mut answer).await.unwrap();
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{extra:?}: {answer}"
+            );
+            if status == "400" {
+                assert!(answer.contains("more than one"), "{answer}");
+                assert!(
+                    answer.contains("x-content-type-options: nosniff"),
+                    "{answer}"
+                );
+            }
+        }
+        let mut h = HeaderMap::new();
+        h.append("host", "a".parse().unwrap());
+        assert_eq!(repeated_header(&h), None);
+        h.append("host", "a".parse().unwrap());
+        assert_eq!(repeated_header(&h), Some("host"));
+        stop_tx.send(true).unwrap();
+        server.await.unwrap();
     }
 
     /// A client that sends nothing, or half a header, is cut off once the

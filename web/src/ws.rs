@@ -383,7 +383,6 @@ pub async fn session<S>(
     let (credential, customer) = match header_token {
         Some(t) => (owner_of(auth.check(remote_ip, Some(&t), "ws")), false),
         None if state.customer_scopes => (None, true),
-        None if auth.throttled_now(remote_ip, "ws") => (None, false),
         None => {
             let first = tokio::time::timeout(AUTH_TIMEOUT, stream.next()).await;
             match first {

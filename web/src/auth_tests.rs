@@ -1,0 +1,186 @@
+use super::*;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn pairing_code_is_single_use_and_expires() {
+    let t0 = Instant::now();
+    let mut codes = PairingCodes::default();
+    codes.insert("code-a", t0);
+    codes.insert("code-b", t0);
+    assert_eq!(codes.redeem("wrong", t0), Err(PairRefusal::Unknown));
+    assert_eq!(
+        codes.redeem("code-a", t0 + Duration::from_secs(599)),
+        Ok(())
+    );
+    assert_eq!(codes.redeem("code-a", t0), Err(PairRefusal::Unknown));
+    assert_eq!(
+        codes.redeem("code-b", t0 + PAIRING_CODE_TTL),
+        Err(PairRefusal::Expired)
+    );
+    // An expired code is gone, not merely refused.
+    assert_eq!(codes.redeem("code-b", t0), Err(PairRefusal::Unknown));
+}
+
+#[test]
+fn pairing_codes_are_bounded() {
+    let t0 = Instant::now();
+    let mut codes = PairingCodes::default();
+    for i in 0..(MAX_PAIRING_CODES + 5) {
+        codes.insert(&format!("c{i}"), t0 + Duration::from_millis(i as u64));
+    }
+    assert_eq!(codes.codes.len(), MAX_PAIRING_CODES);
+    assert_eq!(codes.redeem("c0", t0), Err(PairRefusal::Unknown));
+    let last = format!("c{}", MAX_PAIRING_CODES + 4);
+    assert_eq!(codes.redeem(&last, t0), Ok(()));
+}
+
+#[test]
+fn device_labels_are_printable() {
+    assert_eq!(printable_label("Kai's phone"), "Kai's phone");
+    assert_eq!(
+        printable_label("evil\u{1b}[31mRED\nline2\u{202e}txt"),
+        "evil [31mRED line2 txt"
+    );
+    assert_eq!(printable_label("\u{7}\t\n"), "device");
+    assert_eq!(printable_label(&"ü".repeat(100)).chars().count(), 64);
+}
+
+#[test]
+fn throttled_refusals_are_audited_once_per_window_with_the_count_between() {
+    let t0 = Instant::now();
+    let mut th = Throttle::default();
+    let a = ip("10.0.0.1");
+    assert_eq!(th.refused(a, t0), Some(0), "the first is audited");
+    for i in 1..=99u64 {
+        assert_eq!(th.refused(a, t0 + Duration::from_millis(i * 100)), None);
+    }
+    // Another address has its own first entry.
+    assert_eq!(th.refused(ip("10.0.0.2"), t0), Some(0));
+    // A window after the last entry: one more, carrying the 99 between.
+    assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), Some(99));
+    assert_eq!(th.refused(a, t0 + FAILED_AUTH_WINDOW), None);
+    // Once the lock-out has lifted, the next one is audited at once.
+    assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW));
+    assert_eq!(
+        th.refused(a, t0 + FAILED_AUTH_WINDOW + Duration::from_secs(1)),
+        Some(0)
+    );
+}
+
+#[test]
+fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
+    let t0 = Instant::now();
+    let mut th = Throttle::default();
+    let a = ip("127.0.0.1");
+    for i in 0..FAILED_AUTH_LIMIT {
+        assert!(th.allowed(a, t0), "attempt {}", i + 1);
+        th.record_failure(a, t0 + Duration::from_millis(i as u64));
+    }
+    assert!(!th.allowed(a, t0 + Duration::from_secs(1)));
+    // Another address is unaffected.
+    assert!(th.allowed(ip("127.0.0.2"), t0));
+    // The window slides: a minute after the failures, attempts resume.
+    assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW + Duration::from_millis(60)));
+}
+
+#[test]
+fn check_throttles_before_comparing_and_audits_failures() {
+    struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
+    impl AuthAudit for Rec {
+        fn record(&self, e: &str, d: serde_json::Value) {
+            self.0.lock().unwrap().push((e.into(), d));
+        }
+    }
+    let rec = Arc::new(Rec(Mutex::new(Vec::new())));
+    let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
+    let (dev, token) = auth.create_device("laptop").unwrap();
+    let bad = Some(ip("10.0.0.9"));
+    for _ in 0..FAILED_AUTH_LIMIT {
+        assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Refused);
+    }
+    // A paired device's token still passes: 256 random bits need no
+    // throttle, and refusing it let the failures lock the owner out.
+    assert_eq!(
+        auth.check(bad, Some(&token), "ws"),
+        AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
+    );
+    // A client hammering on while locked out adds no entry per request.
+    for _ in 0..500 {
+        assert_eq!(auth.check(bad, Some("nope"), "ws"), AuthOutcome::Throttled);
+    }
+    assert_eq!(
+        auth.check(Some(ip("10.0.0.10")), Some(&token), "ws"),
+        AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
+    );
+    let log = rec.0.lock().unwrap();
+    let failed = log.iter().filter(|(e, _)| e == "web.auth_failed").count();
+    assert_eq!(failed, FAILED_AUTH_LIMIT);
+    let throttled: Vec<_> = log
+        .iter()
+        .filter(|(e, _)| e == "web.auth_throttled")
+        .collect();
+    assert_eq!(throttled.len(), 1, "{throttled:?}");
+    assert_eq!(throttled[0].1["refused_since_last_entry"], 0);
+    for (_, d) in log.iter() {
+        assert!(!d.to_string().contains(&token), "token in audit: {d}");
+    }
+}
+
+#[test]
+fn a_locked_out_address_keeps_device_credentials_not_the_config_token() {
+    let auth = OwnerAuth::ephemeral(Some("owner-chosen".into()));
+    let (dev, token) = auth.create_device("cli").unwrap();
+    let shared = Some(ip("127.0.0.1"));
+    for _ in 0..FAILED_AUTH_LIMIT {
+        assert_eq!(
+            auth.check(shared, Some("guess"), "ws"),
+            AuthOutcome::Refused
+        );
+    }
+    assert_eq!(
+        auth.check(shared, Some(&token), "ws"),
+        AuthOutcome::Owner(Credential::Device(dev.device_id.clone()))
+    );
+    // The configured token may be weak: guesses at it stay throttled,
+    // the right one included, and so do wrong and missing tokens.
+    for t in [Some("owner-chosen"), Some("guess"), Some(""), None] {
+        assert_eq!(auth.check(shared, t, "ws"), AuthOutcome::Throttled, "{t:?}");
+    }
+    // A revoked device gets no way past the lock-out.
+    assert!(auth.revoke(&dev.device_id).unwrap());
+    assert_eq!(
+        auth.check(shared, Some(&token), "ws"),
+        AuthOutcome::Throttled
+    );
+}
+
+#[test]
+fn revoked_device_is_refused_and_announced() {
+    let auth = OwnerAuth::ephemeral(None);
+    let (dev, token) = auth.create_device("phone").unwrap();
+    let mut rx = auth.revocations();
+    assert!(matches!(
+        auth.check(None, Some(&token), "ws"),
+        AuthOutcome::Owner(_)
+    ));
+    assert!(auth.revoke(&dev.device_id).unwrap());
+    assert_eq!(rx.try_recv().unwrap(), dev.device_id);
+    assert_eq!(auth.check(None, Some(&token), "ws"), AuthOutcome::Refused);
+    assert!(!auth.revoke("dev-unknown").unwrap());
+    // Only the hash is kept.
+    assert!(auth.list().iter().all(|d| d.token_sha256 != token));
+}
+
+#[test]
+fn unauthenticated_slots_are_capped_and_released() {
+    let auth = Arc::new(OwnerAuth::ephemeral(None));
+    let slots: Vec<_> = (0..MAX_UNAUTHENTICATED)
+        .map(|_| auth.unauthenticated_slot().unwrap())
+        .collect();
+    assert!(auth.unauthenticated_slot().is_none());
+    drop(slots);
+    assert!(auth.unauthenticated_slot().is_some());
+}
