@@ -116,9 +116,9 @@ fn redaction_is_idempotent_and_preserves_surroundings() {
 #[test]
 fn all_patterns_compile() {
     let t = table();
-    assert_eq!((t.meta.len(), t.regexes.len()), (45, 45));
-    assert!((0..45).all(|i| t.regexes.regex(i).is_some()));
-    assert_eq!(t.regexes.prefilter().map(|s| s.pattern_len()), Some(45));
+    assert_eq!((t.meta.len(), t.regexes.len()), (49, 49));
+    assert!((0..49).all(|i| t.regexes.regex(i).is_some()));
+    assert_eq!(t.regexes.prefilter().map(|s| s.pattern_len()), Some(49));
 }
 
 #[test]
@@ -479,7 +479,204 @@ fn offsets_stay_on_char_boundaries_with_multibyte_text() {
 
 #[test]
 fn shortest_secret_pattern_is_not_cut_by_the_length_shortcut() {
-    let text = "pwd='abcd'";
+    let text = "pw='abcd'";
     assert_eq!(text.len(), MIN_CANDIDATE_LEN);
     assert_eq!(kinds(text), vec!["password_assignment"]);
+}
+
+/// Owner chat messages that once reached the model unredacted: the secret
+/// value goes, the words around it stay.
+const CHAT_CREDENTIALS: &[(&str, &str)] = &[
+    // A `pw` / `pwd` / `passwd` label.
+    (
+        "my bank login pw = CorrectHorseBatteryStaple99!",
+        "my bank login pw = [REDACTED:password_assignment]",
+    ),
+    ("pwd: Tr0ub4dor&3", "pwd: [REDACTED:password_assignment]"),
+    (
+        "passwd=Xk9#pQ2!vL7m",
+        "passwd=[REDACTED:password_assignment]",
+    ),
+    (
+        "db pw: 'hunter2'",
+        "db pw: '[REDACTED:password_assignment]'",
+    ),
+    // The password for something, in prose.
+    (
+        "the password for the router is Sunflower-Gate-1987",
+        "the password for the router is [REDACTED:password_assignment]",
+    ),
+    (
+        "Password to my work laptop was Xk9-tR4!zz",
+        "Password to my work laptop was [REDACTED:password_assignment]",
+    ),
+    (
+        "my pw is Sunflower-Gate-1987",
+        "my pw is [REDACTED:password_assignment]",
+    ),
+    // A user / password pair.
+    (
+        "login admin / Sunflower-Gate-1987",
+        "login admin / [REDACTED:password_assignment]",
+    ),
+    (
+        "credentials: root/Xk9#pQ2!vL7m thanks",
+        "credentials: root/[REDACTED:password_assignment] thanks",
+    ),
+    // A bare `token` / `secret` / `api key` / `access key` label.
+    (
+        "token: 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
+        "token: [REDACTED:generic_secret]",
+    ),
+    (
+        "my api secret is 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "my api secret is [REDACTED:generic_secret]",
+    ),
+    (
+        "the api key is Kx7Lm9Pq2Rs4Tv6W.",
+        "the api key is [REDACTED:generic_secret].",
+    ),
+    (
+        "access key = q8ZrT2vLm5XwN9pK",
+        "access key = [REDACTED:generic_secret]",
+    ),
+    (
+        r#"{"refresh_token": "a1b2c3d4e5f6a7b8c9d0e1f2"}"#,
+        r#"{"refresh_token": "[REDACTED:generic_secret]"}"#,
+    ),
+    (
+        "the secret is 0a1b2c3d4e5f60718293",
+        "the secret is [REDACTED:generic_secret]",
+    ),
+    // `.env` assignments whose name ends in a secret-naming word.
+    (
+        "OPENAI_API_KEY=Sunflower-Gate-1987-abcdef",
+        "OPENAI_API_KEY=[REDACTED:env_secret]",
+    ),
+    (
+        "SESSION_SECRET=9f8e7d6c5b4a3928",
+        "SESSION_SECRET=[REDACTED:env_secret]",
+    ),
+    (
+        "export SLACK_SIGNING_KEY='Xk9pQ2vL7m'",
+        "export SLACK_SIGNING_KEY='[REDACTED:env_secret]'",
+    ),
+    (
+        "run it with SMTP_PASS=Tr0ub4dor&3 please",
+        "run it with SMTP_PASS=[REDACTED:env_secret] please",
+    ),
+    (
+        "app_credentials = Blue-Otter-42",
+        "app_credentials = [REDACTED:env_secret]",
+    ),
+];
+
+#[test]
+fn chat_credentials_are_redacted() {
+    for (text, want) in CHAT_CREDENTIALS {
+        let (r, found) = redact_at_least(text, Confidence::Probable);
+        assert_eq!(r, *want, "{text}");
+        assert_eq!(found.len(), 1, "{text}: {found:?}");
+        assert_eq!(found[0].confidence, Confidence::Probable, "{text}");
+    }
+}
+
+#[test]
+fn a_pasted_env_file_loses_its_secret_values_only() {
+    let env = "# app\n\
+        OPENAI_API_KEY=Sunflower-Gate-1987-abcdef\n\
+        SESSION_SECRET=9f8e7d6c5b4a3928\n\
+        export GITHUB_WEBHOOK_SECRET=\"Tr0ub4dor&3\"\n\
+        DB_PASSWORD=Sup3r-S3cret!\n\
+        API_KEY=\n\
+        MAX_TOKENS=4096\n\
+        PUBLIC_KEY_PATH=/etc/ssh/key.pub\n\
+        SECRET_KEY=changeme\n\
+        DEBUG=true\n";
+    let (r, found) = redact_at_least(env, Confidence::Probable);
+    assert_eq!(
+        r,
+        "# app\n\
+        OPENAI_API_KEY=[REDACTED:env_secret]\n\
+        SESSION_SECRET=[REDACTED:env_secret]\n\
+        export GITHUB_WEBHOOK_SECRET=\"[REDACTED:env_secret]\"\n\
+        DB_PASSWORD=[REDACTED:password_assignment]\n\
+        API_KEY=\n\
+        MAX_TOKENS=4096\n\
+        PUBLIC_KEY_PATH=/etc/ssh/key.pub\n\
+        SECRET_KEY=changeme\n\
+        DEBUG=true\n"
+    );
+    assert_eq!(found.len(), 4, "{found:?}");
+}
+
+#[test]
+fn an_aws_secret_key_after_its_key_id_is_definite() {
+    let (r, found) = redact_at_least(
+        "aws AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        Confidence::Probable,
+    );
+    assert_eq!(
+        r,
+        "aws [REDACTED:aws_access_key_id] [REDACTED:aws_secret_access_key]"
+    );
+    assert!(found.iter().all(|f| f.confidence == Confidence::Definite));
+    // On the next line, under any label.
+    let text = "id: ASIAIOSFODNN7EXAMPLE\nsecret: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n";
+    assert_eq!(kinds(text), ["aws_access_key_id", "aws_secret_access_key"]);
+    // A git SHA (40 hex characters) next to a key id is not its secret.
+    let text = "AKIAIOSFODNN7EXAMPLE rotated in 9fceb02d0ae598e95dc970b74767f19372d61af8";
+    assert_eq!(kinds(text), ["aws_access_key_id"]);
+    // Nor is a 40-character run without a key id.
+    let text = "cache wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    assert!(!kinds(text).contains(&"aws_secret_access_key"));
+}
+
+/// Chat and config text near the new contexts that states no secret.
+const CHAT_NEAR_MISSES: &[&str] = &[
+    "the token: is missing",
+    "the token is valid for 3600 seconds",
+    "token: session_timeout_value_2024",
+    "secret: config/secrets.yaml",
+    "the secret is out",
+    "my api key is in the vault now",
+    "access key is rotated every 90 days",
+    "token = tokenizer.encode(text)",
+    "my pw is weak",
+    "pw: 1234",
+    "the password for this account is required.",
+    "the password to the router was changed",
+    "login page / Dashboard",
+    "login via SSO / OAuth2",
+    "credentials: see 1Password / Bitwarden",
+    "https://example.com/login/Callback2024",
+    "set PUBLIC_KEY_PATH=/etc/ssh/key.pub",
+    "PUBLIC_KEY=/etc/ssh/key.pub",
+    "API_KEY=",
+    "API_KEY=\nDEBUG=true",
+    "MAX_TOKENS=4096",
+    "CACHE_KEY=86400000",
+    "API_TOKEN=NONE",
+    "USE_API_KEY=false",
+    "SECRET_KEY=changeme",
+    "password: \"changeme\"",
+    "monkey=Banana123",
+    "SORT_KEY=created_at",
+    "REDIS_KEY=session:cache",
+    "GOOGLE_APPLICATION_CREDENTIALS=/home/kai/sa.json",
+    "WEBHOOK_SECRET=${WEBHOOK_SECRET}",
+    "OIDC_KEY=https://auth.example.com/jwks.json",
+    "SSH_PUBLIC_KEY=ssh-ed25519",
+    "a PWD=/home/kai shell",
+];
+
+#[test]
+fn chat_near_misses_are_not_probable() {
+    for text in CHAT_NEAR_MISSES {
+        let strong: Vec<_> = scan(text)
+            .into_iter()
+            .filter(|f| f.confidence >= Confidence::Probable)
+            .collect();
+        assert!(strong.is_empty(), "false positive in {text:?}: {strong:?}");
+    }
 }
