@@ -177,6 +177,11 @@ impl SubprocessSandbox {
         })?;
         let mut child = self.start_launcher(true)?;
         let pid = child.id();
+        // Until the report is in, the whole group dies with this future: a
+        // caller that stops waiting (a cancelled work item) must stop the
+        // command too. Killing only the launcher (kill_on_drop) left the
+        // command running, re-parented to init, to its own end.
+        let group = GroupGuard(pid);
         if let Some(mut stdin) = child.stdin.take() {
             stdin
                 .write_all(&input)
@@ -194,15 +199,14 @@ impl SubprocessSandbox {
         let frames = match frames {
             Ok(f) => f,
             Err(_) => {
-                // The launcher leads its own process group (setsid): kill all of it.
-                if let Some(p) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-                }
+                drop(group);
                 let _ = child.kill().await;
                 return Err(SandboxError::Timeout(spec.timeout.as_secs()));
             }
         };
         let _ = child.wait().await;
+        // Reaped: the pid may be reused from here on.
+        group.disarm();
         let (stdout_bytes, stderr_bytes, report) = frames?;
         let report = report
             .ok_or_else(|| SandboxError::Launcher("launcher ended without a report".into()))?;
@@ -330,4 +334,25 @@ fn with_marker(bytes: Vec<u8>, dropped: u64) -> String {
         s.push_str(&format!("\n[output truncated: {dropped} more bytes]"));
     }
     s
+}
+
+/// SIGKILLs the launcher's process group (it leads its own session, and
+/// the command is in it) when dropped armed.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self
+            .0
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
 }

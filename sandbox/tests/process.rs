@@ -1,5 +1,6 @@
 //! Long-lived sandboxed processes: line streaming over stdin/stdout, every
-//! descendant killed when the handle is dropped or killed, the same network
+//! descendant killed when the handle is dropped or killed (and a one-shot
+//! run's command when its future is dropped), the same network
 //! and filesystem refusals as one-shot runs, and fail-closed start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -106,6 +107,31 @@ async fn dropping_the_handle_kills_the_command_and_its_escaped_grandchildren() {
             "pid {pid} survived the drop"
         );
     }
+}
+
+/// A one-shot run whose caller stops waiting (a cancelled work item drops
+/// the future): the command dies with it instead of running to its end.
+#[tokio::test]
+async fn dropping_a_one_shot_run_kills_the_command() {
+    let (_base, work) = workdir();
+    let spec = sh("echo $$ > pid; sleep 300", &work);
+    let sb = sandbox();
+    let run = sb.run(&spec);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), run)
+            .await
+            .is_err(),
+        "the command ended by itself"
+    );
+    let pid: u32 = std::fs::read_to_string(work.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        gone_within(pid, Duration::from_secs(10)).await,
+        "pid {pid} outlived the dropped run"
+    );
 }
 
 #[tokio::test]
