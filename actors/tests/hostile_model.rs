@@ -345,6 +345,41 @@ async fn needs_approval_false_is_overridden_and_nothing_runs_unapproved() {
     f.assert_chain_ok();
 }
 
+/// Runaway token bills: the model writes its own plan's budget. One over
+/// the owner's `limits.plan_budget_ceiling` gets no card — refused before
+/// the owner could approve a trillion tokens in the card's small print —
+/// and the refusal is audited with the fields over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_budget_over_the_owners_ceiling_gets_no_card() {
+    let f = Fx::hostile().await;
+    let md = plan_markdown(
+        "t-bigbudget",
+        "budget: {max_tokens: 1000000000000, max_cost_usd: 1000000000, max_attempts: 1000000}",
+        "Loop `echo loop` until told otherwise.",
+    );
+    f.fake.push(to_planner()).push(planner_reply(true, &md));
+    f.fake.set_fallback(shell("echo loop"));
+    let mut rt = f.runtime().await;
+    let reply = rt.turn("owner", "tidy my notes").await;
+    assert!(
+        reply.contains("limits.plan_budget_ceiling")
+            && reply.contains("max_tokens 1000000000000 > 2000000"),
+        "{reply}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(rt.cards().is_empty(), "a card for an over-budget plan");
+    assert!(f.store.work_items().get("t-bigbudget").unwrap().is_none());
+    let refused = common::audit_data(&f.store, "plan_refused_budget");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let over = refused[0]["over"].to_string();
+    for field in ["max_tokens", "max_cost_usd", "max_attempts"] {
+        assert!(over.contains(field), "{over}");
+    }
+    assert!(rt.dispatched.try_recv().is_err());
+    rt.stop().await;
+    f.assert_chain_ok();
+}
+
 /// §15 "Execute without verified approval", variant: the plan is swapped
 /// in the store after the owner was shown its card (e.g. a later turn or a
 /// compromised writer replaces the body). Defence: the plan card records

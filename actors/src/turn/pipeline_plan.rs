@@ -77,6 +77,28 @@ impl Turn<'_> {
             });
             return Ok(());
         }
+        // The model writes the plan's budget: one over the owner's ceiling
+        // is refused here, not left to the card's small print.
+        let excess = self
+            .deps
+            .config
+            .limits
+            .plan_budget_ceiling
+            .excess(&work.budget);
+        if !excess.is_empty() {
+            self.push(
+                "plan_refused_budget",
+                json!({"work_item_id": work.id, "scope_id": self.scope.scope_id,
+                       "over": excess}),
+            );
+            self.reply = Some(format!(
+                "{}\n\n(The plan was refused, so nothing was scheduled: its budget is over \
+                 the ceiling in limits.plan_budget_ceiling: {}.)",
+                resp.message,
+                excess.join(", ")
+            ));
+            return Ok(());
+        }
         // Skills the plan names are bound to their installed content hashes,
         // which the plan hash the owner signs covers (§10.5).
         if let Err(why) = crate::turn::skill_context::bind(self.deps.skills.as_deref(), &mut work) {

@@ -101,6 +101,7 @@ pub fn model_chain(spec: &str) -> Vec<&str> {
         .collect()
 }
 
+mod operations;
 mod providers;
 mod sections;
 mod serde_util;
@@ -119,6 +120,7 @@ use crate::model::context::ContextProfile;
 
 pub use env::{EnvSource, MapEnv, OVERRIDE_PREFIX, ProcessEnv};
 pub use error::ConfigError;
+pub use operations::*;
 pub use paths::{normalize_lexically, resolve_path, world_writable_mode};
 pub use providers::{
     ModelEndpoint, ProviderConfig, StructuredOutputMode, ToolCallingMode, builtin_providers,

@@ -224,7 +224,7 @@ pub(crate) fn resolve(
             "expected \"provider:model\" with both parts non-empty, got {spec:?}"
         ));
     }
-    if provider == super::sections::OFFLINE_PROVIDER {
+    if provider == super::operations::OFFLINE_PROVIDER {
         // The built-in rule-based responder: no endpoint, no key.
         return Ok(ModelEndpoint {
             provider: provider.to_owned(),

@@ -1458,3 +1458,52 @@ fn web_public_url_and_telegram_token_ref_validate_by_key() {
             .any(|e| e.key() == Some("channels.telegram.token"))
     );
 }
+
+#[test]
+fn plan_budget_ceiling_bounds_each_field_and_names_its_keys() {
+    use crate::model::work::Budget;
+    let ceiling = PlanBudgetCeiling::default();
+    let budget: Budget = serde_json::from_str("{}").unwrap();
+    assert!(
+        ceiling.excess(&budget).is_empty(),
+        "the default budget fits"
+    );
+    let at: Budget = serde_json::from_value(serde_json::json!({
+        "max_tokens": 2_000_000, "max_cost_usd": 20.0, "max_wall_time_seconds": 14_400,
+        "max_attempts": 10, "max_planner_calls": 10}))
+    .unwrap();
+    assert!(
+        ceiling.excess(&at).is_empty(),
+        "the ceiling itself is allowed"
+    );
+    let mut over = at.clone();
+    over.max_tokens += 1;
+    over.max_cost_usd = 20.01;
+    over.max_wall_time_seconds += 1;
+    over.max_attempts += 1;
+    over.max_planner_calls += 1;
+    let excess = ceiling.excess(&over);
+    assert_eq!(excess.len(), 5, "{excess:?}");
+    assert!(excess.contains(&"max_tokens 2000001 > 2000000".to_string()));
+    let mut nan = at;
+    nan.max_cost_usd = f64::NAN;
+    assert_eq!(ceiling.excess(&nan).len(), 1);
+    // From YAML, partially: the rest keeps its default; zero is refused by key.
+    let cfg = load("silas:\n  limits:\n    plan_budget_ceiling:\n      max_tokens: 5000\n");
+    assert_eq!(cfg.limits.plan_budget_ceiling.max_tokens, 5000);
+    assert_eq!(cfg.limits.plan_budget_ceiling.max_attempts, 10);
+    let mut bad = Config::default();
+    bad.limits.plan_budget_ceiling.max_attempts = 0;
+    bad.limits.plan_budget_ceiling.max_cost_usd = -1.0;
+    let keys: Vec<String> = bad
+        .validation_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    for key in [
+        "limits.plan_budget_ceiling.max_attempts",
+        "limits.plan_budget_ceiling.max_cost_usd",
+    ] {
+        assert!(keys.iter().any(|k| k.contains(key)), "{key}: {keys:?}");
+    }
+}

@@ -11,9 +11,10 @@ use crate::model::agents::InteractionRegister;
 
 use super::Config;
 use super::error::ConfigError;
+use super::operations::{APPROVAL_STRENGTHS, RISK_LEVELS};
 use super::paths::{resolve_path, world_writable_mode};
 use super::providers;
-use super::sections::{APPROVAL_STRENGTHS, MOOD_DIMENSIONS, PERSONALITY_AXES, RISK_LEVELS};
+use super::sections::{MOOD_DIMENSIONS, PERSONALITY_AXES};
 
 /// Maximum of `context.skill_metadata_budget_pct` (§11).
 pub const MAX_SKILL_METADATA_BUDGET_PCT: f64 = 0.10;
@@ -417,7 +418,7 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
 
     // Providers and model strings.
     for (name, p) in &cfg.providers {
-        if name == super::sections::OFFLINE_PROVIDER {
+        if name == super::operations::OFFLINE_PROVIDER {
             c.fail(
                 format!("providers.{name}"),
                 "the provider name \"offline\" is reserved for the built-in offline responder",
@@ -688,6 +689,21 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
     for (field, value) in cfg.limits.fields() {
         c.positive(&format!("limits.{field}"), value.into());
     }
+    let ceiling = &cfg.limits.plan_budget_ceiling;
+    for (field, value) in [
+        ("max_tokens", ceiling.max_tokens),
+        ("max_wall_time_seconds", ceiling.max_wall_time_seconds),
+        ("max_attempts", ceiling.max_attempts),
+        ("max_planner_calls", ceiling.max_planner_calls),
+    ] {
+        c.positive(&format!("limits.plan_budget_ceiling.{field}"), value);
+    }
+    if !(ceiling.max_cost_usd.is_finite() && ceiling.max_cost_usd >= 0.0) {
+        c.fail(
+            "limits.plan_budget_ceiling.max_cost_usd",
+            format!("must be a number >= 0, got {}", ceiling.max_cost_usd),
+        );
+    }
     // A global cap below one scope's allowance would make the per-scope
     // limit meaningless (one scope could starve every other).
     if cfg.limits.llm_calls_per_minute_global < cfg.limits.llm_calls_per_minute_per_scope {
@@ -938,7 +954,7 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
 
 /// `llm:`: positive limits, an ordered backoff window, well-formed price keys
 /// and finite, non-negative prices.
-fn llm_rules(llm: &super::sections::LlmConfig, c: &mut Checker) {
+fn llm_rules(llm: &super::operations::LlmConfig, c: &mut Checker) {
     c.positive("llm.timeout_seconds", llm.timeout_seconds);
     c.positive("llm.backoff_initial_ms", llm.backoff_initial_ms);
     c.positive("llm.max_tool_rounds", llm.max_tool_rounds.into());
