@@ -261,7 +261,7 @@ async fn a_real_local_model_answers_every_message() {
             std::fs::read_to_string(&daemon_log).unwrap_or_default()
         );
         assert!(!text.is_empty());
-        assert!(!text.starts_with("Sorry — I couldn't process"), "{text}");
+        assert!(!text.starts_with("Sorry — I couldn't"), "{text}");
         assert!(
             !text.starts_with("I couldn't produce a valid plan"),
             "{text}"

@@ -71,6 +71,33 @@ async fn a_slow_model_shows_progress_and_answers_within_its_own_timeout() {
     daemon.stop().await;
 }
 
+/// A model that fails tells the owner why, not "rephrase": past its
+/// timeout, the seconds waited; a 404 (a wrong model name), the status and
+/// where to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_model_is_named_as_the_cause() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(direct("too late").delayed(Duration::from_millis(3500)));
+    fake.push(Reply::status(404, "model 'smollm3' not found"));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, "");
+    let mut cmd = silas(tmp.path());
+    cmd.arg("--config").arg(tmp.path().join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    send(&mut ws, json!({"type": "message", "text": "hello"})).await;
+    let (_, reply) = until_reply(&mut ws).await;
+    assert!(reply.contains("did not answer within 2 s"), "{reply}");
+    send(&mut ws, json!({"type": "message", "text": "hello again"})).await;
+    let (_, reply) = until_reply(&mut ws).await;
+    assert!(
+        reply.contains("HTTP 404") && reply.contains("model name"),
+        "{reply}"
+    );
+    assert!(!reply.contains("rephrase"), "{reply}");
+    daemon.stop().await;
+}
+
 /// Three turns of ~2,400 characters each: the prompt of the fourth holds
 /// all of them without a window, and only what fits with a 4,096-token one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

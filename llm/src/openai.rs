@@ -390,7 +390,18 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
                     retry_after,
                 );
             }
-            Err(other) => OpenAIError::Boxed(other),
+            Err(other) => match other.downcast::<crate::ratelimit::ResponseTooLarge>() {
+                // Not retried: the same server would send the same again.
+                Ok(big) => {
+                    return (
+                        LlmError::Parse {
+                            message: big.to_string(),
+                        },
+                        None,
+                    );
+                }
+                Err(other) => OpenAIError::Boxed(other),
+            },
         },
         other => other,
     };

@@ -17,8 +17,11 @@ pub enum ProbeOutcome {
     Refused { status: u16 },
     /// It answered, but not with a model list.
     NotOpenAi { detail: String },
-    /// No connection, TLS failure or no answer within the timeout.
+    /// No connection, or a TLS failure.
     Unreachable { error: String },
+    /// Connected, but no answer within the timeout: a local model server
+    /// busy with a completion answers nothing else meanwhile.
+    Silent { seconds: u64 },
 }
 
 /// The OpenAI list shape; only what proves the dialect is read.
@@ -64,8 +67,13 @@ pub async fn probe_models(
         Ok(r) => r,
         Err(e) => {
             // reqwest's message names the URL, never the header.
+            if e.is_timeout() && !e.is_connect() {
+                return ProbeOutcome::Silent {
+                    seconds: timeout.as_secs(),
+                };
+            }
             let error = if e.is_timeout() {
-                format!("no answer within {} s", timeout.as_secs())
+                format!("no connection within {} s", timeout.as_secs())
             } else if e.is_connect() {
                 "connection refused or unreachable".to_owned()
             } else {
@@ -174,6 +182,22 @@ mod tests {
                 .contains("authorization: bearer sk-test"),
             "{head}"
         );
+    }
+
+    /// A server that accepts and says nothing (a local model busy with a
+    /// completion) is silent, not unreachable.
+    #[tokio::test]
+    async fn a_connected_but_silent_server_is_silent() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let out = probe_models(
+            &endpoint(&base, None),
+            &MapEnv::new(),
+            Duration::from_millis(500),
+        )
+        .await;
+        drop(listener);
+        assert_eq!(out, ProbeOutcome::Silent { seconds: 0 });
     }
 
     #[tokio::test]

@@ -65,6 +65,49 @@ fn error_message(body: &str) -> String {
     from_json.unwrap_or_else(|| body.chars().take(2000).collect())
 }
 
+/// The most of a model server's answer that is read: far above any real
+/// completion (a reply of 100,000 tokens is well under 1 MiB), far below
+/// what would hurt the daemon. Unbounded, a hostile or broken endpoint's
+/// 200 MB reply took the daemon from 30 MB to 1.9 GB and was stored whole.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// A model server's answer that was larger than [`MAX_RESPONSE_BYTES`].
+#[derive(Debug, thiserror::Error)]
+#[error("the model server's response is larger than {limit} bytes; it was not read further")]
+pub struct ResponseTooLarge {
+    pub limit: usize,
+}
+
+/// `response` with its body read into memory, at most `limit` bytes: a
+/// `content-length` above it is refused unread, a body that grows past it
+/// is dropped there. The status and headers are kept.
+async fn bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<reqwest::Response, OpenAIError> {
+    let too_large = || OpenAIError::Boxed(Box::new(ResponseTooLarge { limit }));
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let mut rebuilt = http::Response::builder()
+        .status(response.status())
+        .version(response.version());
+    if let Some(headers) = rebuilt.headers_mut() {
+        *headers = response.headers().clone();
+    }
+    rebuilt
+        .body(reqwest::Body::from(body))
+        .map(reqwest::Response::from)
+        .map_err(|e| OpenAIError::Boxed(Box::new(e)))
+}
+
 type ResponseFuture =
     Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send + 'static>>;
 
@@ -98,7 +141,7 @@ impl tower_service::Service<HttpRequestFactory> for RateLimitService {
             let request = factory.build().await?;
             let response = client.execute(request).await?;
             if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
-                return Ok(response);
+                return bounded(response, MAX_RESPONSE_BYTES).await;
             }
             let retry_after = response
                 .headers()

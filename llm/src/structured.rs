@@ -127,6 +127,67 @@ pub trait StructuredOutput: Sized + DeserializeOwned {
 pub const PROXY_FALLBACK_MESSAGE: &str = "Sorry — I couldn't process that message (my language model returned an unusable answer). \
      Please try again or rephrase.";
 
+/// What the owner is told when the proxy fell back: the cause, when the
+/// provider failed, and what to do about it. "Try again or rephrase" fits
+/// only an unusable answer; for a server that is down, slow, refusing the
+/// model name or the message's length, it sent owners the wrong way.
+pub fn proxy_failure_message(cause: &FallbackCause) -> String {
+    let e = match cause {
+        FallbackCause::InvalidOutput(_) => return PROXY_FALLBACK_MESSAGE.to_owned(),
+        FallbackCause::Provider(e) => e,
+    };
+    let why = match e {
+        LlmError::Timeout { seconds } => format!(
+            "my language model did not answer within {seconds} s. A local model may be busy \
+             or slow: try again, or raise the provider's `timeout_seconds`"
+        ),
+        LlmError::RateLimited { .. } => {
+            "the model provider is rate-limiting me. Try again in a minute".to_owned()
+        }
+        LlmError::MissingKey { var, .. } => {
+            format!("the model provider's API key is not set (environment variable {var})")
+        }
+        LlmError::Parse { .. } => {
+            "my language model sent a response I could not read. Please try again".to_owned()
+        }
+        LlmError::Api {
+            status: Some(status),
+            message,
+        } => {
+            let lower = message.to_ascii_lowercase();
+            if matches!(status, 400 | 413)
+                && (lower.contains("context")
+                    || lower.contains("too long")
+                    || lower.contains("tokens"))
+            {
+                "your message is too long for this model's context window. Please send it in \
+                 shorter parts"
+                    .to_owned()
+            } else if *status == 404 {
+                "the model server answered HTTP 404: check the model name in `models` and the \
+                 provider's `base_url` (`silas doctor` tests the endpoint)"
+                    .to_owned()
+            } else if matches!(status, 401 | 403) {
+                format!(
+                    "the model server refused my credentials (HTTP {status}): check the \
+                     provider's API key"
+                )
+            } else {
+                format!(
+                    "the model server answered HTTP {status}. Please try again \
+                     (`silas doctor` tests the endpoint)"
+                )
+            }
+        }
+        LlmError::Api { status: None, .. } => {
+            "I could not reach my language model. Is the model server running? (`silas \
+             doctor` tests the endpoint)"
+                .to_owned()
+        }
+    };
+    format!("Sorry — I couldn't reply: {why}.")
+}
+
 /// The planner fallback's message.
 pub const PLANNER_FALLBACK_MESSAGE: &str = "I couldn't produce a valid plan for this (the planning output failed validation twice), \
      so nothing was planned. Please try again or rephrase the request.";
@@ -375,6 +436,54 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn proxy_failures_name_their_cause_and_fix() {
+        let api = |status: Option<u16>, message: &str| {
+            FallbackCause::Provider(LlmError::Api {
+                status,
+                message: message.into(),
+            })
+        };
+        let cases = [
+            (
+                FallbackCause::InvalidOutput("x".into()),
+                "try again or rephrase",
+            ),
+            (
+                FallbackCause::Provider(LlmError::Timeout { seconds: 60 }),
+                "did not answer within 60 s",
+            ),
+            (
+                api(None, "error sending request"),
+                "could not reach my language model",
+            ),
+            (
+                api(Some(404), "model not found"),
+                "HTTP 404: check the model name",
+            ),
+            (
+                api(Some(400), "maximum context length is 4096 tokens"),
+                "too long for this model's context window",
+            ),
+            (api(Some(401), "bad key"), "refused my credentials"),
+            (api(Some(500), "boom"), "answered HTTP 500"),
+            (
+                FallbackCause::Provider(LlmError::RateLimited {
+                    attempts: 3,
+                    message: "slow down".into(),
+                }),
+                "rate-limiting",
+            ),
+        ];
+        for (cause, want) in cases {
+            let m = proxy_failure_message(&cause);
+            assert!(
+                m.to_lowercase().contains(&want.to_lowercase()),
+                "{cause:?}: {m}"
+            );
+        }
+    }
 
     fn ctx() -> StructuredContext {
         StructuredContext::from_config(&Config::default())

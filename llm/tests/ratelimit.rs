@@ -150,3 +150,27 @@ async fn a_429_without_the_header_keeps_the_bounded_backoff() {
     assert_eq!(fake.served(), 3);
     assert!(took >= Duration::from_millis(450), "{took:?}");
 }
+
+/// A reply past `MAX_RESPONSE_BYTES` (a hostile or broken endpoint's 200 MB
+/// answer grew the daemon to 1.9 GB and was stored whole) is refused where
+/// the bound is crossed, once, not retried; one under it is read whole.
+#[tokio::test]
+async fn a_reply_larger_than_the_bound_is_refused_unread() {
+    let limit = silas_llm::ratelimit::MAX_RESPONSE_BYTES;
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push_all([
+        Reply::content("B".repeat(limit + 1)),
+        Reply::content("b".repeat(limit / 2)),
+    ]);
+    let p = provider("big", &fake, policy(Duration::from_secs(20), 1));
+    let err = p.complete(&request()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ELlmParse, "{err}");
+    assert!(err.to_string().contains("larger than"), "{err}");
+    assert_eq!(
+        fake.served(),
+        1,
+        "an oversized reply is not asked for again"
+    );
+    let ok = p.complete(&request()).await.unwrap();
+    assert_eq!(ok.content.map(|c| c.len()), Some(limit / 2));
+}

@@ -336,6 +336,8 @@ pub enum Model {
     NotOpenAi { base: String, detail: String },
     /// No connection or no answer in time.
     Unreachable { base: String, error: String },
+    /// Connected, no answer in time (busy, or hung).
+    Silent { base: String, seconds: u64 },
 }
 
 pub fn model(m: &Model) -> Check {
@@ -364,6 +366,14 @@ pub fn model(m: &Model) -> Check {
             NAME,
             format!("cannot reach {base}: {error}"),
             "start the model server or correct the provider's base_url",
+        ),
+        // A local server computing a completion answers nothing else: it
+        // is there, so not a failure, but turns will wait on it too.
+        Model::Silent { base, seconds } => Check::warn(
+            NAME,
+            format!("{base} accepted the connection but sent no answer within {seconds} s"),
+            "if the model server is busy with a long completion, run `silas doctor` again when \
+             it is done; if it stays silent, restart it",
         ),
     }
 }

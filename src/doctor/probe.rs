@@ -242,6 +242,7 @@ pub async fn model(cfg: &Config) -> Model {
         P::Refused { status } => Model::Refused { base, status },
         P::NotOpenAi { detail } => Model::NotOpenAi { base, detail },
         P::Unreachable { error } => Model::Unreachable { base, error },
+        P::Silent { seconds } => Model::Silent { base, seconds },
     }
 }
 

@@ -240,6 +240,12 @@ fn model_verdicts() {
     ] {
         assert_eq!(model(&m).status, Status::Fail, "{m:?}");
     }
+    let busy = model(&Model::Silent {
+        base: "http://127.0.0.1:8080/v1".into(),
+        seconds: 2,
+    });
+    assert_eq!(busy.status, Status::Warn);
+    assert!(busy.detail.contains("no answer within 2 s"), "{busy:?}");
 }
 
 #[test]

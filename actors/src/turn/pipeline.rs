@@ -550,7 +550,16 @@ impl Turn<'_> {
         self.audit_coerced("proxy", &run.coerced);
         let (decision, fallback) = match run.outcome {
             Structured::Valid { value, .. } => (value, false),
-            Structured::Fallback { value, .. } => (value, true),
+            Structured::Fallback { mut value, cause } => {
+                // The owner is told what failed and what to do; a customer
+                // learns nothing about the deployment's model server.
+                if self.scope.scope_id == crate::turn::OWNER_SCOPE
+                    && let Some(r) = value.response.as_mut()
+                {
+                    r.message = silas_llm::structured::proxy_failure_message(&cause);
+                }
+                (value, true)
+            }
         };
         if self.scope.context.set_profile(&decision.context_profile) {
             self.push(
