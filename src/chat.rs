@@ -24,6 +24,7 @@
 //! would refuse a second opener), so with no daemon listening `silas chat`
 //! says so in one line and tells the user to run `silas start`.
 
+use silas_core::terminal::one_line;
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -189,9 +190,11 @@ fn spawn_stdin() -> mpsc::Receiver<Input> {
     rx
 }
 
+/// Every line the chat prints: what the daemon sends is partly the model's
+/// words, so escape sequences are shown, never obeyed.
 fn out(line: impl AsRef<str>) {
     let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{}", line.as_ref());
+    let _ = writeln!(o, "{}", silas_core::terminal::printable(line.as_ref()));
     let _ = o.flush();
 }
 
@@ -457,8 +460,11 @@ impl Session {
                     if !self.shown.insert(id) {
                         return;
                     }
+                    // Only a reply answers a message: a notice ("Session
+                    // rehydrated") counted as one let a piped session end
+                    // before the reply it was waiting for.
+                    self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
                 }
-                self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
                 for (i, l) in text.lines().enumerate() {
                     if i == 0 {
                         out(format!("{sender}> {l}"));
@@ -528,8 +534,11 @@ impl Session {
                     ChangesAction::Apply => "apply these changes",
                     ChangesAction::Undo => "undo this apply",
                 };
+                // Names the executor chose (a file called "x\nfake line")
+                // stay on their own line: one_line, not just printable.
                 out(format!(
-                    "── {head}? {title}  [{} risk]",
+                    "── {head}? {}  [{} risk]",
+                    one_line(&title),
                     risk_level.as_str()
                 ));
                 out(format!(
@@ -544,20 +553,23 @@ impl Session {
                     };
                     out(format!(
                         "    {} {} (+{} −{}){flag}",
-                        f.kind, f.path, f.added, f.removed
+                        f.kind,
+                        one_line(&f.path),
+                        f.added,
+                        f.removed
                     ));
                 }
                 if !protected_edits.is_empty() {
                     out(format!(
                         "  warning: edits files that define the checks ({}); the checks ran on the originals",
-                        protected_edits.join(", ")
+                        one_line(&protected_edits.join(", "))
                     ));
                 }
                 for r in &refused {
-                    out(format!("  not applied: {r}"));
+                    out(format!("  not applied: {}", one_line(r)));
                 }
                 if let Some(m) = &commit_message {
-                    out(format!("  then commits locally: {m}"));
+                    out(format!("  then commits locally: {}", one_line(m)));
                 }
                 if let Some(t) = &undo_until {
                     out(format!("  undo possible until {t}"));
@@ -766,40 +778,4 @@ async fn sleep_until(at: Option<Instant>) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn url_from_config_reaches_wildcard_binds_over_loopback() {
-        let mut cfg = Config::default();
-        assert_eq!(default_url(&cfg), "ws://127.0.0.1:8420/ws");
-        cfg.channels.web.host = "0.0.0.0".into();
-        cfg.channels.web.port = 9000;
-        assert_eq!(default_url(&cfg), "ws://127.0.0.1:9000/ws");
-        cfg.channels.web.host = "::1".into();
-        assert_eq!(default_url(&cfg), "ws://[::1]:9000/ws");
-    }
-
-    #[test]
-    fn unauthorized_close_names_the_credential_that_was_refused() {
-        let file = std::path::PathBuf::from("/srv/silas/data/cli.token");
-        for (cred, says) in [
-            (Credential::Flag, "the token passed with --token"),
-            (Credential::Env, TOKEN_ENV),
-            (
-                Credential::CliFile(file.clone()),
-                "the CLI credential /srv/silas/data/cli.token",
-            ),
-            (Credential::Config, "channels.web.auth_token"),
-            (
-                Credential::Missing(file.clone()),
-                "/srv/silas/data/cli.token",
-            ),
-        ] {
-            let line = closed(Some(4001), &cred).one_line();
-            assert!(line.starts_with("error[E_CHANNEL_AUTH]"), "{line}");
-            assert!(line.contains(says), "{line}");
-            assert!(!line.contains("{data_dir}"), "{line}");
-        }
-    }
-}
+mod tests;

@@ -50,6 +50,14 @@ pub fn forget_request(
 /// Erases and audits (`memory_forgotten`: how, the ids, by whom).
 pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, CliError> {
     let ids = memory.forget(what).map_err(coded)?;
+    // An id names one memory: none erased means the owner mistyped it (or
+    // it is already gone), which an audit entry would record as done.
+    if let (Forget::Id(id), true) = (what, ids.is_empty()) {
+        return Err(CliError::new(
+            ErrorCode::EDbNotFound,
+            format!("no memory with id {id:?} (nothing was erased)"),
+        ));
+    }
     let how = match what {
         Forget::Id(_) => "id",
         Forget::Query { .. } => "query",

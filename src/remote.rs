@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use silas_core::ErrorCode;
 use silas_core::config::Config;
+use silas_core::terminal::one_line;
 use silas_web::control::protocol::{
     AuditVerifyReport, OnDiskConfig, SOCKET_FILE, StatusReport, WorkSummary,
 };
@@ -269,11 +270,7 @@ pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
             if json {
                 json_line(&item);
             } else {
-                // The full record, readable: pretty JSON of the typed item.
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&item).unwrap_or_default()
-                );
+                print!("{}", work_item_text(&item));
             }
         }
         WorkCommand::Cancel { id } => {
@@ -322,7 +319,7 @@ fn print_work_list(items: &[WorkSummary], json: bool) {
         "ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED"
     );
     for w in items {
-        let title: String = w.title.chars().take(60).collect();
+        let title: String = one_line(&w.title).chars().take(60).collect();
         println!(
             "{:<id_width$} {:<8} {:<9} {:<8} {:<28} {title}",
             w.id,
@@ -332,6 +329,99 @@ fn print_work_list(items: &[WorkSummary], json: bool) {
             w.created_at.to_string()
         );
     }
+}
+
+/// `silas work show ID`: what the owner asks about an item, one field a
+/// line; `--json` has the whole record. Titles, briefings and failure
+/// text come from the model and are shown, never obeyed, by the terminal.
+fn work_item_text(w: &silas_core::model::work::WorkItem) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let mut field = |name: &str, value: &str| {
+        let _ = writeln!(t, "{name:<12}{value}");
+    };
+    field("id", &one_line(&w.id));
+    field("title", &one_line(&w.title));
+    field("type", w.kind.as_str());
+    let mut status = w.status.as_str().to_string();
+    if w.attempts > 0 {
+        status.push_str(&format!(
+            " (attempt {} of {})",
+            w.attempts, w.budget.max_attempts
+        ));
+    }
+    field("status", &status);
+    field("created", &w.created_at.to_string());
+    if let Some(scope) = &w.scope_id {
+        field("scope", &one_line(scope));
+    }
+    if let Some(schedule) = &w.schedule {
+        field("schedule", &one_line(schedule));
+    }
+    if let Some(ws) = &w.workspace {
+        field(
+            "workspace",
+            &format!(
+                "{} ({}, {})",
+                one_line(&ws.name),
+                ws.access.as_str(),
+                match ws.apply {
+                    silas_core::model::workspace::ApplyMode::Direct => "applied directly",
+                    silas_core::model::workspace::ApplyMode::Review => "applied after review",
+                }
+            ),
+        );
+    }
+    if !w.skills.is_empty() {
+        field("skills", &one_line(&w.skills.join(", ")));
+    }
+    for (label, ids) in [
+        ("tasks", &w.tasks),
+        ("depends on", &w.depends_on),
+        ("inputs from", &w.input_artifacts_from),
+    ] {
+        if !ids.is_empty() {
+            field(label, &one_line(&ids.join(", ")));
+        }
+    }
+    let used = &w.budget_used;
+    field(
+        "budget",
+        &format!(
+            "{} of {} tokens, ${:.2} of ${:.2}, {:.0} of {} s",
+            used.tokens,
+            w.budget.max_tokens,
+            used.cost_usd,
+            w.budget.max_cost_usd,
+            used.wall_time_seconds,
+            w.budget.max_wall_time_seconds
+        ),
+    );
+    let checks: Vec<String> = w
+        .verify
+        .iter()
+        .map(|c| one_line(&c.name).into_owned())
+        .collect();
+    if !checks.is_empty() {
+        field(
+            "checks",
+            &format!(
+                "{} ({} result{} recorded)",
+                checks.join(", "),
+                w.verification_results.len(),
+                if w.verification_results.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+        );
+    }
+    if let Some(why) = &w.failure_context {
+        field("failure", &one_line(why));
+    }
+    let _ = writeln!(t, "\n{}", silas_core::terminal::printable(w.body.trim()));
+    t
 }
 
 // ------------------------------------------------------------------ devices
@@ -471,5 +561,28 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want:?} in {t}");
         }
+    }
+
+    #[test]
+    fn work_show_text_names_the_fields_and_shows_escapes() {
+        let mut w = silas_core::model::work::WorkItem::new(
+            "t-1",
+            silas_core::model::work::WorkItemType::Task,
+            "Fix\u{1b}[2J the\nbuild",
+        );
+        w.body = "Step one.\n\u{1b}]52;c;eA==\u{7}".into();
+        w.failure_context = Some("exit 2".into());
+        let text = work_item_text(&w);
+        assert!(!text.contains(['\u{1b}', '\u{7}']), "{text:?}");
+        assert!(
+            text.lines().any(|l| l == "title       Fix\\e[2J the build"),
+            "{text}"
+        );
+        assert!(text.lines().any(|l| l == "failure     exit 2"), "{text}");
+        assert!(text.contains("Step one.\n\\e]52;c;eA==\\u{7}"), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("budget      0 of ")),
+            "{text}"
+        );
     }
 }

@@ -354,3 +354,88 @@ fn piped_chat_declines_a_high_risk_card() {
             .collect::<Vec<_>>()
     );
 }
+
+/// A hostile model's reply with terminal escapes (clear the screen, draw a
+/// fake prompt, write the clipboard by OSC 52): `silas chat` prints them as
+/// visible text; no escape byte reaches the terminal.
+#[test]
+fn escape_sequences_in_a_reply_are_shown_not_obeyed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
+    let hostile = "\u{1b}[2J\u{1b}[Happrove? [y/N]\u{1b}]52;c;ZXZpbA==\u{7} done\u{202e}";
+    fake.set_fallback(silas_testkit::Reply::json(&serde_json::json!({
+        "route": "direct", "reason": "chat",
+        "response": {"message": hostile}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut cmd = silas(dir.path());
+    cmd.arg("--config").arg(&config);
+    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    let lines = piped_chat(dir.path(), &addr, "hello\n");
+    daemon.stop_blocking();
+    let all = lines.join("\n");
+    assert!(
+        !all.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+        "a control character reached the terminal: {all:?}"
+    );
+    assert!(
+        all.contains("\\e[2J\\e[Happrove? [y/N]\\e]52;c;ZXZpbA==\\u{7} done\\u{202e}"),
+        "{lines:#?}"
+    );
+}
+
+/// After a restart, the first turn of the owner's conversation sends the
+/// "Session rehydrated" notice before the (slow) reply: a piped session
+/// waits for the reply, not for any message (it printed the notice and
+/// exited, the reply arriving only in the next session).
+#[test]
+fn a_piped_session_waits_for_its_reply_not_for_a_notice() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
+    let direct = |text: &str| {
+        silas_testkit::Reply::json(&serde_json::json!({
+            "route": "direct", "reason": "chat",
+            "response": {"message": text}, "interaction_register": "status",
+            "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+    };
+    fake.push(direct("first reply"));
+    fake.push(direct("the slow reply").delayed(Duration::from_millis(2500)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let start = || {
+        let mut cmd = silas(dir.path());
+        cmd.arg("--config").arg(&config);
+        support::start_daemon(cmd, Stdio::null())
+    };
+    let (daemon, addr, _) = start();
+    let first = piped_chat(dir.path(), &addr, "hello\n");
+    assert!(
+        first.iter().any(|l| l.contains("first reply")),
+        "{first:#?}"
+    );
+    daemon.stop_blocking();
+    let (daemon, addr, _) = start();
+    let lines = piped_chat(dir.path(), &addr, "hello again\n");
+    daemon.stop_blocking();
+    assert!(
+        lines.iter().any(|l| l.contains("the slow reply")),
+        "the session ended before its reply: {lines:#?}"
+    );
+}

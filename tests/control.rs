@@ -98,6 +98,16 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     let shown: Value =
         serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
     assert_eq!(shown["title"], "Tidy the notes");
+    // Without --json: one field a line, for a person.
+    let text = ok(dir, &["work", "show", "w-ctl-1"]);
+    for line in [
+        "title       Tidy the notes",
+        "status      pending",
+        "type        task",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
+    }
+    assert!(!text.trim_start().starts_with('{'), "{text}");
     let missing = run(dir, &["work", "show", "w-nope"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(

@@ -116,6 +116,16 @@ fn without_a_daemon_import_export_forget_work_on_the_store_and_index() {
     assert_eq!(exported_ids(&dir.join("out2.jsonl")), vec!["m2", "m3"]);
     // Saying nothing to forget is an error, not "forget everything".
     assert!(!run(dir, &["memory", "forget"]).status.success());
+    // An id that names nothing: not found, and nothing audited as erased.
+    let before = audit_json(dir).matches("memory_forgotten").count();
+    let missing = run(dir, &["memory", "forget", "--id", "no-such-memory"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("E_DB_NOT_FOUND") && err.contains("no-such-memory"),
+        "{err}"
+    );
+    assert_eq!(audit_json(dir).matches("memory_forgotten").count(), before);
     let audit = audit_json(dir);
     assert!(audit.contains("memory_forgotten") && audit.contains("memory_imported"));
     assert!(
@@ -303,6 +313,16 @@ async fn the_web_memory_panel_lists_and_forgets_for_the_owner_only() {
     let f = reply_of(&mut owner, "memories").await;
     assert_eq!(f["forgotten"], json!(["cat"]), "{f}");
     assert_eq!(ids_of(&f), ["tea"]);
+    // Forgetting it again: a typed error frame, and the socket stays.
+    send(
+        &mut owner,
+        json!({"type": "memory_forget", "memory_id": "cat"}),
+    )
+    .await;
+    let f = reply_of(&mut owner, "memories").await;
+    assert_eq!(f["code"], "E_DB_NOT_FOUND", "{f}");
+    send(&mut owner, json!({"type": "memory_list", "query": ""})).await;
+    assert_eq!(ids_of(&reply_of(&mut owner, "memories").await), ["tea"]);
     daemon.stop().await;
 
     ok(&dir, &["memory", "export", "out.jsonl"]);

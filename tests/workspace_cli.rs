@@ -1,6 +1,6 @@
 //! Workspaces over the real binary (issue #15): `silas workspace
 //! add|list|remove` writes the store directly without a daemon and goes
-//! over the control socket with one; the owner's refusals (data dir, `/`,
+//! over the control socket with one; the owner's refusals (data dir, `/`, system dirs,
 //! a file, a path registered twice, a bad name); every change audited; and
 //! the plan side — a plan naming an unknown workspace, or asking write on a
 //! read-only one, is refused before any card, while a registered one's card
@@ -69,6 +69,13 @@ fn assert_refusals(dir: &Path) {
         e.contains("E_CFG_INVALID") && e.contains("filesystem root"),
         "{e}"
     );
+    let e = refused(dir, &["workspace", "add", "etc", "/etc", "--write"]);
+    assert!(
+        e.contains("E_CFG_INVALID") && e.contains("system directory"),
+        "{e}"
+    );
+    let e = refused(dir, &["workspace", "add", "homes", "/home"]);
+    assert!(e.contains("system directory"), "{e}");
     let e = refused(dir, &["workspace", "add", "data", "data"]);
     assert!(e.contains("data dir"), "{e}");
     let e = refused(dir, &["workspace", "add", "inside", "data/keys"]);

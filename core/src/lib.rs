@@ -21,6 +21,7 @@ pub mod projections;
 pub mod risk;
 pub mod secrets;
 pub mod taint;
+pub mod terminal;
 pub mod time;
 
 pub use b64::Base64Bytes;

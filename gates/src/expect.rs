@@ -27,10 +27,11 @@ pub fn evaluate(e: &Expectation, o: &Observed<'_>) -> (bool, String) {
     let out = o.output.trim();
     if let Some(code) = e.exit_code {
         let pass = o.exit_code == Some(code);
-        return (
-            pass,
-            format!("exit code {:?}, expected {code}", o.exit_code),
-        );
+        let got = match o.exit_code {
+            Some(c) => format!("exit code {c}"),
+            None => "no exit code (killed by a signal)".to_owned(),
+        };
+        return (pass, format!("{got}, expected {code}"));
     }
     if let Some(s) = &e.equals {
         return (out == s.trim(), "output equals".to_owned());

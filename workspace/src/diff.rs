@@ -345,6 +345,38 @@ fn as_text(bytes: &[u8]) -> Option<&str> {
     std::str::from_utf8(bytes).ok()
 }
 
+/// `prefix` + `path` as a diff header names it: quoted C-style, as git
+/// does, when the path holds a control character, a quote or a backslash.
+/// The executor names the files; unquoted, a name with a newline in it
+/// would forge header lines in the diff the owner reviews.
+fn header_path(prefix: &str, path: &str) -> String {
+    if !path
+        .chars()
+        .any(|c| c.is_control() || c == '"' || c == '\\')
+    {
+        return format!("{prefix}{path}");
+    }
+    let mut q = String::from("\"");
+    q.push_str(prefix);
+    for c in path.chars() {
+        match c {
+            '\n' => q.push_str("\\n"),
+            '\t' => q.push_str("\\t"),
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if c.is_control() => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    q.push_str(&format!("\\{b:03o}"));
+                }
+            }
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
 #[derive(Default)]
 struct DiffWriter {
     text: String,
@@ -353,8 +385,11 @@ struct DiffWriter {
 
 impl DiffWriter {
     fn file(&mut self, change: &mut FileChange, old: &[u8], new: &[u8]) {
-        let p = &change.path;
-        let mut chunk = format!("diff --git a/{p} b/{p}\n");
+        let (a_p, b_p) = (
+            header_path("a/", &change.path),
+            header_path("b/", &change.path),
+        );
+        let mut chunk = format!("diff --git {a_p} {b_p}\n");
         match change.kind {
             ChangeKind::Added => chunk.push_str(&format!("new file mode 100{:o}\n", change.mode)),
             ChangeKind::Deleted => {
@@ -363,9 +398,9 @@ impl DiffWriter {
             ChangeKind::Modified => {}
         }
         let (a, b) = match change.kind {
-            ChangeKind::Added => ("/dev/null".to_owned(), format!("b/{p}")),
-            ChangeKind::Deleted => (format!("a/{p}"), "/dev/null".to_owned()),
-            ChangeKind::Modified => (format!("a/{p}"), format!("b/{p}")),
+            ChangeKind::Added => ("/dev/null".to_owned(), b_p),
+            ChangeKind::Deleted => (a_p, "/dev/null".to_owned()),
+            ChangeKind::Modified => (a_p, b_p),
         };
         match (as_text(old), as_text(new)) {
             (Some(o), Some(n)) => {
@@ -427,6 +462,23 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_paths_with_control_characters_are_quoted_as_git_does() {
+        assert_eq!(header_path("a/", "src/lib.rs"), "a/src/lib.rs");
+        assert_eq!(header_path("b/", "ü ñ.txt"), "b/ü ñ.txt");
+        assert_eq!(
+            header_path("b/", "evil\nfake line.txt"),
+            "\"b/evil\\nfake line.txt\""
+        );
+        assert_eq!(
+            header_path("a/", "x\u{1b}[31m\"q\"\\"),
+            "\"a/x\\033[31m\\\"q\\\"\\\\\""
+        );
+        for p in ["evil\nname", "t\tab", "bell\u{7}"] {
+            assert!(!header_path("a/", p).chars().any(char::is_control), "{p:?}");
+        }
+    }
 
     #[test]
     fn truncation_marks_and_bounds() {

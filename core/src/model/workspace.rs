@@ -211,14 +211,52 @@ pub enum RegistryRefusal {
         what: String,
         reserved: String,
     },
+    #[error(
+        "{0:?} is a system directory; register a project directory instead \
+         (a task could otherwise read, or after approval change, the system's files)"
+    )]
+    System(String),
     #[error("a workspace named {0:?} already exists; remove it first")]
     NameTaken(String),
     #[error("{path:?} is already registered as workspace {name:?}")]
     PathTaken { path: String, name: String },
 }
 
+/// The operating system's own trees: no workspace inside one.
+const SYSTEM_TREES: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/lib",
+    "/var/log",
+    "/var/cache",
+    "/var/spool",
+    "/var/mail",
+];
+
+/// Directories that hold many unrelated trees (every user's, every
+/// service's): projects live below them, never them whole.
+const SHARED_PARENTS: &[&str] = &["/home", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media"];
+
+/// Whether `path` (canonical) is a system tree or a shared parent.
+pub fn is_system_dir(path: &Path) -> bool {
+    SYSTEM_TREES.iter().any(|t| path.starts_with(t))
+        || SHARED_PARENTS.iter().any(|p| path == Path::new(p))
+}
+
 /// Pure registration rules over canonical paths: a valid, unused name; not
-/// `/`; not inside, nor containing, any reserved directory (`reserved`:
+/// `/` nor a system directory ([`is_system_dir`]); not inside, nor
+/// containing, any reserved directory (`reserved`:
 /// what it is, its canonical path — the data dir, the sandbox dirs); not a
 /// path another workspace already has.
 pub fn check_registration(
@@ -240,6 +278,9 @@ pub fn check_registration(
                 reserved: dir.display().to_string(),
             });
         }
+    }
+    if is_system_dir(path) {
+        return Err(RegistryRefusal::System(shown));
     }
     if existing.iter().any(|w| w.name == name) {
         return Err(RegistryRefusal::NameTaken(name.to_string()));
@@ -354,6 +395,38 @@ mod tests {
         let ok = |n: &str, p: &str| check_registration(n, Path::new(p), &reserved, &existing);
         assert!(ok("new", "/srv/new").is_ok());
         assert!(matches!(ok("new", "/"), Err(RegistryRefusal::Root(_))));
+        for system in [
+            "/etc",
+            "/etc/nginx",
+            "/usr",
+            "/usr/local/bin",
+            "/boot",
+            "/proc/1",
+        ] {
+            assert!(
+                matches!(ok("new", system), Err(RegistryRefusal::System(_))),
+                "{system}"
+            );
+        }
+        // (`/var` itself holds the data dir here: refused as containing it.)
+        assert!(ok("new", "/var").is_err());
+        for shared in ["/home", "/tmp", "/srv", "/opt", "/mnt"] {
+            assert!(
+                matches!(ok("new", shared), Err(RegistryRefusal::System(_))),
+                "{shared}"
+            );
+        }
+        // Projects below a shared parent are what workspaces are for.
+        for project in [
+            "/home/kai/proj",
+            "/var/www/site",
+            "/opt/app",
+            "/tmp/scratch",
+        ] {
+            assert!(ok("new", project).is_ok(), "{project}");
+        }
+        // Components, not bytes: /etcetera is nobody's system tree.
+        assert!(ok("new", "/etcetera").is_ok());
         assert!(matches!(
             ok("new", "/var/lib/silas/x"),
             Err(RegistryRefusal::Reserved { .. })
@@ -367,7 +440,11 @@ mod tests {
             Err(RegistryRefusal::Reserved { .. })
         ));
         // A sibling sharing a prefix is not inside: components, not bytes.
-        assert!(ok("new", "/var/lib/silas2").is_ok());
+        // (Refused all the same, as inside the system's /var/lib.)
+        assert!(matches!(
+            ok("new", "/var/lib/silas2"),
+            Err(RegistryRefusal::System(_))
+        ));
         assert!(matches!(
             ok("proj", "/srv/x"),
             Err(RegistryRefusal::NameTaken(_))

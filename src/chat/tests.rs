@@ -1,0 +1,35 @@
+use super::*;
+
+#[test]
+fn url_from_config_reaches_wildcard_binds_over_loopback() {
+    let mut cfg = Config::default();
+    assert_eq!(default_url(&cfg), "ws://127.0.0.1:8420/ws");
+    cfg.channels.web.host = "0.0.0.0".into();
+    cfg.channels.web.port = 9000;
+    assert_eq!(default_url(&cfg), "ws://127.0.0.1:9000/ws");
+    cfg.channels.web.host = "::1".into();
+    assert_eq!(default_url(&cfg), "ws://[::1]:9000/ws");
+}
+
+#[test]
+fn unauthorized_close_names_the_credential_that_was_refused() {
+    let file = std::path::PathBuf::from("/srv/silas/data/cli.token");
+    for (cred, says) in [
+        (Credential::Flag, "the token passed with --token"),
+        (Credential::Env, TOKEN_ENV),
+        (
+            Credential::CliFile(file.clone()),
+            "the CLI credential /srv/silas/data/cli.token",
+        ),
+        (Credential::Config, "channels.web.auth_token"),
+        (
+            Credential::Missing(file.clone()),
+            "/srv/silas/data/cli.token",
+        ),
+    ] {
+        let line = closed(Some(4001), &cred).one_line();
+        assert!(line.starts_with("error[E_CHANNEL_AUTH]"), "{line}");
+        assert!(line.contains(says), "{line}");
+        assert!(!line.contains("{data_dir}"), "{line}");
+    }
+}
