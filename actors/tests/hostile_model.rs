@@ -26,8 +26,10 @@
 //! | `{{script}}` expansion | `skill_and_briefing_placeholders_are_never_expanded` | single-pass prompt renderer; nothing runs before the model calls a tool | partial: no skill loader yet — asserts the briefing/skill path |
 //! | Shell injection via gate script inputs | `gate_script_inputs_with_shell_metacharacters_are_inert` | script provider: argv only, context in `SILAS_CTX_*` env vars | full (note: `standard_gate_runner` registers no `script` provider, so production script gates fail closed) |
 //! | Secrets never leave their places (developers' guide) | `canary_secrets_stay_where_the_spec_allows` | provider key only in `Authorization`; output redaction before truncation; NEVER_LOG; config never rendered | full |
-//! | — pasted secret in a chat message | `secret_pasted_into_chat_never_reaches_model_or_store` | none yet | **ignored: BUG** (see the test) |
-//! | — (execute/approval integrity) plan id chosen by the model | `a_plan_cannot_overwrite_an_existing_work_item` | none yet | **ignored: BUG** (see the test) |
+//! | — pasted secret in a chat message | `secret_pasted_into_chat_never_reaches_model_or_store` | the Stream redacts Probable+ secrets before the inbox records the message | full |
+//! | — (execute/approval integrity) plan id chosen by the model | `a_plan_cannot_overwrite_an_existing_work_item` | `plan_id_collision`: a new plan never saves over another item | full |
+//! | Runaway bills: a plan's self-written budget | `a_plan_budget_over_the_owners_ceiling_gets_no_card` | `limits.plan_budget_ceiling`, checked before the card | full |
+//! | Memory flooding | `an_oversized_memory_is_refused_and_a_fact_is_kept` | `MAX_MEMORY_CONTENT_CHARS` per memory op, on top of the per-turn and per-minute op caps | full |
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -987,6 +989,50 @@ async fn memory_ops_cannot_override_constitutional_memories() {
         .map(|e| e.data["op"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(refused, ["update", "link", "delete"]);
+    f.assert_chain_ok();
+}
+
+/// Memory flooding: a memory the size of a page (re-sent in every later
+/// prompt of the scope) is refused and audited; a fact-sized one is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_memory_is_refused_and_a_fact_is_kept() {
+    let f = Fx::hostile().await;
+    let max = silas_actors::turn::pipeline::MAX_MEMORY_CONTENT_CHARS;
+    f.fake.push(direct(json!({
+        "message": "Remembered.",
+        "memory_ops": [
+            {"op": "store", "content": format!("FLOOD {}", "x".repeat(max)), "memory_type": "profile"},
+            {"op": "store", "content": "likes green tea", "memory_type": "profile"},
+        ],
+    })));
+    let rt = f.runtime().await;
+    rt.turn("owner", "remember this").await;
+    rt.stop().await;
+    let contents: Vec<String> = f
+        .store
+        .records::<MemoryItem>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert!(
+        contents.iter().any(|c| c == "likes green tea"),
+        "{contents:?}"
+    );
+    assert!(
+        !contents.iter().any(|c| c.contains("FLOOD")),
+        "stored a flood"
+    );
+    let refused: Vec<Value> = f
+        .audit()
+        .into_iter()
+        .filter(|e| e.event == "memory_op_refused")
+        .map(|e| Value::Object(e.data))
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["reason"], "too_long");
+    assert_eq!(refused[0]["chars"], max + 6);
     f.assert_chain_ok();
 }
 

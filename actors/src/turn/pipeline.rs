@@ -80,6 +80,7 @@ mod context_step;
 mod gates_step;
 #[path = "pipeline_memory.rs"]
 mod memory_step;
+pub use memory_step::MAX_MEMORY_CONTENT_CHARS;
 #[path = "pipeline_plan.rs"]
 mod plan_step;
 #[path = "pipeline_send.rs"]

@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// The longest memory the model may store or write: ample for a fact, a
+/// preference or a summary; a longer one is refused (audited
+/// `memory_op_refused`, reason `too_long`), since every memory may be
+/// rendered into every later prompt of the scope.
+pub const MAX_MEMORY_CONTENT_CHARS: usize = 2_000;
+
 impl Turn<'_> {
     /// Step 3.5: raw capture in the low-reingestion lane (idempotent id).
     pub(super) fn raw_memory_ingest(&mut self) -> Result<(), TurnError> {
@@ -131,7 +137,8 @@ impl Turn<'_> {
         self.persist_subscriptions()
     }
 
-    /// Step 10: memory ops, each gated `on_tool_call`, capped per turn.
+    /// Step 10: memory ops, each gated `on_tool_call`, capped per turn and
+    /// in size ([`MAX_MEMORY_CONTENT_CHARS`]).
     pub(super) async fn memory_ops(&mut self) -> Result<(), TurnError> {
         self.step("memory_ops");
         let mut ops = self
@@ -165,6 +172,18 @@ impl Turn<'_> {
             ops.truncate(granted as usize);
         }
         for (i, op) in ops.iter().enumerate() {
+            let chars = op.content.as_deref().map_or(0, |c| c.chars().count());
+            if chars > MAX_MEMORY_CONTENT_CHARS {
+                // A memory is a fact or a preference; one the size of a
+                // page is a payload, re-sent in every later prompt.
+                self.push(
+                    "memory_op_refused",
+                    json!({"op": op.op.as_str(), "index": i, "reason": "too_long",
+                           "chars": chars, "max": MAX_MEMORY_CONTENT_CHARS,
+                           "scope_id": self.scope.scope_id}),
+                );
+                continue;
+            }
             if let Some(target) = self.constitutional_target(op)? {
                 // §3.8: constitutional memories cannot be modified at runtime.
                 self.push(
