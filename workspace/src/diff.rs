@@ -63,6 +63,10 @@ pub enum RefusalReason {
     TypeChanged,
     SpecialFile,
     NotUtf8,
+    /// A file named `.git` (a `gitdir:` pointer that makes a subdirectory
+    /// another repository, with its own config and hooks): git metadata is
+    /// never written, so the card says so before the owner decides.
+    GitMetadata,
 }
 
 /// Something in the result that is reported but never applied.
@@ -164,6 +168,17 @@ pub fn changes(
         let ft = entry.file_type();
         if ft.is_dir() && entry.file_name() == ".git" {
             walker.skip_current_dir();
+            continue;
+        }
+        if entry.file_name() == ".git" {
+            refused.push(Refusal {
+                path: entry
+                    .path()
+                    .strip_prefix(result)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                reason: RefusalReason::GitMetadata,
+            });
             continue;
         }
         let Some(rel) = entry

@@ -62,9 +62,19 @@ fn diff_counts_lines_and_flags_protected_edits() {
     );
     symlink("/etc/passwd", result.join("evil")).unwrap();
     symlink("src/app.py", result.join("alias")).unwrap();
+    // A `.git` file makes vendor/ another repository (its config, its
+    // hooks): refused on the card, not first at apply.
+    write(&result, "vendor/.git", b"gitdir: ../evil\n");
 
     let protected = Protected::new(&[]).unwrap();
     let cs = diff::changes(&snap, &base, &result, &protected).unwrap();
+    assert!(
+        cs.refused
+            .iter()
+            .any(|r| r.path == "vendor/.git" && r.reason == RefusalReason::GitMetadata),
+        "{:?}",
+        cs.refused
+    );
     let summary: Vec<(&str, ChangeKind, u64, u64, bool, bool)> = cs
         .files
         .iter()
