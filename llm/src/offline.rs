@@ -55,6 +55,10 @@ pub struct OfflineProvider {
     pub default_profile: String,
     /// Profile for create-file work (`coding` when configured, else default).
     pub work_profile: String,
+    /// Standing in for configured providers whose circuit breakers are
+    /// open (not "no model configured"): the replies say so, instead of
+    /// asking for an API key the owner may not need.
+    pub standing_in: bool,
 }
 
 impl OfflineProvider {
@@ -62,7 +66,15 @@ impl OfflineProvider {
         OfflineProvider {
             default_profile: default_profile.into(),
             work_profile: work_profile.into(),
+            standing_in: false,
         }
+    }
+
+    /// The responder as the chain's last resort, when every provider of a
+    /// role has failed enough to open its breaker.
+    pub fn standing_in(mut self) -> Self {
+        self.standing_in = true;
+        self
     }
 
     /// Answers one request (pure; the trait method wraps it).
@@ -105,8 +117,14 @@ impl OfflineProvider {
             Intent::Greeting => direct(
                 "status",
                 format!(
-                    "{OFFLINE_LABEL} Hello! No language model is configured, so I can only do \
-                     simple things. Try: \"create a file notes.txt containing hello\"."
+                    "{OFFLINE_LABEL} Hello! {} so I can only do simple things. Try: \"create a \
+                     file notes.txt containing hello\".",
+                    if self.standing_in {
+                        "The configured language model keeps failing (its circuit breaker is \
+                         open; I will try it again shortly, and `/health` shows its state),"
+                    } else {
+                        "No language model is configured,"
+                    }
                 ),
             ),
             Intent::CreateFile { .. } => json!({
@@ -129,8 +147,14 @@ impl OfflineProvider {
                 "status",
                 format!(
                     "{OFFLINE_LABEL} I didn't understand that. Without a language model I can \
-                     answer greetings and handle \"create a file NAME containing TEXT\". Set the \
-                     model provider's API key to use a real model."
+                     answer greetings and handle \"create a file NAME containing TEXT\". {}",
+                    if self.standing_in {
+                        "The configured model provider keeps failing: its circuit breaker is \
+                         open and I will try it again shortly (`/health` shows its state; \
+                         `silas doctor` tests the endpoint)."
+                    } else {
+                        "Set the model provider's API key to use a real model."
+                    }
                 ),
             ),
         }
@@ -528,6 +552,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Standing in for a failing provider, it says so and never asks for
+    /// an API key the provider may not need; as the no-model responder,
+    /// it points at the key.
+    #[test]
+    fn standing_in_names_the_failing_provider_not_a_missing_key() {
+        let said = |p: &OfflineProvider, msg: &str| {
+            let r = p.respond(&req("RouteDecision", msg));
+            let d: RouteDecision = serde_json::from_str(r.content.as_deref().unwrap()).unwrap();
+            d.response.unwrap().message
+        };
+        let resort = provider().standing_in();
+        for msg in ["tell me a joke", "hello"] {
+            let m = said(&resort, msg);
+            assert!(m.contains("circuit breaker is open"), "{m}");
+            assert!(!m.contains("API key"), "{m}");
+        }
+        let m = said(&provider(), "tell me a joke");
+        assert!(m.contains("API key") && !m.contains("circuit"), "{m}");
     }
 
     #[test]

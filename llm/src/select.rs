@@ -168,7 +168,7 @@ pub fn build_agents_with_board(
     let resort: Option<Arc<dyn Provider>> = cfg
         .llm
         .offline_fallback
-        .then(|| Arc::new(offline_provider(cfg)) as Arc<dyn Provider>);
+        .then(|| Arc::new(offline_provider(cfg).standing_in()) as Arc<dyn Provider>);
     let agents = Agents::from_config_by_role(cfg, |role, spec| {
         let mut members = Vec::new();
         for member in Config::model_chain(spec) {
