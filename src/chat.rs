@@ -87,7 +87,11 @@ fn is_answer(line: &str) -> bool {
 }
 
 pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
-    let url = args.url.clone().unwrap_or_else(|| default_url(cfg));
+    let url = args
+        .url
+        .as_deref()
+        .map(socket_url)
+        .unwrap_or_else(|| default_url(cfg));
     let (token, credential) = credential(cfg, &args)?;
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     runtime.block_on(chat(&url, token.as_deref(), &credential, &args))
@@ -110,6 +114,23 @@ fn credential(cfg: &Config, args: &ChatArgs) -> Result<(Option<String>, Credenti
     match cfg.channels.web.auth_token.clone() {
         Some(t) => Ok((Some(t), Credential::Config)),
         None => Ok((None, Credential::Missing(file))),
+    }
+}
+
+/// The WebSocket URL for what the owner passed: the web app's address
+/// as `silas start` prints it (`http://127.0.0.1:8420/`) becomes its
+/// socket (`ws://127.0.0.1:8420/ws`); a `ws://` or `wss://` URL is kept.
+pub(crate) fn socket_url(given: &str) -> String {
+    let given = given.trim();
+    let (scheme, rest) = match given.split_once("://") {
+        Some(("http", rest)) => ("ws", rest),
+        Some(("https", rest)) => ("wss", rest),
+        _ => return given.to_string(),
+    };
+    match rest.split_once('/') {
+        None => format!("{scheme}://{rest}/ws"),
+        Some((authority, "")) => format!("{scheme}://{authority}/ws"),
+        Some((authority, path)) => format!("{scheme}://{authority}/{path}"),
     }
 }
 

@@ -33,3 +33,17 @@ fn unauthorized_close_names_the_credential_that_was_refused() {
         assert!(!line.contains("{data_dir}"), "{line}");
     }
 }
+
+#[test]
+fn the_web_apps_address_is_taken_for_its_socket() {
+    for (given, url) in [
+        ("http://127.0.0.1:8420/", "ws://127.0.0.1:8420/ws"),
+        ("http://127.0.0.1:8420", "ws://127.0.0.1:8420/ws"),
+        ("https://silas.home.arpa", "wss://silas.home.arpa/ws"),
+        ("http://[::1]:9000/ws", "ws://[::1]:9000/ws"),
+        ("ws://127.0.0.1:8420/ws", "ws://127.0.0.1:8420/ws"),
+        ("wss://h/ws", "wss://h/ws"),
+    ] {
+        assert_eq!(socket_url(given), url, "{given}");
+    }
+}
