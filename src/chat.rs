@@ -266,6 +266,41 @@ struct Session {
     shown: HashSet<String>,
     /// Reply ids received and not yet acknowledged to the daemon.
     acks: Vec<String>,
+    /// Which replies answer this session's messages: the ids the daemon
+    /// accepted our messages under, and reply ids seen before their
+    /// `accepted` (a fast turn can answer first). A reply to an earlier
+    /// session's message is shown but does not count as ours: counted, it
+    /// ended a script before the reply to its own last line.
+    replies: ReplyMatch,
+}
+
+/// Pairs `accepted` ids with reply ids, in either order (see `Session`).
+#[derive(Default)]
+struct ReplyMatch {
+    accepted: HashSet<String>,
+    unclaimed: HashSet<String>,
+}
+
+impl ReplyMatch {
+    /// Our message was accepted as `id`: true when its reply came first.
+    fn accepted(&mut self, id: String) -> bool {
+        self.unclaimed.remove(&id) || {
+            self.accepted.insert(id);
+            false
+        }
+    }
+
+    /// A reply `id` arrived: true when it answers one of ours.
+    fn reply(&mut self, id: String) -> bool {
+        self.accepted.remove(&id) || {
+            // Bounded: an earlier session's backlog is small, and an id
+            // left here costs nothing but memory.
+            if self.unclaimed.len() < 4096 {
+                self.unclaimed.insert(id);
+            }
+            false
+        }
+    }
 }
 
 impl Session {
@@ -478,13 +513,16 @@ impl Session {
                     // sent again (a reconnect, a daemon restart) under an
                     // id this session has shown is not shown twice.
                     self.acks.push(id.clone());
-                    if !self.shown.insert(id) {
+                    if !self.shown.insert(id.clone()) {
                         return;
                     }
-                    // Only a reply answers a message: a notice ("Session
-                    // rehydrated") counted as one let a piped session end
-                    // before the reply it was waiting for.
-                    self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
+                    // Only a reply to one of ours answers a message: a
+                    // notice ("Session rehydrated"), or the reply to an
+                    // earlier session's message, counted as one let a
+                    // piped session end before the reply it waited for.
+                    if self.replies.reply(id) {
+                        self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
+                    }
                 }
                 for (i, l) in text.lines().enumerate() {
                     if i == 0 {
@@ -652,6 +690,11 @@ impl Session {
             }
             // Shown, not counted: the reply it announces is still due.
             ServerFrame::Progress { text, .. } => out(format!("… {text}")),
+            ServerFrame::Accepted { id } => {
+                if self.replies.accepted(id) {
+                    self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
+                }
+            }
             ServerFrame::WorkStatus {
                 work_item_id,
                 status,
@@ -715,6 +758,7 @@ async fn chat(
         wait: Duration::from_secs(args.wait),
         skip_answer: false,
         shown: HashSet::new(),
+        replies: ReplyMatch::default(),
         acks: Vec::new(),
     };
     let mut input = spawn_stdin();

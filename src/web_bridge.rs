@@ -517,6 +517,7 @@ impl WebBackend for WebBridge {
                     } else {
                         format!("customer:{connection_id}")
                     };
+                    let sender = self.targets(&scope_id, Some(&connection_id));
                     let m = InboundMessage {
                         scope_id,
                         channel: WEB_CHANNEL.into(),
@@ -528,7 +529,13 @@ impl WebBackend for WebBridge {
                         dedup_key: None,
                     };
                     match stream.submit(m).await {
-                        Ok(SubmitOutcome::Accepted { .. }) => Ok(()),
+                        Ok(SubmitOutcome::Accepted { inbox_id }) => {
+                            // Only to the connection that sent it.
+                            if let [one] = sender.as_slice() {
+                                let _ = one.send(ServerFrame::Accepted { id: inbox_id }).await;
+                            }
+                            Ok(())
+                        }
                         Ok(SubmitOutcome::BusyRetry { retry_after_ms }) => Err(ProtocolError::new(
                             "busy_retry",
                             format!("busy, retry in {retry_after_ms} ms"),

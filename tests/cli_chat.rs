@@ -439,3 +439,60 @@ fn a_piped_session_waits_for_its_reply_not_for_a_notice() {
         "the session ended before its reply: {lines:#?}"
     );
 }
+
+/// A script's session counts only replies to its own messages: the reply
+/// to an earlier session's message (still being worked on when that
+/// session gave up) is shown but not taken for the reply to this one's
+/// first line, which ended the script before its last line's reply.
+#[test]
+fn a_piped_session_counts_only_replies_to_its_own_messages() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
+    let direct = |text: &str| {
+        silas_testkit::Reply::json(&serde_json::json!({
+            "route": "direct", "reason": "chat",
+            "response": {"message": text}, "interaction_register": "status",
+            "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+    };
+    fake.push(direct("reply to old").delayed(Duration::from_millis(3000)));
+    fake.push(direct("reply to one").delayed(Duration::from_millis(1500)));
+    // Slower than the session's trailing quiet (0.5 s): only a session
+    // that knows it is still owed this reply waits for it.
+    fake.push(direct("reply to two").delayed(Duration::from_millis(2000)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let mut cmd = silas(dir.path());
+    cmd.arg("--config").arg(&config);
+    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    // The first script gives up after 1 s, its reply still coming.
+    let out = silas(dir.path())
+        .args(["chat", "--url", &format!("ws://{addr}/ws"), "--wait", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"old\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("reply to old"),
+        "the first session should have given up"
+    );
+    let lines = piped_chat(dir.path(), &addr, "one\ntwo\n");
+    daemon.stop_blocking();
+    for want in ["reply to old", "reply to one", "reply to two"] {
+        assert!(
+            lines.iter().any(|l| l.contains(want)),
+            "{want:?} missing: {lines:#?}"
+        );
+    }
+}

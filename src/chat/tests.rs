@@ -47,3 +47,19 @@ fn the_web_apps_address_is_taken_for_its_socket() {
         assert_eq!(socket_url(given), url, "{given}");
     }
 }
+
+#[test]
+fn replies_are_matched_to_accepted_messages_in_either_order() {
+    let mut m = ReplyMatch::default();
+    // An earlier session's reply: shown, not ours.
+    assert!(!m.reply("in-old".into()));
+    // Ours, accepted first.
+    assert!(!m.accepted("in-1".into()));
+    assert!(m.reply("in-1".into()));
+    // Ours, answered before the accepted frame came.
+    assert!(!m.reply("in-2".into()));
+    assert!(m.accepted("in-2".into()));
+    // Each counts once.
+    assert!(!m.reply("in-1".into()));
+    assert!(!m.accepted("in-2".into()));
+}

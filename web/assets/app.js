@@ -1677,6 +1677,9 @@
         clearProgress();
         bubble('silas', str(f.text), f.timestamp);
         break;
+      case 'accepted':
+        // The app shows a reply when it arrives; the id matters to scripts.
+        break;
       case 'progress':
         showProgress(str(f.text));
         break;

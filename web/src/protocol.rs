@@ -214,6 +214,10 @@ pub enum ServerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
     },
+    /// The message this connection just sent was durably recorded as
+    /// `id`; the reply that answers it carries the same `id`. A scripted
+    /// client tells its own replies from earlier sessions' by it.
+    Accepted { id: String },
     /// The answer to the message `reply_to` is still being worked on (a
     /// slow model); replaced by the `message` that answers it.
     Progress {
