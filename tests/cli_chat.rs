@@ -259,6 +259,36 @@ fn piped_chat(dir: &std::path::Path, addr: &str, script: &str) -> Vec<String> {
     lines
 }
 
+/// A direct reply from the fake model's proxy.
+fn direct(text: &str) -> silas_testkit::Reply {
+    silas_testkit::Reply::json(&serde_json::json!({
+        "route": "direct", "reason": "chat",
+        "response": {"message": text}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+}
+
+/// A config in `dir` whose every model is `fake`, without retries.
+fn fake_config(dir: &std::path::Path, fake: &silas_testkit::FakeLlm) -> std::path::PathBuf {
+    let config = dir.join("silas.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The daemon started in `dir` with `config`.
+fn start_with(dir: &std::path::Path, config: &std::path::Path) -> (support::Daemon, String) {
+    let mut cmd = silas(dir);
+    cmd.arg("--config").arg(config);
+    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    (daemon, addr)
+}
+
 /// Item 5: `printf 'create a file … \ny\n' | silas chat` — the queued `y`
 /// answers the card once it has been printed, and the work reaches done.
 #[test]
@@ -305,18 +335,8 @@ fn piped_chat_declines_a_high_risk_card() {
         "plan_action": {"action": "propose", "plan_markdown": markdown},
         "needs_approval": true})));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("silas.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let mut cmd = silas(dir.path());
-    cmd.arg("--config").arg(&config);
-    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    let config = fake_config(dir.path(), &fake);
+    let (daemon, addr) = start_with(dir.path(), &config);
     let lines = piped_chat(dir.path(), &addr, "keep an eye on it\ny\n");
     assert!(
         lines
@@ -363,23 +383,10 @@ fn escape_sequences_in_a_reply_are_shown_not_obeyed() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
     let hostile = "\u{1b}[2J\u{1b}[Happrove? [y/N]\u{1b}]52;c;ZXZpbA==\u{7} done\u{202e}";
-    fake.set_fallback(silas_testkit::Reply::json(&serde_json::json!({
-        "route": "direct", "reason": "chat",
-        "response": {"message": hostile}, "interaction_register": "status",
-        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    fake.set_fallback(direct(hostile));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("silas.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let mut cmd = silas(dir.path());
-    cmd.arg("--config").arg(&config);
-    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    let config = fake_config(dir.path(), &fake);
+    let (daemon, addr) = start_with(dir.path(), &config);
     let lines = piped_chat(dir.path(), &addr, "hello\n");
     daemon.stop_blocking();
     let all = lines.join("\n");
@@ -401,37 +408,18 @@ fn escape_sequences_in_a_reply_are_shown_not_obeyed() {
 fn a_piped_session_waits_for_its_reply_not_for_a_notice() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
-    let direct = |text: &str| {
-        silas_testkit::Reply::json(&serde_json::json!({
-            "route": "direct", "reason": "chat",
-            "response": {"message": text}, "interaction_register": "status",
-            "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
-    };
     fake.push(direct("first reply"));
     fake.push(direct("the slow reply").delayed(Duration::from_millis(2500)));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("silas.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let start = || {
-        let mut cmd = silas(dir.path());
-        cmd.arg("--config").arg(&config);
-        support::start_daemon(cmd, Stdio::null())
-    };
-    let (daemon, addr, _) = start();
+    let config = fake_config(dir.path(), &fake);
+    let (daemon, addr) = start_with(dir.path(), &config);
     let first = piped_chat(dir.path(), &addr, "hello\n");
     assert!(
         first.iter().any(|l| l.contains("first reply")),
         "{first:#?}"
     );
     daemon.stop_blocking();
-    let (daemon, addr, _) = start();
+    let (daemon, addr) = start_with(dir.path(), &config);
     let lines = piped_chat(dir.path(), &addr, "hello again\n");
     daemon.stop_blocking();
     assert!(
@@ -448,30 +436,14 @@ fn a_piped_session_waits_for_its_reply_not_for_a_notice() {
 fn a_piped_session_counts_only_replies_to_its_own_messages() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = rt.block_on(silas_testkit::FakeLlm::start()).unwrap();
-    let direct = |text: &str| {
-        silas_testkit::Reply::json(&serde_json::json!({
-            "route": "direct", "reason": "chat",
-            "response": {"message": text}, "interaction_register": "status",
-            "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
-    };
     fake.push(direct("reply to old").delayed(Duration::from_millis(3000)));
     fake.push(direct("reply to one").delayed(Duration::from_millis(1500)));
     // Slower than the session's trailing quiet (0.5 s): only a session
     // that knows it is still owed this reply waits for it.
     fake.push(direct("reply to two").delayed(Duration::from_millis(2000)));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("silas.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "silas:\n  models:\n    proxy: \"fake:m\"\n    planner: \"fake:m\"\n    executor: \"fake:m\"\n    scorer: \"fake:m\"\n  providers:\n    fake:\n      base_url: \"{}\"\n      api_key_env: null\n  llm:\n    max_retries: 0\n",
-            fake.base_url()
-        ),
-    )
-    .unwrap();
-    let mut cmd = silas(dir.path());
-    cmd.arg("--config").arg(&config);
-    let (daemon, addr, _) = support::start_daemon(cmd, Stdio::null());
+    let config = fake_config(dir.path(), &fake);
+    let (daemon, addr) = start_with(dir.path(), &config);
     // The first script gives up after 1 s, its reply still coming.
     let out = silas(dir.path())
         .args(["chat", "--url", &format!("ws://{addr}/ws"), "--wait", "1"])

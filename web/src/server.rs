@@ -289,21 +289,24 @@ mod tests {
         assert_eq!(c.max_message_size, Some(MAX_FRAME_BYTES));
     }
 
+    /// The server loop on a loopback port, answering "ok" to anything.
+    async fn serve_ok(
+        header_timeout: std::time::Duration,
+    ) -> (SocketAddr, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let routes = warp::any().map(|| "ok");
+        let server = tokio::spawn(run(listener, warp::service(routes), stop, header_timeout));
+        (addr, stop_tx, server)
+    }
+
     /// Two `Host` or two `Origin` headers: 400 before any route runs, so
     /// no check reads one value while something else acts on the other.
     #[tokio::test]
     async fn requests_with_two_hosts_or_two_origins_are_refused() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop_tx, stop) = watch::channel(false);
-        let routes = warp::any().map(|| "ok");
-        let server = tokio::spawn(run(
-            listener,
-            warp::service(routes),
-            stop,
-            HEADER_READ_TIMEOUT,
-        ));
+        let (addr, stop_tx, server) = serve_ok(HEADER_READ_TIMEOUT).await;
         for (extra, status) in [
             ("", "200"),
             ("Origin: http://a\r\n", "200"),
@@ -342,17 +345,7 @@ mod tests {
     #[tokio::test]
     async fn connections_without_a_whole_header_are_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        use warp::Filter;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop_tx, stop) = watch::channel(false);
-        let routes = warp::any().map(|| "ok");
-        let server = tokio::spawn(run(
-            listener,
-            warp::service(routes),
-            stop,
-            std::time::Duration::from_millis(300),
-        ));
+        let (addr, stop_tx, server) = serve_ok(std::time::Duration::from_millis(300)).await;
         let silent = tokio::net::TcpStream::connect(addr).await.unwrap();
         let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
         partial
