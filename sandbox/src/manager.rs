@@ -348,11 +348,6 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(p) = self
-            .0
-            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-        {
-            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-        }
+        crate::process::kill_group(self.0);
     }
 }

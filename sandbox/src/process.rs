@@ -166,7 +166,7 @@ impl SubprocessSandbox {
 }
 
 /// SIGKILL the launcher's process group (it leads its own session).
-fn kill_group(pid: Option<u32>) {
+pub(crate) fn kill_group(pid: Option<u32>) {
     if let Some(p) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
         let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
     }

@@ -402,18 +402,23 @@ impl OwnerAuth {
 
     fn throttled_now_peer(&self, peer: Option<Peer>, channel: &str) -> bool {
         let refused = self.throttled_peer(peer);
-        let audited = match peer {
-            Some(p) if refused => lock(&self.throttle).refused(p, Instant::now()),
-            _ => None,
-        };
-        if let Some(unaudited) = audited {
+        if refused {
+            self.audit_throttled(peer, channel);
+        }
+        refused
+    }
+
+    /// A refusal of a throttled peer, audited once per window (see
+    /// [`Throttle::refused`]).
+    fn audit_throttled(&self, peer: Option<Peer>, channel: &str) {
+        let Some(p) = peer else { return };
+        if let Some(unaudited) = lock(&self.throttle).refused(p, Instant::now()) {
             self.audit.record(
                 "web.auth_throttled",
                 json!({"remote": remote(peer), "channel": channel,
                        "refused_since_last_entry": unaudited}),
             );
         }
-        refused
     }
 
     /// Compare `token` with the owner credentials (no throttle, no audit).
@@ -465,7 +470,7 @@ impl OwnerAuth {
                 self.touch(&id);
                 return AuthOutcome::Owner(Credential::Device(id));
             }
-            self.throttled_now_peer(peer, channel);
+            self.audit_throttled(peer, channel);
             return AuthOutcome::Throttled;
         }
         let found = token

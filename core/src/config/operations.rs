@@ -72,29 +72,35 @@ impl PlanBudgetCeiling {
     /// Every field of `budget` above its ceiling, as `field value > ceiling`
     /// (empty: within). A cost that is not a number is over.
     pub fn excess(&self, budget: &crate::model::work::Budget) -> Vec<String> {
-        let mut over = Vec::new();
-        let mut int = |name: &str, v: u64, max: u64| {
-            if v > max {
-                over.push(format!("{name} {v} > {max}"));
-            }
-        };
-        int("max_tokens", budget.max_tokens, self.max_tokens);
-        int(
-            "max_wall_time_seconds",
+        let asked = [
+            budget.max_tokens,
             budget.max_wall_time_seconds,
-            self.max_wall_time_seconds,
-        );
-        int("max_attempts", budget.max_attempts, self.max_attempts);
-        int(
-            "max_planner_calls",
+            budget.max_attempts,
             budget.max_planner_calls,
-            self.max_planner_calls,
-        );
+        ];
+        let mut over: Vec<String> = self
+            .counts()
+            .into_iter()
+            .zip(asked)
+            .filter(|((_, max), v)| v > max)
+            .map(|((name, max), v)| format!("{name} {v} > {max}"))
+            .collect();
         let cost = budget.max_cost_usd;
         if cost.is_nan() || cost > self.max_cost_usd {
             over.push(format!("max_cost_usd {cost} > {}", self.max_cost_usd));
         }
         over
+    }
+
+    /// The whole-number ceilings by key (all but the cost), for
+    /// [`Self::excess`] and the config check.
+    pub fn counts(&self) -> [(&'static str, u64); 4] {
+        [
+            ("max_tokens", self.max_tokens),
+            ("max_wall_time_seconds", self.max_wall_time_seconds),
+            ("max_attempts", self.max_attempts),
+            ("max_planner_calls", self.max_planner_calls),
+        ]
     }
 }
 

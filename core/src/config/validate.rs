@@ -690,12 +690,7 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         c.positive(&format!("limits.{field}"), value.into());
     }
     let ceiling = &cfg.limits.plan_budget_ceiling;
-    for (field, value) in [
-        ("max_tokens", ceiling.max_tokens),
-        ("max_wall_time_seconds", ceiling.max_wall_time_seconds),
-        ("max_attempts", ceiling.max_attempts),
-        ("max_planner_calls", ceiling.max_planner_calls),
-    ] {
+    for (field, value) in ceiling.counts() {
         c.positive(&format!("limits.plan_budget_ceiling.{field}"), value);
     }
     if !(ceiling.max_cost_usd.is_finite() && ceiling.max_cost_usd >= 0.0) {
