@@ -35,6 +35,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, Supervi
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use silas_core::Timestamp;
+use silas_core::cards::CardPayload;
 use silas_core::model::approval::ApprovalDecision;
 use silas_core::model::messages::SignedMessage;
 use silas_storage::{CardAudience, NewInbound, PendingCard};
@@ -397,7 +398,13 @@ impl StreamState {
         if !self.accepting {
             return Ok(0);
         }
-        let cards = self.pending_cards(|c| c.scope_id == scope_id)?;
+        // A change card (apply or undo) holds nothing up and nobody awaits
+        // it: it waits out its own deadline and is shown again when the
+        // owner reconnects (`cards::deadline`). Declining it here threw a
+        // finished task's result away because a browser tab closed.
+        let cards = self.pending_cards(|c| {
+            c.scope_id == scope_id && !matches!(c.card, CardPayload::Changes(_))
+        })?;
         let n = cards.len();
         for card in cards {
             self.resolve_default(card, Resolution::Disconnected).await?;

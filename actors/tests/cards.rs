@@ -278,6 +278,58 @@ async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
     assert!(rt.store.records::<PendingCard>().list().unwrap().is_empty());
 }
 
+/// A finished task's apply card as the executor stores it.
+fn apply_card(id: &str) -> PendingCard {
+    let payload = json!({
+        "work_item_id": "t-1", "title": "fix the sign", "phase": "apply",
+        "workspace": "clock", "path": "/home/owner/clock", "plan_hash": "p",
+        "changes_sha256": "c",
+        "files": [{"path": "clock.py", "kind": "modified", "added": 1, "removed": 1}],
+        "total_added": 1, "total_removed": 1,
+    });
+    let mut card = common::pending_card(CardKind::Suggestion, id, "owner", json!({}));
+    card.card =
+        silas_core::cards::CardPayload::from_parts(silas_core::cards::CHANGES_CARD, payload)
+            .unwrap();
+    card
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_card_outlives_the_owner_closing_the_tab() {
+    let rt = start(120).await;
+    rt.store
+        .records::<PendingCard>()
+        .put(&apply_card("card-apply-t-1"))
+        .unwrap();
+    let stream = rt.stream.clone();
+    let t = rt.timeouts;
+    let ask = tokio::spawn(async move {
+        stream
+            .ask(card(CardKind::Suggestion, "s2", json!({})), &t)
+            .await
+    });
+    wait_for_card(&rt.sink, "s2").await;
+    // The last connection closes: the waiting suggestion resolves, the
+    // apply card (nobody waits on it) stays for the owner's return.
+    assert_eq!(rt.stream.scope_disconnected("owner").await.unwrap(), 1);
+    assert_eq!(
+        ask.await.unwrap().unwrap().resolution,
+        Resolution::Disconnected
+    );
+    let kept = rt
+        .store
+        .records::<PendingCard>()
+        .get("card-apply-t-1")
+        .unwrap();
+    assert!(kept.is_some(), "the apply card was dropped on disconnect");
+    assert!(!audited(
+        &rt,
+        "card_declined_disconnected",
+        "card-apply-t-1"
+    ));
+    assert!(audited(&rt, "card_declined_disconnected", "s2"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secure_input_request_card_carries_metadata_only() {
     let rt = start(120).await;
