@@ -126,7 +126,11 @@ fn absolute(path: &Path) -> Result<PathBuf, CliError> {
         .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))
 }
 
+/// `text` on one line, control and bidi characters shown (a skill's
+/// description is anyone's text: U+202E would reverse the listing), cut to
+/// `max` characters.
 fn short(text: &str, max: usize) -> String {
+    let text = silas_core::terminal::one_line(text);
     if text.chars().count() <= max {
         return text.to_string();
     }
@@ -279,7 +283,11 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                             short(description, 60)
                         );
                     }
-                    ListEntry::Broken { name, error } => println!("{name}  broken  {error}"),
+                    ListEntry::Broken { name, error } => println!(
+                        "{}  broken  {}",
+                        silas_core::terminal::one_line(&name),
+                        silas_core::terminal::one_line(&error)
+                    ),
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -297,9 +305,13 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             println!("skill {name} ({})", dir.display());
             match loader.load(&name) {
                 Ok(s) => {
-                    println!("description: {}", s.manifest.description);
+                    println!(
+                        "description: {}",
+                        silas_core::terminal::printable(&s.manifest.description)
+                    );
                     for f in &s.files {
-                        println!("  {:04o} {:>8}  {}", f.mode, f.size, f.path);
+                        let path = silas_core::terminal::one_line(&f.path);
+                        println!("  {:04o} {:>8}  {path}", f.mode, f.size);
                     }
                 }
                 Err(e) => println!("not loadable: {e}"),

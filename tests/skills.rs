@@ -242,6 +242,25 @@ fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
     let text = stdout(&run(dir, &["skill", "list"]));
     assert!(!text.contains("coding"), "{text}");
     assert!(text.contains("skill-maker"), "{text}");
+
+    // A description is anyone's text: a right-to-left override or an escape
+    // sequence in it is shown, not obeyed, in `list` and `show`.
+    let tricky = skills.join("tricky");
+    fs::create_dir_all(&tricky).unwrap();
+    fs::write(
+        tricky.join("SKILL.md"),
+        "---\nname: tricky\ndescription: \"Use when asked \\u202Efdp.evil\\u001b[2J for a helper.\"\n---\n# tricky\n",
+    )
+    .unwrap();
+    for args in [&["skill", "list"][..], &["skill", "show", "tricky"][..]] {
+        let text = stdout(&run(dir, args));
+        assert!(text.contains("tricky"), "{text}");
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\u{1b}'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\u{202e}fdp.evil\\e[2J"), "{text}");
+    }
 }
 
 /// `skill install` and `skill import` put the folder under `skills_dir`

@@ -7,9 +7,9 @@
 //!
 //! Covered: an owner's message → plan card → Approve button → the work runs
 //! (one status message, edited), the card edited to its outcome; strangers
-//! refused once and never reaching the model; a replayed press; a button
-//! pressed in another chat (bad MAC); another member's press in the owner's
-//! group; a high-risk card with no approving button; a pasted API key
+//! refused once and never reaching the model; a replayed press; the owner's
+//! private chat not read while a group is the owner chat; another member's
+//! press in the owner's group (a stranger, or a chatbot customer); a high-risk card with no approving button; a pasted API key
 //! deleted from the chat and absent from the model, the store and the log;
 //! 502/429 on `getUpdates` losing nothing; a SIGKILL mid-turn handled
 //! exactly once after restart; the bot token absent from the debug log and
@@ -186,12 +186,12 @@ async fn a_replayed_press_runs_the_work_once() {
     assert_eq!(refused[0]["data"]["reason"], "replayed", "{}", refused[0]);
 }
 
-/// 4. A real button's data pressed in another chat by the owner's own user
-///    (their private chat, the card being in their group): the MAC binds
-///    the data to the group, so the press is refused as bad_mac and nothing
-///    is approved.
+/// 4. With a group as `owner_chat_id`, every owner reply goes to the group,
+///    so the owner's private chat with the bot is not read: a message there
+///    is told where the conversation is (once) and reaches no model, and the
+///    group card's button pressed there approves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_button_pressed_in_another_chat_is_refused_as_bad_mac() {
+async fn with_a_group_configured_the_owners_private_chat_is_not_read() {
     let bot = FakeBotApi::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), &bot, None, OwnerAt::Group);
@@ -201,29 +201,92 @@ async fn a_button_pressed_in_another_chat_is_refused_as_bad_mac() {
     let card = card(&bot, GROUP, Duration::from_secs(30)).await;
     let card_id = card.message_id.unwrap();
     let approve = button_data(&card, "Approve");
-    // The owner's private chat is the owner's too: admitted, then the MAC.
-    bot.push_update(press(2, "cb-foreign", OWNER, OWNER, card_id, &approve));
-    let ack = answered(&bot, "cb-foreign", Duration::from_secs(30)).await;
-    assert_eq!(
-        ack.body["text"], "This button is not valid.",
-        "{}",
-        ack.body
-    );
+    bot.push_update(message(
+        2,
+        OWNER,
+        OWNER,
+        11,
+        "privately: my bank PIN reminder",
+    ));
+    sent_text(&bot, OWNER, "owner_chat_id", Duration::from_secs(30)).await;
+    bot.push_update(press(3, "cb-private", OWNER, OWNER, card_id, &approve));
+    answered(&bot, "cb-private", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(edits_of(&bot, card_id).is_empty(), "the card was answered");
     assert!(
         !bot.calls().iter().any(|c| text_of(c).starts_with("⏳")),
         "work started"
     );
+    // Nothing of the private message was posted to the group.
+    assert!(
+        !bot.calls()
+            .iter()
+            .any(|c| is(c, "sendMessage", GROUP) && text_of(c).contains("PIN")),
+        "{}",
+        dump(&bot.calls())
+    );
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(count(&events, "approval.issued"), 0);
+    assert_eq!(count(&events, "work_dispatched"), 0);
+    // Only the group message became a turn.
+    assert_eq!(count(&events, "turn_completed"), 1, "{events:?}");
+}
+
+/// 4b. A chatbot goal makes each other member of the owner's group a
+///    customer: their press on the owner's card and their typed "no" are
+///    theirs, not answers — the card keeps its buttons and the owner's own
+///    press then approves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_in_the_owners_group_cannot_close_the_owners_card() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Group);
+    let goal = dir.path().join("goal.md");
+    std::fs::write(&goal, "answer questions about opening hours\n").unwrap();
+    let mut yaml = std::fs::read_to_string(dir.path().join("silas.yaml")).unwrap();
+    yaml.push_str(&format!("  active_goal: \"{}\"\n", goal.display()));
+    std::fs::write(dir.path().join("silas.yaml"), yaml).unwrap();
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
+    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
+    let card_id = card.message_id.unwrap();
+    let approve = button_data(&card, "Approve");
+    bot.push_update(press(2, "cb-member", MEMBER, GROUP, card_id, &approve));
+    let ack = answered(&bot, "cb-member", Duration::from_secs(30)).await;
+    assert_eq!(
+        ack.body["text"], "This button is not for you.",
+        "{}",
+        ack.body
+    );
+    bot.push_update(message(3, GROUP, MEMBER, 12, "no"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        edits_of(&bot, card_id).is_empty(),
+        "a customer closed the owner's card: {}",
+        dump(&bot.calls())
+    );
+
+    bot.push_update(press(4, "cb-owner", OWNER, GROUP, card_id, &approve));
+    let ack = answered(&bot, "cb-owner", Duration::from_secs(30)).await;
+    assert!(
+        ack.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Approved"),
+        "{}",
+        ack.body
+    );
+    work_ran(&bot, GROUP).await;
 
     daemon.stop().await;
     let events = audit_events(dir.path());
     let refused = with_event(&events, "telegram.callback_refused");
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0]["data"]["reason"], "bad_mac", "{}", refused[0]);
-    assert_eq!(refused[0]["data"]["chat_id"], OWNER, "{}", refused[0]);
-    assert_eq!(count(&events, "approval.issued"), 0);
-    assert_eq!(count(&events, "work_dispatched"), 0);
+    assert_eq!(refused[0]["data"]["reason"], "other_scope");
+    assert_eq!(count(&events, "approval.issued"), 1);
 }
 
 /// 5. In the owner's group another member's press is refused and changes

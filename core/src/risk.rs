@@ -69,9 +69,17 @@ const NETWORK_TOOLS: &[&str] = &["web_fetch", "web_search"];
 /// direct` or `allow_protected_edits` is `high` (changes land without a
 /// second look, or may touch tests/config the checks rely on).
 pub fn plan_risk(item: &WorkItem) -> Risk {
+    // Say "checked" only when there is something to check with: without a
+    // check, "done" is the model's own word, and the card must not suggest
+    // otherwise.
+    let base = match item.verify.len() {
+        0 => "runs commands in the sandbox; no checks: \"done\" is the model's own word".into(),
+        1 => "runs commands in the sandbox; checked by 1 verification check".into(),
+        n => format!("runs commands in the sandbox; checked by {n} verification checks"),
+    };
     let mut risk = Risk {
         level: RiskLevel::Medium,
-        reasons: vec!["runs commands in the sandbox; checked by verification".into()],
+        reasons: vec![base],
     };
     if let Some(ws) = &item.workspace {
         workspace_risk(&mut risk, ws);
@@ -513,6 +521,21 @@ mod tests {
         let r = plan_risk(&task());
         assert_eq!(r.level, RiskLevel::Medium);
         assert_eq!(r.reasons.len(), 1);
+    }
+
+    #[test]
+    fn the_card_says_checked_only_when_there_are_checks() {
+        let r = plan_risk(&task());
+        assert!(r.reasons[0].contains("no checks"), "{r:?}");
+        assert!(!r.reasons[0].contains("checked"), "{r:?}");
+        let expect: Expectation = serde_json::from_value(json!({"exit_code": 0})).unwrap();
+        let mut w = task();
+        w.verify
+            .push(VerificationCheck::new("a", "test -f x", expect.clone()));
+        assert!(plan_risk(&w).reasons[0].contains("checked by 1 verification check"));
+        w.verify
+            .push(VerificationCheck::new("b", "test -f y", expect));
+        assert!(plan_risk(&w).reasons[0].contains("checked by 2 verification checks"));
     }
 
     #[test]

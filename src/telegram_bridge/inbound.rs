@@ -190,7 +190,7 @@ impl TelegramBridge {
             return Ok(actions);
         }
         // §4.1 fallback: a typed answer to the latest card still open here.
-        if let Some((render, card, answer)) = self.typed_answer(chat_id, text) {
+        if let Some((render, card, answer)) = self.typed_answer(chat_id, &scope_id, text) {
             let origin = AnswerOrigin::new(TELEGRAM_CHANNEL, self.connection_id(owner, chat_id));
             let reply = self
                 .apply(&stream, &scope_id, origin, render, &card, answer)
@@ -232,10 +232,14 @@ impl TelegramBridge {
         Ok(actions)
     }
 
-    /// The latest open card shown in `chat_id` that `text` answers.
+    /// The latest open card shown in `chat_id` that `text` answers, among
+    /// the cards of the sender's own scope: in a chatbot-mode group a
+    /// member's "no" is the member's message, not an answer to the owner's
+    /// card.
     fn typed_answer(
         &self,
         chat_id: i64,
+        scope_id: &str,
         text: &str,
     ) -> Option<(TelegramCardMessage, PendingCard, CardAnswer)> {
         let renders = self
@@ -254,7 +258,8 @@ impl TelegramBridge {
             .records::<PendingCard>()
             .get(&render.request_id)
             .ok()
-            .flatten()?;
+            .flatten()
+            .filter(|c| c.scope_id == scope_id)?;
         let answer = answer_for_text(&card.card, text)?;
         Some((render, card, answer))
     }
@@ -310,13 +315,19 @@ impl TelegramBridge {
         let Some(answer) = answer_for_button(&card.card, &payload.action) else {
             return refuse("unknown_action", "This button is not valid.");
         };
+        let scope_id = self.scope_of(owner, chat_id);
+        // Someone else's card in a shared chat (the owner's, seen by a
+        // chatbot customer in the owner's group): refused here, the card
+        // and its buttons left as they are for the one it belongs to.
+        if card.scope_id != scope_id {
+            return refuse("other_scope", "This button is not for you.");
+        }
         let Some(stream) = StreamHandle::find() else {
             return vec![callback_reply(
                 q,
                 "Silas is restarting; try again in a moment.",
             )];
         };
-        let scope_id = self.scope_of(owner, chat_id);
         let origin = AnswerOrigin::new(TELEGRAM_CHANNEL, self.connection_id(owner, chat_id));
         let reply = self
             .apply(&stream, &scope_id, origin, render, &card, answer)

@@ -6,7 +6,9 @@ use silas_storage::TelegramUpdates;
 
 use crate::error::TelegramError;
 use crate::outbox::{Action, Text};
-use crate::policy::identity::{self, Identity, Origin, OwnerIdentity, REFUSAL_TEXT};
+use crate::policy::identity::{
+    self, Identity, OWNER_ELSEWHERE_TEXT, Origin, OwnerIdentity, REFUSAL_TEXT,
+};
 use crate::types::Update;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,24 +40,36 @@ pub fn admit(
         Identity::Owner => Admission::Owner,
         Identity::Customer { scope_id } => Admission::Customer { scope_id },
         Identity::Ignored => Admission::Ignored,
-        Identity::Stranger { chat_id } => {
-            let mut reply = Vec::new();
-            if let Some(q) = &update.callback_query {
-                reply.push(Action::AnswerCallback {
-                    callback_query_id: q.id.clone(),
-                    text: None,
-                });
-            }
-            if updates.note_refused(chat_id, Timestamp::now())? {
-                reply.push(Action::Send {
-                    chat_id,
-                    text: Text::Plain(REFUSAL_TEXT.to_string()),
-                    keyboard: None,
-                });
-            }
-            Admission::Refused { chat_id, reply }
+        Identity::Stranger { chat_id } => refuse(updates, update, chat_id, REFUSAL_TEXT)?,
+        Identity::OwnerElsewhere { chat_id } => {
+            refuse(updates, update, chat_id, OWNER_ELSEWHERE_TEXT)?
         }
     })
+}
+
+/// Refused: the pressed button's spinner stopped, and `text` sent the first
+/// time this chat is refused.
+fn refuse(
+    updates: &TelegramUpdates,
+    update: &Update,
+    chat_id: i64,
+    text: &str,
+) -> Result<Admission, TelegramError> {
+    let mut reply = Vec::new();
+    if let Some(q) = &update.callback_query {
+        reply.push(Action::AnswerCallback {
+            callback_query_id: q.id.clone(),
+            text: None,
+        });
+    }
+    if updates.note_refused(chat_id, Timestamp::now())? {
+        reply.push(Action::Send {
+            chat_id,
+            text: Text::Plain(text.to_string()),
+            keyboard: None,
+        });
+    }
+    Ok(Admission::Refused { chat_id, reply })
 }
 
 #[cfg(test)]
@@ -148,6 +162,30 @@ mod tests {
         assert_eq!(
             admit(&u, &group, &msg(-5, 10), false).unwrap(),
             Admission::Owner
+        );
+        // The owner writing privately while the group is configured is told
+        // where the conversation is, once, and nothing is read.
+        match admit(&u, &group, &msg(10, 10), false).unwrap() {
+            Admission::Refused { chat_id: 10, reply } => match &reply[..] {
+                [
+                    Action::Send {
+                        chat_id: 10,
+                        text: Text::Plain(t),
+                        ..
+                    },
+                ] => {
+                    assert_eq!(t, OWNER_ELSEWHERE_TEXT)
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            admit(&u, &group, &msg(10, 10), true).unwrap(),
+            Admission::Refused {
+                chat_id: 10,
+                reply: vec![]
+            }
         );
         // The owner's user in some other group is not the owner there.
         assert!(matches!(

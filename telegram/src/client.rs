@@ -22,6 +22,10 @@ use crate::types::{
 const POLL_GRACE: Duration = Duration::from_secs(10);
 /// Timeout of every other call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest response read. A full `getUpdates` (100 updates of 4,096
+/// characters with their entities) is well under 2 MB; unbounded, a broken
+/// or hostile Bot API server's 300 MB answer was read whole on every poll.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Clone, Debug)]
 pub struct BotClient {
@@ -72,7 +76,24 @@ impl BotClient {
             .await
             .map_err(scrub)?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(scrub)?;
+        let too_large = || TelegramError::Decode {
+            method,
+            detail: format!("the response is larger than {MAX_RESPONSE_BYTES} bytes; not read"),
+        };
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut resp = resp;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(scrub)? {
+            if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         let parsed: Result<ApiResponse<T>, _> = serde_json::from_slice(&bytes);
         let description = |p: &Option<String>| {
             self.token
@@ -122,7 +143,9 @@ impl BotClient {
         let body = GetUpdates {
             offset,
             timeout: timeout_secs,
-            allowed_updates: vec!["message", "callback_query"],
+            // Edits too: a secret pasted by editing a message is deleted
+            // from the chat like one sent new (`telegram_bridge`).
+            allowed_updates: vec!["message", "edited_message", "callback_query"],
         };
         let timeout = Duration::from_secs(timeout_secs.into()) + POLL_GRACE;
         self.call("getUpdates", &body, timeout).await

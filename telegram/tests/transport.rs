@@ -451,3 +451,30 @@ async fn a_retrying_handler_keeps_the_update_pending_and_poison_is_bounded() {
     // The handler hears of it (the daemon audits `telegram.update_abandoned`).
     assert_eq!(*flaky.abandoned.lock().unwrap(), vec![(500, 6)]);
 }
+
+#[tokio::test]
+async fn an_oversized_answer_is_refused_unread_and_edits_are_asked_for() {
+    let fake = FakeBotApi::start().await.unwrap();
+    let c = client(&fake);
+    // 9 MiB of body: past the bound, refused rather than read whole.
+    fake.script(
+        "getMe",
+        BotReply::Raw {
+            status: 200,
+            body: "x".repeat(9 * 1024 * 1024),
+        },
+    );
+    match c.get_me().await {
+        Err(TelegramError::Decode { detail, .. }) => {
+            assert!(detail.contains("larger than"), "{detail}");
+            assert!(!detail.contains(CANARY));
+        }
+        other => panic!("{other:?}"),
+    }
+    // An edited message reaches the bridge (a secret pasted by an edit is
+    // deleted from the chat like a new one), so getUpdates asks for it.
+    c.get_updates(0, 0).await.unwrap();
+    let polls = fake.calls_to("getUpdates");
+    let allowed = polls[0].body["allowed_updates"].as_array().unwrap();
+    assert!(allowed.contains(&json!("edited_message")), "{allowed:?}");
+}

@@ -5,7 +5,10 @@
 //! (when it is one) only what the owner's user (`owner_user_id`) sends or
 //! taps — never another member of that group. The owner's user in any other
 //! group is not the owner there: the bot's replies would be read by that
-//! group's members. Every other chat is a stranger: it gets one
+//! group's members. For the same reason, with a group configured the owner's
+//! private chat is not the owner's channel either (every owner reply goes to
+//! the group): it is told where the conversation is. Every other chat is a
+//! stranger: it gets one
 //! polite refusal (the caller records it durably so a restart does not
 //! repeat it) and an audit entry — unless a chatbot goal is active, when each
 //! such chat is its own customer scope with customer rights only.
@@ -72,6 +75,10 @@ pub enum Identity {
     Customer { scope_id: String },
     /// Not the owner and no chatbot goal: refuse (once per chat) and audit.
     Stranger { chat_id: i64 },
+    /// The owner, writing privately while `owner_chat_id` is a group: the
+    /// reply would be posted in the group, so nothing is read here and the
+    /// owner is told so (once per chat).
+    OwnerElsewhere { chat_id: i64 },
     /// Not attributable (a channel post, a bot, no sender): dropped, audited.
     Ignored,
 }
@@ -92,7 +99,11 @@ pub fn classify(owner: &OwnerIdentity, origin: &Origin, chatbot_active: bool) ->
             // Only the configured group, never any group the owner is in.
             _ => origin.chat.id == owner.chat_id,
         };
-    if is_owner {
+    if is_owner && owner.chat_id != origin.chat.id {
+        Identity::OwnerElsewhere {
+            chat_id: origin.chat.id,
+        }
+    } else if is_owner {
         Identity::Owner
     } else if chatbot_active {
         Identity::Customer {
@@ -113,6 +124,11 @@ pub fn customer_scope(chat_id: i64) -> String {
 /// The one refusal a stranger's chat gets.
 pub const REFUSAL_TEXT: &str =
     "Hello! This is a private assistant and it only answers its owner. Sorry I can't help here.";
+
+/// What the owner's private chat is told while `owner_chat_id` is a group.
+pub const OWNER_ELSEWHERE_TEXT: &str = "I talk with you in the group set as \
+     channels.telegram.owner_chat_id, and my replies go there, so I don't read this chat. \
+     To talk here instead, set owner_chat_id to this chat's id.";
 
 /// Whether a card of `risk` may be approved with a tap in Telegram; above
 /// `channels.telegram.max_approval_risk` the owner is sent to the web UI.
@@ -182,9 +198,15 @@ mod tests {
                 }
             );
         }
-        // The owner's private chat still counts with a group configured.
+        // With a group configured, the owner's private chat is not read:
+        // every owner reply goes to the group, whose members would read it.
         let dm = origin(OWNER, ChatKind::Private, Some(OWNER));
-        assert_eq!(classify(&group_owner(), &dm, false), Identity::Owner);
+        for chatbot in [false, true] {
+            assert_eq!(
+                classify(&group_owner(), &dm, chatbot),
+                Identity::OwnerElsewhere { chat_id: OWNER }
+            );
+        }
     }
 
     #[test]
