@@ -285,7 +285,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                     }
                     ListEntry::Broken { name, error } => println!(
                         "{}  broken  {}",
-                        silas_core::terminal::one_line(&name),
+                        silas_core::terminal::one_line(name),
                         silas_core::terminal::one_line(&error)
                     ),
                 }

@@ -531,6 +531,90 @@ async fn bot_api_502_and_429_lose_no_update() {
     assert_eq!(count(&events, "turn_completed"), 1);
 }
 
+/// A card stored while the daemon was stopped (`silas skill install`) is
+/// shown in the owner's chat when the daemon starts, as the web app shows
+/// it on connect — once, even across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_waiting_from_before_the_start_is_shown_in_the_owners_chat() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let cli = |args: &[&str]| {
+        support::silas(dir.path())
+            .arg("--config")
+            .arg(dir.path().join("silas.yaml"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(cli(&["init"]).status.success());
+    let out = cli(&["skill", "install", "coding"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = |calls: &[silas_testkit::telegram::BotCall]| {
+        calls
+            .iter()
+            .filter(|c| is(c, "sendMessage", OWNER) && text_of(c).contains("coding"))
+            .count()
+    };
+    let (daemon, _) = start(dir.path(), false);
+    wait_for(&bot, "the install card", Duration::from_secs(30), |calls| {
+        (shown(calls) > 0).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+    // Restarted: the message already in the chat still stands.
+    let (daemon, _) = start(dir.path(), false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    daemon.stop().await;
+    assert_eq!(shown(&bot.calls()), 1, "{}", dump(&bot.calls()));
+}
+
+/// A reply the Bot API refuses for longer than the outbox's in-place
+/// retries (five 429s) is not lost: it is sent again in the background
+/// once Telegram takes messages again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_refused_during_a_bot_api_outage_arrives_afterwards() {
+    let bot = FakeBotApi::start().await.unwrap();
+    for _ in 0..5 {
+        bot.script("sendMessage", BotReply::RateLimited { retry_after: 1 });
+    }
+    bot.push_update(message(1, OWNER, OWNER, 10, "hello"));
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    // The fake records every call, the five refused ones too.
+    wait_for(&bot, "the sixth send", Duration::from_secs(60), |calls| {
+        let n = calls
+            .iter()
+            .filter(|c| is(c, "sendMessage", OWNER) && text_of(c).contains("offline"))
+            .count();
+        (n >= 6).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sends = bot.calls_to("sendMessage");
+    assert_eq!(
+        sends.len(),
+        6,
+        "five refused, then delivered: {}",
+        dump(&sends)
+    );
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(
+        count(&events, "telegram.reply_redelivered"),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(count(&events, "turn_completed"), 1);
+}
+
 /// 9. SIGKILL while the owner's turn is in flight (a slow model), then a
 ///    restart over the same data dir: the update is handled exactly once —
 ///    one inbox record, one reply, one `turn_completed`, and polling moves

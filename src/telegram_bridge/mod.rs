@@ -45,6 +45,9 @@ pub const TELEGRAM_CHANNEL: &str = "telegram";
 pub const OWNER_CONNECTION: &str = "tg:owner";
 /// How long handled updates and resolved card renders are kept.
 const KEEP_HANDLED: chrono::Duration = chrono::Duration::days(2);
+/// How long a reply the Bot API refused for a moment keeps being retried.
+const REDELIVERY_WINDOW: Duration = Duration::from_secs(30 * 60);
+
 /// Replies remembered for de-duplication (a replayed turn redelivers).
 const REMEMBERED_REPLIES: usize = 1024;
 
@@ -176,6 +179,32 @@ impl TelegramBridge {
             signer: &self.args.signer,
             max_approval_risk: self.args.settings.max_approval_risk,
             web_url: self.args.web_url.as_deref(),
+        }
+    }
+
+    /// At start: the owner's cards already waiting (skill install cards
+    /// offered while the daemon was stopped, cards from before a restart)
+    /// are shown in the owner's chat, as the web app shows them when it
+    /// connects. A card rendered there already keeps its message
+    /// ([`Self::show_card`]).
+    pub async fn show_waiting_cards(&self) {
+        let now = Timestamp::now();
+        let cards = self
+            .args
+            .store
+            .records::<PendingCard>()
+            .list()
+            .unwrap_or_default();
+        let chat_id = self.args.settings.owner.chat_id;
+        for card in cards.iter().filter(|c| {
+            c.scope_id == OWNER_SCOPE
+                && !silas_actors::cards::is_expired(c, &self.args.timeouts, now)
+                // A card whose turn a crash interrupted is the replay's.
+                && silas_actors::cards::turn_committed(&self.args.store, c).unwrap_or(false)
+        }) {
+            if let Err(e) = self.show_card(card, chat_id).await {
+                tracing::warn!(request_id = %card.request_id, "waiting card not shown in telegram: {e}");
+            }
         }
     }
 
@@ -363,6 +392,43 @@ impl TelegramBridge {
         true
     }
 
+    /// A reply the Bot API could not take (429 past the outbox's retries, a
+    /// 5xx, a dropped connection) is sent again in the background — after
+    /// 5 s, doubling to 5 min, for up to [`REDELIVERY_WINDOW`] — instead of
+    /// being lost to an outage of a few seconds. Audited when it lands or is
+    /// given up.
+    fn redeliver_later(&self, chat_id: i64, reply_to: String, text: Text) {
+        let outbox = self.args.outbox.clone();
+        let store = self.args.store.clone();
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let mut wait = Duration::from_secs(5);
+            let mut attempts = 1u32;
+            let outcome = loop {
+                tokio::time::sleep(wait).await;
+                attempts += 1;
+                match outbox.send(chat_id, &text, None).await {
+                    Ok(_) => break "telegram.reply_redelivered",
+                    Err(e) if e.is_transient() && started.elapsed() < REDELIVERY_WINDOW => {
+                        tracing::info!(code = %e.code(), "telegram reply still not delivered: {e}");
+                        wait = (wait * 2).min(Duration::from_secs(300));
+                    }
+                    Err(e) => {
+                        tracing::warn!(code = %e.code(), "telegram reply given up: {e}");
+                        break "telegram.reply_undelivered";
+                    }
+                }
+            };
+            let data = serde_json::json!({"chat_id": chat_id, "reply_to": reply_to,
+                                          "attempts": attempts});
+            if let serde_json::Value::Object(data) = data
+                && let Err(e) = store.audit().log(outcome, data)
+            {
+                tracing::error!(code = %e.code(), "audit write failed: {e}");
+            }
+        });
+    }
+
     /// Whether this channel shows `out` at all (the multiplexer asks every
     /// channel; a reply goes only to the channel it came from).
     pub fn serves(&self, out: &Outbound) -> bool {
@@ -407,11 +473,13 @@ impl ChannelSink for TelegramBridge {
                         }
                     }
                     if self.first_delivery(&reply_to) {
-                        self.args
-                            .outbox
-                            .send(chat_id, &Text::Plain(text), None)
-                            .await
-                            .map_err(send_failed)?;
+                        let text = Text::Plain(text);
+                        if let Err(e) = self.args.outbox.send(chat_id, &text, None).await {
+                            if e.is_transient() {
+                                self.redeliver_later(chat_id, reply_to, text);
+                            }
+                            return Err(send_failed(e));
+                        }
                     }
                     Ok(())
                 }

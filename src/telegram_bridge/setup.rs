@@ -127,6 +127,8 @@ impl TelegramChannel {
         let TelegramChannel { bridge, poller } = self;
         let flusher = tokio::spawn(bridge.outbox().run_flusher(stop.clone()));
         let sweeper = tokio::spawn(bridge.clone().run_sweeper(SWEEP_EVERY, stop.clone()));
+        let waiting = bridge.clone();
+        tokio::spawn(async move { waiting.show_waiting_cards().await });
         let polling = tokio::spawn(async move {
             match poller.run(stop).await {
                 Ok(()) => {}
