@@ -112,3 +112,48 @@ async fn cancel_stops_a_run_in_flight_and_ends_the_item_failed() {
     f.drain();
     actor.stop(None);
 }
+
+/// A goal between cycles (`healthy`, or `failed` after a failing check) is
+/// not ended: cancelling it ends it `done` with its standing approval
+/// withdrawn, so the scheduler never runs another cycle. Cancelling it
+/// again is refused.
+#[tokio::test]
+async fn cancelling_a_goal_between_cycles_stops_it_for_good() {
+    let mut f = Fx::new().await;
+    let (actor, _h) = spawn_executor(&f.engine, None, RunSupervision::default()).await;
+    for (id, status) in [
+        ("g-healthy", WorkItemStatus::Healthy),
+        ("g-failing", WorkItemStatus::Failed),
+    ] {
+        let mut g = item(json!({
+            "id": id, "type": "goal", "title": "watch", "body": "watch",
+            "schedule": "*/2 * * * *",
+        }));
+        f.approve(&mut g);
+        g.status = status;
+        f.store.work_items().save(&g).unwrap();
+        assert!(silas_actors::scheduler::goal_is_schedulable(&f.get(id)));
+
+        let done = cancel(&actor, id).await.unwrap();
+        assert_eq!(done.previous, status);
+        let after = f.get(id);
+        assert_eq!(after.status, WorkItemStatus::Done);
+        assert!(
+            after.approval_token.is_none(),
+            "the standing approval stays"
+        );
+        assert!(!silas_actors::scheduler::goal_is_schedulable(&after));
+        assert!(matches!(
+            cancel(&actor, id).await,
+            Err(CancelError::Ended {
+                status: WorkItemStatus::Done,
+                ..
+            })
+        ));
+    }
+    let audited = audit_data(&f.store, "work_item.cancelled");
+    assert_eq!(audited.len(), 2, "{audited:?}");
+    assert_eq!(audited[1]["previous_status"], "failed");
+    f.drain();
+    actor.stop(None);
+}

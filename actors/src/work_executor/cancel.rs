@@ -6,6 +6,11 @@
 //! later dispatch, restart or card answer re-runs them), each audited as
 //! `work_item.cancelled` with who asked, and announced as a `Failed` status
 //! event ("cancelled by the owner"). Items already ended are refused.
+//!
+//! A goal is different: between cycles it is `healthy` or `failed` (its last
+//! check), not ended, and `failed` is not terminal for the scheduler. A
+//! cancelled goal ends `done` with its standing approval withdrawn, so no
+//! timer, restart or catch-up runs another cycle.
 
 use std::time::Duration;
 
@@ -53,15 +58,19 @@ pub struct Cancelled {
     pub also: Vec<String>,
 }
 
-/// States a cancellation can end: not yet terminal, or waiting on the owner.
-pub fn cancellable(s: WorkItemStatus) -> bool {
-    matches!(
-        s,
-        WorkItemStatus::Pending
-            | WorkItemStatus::Running
-            | WorkItemStatus::Paused
-            | WorkItemStatus::Blocked
-    )
+/// States a cancellation can end: not yet terminal, or waiting on the owner;
+/// for a goal, anything but `done` (it cycles through the others).
+pub fn cancellable(kind: WorkItemType, s: WorkItemStatus) -> bool {
+    match kind {
+        WorkItemType::Goal => s != WorkItemStatus::Done,
+        _ => matches!(
+            s,
+            WorkItemStatus::Pending
+                | WorkItemStatus::Running
+                | WorkItemStatus::Paused
+                | WorkItemStatus::Blocked
+        ),
+    }
 }
 
 impl WorkExecutorState {
@@ -72,7 +81,7 @@ impl WorkExecutorState {
             .get(id)
             .map_err(store_err)?
             .ok_or_else(|| CancelError::NotFound(id.to_owned()))?;
-        if !cancellable(item.status) {
+        if !cancellable(item.kind, item.status) {
             return Err(CancelError::Ended {
                 id: id.to_owned(),
                 status: item.status,
@@ -109,9 +118,14 @@ impl WorkExecutorState {
         for (n, i) in ids.iter().enumerate() {
             let mut previous = None;
             let r = items.update(i, |w| {
-                if cancellable(w.status) {
+                if cancellable(w.kind, w.status) {
                     previous = Some(w.status);
-                    w.status = WorkItemStatus::Failed;
+                    if w.kind == WorkItemType::Goal {
+                        w.status = WorkItemStatus::Done;
+                        w.approval_token = None;
+                    } else {
+                        w.status = WorkItemStatus::Failed;
+                    }
                 }
                 Ok(())
             });
