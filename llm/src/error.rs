@@ -30,6 +30,37 @@ pub enum LlmError {
     MissingKey { provider: String, var: String },
 }
 
+impl LlmError {
+    /// The error with `key` and anything the secret detector finds taken
+    /// out of the server's text: an endpoint may echo the key it was sent
+    /// ("Incorrect API key provided: sk-…"), and this text reaches the log,
+    /// the audit and the owner's reply.
+    pub fn scrubbed(self, key: &str) -> LlmError {
+        let clean = |message: String| {
+            let message = if key.len() >= 8 {
+                message.replace(key, "[redacted]")
+            } else {
+                message
+            };
+            silas_core::secrets::redact(&message).0
+        };
+        match self {
+            LlmError::RateLimited { attempts, message } => LlmError::RateLimited {
+                attempts,
+                message: clean(message),
+            },
+            LlmError::Api { status, message } => LlmError::Api {
+                status,
+                message: clean(message),
+            },
+            LlmError::Parse { message } => LlmError::Parse {
+                message: clean(message),
+            },
+            other => other,
+        }
+    }
+}
+
 impl Coded for LlmError {
     fn code(&self) -> ErrorCode {
         match self {
@@ -44,6 +75,30 @@ impl Coded for LlmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echoed_key_is_taken_out_of_the_message() {
+        let key = "local-KEY-0123456789";
+        let e = LlmError::Api {
+            status: Some(401),
+            message: format!("Incorrect API key provided: {key}. Also sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD."),
+        }
+        .scrubbed(key);
+        let text = e.to_string();
+        assert!(!text.contains(key), "{text}");
+        assert!(!text.contains("sk-proj-abcdefghijklmnop"), "{text}");
+        assert!(text.contains("Incorrect API key provided"), "{text}");
+        // A key too short to be told from ordinary words is left to the
+        // detector, not replaced everywhere.
+        let e = LlmError::Parse {
+            message: "the answer is x".into(),
+        }
+        .scrubbed("x");
+        assert_eq!(
+            e.to_string(),
+            "cannot parse the model response: the answer is x"
+        );
+    }
 
     #[test]
     fn codes() {

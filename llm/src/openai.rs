@@ -60,6 +60,9 @@ pub struct OpenAiProvider {
     /// learned from `GET /models`); 0 while unknown.
     window: AtomicU64,
     http: reqwest::Client,
+    /// The API key, only to take it out of the server's error text (a
+    /// server may echo what it was sent).
+    key: String,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -105,7 +108,7 @@ impl OpenAiProvider {
         }
         let config = OpenAIConfig::new()
             .with_api_base(endpoint.base_url.trim_end_matches('/'))
-            .with_api_key(key)
+            .with_api_key(key.clone())
             .with_org_id("")
             .with_project_id("");
         // One HTTP client, built here: reqwest has no crypto backend of its
@@ -133,6 +136,7 @@ impl OpenAiProvider {
             events: None,
             window: AtomicU64::new(endpoint.context_window.unwrap_or(0)),
             http,
+            key,
         })
     }
 
@@ -167,7 +171,10 @@ impl OpenAiProvider {
                 },
                 None,
             )),
-            Ok(Err(e)) => Err(map_error(e)),
+            Ok(Err(e)) => {
+                let (e, retry_after) = map_error(e);
+                Err((e.scrubbed(&self.key), retry_after))
+            }
             Ok(Ok(resp)) => from_response(resp).map_err(|e| (e, None)),
         }
     }

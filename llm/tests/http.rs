@@ -600,6 +600,15 @@ async fn provider_failure_falls_back_and_malformed_body_is_parse_error() {
             ..
         }
     ));
+    // A server that echoes the key it was sent: the error (logged, audited,
+    // told to the owner) does not carry it.
+    fake.push(Reply::status(401, "Incorrect API key provided: sk-fake-123"));
+    let e = provider(&fake, policy())
+        .complete(&ChatRequest::new("m", "s", "u"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Incorrect API key"), "{e}");
+    assert!(!e.to_string().contains("sk-fake-123"), "{e}");
     fake.push(Reply::raw("{\"nope\": true}"));
     let e = provider(&fake, policy())
         .complete(&ChatRequest::new("m", "s", "u"))
