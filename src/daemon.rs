@@ -675,7 +675,11 @@ fn work_engine(
     })
 }
 
-/// A future resolving to the name of the first SIGTERM/SIGINT received.
+/// A future resolving to the name of the first SIGTERM/SIGINT/SIGHUP
+/// received. SIGHUP is a closed terminal (an SSH session ending under a
+/// foreground `silas start`): its default action killed the daemon on the
+/// spot, with no drain and no audit checkpoint; it now shuts down cleanly
+/// like the others (the configuration is not reloaded: restart for that).
 fn shutdown_signals() -> Result<impl std::future::Future<Output = &'static str>, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let install = |kind: SignalKind, name: &str| {
@@ -688,10 +692,12 @@ fn shutdown_signals() -> Result<impl std::future::Future<Output = &'static str>,
     };
     let mut term = install(SignalKind::terminate(), "SIGTERM")?;
     let mut int = install(SignalKind::interrupt(), "SIGINT")?;
+    let mut hup = install(SignalKind::hangup(), "SIGHUP")?;
     Ok(async move {
         tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
         }
     })
 }

@@ -703,6 +703,14 @@ fn start_on_empty_dir_serves_health_and_stops_cleanly_on_sigint() {
     start_serve_stop(&sb, "-INT", "SIGINT");
 }
 
+/// A closed terminal (SIGHUP) used to kill the daemon on the spot, with no
+/// drain and no audit checkpoint.
+#[test]
+fn a_hangup_stops_the_daemon_cleanly() {
+    let sb = Sandbox::new();
+    start_serve_stop(&sb, "-HUP", "SIGHUP");
+}
+
 #[test]
 fn init_after_start_keeps_the_key_and_restart_reuses_it() {
     let sb = Sandbox::new();
