@@ -602,7 +602,10 @@ async fn provider_failure_falls_back_and_malformed_body_is_parse_error() {
     ));
     // A server that echoes the key it was sent: the error (logged, audited,
     // told to the owner) does not carry it.
-    fake.push(Reply::status(401, "Incorrect API key provided: sk-fake-123"));
+    fake.push(Reply::status(
+        401,
+        "Incorrect API key provided: sk-fake-123",
+    ));
     let e = provider(&fake, policy())
         .complete(&ChatRequest::new("m", "s", "u"))
         .await

@@ -1507,3 +1507,41 @@ fn plan_budget_ceiling_bounds_each_field_and_names_its_keys() {
         assert!(keys.iter().any(|k| k.contains(key)), "{key}: {keys:?}");
     }
 }
+
+#[test]
+fn active_goal_must_name_a_goal_file_that_says_something() {
+    let root = temp_dir("goal");
+    let cfg = Config {
+        active_goal: Some("goals/missing.md".into()),
+        ..Config::default()
+    };
+    let key_of = |cfg: &Config| -> Vec<Option<String>> {
+        cfg.validation_errors_in(root.as_path())
+            .iter()
+            .map(|e| e.key().map(str::to_owned))
+            .collect()
+    };
+    let errs = cfg.validation_errors_in(root.as_path());
+    let goal: Vec<&ConfigError> = errs
+        .iter()
+        .filter(|e| e.key() == Some("active_goal"))
+        .collect();
+    assert_eq!(goal.len(), 1, "{errs:?}");
+    assert!(
+        goal[0].to_string().contains("goals/missing.md"),
+        "{}",
+        goal[0]
+    );
+    assert_eq!(goal[0].code(), ErrorCode::ECfgInvalid);
+
+    std::fs::create_dir(root.as_path().join("goals")).unwrap();
+    std::fs::write(root.as_path().join("goals/missing.md"), " \n").unwrap();
+    assert!(key_of(&cfg).contains(&Some("active_goal".into())));
+    std::fs::write(
+        root.as_path().join("goals/missing.md"),
+        "help with opening hours\n",
+    )
+    .unwrap();
+    assert!(!key_of(&cfg).contains(&Some("active_goal".into())));
+    std::fs::remove_dir_all(&root).unwrap();
+}

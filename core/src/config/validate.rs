@@ -202,7 +202,30 @@ pub(crate) fn collect(cfg: &Config, cwd: &Path) -> Vec<ConfigError> {
     let mut c = Checker { errors: Vec::new() };
     spec_rules(cfg, cwd, &mut c);
     additional_rules(cfg, &mut c);
+    goal_rule(cfg, cwd, &mut c);
     c.errors
+}
+
+/// A chatbot goal opens the web chat to anonymous customers: the switch
+/// must name a goal file that exists and says something, or a typo in the
+/// path would open the chat with nothing behind it.
+fn goal_rule(cfg: &Config, cwd: &Path, c: &mut Checker) {
+    let Some(goal) = &cfg.active_goal else {
+        return;
+    };
+    let path = resolve_path(goal, cwd);
+    let shown = path.display().to_string();
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => c.fail(
+            "active_goal",
+            format!("{shown:?} is empty: a chatbot goal says what customers get"),
+        ),
+        Ok(_) => {}
+        Err(e) => c.fail(
+            "active_goal",
+            format!("cannot read the goal file {shown:?}: {e}"),
+        ),
+    }
 }
 
 /// The thirteen §11 rules, in spec order.
