@@ -1545,3 +1545,21 @@ fn active_goal_must_name_a_goal_file_that_says_something() {
     assert!(!key_of(&cfg).contains(&Some("active_goal".into())));
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn switches_this_build_cannot_honour_are_refused_naming_the_key() {
+    for (yaml, key) in [
+        (
+            "silas:\n  channels:\n    web:\n      enabled: false\n",
+            "channels.web.enabled",
+        ),
+        (
+            "silas:\n  sandbox:\n    backend: docker\n",
+            "sandbox.backend",
+        ),
+    ] {
+        let errs = errors(&load(yaml));
+        assert!(errs.iter().any(|e| e.key() == Some(key)), "{key}: {errs:?}");
+    }
+    assert!(errors(&Config::default()).is_empty());
+}

@@ -439,6 +439,24 @@ fn additional_rules(cfg: &Config, c: &mut Checker) {
         c.fail("owner_id", "must not be empty");
     }
 
+    // Switches this build cannot honour are refused, not ignored: an owner
+    // who turned the web server off must not find it still listening.
+    if !cfg.channels.web.enabled {
+        c.fail(
+            "channels.web.enabled",
+            "the web server cannot be turned off (it serves /health, pairing, the \
+             approvals and `silas chat`); keep channels.web.host on loopback, the default, \
+             to keep it private",
+        );
+    }
+    if cfg.sandbox.backend == super::operations::SandboxBackend::Docker {
+        c.fail(
+            "sandbox.backend",
+            "\"docker\" is not available in this build; use \"subprocess\" \
+             (namespaces, landlock, seccomp and rlimits)",
+        );
+    }
+
     // Providers and model strings.
     for (name, p) in &cfg.providers {
         if name == super::operations::OFFLINE_PROVIDER {
