@@ -156,11 +156,23 @@ async fn run(
     // local CLI's is written to {data_dir}/cli.token), a paired browser's, or
     // the configured auth_token. A first pairing link is printed below.
     let owner_auth = crate::devices::owner_auth(&cfg, &store)?;
-    let pairing_code = owner_auth
-        .issue_pairing_code()
-        .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+    // The link is a credential: printed on every start it landed in the
+    // journal of every restart. Once a browser is paired, more devices come
+    // from `silas pair`, which prints one only to whoever runs it.
+    let paired = owner_auth
+        .list()
+        .iter()
+        .filter(|d| !d.revoked && d.label != crate::devices::CLI_DEVICE_LABEL)
+        .count();
     let base_url = server.base_url();
-    let pairing_link = silas_web::pairing_link(&base_url, &pairing_code);
+    let pairing_link = if paired == 0 {
+        let code = owner_auth
+            .issue_pairing_code()
+            .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
+        Some(silas_web::pairing_link(&base_url, &code))
+    } else {
+        None
+    };
     let addr = server.local_addr().ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelProtocol,
@@ -493,7 +505,12 @@ async fn run(
         "daemon.started",
         json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_public_key}),
     );
-    print!("{}", crate::devices::pairing_banner(&pairing_link));
+    match &pairing_link {
+        Some(link) => print!("{}", crate::devices::pairing_banner(link)),
+        None => println!(
+            "Paired browsers: {paired} (pair another: `silas pair`, which prints a one-time link)"
+        ),
+    }
     let data_dir = std::fs::canonicalize(&cfg.data_dir).unwrap_or_else(|_| cfg.data_dir.clone());
     println!(
         "Data dir: {} (more devices: `silas pair`; list or revoke: `silas devices`)",

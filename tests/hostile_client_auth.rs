@@ -244,6 +244,16 @@ async fn a_pairing_code_works_once_and_wrong_codes_get_401() {
     assert_eq!(added, 3);
     let text = serde_json::to_string(&audit).unwrap();
     assert!(!text.contains(&code) && !text.contains(&token));
+
+    // A restart with browsers paired prints no credential (its output goes
+    // to a journal): more devices come from `silas pair`.
+    let (daemon, _, banner) = start(dir.path());
+    daemon.stop().await;
+    assert!(!banner.iter().any(|l| l.contains("#pair=")), "{banner:?}");
+    assert!(
+        banner.iter().any(|l| l.contains("silas pair")),
+        "{banner:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
