@@ -283,6 +283,9 @@ pub enum AuditCommand {
         #[arg(long, value_name = "CHECKPOINT_ID", num_args = 0..=1, default_missing_value = "latest")]
         from_checkpoint: Option<String>,
     },
+    /// Record that you have looked at the tampering a start found (until
+    /// then `verify` keeps failing on it).
+    Acknowledge,
     /// Print the most recent entries, oldest first.
     Tail {
         /// How many entries.

@@ -451,7 +451,9 @@ pub fn check_audit_seal_at_start(store: &Store, seal: &silas_actors::audit_seal:
     tracing::error!(%code, "audit log tampered while stopped: {problem}; see `silas audit verify`");
     let data = json!({"code": code.as_str(), "problem": problem});
     if let serde_json::Value::Object(data) = data
-        && let Err(e) = store.audit().log("audit.tamper_detected", data)
+        && let Err(e) = store
+            .audit()
+            .log(silas_storage::audit::TAMPER_DETECTED, data)
     {
         tracing::error!(code = %silas_core::Coded::code(&e), "audit write failed: {e}");
     }

@@ -106,6 +106,10 @@ impl DaemonControl {
                 let entries = blocking(move || store.audit().tail(n).map_err(refused)).await?;
                 Response::AuditTail { entries }
             }
+            Request::AuditAcknowledge => {
+                let n = blocking(move || acknowledge_tampering(&store).map_err(from_cli)).await?;
+                Response::AuditAcknowledged { entries: n }
+            }
             Request::AuditVerify { from_checkpoint } => {
                 let seal = self.seal.clone();
                 Response::AuditVerified(
@@ -456,10 +460,45 @@ pub fn verify_audit(
             format!("audit log tampered: {problem}"),
         ));
     }
+    // What a start found while the daemon was down is not vouched for by
+    // the checkpoints signed since: it stays reported until acknowledged.
+    let recorded = audit.unacknowledged_tampering()?;
+    if let Some(first) = recorded.first() {
+        let problem = first
+            .data
+            .get("problem")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("see the entry");
+        return Err(CliError::new(
+            ErrorCode::EDbAuditChainBroken,
+            format!(
+                "the chain verifies, but {} start(s) found the audit log tampered while the \
+                 daemon was stopped; the first, entry #{} at {}: {problem}. Entries before it \
+                 may be missing or changed. Once you have looked: `silas audit acknowledge`",
+                recorded.len(),
+                first.seq,
+                first.timestamp
+            ),
+        ));
+    }
     Ok(AuditVerifyReport {
         entries_checked: v.entries_checked,
         seal,
     })
+}
+
+/// `silas audit acknowledge`: records that the owner has seen the tampering
+/// entries since the last acknowledgement; returns how many there were.
+pub fn acknowledge_tampering(store: &Store) -> Result<usize, CliError> {
+    let audit = store.audit();
+    let n = audit.unacknowledged_tampering()?.len();
+    if n > 0 {
+        let data = serde_json::json!({"acknowledged": n});
+        if let serde_json::Value::Object(data) = data {
+            audit.log(silas_storage::audit::TAMPER_ACKNOWLEDGED, data)?;
+        }
+    }
+    Ok(n)
 }
 
 /// The configuration with its secrets replaced by [`REDACTED`].

@@ -201,6 +201,7 @@ pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
         AuditCommand::Verify { from_checkpoint } => Request::AuditVerify {
             from_checkpoint: from_checkpoint.clone(),
         },
+        AuditCommand::Acknowledge => Request::AuditAcknowledge,
     };
     let remote = ask(cfg, req)?;
     match (cmd, remote) {
@@ -210,6 +211,10 @@ pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
         }
         (AuditCommand::Verify { .. }, Some(Response::AuditVerified(report))) => {
             print_verified(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        (AuditCommand::Acknowledge, Some(Response::AuditAcknowledged { entries })) => {
+            print_acknowledged(entries);
             Ok(ExitCode::SUCCESS)
         }
         (_, Some(other)) => Err(unexpected(&other)),
@@ -228,9 +233,22 @@ pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
                         crate::control::verify_audit(&store, &seal, from_checkpoint.as_deref())?;
                     print_verified(&report);
                 }
+                AuditCommand::Acknowledge => {
+                    print_acknowledged(crate::control::acknowledge_tampering(&store)?);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+fn print_acknowledged(entries: usize) {
+    if entries == 0 {
+        println!("no tampering recorded since the last acknowledgement");
+    } else {
+        println!(
+            "acknowledged {entries} tampering record(s); `silas audit verify` no longer reports them"
+        );
     }
 }
 

@@ -117,6 +117,13 @@ pub struct ChainBreak {
     pub reason: String,
 }
 
+/// Written at start when the store and its signed checkpoints or head mirror
+/// disagree (tampering while the daemon was stopped).
+pub const TAMPER_DETECTED: &str = "audit.tamper_detected";
+/// Written by `silas audit acknowledge`: the owner has seen the tampering
+/// recorded before it.
+pub const TAMPER_ACKNOWLEDGED: &str = "audit.tamper_acknowledged";
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChainVerification {
     pub valid: bool,
@@ -224,6 +231,26 @@ impl AuditLog {
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// The `audit.tamper_detected` entries written since the last
+    /// `audit.tamper_acknowledged` one, oldest first: tampering found at a
+    /// start stays reported by `silas audit verify` until the owner has
+    /// looked at it, instead of being covered by the next checkpoint.
+    pub fn unacknowledged_tampering(&self) -> StoreResult<Vec<AuditEntry>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let mut found = Vec::new();
+        for row in table.iter()? {
+            let (_, v) = row?;
+            let e: AuditEntry = codec::decode("audit", v.value())?;
+            match e.event.as_str() {
+                TAMPER_DETECTED => found.push(e),
+                TAMPER_ACKNOWLEDGED => found.clear(),
+                _ => {}
+            }
+        }
+        Ok(found)
     }
 
     pub fn len(&self) -> StoreResult<u64> {

@@ -70,6 +70,8 @@ pub enum Request {
     AuditVerify {
         from_checkpoint: Option<String>,
     },
+    /// The owner has seen the tampering recorded so far.
+    AuditAcknowledge,
     Pair,
     DevicesList,
     DevicesRevoke {
@@ -146,6 +148,10 @@ pub enum Response {
         entries: Vec<AuditEntry>,
     },
     AuditVerified(AuditVerifyReport),
+    /// How many tampering records were acknowledged (0: none were open).
+    AuditAcknowledged {
+        entries: usize,
+    },
     PairingLink {
         link: String,
     },
