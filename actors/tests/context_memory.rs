@@ -108,6 +108,15 @@ async fn the_proxy_sees_its_own_context_inspection_and_no_other_scopes() {
         .find(|l| l.starts_with("Available tools:"))
         .unwrap();
     assert!(tools.contains("context_inspection"), "{tools}");
+    // The proxy picks a context profile from the configured ones.
+    assert!(
+        system.contains("`context_profile` (one of: coding, conversation,"),
+        "{}",
+        system
+            .lines()
+            .find(|l| l.contains("context_profile"))
+            .unwrap_or_default()
+    );
     let block = inspection_block(&f).expect("inspection block");
     assert!(block.contains("chronicle: 1 items"), "{block}");
     assert!(block.contains(":in (message, turn 0"), "{block}");

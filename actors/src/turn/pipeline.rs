@@ -540,6 +540,9 @@ impl Turn<'_> {
             &self.scope.access.state().level,
         );
         rendered.skills = self.skill_lines();
+        // The proxy picks the turn's context profile from these; without
+        // them its prompt read "one of: (none)" and every pick was coerced.
+        rendered.profiles = self.deps.config.context.profiles.keys().cloned().collect();
         let progress = self.progress();
         let run = progress
             .around(
