@@ -269,17 +269,7 @@ async fn a_customer_in_the_owners_group_cannot_close_the_owners_card() {
         dump(&bot.calls())
     );
 
-    bot.push_update(press(4, "cb-owner", OWNER, GROUP, card_id, &approve));
-    let ack = answered(&bot, "cb-owner", Duration::from_secs(30)).await;
-    assert!(
-        ack.body["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Approved"),
-        "{}",
-        ack.body
-    );
-    work_ran(&bot, GROUP).await;
+    owner_approves_in_group(&bot, 4, card_id, &approve).await;
 
     daemon.stop().await;
     let events = audit_events(dir.path());
@@ -319,17 +309,7 @@ async fn in_the_owners_group_only_the_owner_can_press() {
     );
     assert!(!bot.calls().iter().any(|c| text_of(c).starts_with("⏳")));
 
-    bot.push_update(press(3, "cb-owner", OWNER, GROUP, card_id, &approve));
-    let ack = answered(&bot, "cb-owner", Duration::from_secs(30)).await;
-    assert!(
-        ack.body["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Approved"),
-        "{}",
-        ack.body
-    );
-    work_ran(&bot, GROUP).await;
+    owner_approves_in_group(&bot, 3, card_id, &approve).await;
 
     daemon.stop().await;
     let events = audit_events(dir.path());

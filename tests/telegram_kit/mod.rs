@@ -241,6 +241,22 @@ pub async fn answered(bot: &FakeBotApi, query_id: &str, within: Duration) -> Bot
     .await
 }
 
+/// The owner presses Approve (`data`) on the card `card_id` in the group:
+/// the press is answered "Approved" and the work runs there.
+pub async fn owner_approves_in_group(bot: &FakeBotApi, update_id: u64, card_id: i64, data: &str) {
+    bot.push_update(press(update_id, "cb-owner", OWNER, GROUP, card_id, data));
+    let ack = answered(bot, "cb-owner", Duration::from_secs(30)).await;
+    assert!(
+        ack.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Approved"),
+        "{}",
+        ack.body
+    );
+    work_ran(bot, GROUP).await;
+}
+
 /// Edits of message `message_id`.
 pub fn edits_of(bot: &FakeBotApi, message_id: i64) -> Vec<BotCall> {
     bot.calls()
