@@ -385,20 +385,13 @@ impl WebBackend for WebBridge {
                 return;
             };
             // Cards still waiting for this scope (a reload or a restart).
-            let now = Timestamp::now();
-            let cards = self
-                .store
-                .records::<PendingCard>()
-                .list()
-                .unwrap_or_default();
-            for card in cards.iter().filter(|c| {
-                c.scope_id == scope_id
-                    && may_see(c, owner)
-                    && !silas_actors::cards::is_expired(c, &self.timeouts, now)
-                    // A card whose turn a crash interrupted is the replay's
-                    // to deliver (see `turn_committed`).
-                    && silas_actors::cards::turn_committed(&self.store, c).unwrap_or(false)
-            }) {
+            let cards = silas_actors::cards::waiting_cards(
+                &self.store,
+                &scope_id,
+                &self.timeouts,
+                Timestamp::now(),
+            );
+            for card in cards.iter().filter(|c| may_see(c, owner)) {
                 let _ = tx.send(Self::card_frame(card)).await;
             }
             // Replies sent before and never acknowledged (lost on the wire

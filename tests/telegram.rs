@@ -47,16 +47,7 @@ async fn owner_approves_a_plan_card_and_the_work_runs() {
     let approve = button_data(&card, "Approve");
     button_data(&card, "Decline");
 
-    bot.push_update(press(2, "cb-approve", OWNER, OWNER, card_id, &approve));
-    let ack = answered(&bot, "cb-approve", Duration::from_secs(30)).await;
-    assert!(
-        ack.body["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Approved"),
-        "{}",
-        ack.body
-    );
+    owner_approves(&bot, 2, "cb-approve", OWNER, card_id, &approve).await;
     let edited = wait_for(&bot, "the card edited", Duration::from_secs(10), |_| {
         edits_of(&bot, card_id).into_iter().next()
     })
@@ -197,10 +188,7 @@ async fn with_a_group_configured_the_owners_private_chat_is_not_read() {
     write_config(dir.path(), &bot, None, OwnerAt::Group);
     let (daemon, _) = start(dir.path(), false);
 
-    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
-    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
-    let card_id = card.message_id.unwrap();
-    let approve = button_data(&card, "Approve");
+    let (card_id, approve) = group_plan_card(&bot).await;
     bot.push_update(message(
         2,
         OWNER,
@@ -250,10 +238,7 @@ async fn a_customer_in_the_owners_group_cannot_close_the_owners_card() {
     std::fs::write(dir.path().join("silas.yaml"), yaml).unwrap();
     let (daemon, _) = start(dir.path(), false);
 
-    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
-    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
-    let card_id = card.message_id.unwrap();
-    let approve = button_data(&card, "Approve");
+    let (card_id, approve) = group_plan_card(&bot).await;
     bot.push_update(press(2, "cb-member", MEMBER, GROUP, card_id, &approve));
     let ack = answered(&bot, "cb-member", Duration::from_secs(30)).await;
     assert_eq!(
@@ -269,7 +254,8 @@ async fn a_customer_in_the_owners_group_cannot_close_the_owners_card() {
         dump(&bot.calls())
     );
 
-    owner_approves_in_group(&bot, 4, card_id, &approve).await;
+    owner_approves(&bot, 4, "cb-owner", GROUP, card_id, &approve).await;
+    work_ran(&bot, GROUP).await;
 
     daemon.stop().await;
     let events = audit_events(dir.path());
@@ -288,10 +274,7 @@ async fn in_the_owners_group_only_the_owner_can_press() {
     write_config(dir.path(), &bot, None, OwnerAt::Group);
     let (daemon, _) = start(dir.path(), false);
 
-    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
-    let card = card(&bot, GROUP, Duration::from_secs(30)).await;
-    let card_id = card.message_id.unwrap();
-    let approve = button_data(&card, "Approve");
+    let (card_id, approve) = group_plan_card(&bot).await;
     bot.push_update(press(2, "cb-member", MEMBER, GROUP, card_id, &approve));
     let ack = answered(&bot, "cb-member", Duration::from_secs(30)).await;
     assert!(
@@ -309,7 +292,8 @@ async fn in_the_owners_group_only_the_owner_can_press() {
     );
     assert!(!bot.calls().iter().any(|c| text_of(c).starts_with("⏳")));
 
-    owner_approves_in_group(&bot, 3, card_id, &approve).await;
+    owner_approves(&bot, 3, "cb-owner", GROUP, card_id, &approve).await;
+    work_ran(&bot, GROUP).await;
 
     daemon.stop().await;
     let events = audit_events(dir.path());

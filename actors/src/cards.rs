@@ -89,6 +89,26 @@ pub fn is_expired(card: &PendingCard, timeouts: &CardTimeouts, now: Timestamp) -
     now >= deadline(card, timeouts)
 }
 
+/// The stored cards of `scope_id` a channel may show when it (re)connects or
+/// starts: not past their deadline, and not one whose turn a crash cut off
+/// (that one is the replay's to deliver, see [`turn_committed`]).
+pub fn waiting_cards(
+    store: &silas_storage::Store,
+    scope_id: &str,
+    timeouts: &CardTimeouts,
+    now: Timestamp,
+) -> Vec<PendingCard> {
+    let cards = store.records::<PendingCard>().list().unwrap_or_default();
+    cards
+        .into_iter()
+        .filter(|c| {
+            c.scope_id == scope_id
+                && !is_expired(c, timeouts, now)
+                && turn_committed(store, c).unwrap_or(false)
+        })
+        .collect()
+}
+
 /// Whether `card` may be shown and answered yet: a plan card a turn filed
 /// only once that turn has committed its response. The card is stored just
 /// before that commit; a crash in between replays the turn, which files the

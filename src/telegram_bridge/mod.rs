@@ -36,7 +36,7 @@ use silas_telegram::cards::{RenderContext, render};
 use silas_telegram::policy::callback::CallbackSigner;
 use silas_telegram::policy::identity::customer_scope;
 use silas_telegram::status::{Check, is_final, work_status_text};
-use silas_telegram::{Action, Outbox, TelegramError, TelegramSettings, Text};
+use silas_telegram::{Action, Outbox, RetryPolicy, TelegramError, TelegramSettings, Text};
 
 /// The channel name on answers, messages and the signed token.
 pub const TELEGRAM_CHANNEL: &str = "telegram";
@@ -47,6 +47,13 @@ pub const OWNER_CONNECTION: &str = "tg:owner";
 const KEEP_HANDLED: chrono::Duration = chrono::Duration::days(2);
 /// How long a reply the Bot API refused for a moment keeps being retried.
 const REDELIVERY_WINDOW: Duration = Duration::from_secs(30 * 60);
+/// The background redelivery's backoff: 5 s, doubling to 5 min (its end is
+/// the window, not a count).
+const REDELIVERY: RetryPolicy = RetryPolicy {
+    attempts: u32::MAX,
+    base: Duration::from_secs(5),
+    max: Duration::from_secs(300),
+};
 
 /// Replies remembered for de-duplication (a replayed turn redelivers).
 const REMEMBERED_REPLIES: usize = 1024;
@@ -95,6 +102,16 @@ fn random_handle() -> Result<String, ChannelError> {
     getrandom::fill(&mut b)
         .map_err(|e| ChannelError::Disconnected(format!("no randomness: {e}")))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
+}
+
+/// One audit entry (`data` must be a JSON object); a failed write is logged.
+fn audit_to(store: &Store, event: &str, data: serde_json::Value) {
+    let serde_json::Value::Object(data) = data else {
+        return;
+    };
+    if let Err(e) = store.audit().log(event, data) {
+        tracing::error!(code = %e.code(), "audit write failed: {e}");
+    }
 }
 
 fn send_failed(e: TelegramError) -> ChannelError {
@@ -158,12 +175,7 @@ impl TelegramBridge {
     }
 
     fn audit(&self, event: &str, data: serde_json::Value) {
-        let serde_json::Value::Object(data) = data else {
-            return;
-        };
-        if let Err(e) = self.args.store.audit().log(event, data) {
-            tracing::error!(code = %e.code(), "audit write failed: {e}");
-        }
+        audit_to(&self.args.store, event, data);
     }
 
     fn render_context<'a>(
@@ -188,20 +200,14 @@ impl TelegramBridge {
     /// connects. A card rendered there already keeps its message
     /// ([`Self::show_card`]).
     pub async fn show_waiting_cards(&self) {
-        let now = Timestamp::now();
-        let cards = self
-            .args
-            .store
-            .records::<PendingCard>()
-            .list()
-            .unwrap_or_default();
+        let cards = silas_actors::cards::waiting_cards(
+            &self.args.store,
+            OWNER_SCOPE,
+            &self.args.timeouts,
+            Timestamp::now(),
+        );
         let chat_id = self.args.settings.owner.chat_id;
-        for card in cards.iter().filter(|c| {
-            c.scope_id == OWNER_SCOPE
-                && !silas_actors::cards::is_expired(c, &self.args.timeouts, now)
-                // A card whose turn a crash interrupted is the replay's.
-                && silas_actors::cards::turn_committed(&self.args.store, c).unwrap_or(false)
-        }) {
+        for card in &cards {
             if let Err(e) = self.show_card(card, chat_id).await {
                 tracing::warn!(request_id = %card.request_id, "waiting card not shown in telegram: {e}");
             }
@@ -393,8 +399,8 @@ impl TelegramBridge {
     }
 
     /// A reply the Bot API could not take (429 past the outbox's retries, a
-    /// 5xx, a dropped connection) is sent again in the background — after
-    /// 5 s, doubling to 5 min, for up to [`REDELIVERY_WINDOW`] — instead of
+    /// 5xx, a dropped connection) is sent again in the background — on
+    /// [`REDELIVERY`]'s backoff, for up to [`REDELIVERY_WINDOW`] — instead of
     /// being lost to an outage of a few seconds. Audited when it lands or is
     /// given up.
     fn redeliver_later(&self, chat_id: i64, reply_to: String, text: Text) {
@@ -402,16 +408,14 @@ impl TelegramBridge {
         let store = self.args.store.clone();
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
-            let mut wait = Duration::from_secs(5);
             let mut attempts = 1u32;
             let outcome = loop {
-                tokio::time::sleep(wait).await;
+                tokio::time::sleep(REDELIVERY.backoff(attempts - 1)).await;
                 attempts += 1;
                 match outbox.send(chat_id, &text, None).await {
                     Ok(_) => break "telegram.reply_redelivered",
                     Err(e) if e.is_transient() && started.elapsed() < REDELIVERY_WINDOW => {
                         tracing::info!(code = %e.code(), "telegram reply still not delivered: {e}");
-                        wait = (wait * 2).min(Duration::from_secs(300));
                     }
                     Err(e) => {
                         tracing::warn!(code = %e.code(), "telegram reply given up: {e}");
@@ -419,13 +423,11 @@ impl TelegramBridge {
                     }
                 }
             };
-            let data = serde_json::json!({"chat_id": chat_id, "reply_to": reply_to,
-                                          "attempts": attempts});
-            if let serde_json::Value::Object(data) = data
-                && let Err(e) = store.audit().log(outcome, data)
-            {
-                tracing::error!(code = %e.code(), "audit write failed: {e}");
-            }
+            audit_to(
+                &store,
+                outcome,
+                serde_json::json!({"chat_id": chat_id, "reply_to": reply_to, "attempts": attempts}),
+            );
         });
     }
 

@@ -67,7 +67,7 @@ impl BotClient {
                 TelegramError::Transport(self.token.scrub(&e.without_url().to_string()))
             }
         };
-        let resp = self
+        let mut resp = self
             .http
             .post(url)
             .json(body)
@@ -86,7 +86,6 @@ impl BotClient {
         {
             return Err(too_large());
         }
-        let mut resp = resp;
         let mut bytes = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(scrub)? {
             if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {

@@ -241,11 +241,26 @@ pub async fn answered(bot: &FakeBotApi, query_id: &str, within: Duration) -> Bot
     .await
 }
 
-/// The owner presses Approve (`data`) on the card `card_id` in the group:
-/// the press is answered "Approved" and the work runs there.
-pub async fn owner_approves_in_group(bot: &FakeBotApi, update_id: u64, card_id: i64, data: &str) {
-    bot.push_update(press(update_id, "cb-owner", OWNER, GROUP, card_id, data));
-    let ack = answered(bot, "cb-owner", Duration::from_secs(30)).await;
+/// The owner asks for a plan in the group; returns its card's message id
+/// and the Approve button's data.
+pub async fn group_plan_card(bot: &FakeBotApi) -> (i64, String) {
+    bot.push_update(message(1, GROUP, OWNER, 10, PLAN_REQUEST));
+    let card = card(bot, GROUP, Duration::from_secs(30)).await;
+    (card.message_id.unwrap(), button_data(&card, "Approve"))
+}
+
+/// The owner presses Approve (`data`) on the card `card_id` in `chat_id`
+/// (callback `query_id`): the press is answered "Approved".
+pub async fn owner_approves(
+    bot: &FakeBotApi,
+    update_id: u64,
+    query_id: &str,
+    chat_id: i64,
+    card_id: i64,
+    data: &str,
+) {
+    bot.push_update(press(update_id, query_id, OWNER, chat_id, card_id, data));
+    let ack = answered(bot, query_id, Duration::from_secs(30)).await;
     assert!(
         ack.body["text"]
             .as_str()
@@ -254,7 +269,6 @@ pub async fn owner_approves_in_group(bot: &FakeBotApi, update_id: u64, card_id: 
         "{}",
         ack.body
     );
-    work_ran(bot, GROUP).await;
 }
 
 /// Edits of message `message_id`.

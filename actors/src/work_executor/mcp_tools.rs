@@ -29,14 +29,18 @@ const MAX_TOOL_DESCRIPTION_CHARS: usize = 1_000;
 /// ---`), and the length is bounded.
 fn tool_description(text: &str) -> String {
     let scrubbed = silas_context::scrub::scrub_external(text);
-    let mut out = String::with_capacity(scrubbed.len().min(MAX_TOOL_DESCRIPTION_CHARS * 4));
+    let mut chars = scrubbed.chars();
     let mut dashes = 0;
-    for c in scrubbed.chars().take(MAX_TOOL_DESCRIPTION_CHARS) {
-        dashes = if c == '-' { dashes + 1 } else { 0 };
-        // A third dash in a row becomes a space: "---" never survives.
-        out.push(if dashes >= 3 { ' ' } else { c });
-    }
-    if scrubbed.chars().nth(MAX_TOOL_DESCRIPTION_CHARS).is_some() {
+    // A third dash in a row becomes a space: "---" never survives.
+    let mut out: String = chars
+        .by_ref()
+        .take(MAX_TOOL_DESCRIPTION_CHARS)
+        .map(|c| {
+            dashes = if c == '-' { dashes + 1 } else { 0 };
+            if dashes >= 3 { ' ' } else { c }
+        })
+        .collect();
+    if chars.next().is_some() {
         out.push('…');
     }
     out
