@@ -29,6 +29,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Start => {
             let mut cfg = load_config(cli.config.as_deref(), cli.data_dir.clone())?;
             arrange_sandbox_root(&mut cfg)?;
+            crate::doctor::port_preflight(&cfg)?;
             let init = initialise(&cfg, false)?;
             if !matches!(init.key_outcome, InitOutcome::KeptExisting { .. }) {
                 print_init_report(&cfg, &init);
@@ -37,7 +38,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 println!("{line}");
             }
             // After init (which creates and narrows the layout), before
-            // anything is served: the cheap `silas doctor` checks.
+            // anything is served: the sandbox dirs as `silas doctor` checks them.
             crate::doctor::preflight(&cfg)?;
             let origin = crate::control::ConfigOrigin {
                 path: cli.config.clone(),
@@ -98,6 +99,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
 pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
     let cfg = load_unvalidated(path, data_dir)?;
     cfg.validate()?;
+    if let Some(e) = silas_actors::scheduler::config_errors(&cfg)
+        .into_iter()
+        .next()
+    {
+        return Err(e.into());
+    }
     Ok(cfg)
 }
 
@@ -211,7 +218,8 @@ fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCo
     if let Some(code) = crate::remote::config_check(&cfg)? {
         return Ok(code);
     }
-    let errors = cfg.validation_errors();
+    let mut errors = cfg.validation_errors();
+    errors.extend(silas_actors::scheduler::config_errors(&cfg));
     if errors.is_empty() {
         println!("config ok: {}", config_source(path));
         print_config_summary(&cfg);

@@ -54,6 +54,8 @@ pub struct DaemonControl {
     pub started: Instant,
     /// Connection skills (setup conversations, escalation).
     pub connections: Option<Arc<silas_actors::connection::runtime::ConnectionRuntime>>,
+    /// The `model: …` line `silas start` printed (offline mode included).
+    pub model: String,
 }
 
 fn refused(e: impl Coded + std::fmt::Display) -> Response {
@@ -379,6 +381,7 @@ impl DaemonControl {
             running_work,
             next_jobs,
             providers: self.web.providers(),
+            model: self.model.clone(),
         })
     }
 
@@ -534,7 +537,8 @@ pub fn compare_on_disk(running: &Config, origin: &ConfigOrigin) -> OnDiskConfig 
     if let Some(root) = crate::commands::planned_sandbox_root(&now) {
         now.sandbox.root_dir = Some(root);
     }
-    let errors = now.validation_errors();
+    let mut errors = now.validation_errors();
+    errors.extend(silas_actors::scheduler::config_errors(&now));
     if !errors.is_empty() {
         return OnDiskConfig::Invalid {
             errors: errors

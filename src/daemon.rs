@@ -277,6 +277,7 @@ async fn run(
             started_at: started.0,
             started: started.1,
             connections: Some(connection_runtime.clone()),
+            model: model.startup_line(&cfg),
         };
         let mut stop = stop_rx.clone();
         control.serve(owner_auth.clone(), Arc::new(backend), async move {

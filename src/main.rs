@@ -28,6 +28,15 @@ mod telegram_bridge;
 mod web_bridge;
 mod workspace_cmd;
 
+/// The shell's status for a command killed by SIGPIPE (128 + 13).
+const SIGPIPE_EXIT: i32 = 141;
+
+/// The panic `print!`/`println!` raise when stdout or stderr is a pipe whose
+/// reader has gone (EPIPE, os error 32).
+fn output_closed(panic_message: &str) -> bool {
+    panic_message.starts_with("failed printing to std") && panic_message.contains("os error 32")
+}
+
 fn main() -> ExitCode {
     // Multi-call: `silas __sandbox-exec` is the sandbox launcher (see silas-sandbox).
     if std::env::args_os()
@@ -47,6 +56,12 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
+        if output_closed(&msg) {
+            // `silas audit tail | head`: the reader has gone, which is how a
+            // pipeline ends, not an internal error. Exit as a command killed
+            // by SIGPIPE would (Rust ignores the signal, so `print!` panics).
+            std::process::exit(SIGPIPE_EXIT);
+        }
         let at = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))

@@ -150,6 +150,9 @@ pub fn status_text(r: &StatusReport) -> String {
         r.started_at
     );
     out.push_str(&format!("  web:           {}/\n", r.web_url));
+    if let Some(model) = r.model.strip_prefix("model: ") {
+        out.push_str(&format!("  model:         {model}\n"));
+    }
     out.push_str(&format!("  connections:   {}\n", r.connections));
     match &r.queue {
         Some(q) => out.push_str(&format!(
@@ -565,6 +568,8 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            model: "model: offline (no OPENROUTER_API_KEY set) — rule-based responder, not an LLM"
+                .into(),
         };
         let t = status_text(&r);
         for want in [
@@ -576,6 +581,7 @@ mod tests {
             "running work:  w-1",
             "scheduler:     disabled",
             "providers:     a closed, b open",
+            "model:         offline (no OPENROUTER_API_KEY set)",
         ] {
             assert!(t.contains(want), "{want:?} in {t}");
         }

@@ -25,6 +25,22 @@ pub const SERVICE_USER: &str = "silas";
 pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
 /// Default host file holding the key-encryption key (system unit).
 pub const SYSTEM_KEK_FILE: &str = "/etc/silas/kek";
+/// Default environment file with the API keys (system unit).
+pub const SYSTEM_ENV_FILE: &str = "/etc/silas/env";
+
+/// The variables the configured models' providers (fallbacks included) read
+/// their API keys from, each once.
+fn key_vars(cfg: &Config) -> Vec<String> {
+    let m = &cfg.models;
+    let mut vars: Vec<String> = [&m.proxy, &m.planner, &m.executor, &m.scorer]
+        .into_iter()
+        .flat_map(|spec| Config::model_chain(spec))
+        .filter_map(|model| cfg.resolve_model(model).ok()?.api_key_env)
+        .collect();
+    vars.sort();
+    vars.dedup();
+    vars
+}
 
 /// Everything the unit depends on; all paths absolute.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +61,11 @@ pub struct UnitSpec {
     /// skill-maker's there, so the system unit must leave it writable.
     pub skills_dir: PathBuf,
     pub kek: Kek,
+    /// `EnvironmentFile=`: where the API keys go (the unit itself is
+    /// world-readable, so never `Environment=`).
+    pub env_file: PathBuf,
+    /// The variables the configured models' providers read their keys from.
+    pub key_vars: Vec<String>,
 }
 
 /// How the owner key's key-encryption key reaches the daemon.
@@ -61,16 +82,30 @@ pub enum Kek {
 }
 
 /// Quotes a value for an `ExecStart=` command line when it needs it
-/// (systemd splits on whitespace and treats `\` and quotes specially).
+/// (systemd splits on whitespace and treats `\` and quotes specially;
+/// `%` starts a specifier and `$` a variable there).
 fn exec_arg(p: &Path) -> String {
-    let s = p.display().to_string();
+    list_path(p).replace('$', "$$")
+}
+
+/// One path of a space-separated list (`ReadWritePaths=`): quoted when it
+/// needs it, specifiers escaped.
+fn list_path(p: &Path) -> String {
+    let s = p.display().to_string().replace('%', "%%");
     if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=".contains(c))
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=%".contains(c))
     {
         s
     } else {
         format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
     }
+}
+
+/// A path that is a directive's whole value (`WorkingDirectory=`,
+/// `EnvironmentFile=`): never quoted — systemd keeps the quotes and then
+/// refuses the path as not absolute — only specifiers escaped.
+fn unit_path(p: &Path) -> String {
+    p.display().to_string().replace('%', "%%")
 }
 
 impl UnitSpec {
@@ -104,7 +139,14 @@ pub fn render_unit(spec: &UnitSpec) -> String {
     line(&exec);
     line("# Relative paths of the configuration (`skills_dir` is ./skills by default)");
     line("# mean what they meant where `silas service install` ran.");
-    line(&format!("WorkingDirectory={}", exec_arg(&spec.working_dir)));
+    line(&format!(
+        "WorkingDirectory={}",
+        unit_path(&spec.working_dir)
+    ));
+    line("# The model API key and any ${VARIABLE} the configuration names, as NAME=value");
+    line("# lines in a file only the service's account reads (mode 0600): this unit is");
+    line("# world-readable. Optional (`-`): without a key the daemon runs offline.");
+    line(&format!("EnvironmentFile=-{}", unit_path(&spec.env_file)));
     line("# A crash restarts the daemon; a clean stop (SIGTERM) does not.");
     line("Restart=on-failure");
     line("RestartSec=5s");
@@ -140,8 +182,9 @@ pub fn render_unit(spec: &UnitSpec) -> String {
     line("# No setuid/file-capability gains; the sandbox sets no_new_privs itself anyway,");
     line("# and landlock and unprivileged user namespaces work under it.");
     line("NoNewPrivileges=yes");
-    line("# Only `user` and `net` namespaces: the sandbox's network isolation.");
-    line("RestrictNamespaces=user net");
+    line("# Only `user`, `net` and `pid` namespaces: the sandbox's network isolation and");
+    line("# the process namespace each command gets.");
+    line("RestrictNamespaces=user net pid");
     line("# Off: a systemd-made user namespace would sit under the sandbox's own and");
     line("# change which uids its commands run as.");
     line("PrivateUsers=no");
@@ -172,9 +215,9 @@ pub fn render_unit(spec: &UnitSpec) -> String {
         line("# (bundled and skill-maker skills are written there); no home directories.");
         line("ProtectSystem=strict");
         line("ProtectHome=yes");
-        line(&format!("ReadWritePaths={}", exec_arg(&spec.data_dir)));
+        line(&format!("ReadWritePaths={}", list_path(&spec.data_dir)));
         if let Some(skills) = spec.skills_outside_data_dir() {
-            line(&format!("ReadWritePaths={}", exec_arg(skills)));
+            line(&format!("ReadWritePaths={}", list_path(skills)));
         }
         line("PrivateTmp=yes");
         line("# /dev/null, /dev/zero and /dev/urandom stay; no hardware devices.");
@@ -255,6 +298,10 @@ pub fn install(
             }
         }
     };
+    let env_file = match (user_mode, home.as_deref()) {
+        (true, Some(h)) => h.join(".config/silas/env"),
+        _ => PathBuf::from(SYSTEM_ENV_FILE),
+    };
     let spec = UnitSpec {
         user_mode,
         exe,
@@ -268,6 +315,8 @@ pub fn install(
         })?,
         skills_dir: absolute(&cfg.skills_dir)?,
         kek,
+        env_file,
+        key_vars: key_vars(cfg),
     };
     let unit = render_unit(&spec);
     let target = match output {
@@ -308,6 +357,19 @@ fn write_unit(path: &Path, unit: &str) -> Result<(), CliError> {
 pub fn next_steps(spec: &UnitSpec) -> Vec<String> {
     let mut out = Vec::new();
     let data = spec.data_dir.display();
+    if !spec.key_vars.is_empty() && !spec.env_file.is_file() {
+        let lines: Vec<String> = spec.key_vars.iter().map(|v| format!("{v}=…")).collect();
+        out.push(format!(
+            "put the API key in {} (mode 0600{}): {}",
+            spec.env_file.display(),
+            if spec.user_mode {
+                String::new()
+            } else {
+                format!(", owned by {SERVICE_USER}")
+            },
+            lines.join(" / ")
+        ));
+    }
     if let Kek::Missing { file, .. } = &spec.kek {
         out.push(format!(
             "optional: to encrypt the owner key at rest, put a key-encryption key in {} (mode 0600) and run this again",
@@ -353,6 +415,8 @@ mod tests {
                 name: "silas-kek".into(),
                 file: "/etc/silas/kek".into(),
             },
+            env_file: "/nonexistent/silas/env".into(),
+            key_vars: vec!["OPENROUTER_API_KEY".into()],
         }
     }
 
@@ -419,7 +483,9 @@ mod tests {
             let ns = values(&u, "RestrictNamespaces");
             assert_eq!(ns.len(), 1);
             let allowed: Vec<&str> = ns[0].split_whitespace().collect();
-            assert!(allowed.contains(&"user") && allowed.contains(&"net"), "{u}");
+            for ns in ["user", "net", "pid"] {
+                assert!(allowed.contains(&ns), "{ns}: {u}");
+            }
             assert_eq!(values(&u, "PrivateUsers"), vec!["no"]);
             let filter = values(&u, "SystemCallFilter");
             assert_eq!(filter.len(), 1);
@@ -460,6 +526,12 @@ mod tests {
         assert!(values(&u, "LoadCredential").is_empty());
         assert_eq!(values(&u, "ReadWritePaths"), vec!["\"/srv/my data\""]);
         assert!(values(&u, "ExecStart")[0].contains("--data-dir \"/srv/my data\" start"));
+        // A whole-value path is never quoted (systemd would keep the quotes).
+        s.working_dir = "/srv/my 100% data".into();
+        s.exe = "/opt/$HOME/silas".into();
+        let u = render_unit(&s);
+        assert_eq!(values(&u, "WorkingDirectory"), vec!["/srv/my 100%% data"]);
+        assert!(values(&u, "ExecStart")[0].starts_with("\"/opt/$$HOME/silas\" "));
         let steps = next_steps(&s).join("\n");
         assert!(steps.contains("systemctl daemon-reload && systemctl enable --now silas"));
     }
@@ -479,6 +551,31 @@ mod tests {
             "{u}"
         );
         assert!(next_steps(&s).iter().any(|l| l.contains("/etc/silas/kek")));
+    }
+
+    /// The API key reaches a service through a file only its account reads,
+    /// never through the world-readable unit; the next steps say which
+    /// variable goes there.
+    #[test]
+    fn the_api_key_comes_from_an_environment_file() {
+        for user_mode in [false, true] {
+            let s = spec(user_mode);
+            let u = render_unit(&s);
+            assert_eq!(
+                values(&u, "EnvironmentFile"),
+                vec!["-/nonexistent/silas/env"]
+            );
+            assert!(values(&u, "Environment").is_empty());
+            let steps = next_steps(&s).join("\n");
+            assert!(
+                steps.contains("put the API key in /nonexistent/silas/env (mode 0600")
+                    && steps.contains("OPENROUTER_API_KEY=…"),
+                "{steps}"
+            );
+        }
+        let mut keyless = spec(false);
+        keyless.key_vars.clear();
+        assert!(!next_steps(&keyless).join("\n").contains("API key"));
     }
 
     #[test]

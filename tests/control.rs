@@ -68,6 +68,11 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     let status = ok(dir, &["status"]);
     assert!(status.contains("silas: running (pid"), "{status}");
     assert!(status.contains(&format!("http://{addr}/")), "{status}");
+    // The daemon's own model state, whatever the CLI's environment holds.
+    assert!(
+        status.contains("\n  model:         offline (no OPENROUTER_API_KEY set)"),
+        "{status}"
+    );
     let report: Value = serde_json::from_str(ok(dir, &["status", "--json"]).trim()).unwrap();
     assert_eq!(report["web_url"], format!("http://{addr}"));
     assert_eq!(report["queue"]["pressure"], "ok");

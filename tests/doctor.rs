@@ -177,6 +177,23 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
         "{lines:#?}"
     );
     assert!(line(&lines, "cli-credential").starts_with("PASS"));
+
+    // A second `silas start` from another directory stops at the port
+    // before it creates a data dir and owner key of its own there.
+    let other = tempfile::tempdir().unwrap();
+    let second = silas(other.path())
+        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
+        .arg("start")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("a Silas daemon is already running"), "{err}");
+    assert!(
+        !other.path().join("data").exists(),
+        "the refused start created a data dir"
+    );
     daemon.stop_blocking();
 }
 
@@ -260,12 +277,36 @@ fn the_service_unit_is_written_absolute_and_verifies() {
         "{said}"
     );
 
+    // Run from a directory whose name needs care (a space, a `%`): the
+    // whole-value paths are written as they are, specifiers escaped.
+    let spaced = dir.path().join("my 100% project");
+    std::fs::create_dir(&spaced).unwrap();
+    let out = silas(&spaced)
+        .args(["service", "install", "--output", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let spaced_unit = String::from_utf8_lossy(&out.stdout).to_string();
+    let escaped = spaced.display().to_string().replace('%', "%%");
+    assert!(
+        spaced_unit.contains(&format!("\nWorkingDirectory={escaped}\n")),
+        "{spaced_unit}"
+    );
+    assert!(
+        unit.contains("\nEnvironmentFile=-/etc/silas/env\n"),
+        "{unit}"
+    );
+
     // systemd's own checker, when installed.
     let Ok(analyze) = which("systemd-analyze") else {
         println!("skipped systemd-analyze verify: systemd-analyze is not installed");
         return;
     };
-    for (name, text) in [("system", &unit), ("user", &user_unit)] {
+    for (name, text) in [
+        ("system", &unit),
+        ("user", &user_unit),
+        ("spaced", &spaced_unit),
+    ] {
         let unit_dir = dir.path().join(format!("verify-{name}"));
         std::fs::create_dir_all(&unit_dir).unwrap();
         let file = unit_dir.join("silas.service");

@@ -203,3 +203,24 @@ async fn a_daemon_running_as_an_unprivileged_user_finishes_a_task() {
     );
     daemon.stop().await;
 }
+
+/// `silas … | head`: a reader that goes away early ends the command the way
+/// a pipeline expects (SIGPIPE's status 141, nothing on stderr), not with
+/// `error[E_INTERNAL] … Broken pipe`.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = readme_silas(dir.path(), dir.path())
+        .arg("init")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader is gone before the command prints its first line.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    // The work itself was done.
+    assert!(dir.path().join("data").is_dir());
+}

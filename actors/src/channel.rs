@@ -69,6 +69,16 @@ pub enum ChannelError {
     Timeout,
 }
 
+/// Logs a delivery that did not happen: quietly when nobody is connected
+/// (what was sent is durable and shown again on the next connection), as a
+/// warning otherwise.
+pub(crate) fn undelivered(what: &str, e: ChannelError) {
+    match e {
+        ChannelError::Disconnected(why) => tracing::debug!("{what} not delivered: {why}"),
+        e => tracing::warn!("{what} not delivered: {e}"),
+    }
+}
+
 impl Coded for ChannelError {
     fn code(&self) -> ErrorCode {
         match self {

@@ -47,7 +47,7 @@ use crate::cards::{
     self, CardAnswer, CardKind, CardRejection, CardResponse, CardTimeouts, RecentlyResolved,
     Resolution,
 };
-use crate::channel::Outbound;
+use crate::channel::{Outbound, undelivered};
 use crate::limits::{Admission, CardLimits, LimitKind, OpenLimit, RateLimiter, TurnQueues};
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
 use crate::scope_release::IdleScopes;
@@ -652,6 +652,8 @@ impl Actor for Stream {
                 .then(|| approval_flow::open_cards_for(&state.args.deps, &event.work_item_id))
                 .transpose()?
                 .unwrap_or_default();
+                // Nobody connected (a goal's cycle at night) is the usual
+                // case: the status is in the store, the cards come again.
                 if let Err(e) = state
                     .args
                     .deps
@@ -659,11 +661,11 @@ impl Actor for Stream {
                     .send(Outbound::WorkStatus { event })
                     .await
                 {
-                    tracing::warn!("work status not delivered: {e}");
+                    undelivered("work status", e);
                 }
                 for card in waiting {
                     if let Err(e) = state.args.deps.sink.send(Outbound::Card { card }).await {
-                        tracing::warn!("approval card not delivered: {e}");
+                        undelivered("approval card", e);
                     }
                 }
             }

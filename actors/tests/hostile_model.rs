@@ -27,6 +27,7 @@
 //! | Shell injection via gate script inputs | `gate_script_inputs_with_shell_metacharacters_are_inert` | script provider: argv only, context in `SILAS_CTX_*` env vars | full (note: `standard_gate_runner` registers no `script` provider, so production script gates fail closed) |
 //! | Secrets never leave their places (developers' guide) | `canary_secrets_stay_where_the_spec_allows` | provider key only in `Authorization`; output redaction before truncation; NEVER_LOG; config never rendered | full |
 //! | — pasted secret in a chat message | `secret_pasted_into_chat_never_reaches_model_or_store` | the Stream redacts Probable+ secrets before the inbox records the message | full |
+//! | — a secret the model writes | `a_secret_the_model_writes_never_reaches_store_frames_or_prompts` | `AgentResponse::redact_secrets` before the response is stored, sent or shown | full |
 //! | — (execute/approval integrity) plan id chosen by the model | `a_plan_cannot_overwrite_an_existing_work_item` | `plan_id_collision`: a new plan never saves over another item | full |
 //! | Runaway bills: a plan's self-written budget | `a_plan_budget_over_the_owners_ceiling_gets_no_card` | `limits.plan_budget_ceiling`, checked before the card | full |
 //! | Memory flooding | `an_oversized_memory_is_refused_and_a_fact_is_kept` | `MAX_MEMORY_CONTENT_CHARS` per memory op, on top of the per-turn and per-minute op caps | full |
@@ -1570,6 +1571,38 @@ async fn secret_pasted_into_chat_never_reaches_model_or_store() {
             .any(|o| matches!(o, Outbound::OwnerNotice { text, .. }
             if text == silas_actors::stream::SECRET_REDACTED_NOTICE)),
         "the owner is told: {frames:?}"
+    );
+    f.assert_chain_ok();
+}
+
+/// The model writes a credential (read somewhere, or planted by an
+/// injection) into its reply and into a memory it stores. Defence:
+/// `AgentResponse::redact_secrets` on every response before anything
+/// stores, sends or shows it (`secret_redacted_outbound`); the owner's
+/// input was the only text redacted before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_model_writes_never_reaches_store_frames_or_prompts() {
+    let logs = capture_logs();
+    const LEAKED: &str = "sk-proj-LEAKEDbyTheModel0123456789abcdefghijklmnop";
+    let f = Fx::hostile().await;
+    f.fake.push(direct(json!({
+        "message": format!("your key is {LEAKED}"),
+        "memory_ops": [{"op": "store", "content": format!("api key: {LEAKED}"),
+                        "memory_type": "fact"}],
+    })));
+    f.fake.push(direct(json!({"message": "ok"})));
+    let rt = f.runtime().await;
+    let reply = rt.turn("owner", "what is my key?").await;
+    assert!(reply.starts_with("your key is "), "{reply}");
+    // The next turn's prompt carries the chronicle and memories.
+    rt.turn("owner", "and again?").await;
+    let frames = rt.sink.sent();
+    rt.stop().await;
+    let at = Places::gather(&f, &frames, &logs).find(LEAKED);
+    assert!(at.is_empty(), "the model's secret found in: {at:?}");
+    assert!(
+        f.audit_events()
+            .contains(&"secret_redacted_outbound".to_owned())
     );
     f.assert_chain_ok();
 }

@@ -148,6 +148,55 @@ async fn rewriting_the_test_to_assert_true_does_not_pass_the_check() {
     assert!(!f.path("work/ws-t-ws-cheat").exists());
 }
 
+/// A check run as `python3 -m unittest`: the working directory comes first
+/// on its import path, and the executor plants a `unittest` package that
+/// prints "OK" without running anything. What a check command reads its
+/// instructions from is restored like a rewritten test: the real suite runs
+/// on the unfixed code and fails.
+#[tokio::test]
+async fn a_planted_module_shadowing_the_check_does_not_pass_it() {
+    let f = Fx::new().await;
+    let root = f.path("owner-calc");
+    std::fs::create_dir_all(root.join("tests")).unwrap();
+    std::fs::write(root.join("calc.py"), "def one():\n    return 2\n").unwrap();
+    std::fs::write(root.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(
+        root.join("tests/test_calc.py"),
+        "import unittest\nfrom calc import one\n\nclass T(unittest.TestCase):\n    def test_one(self):\n        self.assertEqual(one(), 1)\n",
+    )
+    .unwrap();
+    silas_actors::workspaces::add(&f.store, "calc", &root, true, &[], "test").unwrap();
+    let mut t = item(json!({
+        "id": "t-shadow", "type": "task", "title": "Fix one()",
+        "body": "Make the unit tests pass.",
+        "workspace": {"name": "calc", "access": "write"},
+        "verify": [{"name": "unit", "run": "python3 -m unittest discover -s tests -t .",
+                    "expect": {"exit_code": 0}, "timeout": 60}],
+        "budget": {"max_attempts": 1},
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell(
+        "mkdir -p unittest && touch unittest/__init__.py && printf 'print(\"Ran 1 test\\n\\nOK\")\n' > unittest/__main__.py",
+    ));
+    f.fake.push(output("the tests pass now"));
+    let r = f.engine.run_task("t-shadow", "owner").await.unwrap();
+    assert_ne!(r.status, WorkItemStatus::Done, "{r:?}");
+    let stored = f.get("t-shadow");
+    assert!(
+        !stored.verification_results[0]["passed"].as_bool().unwrap(),
+        "{:?}",
+        stored.verification_results
+    );
+    let restored = common::audit_data(&f.store, "workspace_checks_restored");
+    assert_eq!(restored.len(), 1, "{restored:?}");
+    assert_eq!(
+        restored[0]["files"],
+        json!(["unittest/__init__.py", "unittest/__main__.py"]),
+        "{restored:?}"
+    );
+    assert!(!root.join("unittest").exists());
+}
+
 #[tokio::test]
 async fn a_task_naming_an_unregistered_workspace_never_runs() {
     let f = Fx::new().await;

@@ -10,7 +10,19 @@ use std::borrow::Cow;
 /// Whether `c` may not reach a terminal as itself.
 fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                // Marks and invisible spaces: text that is there unseen
+                // (joiners stay: emoji and scripts need them).
+                | '\u{061c}'
+                | '\u{200b}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2060}'
+                | '\u{feff}'
+        )
 }
 
 /// `text` with every unsafe character shown as `\u{..}` (ESC as `\e`), or
@@ -59,6 +71,8 @@ mod tests {
         assert!(shown.starts_with("\\e[2J\\e[H"), "{shown}");
         assert_eq!(printable("a\rb"), "a\\rb");
         assert_eq!(printable("x\u{202e}txt.exe"), "x\\u{202e}txt.exe");
+        assert_eq!(printable("rm\u{200b} -rf"), "rm\\u{200b} -rf");
+        assert_eq!(printable("👨\u{200d}👩"), "👨\u{200d}👩");
         // C1 controls (a one-byte CSI in some terminals) and DEL too.
         assert_eq!(printable("\u{9b}2J\u{7f}"), "\\u{9b}2J\\u{7f}");
     }

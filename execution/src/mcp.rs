@@ -12,6 +12,10 @@
 //! Every result comes back as [`McpToolOutput`], tainted `external`.
 
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ContentBlock};
@@ -25,6 +29,51 @@ use silas_sandbox::{SandboxError, SandboxProcess, SandboxSpec, SubprocessSandbox
 
 /// How long the server may take to answer `initialize` and `tools/list`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest message (one JSON-RPC line) a server may send. rmcp discards
+/// a line over its own 16 MiB limit and reads on, so the request it
+/// answered waited for its whole timeout; past this limit the server's
+/// output ends instead, and every waiting request fails at once.
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The server's stdout, ended with an error at the first line longer than
+/// `cap` bytes (`over` records why, for the caller's error message).
+struct LineCap<R> {
+    inner: R,
+    line: usize,
+    cap: usize,
+    over: Arc<AtomicBool>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineCap<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        for segment in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
+            let ended = segment.last() == Some(&b'\n');
+            this.line += segment.len() - usize::from(ended);
+            if this.line > this.cap {
+                this.over.store(true, Ordering::SeqCst);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a message over {} bytes", this.cap),
+                )));
+            }
+            if ended {
+                this.line = 0;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
 
 /// Why an MCP server cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +258,9 @@ pub struct McpSession {
     tools: Vec<McpTool>,
     tools_hash: String,
     client: RunningService<RoleClient, ()>,
+    /// The server sent a message over [`MAX_MESSAGE_BYTES`] (its output was
+    /// ended there).
+    oversized: Arc<AtomicBool>,
     // Last: the client's transport must close before the process is killed.
     process: SandboxProcess,
 }
@@ -237,6 +289,13 @@ impl McpSession {
         let mut process = sandbox.spawn(&spec).await?;
         let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
             return Err(launch.protocol("the server process has no pipes"));
+        };
+        let oversized = Arc::new(AtomicBool::new(false));
+        let stdout = LineCap {
+            inner: stdout,
+            line: 0,
+            cap: MAX_MESSAGE_BYTES,
+            over: oversized.clone(),
         };
         let handshake = async {
             let client = ()
@@ -276,6 +335,7 @@ impl McpSession {
             tools,
             tools_hash: hash,
             client,
+            oversized,
             process,
         })
     }
@@ -334,7 +394,11 @@ impl McpSession {
         params.arguments = Some(arguments);
         let protocol = |detail: String| McpError::Protocol {
             skill: self.skill.clone(),
-            detail,
+            detail: if self.oversized.load(Ordering::SeqCst) {
+                format!("{detail} (the server sent a message over {MAX_MESSAGE_BYTES} bytes)")
+            } else {
+                detail
+            },
         };
         let result = tokio::time::timeout(timeout, self.client.call_tool(params))
             .await

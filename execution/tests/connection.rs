@@ -217,7 +217,8 @@ async fn cancelling_a_setup_kills_the_script_and_removes_its_partial_secrets() {
     std::fs::create_dir_all(scripted.join("scripts")).unwrap();
     std::fs::write(
         scripted.join("scripts/setup.sh"),
-        "echo $$ > pid\n\
+        // The host's pid: in the sandbox's PID namespace `$$` is 1.
+        "read -r p _ < /proc/self/stat; echo $p > pid\n\
          echo '{\"type\":\"token\",\"secret_ref\":\"partial\",\"value\":\"half\"}'\n\
          echo '{\"type\":\"progress\",\"message\":\"waiting\"}'\n\
          sleep 300\n",

@@ -208,6 +208,30 @@ async fn shutdown_kills_every_server_and_starts_none_after() {
     assert!(f.processes().is_empty());
 }
 
+/// An answer over the message limit fails the call at once, saying why,
+/// instead of leaving it to its timeout (rmcp drops an over-long line and
+/// reads on); the session is dropped like a crashed one's, and the next
+/// call gets a fresh server.
+#[tokio::test]
+async fn an_oversized_answer_fails_the_call_at_once() {
+    let f = fx(|c| c.call_timeout = Duration::from_secs(120));
+    let approval = f.approval().await;
+    let t0 = std::time::Instant::now();
+    let err = f.call(&approval, "flood").await.unwrap_err();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(matches!(err, McpError::Protocol { .. }), "{err}");
+    assert!(
+        err.to_string().contains("a message over 8388608 bytes"),
+        "{err}"
+    );
+    let out = f.call(&approval, "cats").await.unwrap();
+    assert!(out.contains("cats"), "{out}");
+}
+
 #[tokio::test]
 async fn a_crashing_server_is_restarted_at_most_max_restarts_times() {
     let f = fx(|c| c.max_restarts = 1);

@@ -78,8 +78,9 @@ pub struct Breaker {
     state: BreakerState,
     failures: u32,
     opened_at: Option<Instant>,
-    /// Half-open: the probe is out.
-    probing: bool,
+    /// Half-open: when the probe went out. A probe whose caller gave up
+    /// (a cancelled turn) reports nothing; after `open_for` another may go.
+    probing: Option<Instant>,
 }
 
 impl Breaker {
@@ -89,7 +90,7 @@ impl Breaker {
             state: BreakerState::Closed,
             failures: 0,
             opened_at: None,
-            probing: false,
+            probing: None,
         }
     }
 
@@ -109,23 +110,40 @@ impl Breaker {
                     .is_none_or(|t| now.saturating_duration_since(t) >= self.policy.open_for);
                 if over {
                     self.state = BreakerState::HalfOpen;
-                    self.probing = true;
+                    self.probing = Some(now);
                     (true, Some((BreakerState::Open, BreakerState::HalfOpen)))
                 } else {
                     (false, None)
                 }
             }
-            BreakerState::HalfOpen if self.probing => (false, None),
+            BreakerState::HalfOpen
+                if self
+                    .probing
+                    .is_some_and(|t| now.saturating_duration_since(t) < self.policy.open_for) =>
+            {
+                (false, None)
+            }
             BreakerState::HalfOpen => {
-                self.probing = true;
+                self.probing = Some(now);
                 (true, None)
             }
         }
     }
 
+    /// The provider answered, but not usably (a body it could not parse, a
+    /// 4xx): it is reachable, which is what the breaker tracks — a probe
+    /// answered this way closes it. Left out, the probe stayed "out" for
+    /// good and the provider was never asked again until a restart.
+    pub fn on_answer(&mut self) -> Option<(BreakerState, BreakerState)> {
+        match self.state {
+            BreakerState::HalfOpen => self.on_success(),
+            BreakerState::Closed | BreakerState::Open => None,
+        }
+    }
+
     pub fn on_success(&mut self) -> Option<(BreakerState, BreakerState)> {
         self.failures = 0;
-        self.probing = false;
+        self.probing = None;
         let from = self.state;
         self.state = BreakerState::Closed;
         self.opened_at = None;
@@ -133,7 +151,7 @@ impl Breaker {
     }
 
     pub fn on_failure(&mut self, now: Instant) -> Option<(BreakerState, BreakerState)> {
-        self.probing = false;
+        self.probing = None;
         match self.state {
             BreakerState::HalfOpen => {
                 self.state = BreakerState::Open;
@@ -218,6 +236,12 @@ impl BreakerBoard {
 
     pub fn failure(&self, provider: &str, now: Instant) {
         let change = self.with(provider, |b| b.on_failure(now));
+        self.report(provider, change);
+    }
+
+    /// An answer that was not usable ([`Breaker::on_answer`]).
+    pub fn answered(&self, provider: &str) {
+        let change = self.with(provider, Breaker::on_answer);
         self.report(provider, change);
     }
 
@@ -328,6 +352,8 @@ impl Provider for ChainProvider {
                     Err(e) => {
                         if is_provider_failure(&e) {
                             self.board.failure(provider, Instant::now());
+                        } else {
+                            self.board.answered(provider);
                         }
                         tracing::warn!(provider, code = %silas_core::Coded::code(&e),
                             "model call failed; trying the next provider if any: {e}");
@@ -408,6 +434,49 @@ mod tests {
         b.on_failure(t);
         assert_eq!(b.state(), BreakerState::Closed);
         assert!(b.on_failure(t).is_some());
+    }
+
+    /// A probe answered with a body the daemon cannot read (a hostile or
+    /// broken model server) closes the breaker: the server is reachable.
+    /// It used to leave the probe "out" for good — the provider was never
+    /// asked again before a restart.
+    #[test]
+    fn a_probe_answered_unusably_closes_the_breaker() {
+        let policy = BreakerPolicy {
+            failure_threshold: 1,
+            open_for: Duration::from_secs(5),
+        };
+        let mut b = Breaker::new(policy);
+        let t = Instant::now();
+        b.on_failure(t);
+        assert_eq!(b.state(), BreakerState::Open);
+        let later = t + Duration::from_secs(6);
+        assert!(b.allow(later).0, "the probe goes out");
+        assert!(!b.allow(later).0, "one probe at a time");
+        assert_eq!(
+            b.on_answer(),
+            Some((BreakerState::HalfOpen, BreakerState::Closed))
+        );
+        assert!(b.allow(later).0);
+        // Closed: an unusable answer changes nothing.
+        assert_eq!(b.on_answer(), None);
+    }
+
+    /// A probe whose caller gave up reports nothing: after `open_for`
+    /// another probe may go.
+    #[test]
+    fn a_probe_that_never_reports_back_is_replaced() {
+        let policy = BreakerPolicy {
+            failure_threshold: 1,
+            open_for: Duration::from_secs(5),
+        };
+        let mut b = Breaker::new(policy);
+        let t = Instant::now();
+        b.on_failure(t);
+        assert!(b.allow(t + Duration::from_secs(6)).0);
+        assert!(!b.allow(t + Duration::from_secs(10)).0);
+        assert!(b.allow(t + Duration::from_secs(11)).0);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
     }
 
     #[test]

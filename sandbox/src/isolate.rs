@@ -11,11 +11,16 @@
 //!   up the namespace's capabilities;
 //! - **fallback** when the kernel refuses those namespaces (sysctls, AppArmor,
 //!   a container's seccomp profile): the host network namespace with the
-//!   [`crate::seccomp`] filter (no socket but AF_UNIX, no io_uring, no
+//!   [`crate::seccomp`] filter (no socket at all, no io_uring, no
 //!   namespace changes) plus landlock's abstract-unix-socket scope, which in
 //!   the host namespace would otherwise reach host services
 //!   ([`Isolation::Seccomp`]). If that is refused too, nothing runs and the
 //!   error names both.
+//!
+//! In every other mode a seccomp filter still refuses `socket(AF_UNIX)`
+//! (named unix sockets are out of landlock's reach before its ABI 9 and of
+//! a network namespace's: the daemon user's tmux, agents and buses would be
+//! a way out); if it cannot be installed nothing runs.
 
 use std::path::PathBuf;
 
@@ -82,10 +87,11 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
     } else {
         NetPlan::Done(Isolation::HostNetwork)
     };
-    let in_userns = matches!(
+    let mut in_userns = matches!(
         plan,
         NetPlan::Done(Isolation::UserNamespace | Isolation::RootNamespaces)
     );
+    let pid_namespace = pid_namespace(root && !is_nobody, &mut in_userns)?;
 
     set_limits(spec, in_userns, root)?;
     if root && !is_nobody {
@@ -116,7 +122,11 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
         _ => e,
     })?;
     let isolation = match plan {
-        NetPlan::Done(i) | NetPlan::SharedCount(i) => i,
+        NetPlan::Done(i) | NetPlan::SharedCount(i) => {
+            crate::seccomp::deny_unix_sockets()
+                .map_err(|e| unavailable("unix socket confinement (seccomp)", e))?;
+            i
+        }
         NetPlan::Seccomp { refused } => {
             crate::seccomp::deny_network().map_err(|e| {
                 let detail = match refused {
@@ -131,7 +141,30 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
     Ok(Confinement {
         isolation,
         landlock_abi,
+        pid_namespace,
     })
+}
+
+const PID_WHAT: &str = "process namespace";
+
+/// A new PID namespace for the command (the launcher stays outside: only its
+/// children enter it, the command as their first process). Creating one
+/// needs privilege in the launcher's user namespace: root, or a namespace of
+/// its own — an unprivileged launcher without one (network granted, or the
+/// seccomp fallback) enters one now, its uid mapped to itself. `false` where
+/// the kernel refuses: a defence in depth, not a reason to run nothing (the
+/// subreaper and landlock's signal scope remain).
+fn pid_namespace(privileged: bool, in_userns: &mut bool) -> Result<bool, SandboxError> {
+    if privileged || *in_userns {
+        return Ok(unshare(UnshareFlags::NEWPID).is_ok());
+    }
+    match user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWPID, PID_WHAT)? {
+        Ok(()) => {
+            *in_userns = true;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
 }
 
 fn network_plan(
@@ -152,7 +185,7 @@ fn network_plan(
                 // shared count remains (set_limits adds nobody's tasks).
                 drop_root()?;
                 *is_nobody = true;
-                match user_namespace(UnshareFlags::NEWUSER)? {
+                match user_namespace(UnshareFlags::NEWUSER, NET_WHAT)? {
                     Ok(()) => NetPlan::Done(Isolation::RootNamespaces),
                     Err(_) => NetPlan::SharedCount(Isolation::RootNamespaces),
                 }
@@ -162,7 +195,7 @@ fn network_plan(
             },
         }),
         NetworkIsolation::Auto => {
-            match user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET)? {
+            match user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET, NET_WHAT)? {
                 Ok(()) => Ok(NetPlan::Done(Isolation::UserNamespace)),
                 Err(why) => Ok(NetPlan::Seccomp { refused: Some(why) }),
             }
@@ -173,7 +206,7 @@ fn network_plan(
                 drop_root()?;
                 *is_nobody = true;
             }
-            user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET)?
+            user_namespace(UnshareFlags::NEWUSER | UnshareFlags::NEWNET, NET_WHAT)?
                 .map_err(|why| unavailable(NET_WHAT, why))?;
             Ok(NetPlan::Done(Isolation::UserNamespace))
         }
@@ -188,11 +221,12 @@ fn unshare(flags: UnshareFlags) -> rustix::io::Result<()> {
     unsafe { rustix::thread::unshare_unsafe(flags) }
 }
 
-/// Enter a new user namespace (with `flags`: also a new network namespace),
-/// mapping the current uid/gid to themselves. The outer `Err` is fatal (the
-/// namespace was entered but could not be set up: nothing may run); the
-/// inner `Err` is the kernel's refusal, after which a fallback may apply.
-fn user_namespace(flags: UnshareFlags) -> Result<Result<(), String>, SandboxError> {
+/// Enter a new user namespace (with `flags`: also a new network or PID
+/// namespace), mapping the current uid/gid to themselves. The outer `Err` is
+/// fatal (the namespace was entered but could not be set up: nothing may
+/// run; `what` names the step); the inner `Err` is the kernel's refusal,
+/// after which a fallback may apply.
+fn user_namespace(flags: UnshareFlags, what: &str) -> Result<Result<(), String>, SandboxError> {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
     if let Err(e) = unshare(flags) {
@@ -203,7 +237,7 @@ fn user_namespace(flags: UnshareFlags) -> Result<Result<(), String>, SandboxErro
     let write = |file: &str, content: String| {
         std::fs::write(format!("/proc/self/{file}"), content).map_err(|e| {
             unavailable(
-                NET_WHAT,
+                what,
                 format!("user namespace entered but /proc/self/{file} refused: {e}"),
             )
         })
@@ -213,7 +247,7 @@ fn user_namespace(flags: UnshareFlags) -> Result<Result<(), String>, SandboxErro
     let dumpable = |on: bool| {
         use rustix::process::DumpableBehavior::{Dumpable, NotDumpable};
         rustix::process::set_dumpable_behavior(if on { Dumpable } else { NotDumpable })
-            .map_err(|e| unavailable(NET_WHAT, format!("cannot set up the user namespace: {e}")))
+            .map_err(|e| unavailable(what, format!("cannot set up the user namespace: {e}")))
     };
     let was_dumpable = rustix::process::dumpable_behavior()
         .map(|d| d == rustix::process::DumpableBehavior::Dumpable)
@@ -323,6 +357,13 @@ fn confine_filesystem(spec: &SandboxSpec, scope_abstract: bool) -> Result<u32, S
         // (namespaced by netns, invisible to filesystem rules — the
         // containerd-shim escape, CVE-2020-15257): scoping them needs ABI 6.
         ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
+    }
+    if kernel_landlock_abi() >= 6 {
+        // No signal to a process outside the sandbox — the daemon above all,
+        // which an unprivileged daemon's command could otherwise kill (same
+        // uid) wherever no PID namespace hides it. Asked only where the
+        // kernel has it: older kernels keep the namespace's protection.
+        ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
     }
     let mut created = ruleset
         .create()

@@ -456,19 +456,40 @@ pub(crate) fn spawn(spec: &SandboxSpec, stdin: Stdio) -> Result<Child, SandboxEr
         Some(port) => egress_env(&spec.env, port),
         None => spec.env.clone(),
     };
-    Command::new(&spec.argv[0])
+    let mut command = Command::new(&spec.argv[0]);
+    command
         .args(&spec.argv[1..])
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.work_dir)
         .stdin(stdin)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| SandboxError::Spawn {
-            program: spec.argv[0].clone(),
-            detail: e.to_string(),
-        })
+        .stderr(Stdio::piped());
+    die_with_launcher(&mut command);
+    command.spawn().map_err(|e| SandboxError::Spawn {
+        program: spec.argv[0].clone(),
+        detail: e.to_string(),
+    })
+}
+
+/// The command is SIGKILLed when the launcher dies, however it dies: the
+/// daemon kills the launcher's process group on cancel and at its own
+/// timeout, which misses a command that left the group (`setsid`), and the
+/// launcher itself dies with the daemon. As the first process of its PID
+/// namespace the command takes every process it started with it.
+#[allow(unsafe_code)]
+fn die_with_launcher(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the child between fork and exec and makes a
+    // single prctl call, which is async-signal-safe and allocates nothing.
+    // (A launcher killed inside that window is not noticed: in its own PID
+    // namespace the command's parent is invisible, getppid says 0.)
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
 }
 
 /// (pid, ppid, state) of every process, from /proc.
@@ -562,6 +583,7 @@ mod tests {
                 confinement: Some(Confinement {
                     isolation: crate::spec::Isolation::Seccomp,
                     landlock_abi: 6,
+                    pid_namespace: true,
                 }),
             };
             let back: Report = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();

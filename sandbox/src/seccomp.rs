@@ -1,14 +1,21 @@
-//! The seccomp network filter: the fallback network isolation when the kernel
-//! refuses user namespaces to an unprivileged launcher (see `isolate.rs`).
+//! The seccomp filters. Two, by mode (see `isolate.rs`):
 //!
-//! The command stays in the host network namespace, so this filter makes
-//! every way to a network socket fail with `EPERM`:
-//! - `socket` and `socketpair` for any family but `AF_UNIX` (pipes and local
-//!   IPC keep working; the host's *abstract* unix sockets are closed by
-//!   landlock's scope, named ones by landlock's filesystem rules only as far
-//!   as path access goes — see the crate docs);
-//! - `io_uring_setup`/`enter`/`register`: io_uring opens sockets without the
-//!   `socket` syscall, out of seccomp's sight;
+//! **Every mode: no unix socket of its own** ([`deny_unix_sockets`]).
+//! Landlock does not govern `connect(2)` to a *named* unix socket (before
+//! its ABI 9), and a network namespace does not hide them: a command running
+//! as the daemon's user could reach every socket that user can — the
+//! owner's tmux, ssh-agent, the session bus and `systemd --user`
+//! (`systemd-run`), `docker.sock` — and through them run anything outside.
+//! So `socket(AF_UNIX, …)` fails with `EPERM`; `socketpair` (anonymous, a
+//! pipe between the command's own processes) keeps working, and so does
+//! `io_uring` nowhere: it opens sockets without the `socket` syscall.
+//!
+//! **The seccomp fallback** ([`deny_network`]), the network isolation when
+//! the kernel refuses user namespaces to an unprivileged launcher: the
+//! command stays in the host network namespace, so every way to a socket
+//! fails with `EPERM`:
+//! - `socket` for every family, `socketpair` for any but `AF_UNIX`;
+//! - `io_uring_setup`/`enter`/`register`, as above;
 //! - `unshare` and `setns`: no namespace games from inside.
 //!
 //! Other syscalls are allowed. Syscalls of a foreign ABI are refused too: the
@@ -28,10 +35,19 @@ use seccompiler::{
     SeccompRule, TargetArch, sock_filter,
 };
 
-/// Install the filter on the calling (single-threaded) process; it is
-/// inherited by everything it starts. Sets `no_new_privs` (required).
+/// Install the fallback's network filter on the calling (single-threaded)
+/// process; it is inherited by everything it starts. Needs `no_new_privs`.
 pub(crate) fn deny_network() -> Result<(), String> {
-    let program = network_filter()?;
+    install(network_filter()?)
+}
+
+/// Install the unix-socket filter (every mode but the fallback, whose
+/// network filter refuses every socket already).
+pub(crate) fn deny_unix_sockets() -> Result<(), String> {
+    install(unix_socket_filter()?)
+}
+
+fn install(program: BpfProgram) -> Result<(), String> {
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
     if let Some(guard) = x32_guard() {
         seccompiler::apply_filter(&guard).map_err(|e| e.to_string())?;
@@ -39,42 +55,66 @@ pub(crate) fn deny_network() -> Result<(), String> {
     Ok(())
 }
 
-/// The compiled filter for the running architecture.
-pub fn network_filter() -> Result<BpfProgram, String> {
-    let arch = target_arch()?;
-    let unix_only = || -> Result<Vec<SeccompRule>, String> {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(vec![
-            SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?,
-        ])
-    };
+/// `socket(AF_UNIX, …)` and io_uring refused, everything else allowed.
+pub fn unix_socket_filter() -> Result<BpfProgram, String> {
+    let is_unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )
+    .map_err(|e| e.to_string())?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(libc::SYS_socket, unix_only()?);
-    rules.insert(libc::SYS_socketpair, unix_only()?);
-    // An empty rule list matches the syscall unconditionally.
-    for nr in [
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-    ] {
+    rules.insert(
+        libc::SYS_socket,
+        vec![SeccompRule::new(vec![is_unix]).map_err(|e| e.to_string())?],
+    );
+    for nr in IO_URING {
         rules.insert(nr, Vec::new());
     }
+    compile(rules)
+}
+
+const IO_URING: [i64; 3] = [
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// Matching calls fail with `EPERM`, the rest are allowed.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, String> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
-        arch,
+        target_arch()?,
     )
     .map_err(|e| e.to_string())?;
     BpfProgram::try_from(filter).map_err(|e| e.to_string())
+}
+
+/// The compiled filter for the running architecture.
+pub fn network_filter() -> Result<BpfProgram, String> {
+    let not_unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Ne,
+        libc::AF_UNIX as u64,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?],
+    );
+    // An empty rule list matches the syscall unconditionally.
+    for nr in IO_URING
+        .into_iter()
+        .chain([libc::SYS_socket, libc::SYS_unshare, libc::SYS_setns])
+    {
+        rules.insert(nr, Vec::new());
+    }
+    compile(rules)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -124,6 +164,7 @@ mod tests {
         let program = network_filter().unwrap();
         // Arch check + one block per filtered syscall at least.
         assert!(program.len() > 10, "{}", program.len());
+        assert!(unix_socket_filter().unwrap().len() > 6);
         if cfg!(target_arch = "x86_64") {
             assert_eq!(x32_guard().unwrap().len(), 6);
         }

@@ -110,7 +110,7 @@ pub enum Isolation {
     /// A new user namespace (the daemon's uid/gid mapped to themselves)
     /// owning a new, empty network namespace.
     UserNamespace,
-    /// Host network namespace; seccomp refuses every non-unix socket,
+    /// Host network namespace; seccomp refuses every socket (but `socketpair`),
     /// io_uring and namespace changes, landlock scopes abstract unix sockets.
     Seccomp,
     /// Network granted through the egress proxy port only (landlock TCP rule).
@@ -134,12 +134,21 @@ impl Isolation {
     }
 }
 
-/// How a run was confined: the network isolation and the kernel's landlock
-/// ABI (filesystem confinement is always landlock).
+/// How a run was confined: the network isolation, the kernel's landlock
+/// ABI (filesystem confinement is always landlock) and whether the command
+/// got a process namespace of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confinement {
     pub isolation: Isolation,
     pub landlock_abi: u32,
+    /// The command is the first process of a new PID namespace: it sees and
+    /// can signal no process outside it, and when it dies — killed with the
+    /// launcher, which it follows through its parent-death signal — the
+    /// kernel kills everything it started, `setsid` daemons included. Needs
+    /// root or an unprivileged user namespace; without it the launcher's
+    /// subreaper and landlock's signal scope (ABI 6) remain.
+    #[serde(default)]
+    pub pid_namespace: bool,
 }
 
 /// How the command ended.

@@ -134,7 +134,7 @@ async fn host_abstract_unix_sockets_are_out_of_reach() {
     let base = tempfile::tempdir().unwrap();
     let work = sandbox().fresh_work_dir(base.path(), "egress-3").unwrap();
     let script = format!(
-        "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.connect('\\0{name}'); print('CONNECTED')\nexcept Exception as e: print('refused', e)\n"
+        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); print('CONNECTED')\nexcept Exception as e: print('refused', e)\n"
     );
     let out = sandbox()
         .run(&egress_spec(

@@ -8,7 +8,9 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use silas_sandbox::{Launcher, SandboxError, SandboxSpec, SubprocessSandbox, Termination};
+use silas_sandbox::{
+    Isolation, Launcher, SandboxError, SandboxSpec, SubprocessSandbox, Termination,
+};
 
 fn sandbox() -> SubprocessSandbox {
     SubprocessSandbox::new(Launcher {
@@ -37,6 +39,37 @@ fn sh(script: &str, work: &Path) -> SandboxSpec {
 
 async fn run(spec: &SandboxSpec) -> silas_sandbox::SandboxOutput {
     sandbox().run(spec).await.unwrap()
+}
+
+/// With network granted the command is in the host's network namespace;
+/// named unix sockets (the daemon user's agents and buses) stay closed.
+#[tokio::test]
+async fn with_network_granted_named_unix_sockets_stay_closed() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let path = dir.path().join("bus.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o777)).unwrap();
+    let w = workdir();
+    let mut spec = SandboxSpec::new(
+        vec![
+            "/usr/bin/python3".into(),
+            "-c".into(),
+            format!(
+                "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\n",
+                path.display()
+            ),
+        ],
+        w.work.clone(),
+    );
+    spec.network = true;
+    let out = run(&spec).await;
+    assert_eq!(out.confinement.isolation, Isolation::HostNetwork, "{out:?}");
+    assert_eq!(out.stdout, "refused 1\n", "{out:?}");
+    assert!(listener.accept().is_err());
 }
 
 #[tokio::test]
@@ -225,11 +258,17 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Prints the pid of the shell running it as the host sees it: in the
+/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
+const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
+
 #[tokio::test]
 async fn a_grandchild_ignoring_sigterm_is_killed_at_the_timeout() {
     let w = workdir();
     let mut spec = sh(
-        "(trap '' TERM; exec sleep 300) & echo $!; setsid sleep 300 & echo $!; sleep 300",
+        &format!(
+            "(trap '' TERM; {HOST_PID}; exec sleep 300) & setsid sh -c '{HOST_PID}; exec sleep 300' & sleep 300"
+        ),
         &w.work,
     );
     spec.timeout = Duration::from_millis(800);
@@ -252,7 +291,13 @@ async fn a_grandchild_ignoring_sigterm_is_killed_at_the_timeout() {
 #[tokio::test]
 async fn background_jobs_do_not_outlive_a_finished_command() {
     let w = workdir();
-    let out = run(&sh("setsid sleep 300 & echo $!", &w.work)).await;
+    let out = run(&sh(
+        &format!(
+            "setsid sh -c '{HOST_PID} > g; exec sleep 300' & until [ -s g ]; do sleep 0.01; done; cat g"
+        ),
+        &w.work,
+    ))
+    .await;
     assert!(out.success());
     let pid: u32 = out.stdout.trim().parse().unwrap();
     std::thread::sleep(Duration::from_millis(100));

@@ -136,6 +136,7 @@ fn py(mode: Mode, script: &str, work: &Path) -> SandboxSpec {
 async fn run(mode: Mode, spec: &SandboxSpec) -> SandboxOutput {
     let out = sandbox(mode).run(spec).await.unwrap();
     assert_eq!(out.confinement.isolation, mode.isolation(), "{out:?}");
+    assert!(out.confinement.pid_namespace, "{out:?}");
     out
 }
 
@@ -173,6 +174,8 @@ in_every_mode!(
     filesystem_outside_the_grants_is_refused,
     a_fork_bomb_is_bounded,
     a_timeout_kills_every_descendant,
+    processes_outside_cannot_be_signalled,
+    named_unix_sockets_outside_are_refused,
 );
 
 /// Host loopback and an outside address (TEST-NET-1: documentation-only,
@@ -315,11 +318,17 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Prints the pid of the shell running it as the host sees it: in the
+/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
+const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
+
 async fn a_timeout_kills_every_descendant(mode: Mode) {
     let w = workdir(mode);
     let mut spec = sh(
         mode,
-        "(trap '' TERM; exec sleep 300) & echo $!; setsid sleep 300 & echo $!; sleep 300",
+        &format!(
+            "(trap '' TERM; {HOST_PID}; exec sleep 300) & setsid sh -c '{HOST_PID}; exec sleep 300' & sleep 300"
+        ),
         &w.work,
     );
     spec.timeout = Duration::from_millis(800);
@@ -337,6 +346,98 @@ async fn a_timeout_kills_every_descendant(mode: Mode) {
     for pid in pids {
         assert!(!alive(pid), "descendant {pid} survived the timeout");
     }
+}
+
+/// A process of the command's own uid outside the sandbox (the daemon, for
+/// an unprivileged daemon) cannot be signalled: its own PID namespace has no
+/// number for it.
+async fn processes_outside_cannot_be_signalled(mode: Mode) {
+    let w = workdir(mode);
+    let (out, survived) = try_to_kill_a_neighbour(mode, sandbox(mode), &w.work).await;
+    assert_eq!(out.confinement.isolation, mode.isolation(), "{out:?}");
+    assert!(out.confinement.pid_namespace, "{out:?}");
+    assert!(out.stdout.starts_with("refused"), "{mode:?}: {out:?}");
+    assert!(survived, "{mode:?}: the sandbox killed an outside process");
+}
+
+/// A named unix socket outside the sandbox that the command's uid may
+/// connect to (the daemon user's tmux, ssh-agent, session bus, a
+/// `docker.sock`): landlock does not govern `connect`, and no network
+/// namespace hides a path — the command gets no unix socket to connect
+/// with. Its own socket pairs keep working.
+async fn named_unix_sockets_outside_are_refused(mode: Mode) {
+    use std::os::unix::net::UnixListener;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let path = dir.path().join("owner-agent.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o777)).unwrap();
+    let w = workdir(mode);
+    let script = format!(
+        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\na,b=socket.socketpair(); a.send(b'ping'); print('pair', b.recv(4).decode())\n",
+        path.display()
+    );
+    let out = run(mode, &py(mode, &script, &w.work)).await;
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout, "refused 1\npair ping\n", "{mode:?}: {out:?}");
+    assert!(
+        listener.accept().is_err(),
+        "{mode:?}: the sandbox reached a host unix socket"
+    );
+}
+
+/// Where the kernel refuses namespaces (the seccomp fallback, no PID
+/// namespace) landlock's signal scope still refuses the signal: the
+/// command and the daemon share a uid and see each other's pids.
+#[tokio::test]
+async fn without_namespaces_landlock_still_refuses_signals_outside() {
+    if !root_with_setpriv() {
+        return;
+    }
+    let mode = Mode::User;
+    let w = workdir(mode);
+    let sb = SubprocessSandbox::new(setpriv(vec![
+        public_copy(env!("CARGO_BIN_EXE_silas-sandbox-refuse-isolation")),
+        PathBuf::from("--namespaces-only"),
+        public_copy(env!("CARGO_BIN_EXE_silas-sandbox-exec")),
+    ]));
+    let (out, survived) = try_to_kill_a_neighbour(mode, sb, &w.work).await;
+    assert_eq!(out.confinement.isolation, Isolation::Seccomp, "{out:?}");
+    assert!(!out.confinement.pid_namespace, "{out:?}");
+    assert!(out.confinement.landlock_abi >= 6, "{out:?}");
+    // EPERM: the pid exists for the command, the signal is refused.
+    assert_eq!(out.stdout, "refused 1\n", "{out:?}");
+    assert!(survived, "the sandbox killed an outside process");
+}
+
+/// Start `sleep` outside the sandbox as the uid the command runs as, and run
+/// a command that sends it SIGKILL; the command prints `killed` or `refused
+/// ERRNO`. Returns the run and whether the target survived it.
+async fn try_to_kill_a_neighbour(
+    mode: Mode,
+    sb: SubprocessSandbox,
+    work: &Path,
+) -> (SandboxOutput, bool) {
+    use std::os::unix::process::CommandExt;
+    let owner = mode.owner();
+    let mut neighbour = std::process::Command::new("/bin/sleep")
+        .arg("300")
+        .uid(owner)
+        .gid(owner)
+        .spawn()
+        .unwrap();
+    let target = neighbour.id();
+    let script = format!(
+        "import os,signal\ntry:\n  os.kill({target}, signal.SIGKILL); print('killed')\nexcept OSError as e: print('refused', e.errno)\n"
+    );
+    let out = sb.run(&py(mode, &script, work)).await;
+    let survived = alive(target);
+    let _ = neighbour.kill();
+    let _ = neighbour.wait();
+    let out = out.unwrap();
+    assert!(out.success(), "{out:?}");
+    (out, survived)
 }
 
 /// What only the seccomp filter and landlock's scope stop in the host

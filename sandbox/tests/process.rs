@@ -39,6 +39,10 @@ async fn line(lines: &mut tokio::io::Lines<BufReader<tokio::io::DuplexStream>>) 
         .expect("a line before end of stream")
 }
 
+/// Prints the pid of the shell running it as the host sees it: in the
+/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
+const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
+
 fn alive(pid: u32) -> bool {
     // A zombie is dead for our purpose (its parent just has not reaped it).
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -93,7 +97,12 @@ async fn lines_stream_both_ways_and_closing_stdin_ends_the_command() {
 async fn dropping_the_handle_kills_the_command_and_its_escaped_grandchildren() {
     let (_base, work) = workdir();
     // The grandchild leaves the session (setsid) — out of any process group kill.
-    let spec = sh("setsid sleep 300 & echo $!; echo $$; sleep 300", &work);
+    let spec = sh(
+        &format!(
+            "setsid sh -c '{HOST_PID} > g; exec sleep 300' & until [ -s g ]; do sleep 0.01; done; cat g; {HOST_PID}; sleep 300"
+        ),
+        &work,
+    );
     let mut p = sandbox().spawn(&spec).await.unwrap();
     let mut lines = BufReader::new(p.take_stdout().unwrap()).lines();
     let grandchild: u32 = line(&mut lines).await.parse().unwrap();
@@ -110,34 +119,104 @@ async fn dropping_the_handle_kills_the_command_and_its_escaped_grandchildren() {
 }
 
 /// A one-shot run whose caller stops waiting (a cancelled work item drops
-/// the future): the command dies with it instead of running to its end.
+/// the future): the command dies with it instead of running to its end, and
+/// so does what it started in a session of its own (`setsid`), which the
+/// group kill of the launcher does not reach.
 #[tokio::test]
-async fn dropping_a_one_shot_run_kills_the_command() {
+async fn dropping_a_one_shot_run_kills_the_command_and_its_escaped_grandchildren() {
     let (_base, work) = workdir();
-    let spec = sh("echo $$ > pid; sleep 300", &work);
+    let spec = sh(
+        &format!("setsid sh -c '{HOST_PID} > g; exec sleep 300' & {HOST_PID} > pid; sleep 300"),
+        &work,
+    );
+    let pids = dropped_run(&spec, &work, &["pid", "g"]).await;
+    for pid in pids {
+        assert!(
+            gone_within(pid, Duration::from_secs(10)).await,
+            "pid {pid} outlived the dropped run"
+        );
+    }
+}
+
+/// A command that leaves the launcher's session itself is out of the
+/// group kill too: it dies with its launcher.
+#[tokio::test]
+async fn a_command_in_a_session_of_its_own_dies_with_a_dropped_run() {
+    let (_base, work) = workdir();
+    let mut spec = sh(&format!("sleep 300 & {HOST_PID} > pid; sleep 300"), &work);
+    spec.argv.insert(0, "/usr/bin/setsid".into());
+    let pids = dropped_run(&spec, &work, &["pid"]).await;
+    assert!(
+        gone_within(pids[0], Duration::from_secs(10)).await,
+        "pid {} outlived the dropped run",
+        pids[0]
+    );
+}
+
+/// Start `spec` as a one-shot run, wait until every file in `files` holds a
+/// pid, drop the run and return the pids.
+async fn dropped_run(spec: &SandboxSpec, work: &Path, files: &[&str]) -> Vec<u32> {
     let sb = sandbox();
-    let run = sb.run(&spec);
-    assert!(
-        tokio::time::timeout(Duration::from_secs(3), run)
-            .await
-            .is_err(),
-        "the command ended by itself"
+    let run = sb.run(spec);
+    let written = async {
+        while !files
+            .iter()
+            .all(|f| std::fs::read_to_string(work.join(f)).is_ok_and(|s| s.ends_with('\n')))
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        out = run => panic!("the command ended by itself: {out:?}"),
+        () = written => {}
+        () = tokio::time::sleep(Duration::from_secs(20)) => panic!("no pid files"),
+    }
+    files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(work.join(f))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The daemon dies (SIGKILL; the launcher follows through its parent-death
+/// signal): the command and everything it started die with the launcher.
+#[tokio::test]
+async fn the_command_and_its_escaped_grandchildren_die_with_the_launcher() {
+    let (_base, work) = workdir();
+    let spec = sh(
+        &format!(
+            "setsid sh -c '{HOST_PID} > g; exec sleep 300' & until [ -s g ]; do sleep 0.01; done; cat g; {HOST_PID}; sleep 300"
+        ),
+        &work,
     );
-    let pid: u32 = std::fs::read_to_string(work.join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        gone_within(pid, Duration::from_secs(10)).await,
-        "pid {pid} outlived the dropped run"
-    );
+    let mut p = sandbox().spawn(&spec).await.unwrap();
+    assert!(p.confinement().pid_namespace, "{:?}", p.confinement());
+    let mut lines = BufReader::new(p.take_stdout().unwrap()).lines();
+    let grandchild: u32 = line(&mut lines).await.parse().unwrap();
+    let child: u32 = line(&mut lines).await.parse().unwrap();
+    let launcher = p.launcher_pid().unwrap();
+    let launcher_pid = rustix::process::Pid::from_raw(launcher as i32).unwrap();
+    rustix::process::kill_process(launcher_pid, rustix::process::Signal::KILL).unwrap();
+    for pid in [child, grandchild] {
+        assert!(
+            gone_within(pid, Duration::from_secs(10)).await,
+            "pid {pid} outlived its launcher"
+        );
+    }
 }
 
 #[tokio::test]
 async fn kill_ends_the_process_and_wait_reports_it() {
     let (_base, work) = workdir();
-    let spec = sh("setsid sleep 300 & echo $!; sleep 300", &work);
+    let spec = sh(
+        &format!("setsid sh -c '{HOST_PID}; exec sleep 300' & sleep 300"),
+        &work,
+    );
     let mut p = sandbox().spawn(&spec).await.unwrap();
     let mut lines = BufReader::new(p.take_stdout().unwrap()).lines();
     let grandchild: u32 = line(&mut lines).await.parse().unwrap();

@@ -220,6 +220,12 @@ fn key_line(front: &[&str], key: &str) -> Option<u32> {
         .and_then(|i| u32::try_from(i + 2).ok())
 }
 
+/// The most front matter `SKILL.md` may hold. Real ones are a few hundred
+/// bytes; the YAML parser takes several times the text in memory, so a
+/// folder-sized (32 MB) front matter would cost the daemon hundreds of MB at
+/// every validation.
+pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+
 /// Parse `SKILL.md`. Never fails: what cannot be read is a problem.
 pub fn parse(text: &str) -> Parsed {
     let lines: Vec<&str> = text.split('\n').collect();
@@ -251,6 +257,17 @@ pub fn parse(text: &str) -> Parsed {
         problems: Vec::new(),
     };
     let yaml = front.join("\n");
+    if yaml.len() > MAX_FRONT_MATTER_BYTES {
+        parsed.problems.push(problem(
+            Some(1),
+            Rule::TooLarge,
+            format!(
+                "the front matter is {} bytes; at most {MAX_FRONT_MATTER_BYTES} (instructions go below it)",
+                yaml.len()
+            ),
+        ));
+        return parsed;
+    }
     let mapping: serde_yaml_ng::Mapping = match serde_yaml_ng::from_str(&yaml) {
         Ok(m) => m,
         Err(e) => {
@@ -332,6 +349,24 @@ pub fn line_of(text: &str, needle: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_front_matter_is_refused_unparsed() {
+        let padding = format!("# {}\n", "x".repeat(1000)).repeat(70);
+        let text = format!("---\nname: big\ndescription: Big.\n{padding}---\nbody\n");
+        let p = parse(&text);
+        assert!(p.manifest.is_none());
+        assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+        assert_eq!(p.problems[0].rule, Rule::TooLarge);
+        assert!(
+            p.problems[0].message.contains("at most 65536"),
+            "{:?}",
+            p.problems
+        );
+        // A long body below a small front matter is fine.
+        let text = format!("---\nname: big\ndescription: Big.\n---\n{padding}");
+        assert!(parse(&text).problems.is_empty());
+    }
 
     #[test]
     fn an_mcp_server_is_declared_inside_the_folder() {

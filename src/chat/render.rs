@@ -92,6 +92,7 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
     field("gates", p.gates.join("; "));
     field("access", p.access_levels.join("; "));
     field("on failure", p.escalation.join("; "));
+    field("fix tasks", p.on_failure.clone().unwrap_or_default());
     field("skills", p.skills.join(", "));
     if p.checks.is_empty() {
         lines.push("  checks: (none)".into());
@@ -99,7 +100,12 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
         lines.push("  checks:".into());
         for c in &p.checks {
             let net = if c.network { "  [NETWORK]" } else { "" };
-            lines.push(format!("    - {}: {}{net}", c.name, c.run));
+            let expect = if c.expect.is_empty() {
+                String::new()
+            } else {
+                format!("  (expects {})", c.expect)
+            };
+            lines.push(format!("    - {}: {}{net}{expect}", c.name, c.run));
         }
     }
     lines
@@ -221,6 +227,8 @@ mod tests {
         );
         c.network = true;
         w.verify.push(c);
+        w.on_failure = "spawn_task".into();
+        w.failure_context = Some("restart the feed".into());
         w.workspace = Some(silas_core::model::workspace::WorkspaceUse {
             commit_message: Some("chore: notes".into()),
             ..silas_core::model::workspace::WorkspaceUse::read("notes")
@@ -233,7 +241,8 @@ mod tests {
             "schedule: 0 9 * * *",
             "continues: t-0",
             "uses artifacts: *",
-            "- fetch: curl https://example.org  [NETWORK]",
+            "- fetch: curl https://example.org  [NETWORK]  (expects {\"exit_code\":0})",
+            "fix tasks: a failed check starts a fix task under this approval, briefed: \"restart the feed\"",
         ] {
             assert!(lines.contains(want), "{want} missing in:\n{lines}");
         }

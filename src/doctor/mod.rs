@@ -176,28 +176,30 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     })
 }
 
-/// The cheap checks `silas start` runs before it touches anything: config
-/// (already validated by loading), the sandbox dirs' reachability and the
-/// web port. The first FAIL stops it with the check's line and fix. (The
-/// data dir's modes are narrowed by `initialise` itself, and a key file
-/// readable by others is refused there.)
+/// The cheap check `silas start` runs after initialising, before it serves:
+/// the sandbox dirs' reachability (config is validated by loading, the web
+/// port by [`port_preflight`] before initialising). A FAIL stops it with the
+/// check's line and fix. (The data dir's modes are narrowed by `initialise`
+/// itself, and a key file readable by others is refused there.)
 pub fn preflight(cfg: &Config) -> Result<(), CliError> {
-    let mut report = vec![sandbox_dirs_check(cfg)];
+    fail_with(sandbox_dirs_check(cfg), ErrorCode::ESandboxUnavailable)
+}
+
+/// The web port check, run before `start` initialises anything:
+/// a second `silas start` from another directory (while the first daemon
+/// holds the port) must not leave a new data dir and owner key behind.
+pub fn port_preflight(cfg: &Config) -> Result<(), CliError> {
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     let port = runtime.block_on(probe::port_state(cfg));
-    report.push(checks::port(&probe::web_addr(cfg), &port, true));
-    match report
-        .into_iter()
-        .find(|c| c.status == checks::Status::Fail)
-    {
-        None => Ok(()),
-        Some(c) => {
-            let code = if c.name == "port" {
-                ErrorCode::EChannelProtocol
-            } else {
-                ErrorCode::ESandboxUnavailable
-            };
-            Err(CliError::new(code, c.line()))
-        }
+    fail_with(
+        checks::port(&probe::web_addr(cfg), &port, true),
+        ErrorCode::EChannelProtocol,
+    )
+}
+
+fn fail_with(check: checks::Check, code: ErrorCode) -> Result<(), CliError> {
+    match check.status {
+        checks::Status::Fail => Err(CliError::new(code, check.line())),
+        _ => Ok(()),
     }
 }

@@ -156,6 +156,7 @@ fn landlock_levels() {
 const CONFINED: silas_sandbox::Confinement = silas_sandbox::Confinement {
     isolation: silas_sandbox::Isolation::UserNamespace,
     landlock_abi: 6,
+    pid_namespace: true,
 };
 
 #[test]

@@ -162,6 +162,8 @@ try {
   await activeCard('plan-1', 'approval_request', 'medium');
   check(/2 checks/.test(await card.locator('.card-facts').textContent()), 'plan card lacks its checks');
   check(/\$0\.50/.test(await card.locator('.card-facts').textContent()), 'plan card lacks its budget');
+  const planBody = await card.locator('.card-body').textContent();
+  check(planBody.includes('\\u{202e}txt.seton') && !planBody.includes('\u202e'), 'bidi override not made visible: ' + JSON.stringify(planBody));
   await shot('03-approval_request.png');
   await action('approve').click();
   await card.locator('[data-confirm="confirm"]').click();

@@ -19,6 +19,11 @@
     if (text !== undefined && text !== null) n.textContent = String(text);
     return n;
   };
+  // Card text shows what would otherwise steer the eye unseen: bidi
+  // overrides/isolates (a command that reads backwards), marks and
+  // invisible spaces become visible escapes. Joiners stay (emoji, scripts).
+  const HIDDEN = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g;
+  const shown = (v) => String(v).replace(HIDDEN, (c) => '\\u{' + c.codePointAt(0).toString(16) + '}');
   const str = (v) => (v === undefined || v === null ? '' : typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v));
   const obj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
   const arr = (v) => (Array.isArray(v) ? v : []);
@@ -561,7 +566,7 @@
     const head = el('header', 'card-head');
     const meta = el('div', 'card-meta');
     meta.append(el('span', 'card-kind', spec.label), riskBadge(entry.risk, entry.kind));
-    const title = el('h3', 'card-title', entry.intent);
+    const title = el('h3', 'card-title', shown(str(entry.intent)));
     title.id = id;
     title.tabIndex = -1;
     head.append(meta, title);
@@ -589,7 +594,7 @@
   function fact(dl, term, value) {
     if (value === '' || value === null || value === undefined) return;
     const d = el('div');
-    d.append(el('dt', null, term), el('dd', null, value));
+    d.append(el('dt', null, term), el('dd', null, shown(value)));
     dl.appendChild(d);
   }
   function facts(parent) {
@@ -768,7 +773,7 @@
       rationale: () => 'Silas wrote this plan from your request. Nothing runs until you approve; tests Silas cannot change check the result.',
       build(ctx) {
         const f = ctx.f;
-        const body = el('div', 'card-body', str(f.body));
+        const body = el('div', 'card-body', shown(str(f.body)));
         ctx.body.appendChild(body);
         const checks = arr(f.verify);
         const plan = obj(f.plan);
@@ -794,6 +799,7 @@
         if (arr(plan.gates).length) fact(dl, 'Gates', arr(plan.gates).join('; '));
         if (arr(plan.access_levels).length) fact(dl, 'Access', arr(plan.access_levels).join('; '));
         if (arr(plan.escalation).length) fact(dl, 'On failure', arr(plan.escalation).join('; '));
+        if (plan.on_failure) fact(dl, 'Fix tasks', str(plan.on_failure));
         if (arr(plan.skills).length) fact(dl, 'Skills', arr(plan.skills).join(', '));
         const networked = checks.filter((c) => obj(c).network === true);
         if (networked.length) fact(dl, 'Network', 'checks with network: ' + networked.map((c) => obj(c).name).join(', '));
@@ -812,7 +818,7 @@
           const li = el('li', 'check');
           li.appendChild(el('span', 'check-name', c.name || 'check'));
           if (c.network === true) li.appendChild(el('span', 'check-network', 'network'));
-          if (c.run) li.appendChild(el('code', 'check-run', c.run));
+          if (c.run) li.appendChild(el('code', 'check-run', shown(c.run)));
           const ex = expectText(c.expect);
           if (ex) li.appendChild(el('span', 'check-expect', 'expects ' + ex));
           ul.appendChild(li);

@@ -130,7 +130,9 @@ fn gallery() -> Vec<ServerFrame> {
             {"seq": 9, "at": "2026-01-15T09:06:00Z", "kind": "system", "text": "Daemon started"}]})),
         frame(json!({"type": "approval_request", "request_id": "plan-1",
             "title": "Create notes.txt containing hello",
-            "body": "Write the file notes.txt in the workspace with the text hello, then check it.",
+            // A bidi override (a command that would read backwards) is shown
+            // as an escape, not obeyed.
+            "body": "Write the file notes.txt in the workspace with the text hello, then check it. \u{202e}txt.seton",
             "budget": {"max_cost_usd": 0.5, "max_wall_time_seconds": 300, "max_attempts": 2},
             "verify": [{"name": "file exists", "run": "test -f notes.txt", "expect": {"exit_code": 0}},
                        {"name": "content", "run": "cat notes.txt", "expect": {"contains": "hello"}}],

@@ -178,8 +178,9 @@ fn ops_for(changes: &ChangeSet, result: &Path, snapshot: &Snapshot) -> Result<Ve
                 None => Source {
                     file: result.join(&c.path),
                     sha256: sha,
-                    // Never setuid/setgid/sticky from the executor.
-                    mode: c.mode & 0o777,
+                    // Never setuid/setgid/sticky or group/other write
+                    // from the executor (the diff masks it too).
+                    mode: c.mode & 0o755,
                     owner: Owner::Parent,
                 },
             })

@@ -63,6 +63,10 @@ pub enum RefusalReason {
     TypeChanged,
     SpecialFile,
     NotUtf8,
+    /// A new name with a control character (an escape sequence, a newline):
+    /// written into the owner's tree it would act on their terminal at the
+    /// next `ls` and break line-based tools.
+    ControlCharacter,
     /// A file named `.git` (a `gitdir:` pointer that makes a subdirectory
     /// another repository, with its own config and hooks): git metadata is
     /// never written, so the card says so before the owner decides.
@@ -197,6 +201,17 @@ pub fn changes(
             continue;
         };
         let in_base = snapshot.files.get(&rel);
+        if in_base.is_none() && rel.chars().any(char::is_control) {
+            // Only new names: one the owner's tree already has is theirs.
+            refused.push(Refusal {
+                path: rel,
+                reason: RefusalReason::ControlCharacter,
+            });
+            if ft.is_dir() {
+                walker.skip_current_dir();
+            }
+            continue;
+        }
         if ft.is_dir() {
             if in_base.is_some() {
                 seen.insert(rel.clone());
@@ -226,7 +241,9 @@ pub fn changes(
         }
         let (after_sha, meta) = fsutil::hash_file(entry.path())
             .map_err(|e| WorkspaceError::io(format!("read result {rel}"), e))?;
-        let mode = meta.permissions().mode() & 0o777;
+        // Group/other write and setuid/setgid/sticky never come from the
+        // executor: the card shows, and apply writes, at most rwxr-xr-x.
+        let mode = meta.permissions().mode() & 0o755;
         match in_base {
             Some(fact) => {
                 seen.insert(rel.clone());

@@ -30,6 +30,68 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".github/**",
 ];
 
+/// What else a check's command reads its instructions from, protected like
+/// the tests: the module `python -m NAME` imports — the working directory
+/// comes first on its import path, so a planted `unittest/__main__.py`
+/// printing "OK" passed a failing suite — a `make` run's makefiles and an
+/// `npm`/`yarn`/`pnpm` run's `package.json` (its `test` script). Anchored
+/// at the project root, where checks run.
+pub fn check_defining_globs<'a>(commands: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut globs = BTreeSet::new();
+    for command in commands {
+        let words: Vec<&str> = command
+            .split(|c: char| c.is_whitespace() || ";&|()`".contains(c))
+            .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (i, word) in words.iter().enumerate() {
+            let program = word.rsplit('/').next().unwrap_or(word);
+            if let Some(module) = python_module(program, &words[i + 1..]) {
+                let top = module.split('.').next().unwrap_or(module);
+                globs.insert(format!("{top}.py"));
+                globs.insert(format!("{top}/**"));
+            }
+            let files: &[&str] = match program {
+                "make" | "gmake" => &["Makefile", "makefile", "GNUmakefile", "**/*.mk"],
+                "npm" | "npx" | "yarn" | "pnpm" => &["package.json"],
+                _ => &[],
+            };
+            globs.extend(files.iter().map(|f| (*f).to_owned()));
+        }
+    }
+    globs.into_iter().collect()
+}
+
+/// `NAME` of `python… [options] -m NAME`, when `program` is a Python.
+fn python_module<'a>(program: &str, args: &[&'a str]) -> Option<&'a str> {
+    let version = program.strip_prefix("python")?;
+    if !version.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match *arg {
+            "-m" => return args.next().copied().filter(|m| is_module_name(m)),
+            // Options taking a value; `-c` runs code, not a module.
+            "-W" | "-X" | "--check-hash-based-pycs" => {
+                args.next();
+            }
+            "-c" => return None,
+            a if a.starts_with("-m") => return Some(&a[2..]).filter(|m| is_module_name(m)),
+            a if a.starts_with('-') => {}
+            // A script: what follows is its own arguments.
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn is_module_name(m: &str) -> bool {
+    !m.is_empty()
+        && m.split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
+}
+
 /// A compiled set of protected-path globs (`*` never crosses `/`).
 #[derive(Clone, Debug)]
 pub struct Protected {
@@ -177,6 +239,46 @@ fn copy_exact(from: &Path, to: &Path, root: &Path, rel: &str) -> Result<(), Work
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_check_command_runs_is_protected() {
+        let globs = check_defining_globs([
+            "python3 -m unittest discover -s tests -t .",
+            "cd src && /usr/bin/python3.12 -W ignore -mpytest.main -q",
+            "python3 tools/lint.py -m notamodule",
+            "python -c 'import x' -m nope",
+            "make -C . test; npm test",
+            "cargo test",
+        ]);
+        assert_eq!(
+            globs,
+            [
+                "**/*.mk",
+                "GNUmakefile",
+                "Makefile",
+                "makefile",
+                "package.json",
+                "pytest.py",
+                "pytest/**",
+                "unittest.py",
+                "unittest/**",
+            ]
+        );
+        let p = Protected::new(&globs).unwrap();
+        for yes in [
+            "unittest/__main__.py",
+            "unittest.py",
+            "Makefile",
+            "package.json",
+        ] {
+            assert!(p.is_protected(yes), "{yes}");
+        }
+        // Anchored: a package of the same name deeper in the tree is the
+        // project's own code.
+        for no in ["src/unittest/x.py", "web/package.json", "app.py"] {
+            assert!(!p.is_protected(no), "{no}");
+        }
+    }
 
     #[test]
     fn default_set() {

@@ -121,6 +121,39 @@ fn apply_changes_the_real_tree_keeping_modes_and_owners() {
     assert!(report.finished.is_empty() && report.rolled_back.is_empty());
 }
 
+/// The executor's chmod never makes a new file of the owner's writable by
+/// others (nor setuid): the card and the project get at most rwxr-xr-x.
+#[test]
+fn a_new_file_is_never_group_or_world_writable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    write(&ws, "app.py", b"x = 1\n");
+    let base = tmp.path().join("base");
+    let snap = copy::take(&ws, &base, &CopyLimits::default()).unwrap();
+    let result = tmp.path().join("result");
+    copy::take(&ws, &result, &CopyLimits::default()).unwrap();
+    write(&result, "s.sh", b"#!/bin/sh\n");
+    common::chmod(&result, "s.sh", 0o6777);
+    write(&result, "shared.txt", b"hi\n");
+    common::chmod(&result, "shared.txt", 0o666);
+    let changes = diff::changes(&snap, &base, &result, &Protected::new(&[]).unwrap()).unwrap();
+    let modes: Vec<(String, u32)> = changes
+        .files
+        .iter()
+        .map(|c| (c.path.clone(), c.mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("s.sh".to_string(), 0o755),
+            ("shared.txt".to_string(), 0o644)
+        ]
+    );
+    apply::apply(&changes, &result, &snap, &tmp.path().join("journal")).unwrap();
+    assert_eq!(mode(&ws.join("s.sh")), 0o755);
+    assert_eq!(mode(&ws.join("shared.txt")), 0o644);
+}
+
 #[test]
 fn a_workspace_changed_since_the_copy_is_refused_and_left_byte_identical() {
     let f = fixture();

@@ -61,6 +61,9 @@ fn diff_counts_lines_and_flags_protected_edits() {
         b"\0ignored build output",
     );
     symlink("/etc/passwd", result.join("evil")).unwrap();
+    // A name that would clear the owner's screen at the next `ls`.
+    write(&result, "notes\u{1b}[2J\nx.txt", b"hi\n");
+    write(&result, "dir\u{7}/inner.txt", b"hi\n");
     symlink("src/app.py", result.join("alias")).unwrap();
     // A `.git` file makes vendor/ another repository (its config, its
     // hooks): refused on the card, not first at apply.
@@ -74,6 +77,20 @@ fn diff_counts_lines_and_flags_protected_edits() {
             .any(|r| r.path == "vendor/.git" && r.reason == RefusalReason::GitMetadata),
         "{:?}",
         cs.refused
+    );
+    for name in ["notes\u{1b}[2J\nx.txt", "dir\u{7}"] {
+        assert!(
+            cs.refused
+                .iter()
+                .any(|r| r.path == name && r.reason == RefusalReason::ControlCharacter),
+            "{name:?}: {:?}",
+            cs.refused
+        );
+    }
+    assert!(
+        !cs.files
+            .iter()
+            .any(|f| f.path.chars().any(char::is_control))
     );
     let summary: Vec<(&str, ChangeKind, u64, u64, bool, bool)> = cs
         .files

@@ -97,6 +97,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("workspace_apply_recovered", Treatment::Shown),
     ("workspace_apply_recovery_failed", Treatment::Shown),
     ("goal_spawned_task", Treatment::Shown),
+    ("goal_budget_exhausted", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
     ("gate_evaluated", Treatment::Hidden),
@@ -131,6 +132,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("secret_stored", Treatment::Shown),
     ("secure_input_completed", Treatment::Hidden),
     ("secret_redacted_inbound", Treatment::Shown),
+    ("secret_redacted_outbound", Treatment::Shown),
     ("gate_runner_fault", Treatment::Shown),
     ("delivery_no_connection", Treatment::Hidden),
     ("plan_card_refused", Treatment::Shown),
@@ -433,6 +435,12 @@ pub fn describe(
             ),
         ),
         "goal_spawned_task" => ("work", format!("Goal {title} started a task")),
+        "goal_budget_exhausted" => (
+            "work",
+            format!(
+                "Goal {title} has used its budget; it starts no more fix tasks until you approve it again"
+            ),
+        ),
         "spawned_task_needs_approval" => (
             "approval",
             format!("A task from goal {title} needs your approval"),
@@ -545,6 +553,11 @@ pub fn describe(
         "secret_redacted_inbound" => (
             "security",
             "Removed what looked like a credential from a message before storing or reading it"
+                .to_string(),
+        ),
+        "secret_redacted_outbound" => (
+            "security",
+            "Removed what looked like a credential from my own reply before storing or showing it"
                 .to_string(),
         ),
         "plan_card_refused" => (

@@ -31,6 +31,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
+use silas_core::config::{Config, ConfigError};
 use silas_core::{Coded, ErrorCode, Timestamp};
 
 /// Why a schedule or time zone was refused.
@@ -51,6 +52,30 @@ impl Coded for CronError {
 /// Parse an IANA time zone name (`scheduler.timezone`).
 pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
     Tz::from_str(name.trim()).map_err(|_| CronError::TimeZone(name.to_owned()))
+}
+
+/// The configuration keys only the scheduler's parsers (the time zone
+/// database, cron) can check: `scheduler.timezone`, and
+/// `suggestions.heartbeat_cron` when the heartbeat would run. Checked with
+/// the rest by `config check` and by `start` before it touches anything.
+pub fn config_errors(cfg: &Config) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    if let Err(e) = parse_timezone(&cfg.scheduler.timezone) {
+        errors.push(ConfigError::Invalid {
+            key: "scheduler.timezone".into(),
+            message: e.to_string(),
+        });
+    }
+    if cfg.scheduler.enabled
+        && cfg.suggestions.enabled
+        && let Err(e) = CronExpr::parse(&cfg.suggestions.heartbeat_cron)
+    {
+        errors.push(ConfigError::Invalid {
+            key: "suggestions.heartbeat_cron".into(),
+            message: e.to_string(),
+        });
+    }
+    errors
 }
 
 /// A parsed standard 5-field cron expression.
@@ -497,5 +522,35 @@ mod tests {
             CronExpr::parse("0 9 * * 1-5").unwrap().quartz(),
             ["0 0 9 * * 2,3,4,5,6"]
         );
+    }
+
+    #[test]
+    fn config_check_names_the_scheduler_keys() {
+        use silas_core::config::{SchedulerConfig, SuggestionsConfig};
+        assert!(config_errors(&Config::default()).is_empty());
+        let bad = Config {
+            scheduler: SchedulerConfig {
+                timezone: "Mars/Olympus".into(),
+                ..SchedulerConfig::default()
+            },
+            suggestions: SuggestionsConfig {
+                heartbeat_cron: "every quarter hour".into(),
+                ..SuggestionsConfig::default()
+            },
+            ..Config::default()
+        };
+        let lines: Vec<String> = config_errors(&bad).iter().map(|e| e.to_string()).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("scheduler.timezone: unknown time zone \"Mars/Olympus\""));
+        assert!(lines[1].starts_with("suggestions.heartbeat_cron: cron expression"));
+        // The heartbeat is not checked when it would not run.
+        let off = Config {
+            suggestions: SuggestionsConfig {
+                enabled: false,
+                ..bad.suggestions.clone()
+            },
+            ..Config::default()
+        };
+        assert!(config_errors(&off).is_empty());
     }
 }

@@ -355,6 +355,7 @@ pub async fn process(
             t.route().await;
             t.output_gates().await?;
         }
+        t.redact_response();
         if !t.blocked {
             t.memory_queries()?;
             t.memory_ops().await?;
@@ -605,6 +606,21 @@ impl Turn<'_> {
             }
         };
         self.response = Some(response);
+    }
+
+    /// §0.5 secret isolation holds for what the model writes too: after the
+    /// output gates (which judge the response as written and may block it),
+    /// before anything stores, sends or shows it.
+    fn redact_response(&mut self) {
+        let Some(response) = self.response.as_mut() else {
+            return;
+        };
+        let kinds = response.redact_secrets();
+        if !kinds.is_empty() {
+            let data =
+                json!({"scope_id": self.scope.scope_id, "source": self.source, "kinds": kinds});
+            self.push("secret_redacted_outbound", data);
+        }
     }
 
     /// §10.3: installed skills' metadata for the proxy and planner — the

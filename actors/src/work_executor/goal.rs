@@ -15,7 +15,8 @@ use silas_storage::PendingCard;
 use super::cards;
 use super::engine::{GoalCycleOutcome, WorkEngine, WorkError, artifact_error};
 use super::policy::{
-    SPAWN_TASK, build_fix_task, format_failures, results_as_json, with_egress_refusals,
+    SPAWN_TASK, build_fix_task, format_failures, goal_fix_spend, remaining_fix_budget,
+    results_as_json, with_egress_refusals,
 };
 use crate::work::WorkStatusKind;
 
@@ -90,11 +91,40 @@ impl WorkEngine {
                 failed_checks: report.failed,
             });
         }
-        // 4. Spawn a fix task from the goal's template.
+        // 4. Spawn a fix task from the goal's template, with what is left
+        // of the goal's budget (its card's budget is the fix tasks' total).
         // Deterministic id: the goal's n-th spawned task.
-        let n = self.store.work_items().list_by_parent(id)?.len() + 1;
-        let task_id = format!("{id}-fix-{n}");
-        let fix = build_fix_task(&goal, &task_id, &format_failures(&report));
+        let children = self.store.work_items().list_by_parent(id)?;
+        let spent = goal_fix_spend(&goal, &children);
+        let task_id = format!("{id}-fix-{}", children.len() + 1);
+        let recorded = spent.clone();
+        self.store.work_items().update(id, move |g| {
+            g.budget_used = recorded;
+            Ok(())
+        })?;
+        let Some(budget) = remaining_fix_budget(&goal, &spent) else {
+            self.audit(
+                "goal_budget_exhausted",
+                json!({"work_item_id": id, "tokens": spent.tokens, "cost_usd": spent.cost_usd,
+                       "max_tokens": goal.budget.max_tokens,
+                       "max_cost_usd": goal.budget.max_cost_usd}),
+            )?;
+            self.publish(
+                id,
+                scope,
+                WorkStatusKind::Failed,
+                format!(
+                    "goal checks failed; its fix tasks have used its budget (${:.2} of ${:.2}, {} of {} tokens): no more fix tasks until you approve the goal again",
+                    spent.cost_usd, goal.budget.max_cost_usd, spent.tokens, goal.budget.max_tokens
+                ),
+                Some(&report),
+            );
+            return Ok(GoalCycleOutcome::Failed {
+                failed_checks: report.failed,
+            });
+        };
+        let mut fix = build_fix_task(&goal, &task_id, &format_failures(&report));
+        fix.budget = budget;
         let spawned_task_hash = projections::plan_hash(&fix)
             .map_err(|e| WorkError::Io(format!("unhashable spawned task: {e}")))?;
         self.audit(

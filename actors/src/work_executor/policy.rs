@@ -246,6 +246,47 @@ pub fn build_fix_task(goal: &WorkItem, id: &str, failures: &str) -> WorkItem {
     t
 }
 
+/// What a goal's fix tasks have spent under its current approval: the
+/// budget on the goal's card is the total its fix tasks may spend, not a
+/// fresh allowance for each cycle's task (a failing check every minute
+/// made a "$1" card cost $1 a minute). A new approval starts afresh.
+pub fn goal_fix_spend(goal: &WorkItem, children: &[WorkItem]) -> BudgetUsed {
+    let token = goal.approval_token.as_ref().map(|t| &t.token_id);
+    let mut spent = BudgetUsed::default();
+    for c in children {
+        let same_approval = token.is_some()
+            && c.approval_token.as_ref().map(|t| &t.token_id) == token
+            && c.spawned_by.as_deref() == Some(goal.id.as_str());
+        if same_approval {
+            spent.tokens = spent.tokens.saturating_add(c.budget_used.tokens);
+            spent.cost_usd += c.budget_used.cost_usd;
+            spent.wall_time_seconds += c.budget_used.wall_time_seconds;
+            spent.attempts = spent.attempts.saturating_add(c.budget_used.attempts);
+            spent.planner_calls = spent
+                .planner_calls
+                .saturating_add(c.budget_used.planner_calls);
+        }
+    }
+    spent
+}
+
+/// The budget the next fix task gets: the goal's, less what its fix tasks
+/// have spent (tokens and cost; time and attempts stay per task). `None`
+/// when either is used up.
+pub fn remaining_fix_budget(goal: &WorkItem, spent: &BudgetUsed) -> Option<Budget> {
+    let b = &goal.budget;
+    let tokens = b.max_tokens.saturating_sub(spent.tokens);
+    let cost = b.max_cost_usd - spent.cost_usd;
+    if tokens == 0 || cost <= 0.0 {
+        return None;
+    }
+    Some(Budget {
+        max_tokens: tokens,
+        max_cost_usd: cost,
+        ..b.clone()
+    })
+}
+
 /// Why an edit-selection is refused (§5.2.4 step 5).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectionError {
@@ -369,6 +410,53 @@ pub fn wanted_artifacts(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn token(id: &str) -> serde_json::Value {
+        json!({"token_id": id, "plan_hash": "h", "work_item_id": "g1", "scope": "standing",
+               "verdict": "approved", "signature": "", "issued_at": "2026-01-01T00:00:00Z",
+               "expires_at": "2027-01-01T00:00:00Z", "nonce": "n",
+               "conditions": {"spawn_policy_hash": "p"},
+               "executions_used": 1, "max_executions": 100, "execution_nonces": []})
+    }
+
+    /// The goal's card budget is what all its fix tasks under one approval
+    /// may spend together; each next task gets what is left.
+    #[test]
+    fn fix_tasks_share_the_goals_budget() {
+        let goal: WorkItem = serde_json::from_value(json!({
+            "id": "g1", "type": "goal", "title": "t", "body": "b", "schedule": "* * * * *",
+            "on_failure": "spawn_task",
+            "budget": {"max_tokens": 100000, "max_cost_usd": 1.0},
+            "approval_token": token("tok-now"),
+        }))
+        .unwrap();
+        let fix = |id: &str, tok: &str, cost: f64| -> WorkItem {
+            let mut t = build_fix_task(&goal, id, "- c: failed");
+            t.approval_token = serde_json::from_value(token(tok)).unwrap();
+            t.budget_used.cost_usd = cost;
+            t.budget_used.tokens = 30_000;
+            t
+        };
+        let children = vec![
+            fix("g1-fix-1", "tok-now", 0.4),
+            fix("g1-fix-2", "tok-now", 0.35),
+            // Spent under an earlier approval: not this one's.
+            fix("g1-fix-0", "tok-old", 5.0),
+        ];
+        let spent = goal_fix_spend(&goal, &children);
+        assert_eq!(spent.tokens, 60_000);
+        assert!((spent.cost_usd - 0.75).abs() < 1e-9);
+        let next = remaining_fix_budget(&goal, &spent).unwrap();
+        assert_eq!(next.max_tokens, 40_000);
+        assert!((next.max_cost_usd - 0.25).abs() < 1e-9);
+        assert_eq!(next.max_attempts, goal.budget.max_attempts);
+        let mut all = children.clone();
+        all.push(fix("g1-fix-3", "tok-now", 0.25));
+        assert_eq!(
+            remaining_fix_budget(&goal, &goal_fix_spend(&goal, &all)),
+            None
+        );
+    }
 
     /// A goal's fix task works on the goal's workspace, with the same
     /// access (and it needs its own approval, which shows it).

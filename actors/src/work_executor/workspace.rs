@@ -78,10 +78,10 @@ impl WorkEngine {
             return Err(io(format!("unsafe work item id {:?}", item.id)));
         }
         let root = self.workspace_root(&item.id);
-        if let Some(run) = reopen(&use_, &root) {
+        if let Some(run) = reopen(item, &use_, &root) {
             return Ok(Some(run));
         }
-        let protected = Protected::new(&use_.protected).map_err(io)?;
+        let protected = protected_set(item, &use_).map_err(io)?;
         let snapshot_path = root.join(SNAPSHOT);
         // A half-made run (a crash while copying) starts over.
         silas_execution::cleanup::remove_tree(&root);
@@ -122,7 +122,7 @@ impl WorkEngine {
     /// The copies a finished task left for applying (`None`: gone).
     pub(super) fn kept_run(&self, item: &WorkItem) -> Option<WorkspaceRun> {
         let use_ = item.workspace.as_ref()?;
-        reopen(use_, &self.workspace_root(&item.id))
+        reopen(item, use_, &self.workspace_root(&item.id))
     }
 
     /// The item's checks over a fresh copy of the result, the checks' own
@@ -249,12 +249,25 @@ impl WorkEngine {
     }
 }
 
+/// What the checks are defined by: the default set, the plan's own globs and
+/// what the checks' commands read their instructions from.
+fn protected_set(
+    item: &WorkItem,
+    use_: &WorkspaceUse,
+) -> Result<Protected, silas_workspace::WorkspaceError> {
+    let mut globs = use_.protected.clone();
+    globs.extend(protect::check_defining_globs(
+        item.verify.iter().map(|c| c.run.as_str()),
+    ));
+    Protected::new(&globs)
+}
+
 /// The copies a run left in `root` (both copies and their manifest), as
 /// they were; `None` when any part is missing or unreadable.
-fn reopen(use_: &WorkspaceUse, root: &Path) -> Option<WorkspaceRun> {
+fn reopen(item: &WorkItem, use_: &WorkspaceUse, root: &Path) -> Option<WorkspaceRun> {
     let text = std::fs::read_to_string(root.join(SNAPSHOT)).ok()?;
     let snapshot = serde_json::from_str::<Snapshot>(&text).ok()?;
-    let protected = Protected::new(&use_.protected).ok()?;
+    let protected = protected_set(item, use_).ok()?;
     (root.join("base").is_dir() && root.join("result").is_dir()).then(|| WorkspaceRun {
         use_: use_.clone(),
         root: root.to_path_buf(),

@@ -130,6 +130,38 @@ impl AgentResponse {
         }
     }
 
+    /// Removes credentials from everything the response would store, send
+    /// or show — the reply, memory-op contents and the plan — the way an
+    /// owner's pasted key is removed (probable and definite findings). A
+    /// model that read a key somewhere (or was told to leak one) would
+    /// otherwise put it in the chronicle, the memory, the client's frame and
+    /// every later prompt. Returns the kinds found, in order.
+    pub fn redact_secrets(&mut self) -> Vec<&'static str> {
+        let mut kinds = Vec::new();
+        let mut clean = |text: &mut String| {
+            let (redacted, findings) =
+                crate::secrets::redact_at_least(text, crate::secrets::Confidence::Probable);
+            if !findings.is_empty() {
+                kinds.extend(findings.iter().map(|f| f.kind));
+                *text = redacted;
+            }
+        };
+        clean(&mut self.message);
+        for op in &mut self.memory_ops {
+            if let Some(c) = op.content.as_mut() {
+                clean(c);
+            }
+        }
+        if let Some(md) = self
+            .plan_action
+            .as_mut()
+            .and_then(|p| p.plan_markdown.as_mut())
+        {
+            clean(md);
+        }
+        kinds
+    }
+
     /// At most [`MAX_MEMORY_QUERIES`] queries; every memory op well-formed.
     pub fn validate(&self) -> Result<(), ModelError> {
         if self.memory_queries.len() > MAX_MEMORY_QUERIES {
@@ -362,6 +394,38 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    #[test]
+    fn a_credential_in_a_model_response_is_removed_everywhere() {
+        let key = "sk-proj-CANARYabcdefghijklmnopqrstuvwxyz0123456789";
+        let mut r = AgentResponse::message(format!("your key is {key}"));
+        r.memory_ops.push(MemoryOp {
+            op: MemoryOpType::Store,
+            content: Some(format!("api key: {key}")),
+            memory_id: None,
+            memory_type: MemoryType::Fact,
+            tags: Vec::new(),
+            entity_refs: Vec::new(),
+            link_to: None,
+            link_type: None,
+        });
+        r.plan_action = Some(PlanAction {
+            action: PlanActionType::Propose,
+            plan_markdown: Some(format!(
+                "---\nid: x\n---\ncurl -H 'Authorization: Bearer {key}'\n"
+            )),
+            continuation_of: None,
+            interaction_mode_override: None,
+        });
+        let kinds = r.redact_secrets();
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        let all = format!("{r:?}");
+        assert!(!all.contains("CANARY"), "{all}");
+        // Nothing to find: nothing changes.
+        let mut plain = AgentResponse::message("commit 4f2a9c1 fixed it");
+        assert!(plain.redact_secrets().is_empty());
+        assert_eq!(plain.message, "commit 4f2a9c1 fixed it");
+    }
     use crate::model::test_support::{assert_enum_strings, assert_refused, round_trip};
 
     #[test]

@@ -330,6 +330,9 @@ fn plan_text(doc: &mut Doc, p: &PlanCard) {
     doc.list("Access", &p.plan.access_levels);
     doc.list("Gates", &p.plan.gates);
     doc.list("Escalation", &p.plan.escalation);
+    if let Some(fix) = &p.plan.on_failure {
+        doc.line(format!("Fix tasks: {fix}"));
+    }
     let b = &p.plan.budget;
     doc.line(format!(
         "Budget: ${:.2} · {} tokens · {} s · {} attempts",
