@@ -6,15 +6,18 @@
 //! as the daemon's user could reach every socket that user can — the
 //! owner's tmux, ssh-agent, the session bus and `systemd --user`
 //! (`systemd-run`), `docker.sock` — and through them run anything outside.
-//! So `socket(AF_UNIX, …)` fails with `EPERM`; `socketpair` (anonymous, a
-//! pipe between the command's own processes) keeps working, and so does
-//! `io_uring` nowhere: it opens sockets without the `socket` syscall.
+//! So `socket(AF_UNIX, …)` fails with `EPERM`, and `socketpair` is allowed
+//! for `AF_UNIX` stream and seqpacket pairs only (connected to each other
+//! for good: they cannot connect or send anywhere else — a datagram pair
+//! could `sendto` any named datagram socket, the journal's or syslog's). No
+//! `io_uring` either: it opens sockets without the `socket` syscall.
 //!
 //! **The seccomp fallback** ([`deny_network`]), the network isolation when
 //! the kernel refuses user namespaces to an unprivileged launcher: the
 //! command stays in the host network namespace, so every way to a socket
 //! fails with `EPERM`:
-//! - `socket` for every family, `socketpair` for any but `AF_UNIX`;
+//! - `socket` for every family, `socketpair` for anything but an `AF_UNIX`
+//!   stream or seqpacket pair;
 //! - `io_uring_setup`/`enter`/`register`, as above;
 //! - `unshare` and `setns`: no namespace games from inside.
 //!
@@ -55,7 +58,8 @@ fn install(program: BpfProgram) -> Result<(), String> {
     Ok(())
 }
 
-/// `socket(AF_UNIX, …)` and io_uring refused, everything else allowed.
+/// `socket(AF_UNIX, …)`, any `socketpair` but a unix stream or seqpacket pair, and
+/// io_uring refused; everything else allowed.
 pub fn unix_socket_filter() -> Result<BpfProgram, String> {
     let is_unix = SeccompCondition::new(
         0,
@@ -69,10 +73,31 @@ pub fn unix_socket_filter() -> Result<BpfProgram, String> {
         libc::SYS_socket,
         vec![SeccompRule::new(vec![is_unix]).map_err(|e| e.to_string())?],
     );
+    rules.insert(libc::SYS_socketpair, not_a_unix_stream_pair()?);
     for nr in IO_URING {
         rules.insert(nr, Vec::new());
     }
     compile(rules)
+}
+
+/// Rules (any one matching refuses the call) for `socketpair(domain, type,
+/// …)` that is not `AF_UNIX` + `SOCK_STREAM`/`SOCK_SEQPACKET` (the type's
+/// low four bits; the rest are `SOCK_NONBLOCK`/`SOCK_CLOEXEC`). Both kinds
+/// are connected to each other for good: `connect` says `EISCONN` and an
+/// address given to `sendto` is an error (stream) or ignored (seqpacket).
+/// std's `Command::spawn` uses a seqpacket pair.
+fn not_a_unix_stream_pair() -> Result<Vec<SeccompRule>, String> {
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .map_err(|e| e.to_string())
+            .and_then(|c| SeccompRule::new(vec![c]).map_err(|e| e.to_string()))
+    };
+    let mut rules = vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?];
+    let connected = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
+    for kind in (0..16u64).filter(|k| !connected.contains(k)) {
+        rules.push(cond(1, SeccompCmpOp::MaskedEq(0xf), kind)?);
+    }
+    Ok(rules)
 }
 
 const IO_URING: [i64; 3] = [
@@ -95,18 +120,8 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, String>
 
 /// The compiled filter for the running architecture.
 pub fn network_filter() -> Result<BpfProgram, String> {
-    let not_unix = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::Ne,
-        libc::AF_UNIX as u64,
-    )
-    .map_err(|e| e.to_string())?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?],
-    );
+    rules.insert(libc::SYS_socketpair, not_a_unix_stream_pair()?);
     // An empty rule list matches the syscall unconditionally.
     for nr in IO_URING
         .into_iter()

@@ -366,24 +366,38 @@ async fn processes_outside_cannot_be_signalled(mode: Mode) {
 /// namespace hides a path — the command gets no unix socket to connect
 /// with. Its own socket pairs keep working.
 async fn named_unix_sockets_outside_are_refused(mode: Mode) {
-    use std::os::unix::net::UnixListener;
+    use std::os::unix::net::{UnixDatagram, UnixListener};
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
     let path = dir.path().join("owner-agent.sock");
     let listener = UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
     std::fs::set_permissions(&path, PermissionsExt::from_mode(0o777)).unwrap();
+    // A datagram service (the journal's, syslog's): a datagram socket pair
+    // could `sendto` it by path.
+    let dg_path = dir.path().join("journal.sock");
+    let dg = UnixDatagram::bind(&dg_path).unwrap();
+    dg.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(&dg_path, PermissionsExt::from_mode(0o777)).unwrap();
     let w = workdir(mode);
     let script = format!(
-        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\na,b=socket.socketpair(); a.send(b'ping'); print('pair', b.recv(4).decode())\n",
-        path.display()
+        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\ntry:\n  a,b=socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'x', '{}'); print('SENT')\nexcept OSError as e: print('dgram refused', e.errno)\na,b=socket.socketpair(); a.send(b'ping'); print('pair', b.recv(4).decode())\n",
+        path.display(),
+        dg_path.display()
     );
     let out = run(mode, &py(mode, &script, &w.work)).await;
     assert!(out.success(), "{out:?}");
-    assert_eq!(out.stdout, "refused 1\npair ping\n", "{mode:?}: {out:?}");
+    assert_eq!(
+        out.stdout, "refused 1\ndgram refused 1\npair ping\n",
+        "{mode:?}: {out:?}"
+    );
     assert!(
         listener.accept().is_err(),
         "{mode:?}: the sandbox reached a host unix socket"
+    );
+    assert!(
+        dg.recv(&mut [0u8; 16]).is_err(),
+        "{mode:?}: the sandbox sent to a host datagram socket"
     );
 }
 

@@ -92,7 +92,14 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
     field("gates", p.gates.join("; "));
     field("access", p.access_levels.join("; "));
     field("on failure", p.escalation.join("; "));
-    field("fix tasks", p.on_failure.clone().unwrap_or_default());
+    // Indented: the briefing's own lines cannot pass for this card's fields.
+    field(
+        "fix tasks",
+        p.on_failure
+            .as_deref()
+            .unwrap_or_default()
+            .replace('\n', "\n      | "),
+    );
     field("skills", p.skills.join(", "));
     if p.checks.is_empty() {
         lines.push("  checks: (none)".into());

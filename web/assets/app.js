@@ -858,7 +858,7 @@
         for (const c of files) {
           const li = el('li', 'change-file' + (c.protected ? ' change-protected' : ''));
           li.appendChild(el('span', 'change-kind', str(c.kind)));
-          li.appendChild(el('code', 'change-path', str(c.path)));
+          li.appendChild(el('code', 'change-path', shown(str(c.path))));
           li.appendChild(el('span', 'change-lines', c.binary ? 'binary' : '+' + (c.added || 0) + ' −' + (c.removed || 0)));
           if (c.protected) li.appendChild(el('span', 'change-flag', 'defines the checks'));
           ul.appendChild(li);
@@ -872,7 +872,7 @@
         if (refused.length) fact(dl, 'Not applied', refused.join('; '));
         if (!undo && f.diff) {
           ctx.details.appendChild(el('p', 'details-label', 'Diff' + (f.diff_truncated ? ' (cut; the whole diff is the task’s changes.diff)' : '')));
-          ctx.details.appendChild(el('pre', 'change-diff', str(f.diff)));
+          ctx.details.appendChild(el('pre', 'change-diff', shown(str(f.diff))));
         }
         const e = ctx.entry;
         setActions(ctx, undo ? [
@@ -913,12 +913,12 @@
         const findings = arr(f.findings).map(str).filter(Boolean);
         if (findings.length) {
           ctx.details.appendChild(el('p', 'details-label', 'Validation report'));
-          ctx.details.appendChild(el('pre', 'change-diff', findings.join('\n')));
+          ctx.details.appendChild(el('pre', 'change-diff', shown(findings.join('\n'))));
         }
         const tr = arr(f.transformation).map(str).filter(Boolean);
         if (tr.length) {
           ctx.details.appendChild(el('p', 'details-label', 'Import changes'));
-          ctx.details.appendChild(el('pre', 'change-diff', tr.join('\n')));
+          ctx.details.appendChild(el('pre', 'change-diff', shown(tr.join('\n'))));
         }
         const e = ctx.entry;
         setActions(ctx, [

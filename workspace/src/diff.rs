@@ -63,14 +63,32 @@ pub enum RefusalReason {
     TypeChanged,
     SpecialFile,
     NotUtf8,
-    /// A new name with a control character (an escape sequence, a newline):
-    /// written into the owner's tree it would act on their terminal at the
-    /// next `ls` and break line-based tools.
+    /// A new name with a control character (an escape sequence, a newline)
+    /// or an invisible one (a bidi override, a zero-width space): written
+    /// into the owner's tree it would act on their terminal at the next
+    /// `ls`, break line-based tools, or read as another name.
     ControlCharacter,
     /// A file named `.git` (a `gitdir:` pointer that makes a subdirectory
     /// another repository, with its own config and hooks): git metadata is
     /// never written, so the card says so before the owner decides.
     GitMetadata,
+}
+
+/// A character a new file name may not have: controls, bidi overrides and
+/// isolates, and the invisible ones (joiners stay: scripts need them).
+fn unsafe_name_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{061c}'
+                | '\u{200b}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2060}'
+                | '\u{feff}'
+        )
 }
 
 /// Something in the result that is reported but never applied.
@@ -201,7 +219,7 @@ pub fn changes(
             continue;
         };
         let in_base = snapshot.files.get(&rel);
-        if in_base.is_none() && rel.chars().any(char::is_control) {
+        if in_base.is_none() && rel.chars().any(unsafe_name_char) {
             // Only new names: one the owner's tree already has is theirs.
             refused.push(Refusal {
                 path: rel,
@@ -319,7 +337,10 @@ pub fn changes(
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut out = DiffWriter::default();
     for change in &mut files {
-        change.protected = protected.is_protected(&change.path);
+        // A new module shadowing what the checks import counts as a
+        // check-defining edit too (it was removed for verification).
+        change.protected = protected.is_protected(&change.path)
+            || (change.kind == ChangeKind::Added && protected.shadows(base_copy, &change.path));
         let old = match change.kind {
             ChangeKind::Added => Vec::new(),
             _ => read(&base_copy.join(&change.path), &change.path)?,

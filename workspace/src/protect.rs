@@ -30,14 +30,25 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".github/**",
 ];
 
-/// What else a check's command reads its instructions from, protected like
-/// the tests: the module `python -m NAME` imports — the working directory
-/// comes first on its import path, so a planted `unittest/__main__.py`
-/// printing "OK" passed a failing suite — a `make` run's makefiles and an
-/// `npm`/`yarn`/`pnpm` run's `package.json` (its `test` script). Anchored
-/// at the project root, where checks run.
-pub fn check_defining_globs<'a>(commands: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+/// What the checks' commands run, beyond the test files. `globs` are
+/// protected like the tests (restored for verification, flagged on the
+/// card): a `make` run's makefiles, an `npm`/`yarn`/`pnpm` run's
+/// `package.json` (its `test` script), a script the command runs by path
+/// (`bash run_tests.sh`, `./check.sh`, `python3 tools/lint.py`). `modules`
+/// are what `python -m NAME` imports: a *new* module of that name anywhere
+/// it could shadow is removed for verification ([`crate::shadow`]), while
+/// the project's own module of that name stays the work's to change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckInputs {
+    pub globs: Vec<String>,
+    pub modules: BTreeSet<String>,
+}
+
+/// [`CheckInputs`] of the check commands (a lexical reading: an indirection
+/// such as `$PY -m x` is not seen).
+pub fn check_inputs<'a>(commands: impl IntoIterator<Item = &'a str>) -> CheckInputs {
     let mut globs = BTreeSet::new();
+    let mut modules = BTreeSet::new();
     for command in commands {
         let words: Vec<&str> = command
             .split(|c: char| c.is_whitespace() || ";&|()`".contains(c))
@@ -47,9 +58,10 @@ pub fn check_defining_globs<'a>(commands: impl IntoIterator<Item = &'a str>) -> 
         for (i, word) in words.iter().enumerate() {
             let program = word.rsplit('/').next().unwrap_or(word);
             if let Some(module) = python_module(program, &words[i + 1..]) {
-                let top = module.split('.').next().unwrap_or(module);
-                globs.insert(format!("{top}.py"));
-                globs.insert(format!("{top}/**"));
+                modules.insert(module.split('.').next().unwrap_or(module).to_owned());
+            }
+            if let Some(script) = script_run(word, program, &words[i + 1..]) {
+                globs.insert(script.trim_start_matches("./").to_owned());
             }
             let files: &[&str] = match program {
                 "make" | "gmake" => &["Makefile", "makefile", "GNUmakefile", "**/*.mk"],
@@ -59,7 +71,43 @@ pub fn check_defining_globs<'a>(commands: impl IntoIterator<Item = &'a str>) -> 
             globs.extend(files.iter().map(|f| (*f).to_owned()));
         }
     }
-    globs.into_iter().collect()
+    CheckInputs {
+        globs: globs.into_iter().collect(),
+        modules,
+    }
+}
+
+/// A relative script path the command runs: `./x.sh` as the program, or the
+/// first argument of a shell or an interpreter (`bash run_tests.sh`,
+/// `python3 tools/lint.py`).
+fn script_run<'a>(word: &'a str, program: &str, args: &[&'a str]) -> Option<&'a str> {
+    let relative = |p: &str| {
+        !p.starts_with('/') && !p.starts_with('-') && !p.contains("..") && p.contains('.')
+    };
+    if word.starts_with("./") && relative(word) {
+        return Some(word);
+    }
+    // The options after which code (or a module), not a script, follows.
+    let code: &[&str] = match program {
+        "sh" | "bash" | "dash" | "zsh" => &["-c"],
+        "node" | "perl" | "ruby" => &["-e", "-E"],
+        p if p
+            .strip_prefix("python")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.')) =>
+        {
+            &["-c", "-m"]
+        }
+        _ => return None,
+    };
+    // The first non-option argument is the script.
+    for arg in args {
+        match *arg {
+            a if code.contains(&a) => return None,
+            a if a.starts_with('-') => {}
+            a => return relative(a).then_some(a),
+        }
+    }
+    None
 }
 
 /// `NAME` of `python… [options] -m NAME`, when `program` is a Python.
@@ -96,9 +144,33 @@ fn is_module_name(m: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct Protected {
     set: GlobSet,
+    /// Module names (`python -m NAME`) a new file must not shadow, on top
+    /// of [`crate::shadow::SHADOWED`].
+    modules: BTreeSet<String>,
 }
 
 impl Protected {
+    /// The default set, the plan's `protected` globs and what its checks run.
+    pub fn for_checks<'a>(
+        extra_globs: &[String],
+        commands: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, WorkspaceError> {
+        let inputs = check_inputs(commands);
+        let mut globs = extra_globs.to_vec();
+        globs.extend(inputs.globs);
+        let mut p = Protected::new(&globs)?;
+        p.modules = inputs.modules;
+        Ok(p)
+    }
+
+    /// A new file at `rel` that would shadow a module the checks import
+    /// (judged against the untouched copy's layout, which the work cannot
+    /// change: a package there is the owner's).
+    pub fn shadows(&self, base_copy: &Path, rel: &str) -> bool {
+        fs::symlink_metadata(base_copy.join(rel)).is_err()
+            && crate::shadow::shadows(base_copy, rel, &self.modules)
+    }
+
     /// The default set plus the plan's `protected` globs.
     pub fn new(extra_globs: &[String]) -> Result<Self, WorkspaceError> {
         let mut builder = GlobSetBuilder::new();
@@ -120,7 +192,10 @@ impl Protected {
             path: String::new(),
             reason: format!("invalid protected globs: {e}"),
         })?;
-        Ok(Protected { set })
+        Ok(Protected {
+            set,
+            modules: BTreeSet::new(),
+        })
     }
 
     pub fn is_protected(&self, rel_path: &str) -> bool {
@@ -195,9 +270,50 @@ pub fn restore(
         copy_exact(&from, &to, verify_copy, rel)?;
         restored.push(rel.clone());
     }
+    for rel in added_shadows(base_copy, verify_copy, protected) {
+        fsutil::remove_entry(&verify_copy.join(&rel))
+            .map_err(|e| WorkspaceError::io(format!("remove shadowing {rel}"), e))?;
+        restored.push(rel);
+    }
     restored.sort();
     restored.dedup();
     Ok(restored)
+}
+
+/// New files in `verify_copy` that shadow a module the checks import, and
+/// every new file of a shadowing package (`unittest/__init__.py` takes its
+/// `__main__.py` along).
+fn added_shadows(base_copy: &Path, verify_copy: &Path, protected: &Protected) -> Vec<String> {
+    let added: Vec<String> = walkdir::WalkDir::new(verify_copy)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
+        .flatten()
+        .filter(|e| !e.file_type().is_dir())
+        .filter_map(|e| fsutil::rel_string(e.path().strip_prefix(verify_copy).ok()?))
+        .filter(|r| fs::symlink_metadata(base_copy.join(r)).is_err())
+        .collect();
+    let mut packages = Vec::new();
+    let mut out = Vec::new();
+    for rel in &added {
+        if protected.shadows(base_copy, rel) {
+            if let Some(pkg) = rel
+                .strip_suffix("/__init__.py")
+                .or_else(|| rel.strip_suffix("/__init__.pyc"))
+            {
+                packages.push(format!("{pkg}/"));
+            }
+            out.push(rel.clone());
+        }
+    }
+    out.extend(
+        added
+            .into_iter()
+            .filter(|r| packages.iter().any(|p| r.starts_with(p.as_str()))),
+    );
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn clear_bad_parents(root: &Path, rel: &str) -> Result<(), WorkspaceError> {
@@ -242,40 +358,43 @@ mod tests {
 
     #[test]
     fn what_a_check_command_runs_is_protected() {
-        let globs = check_defining_globs([
+        let inputs = check_inputs([
             "python3 -m unittest discover -s tests -t .",
             "cd src && /usr/bin/python3.12 -W ignore -mpytest.main -q",
             "python3 tools/lint.py -m notamodule",
             "python -c 'import x' -m nope",
             "make -C . test; npm test",
+            "bash -e run_tests.sh && ./ci/check.sh",
             "cargo test",
         ]);
         assert_eq!(
-            globs,
+            inputs.globs,
             [
                 "**/*.mk",
                 "GNUmakefile",
                 "Makefile",
+                "ci/check.sh",
                 "makefile",
                 "package.json",
-                "pytest.py",
-                "pytest/**",
-                "unittest.py",
-                "unittest/**",
+                "run_tests.sh",
+                "tools/lint.py",
             ]
         );
-        let p = Protected::new(&globs).unwrap();
-        for yes in [
-            "unittest/__main__.py",
-            "unittest.py",
-            "Makefile",
-            "package.json",
-        ] {
+        assert_eq!(
+            inputs.modules,
+            ["pytest", "unittest"]
+                .map(String::from)
+                .into_iter()
+                .collect()
+        );
+        let p = Protected::new(&inputs.globs).unwrap();
+        for yes in ["Makefile", "package.json", "run_tests.sh", "tools/lint.py"] {
             assert!(p.is_protected(yes), "{yes}");
         }
-        // Anchored: a package of the same name deeper in the tree is the
-        // project's own code.
-        for no in ["src/unittest/x.py", "web/package.json", "app.py"] {
+        // Anchored at the root where checks run; the project's own modules
+        // are not protected (a `python -m myapp.check` verifies the work's
+        // changes to `myapp`).
+        for no in ["web/package.json", "app.py", "unittest/__init__.py"] {
             assert!(!p.is_protected(no), "{no}");
         }
     }

@@ -64,6 +64,8 @@ fn diff_counts_lines_and_flags_protected_edits() {
     // A name that would clear the owner's screen at the next `ls`.
     write(&result, "notes\u{1b}[2J\nx.txt", b"hi\n");
     write(&result, "dir\u{7}/inner.txt", b"hi\n");
+    // One that reads as another name (`accexe.txt` → shown `acctxt.exe`).
+    write(&result, "acc\u{202e}txt.exe", b"hi\n");
     symlink("src/app.py", result.join("alias")).unwrap();
     // A `.git` file makes vendor/ another repository (its config, its
     // hooks): refused on the card, not first at apply.
@@ -78,7 +80,7 @@ fn diff_counts_lines_and_flags_protected_edits() {
         "{:?}",
         cs.refused
     );
-    for name in ["notes\u{1b}[2J\nx.txt", "dir\u{7}"] {
+    for name in ["notes\u{1b}[2J\nx.txt", "dir\u{7}", "acc\u{202e}txt.exe"] {
         assert!(
             cs.refused
                 .iter()
@@ -289,4 +291,93 @@ fn run_test_x(root: &Path) -> Option<bool> {
         .status()
         .unwrap();
     Some(status.success())
+}
+
+/// What a check imports or runs, planted or rewritten by the executor: a new
+/// stdlib-named module wherever the import path may reach (the root, a
+/// `PYTHONPATH=src` directory, a `cd sub` check's directory — a package
+/// directory's new `__init__.py` does not hide `src/json.py`), the check's
+/// `python -m` module, a shadowing package with its `__main__.py`, and the
+/// script a check runs. All go for verification; new modules inside the
+/// owner's own package and the work's edits to the owner's code stay.
+#[test]
+fn restore_removes_what_would_shadow_a_check_and_keeps_the_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    write(
+        &ws,
+        "tests/test_a.py",
+        b"def test_a():\n    assert 1 == 2\n",
+    );
+    write(
+        &ws,
+        "run_tests.sh",
+        b"python3 -m unittest discover -s tests\n",
+    );
+    write(&ws, "myapp/__init__.py", b"");
+    write(&ws, "myapp/core.py", b"x = 1\n");
+    write(&ws, "src/lib.py", b"y = 2\n");
+    let base = tmp.path().join("base");
+    let snap = copy::take(&ws, &base, &CopyLimits::default()).unwrap();
+    let verify = tmp.path().join("verify");
+    copy::take(&ws, &verify, &CopyLimits::default()).unwrap();
+    for (rel, body) in [
+        ("argparse.py", &b"print('OK')\n"[..]),
+        ("src/__init__.py", b""),
+        ("src/json.py", b"print('OK')\n"),
+        ("sub/unittest/__init__.py", b""),
+        ("sub/unittest/__main__.py", b"print('OK')\n"),
+        ("mytool.py", b"print('OK')\n"),
+        ("run_tests.sh", b"echo OK\n"),
+        ("myapp/types.py", b"T = int\n"),
+        ("myapp/core.py", b"x = 2\n"),
+        ("notes/unittest.txt", b"not a module\n"),
+    ] {
+        write(&verify, rel, body);
+    }
+    let protected =
+        Protected::for_checks(&[], ["bash run_tests.sh", "cd sub && python3 -m mytool -q"])
+            .unwrap();
+    let cs = diff::changes(&snap, &base, &verify, &protected).unwrap();
+    let flagged: Vec<&str> = cs
+        .files
+        .iter()
+        .filter(|f| f.protected)
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(
+        flagged,
+        [
+            "argparse.py",
+            "mytool.py",
+            "run_tests.sh",
+            "src/json.py",
+            "sub/unittest/__init__.py"
+        ]
+    );
+    let restored = protect::restore(&base, &verify, &protected).unwrap();
+    assert_eq!(
+        restored,
+        [
+            "argparse.py",
+            "mytool.py",
+            "run_tests.sh",
+            "src/json.py",
+            "sub/unittest/__init__.py",
+            "sub/unittest/__main__.py",
+        ]
+    );
+    assert_eq!(
+        fs::read(verify.join("run_tests.sh")).unwrap(),
+        b"python3 -m unittest discover -s tests\n"
+    );
+    for kept in [
+        "myapp/types.py",
+        "myapp/core.py",
+        "src/__init__.py",
+        "notes/unittest.txt",
+    ] {
+        assert!(verify.join(kept).exists(), "{kept}");
+    }
+    assert_eq!(fs::read(verify.join("myapp/core.py")).unwrap(), b"x = 2\n");
 }

@@ -121,7 +121,7 @@ fn refusal_words(r: &silas_workspace::RefusalReason) -> String {
         R::TypeChanged => "changed type".into(),
         R::SpecialFile => "a special file".into(),
         R::NotUtf8 => "a name that is not UTF-8".into(),
-        R::ControlCharacter => "a name with a control character".into(),
+        R::ControlCharacter => "a name with a control or invisible character".into(),
         R::GitMetadata => "git metadata (a .git file); never written".into(),
     }
 }

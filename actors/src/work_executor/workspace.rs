@@ -255,11 +255,7 @@ fn protected_set(
     item: &WorkItem,
     use_: &WorkspaceUse,
 ) -> Result<Protected, silas_workspace::WorkspaceError> {
-    let mut globs = use_.protected.clone();
-    globs.extend(protect::check_defining_globs(
-        item.verify.iter().map(|c| c.run.as_str()),
-    ));
-    Protected::new(&globs)
+    Protected::for_checks(&use_.protected, item.verify.iter().map(|c| c.run.as_str()))
 }
 
 /// The copies a run left in `root` (both copies and their manifest), as
