@@ -7,8 +7,9 @@
 
 use std::borrow::Cow;
 
-/// Whether `c` may not reach a terminal as itself.
-fn unsafe_char(c: char) -> bool {
+/// Whether `c` may not reach a terminal as itself (also: what a new file
+/// name may not hold, with newline and tab).
+pub fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(
             c,

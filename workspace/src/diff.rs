@@ -74,21 +74,11 @@ pub enum RefusalReason {
     GitMetadata,
 }
 
-/// A character a new file name may not have: controls, bidi overrides and
-/// isolates, and the invisible ones (joiners stay: scripts need them).
+/// A character a new file name may not have: controls (newline and tab
+/// too), bidi overrides and isolates, and the invisible ones — what the
+/// terminal escapes.
 fn unsafe_name_char(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{061c}'
-                | '\u{200b}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{2060}'
-                | '\u{feff}'
-        )
+    c.is_control() || silas_core::terminal::unsafe_char(c)
 }
 
 /// Something in the result that is reported but never applied.
