@@ -98,14 +98,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
 /// Load, apply `--data-dir`, make every path absolute, validate.
 pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
     let cfg = load_unvalidated(path, data_dir)?;
-    cfg.validate()?;
-    if let Some(e) = silas_actors::scheduler::config_errors(&cfg)
-        .into_iter()
-        .next()
-    {
-        return Err(e.into());
+    match config_errors(&cfg).into_iter().next() {
+        Some(e) => Err(e.into()),
+        None => Ok(cfg),
     }
-    Ok(cfg)
+}
+
+/// Every rule the configuration breaks, in order: core's startup rules,
+/// then what only the scheduler's parsers can check (time zone, cron).
+pub fn config_errors(cfg: &Config) -> Vec<silas_core::config::ConfigError> {
+    let mut errors = cfg.validation_errors();
+    errors.extend(silas_actors::scheduler::config_errors(cfg));
+    errors
 }
 
 /// Load and apply `--data-dir`; paths are anchored at the working directory
@@ -218,8 +222,7 @@ fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCo
     if let Some(code) = crate::remote::config_check(&cfg)? {
         return Ok(code);
     }
-    let mut errors = cfg.validation_errors();
-    errors.extend(silas_actors::scheduler::config_errors(&cfg));
+    let errors = config_errors(&cfg);
     if errors.is_empty() {
         println!("config ok: {}", config_source(path));
         print_config_summary(&cfg);

@@ -537,8 +537,7 @@ pub fn compare_on_disk(running: &Config, origin: &ConfigOrigin) -> OnDiskConfig 
     if let Some(root) = crate::commands::planned_sandbox_root(&now) {
         now.sandbox.root_dir = Some(root);
     }
-    let mut errors = now.validation_errors();
-    errors.extend(silas_actors::scheduler::config_errors(&now));
+    let errors = crate::commands::config_errors(&now);
     if !errors.is_empty() {
         return OnDiskConfig::Invalid {
             errors: errors

@@ -283,13 +283,15 @@ pub fn install(
         )
     })?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
+    // A user unit's files live in ~/.config/silas, the system unit's in /etc/silas.
+    let host_file = |name: &str, system: &str| match (user_mode, home.as_deref()) {
+        (true, Some(h)) => h.join(".config/silas").join(name),
+        _ => PathBuf::from(system),
+    };
     let kek = match cfg.keystore.backend {
         KeystoreBackend::Keyring => Kek::Keyring,
         KeystoreBackend::File => {
-            let file = match (user_mode, home.as_deref()) {
-                (true, Some(h)) => h.join(".config/silas/kek"),
-                _ => PathBuf::from(SYSTEM_KEK_FILE),
-            };
+            let file = host_file("kek", SYSTEM_KEK_FILE);
             let name = cfg.keystore.kek_credential.clone();
             if file.is_file() {
                 Kek::Load { name, file }
@@ -298,10 +300,7 @@ pub fn install(
             }
         }
     };
-    let env_file = match (user_mode, home.as_deref()) {
-        (true, Some(h)) => h.join(".config/silas/env"),
-        _ => PathBuf::from(SYSTEM_ENV_FILE),
-    };
+    let env_file = host_file("env", SYSTEM_ENV_FILE);
     let spec = UnitSpec {
         user_mode,
         exe,

@@ -310,10 +310,7 @@ impl StreamState {
         // before anything stores it or a model reads it — the inbox is the
         // first durable copy. A signed message redacted here no longer
         // verifies and is treated as external (fails closed).
-        let (text, findings) = silas_core::secrets::redact_at_least(
-            &m.text,
-            silas_core::secrets::Confidence::Probable,
-        );
+        let (text, findings) = silas_core::secrets::redact_conversation(&m.text);
         if !findings.is_empty() {
             let kinds: Vec<&str> = findings.iter().map(|f| f.kind).collect();
             audit(

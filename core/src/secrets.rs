@@ -225,9 +225,17 @@ pub fn redact(text: &str) -> (String, Vec<SecretFinding>) {
     redact_at_least(text, Confidence::Possible)
 }
 
+/// What conversation text loses — the owner's message, the model's reply,
+/// a task's summary: probable and definite findings; a commit hash or an id
+/// stays.
+pub fn redact_conversation(text: &str) -> (String, Vec<SecretFinding>) {
+    redact_at_least(text, Confidence::Probable)
+}
+
 /// Redact the findings of at least `min` confidence (the others are left
-/// in place and not returned). Chat input uses `Probable`: a pasted key is
-/// removed, while a commit hash or an id the owner typed is not mangled.
+/// in place and not returned). Conversation text uses `Probable`
+/// ([`redact_conversation`]): a pasted key is removed, while a commit hash
+/// or an id the owner typed is not mangled.
 pub fn redact_at_least(text: &str, min: Confidence) -> (String, Vec<SecretFinding>) {
     let findings: Vec<SecretFinding> = scan(text)
         .into_iter()

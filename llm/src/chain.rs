@@ -440,15 +440,20 @@ mod tests {
     /// broken model server) closes the breaker: the server is reachable.
     /// It used to leave the probe "out" for good — the provider was never
     /// asked again before a restart.
-    #[test]
-    fn a_probe_answered_unusably_closes_the_breaker() {
-        let policy = BreakerPolicy {
+    /// A breaker (one failure opens it for 5 s) that opened at `t`.
+    fn opened_at(t: Instant) -> Breaker {
+        let mut b = Breaker::new(BreakerPolicy {
             failure_threshold: 1,
             open_for: Duration::from_secs(5),
-        };
-        let mut b = Breaker::new(policy);
-        let t = Instant::now();
+        });
         b.on_failure(t);
+        b
+    }
+
+    #[test]
+    fn a_probe_answered_unusably_closes_the_breaker() {
+        let t = Instant::now();
+        let mut b = opened_at(t);
         assert_eq!(b.state(), BreakerState::Open);
         let later = t + Duration::from_secs(6);
         assert!(b.allow(later).0, "the probe goes out");
@@ -466,13 +471,8 @@ mod tests {
     /// another probe may go.
     #[test]
     fn a_probe_that_never_reports_back_is_replaced() {
-        let policy = BreakerPolicy {
-            failure_threshold: 1,
-            open_for: Duration::from_secs(5),
-        };
-        let mut b = Breaker::new(policy);
         let t = Instant::now();
-        b.on_failure(t);
+        let mut b = opened_at(t);
         assert!(b.allow(t + Duration::from_secs(6)).0);
         assert!(!b.allow(t + Duration::from_secs(10)).0);
         assert!(b.allow(t + Duration::from_secs(11)).0);

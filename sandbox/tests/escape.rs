@@ -3,6 +3,10 @@
 //! step, the command does not run at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{HOST_PID, alive};
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -245,22 +249,6 @@ async fn a_gigabyte_of_output_is_capped() {
     );
     assert_eq!(out.stdout_dropped, 1_000_000_000 - 4096);
 }
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
-}
-
-/// Prints the pid of the shell running it as the host sees it: in the
-/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
-const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
 
 #[tokio::test]
 async fn a_grandchild_ignoring_sigterm_is_killed_at_the_timeout() {

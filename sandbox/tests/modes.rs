@@ -6,6 +6,10 @@
 //! namespaces and seccomp, and the probe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{HOST_PID, alive};
+
 use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -305,22 +309,6 @@ async fn a_neighbours_fork_bomb_does_not_starve_another_sandbox() {
         "the neighbour was starved: {out:?}\nbomb: {bomb:?}"
     );
 }
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
-}
-
-/// Prints the pid of the shell running it as the host sees it: in the
-/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
-const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
 
 async fn a_timeout_kills_every_descendant(mode: Mode) {
     let w = workdir(mode);

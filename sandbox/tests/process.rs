@@ -4,6 +4,10 @@
 //! and filesystem refusals as one-shot runs, and fail-closed start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{HOST_PID, alive};
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,22 +43,6 @@ async fn line(lines: &mut tokio::io::Lines<BufReader<tokio::io::DuplexStream>>) 
         .expect("a line before end of stream")
 }
 
-/// Prints the pid of the shell running it as the host sees it: in the
-/// sandbox's own PID namespace `$$` and `$!` are that namespace's numbers.
-const HOST_PID: &str = "read -r p _ < /proc/self/stat; echo $p";
-
-fn alive(pid: u32) -> bool {
-    // A zombie is dead for our purpose (its parent just has not reaped it).
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        })
-        .unwrap_or(false)
-}
-
 async fn gone_within(pid: u32, limit: Duration) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
@@ -64,6 +52,16 @@ async fn gone_within(pid: u32, limit: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+/// Every pid is gone within 10 s ("pid N {what}" otherwise).
+async fn assert_gone(pids: &[u32], what: &str) {
+    for &pid in pids {
+        assert!(
+            gone_within(pid, Duration::from_secs(10)).await,
+            "pid {pid} {what}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -110,12 +108,7 @@ async fn dropping_the_handle_kills_the_command_and_its_escaped_grandchildren() {
     let launcher = p.launcher_pid().unwrap();
     assert!(alive(grandchild) && alive(child) && alive(launcher));
     drop(p);
-    for pid in [grandchild, child, launcher] {
-        assert!(
-            gone_within(pid, Duration::from_secs(10)).await,
-            "pid {pid} survived the drop"
-        );
-    }
+    assert_gone(&[grandchild, child, launcher], "survived the drop").await;
 }
 
 /// A one-shot run whose caller stops waiting (a cancelled work item drops
@@ -130,12 +123,7 @@ async fn dropping_a_one_shot_run_kills_the_command_and_its_escaped_grandchildren
         &work,
     );
     let pids = dropped_run(&spec, &work, &["pid", "g"]).await;
-    for pid in pids {
-        assert!(
-            gone_within(pid, Duration::from_secs(10)).await,
-            "pid {pid} outlived the dropped run"
-        );
-    }
+    assert_gone(&pids, "outlived the dropped run").await;
 }
 
 /// A command that leaves the launcher's session itself is out of the
@@ -146,11 +134,7 @@ async fn a_command_in_a_session_of_its_own_dies_with_a_dropped_run() {
     let mut spec = sh(&format!("sleep 300 & {HOST_PID} > pid; sleep 300"), &work);
     spec.argv.insert(0, "/usr/bin/setsid".into());
     let pids = dropped_run(&spec, &work, &["pid"]).await;
-    assert!(
-        gone_within(pids[0], Duration::from_secs(10)).await,
-        "pid {} outlived the dropped run",
-        pids[0]
-    );
+    assert_gone(&pids, "outlived the dropped run").await;
 }
 
 /// Start `spec` as a one-shot run, wait until every file in `files` holds a
@@ -202,12 +186,7 @@ async fn the_command_and_its_escaped_grandchildren_die_with_the_launcher() {
     let launcher = p.launcher_pid().unwrap();
     let launcher_pid = rustix::process::Pid::from_raw(launcher as i32).unwrap();
     rustix::process::kill_process(launcher_pid, rustix::process::Signal::KILL).unwrap();
-    for pid in [child, grandchild] {
-        assert!(
-            gone_within(pid, Duration::from_secs(10)).await,
-            "pid {pid} outlived its launcher"
-        );
-    }
+    assert_gone(&[child, grandchild], "outlived its launcher").await;
 }
 
 #[tokio::test]

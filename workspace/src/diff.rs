@@ -330,7 +330,8 @@ pub fn changes(
         // A new module shadowing what the checks import counts as a
         // check-defining edit too (it was removed for verification).
         change.protected = protected.is_protected(&change.path)
-            || (change.kind == ChangeKind::Added && protected.shadows(base_copy, &change.path));
+            || (change.kind == ChangeKind::Added
+                && protected.shadows(&change.path, |f| snapshot.files.contains_key(f)));
         let old = match change.kind {
             ChangeKind::Added => Vec::new(),
             _ => read(&base_copy.join(&change.path), &change.path)?,

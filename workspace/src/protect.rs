@@ -91,12 +91,7 @@ fn script_run<'a>(word: &'a str, program: &str, args: &[&'a str]) -> Option<&'a 
     let code: &[&str] = match program {
         "sh" | "bash" | "dash" | "zsh" => &["-c"],
         "node" | "perl" | "ruby" => &["-e", "-E"],
-        p if p
-            .strip_prefix("python")
-            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.')) =>
-        {
-            &["-c", "-m"]
-        }
+        p if is_python(p) => &["-c", "-m"],
         _ => return None,
     };
     // The first non-option argument is the script.
@@ -112,8 +107,7 @@ fn script_run<'a>(word: &'a str, program: &str, args: &[&'a str]) -> Option<&'a 
 
 /// `NAME` of `python… [options] -m NAME`, when `program` is a Python.
 fn python_module<'a>(program: &str, args: &[&'a str]) -> Option<&'a str> {
-    let version = program.strip_prefix("python")?;
-    if !version.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    if !is_python(program) {
         return None;
     }
     let mut args = args.iter();
@@ -132,6 +126,13 @@ fn python_module<'a>(program: &str, args: &[&'a str]) -> Option<&'a str> {
         }
     }
     None
+}
+
+/// `python`, `python3`, `python3.12`.
+fn is_python(program: &str) -> bool {
+    program
+        .strip_prefix("python")
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
 fn is_module_name(m: &str) -> bool {
@@ -163,12 +164,12 @@ impl Protected {
         Ok(p)
     }
 
-    /// A new file at `rel` that would shadow a module the checks import
-    /// (judged against the untouched copy's layout, which the work cannot
-    /// change: a package there is the owner's).
-    pub fn shadows(&self, base_copy: &Path, rel: &str) -> bool {
-        fs::symlink_metadata(base_copy.join(rel)).is_err()
-            && crate::shadow::shadows(base_copy, rel, &self.modules)
+    /// Whether a new file at `rel` would shadow a module the checks import,
+    /// judged against the untouched copy's layout (`base_has`: whether it
+    /// holds a file), which the work cannot change: a package there is the
+    /// owner's.
+    pub fn shadows(&self, rel: &str, base_has: impl Fn(&str) -> bool) -> bool {
+        crate::shadow::shadows(rel, &self.modules, base_has)
     }
 
     /// The default set plus the plan's `protected` globs.
@@ -203,10 +204,10 @@ impl Protected {
     }
 }
 
-/// Protected entries (files and links) under `root`, `.git` excluded. No
+/// Every entry (files and links) under `root`, `.git` excluded. No
 /// `.gitignore` is honoured: an executor could use one to hide a planted
 /// `conftest.py`.
-fn protected_entries(root: &Path, protected: &Protected) -> BTreeSet<String> {
+fn entries(root: &Path) -> BTreeSet<String> {
     walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()
@@ -217,7 +218,6 @@ fn protected_entries(root: &Path, protected: &Protected) -> BTreeSet<String> {
             let rel = e.path().strip_prefix(root).ok()?;
             fsutil::rel_string(rel)
         })
-        .filter(|r| protected.is_protected(r))
         .collect()
 }
 
@@ -248,8 +248,16 @@ pub fn restore(
     verify_copy: &Path,
     protected: &Protected,
 ) -> Result<Vec<String>, WorkspaceError> {
-    let base = protected_entries(base_copy, protected);
-    let verify = protected_entries(verify_copy, protected);
+    let base_all = entries(base_copy);
+    let verify_all = entries(verify_copy);
+    let protected_of = |all: &BTreeSet<String>| -> BTreeSet<String> {
+        all.iter()
+            .filter(|r| protected.is_protected(r))
+            .cloned()
+            .collect()
+    };
+    let base = protected_of(&base_all);
+    let verify = protected_of(&verify_all);
     let mut restored = Vec::new();
     for rel in verify.difference(&base) {
         fsutil::remove_entry(&verify_copy.join(rel))
@@ -270,7 +278,7 @@ pub fn restore(
         copy_exact(&from, &to, verify_copy, rel)?;
         restored.push(rel.clone());
     }
-    for rel in added_shadows(base_copy, verify_copy, protected) {
+    for rel in added_shadows(&base_all, &verify_all, protected) {
         fsutil::remove_entry(&verify_copy.join(&rel))
             .map_err(|e| WorkspaceError::io(format!("remove shadowing {rel}"), e))?;
         restored.push(rel);
@@ -280,40 +288,36 @@ pub fn restore(
     Ok(restored)
 }
 
-/// New files in `verify_copy` that shadow a module the checks import, and
-/// every new file of a shadowing package (`unittest/__init__.py` takes its
-/// `__main__.py` along).
-fn added_shadows(base_copy: &Path, verify_copy: &Path, protected: &Protected) -> Vec<String> {
-    let added: Vec<String> = walkdir::WalkDir::new(verify_copy)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
-        .flatten()
-        .filter(|e| !e.file_type().is_dir())
-        .filter_map(|e| fsutil::rel_string(e.path().strip_prefix(verify_copy).ok()?))
-        .filter(|r| fs::symlink_metadata(base_copy.join(r)).is_err())
-        .collect();
+/// New entries of the verification copy that shadow a module the checks
+/// import, and every new file of a shadowing package (`unittest/__init__.py`
+/// takes its `__main__.py` along).
+fn added_shadows(
+    base_all: &BTreeSet<String>,
+    verify_all: &BTreeSet<String>,
+    protected: &Protected,
+) -> Vec<String> {
+    let added: Vec<&String> = verify_all.difference(base_all).collect();
+    let base_has = |f: &str| base_all.contains(f);
     let mut packages = Vec::new();
-    let mut out = Vec::new();
+    let mut out = BTreeSet::new();
     for rel in &added {
-        if protected.shadows(base_copy, rel) {
+        if protected.shadows(rel, base_has) {
             if let Some(pkg) = rel
                 .strip_suffix("/__init__.py")
                 .or_else(|| rel.strip_suffix("/__init__.pyc"))
             {
                 packages.push(format!("{pkg}/"));
             }
-            out.push(rel.clone());
+            out.insert((*rel).clone());
         }
     }
     out.extend(
         added
             .into_iter()
-            .filter(|r| packages.iter().any(|p| r.starts_with(p.as_str()))),
+            .filter(|r| packages.iter().any(|p| r.starts_with(p.as_str())))
+            .cloned(),
     );
-    out.sort();
-    out.dedup();
-    out
+    out.into_iter().collect()
 }
 
 fn clear_bad_parents(root: &Path, rel: &str) -> Result<(), WorkspaceError> {

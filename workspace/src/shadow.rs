@@ -10,7 +10,6 @@
 //! package `myapp` is `myapp.types` and stays).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 /// The standard library's public top-level modules (`sys.stdlib_module_names`
 /// of CPython 3.11), the test tools checks run through, and the start-up
@@ -243,15 +242,14 @@ pub const SHADOWED: &[&str] = &[
     "zoneinfo",
 ];
 
-/// The module a new file at `rel` (relative to `root`) would shadow: its
-/// top-level import name, when the file is importable as one (`NAME.py`,
-/// `NAME.pyc`, `NAME.so`, `NAME.<abi>.so`, `NAME/__init__.py[c]`) from a
-/// directory that is not a package.
-pub fn module_of<'a>(root: &Path, rel: &'a str) -> Option<&'a str> {
+/// The module a new file at `rel` would shadow: its top-level import name,
+/// when the file is importable as one (`NAME.py`, `NAME.pyc`, `NAME.so`,
+/// `NAME.<abi>.so`, `NAME/__init__.py[c]`) from a directory that is not a
+/// package in the untouched copy (`base_has`: whether it holds a file).
+pub fn module_of(rel: &str, base_has: impl Fn(&str) -> bool) -> Option<&str> {
     let (dir, file) = rel.rsplit_once('/').unwrap_or(("", rel));
     let (dir, name) = if file == "__init__.py" || file == "__init__.pyc" {
-        let (parent, pkg) = dir.rsplit_once('/').unwrap_or(("", dir));
-        (parent, pkg)
+        dir.rsplit_once('/').unwrap_or(("", dir))
     } else {
         let stem = file.split('.').next().unwrap_or(file);
         let ext = file.rsplit('.').next().unwrap_or("");
@@ -263,12 +261,22 @@ pub fn module_of<'a>(root: &Path, rel: &'a str) -> Option<&'a str> {
     if name.is_empty() || dir.split('/').any(|p| p == "__pycache__") {
         return None;
     }
-    let in_package = !dir.is_empty() && root.join(dir).join("__init__.py").exists();
+    let in_package = !dir.is_empty() && base_has(&format!("{dir}/__init__.py"));
     (!in_package).then_some(name)
 }
 
 /// Whether a new file at `rel` would shadow a module of [`SHADOWED`] or one
 /// of `also` (what the checks run with `python -m`).
-pub fn shadows(root: &Path, rel: &str, also: &BTreeSet<String>) -> bool {
-    module_of(root, rel).is_some_and(|m| SHADOWED.contains(&m) || also.contains(m))
+pub fn shadows(rel: &str, also: &BTreeSet<String>, base_has: impl Fn(&str) -> bool) -> bool {
+    module_of(rel, base_has).is_some_and(|m| SHADOWED.binary_search(&m).is_ok() || also.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_sorted_for_its_binary_search() {
+        assert!(SHADOWED.windows(2).all(|w| w[0] < w[1]));
+    }
 }

@@ -342,10 +342,7 @@ impl WorkEngine {
         // The summary is the executor model's words (or a command's output
         // quoted in an error): no credential it came across goes to the
         // owner's screen or the store.
-        let (summary, _) = silas_core::secrets::redact_at_least(
-            &summary,
-            silas_core::secrets::Confidence::Probable,
-        );
+        let (summary, _) = silas_core::secrets::redact_conversation(&summary);
         self.audit(
             &format!("work_item.{}", status.as_str()),
             json!({"work_item_id": item.id, "attempts": item.attempts,

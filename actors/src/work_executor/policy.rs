@@ -258,13 +258,7 @@ pub fn goal_fix_spend(goal: &WorkItem, children: &[WorkItem]) -> BudgetUsed {
             && c.approval_token.as_ref().map(|t| &t.token_id) == token
             && c.spawned_by.as_deref() == Some(goal.id.as_str());
         if same_approval {
-            spent.tokens = spent.tokens.saturating_add(c.budget_used.tokens);
-            spent.cost_usd += c.budget_used.cost_usd;
-            spent.wall_time_seconds += c.budget_used.wall_time_seconds;
-            spent.attempts = spent.attempts.saturating_add(c.budget_used.attempts);
-            spent.planner_calls = spent
-                .planner_calls
-                .saturating_add(c.budget_used.planner_calls);
+            spent.merge(&c.budget_used);
         }
     }
     spent

@@ -139,8 +139,7 @@ impl AgentResponse {
     pub fn redact_secrets(&mut self) -> Vec<&'static str> {
         let mut kinds = Vec::new();
         let mut clean = |text: &mut String| {
-            let (redacted, findings) =
-                crate::secrets::redact_at_least(text, crate::secrets::Confidence::Probable);
+            let (redacted, findings) = crate::secrets::redact_conversation(text);
             if !findings.is_empty() {
                 kinds.extend(findings.iter().map(|f| f.kind));
                 *text = redacted;

@@ -3,13 +3,13 @@
 //! update is recorded, so the store never holds the secret; the handler then
 //! deletes the message from the chat and tells the owner.
 
-use silas_core::secrets::{Confidence, redact_at_least};
+use silas_core::secrets::redact_conversation;
 
 use crate::types::{Message, Update};
 
 fn redact_field(field: &mut Option<String>, kinds: &mut Vec<String>) {
     if let Some(text) = field.as_mut() {
-        let (clean, findings) = redact_at_least(text, Confidence::Probable);
+        let (clean, findings) = redact_conversation(text);
         if !findings.is_empty() {
             *text = clean;
             for f in findings {
