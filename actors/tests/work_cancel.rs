@@ -15,6 +15,19 @@ use silas_actors::work_executor::{
 };
 use silas_core::model::work::WorkItemStatus;
 
+/// A workspace copy and a tool call's dir of `id`, as a run leaves them.
+fn leave_run_dirs(f: &Fx, id: &str) -> Vec<std::path::PathBuf> {
+    let dirs = vec![
+        f.path(&format!("work/ws-{id}/result")),
+        f.path(&format!("work/{id}-a1-0-call_1")),
+    ];
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("out.txt"), "x").unwrap();
+    }
+    vec![f.path(&format!("work/ws-{id}")), dirs[1].clone()]
+}
+
 async fn cancel(
     actor: &ractor::ActorRef<WorkExecutorMsg>,
     id: &str,
@@ -64,8 +77,32 @@ async fn cancel_stops_a_run_in_flight_and_ends_the_item_failed() {
     })
     .await;
     let status_before = f.get("t-long").status;
+    // What a run writes to the work dir: its workspace copies and a dir
+    // per tool call (the names `workspace.rs` and `tools.rs` give them).
+    let left = leave_run_dirs(&f, "t-long");
+    let other = leave_run_dirs(&f, "t-other");
+    let mut running_other =
+        item(json!({"id": "t-other", "type": "task", "title": "o", "body": "o"}));
+    running_other.status = WorkItemStatus::Running;
+    f.store.work_items().save(&running_other).unwrap();
+    let foreign = f.path("work/conn-github-1");
+    std::fs::create_dir_all(&foreign).unwrap();
 
     let done = cancel(&actor, "t-long").await.unwrap();
+    for dir in &left {
+        assert!(
+            !dir.exists(),
+            "{} left behind by a cancelled run",
+            dir.display()
+        );
+    }
+    for dir in other.iter().chain([&foreign]) {
+        assert!(
+            dir.exists(),
+            "{} belongs to something still running",
+            dir.display()
+        );
+    }
     assert!(done.was_running, "{done:?}");
     assert_eq!(done.previous, status_before);
     assert_eq!(f.get("t-long").status, WorkItemStatus::Failed);
@@ -154,6 +191,48 @@ async fn cancelling_a_goal_between_cycles_stops_it_for_good() {
     let audited = audit_data(&f.store, "work_item.cancelled");
     assert_eq!(audited.len(), 2, "{audited:?}");
     assert_eq!(audited[1]["previous_status"], "failed");
+    f.drain();
+    actor.stop(None);
+}
+
+/// A daemon that died mid-run, or a cancel it did not finish, leaves run
+/// dirs behind: the next start removes those of ended items and keeps
+/// those of items that may still go on.
+#[tokio::test]
+async fn a_start_removes_what_ended_runs_left_in_the_work_dir() {
+    let mut f = Fx::new().await;
+    let mut kept = Vec::new();
+    let mut gone = Vec::new();
+    for (id, status) in [
+        ("t-failed", WorkItemStatus::Failed),
+        ("t-stuck", WorkItemStatus::Stuck),
+        ("t-done", WorkItemStatus::Done),
+        ("t-paused", WorkItemStatus::Paused),
+        ("t-blocked", WorkItemStatus::Blocked),
+    ] {
+        let mut t = item(json!({"id": id, "type": "task", "title": "x", "body": "x"}));
+        t.status = status;
+        f.store.work_items().save(&t).unwrap();
+        let dirs = leave_run_dirs(&f, id);
+        if matches!(status, WorkItemStatus::Paused | WorkItemStatus::Blocked) {
+            kept.extend(dirs);
+        } else {
+            gone.extend(dirs);
+        }
+    }
+    let unknown = leave_run_dirs(&f, "never-saved");
+    let (actor, _h) = spawn_executor(&f.engine, None, RunSupervision::default()).await;
+    let _: Vec<String> = ractor::call_t!(actor, WorkExecutorMsg::Running, 2000).unwrap();
+    for dir in &gone {
+        assert!(
+            !dir.exists(),
+            "{} of an ended item survived the start",
+            dir.display()
+        );
+    }
+    for dir in kept.iter().chain(&unknown) {
+        assert!(dir.exists(), "{} was removed", dir.display());
+    }
     f.drain();
     actor.stop(None);
 }

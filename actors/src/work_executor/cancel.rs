@@ -5,7 +5,8 @@
 //! `failed` (the spec has no cancelled state; `failed` is terminal, so no
 //! later dispatch, restart or card answer re-runs them), each audited as
 //! `work_item.cancelled` with who asked, and announced as a `Failed` status
-//! event ("cancelled by the owner"). Items already ended are refused.
+//! event ("cancelled by the owner"); what their runs left in the work dir
+//! (workspace copies, tool-call dirs) is removed. Items already ended are refused.
 //!
 //! A goal is different: between cycles it is `healthy` or `failed` (its last
 //! check), not ended, and `failed` is not terminal for the scheduler. A
@@ -148,6 +149,9 @@ impl WorkExecutorState {
                 }
             }
         }
+        // The killed runs did not clean up after themselves.
+        self.engine
+            .sweep_work_base(Some(&ids.iter().cloned().collect()));
         Ok(Cancelled {
             previous: item.status,
             was_running,

@@ -79,6 +79,7 @@ pub mod cancel;
 pub mod cards;
 pub mod engine;
 pub mod goal;
+mod leftovers;
 mod mcp_tools;
 pub mod policy;
 pub mod project;
@@ -255,6 +256,9 @@ impl WorkExecutorState {
     async fn ended(&mut self, myself: &ActorRef<WorkExecutorMsg>, id: &str) {
         self.running.remove(id);
         self.crashes.remove(id);
+        // An engine error ends a run without its own clean-up.
+        self.engine
+            .sweep_work_base(Some(&std::iter::once(id.to_owned()).collect()));
         if let Some(req) = self.again.remove(id) {
             self.start(myself, req, false).await;
         }
@@ -395,6 +399,8 @@ impl WorkExecutorState {
                 }
             }
         }
+        self.engine
+            .sweep_work_base(Some(&ids.into_iter().collect()));
     }
 
     /// A goal's fix tasks left `running` by a crashed cycle run on their own.
@@ -474,6 +480,9 @@ impl Actor for WorkExecutor {
                 }
             })
         });
+        // What runs cut short by the daemon's end (or a cancel it did not
+        // finish) left behind.
+        args.engine.sweep_work_base(None);
         let mut state = WorkExecutorState {
             engine: args.engine,
             supervision: args.supervision,

@@ -191,13 +191,7 @@ impl WorkEngine {
     /// change card still waiting to be answered needs `base`/`result` to
     /// apply from, and a paused or blocked task may still go on.
     pub(super) fn release_workspace(&self, item_id: &str, status: WorkItemStatus) {
-        use WorkItemStatus as S;
-        let keep = match status {
-            S::Done => self.apply_pending(item_id),
-            S::Failed | S::Stuck => false,
-            _ => true,
-        };
-        if !keep {
+        if !self.keeps_run_dirs(item_id, status) {
             silas_execution::cleanup::remove_tree(&self.workspace_root(item_id));
         }
     }
