@@ -145,7 +145,8 @@ pub enum PlanWorkspaceError {
 }
 
 /// The registered workspace a plan names, checked: the name is registered,
-/// `write` only on a writable one, extra paths absolute and existing.
+/// `write` only on a writable one, extra paths absolute, existing and
+/// clear of the data dir, homes and credentials (`check_use`).
 /// `Ok(None)` for a plan that names no workspace.
 pub fn check_plan(
     store: &Store,
@@ -155,7 +156,19 @@ pub fn check_plan(
         return Ok(None);
     };
     let registered = store.records::<Workspace>().get(&want.name)?;
-    let ws = check_use(want, registered.as_ref(), |p| Path::new(p).exists())?;
+    // The data dir (the store's own directory) holds the owner key, the
+    // device credentials and the secrets.
+    let data_dir = store
+        .path()
+        .parent()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()));
+    let reserved: Vec<(&str, &Path)> = data_dir
+        .iter()
+        .map(|d| ("data dir", d.as_path()))
+        .collect();
+    let ws = check_use(want, registered.as_ref(), &reserved, |p| {
+        std::fs::canonicalize(p).ok()
+    })?;
     Ok(Some((want.clone(), ws.clone())))
 }
 
@@ -316,5 +329,35 @@ mod tests {
             Err(PlanWorkspaceError::Refused(WorkspaceRefusal::Unknown(_)))
         ));
         assert_eq!(planner_lines(&store).unwrap(), vec!["ro (read-only)"]);
+    }
+
+    /// A plan's extra path is granted read to the sandboxed command, which
+    /// runs as the daemon's user when the daemon is not root: the data dir
+    /// (owner key, device credentials, secrets) is never one, by any
+    /// spelling (a symlink to it, a parent of it).
+    #[test]
+    fn no_plan_reads_the_data_dir_through_an_extra_path() {
+        let (dir, store, data) = fixture();
+        add(&store, "proj", &dir.path().join("proj"), false, &[], "cli").unwrap();
+        let link = dir.path().join("innocent");
+        std::os::unix::fs::symlink(data.join("."), &link).unwrap();
+        let mut item = WorkItem::new("t1", silas_core::model::work::WorkItemType::Task, "t");
+        for path in [data.clone(), data.parent().unwrap().to_path_buf(), link] {
+            item.workspace = Some(WorkspaceUse {
+                extra_paths: vec![path.display().to_string()],
+                ..WorkspaceUse::read("proj")
+            });
+            let r = check_plan(&store, &item);
+            assert!(
+                matches!(
+                    &r,
+                    Err(PlanWorkspaceError::Refused(
+                        WorkspaceRefusal::ForbiddenExtraPath { .. }
+                    ))
+                ),
+                "{}: {r:?}",
+                path.display()
+            );
+        }
     }
 }

@@ -582,6 +582,9 @@ pub fn describe(
                     Some("relative_extra_path" | "missing_extra_path") => {
                         "it asked for an extra path that is not a real absolute path"
                     }
+                    Some("forbidden_extra_path") => {
+                        "it asked to read a directory no task may read (Silas's data, a home, credentials)"
+                    }
                     _ => "its workspace could not be checked",
                 }
             ),

@@ -7,7 +7,7 @@
 //! is, and whether write is allowed, is the registry's answer, never the
 //! model's. Every field of [`WorkspaceUse`] is covered by the plan hash.
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -159,6 +159,11 @@ pub enum WorkspaceRefusal {
     RelativeExtraPath(String),
     #[error("the plan names extra path {0:?}, which does not exist")]
     MissingExtraPath(String),
+    #[error(
+        "the plan names extra path {path:?}, which {why}; a task may read only what it needs \
+         (a virtualenv, a toolchain)"
+    )]
+    ForbiddenExtraPath { path: String, why: String },
 }
 
 impl WorkspaceRefusal {
@@ -169,17 +174,22 @@ impl WorkspaceRefusal {
             WorkspaceRefusal::ReadOnly(_) => "write_on_read_only",
             WorkspaceRefusal::RelativeExtraPath(_) => "relative_extra_path",
             WorkspaceRefusal::MissingExtraPath(_) => "missing_extra_path",
+            WorkspaceRefusal::ForbiddenExtraPath { .. } => "forbidden_extra_path",
         }
     }
 }
 
 /// Checks a plan's workspace use against the registry entry it names
 /// (`registered`: `None` when the name is unknown) and the filesystem
-/// (`exists`, for extra paths). Returns the registered workspace.
+/// (`resolve`: an extra path with its symlinks resolved, `None` when it does
+/// not exist). No extra path may reach Silas's own directories
+/// (`reserved`, canonical) or what [`extra_path_refusal`] keeps out.
+/// Returns the registered workspace.
 pub fn check_use<'a>(
     want: &WorkspaceUse,
     registered: Option<&'a Workspace>,
-    exists: impl Fn(&str) -> bool,
+    reserved: &[(&str, &Path)],
+    resolve: impl Fn(&str) -> Option<PathBuf>,
 ) -> Result<&'a Workspace, WorkspaceRefusal> {
     let ws = registered
         .filter(|w| w.name == want.name)
@@ -191,11 +201,63 @@ pub fn check_use<'a>(
         if !is_plain_absolute(p) {
             return Err(WorkspaceRefusal::RelativeExtraPath(p.clone()));
         }
-        if !exists(p) {
+        let Some(real) = resolve(p) else {
             return Err(WorkspaceRefusal::MissingExtraPath(p.clone()));
+        };
+        if let Some(why) = extra_path_refusal(&real, reserved) {
+            return Err(WorkspaceRefusal::ForbiddenExtraPath {
+                path: p.clone(),
+                why,
+            });
         }
     }
     Ok(ws)
+}
+
+/// Directories that hold credentials wherever they are (a home's `.ssh`):
+/// no extra path is one, or inside one.
+const CREDENTIAL_DIRS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+];
+
+/// Why an extra path (canonical) may not be granted to a task: it is the
+/// filesystem root, a directory of every user's or service's trees, a
+/// home directory (its keys and tokens), a credentials directory, or it
+/// overlaps one of Silas's own directories (`reserved`: the data dir with
+/// the owner key, the device credentials and the secrets). The sandbox
+/// grants an extra path read and execute, recursively, as the daemon's own
+/// user when the daemon is not root.
+pub fn extra_path_refusal(path: &Path, reserved: &[(&str, &Path)]) -> Option<String> {
+    if path.parent().is_none() {
+        return Some("is the filesystem root".into());
+    }
+    if SHARED_PARENTS.iter().any(|p| path == Path::new(p)) {
+        return Some("holds every user's or service's files".into());
+    }
+    if path == Path::new("/root") || path.parent() == Some(Path::new("/home")) {
+        return Some("is a home directory (its keys and tokens)".into());
+    }
+    for (what, dir) in reserved {
+        if path.starts_with(dir) || dir.starts_with(path) {
+            return Some(format!("overlaps Silas's {what} ({})", dir.display()));
+        }
+    }
+    if path
+        .components()
+        .any(|c| CREDENTIAL_DIRS.iter().any(|d| c.as_os_str() == *d))
+        || path.ends_with(".config/silas")
+    {
+        return Some("holds credentials".into());
+    }
+    None
 }
 
 /// Why the owner's registration was refused (paths already canonical).
@@ -356,35 +418,83 @@ mod tests {
         assert!(ws("p", "rel/dir", false).validate().is_err());
     }
 
+    fn real(p: &str) -> Option<PathBuf> {
+        Some(PathBuf::from(p))
+    }
+
+    #[test]
+    fn extra_paths_never_reach_keys_homes_or_silas_itself() {
+        let data = Path::new("/srv/silas/data");
+        let reserved = [("data dir", data)];
+        let rw = ws("proj", "/srv/proj", true);
+        let mut u = WorkspaceUse::read("proj");
+        for bad in [
+            "/",
+            "/home",
+            "/tmp",
+            "/var",
+            "/root",
+            "/home/owner",
+            "/srv/silas",
+            "/srv/silas/data",
+            "/srv/silas/data/keys",
+            "/home/owner/.ssh",
+            "/home/owner/.config/silas",
+            "/opt/app/.aws/cli",
+        ] {
+            u.extra_paths = vec![bad.into()];
+            let r = check_use(&u, Some(&rw), &reserved, real);
+            assert!(
+                matches!(&r, Err(WorkspaceRefusal::ForbiddenExtraPath { path, .. }) if path == bad),
+                "{bad}: {r:?}"
+            );
+        }
+        // What the path resolves to counts, not how it is spelt.
+        u.extra_paths = vec!["/opt/link".into()];
+        assert!(
+            check_use(&u, Some(&rw), &reserved, |_| Some(data.join("keys"))).is_err()
+        );
+        for ok in [
+            "/opt/venv",
+            "/usr/lib/jvm",
+            "/home/owner/.cargo",
+            "/home/owner/proj/.venv",
+            "/srv/silas-other",
+        ] {
+            u.extra_paths = vec![ok.into()];
+            assert!(check_use(&u, Some(&rw), &reserved, real).is_ok(), "{ok}");
+        }
+    }
+
     #[test]
     fn use_is_checked_against_the_registry() {
         let ro = ws("proj", "/srv/proj", false);
         let rw = ws("proj", "/srv/proj", true);
         let mut u = WorkspaceUse::read("proj");
         assert_eq!(
-            check_use(&u, None, |_| true),
+            check_use(&u, None, &[], real),
             Err(WorkspaceRefusal::Unknown("proj".into()))
         );
-        assert!(check_use(&u, Some(&ro), |_| true).is_ok());
+        assert!(check_use(&u, Some(&ro), &[], real).is_ok());
         u.access = Access::Write;
         assert_eq!(
-            check_use(&u, Some(&ro), |_| true),
+            check_use(&u, Some(&ro), &[], real),
             Err(WorkspaceRefusal::ReadOnly("proj".into()))
         );
-        assert!(check_use(&u, Some(&rw), |_| true).is_ok());
+        assert!(check_use(&u, Some(&rw), &[], real).is_ok());
         u.extra_paths = vec!["/opt/venv".into()];
         assert_eq!(
-            check_use(&u, Some(&rw), |_| false),
+            check_use(&u, Some(&rw), &[], |_| None),
             Err(WorkspaceRefusal::MissingExtraPath("/opt/venv".into()))
         );
         u.extra_paths = vec!["venv".into()];
         assert_eq!(
-            check_use(&u, Some(&rw), |_| true),
+            check_use(&u, Some(&rw), &[], real),
             Err(WorkspaceRefusal::RelativeExtraPath("venv".into()))
         );
         // A registry entry under another name never answers for this one.
         let other = ws("other", "/srv/other", true);
-        assert!(check_use(&WorkspaceUse::read("proj"), Some(&other), |_| true).is_err());
+        assert!(check_use(&WorkspaceUse::read("proj"), Some(&other), &[], real).is_err());
     }
 
     #[test]
