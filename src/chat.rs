@@ -708,6 +708,12 @@ impl Session {
                     let reason = c.get("reason").and_then(Value::as_str).unwrap_or("");
                     let mark = if passed { "passed" } else { "FAILED" };
                     out(format!("    {name}: {mark} {reason}"));
+                    // The check's own words, indented under it (never
+                    // mistaken for the daemon's lines).
+                    let detail = c.get("detail").and_then(Value::as_str).unwrap_or("");
+                    for line in detail.lines() {
+                        out(format!("      | {line}"));
+                    }
                 }
                 if TERMINAL.contains(&status.as_str()) {
                     self.outstanding.work = self.outstanding.work.saturating_sub(1);

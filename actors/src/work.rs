@@ -38,6 +38,10 @@ pub struct CheckOutcome {
     pub name: String,
     pub passed: bool,
     pub reason: String,
+    /// A failed check's own words: the end of its stderr, else of its
+    /// output (at most 1,000 characters each).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
 }
 
 /// Published by the WorkExecutor for every status change (the web channel's

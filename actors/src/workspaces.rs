@@ -162,10 +162,7 @@ pub fn check_plan(
         .path()
         .parent()
         .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()));
-    let reserved: Vec<(&str, &Path)> = data_dir
-        .iter()
-        .map(|d| ("data dir", d.as_path()))
-        .collect();
+    let reserved: Vec<(&str, &Path)> = data_dir.iter().map(|d| ("data dir", d.as_path())).collect();
     let ws = check_use(want, registered.as_ref(), &reserved, |p| {
         std::fs::canonicalize(p).ok()
     })?;

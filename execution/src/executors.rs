@@ -305,6 +305,14 @@ impl ExecutorRegistry {
         let (return_value, stdout_secrets, stdout_cut) = model_facing_output(&out.stdout, cap);
         let (stderr, stderr_secrets, _) = model_facing_output(&out.stderr, 2000);
         let success = out.success();
+        // A command that succeeds may still have said something on stderr
+        // (`a && b; c` hides a's refusal behind c's exit code).
+        let return_value = match &out.termination {
+            Termination::Exited { code: 0 } if !stderr.trim().is_empty() => {
+                format!("{return_value}\nstderr: {stderr}")
+            }
+            _ => return_value,
+        };
         let error = match &out.termination {
             Termination::Exited { code: 0 } => None,
             Termination::Exited { code } => Some(format!("exit code {code}: {stderr}")),

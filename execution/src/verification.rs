@@ -45,6 +45,11 @@ pub struct VerificationResult {
     pub reason: String,
     /// At most 1000 characters of stdout.
     pub output: String,
+    /// A failed check's last 1000 characters of stderr, secrets redacted:
+    /// why it failed, when the tool says so there (unittest, pytest's
+    /// errors, a traceback).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub errors: String,
     pub exit_code: Option<i64>,
     /// Destinations the check's egress proxy refused (network checks only),
     /// for the audit log.
@@ -149,6 +154,18 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// The last `max` characters of a failed check's stderr, secrets redacted
+/// (the executor's next briefing quotes it).
+fn error_tail(stderr: &str, max: usize) -> String {
+    let (redacted, _) = silas_core::secrets::redact(stderr.trim_end());
+    let count = redacted.chars().count();
+    if count <= max {
+        return redacted;
+    }
+    let tail: String = redacted.chars().skip(count - max).collect();
+    format!("…{tail}")
+}
+
 impl VerificationRunner {
     pub fn new(
         sandbox: SubprocessSandbox,
@@ -197,6 +214,7 @@ impl VerificationRunner {
             passed: false,
             reason,
             output: String::new(),
+            errors: String::new(),
             exit_code: None,
             egress_refusals: Vec::new(),
         }
@@ -317,6 +335,7 @@ impl VerificationRunner {
             Termination::TimedOut => {
                 let mut r = Self::fail(check, format!("Timeout after {}s", check.timeout));
                 r.output = truncate(&out.stdout, MAX_RESULT_OUTPUT_CHARS);
+                r.errors = error_tail(&out.stderr, MAX_RESULT_OUTPUT_CHARS);
                 r.egress_refusals = egress_refusals;
                 return r;
             }
@@ -345,6 +364,11 @@ impl VerificationRunner {
             passed,
             reason,
             output: truncate(&out.stdout, MAX_RESULT_OUTPUT_CHARS),
+            errors: if passed {
+                String::new()
+            } else {
+                error_tail(&out.stderr, MAX_RESULT_OUTPUT_CHARS)
+            },
             exit_code,
             egress_refusals,
         }

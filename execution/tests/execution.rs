@@ -60,6 +60,33 @@ async fn shell_exec_runs_sandboxed_and_returns_external_redacted_output() {
     assert!(!r.return_value.contains("termination"));
 }
 
+/// `a && b; c` exits with c's code: a's complaint on stderr is all that
+/// says a failed, so the model sees stderr on success too (redacted).
+#[tokio::test]
+async fn a_successful_command_still_shows_what_it_said_on_stderr() {
+    let base = tempfile::tempdir().unwrap();
+    let reg = ExecutorRegistry::new(sandbox(), base.path().to_path_buf());
+    let canary = "sk-proj-CANARYcanary0123456789abcdefXYZ";
+    let env = envelope(
+        "shell_exec",
+        json!({"command": format!("touch /no-such-dir/x && echo made; echo {canary} >&2; echo done")}),
+        "exec-stderr",
+    );
+    let r = reg.execute(&env).await;
+    assert!(r.success, "{r:?}");
+    assert!(r.return_value.starts_with("done"), "{}", r.return_value);
+    assert!(r.return_value.contains("stderr: "), "{}", r.return_value);
+    assert!(
+        r.return_value.contains("/no-such-dir/x"),
+        "{}",
+        r.return_value
+    );
+    assert!(!r.return_value.contains("CANARY"), "{}", r.return_value);
+    // Quiet commands are unchanged.
+    let env = envelope("shell_exec", json!({"command": "echo quiet"}), "exec-quiet");
+    assert_eq!(reg.execute(&env).await.return_value.trim_end(), "quiet");
+}
+
 #[tokio::test]
 async fn python_exec_runs_a_script_and_output_is_capped() {
     let base = tempfile::tempdir().unwrap();

@@ -76,3 +76,46 @@ async fn a_pytest_check_runs_in_the_project_copy_and_follows_its_code() {
     assert!(report.all_passed, "{report:?}");
     assert!(report.results[0].output.contains("1 passed"), "{report:?}");
 }
+
+/// unittest reports on stderr: a failed check carries the end of it (the
+/// failing assertion, the summary), so the owner and the next attempt
+/// learn why, not only "exit code 1".
+#[tokio::test]
+async fn a_failed_check_says_why_in_its_own_words() {
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let runner = VerificationRunner::new(
+        sandbox(),
+        base.path().join("verify"),
+        Vec::new(),
+        Limits::default(),
+    );
+    let root = base.path().join("proj");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("test_sum.py"),
+        format!(
+            "import unittest\n{}\nclass T(unittest.TestCase):\n    def test_sum(self):\n        \
+             self.assertEqual(1 + 1, 3, 'sum is off')\n",
+            "# padding\n".repeat(200)
+        ),
+    )
+    .unwrap();
+    sandbox().hand_over_tree(&root).unwrap();
+    let checks = [
+        check("tests", "python3 -m unittest -v"),
+        check("ok", "echo fine >&2"),
+    ];
+    let report = runner.run_checks_on_project(&checks, &root).await;
+    let failed = &report.results[0];
+    assert!(!failed.passed, "{report:?}");
+    assert!(failed.output.is_empty(), "{report:?}");
+    assert!(failed.errors.contains("sum is off"), "{report:?}");
+    assert!(failed.errors.contains("FAILED (failures=1)"), "{report:?}");
+    assert!(failed.errors.chars().count() <= 1001, "{report:?}");
+    // A passing check's stderr is not kept.
+    assert!(
+        report.results[1].passed && report.results[1].errors.is_empty(),
+        "{report:?}"
+    );
+}

@@ -1457,6 +1457,8 @@
         li.appendChild(el('span', 'check-mark', r && r.passed ? '✓' : '✗'));
         li.appendChild(el('span', 'check-name', (r && r.name) || 'check'));
         if (r && r.reason) li.appendChild(el('span', 'check-reason', r.reason));
+        // A failed check's own words (the end of its stderr or output).
+        if (r && !r.passed && r.detail) li.appendChild(el('pre', 'check-detail', shown(str(r.detail))));
         entry.checks.appendChild(li);
       }
     } else {

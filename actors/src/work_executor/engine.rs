@@ -192,6 +192,13 @@ pub(super) fn outcomes(report: Option<&VerificationReport>) -> Vec<CheckOutcome>
                     name: c.name.clone(),
                     passed: c.passed,
                     reason: c.reason.clone(),
+                    detail: if c.passed {
+                        String::new()
+                    } else if c.errors.trim().is_empty() {
+                        c.output.trim().to_owned()
+                    } else {
+                        c.errors.trim().to_owned()
+                    },
                 })
                 .collect()
         })

@@ -118,12 +118,16 @@ pub fn format_failures(report: &VerificationReport) -> String {
         .iter()
         .filter(|r| !r.passed)
         .map(|r| {
+            let mut line = format!("- {}: {}", r.name, r.reason);
             let out = r.output.trim();
-            if out.is_empty() {
-                format!("- {}: {}", r.name, r.reason)
-            } else {
-                format!("- {}: {} (output: {out})", r.name, r.reason)
+            if !out.is_empty() {
+                line.push_str(&format!(" (output: {out})"));
             }
+            let errors = r.errors.trim();
+            if !errors.is_empty() {
+                line.push_str(&format!(" (errors: {errors})"));
+            }
+            line
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -467,6 +471,42 @@ mod tests {
         assert!(task.needs_approval && task.approval_token.is_none());
     }
 
+    /// The next attempt's briefing (and a goal's fix task) quotes what a
+    /// failed check said on stdout and on stderr.
+    #[test]
+    fn failures_quote_the_checks_own_words() {
+        use silas_execution::verification::VerificationResult;
+        let r = |name: &str, passed: bool, output: &str, errors: &str| VerificationResult {
+            name: name.into(),
+            passed,
+            reason: "exit code 1, expected 0".into(),
+            output: output.into(),
+            errors: errors.into(),
+            exit_code: Some(1),
+            egress_refusals: Vec::new(),
+        };
+        let report = VerificationReport {
+            all_passed: false,
+            results: vec![
+                r(
+                    "unit",
+                    false,
+                    "",
+                    "AssertionError: sum is off\nFAILED (failures=1)",
+                ),
+                r("lint", false, "x.py:1: E501", ""),
+                r("ok", true, "fine", ""),
+            ],
+            failed: vec!["unit".into(), "lint".into()],
+            timestamp: silas_core::Timestamp::now(),
+        };
+        assert_eq!(
+            format_failures(&report),
+            "- unit: exit code 1, expected 0 (errors: AssertionError: sum is off\nFAILED (failures=1))\n\
+             - lint: exit code 1, expected 0 (output: x.py:1: E501)"
+        );
+    }
+
     #[test]
     fn egress_refusals_join_the_verification_audit_only_when_present() {
         use silas_execution::verification::VerificationResult;
@@ -476,6 +516,7 @@ mod tests {
             passed: true,
             reason: String::new(),
             output: String::new(),
+            errors: String::new(),
             exit_code: Some(0),
             egress_refusals: refusals,
         };

@@ -451,9 +451,7 @@ mod tests {
         }
         // What the path resolves to counts, not how it is spelt.
         u.extra_paths = vec!["/opt/link".into()];
-        assert!(
-            check_use(&u, Some(&rw), &reserved, |_| Some(data.join("keys"))).is_err()
-        );
+        assert!(check_use(&u, Some(&rw), &reserved, |_| Some(data.join("keys"))).is_err());
         for ok in [
             "/opt/venv",
             "/usr/lib/jvm",
