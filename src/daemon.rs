@@ -97,8 +97,12 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SILAS_LOG")
         // warp logs every client connection error (including idle keep-alive
         // connections cancelled by a graceful shutdown) at ERROR; those are
-        // per-client noise, not daemon faults. `SILAS_LOG` overrides this.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,warp::server=off"));
+        // per-client noise, not daemon faults. async-openai logs a whole
+        // response body it cannot read (model output, never logged: our own
+        // error says what was wrong). `SILAS_LOG` overrides this.
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,warp::server=off,async_openai=off")
+        });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -181,7 +181,7 @@ pub fn is_provider_failure(e: &LlmError) -> bool {
         LlmError::Api {
             status: Some(s), ..
         } => *s == 429 || *s >= 500,
-        LlmError::Parse { .. } | LlmError::MissingKey { .. } => false,
+        LlmError::Parse { .. } | LlmError::NotChatApi { .. } | LlmError::MissingKey { .. } => false,
     }
 }
 

@@ -25,6 +25,11 @@ pub enum LlmError {
     /// The endpoint answered, but not with a usable chat completion.
     #[error("cannot parse the model response: {message}")]
     Parse { message: String },
+    /// What answered is not an OpenAI-compatible chat API at all (an HTML
+    /// page, plain text, JSON without `choices`): a wrong `base_url`, most
+    /// often one without its `/v1`.
+    #[error("the model server's answer is not a chat completion: {message}")]
+    NotChatApi { message: String },
     /// The provider's API key variable is unset.
     #[error("environment variable {var} (API key of provider {provider}) is not set")]
     MissingKey { provider: String, var: String },
@@ -56,6 +61,9 @@ impl LlmError {
             LlmError::Parse { message } => LlmError::Parse {
                 message: clean(message),
             },
+            LlmError::NotChatApi { message } => LlmError::NotChatApi {
+                message: clean(message),
+            },
             other => other,
         }
     }
@@ -67,7 +75,7 @@ impl Coded for LlmError {
             LlmError::Timeout { .. } => ErrorCode::ELlmTimeout,
             LlmError::RateLimited { .. } => ErrorCode::ELlmRateLimited,
             LlmError::Api { .. } | LlmError::MissingKey { .. } => ErrorCode::ELlmApi,
-            LlmError::Parse { .. } => ErrorCode::ELlmParse,
+            LlmError::Parse { .. } | LlmError::NotChatApi { .. } => ErrorCode::ELlmParse,
         }
     }
 }

@@ -397,17 +397,35 @@ fn map_error(e: OpenAIError) -> (LlmError, Option<Duration>) {
                     retry_after,
                 );
             }
-            Err(other) => match other.downcast::<crate::ratelimit::ResponseTooLarge>() {
-                // Not retried: the same server would send the same again.
-                Ok(big) => {
+            Err(other) => match other.downcast::<crate::ratelimit::UnusualAnswer>() {
+                Ok(unusual) => {
                     return (
-                        LlmError::Parse {
-                            message: big.to_string(),
+                        match *unusual {
+                            crate::ratelimit::UnusualAnswer::NotChat(message) => {
+                                LlmError::NotChatApi { message }
+                            }
+                            crate::ratelimit::UnusualAnswer::Status { status, message } => {
+                                LlmError::Api {
+                                    status: Some(status),
+                                    message,
+                                }
+                            }
                         },
                         None,
                     );
                 }
-                Err(other) => OpenAIError::Boxed(other),
+                Err(other) => match other.downcast::<crate::ratelimit::ResponseTooLarge>() {
+                    // Not retried: the same server would send the same again.
+                    Ok(big) => {
+                        return (
+                            LlmError::Parse {
+                                message: big.to_string(),
+                            },
+                            None,
+                        );
+                    }
+                    Err(other) => OpenAIError::Boxed(other),
+                },
             },
         },
         other => other,
@@ -456,8 +474,8 @@ fn from_response(resp: CreateChatCompletionResponse) -> Result<ChatResponse, Llm
         })
         .unwrap_or_default();
     let Some(choice) = resp.choices.into_iter().next() else {
-        return Err(LlmError::Parse {
-            message: "the response has no choices".to_owned(),
+        return Err(LlmError::NotChatApi {
+            message: "the response's `choices` is empty".to_owned(),
         });
     };
     let tool_calls = choice

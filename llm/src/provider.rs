@@ -215,7 +215,10 @@ pub fn is_retryable(err: &LlmError) -> bool {
         LlmError::Api {
             status: Some(s), ..
         } => *s == 429 || (500..=599).contains(s),
-        LlmError::Timeout { .. } | LlmError::Parse { .. } | LlmError::MissingKey { .. } => false,
+        LlmError::Timeout { .. }
+        | LlmError::Parse { .. }
+        | LlmError::NotChatApi { .. }
+        | LlmError::MissingKey { .. } => false,
     }
 }
 

@@ -56,13 +56,100 @@ pub fn wait_for(retry_after: Duration, remaining: Duration) -> Option<Duration> 
 fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let from_json = parsed.as_ref().and_then(|v| {
-        let e = v.get("error")?;
+        let e = v.get("error").or_else(|| v.get("detail"))?;
         e.get("message")
             .and_then(|m| m.as_str())
             .or_else(|| e.as_str())
             .map(str::to_owned)
     });
     from_json.unwrap_or_else(|| body.chars().take(2000).collect())
+}
+
+/// An answer async-openai would only report as "failed deserialization"
+/// (and log whole): a success that is no chat completion, or an error whose
+/// body is not OpenAI's `{"error": {…}}` (FastAPI's `{"detail": …}`, an
+/// HTML 404 page). Said here, with the status, so the owner learns that
+/// `base_url` is wrong rather than that the model "sent a response I could
+/// not read".
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum UnusualAnswer {
+    #[error("{0}")]
+    NotChat(String),
+    #[error("HTTP {status}: {message}")]
+    Status { status: u16, message: String },
+}
+
+/// Whether `body` is what async-openai reads: for a success, a JSON object
+/// with `choices`; for an error, OpenAI's `{"error": {…}}`. Cheap on the
+/// turn path: a byte scan, no parse, for a well-formed completion.
+pub fn screen_answer(status: u16, content_type: &str, body: &[u8]) -> Result<(), UnusualAnswer> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    let is_object = first == Some(b'{');
+    if (200..300).contains(&status) {
+        if !is_object {
+            let what = if content_type.contains("html") || first == Some(b'<') {
+                "an HTML page"
+            } else if body.iter().all(u8::is_ascii_whitespace) {
+                "an empty body"
+            } else {
+                "something that is not JSON"
+            };
+            return Err(UnusualAnswer::NotChat(format!("HTTP {status} with {what}")));
+        }
+        if !contains(body, b"\"choices\"") {
+            return Err(UnusualAnswer::NotChat(format!(
+                "HTTP {status} with JSON that has no `choices`"
+            )));
+        }
+        return Ok(());
+    }
+    let openai_shaped = is_object
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_object));
+    if openai_shaped {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(body);
+    let message = if first == Some(b'<') {
+        "an HTML page".to_owned()
+    } else if text.trim().is_empty() {
+        "no body".to_owned()
+    } else {
+        error_message(&text)
+    };
+    Err(UnusualAnswer::Status { status, message })
+}
+
+/// The completion's envelope fields async-openai insists on (`id`,
+/// `object`, `created`, `model`) filled in where a server leaves them out
+/// (some OpenAI-compatible servers omit `created`): the reply is in
+/// `choices`, and nothing here reads the rest. A body that has all four,
+/// or is not a JSON object, is returned as it came.
+pub fn with_envelope_fields(body: Vec<u8>) -> Vec<u8> {
+    const FIELDS: [(&str, fn() -> serde_json::Value); 4] = [
+        ("id", || serde_json::Value::from("")),
+        ("object", || serde_json::Value::from("chat.completion")),
+        ("created", || serde_json::Value::from(0)),
+        ("model", || serde_json::Value::from("")),
+    ];
+    if FIELDS
+        .iter()
+        .all(|(k, _)| contains(&body, format!("\"{k}\"").as_bytes()))
+    {
+        return body;
+    }
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_slice(&body) else {
+        return body;
+    };
+    for (k, default) in FIELDS {
+        map.entry(k).or_insert_with(default);
+    }
+    serde_json::to_vec(&map).unwrap_or(body)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The most of a model server's answer that is read: far above any real
@@ -95,6 +182,16 @@ async fn bounded(
             return Err(too_large());
         }
         body.extend_from_slice(&chunk);
+    }
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    screen_answer(response.status().as_u16(), content_type, &body)
+        .map_err(|e| OpenAIError::Boxed(Box::new(e)))?;
+    if response.status().is_success() {
+        body = with_envelope_fields(body);
     }
     let mut rebuilt = http::Response::builder()
         .status(response.status())

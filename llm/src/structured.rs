@@ -150,6 +150,11 @@ pub fn proxy_failure_message(cause: &FallbackCause) -> String {
         LlmError::Parse { .. } => {
             "my language model sent a response I could not read. Please try again".to_owned()
         }
+        LlmError::NotChatApi { message } => format!(
+            "the model server did not answer like a chat API ({message}). Check the \
+             provider's `base_url`: an OpenAI-compatible server's usually ends in /v1 \
+             (`silas doctor` tests the endpoint)"
+        ),
         LlmError::Api {
             status: Some(status),
             message,

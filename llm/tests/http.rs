@@ -620,6 +620,75 @@ async fn provider_failure_falls_back_and_malformed_body_is_parse_error() {
     assert_eq!(e.code(), ErrorCode::ELlmParse);
 }
 
+/// What a wrong `base_url` gets back — an HTML page, FastAPI's 404 (the
+/// one llama-cpp-python sends without `/v1`), JSON that is not a chat
+/// completion — is named as such, with the fix, instead of "a response I
+/// could not read". A completion that leaves out `created` is read.
+#[tokio::test]
+async fn answers_that_are_no_chat_api_are_named_and_missing_envelope_fields_are_forgiven() {
+    use silas_llm::structured::proxy_failure_message;
+    let fake = FakeLlm::start().await.unwrap();
+    let p = provider(&fake, policy());
+    let request = ChatRequest::new("m", "s", "u");
+    let call = || p.complete(&request);
+    let told = |e: LlmError| proxy_failure_message(&FallbackCause::Provider(e));
+
+    fake.push(Reply::raw(
+        "<!doctype html><html><body>My web UI</body></html>",
+    ));
+    let e = call().await.unwrap_err();
+    assert!(matches!(&e, LlmError::NotChatApi { .. }), "{e:?}");
+    assert_eq!(e.code(), ErrorCode::ELlmParse);
+    let text = told(e);
+    assert!(text.contains("HTML page") && text.contains("/v1"), "{text}");
+
+    fake.push(Reply::raw("{\"choices\": []}"));
+    let text = told(call().await.unwrap_err());
+    assert!(
+        text.contains("`choices` is empty") && text.contains("base_url"),
+        "{text}"
+    );
+
+    fake.push(Reply::raw("{\"models\": [\"m\"]}"));
+    let text = told(call().await.unwrap_err());
+    assert!(text.contains("no `choices`"), "{text}");
+
+    fake.push(Reply::raw_error(404, "{\"detail\":\"Not Found\"}"));
+    let e = call().await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            LlmError::Api {
+                status: Some(404),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(told(e).contains("HTTP 404: check the model name"));
+
+    // Retried as any 5xx is (the policy allows three tries).
+    fake.push_all((0..3).map(|_| Reply::raw_error(502, "<html>Bad Gateway</html>")));
+    let e = call().await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            LlmError::Api {
+                status: Some(502),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+
+    fake.push(Reply::raw(
+        "{\"choices\": [{\"index\": 0, \"finish_reason\": \"stop\", \
+         \"message\": {\"role\": \"assistant\", \"content\": \"hello there\"}}]}",
+    ));
+    let r = call().await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("hello there"));
+}
+
 #[tokio::test]
 async fn connection_refused_is_retried_then_api_error() {
     // Bind and drop to get a port nobody listens on (loopback only).

@@ -144,7 +144,8 @@ async fn each_kind_of_rejection_steps_down_to_prompt_mode() {
             ),
             // Ollama-style bare error string.
             Reply::raw_error(400, r#"{"error":"invalid response_format"}"#),
-            [None, None],
+            // Their statuses are known now (they were read as unparsable).
+            [Some(422), Some(400)],
         ),
         (
             Reply::raw_error(500, LLAMA_CPP_PYTHON_500),
