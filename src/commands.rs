@@ -129,7 +129,9 @@ pub fn load_unvalidated_at(
 ) -> Result<Config, CliError> {
     let mut cfg = Config::load(path, &ProcessEnv)?;
     if let Some(d) = data_dir {
-        cfg.data_dir = d;
+        let home = std::env::var("HOME").ok();
+        cfg.data_dir = silas_core::config::expand_home(&d, home.as_deref())
+            .map_err(|m| CliError::new(ErrorCode::ECfgInvalid, format!("--data-dir {m}")))?;
     }
     cfg.anchor_paths(cwd);
     Ok(cfg)

@@ -40,6 +40,10 @@ pub fn reserved_dirs(cfg: &Config) -> Vec<(String, PathBuf)> {
 /// PATH as the owner typed it, made absolute against the CLI's cwd (the
 /// daemon's cwd means nothing to the owner) and canonicalised.
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    // A quoted `'~/proj'` reaches us unexpanded.
+    let home = std::env::var("HOME").ok();
+    let path = &silas_core::config::expand_home(path, home.as_deref())
+        .map_err(|m| CliError::new(ErrorCode::ECfgInvalid, m))?;
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {

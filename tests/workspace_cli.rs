@@ -132,17 +132,26 @@ fn workspace_commands_without_a_daemon_write_the_store_and_audit() {
 
     assert_refusals(dir);
 
+    // A quoted `~/…` (the shell did not expand it) is the home directory
+    // (HOME is the scratch dir here), never a directory named `~`.
+    ok(dir, &["workspace", "remove", "other"]);
+    let out = ok(dir, &["workspace", "add", "other", "~/other"]);
+    let other = std::fs::canonicalize(dir.join("other")).unwrap();
+    assert!(out.contains(&other.display().to_string()), "{out}");
+    let e = refused(dir, &["workspace", "add", "x", "~root/x"]);
+    assert!(e.contains("full path"), "{e}");
+
     ok(dir, &["workspace", "remove", "other"]);
     assert_eq!(listed(dir).len(), 1);
     assert!(dir.join("other").is_dir(), "the directory itself stays");
 
     let added = events_named(dir, "workspace_added");
-    assert_eq!(added.len(), 2);
+    assert_eq!(added.len(), 3);
     assert_eq!(added[0]["data"]["name"], "proj");
     assert_eq!(added[0]["data"]["path"], canon.display().to_string());
     assert_eq!(added[0]["data"]["writable"], false);
     let removed = events_named(dir, "workspace_removed");
-    assert_eq!(removed.len(), 1);
+    assert_eq!(removed.len(), 2);
     assert_eq!(removed[0]["data"]["name"], "other");
     assert_eq!(removed[0]["data"]["writable"], true);
 }

@@ -121,7 +121,7 @@ use crate::model::context::ContextProfile;
 pub use env::{EnvSource, MapEnv, OVERRIDE_PREFIX, ProcessEnv};
 pub use error::ConfigError;
 pub use operations::*;
-pub use paths::{normalize_lexically, resolve_path, world_writable_mode};
+pub use paths::{expand_home, normalize_lexically, resolve_path, world_writable_mode};
 pub use providers::{
     ModelEndpoint, ProviderConfig, StructuredOutputMode, ToolCallingMode, builtin_providers,
 };
@@ -259,9 +259,34 @@ impl Config {
         {
             *section = Value::Mapping(Mapping::new());
         }
-        serde_path_to_error::deserialize::<_, ConfigFile>(root)
+        let mut cfg = serde_path_to_error::deserialize::<_, ConfigFile>(root)
             .map(|file| file.silas)
-            .map_err(|e| schema_error(e, &applied))
+            .map_err(|e| schema_error(e, &applied))?;
+        cfg.expand_home(env.var("HOME").as_deref())?;
+        Ok(cfg)
+    }
+
+    /// `~/…` in every configured path means the home directory, as in a
+    /// shell; the error names the key of a `~` that cannot be expanded.
+    fn expand_home(&mut self, home: Option<&str>) -> Result<(), ConfigError> {
+        let fields: [(&str, Option<&mut PathBuf>); 7] = [
+            ("silas.data_dir", Some(&mut self.data_dir)),
+            ("silas.skills_dir", Some(&mut self.skills_dir)),
+            ("silas.active_goal", self.active_goal.as_mut()),
+            ("silas.sandbox.root_dir", self.sandbox.root_dir.as_mut()),
+            ("silas.sandbox.verify_dir", self.sandbox.verify_dir.as_mut()),
+            (
+                "silas.sandbox.customer_context_dir",
+                self.sandbox.customer_context_dir.as_mut(),
+            ),
+            ("silas.keystore.path", self.keystore.path.as_mut()),
+        ];
+        for (key, path) in fields {
+            if let Some(p) = path {
+                *p = paths::expand_home(p, home).map_err(|m| ConfigError::invalid(key, m))?;
+            }
+        }
+        Ok(())
     }
 
     /// Loads the configuration file at `path`; with `None`, loads

@@ -71,3 +71,28 @@ pub fn world_writable_mode(path: &Path) -> Option<u32> {
         None
     }
 }
+
+/// `~` or `~/…` with the home directory put in (`home`: `$HOME`); any other
+/// path unchanged. `Err` for what a shell would expand but this does not:
+/// `~user/…`, or `~` with no home known. Left alone, either became a
+/// directory literally named `~` under the working directory.
+pub fn expand_home(path: &Path, home: Option<&str>) -> Result<PathBuf, String> {
+    let Some(text) = path.to_str() else {
+        return Ok(path.to_path_buf());
+    };
+    let rest = match text.strip_prefix('~') {
+        None => return Ok(path.to_path_buf()),
+        Some(rest) => rest,
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Err(format!(
+            "{text:?}: only `~/…` (your own home) is expanded; write the full path"
+        ));
+    }
+    match home.filter(|h| h.starts_with('/')) {
+        Some(home) => Ok(PathBuf::from(format!("{home}{rest}"))),
+        None => Err(format!(
+            "{text:?}: `~` needs HOME set to an absolute path; write the full path"
+        )),
+    }
+}

@@ -1015,6 +1015,40 @@ fn derived_sandbox_dirs() {
     );
 }
 
+/// `~/` means the home directory, as in a shell (it used to become a
+/// directory named `~` under the working directory, owner key included);
+/// what cannot be expanded is an error naming the key.
+#[test]
+fn a_tilde_in_a_configured_path_is_the_home_directory() {
+    let yaml = "silas:\n  data_dir: \"~/silasdata\"\n  skills_dir: \"~\"\n\
+                \x20 keystore:\n    path: ~/keys/k\n";
+    let env = MapEnv::new().with("HOME", "/home/me");
+    let mut cfg = Config::from_yaml_str(yaml, &env).unwrap_or_else(|e| panic!("{e}"));
+    cfg.anchor_paths(Path::new("/elsewhere"));
+    assert_eq!(cfg.data_dir, PathBuf::from("/home/me/silasdata"));
+    assert_eq!(cfg.skills_dir, PathBuf::from("/home/me"));
+    assert_eq!(cfg.keystore.path, Some(PathBuf::from("/home/me/keys/k")));
+    // A name merely starting with `~` elsewhere in the path is kept.
+    let cfg = Config::from_yaml_str("silas:\n  data_dir: ./a~b\n", &env).unwrap();
+    assert_eq!(cfg.data_dir, PathBuf::from("./a~b"));
+    for (yaml, env, key) in [
+        (
+            "silas:\n  data_dir: ~other/data\n",
+            env.clone(),
+            "silas.data_dir",
+        ),
+        (
+            "silas:\n  sandbox:\n    verify_dir: ~/v\n",
+            MapEnv::new(),
+            "silas.sandbox.verify_dir",
+        ),
+    ] {
+        let e = Config::from_yaml_str(yaml, &env).unwrap_err();
+        assert_eq!(e.key(), Some(key), "{e}");
+        assert!(e.to_string().contains("full path"), "{e}");
+    }
+}
+
 #[test]
 fn every_configured_path_is_anchored_at_the_working_directory() {
     let yaml = "silas:\n  data_dir: ./state/../data\n  skills_dir: skills\n  active_goal: goals/bot.yaml\n\
