@@ -174,14 +174,22 @@ impl RateLimiter {
 
     /// How long until `key` may take an event again (zero if it may now).
     pub fn retry_after(&self, key: &str, now: Instant) -> Duration {
-        if self.would_allow(key, now) {
+        self.retry_after_keeping(key, now, 0)
+    }
+
+    /// How long until `key` has more than `keep` events left in its window
+    /// (zero if it has now).
+    pub fn retry_after_keeping(&self, key: &str, now: Instant, keep: u32) -> Duration {
+        let remaining = self.remaining(key, now);
+        if remaining > keep {
             return Duration::ZERO;
         }
-        // Full: the oldest event inside the window decides. Events are
-        // kept in time order, so it is the first one still inside.
+        // The oldest events inside the window leave first (they are kept in
+        // time order): the one whose leaving frees the slot decides.
+        let must_leave = (keep - remaining) as usize;
         self.events
             .get(key)
-            .and_then(|q| q.get(expired_prefix(q, self.window, now)))
+            .and_then(|q| q.get(expired_prefix(q, self.window, now) + must_leave))
             .map_or(Duration::ZERO, |first| {
                 self.window
                     .saturating_sub(now.saturating_duration_since(*first))
@@ -258,12 +266,26 @@ impl ScopedWithGlobal {
         ScopedWithGlobal { per_scope, global }
     }
 
+    /// The share of the global window only the owner's scope may use, so
+    /// anonymous chatbot visitors cannot spend the owner's model calls
+    /// (§18.6's "reject lowest-priority non-owner traffic first", as the
+    /// turn queue does): a fifth of it.
+    pub fn owner_reserve(&self) -> u32 {
+        self.global.max / 5
+    }
+
     /// Takes one event for `scope`; on refusal nothing is recorded and the
     /// error says which limit was reached (the scope's own first, so a
-    /// noisy scope is told about itself rather than about everyone).
+    /// noisy scope is told about itself rather than about everyone). Other
+    /// scopes than the owner's stop short of [`Self::owner_reserve`].
     pub fn try_take(&mut self, scope: &str, now: Instant) -> Result<(), LimitKind> {
         if !self.per_scope.would_allow(scope, now) {
             return Err(LimitKind::LlmScope);
+        }
+        if scope != crate::turn::OWNER_SCOPE
+            && self.global.remaining(GLOBAL_KEY, now) <= self.owner_reserve()
+        {
+            return Err(LimitKind::LlmGlobal);
         }
         if !self.global.try_take(GLOBAL_KEY, now) {
             return Err(LimitKind::LlmGlobal);
@@ -274,9 +296,14 @@ impl ScopedWithGlobal {
 
     /// How long until `scope` may take an event again.
     pub fn retry_after(&self, scope: &str, now: Instant) -> Duration {
+        let keep = if scope == crate::turn::OWNER_SCOPE {
+            0
+        } else {
+            self.owner_reserve()
+        };
         self.per_scope
             .retry_after(scope, now)
-            .max(self.global.retry_after(GLOBAL_KEY, now))
+            .max(self.global.retry_after_keeping(GLOBAL_KEY, now, keep))
     }
 
     pub fn prune(&mut self, now: Instant) {

@@ -144,6 +144,45 @@ fn scoped_limit_under_a_global_cap() {
     assert_eq!(l.try_take("b", t0 + secs(60)), Err(LimitKind::LlmScope));
 }
 
+/// Chatbot visitors cannot spend the owner's model calls: a fifth of the
+/// global window is the owner's alone, and a refused visitor is told when
+/// a slot outside that share frees.
+#[test]
+fn a_fifth_of_the_global_cap_is_kept_for_the_owner() {
+    let t0 = Instant::now();
+    let mut l = ScopedWithGlobal::new(RateLimiter::per_minute(100), RateLimiter::per_minute(10));
+    assert_eq!(l.owner_reserve(), 2);
+    for i in 0..8u64 {
+        assert_eq!(l.try_take(&format!("visitor-{i}"), t0 + secs(i)), Ok(()));
+    }
+    assert_eq!(
+        l.try_take("visitor-9", t0 + secs(10)),
+        Err(LimitKind::LlmGlobal)
+    );
+    // The first visitor's call leaves the window at t0 + 60 s.
+    assert_eq!(l.retry_after("visitor-9", t0 + secs(10)), secs(50));
+    assert_eq!(l.retry_after("owner", t0 + secs(10)), Duration::ZERO);
+    assert_eq!(l.try_take("owner", t0 + secs(10)), Ok(()));
+    assert_eq!(l.try_take("owner", t0 + secs(10)), Ok(()));
+    assert_eq!(
+        l.try_take("owner", t0 + secs(10)),
+        Err(LimitKind::LlmGlobal)
+    );
+    assert_eq!(l.retry_after("owner", t0 + secs(10)), secs(50));
+    // The owner's two calls count too: visitors are served again once
+    // three of their own have left (t0, t0 + 1 s, t0 + 2 s).
+    assert_eq!(
+        l.try_take("visitor-9", t0 + secs(60)),
+        Err(LimitKind::LlmGlobal)
+    );
+    assert_eq!(l.retry_after("visitor-9", t0 + secs(60)), secs(2));
+    assert_eq!(l.try_take("visitor-9", t0 + secs(62)), Ok(()));
+    assert_eq!(
+        l.try_take("visitor-9", t0 + secs(62)),
+        Err(LimitKind::LlmGlobal)
+    );
+}
+
 #[test]
 fn a_refused_scope_does_not_use_the_global_cap() {
     let t0 = Instant::now();
