@@ -4,9 +4,10 @@
 //! works once; a revoked device is disconnected and refused; the 51st failed
 //! attempt in a minute from one address is refused unseen while another
 //! address, and the owner's device credential from the same one, still get
-//! in; an oversized pre-auth
-//! frame closes the socket with 1009; unauthenticated sockets are capped, and
-//! so are a chatbot's customer connections (per address and in all); a
+//! in (a socket without a credential from there is refused before the
+//! upgrade); an oversized pre-auth frame closes the socket with 1009;
+//! unauthenticated sockets are capped per address and in all while the
+//! owner still gets in, and so are a chatbot's customer connections (per address and in all); a
 //! short `auth_token` is a config error naming the key.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -98,6 +99,15 @@ async fn handshake_from(
     tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(stream))
         .await
         .map(|(ws, _)| ws)
+}
+
+/// The HTTP status a handshake was refused with.
+fn http_status(r: Result<Ws, tokio_tungstenite::tungstenite::Error>) -> u16 {
+    match r {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("handshake failed otherwise: {e}"),
+        Ok(_) => panic!("handshake not refused"),
+    }
 }
 
 /// [`handshake_from`], which must succeed.
@@ -334,25 +344,22 @@ async fn the_51st_failed_attempt_in_a_minute_is_refused_before_comparison() {
         let mut ws = connect_from("127.0.0.1", &addr, Some(&format!("{i:064x}"))).await;
         assert_eq!(close_code(&mut ws, WITHIN).await, Some(4001), "attempt {i}");
     }
-    // The 51st guess: refused before comparison.
-    let mut ws = connect_from("127.0.0.1", &addr, Some(&format!("{:064x}", 51))).await;
-    assert_eq!(close_code(&mut ws, WITHIN).await, Some(4001));
-    // The owner's device credential still gets in from the locked-out
-    // address, in the header and in a first auth frame: any local process
-    // could otherwise lock the owner out of loopback for a minute.
+    // The 51st guess: refused before comparison, and before the upgrade.
+    let guess = handshake_from("127.0.0.1", &addr, Some(&format!("{:064x}", 51))).await;
+    assert_eq!(http_status(guess), 429);
+    // The owner's device credential in the header still gets in from the
+    // locked-out address: any local process could otherwise lock the owner
+    // out of loopback for a minute. A socket without one (to authenticate
+    // in-band) is refused before the upgrade: it would hold one of the few
+    // unauthenticated slots (the owner's clients send the header).
     let mut ws = connect_from("127.0.0.1", &addr, Some(&owner)).await;
     let auth = next_frame(&mut ws, WITHIN).await.unwrap();
     assert_eq!(auth["type"], "auth_ok", "{auth}");
     drop(ws);
-    let mut ws = connect_from("127.0.0.1", &addr, None).await;
-    ws.send(Message::text(
-        json!({"type": "auth", "token": owner}).to_string(),
-    ))
-    .await
-    .unwrap();
-    let auth = next_frame(&mut ws, WITHIN).await.unwrap();
-    assert_eq!(auth["type"], "auth_ok", "{auth}");
-    drop(ws);
+    assert_eq!(
+        http_status(handshake_from("127.0.0.1", &addr, None).await),
+        429
+    );
     // The pairing endpoint shares the budget: 429 before looking at the code.
     let code = code_of(&pairing_link(&banner));
     let r = http(Some("127.0.0.1"))
@@ -415,25 +422,33 @@ async fn an_oversized_pre_auth_frame_is_closed_with_1009() {
     daemon.stop().await;
 }
 
+/// Sockets waiting to authenticate in-band are capped per address and in
+/// all; the owner, whose credential rides in the header, needs none of
+/// them (a flood of silent upgrades locked the owner out with 503).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_sockets_are_capped() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, addr, _) = start(dir.path());
     let mut idle = Vec::new();
-    for _ in 0..64 {
-        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
-            .await
-            .unwrap();
-        idle.push(ws);
+    for _ in 0..8 {
+        idle.push(connect_from("127.0.0.1", &addr, None).await);
     }
-    // The 65th waiting socket is refused at the handshake.
-    let refused = tokio_tungstenite::connect_async(format!("ws://{addr}/ws")).await;
-    match refused {
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
-            assert_eq!(resp.status(), 503)
-        }
-        other => panic!("65th unauthenticated socket not refused: {other:?}"),
+    // The 9th from one address is refused at the handshake.
+    assert_eq!(
+        http_status(handshake_from("127.0.0.1", &addr, None).await),
+        429
+    );
+    for i in 8..64 {
+        idle.push(connect_from(&format!("127.0.1.{}", i / 8), &addr, None).await);
     }
+    // The 65th waiting socket, from a fresh address: refused too.
+    assert_eq!(
+        http_status(handshake_from("127.0.2.1", &addr, None).await),
+        503
+    );
+    // The owner still gets in.
+    let (_ws, auth) = connect(&addr, WITHIN).await;
+    assert_eq!(auth["scope_id"], "owner", "{auth}");
     drop(idle);
     daemon.stop().await;
 }

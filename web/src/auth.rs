@@ -16,7 +16,6 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -25,13 +24,21 @@ use silas_core::canonical::{hex_lower, sha256_hex};
 use silas_core::model::devices::OwnerDevice;
 use tokio::sync::broadcast;
 
+use crate::customers::{CapRefusal, CustomerConnections, CustomerSlot};
+
 /// How long a pairing code can be redeemed.
 pub const PAIRING_CODE_TTL: Duration = Duration::from_secs(10 * 60);
 /// Failed authentications per address tolerated within the window.
 pub const FAILED_AUTH_LIMIT: usize = 50;
 pub const FAILED_AUTH_WINDOW: Duration = Duration::from_secs(60);
-/// WebSocket connections allowed to be open before they authenticate.
-pub const MAX_UNAUTHENTICATED: usize = 64;
+/// WebSocket connections allowed to be open before they authenticate
+/// in-band (a first `auth` frame). A connection whose credential rides in
+/// the subprotocol header is checked before the upgrade and never counts.
+pub const MAX_UNAUTHENTICATED: u32 = 64;
+/// Of those, from one address (an IPv6 /64): one client cannot hold them
+/// all. In-band authentication is only the web app's fallback for a token
+/// a header cannot carry, one socket per tab, so 8 is ample.
+pub const MAX_UNAUTHENTICATED_PER_ADDRESS: u32 = 8;
 /// Pairing codes outstanding at once (older ones are dropped first).
 const MAX_PAIRING_CODES: usize = 32;
 /// Addresses tracked by the throttle; beyond this the stalest are dropped.
@@ -315,12 +322,18 @@ pub struct OwnerAuth {
     codes: Mutex<PairingCodes>,
     throttle: Mutex<Throttle>,
     revoked: broadcast::Sender<String>,
-    unauthenticated: AtomicUsize,
+    /// Sockets waiting for an in-band `auth` frame: counted per address
+    /// and in all like chatbot customers (the same bookkeeping).
+    unauthenticated: Arc<CustomerConnections>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves plain data behind.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn unauthenticated_caps() -> Arc<CustomerConnections> {
+    CustomerConnections::new(MAX_UNAUTHENTICATED_PER_ADDRESS, MAX_UNAUTHENTICATED)
 }
 
 fn remote(peer: Option<Peer>) -> String {
@@ -348,7 +361,7 @@ impl OwnerAuth {
             codes: Mutex::new(PairingCodes::default()),
             throttle: Mutex::new(Throttle::default()),
             revoked: broadcast::channel(16).0,
-            unauthenticated: AtomicUsize::new(0),
+            unauthenticated: unauthenticated_caps(),
         })
     }
 
@@ -362,7 +375,7 @@ impl OwnerAuth {
             codes: Mutex::new(PairingCodes::default()),
             throttle: Mutex::new(Throttle::default()),
             revoked: broadcast::channel(16).0,
-            unauthenticated: AtomicUsize::new(0),
+            unauthenticated: unauthenticated_caps(),
         }
     }
 
@@ -599,15 +612,18 @@ impl OwnerAuth {
         lock(&self.devices).get(device_id).is_none_or(|d| d.revoked)
     }
 
-    /// Take a slot for a connection that has not authenticated yet, or
-    /// `None` when [`MAX_UNAUTHENTICATED`] are already open.
-    pub fn unauthenticated_slot(self: &Arc<Self>) -> Option<UnauthSlot> {
-        let prev = self.unauthenticated.fetch_add(1, Ordering::AcqRel);
-        if prev >= MAX_UNAUTHENTICATED {
-            self.unauthenticated.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(UnauthSlot(self.clone()))
+    /// Take a slot for a connection from `ip` that is to authenticate
+    /// in-band, or which cap refuses it: [`MAX_UNAUTHENTICATED_PER_ADDRESS`]
+    /// from its address (an IPv6 /64), or [`MAX_UNAUTHENTICATED`] in all.
+    pub fn unauthenticated_slot(&self, ip: Option<IpAddr>) -> Result<UnauthSlot, CapRefusal> {
+        self.unauthenticated
+            .acquire(ip)
+            .map(|slot| UnauthSlot { _slot: slot })
+    }
+
+    /// Sockets open now that have not authenticated yet.
+    pub fn unauthenticated_open(&self) -> u32 {
+        self.unauthenticated.open()
     }
 }
 
@@ -621,12 +637,8 @@ pub enum RedeemError {
 
 /// Held while a connection is unauthenticated; released on drop (also when
 /// the upgrade never happens).
-pub struct UnauthSlot(Arc<OwnerAuth>);
-
-impl Drop for UnauthSlot {
-    fn drop(&mut self) {
-        self.0.unauthenticated.fetch_sub(1, Ordering::AcqRel);
-    }
+pub struct UnauthSlot {
+    _slot: CustomerSlot,
 }
 
 #[cfg(test)]

@@ -175,12 +175,29 @@ fn revoked_device_is_refused_and_announced() {
 }
 
 #[test]
-fn unauthenticated_slots_are_capped_and_released() {
-    let auth = Arc::new(OwnerAuth::ephemeral(None));
-    let slots: Vec<_> = (0..MAX_UNAUTHENTICATED)
-        .map(|_| auth.unauthenticated_slot().unwrap())
+fn unauthenticated_slots_are_capped_per_address_and_in_all_and_released() {
+    let auth = OwnerAuth::ephemeral(None);
+    let one = Some(ip("10.0.0.1"));
+    let mine: Vec<_> = (0..MAX_UNAUTHENTICATED_PER_ADDRESS)
+        .map(|_| auth.unauthenticated_slot(one).unwrap())
         .collect();
-    assert!(auth.unauthenticated_slot().is_none());
-    drop(slots);
-    assert!(auth.unauthenticated_slot().is_some());
+    assert_eq!(
+        auth.unauthenticated_slot(one).err(),
+        Some(CapRefusal::PerAddress)
+    );
+    let others: Vec<_> = (MAX_UNAUTHENTICATED_PER_ADDRESS..MAX_UNAUTHENTICATED)
+        .map(|i| {
+            let from = ip(&format!("10.1.{}.1", i / MAX_UNAUTHENTICATED_PER_ADDRESS));
+            auth.unauthenticated_slot(Some(from)).unwrap()
+        })
+        .collect();
+    assert_eq!(auth.unauthenticated_open(), MAX_UNAUTHENTICATED);
+    assert_eq!(
+        auth.unauthenticated_slot(Some(ip("10.2.0.1"))).err(),
+        Some(CapRefusal::Total)
+    );
+    drop(mine);
+    assert!(auth.unauthenticated_slot(one).is_ok());
+    drop(others);
+    assert_eq!(auth.unauthenticated_open(), 0);
 }

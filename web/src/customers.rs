@@ -5,7 +5,9 @@
 //! counts against its address and against all customers together
 //! (`limits.customer_connections_per_ip` / `_total`); an IPv6 client counts
 //! by its /64, which one host can fill with addresses. Owner connections are
-//! never counted here.
+//! never counted here. The same bookkeeping, with caps of its own, counts
+//! the sockets waiting for an in-band `auth` frame
+//! ([`crate::auth::OwnerAuth::unauthenticated_slot`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -565,36 +565,20 @@ fn routes(
                     )
                     .into_response();
                 };
-                // Bounded pre-auth exposure: refuse beyond the cap.
-                let Some(slot) = state.auth.unauthenticated_slot() else {
-                    return json_status(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        serde_json::json!({"error": "too many unauthenticated connections"}),
-                    )
-                    .into_response();
-                };
                 let (token, ours) =
                     ws::subprotocol_token(text("sec-websocket-protocol").as_deref());
-                // A customer (chatbot, no header credential) holds a slot of
-                // its own for the connection's life; none left: 429.
-                let customer = if state.customer_scopes && token.is_none() {
-                    match state.customers.acquire(remote.map(|r| r.ip())) {
-                        Ok(slot) => Some(slot),
-                        Err(why) => {
-                            tracing::debug!(
-                                ?remote,
-                                "customer connection refused: {}",
-                                why.message()
-                            );
-                            return json_status(
-                                StatusCode::TOO_MANY_REQUESTS,
-                                serde_json::json!({"error": why.message()}),
-                            )
+                let ip = remote.map(|r| r.ip());
+                // Decided before the upgrade: a header credential is checked
+                // now and needs no unauthenticated slot; a throttled address
+                // or a full cap is refused here (429/503), holding nothing.
+                let admission = match ws::admit(&state, token.as_deref(), ip) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        let (status, message) = why.status_and_message();
+                        tracing::debug!(?remote, "websocket refused: {message}");
+                        return json_status(status, serde_json::json!({"error": message}))
                             .into_response();
-                        }
                     }
-                } else {
-                    None
                 };
                 tokio::spawn(async move {
                     match on_upgrade.await {
@@ -605,8 +589,7 @@ fn routes(
                                 Some(server::ws_config()),
                             )
                             .await;
-                            let ip = remote.map(|r| r.ip());
-                            ws::session(socket, state, token, ip, slot, customer).await;
+                            ws::session(socket, state, admission, ip).await;
                         }
                         Err(e) => tracing::debug!("websocket upgrade failed: {e}"),
                     }

@@ -7,8 +7,14 @@
 //! Authentication is always required (issue #12, loopback included), with an
 //! owner credential of [`crate::auth`]: `Sec-WebSocket-Protocol: silas.v1,
 //! bearer.<token>` or a first frame `{"type":"auth","token":…}` within 5 s;
-//! otherwise close code 4001 (also for a throttled address, and for a
-//! device revoked while connected). Never a query-string token. A frame over
+//! otherwise close code 4001 (also for a device revoked while connected).
+//! [`admit`] decides before the upgrade: a header credential is checked
+//! there, so the owner never needs one of the few unauthenticated slots
+//! (a wrong one is upgraded only to be closed 4001 at once — the close code
+//! is all a browser can read — holding no slot); a throttled address gets
+//! HTTP 429 and no upgrade; only a socket that is to authenticate in-band
+//! holds a slot, capped per address and in all, until it has. Never a
+//! query-string token. A frame over
 //! 64 KiB, before or after authentication, closes the socket with 1009. Then
 //! `auth_ok`, and frames flow: each client frame is parsed and validated; a
 //! bad one gets an `error` frame and the connection stays open. Outbound
@@ -27,9 +33,11 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use warp::http::StatusCode;
 
 use crate::HealthState;
-use crate::auth::{AuthOutcome, OwnerAuth, UnauthSlot};
+use crate::auth::{AuthOutcome, Credential, OwnerAuth, UnauthSlot};
+use crate::customers::{CapRefusal, CustomerSlot};
 use crate::protocol::{ClientFrame, ProtocolError, ServerFrame, parse_client_frame};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -352,40 +360,131 @@ enum Ending {
     Close(u16, &'static str),
 }
 
-/// Run one upgraded connection to its end. `slot` counts the connection
-/// as unauthenticated until it has authenticated (or is refused); a
-/// customer's `customer` slot is held until the connection ends.
+/// How a `/ws` request is let in, decided before the upgrade by [`admit`].
+pub enum Admission {
+    /// A valid owner credential in the subprotocol header. `revocations`
+    /// was subscribed before the check: a revocation racing it is seen.
+    Owner {
+        credential: Credential,
+        revocations: tokio::sync::broadcast::Receiver<String>,
+    },
+    /// A chatbot customer, holding its slot for the connection's life.
+    Customer(CustomerSlot),
+    /// A header credential that was refused (failure recorded): the socket
+    /// is closed with 4001 at once, never read, and holds no slot.
+    Refused,
+    /// No header credential: a first `auth` frame within [`AUTH_TIMEOUT`],
+    /// holding an unauthenticated slot until then.
+    InBand(UnauthSlot),
+}
+
+/// Why a `/ws` request is refused before the upgrade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The address is over its failed-authentication budget (HTTP 429).
+    Throttled,
+    /// A chatbot customer cap is reached (HTTP 429).
+    Customers(CapRefusal),
+    /// An unauthenticated-socket cap is reached: this address's (HTTP 429)
+    /// or everyone's (HTTP 503).
+    Unauthenticated(CapRefusal),
+}
+
+impl Refusal {
+    /// The HTTP status and the body's `error`.
+    pub fn status_and_message(self) -> (StatusCode, &'static str) {
+        match self {
+            Refusal::Throttled => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many failed attempts; try again in a minute",
+            ),
+            Refusal::Customers(why) => (StatusCode::TOO_MANY_REQUESTS, why.message()),
+            Refusal::Unauthenticated(CapRefusal::PerAddress) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many unauthenticated connections from this address",
+            ),
+            Refusal::Unauthenticated(CapRefusal::Total) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many unauthenticated connections",
+            ),
+        }
+    }
+}
+
+/// Decide, before the upgrade, how a `/ws` request from `ip` offering
+/// `header_token` is let in. A header credential is checked here, so the
+/// owner never waits for an unauthenticated slot (a flood of silent sockets
+/// used to hold all of them and lock the owner out with 503); owner sockets
+/// are bounded by holding a credential. A throttled address is refused
+/// before it could take a slot (a live device credential still passes it,
+/// see [`OwnerAuth::check`]). Chatbot customers are counted by their own
+/// caps, as before, and never throttled: they present no credential.
+pub fn admit(
+    state: &WebState,
+    header_token: Option<&str>,
+    ip: Option<std::net::IpAddr>,
+) -> Result<Admission, Refusal> {
+    if let Some(token) = header_token {
+        let revocations = state.auth.revocations();
+        return match state.auth.check(ip, Some(token), "ws") {
+            AuthOutcome::Owner(credential) => Ok(Admission::Owner {
+                credential,
+                revocations,
+            }),
+            AuthOutcome::Throttled => Err(Refusal::Throttled),
+            AuthOutcome::Refused => Ok(Admission::Refused),
+        };
+    }
+    if state.customer_scopes {
+        return state
+            .customers
+            .acquire(ip)
+            .map(Admission::Customer)
+            .map_err(Refusal::Customers);
+    }
+    if state.auth.throttled_now(ip, "ws") {
+        return Err(Refusal::Throttled);
+    }
+    state
+        .auth
+        .unauthenticated_slot(ip)
+        .map(Admission::InBand)
+        .map_err(Refusal::Unauthenticated)
+}
+
+/// Run one upgraded connection to its end, let in as `admission` says.
 pub async fn session<S>(
     socket: WebSocketStream<S>,
     state: Arc<WebState>,
-    header_token: Option<String>,
+    admission: Admission,
     remote_ip: Option<std::net::IpAddr>,
-    slot: UnauthSlot,
-    customer: Option<crate::customers::CustomerSlot>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let _customer = customer;
     let (mut sink, mut stream) = socket.split();
     let mut shutdown = state.shutdown.clone();
     let auth = state.auth.clone();
-    // Subscribed before the check: a revocation racing the handshake is seen.
-    let mut revocations = Some(auth.revocations());
 
     // Authentication (§8.1, issue #12): the owner always presents a
-    // credential — the header token, or a first auth frame within 5 s. In
-    // a chatbot deployment a connection without a header token is a
-    // customer in its own scope, never the owner.
+    // credential — the header token (checked by `admit`), or a first auth
+    // frame within 5 s. In a chatbot deployment a connection without a
+    // header token is a customer in its own scope, never the owner.
     let owner_of = |outcome: AuthOutcome| match outcome {
         AuthOutcome::Owner(c) => Some(c),
         AuthOutcome::Throttled | AuthOutcome::Refused => None,
     };
-    let (credential, customer) = match header_token {
-        Some(t) => (owner_of(auth.check(remote_ip, Some(&t), "ws")), false),
-        None if state.customer_scopes => (None, true),
-        None => {
+    let (credential, customer, mut revocations) = match admission {
+        Admission::Owner {
+            credential,
+            revocations,
+        } => (Some(credential), None, Some(revocations)),
+        Admission::Customer(slot) => (None, Some(slot), None),
+        Admission::Refused => (None, None, None),
+        Admission::InBand(slot) => {
+            // Subscribed before the check: a revocation racing it is seen.
+            let revocations = auth.revocations();
             let first = tokio::time::timeout(AUTH_TIMEOUT, stream.next()).await;
-            match first {
+            let credential = match first {
                 Ok(Some(Err(e))) if too_big(&e) => {
                     auth.failed(remote_ip, "ws", "oversized_frame");
                     let _ = sink
@@ -402,26 +501,25 @@ pub async fn session<S>(
                             ClientFrame::Auth { token } => Some(token),
                             _ => None,
                         });
-                    (
-                        owner_of(auth.check(remote_ip, token.as_deref(), "ws")),
-                        false,
-                    )
+                    owner_of(auth.check(remote_ip, token.as_deref(), "ws"))
                 }
                 _ => {
                     auth.failed(remote_ip, "ws", "no_auth_frame");
-                    (None, false)
+                    None
                 }
-            }
+            };
+            drop(slot);
+            (credential, None, Some(revocations))
         }
     };
-    if credential.is_none() && !customer {
+    // `customer` (a chatbot customer's slot) is held to the end.
+    if credential.is_none() && customer.is_none() {
         let _ = sink
             .send(close_with(CLOSE_UNAUTHORIZED, "unauthorized"))
             .await;
         let _ = sink.close().await;
         return;
     }
-    drop(slot);
     let device_id = credential
         .as_ref()
         .and_then(|c| c.device_id())
