@@ -121,7 +121,10 @@ fn credential(cfg: &Config, args: &ChatArgs) -> Result<(Option<String>, Credenti
 /// as `silas start` prints it (`http://127.0.0.1:8420/`) becomes its
 /// socket (`ws://127.0.0.1:8420/ws`); a `ws://` or `wss://` URL is kept.
 pub(crate) fn socket_url(given: &str) -> String {
+    // The pairing link `silas start` prints carries `#pair=…`, a fragment
+    // no server ever sees: the address is what precedes it.
     let given = given.trim();
+    let given = given.split_once('#').map_or(given, |(before, _)| before);
     let (scheme, rest) = match given.split_once("://") {
         Some(("http", rest)) => ("ws", rest),
         Some(("https", rest)) => ("wss", rest),
@@ -664,7 +667,7 @@ impl Session {
             } => {
                 out(format!(
                     "── install the skill {skill}? ({})  [{} risk]",
-                    source.as_str(),
+                    source.origin_text(),
                     risk_level.as_str()
                 ));
                 out(format!("  {description}"));
@@ -701,6 +704,11 @@ impl Session {
                 summary,
                 verification,
             } => {
+                // A summary that starts with its own status says it once.
+                let summary = summary
+                    .strip_prefix(status.as_str())
+                    .and_then(|rest| rest.strip_prefix(": "))
+                    .unwrap_or(summary.as_str());
                 out(format!("[work {work_item_id}] {status}: {summary}"));
                 for c in verification.as_array().into_iter().flatten() {
                     let name = c.get("name").and_then(Value::as_str).unwrap_or("check");

@@ -52,11 +52,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             crate::chat::run(&cfg, args)
         }
         Command::Pair(args) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::pair(&cfg, args.url.as_deref())
         }
         Command::Devices(cmd) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::devices(&cfg, cmd)
         }
         Command::Doctor => crate::doctor::run(cli.config.as_deref(), cli.data_dir),
@@ -65,15 +65,15 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             crate::service::install(&cfg, cli.config.as_deref(), user, output.as_deref())
         }
         Command::Audit(cmd) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::audit(&cfg, cmd)
         }
         Command::Status(args) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::status(&cfg, args)
         }
         Command::Work(cmd) => {
-            let cfg = load_config(cli.config.as_deref(), cli.data_dir)?;
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::work(&cfg, cmd)
         }
         Command::Workspace(cmd) => {
@@ -102,6 +102,58 @@ pub fn load_config(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Con
         Some(e) => Err(e.into()),
         None => Ok(cfg),
     }
+}
+
+/// For the commands that talk to the running daemon (status, work, audit,
+/// pair, devices): a configuration file broken since the daemon started
+/// must not lock the owner out of it (`silas work cancel` of runaway work).
+/// On a configuration error the daemon is looked for in the data dir that
+/// `--data-dir` or the file itself (read leniently) names, else `./data`;
+/// when its control socket is there the command goes on, with a warning,
+/// else the error stands.
+pub fn load_for_daemon(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Config, CliError> {
+    match load_config(path, data_dir.clone()) {
+        Ok(cfg) => Ok(cfg),
+        Err(err) => {
+            let cfg = running_daemons_config(path, data_dir, err)?;
+            eprintln!(
+                "  the running daemon in {} is reached anyway (it keeps the configuration it started with); `silas config check` shows both",
+                cfg.data_dir.display()
+            );
+            Ok(cfg)
+        }
+    }
+}
+
+/// Where the running daemon is when the configuration file cannot be
+/// loaded (`err`, printed as a warning): the data dir `--data-dir` or the
+/// file itself (read leniently) names, else `./data`. `Err(err)` when no
+/// daemon's control socket is there.
+fn running_daemons_config(
+    path: Option<&Path>,
+    data_dir: Option<PathBuf>,
+    err: CliError,
+) -> Result<Config, CliError> {
+    let named = data_dir.or_else(|| {
+        let file = path.unwrap_or(Path::new(silas_core::config::DEFAULT_CONFIG_PATH));
+        let text = std::fs::read_to_string(file).ok()?;
+        Config::data_dir_named_in(&text)
+    });
+    let mut cfg = Config::default();
+    if let Some(dir) = named {
+        let home = std::env::var("HOME").ok();
+        match silas_core::config::expand_home(&dir, home.as_deref()) {
+            Ok(dir) => cfg.data_dir = dir,
+            Err(_) => return Err(err),
+        }
+    }
+    cfg.anchor_paths(&working_dir()?);
+    // Something listens there (a killed daemon's socket file is not enough).
+    if std::os::unix::net::UnixStream::connect(crate::remote::socket_path(&cfg)).is_err() {
+        return Err(err);
+    }
+    eprintln!("warning: {}", err.one_line());
+    Ok(cfg)
 }
 
 /// Every rule the configuration breaks, in order: core's startup rules,
@@ -218,7 +270,11 @@ pub fn config_source(path: Option<&Path>) -> String {
 }
 
 fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
-    let cfg = load_unvalidated(path, data_dir)?;
+    // A file that does not even load still leaves the daemon's own view.
+    let cfg = match load_unvalidated(path, data_dir.clone()) {
+        Ok(cfg) => cfg,
+        Err(err) => running_daemons_config(path, data_dir, err)?,
+    };
     // A running daemon reports the configuration in force and compares
     // the file with it.
     if let Some(code) = crate::remote::config_check(&cfg)? {

@@ -66,6 +66,46 @@ pub struct UnitSpec {
     pub env_file: PathBuf,
     /// The variables the configured models' providers read their keys from.
     pub key_vars: Vec<String>,
+    /// The registered workspaces (path, writable): the daemon reads them,
+    /// and applies approved changes to the writable ones.
+    pub workspaces: Vec<(PathBuf, bool)>,
+}
+
+impl UnitSpec {
+    /// Every path the daemon must reach.
+    fn reached(&self) -> Vec<&Path> {
+        let mut all = vec![
+            self.exe.as_path(),
+            self.working_dir.as_path(),
+            self.data_dir.as_path(),
+            self.skills_dir.as_path(),
+        ];
+        all.extend(self.config.as_deref());
+        all.extend(self.workspaces.iter().map(|(p, _)| p.as_path()));
+        all
+    }
+
+    /// The reached paths `ProtectHome=yes` would hide.
+    fn under_homes(&self) -> Vec<&Path> {
+        let homes = ["/home", "/root", "/run/user"];
+        self.reached()
+            .into_iter()
+            .filter(|p| homes.iter().any(|h| p.starts_with(h)))
+            .collect()
+    }
+
+    /// The reached paths `PrivateTmp=yes` would hide.
+    fn under_tmp(&self) -> Vec<&Path> {
+        self.reached()
+            .into_iter()
+            .filter(|p| p.starts_with("/tmp") || p.starts_with("/var/tmp"))
+            .collect()
+    }
+}
+
+fn listed(paths: &[&Path]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
 }
 
 /// How the owner key's key-encryption key reaches the daemon.
@@ -211,15 +251,42 @@ pub fn render_unit(spec: &UnitSpec) -> String {
         line("# No capabilities at all (the sandbox's namespaces are unprivileged).");
         line("CapabilityBoundingSet=");
         line("AmbientCapabilities=");
-        line("# The whole file system read-only except the data dir and the skills dir");
-        line("# (bundled and skill-maker skills are written there); no home directories.");
+        line("# The whole file system read-only except the data dir, the skills dir");
+        line("# (bundled and skill-maker skills are written there) and the writable");
+        line("# workspaces (approved changes are applied there).");
         line("ProtectSystem=strict");
-        line("ProtectHome=yes");
+        let homes = spec.under_homes();
+        if homes.is_empty() {
+            line("# No home directories.");
+            line("ProtectHome=yes");
+        } else {
+            // Hidden, they would stop the daemon from starting or reading
+            // the owner's projects.
+            line(&format!(
+                "# Home directories read-only, not hidden: the daemon needs {}.",
+                listed(&homes)
+            ));
+            line("ProtectHome=read-only");
+        }
         line(&format!("ReadWritePaths={}", list_path(&spec.data_dir)));
         if let Some(skills) = spec.skills_outside_data_dir() {
             line(&format!("ReadWritePaths={}", list_path(skills)));
         }
-        line("PrivateTmp=yes");
+        for (ws, writable) in &spec.workspaces {
+            if *writable {
+                line(&format!("ReadWritePaths={}", list_path(ws)));
+            }
+        }
+        let tmp = spec.under_tmp();
+        if tmp.is_empty() {
+            line("PrivateTmp=yes");
+        } else {
+            line(&format!(
+                "# No PrivateTmp=: it would hide {} (under /tmp, which is also",
+                listed(&tmp)
+            ));
+            line("# emptied at boot: a data dir belongs elsewhere, e.g. /var/lib/silas).");
+        }
         line("# /dev/null, /dev/zero and /dev/urandom stay; no hardware devices.");
         line("PrivateDevices=yes");
         line("ProtectKernelTunables=yes");
@@ -316,6 +383,12 @@ pub fn install(
         kek,
         env_file,
         key_vars: key_vars(cfg),
+        // Not initialised yet: none to reach.
+        workspaces: crate::workspace_cmd::registered(cfg)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (PathBuf::from(w.path), w.writable))
+            .collect(),
     };
     let unit = render_unit(&spec);
     let target = match output {
@@ -393,6 +466,13 @@ pub fn next_steps(spec: &UnitSpec) -> Vec<String> {
         }
         out.push("enable it: systemctl daemon-reload && systemctl enable --now silas".into());
     }
+    if !spec.user_mode {
+        out.push(
+            "after `silas workspace add`, run this again: the unit lets the daemon write only to \
+             the workspaces registered now"
+                .into(),
+        );
+    }
     out.push("then check the setup: silas doctor".into());
     out
 }
@@ -416,7 +496,40 @@ mod tests {
             },
             env_file: "/nonexistent/silas/env".into(),
             key_vars: vec!["OPENROUTER_API_KEY".into()],
+            workspaces: Vec::new(),
         }
+    }
+
+    /// A binary, data dir or project under /home, or a data dir under
+    /// /tmp, stays reachable: `ProtectHome=yes` and `PrivateTmp=yes` hid
+    /// them from the service (it could not even start).
+    #[test]
+    fn what_the_daemon_needs_is_never_hidden_by_the_hardening() {
+        let u = render_unit(&spec(false));
+        assert_eq!(values(&u, "ProtectHome"), vec!["yes"]);
+        assert_eq!(values(&u, "PrivateTmp"), vec!["yes"]);
+
+        let mut s = spec(false);
+        s.exe = "/home/me/silas/target/release/silas".into();
+        s.workspaces = vec![("/home/me/proj".into(), true), ("/srv/docs".into(), false)];
+        let u = render_unit(&s);
+        assert_eq!(values(&u, "ProtectHome"), vec!["read-only"]);
+        assert!(
+            u.contains("/home/me/silas/target/release/silas, /home/me/proj"),
+            "{u}"
+        );
+        assert_eq!(
+            values(&u, "ReadWritePaths"),
+            vec!["/var/lib/silas", "/home/me/proj"]
+        );
+        assert_eq!(values(&u, "PrivateTmp"), vec!["yes"]);
+
+        let mut s = spec(false);
+        s.data_dir = "/tmp/try/data".into();
+        s.working_dir = "/tmp/try".into();
+        let u = render_unit(&s);
+        assert!(values(&u, "PrivateTmp").is_empty(), "{u}");
+        assert!(u.contains("it would hide /tmp/try, /tmp/try/data"), "{u}");
     }
 
     fn values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {

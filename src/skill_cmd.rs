@@ -341,7 +341,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                 return match host.reoffer(&name) {
                     Ok(card) => {
                         println!(
-                            "skill {name} waits for your install approval again (card {}); nothing runs before it",
+                            "skill {name} waits for your install approval (card {}): answer it in the web app, silas chat or Telegram; nothing runs before it",
                             card.request_id
                         );
                         Ok(ExitCode::SUCCESS)

@@ -60,6 +60,18 @@ fn path_text(p: &Path) -> Result<String, CliError> {
         .ok_or_else(|| coded(RegistryError::NotUtf8(p.display().to_string())))
 }
 
+/// The registered workspaces: the running daemon's, else the store's.
+pub fn registered(cfg: &Config) -> Result<Vec<Workspace>, CliError> {
+    match crate::remote::ask(cfg, Request::WorkspaceList)? {
+        Some(Response::Workspaces { workspaces }) => Ok(workspaces),
+        Some(other) => Err(crate::remote::unexpected(&other)),
+        None => {
+            let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+            workspaces::list(&store).map_err(coded)
+        }
+    }
+}
+
 pub fn run(cfg: &Config, cmd: WorkspaceCommand) -> Result<ExitCode, CliError> {
     match cmd {
         WorkspaceCommand::Add { name, path, write } => {
@@ -85,17 +97,7 @@ pub fn run(cfg: &Config, cmd: WorkspaceCommand) -> Result<ExitCode, CliError> {
                 ws.mode_str()
             );
         }
-        WorkspaceCommand::List { json } => {
-            let all = match crate::remote::ask(cfg, Request::WorkspaceList)? {
-                Some(Response::Workspaces { workspaces }) => workspaces,
-                Some(other) => return Err(crate::remote::unexpected(&other)),
-                None => {
-                    let store = crate::commands::open_existing_store(&cfg.data_dir)?;
-                    workspaces::list(&store).map_err(coded)?
-                }
-            };
-            print_list(&all, json);
-        }
+        WorkspaceCommand::List { json } => print_list(&registered(cfg)?, json),
         WorkspaceCommand::Remove { name } => {
             let req = Request::WorkspaceRemove { name: name.clone() };
             let ws = match crate::remote::ask(cfg, req)? {

@@ -274,6 +274,54 @@ fn without_a_daemon_reads_use_the_store_and_live_commands_say_they_need_it() {
     }
 }
 
+/// A typo in the file while the daemon runs must not lock the owner out of
+/// it: `status`, `work` and `audit` still reach the daemon, with a warning,
+/// and `config check` shows the configuration in force next to the file's
+/// error. Without a daemon the error stands.
+#[test]
+fn a_broken_config_file_does_not_lock_the_owner_out_of_the_running_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    init_with_work(dir);
+    let (daemon, _addr) = start(dir);
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::write(dir.join("config/silas.yaml"), "silas:\n  chanels: {}\n").unwrap();
+
+    let o = run(dir, &["status"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("silas: running"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("warning: error[E_CFG_UNKNOWN_KEY]") && stderr(&o).contains("chanels"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(ok(dir, &["work", "list"]).contains("w-ctl-1"));
+    let done = ok(dir, &["work", "cancel", "w-ctl-1"]);
+    assert!(done.contains("cancelled w-ctl-1"), "{done}");
+
+    let o = run(dir, &["config", "check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stdout(&o).contains("config in force (running daemon)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("config on disk is invalid"),
+        "{}",
+        stderr(&o)
+    );
+    daemon.stop_blocking();
+
+    let o = run(dir, &["status"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).starts_with("error[E_CFG_UNKNOWN_KEY]"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn a_stale_socket_file_does_not_stop_start() {
     let tmp = tempfile::tempdir().unwrap();

@@ -396,7 +396,7 @@ fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_aga
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("waits for your install approval again"),
+        text.contains("waits for your install approval (card"),
         "{text}"
     );
     assert_eq!(rows(dir)[0]["approval"], "shipped");

@@ -11,8 +11,9 @@ use silas_core::config::{EnvSource, ModelEndpoint};
 /// What the endpoint answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeOutcome {
-    /// An OpenAI-style model list (`{"object": "list", "data": [...]}`).
-    Listed { models: usize },
+    /// An OpenAI-style model list (`{"object": "list", "data": [...]}`);
+    /// `named`: the endpoint's configured model is among them.
+    Listed { models: usize, named: bool },
     /// 401 / 403: the key was refused (or is needed and missing).
     Refused { status: u16 },
     /// It answered, but not with a model list.
@@ -33,8 +34,7 @@ struct ModelList {
 /// Each entry must carry an `id`, as OpenAI's do.
 #[derive(Deserialize)]
 struct ModelEntry {
-    #[serde(rename = "id")]
-    _id: String,
+    id: String,
 }
 
 /// `GET {base_url}/models` within `timeout`.
@@ -94,6 +94,7 @@ pub async fn probe_models(
     match resp.json::<ModelList>().await {
         Ok(list) => ProbeOutcome::Listed {
             models: list.data.len(),
+            named: list.data.iter().any(|m| m.id == endpoint.model),
         },
         Err(e) => ProbeOutcome::NotOpenAi {
             detail: format!("GET /models is not a model list: {}", e.without_url()),
@@ -174,7 +175,13 @@ mod tests {
         );
         let env = MapEnv::new().with("K", "sk-test");
         let out = probe_models(&endpoint(&base, Some("K")), &env, Duration::from_secs(5)).await;
-        assert_eq!(out, ProbeOutcome::Listed { models: 2 });
+        assert_eq!(
+            out,
+            ProbeOutcome::Listed {
+                models: 2,
+                named: false
+            }
+        );
         let head = seen.join().unwrap();
         assert!(head.starts_with("GET /v1/models "), "{head}");
         assert!(

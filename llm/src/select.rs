@@ -60,11 +60,13 @@ fn has_key(endpoint: &silas_core::config::ModelEndpoint, env: &dyn EnvSource) ->
 /// are left out of the chain.
 pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoice, LlmError> {
     let mut providers = Vec::new();
-    for spec in [
-        &cfg.models.proxy,
-        &cfg.models.planner,
-        &cfg.models.executor,
-        &cfg.models.scorer,
+    // Roles whose every model lacks its key, with the first such variable.
+    let mut keyless: Vec<(&str, silas_core::config::ModelEndpoint)> = Vec::new();
+    for (role, spec) in [
+        ("proxy", &cfg.models.proxy),
+        ("planner", &cfg.models.planner),
+        ("executor", &cfg.models.executor),
+        ("scorer", &cfg.models.scorer),
     ] {
         let mut usable = Vec::new();
         let mut missing = None;
@@ -91,16 +93,8 @@ pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoi
                     message: format!("{spec:?} names no provider:model"),
                 });
             };
-            let var = endpoint.api_key_env.clone().unwrap_or_default();
-            if cfg.llm.offline_fallback {
-                return Ok(ProviderChoice::Offline {
-                    reason: format!("no {var} set"),
-                });
-            }
-            return Err(LlmError::MissingKey {
-                provider: endpoint.provider,
-                var,
-            });
+            keyless.push((role, endpoint));
+            continue;
         }
         for p in usable {
             if !providers.contains(&p) {
@@ -108,7 +102,39 @@ pub fn choose_provider(cfg: &Config, env: &dyn EnvSource) -> Result<ProviderChoi
             }
         }
     }
-    Ok(ProviderChoice::Remote { providers })
+    let Some((_, endpoint)) = keyless.first() else {
+        return Ok(ProviderChoice::Remote { providers });
+    };
+    let var = endpoint.api_key_env.clone().unwrap_or_default();
+    if !cfg.llm.offline_fallback {
+        return Err(LlmError::MissingKey {
+            provider: endpoint.provider.clone(),
+            var,
+        });
+    }
+    // Some roles ready and some not (a local model set for the proxy and
+    // the planner only): say which still point where, or the owner never
+    // learns why the local server is not used.
+    let reason = if providers.is_empty() {
+        format!("no {var} set")
+    } else {
+        let roles: Vec<String> = keyless
+            .iter()
+            .map(|(role, e)| {
+                format!(
+                    "models.{role} ({}, {})",
+                    e.provider,
+                    e.api_key_env.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        format!(
+            "no API key for {}; every role needs a usable model: set the key or point \
+             the role at a configured one",
+            roles.join(", ")
+        )
+    };
+    Ok(ProviderChoice::Offline { reason })
 }
 
 /// The offline responder configured for this config's profiles.
@@ -287,6 +313,20 @@ mod tests {
             let got = choose_provider(&cfg, env).map_err(|_| ());
             assert_eq!(got, want, "{name}");
         }
+        // A local model for some roles only: the reason names the roles
+        // still pointing at a provider without its key.
+        let mut half = Config::default();
+        half.models.proxy = "ollama:llama3".into();
+        half.models.planner = "ollama:llama3".into();
+        let Ok(ProviderChoice::Offline { reason }) = choose_provider(&half, &none) else {
+            panic!("half-configured roles run offline");
+        };
+        assert_eq!(
+            reason,
+            "no API key for models.executor (openrouter, OPENROUTER_API_KEY), models.scorer \
+             (openrouter, OPENROUTER_API_KEY); every role needs a usable model: set the key or \
+             point the role at a configured one"
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ fn unauthorized_close_names_the_credential_that_was_refused() {
 fn the_web_apps_address_is_taken_for_its_socket() {
     for (given, url) in [
         ("http://127.0.0.1:8420/", "ws://127.0.0.1:8420/ws"),
+        ("http://127.0.0.1:8420/#pair=abc", "ws://127.0.0.1:8420/ws"),
         ("http://127.0.0.1:8420", "ws://127.0.0.1:8420/ws"),
         ("https://silas.home.arpa", "wss://silas.home.arpa/ws"),
         ("http://[::1]:9000/ws", "ws://[::1]:9000/ws"),

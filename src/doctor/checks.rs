@@ -333,8 +333,13 @@ pub fn port(addr: &str, state: &PortState, for_start: bool) -> Check {
 pub enum Model {
     /// The offline responder serves: no endpoint to ask.
     Offline { reason: String },
-    /// It answered with an OpenAI-style model list.
-    Listed { base: String, models: usize },
+    /// It answered with an OpenAI-style model list; `missing`: the
+    /// configured model's name when the list does not have it.
+    Listed {
+        base: String,
+        models: usize,
+        missing: Option<String>,
+    },
     /// HTTP 401/403: the key is wrong or missing.
     Refused { base: String, status: u16 },
     /// It answered, but not as the OpenAI API does.
@@ -353,9 +358,28 @@ pub fn model(m: &Model) -> Check {
             format!("offline mode ({reason}): the rule-based responder, not an LLM"),
             "set the provider's API key (see `models:`/`providers:` in the config) for a real model",
         ),
-        Model::Listed { base, models } => Check::pass(
+        Model::Listed {
+            base,
+            models,
+            missing: None,
+        } => Check::pass(
             NAME,
             format!("{base} speaks the OpenAI API ({models} model(s) listed)"),
+        ),
+        // A server with one model may answer to any name (llama.cpp), so
+        // not a failure; a typo'd name on any other gets HTTP 404.
+        Model::Listed {
+            base,
+            models,
+            missing: Some(name),
+        } => Check::warn(
+            NAME,
+            format!(
+                "{base} speaks the OpenAI API, but the configured model {name:?} is not among \
+                 its {models} listed model(s)"
+            ),
+            "check the model name after the `provider:` in `models:` (GET /models lists \
+             what the server serves)",
         ),
         Model::Refused { base, status } => Check::fail(
             NAME,

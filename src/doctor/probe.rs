@@ -238,7 +238,11 @@ pub async fn model(cfg: &Config) -> Model {
     let base = endpoint.base_url.clone();
     use silas_llm::probe::ProbeOutcome as P;
     match silas_llm::probe::probe_models(&endpoint, &env, PROBE_TIMEOUT).await {
-        P::Listed { models } => Model::Listed { base, models },
+        P::Listed { models, named } => Model::Listed {
+            base,
+            models,
+            missing: (!named).then(|| endpoint.model.clone()),
+        },
         P::Refused { status } => Model::Refused { base, status },
         P::NotOpenAi { detail } => Model::NotOpenAi { base, detail },
         P::Unreachable { error } => Model::Unreachable { base, error },

@@ -220,10 +220,22 @@ fn model_verdicts() {
     assert_eq!(
         model(&Model::Listed {
             base: "http://x/v1".into(),
-            models: 3
+            models: 3,
+            missing: None,
         })
         .status,
         Status::Pass
+    );
+    let typo = model(&Model::Listed {
+        base: "http://x/v1".into(),
+        models: 1,
+        missing: Some("qwen-typo".into()),
+    });
+    assert_eq!(typo.status, Status::Warn);
+    assert!(
+        typo.detail.contains("\"qwen-typo\" is not among"),
+        "{}",
+        typo.detail
     );
     for m in [
         Model::Refused {

@@ -312,6 +312,17 @@ impl Config {
         })
     }
 
+    /// `silas.data_dir` as a configuration text names it, read leniently:
+    /// the rest of the file may be broken (a typo'd key since the daemon
+    /// started). `None` when the text says nothing about it.
+    pub fn data_dir_named_in(text: &str) -> Option<PathBuf> {
+        let root: Value = serde_yaml_ng::from_str(text).ok()?;
+        root.get("silas")?
+            .get("data_dir")?
+            .as_str()
+            .map(PathBuf::from)
+    }
+
     /// Runs every startup rule; the first failure is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.validation_errors().into_iter().next() {

@@ -31,6 +31,17 @@ impl SkillSource {
             SkillSource::Created => "created",
         }
     }
+
+    /// How a card says where the skill came from ("installed" read like a
+    /// status before anything was installed).
+    pub fn origin_text(self) -> &'static str {
+        match self {
+            SkillSource::Discovered => "found in the skills dir",
+            SkillSource::Installed => "from `silas skill install`",
+            SkillSource::Imported => "imported from another format",
+            SkillSource::Created => "written by the skill-maker",
+        }
+    }
 }
 
 /// The subject a `skill_install` token binds: one skill at one content hash.

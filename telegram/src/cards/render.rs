@@ -354,7 +354,7 @@ const CHANGE_FILES_SHOWN: usize = 12;
 fn skill_install_text(doc: &mut Doc, c: &silas_core::cards::SkillInstallCard) {
     doc.bold(format!("🧩 Install the skill '{}'?", c.skill));
     doc.line(cut_plain(&c.description, LINE_CAP));
-    doc.line(format!("Source: {}", c.source.as_str()));
+    doc.line(format!("Source: {}", c.source.origin_text()));
     doc.line(format!("Content hash: {}", c.content_hash));
     doc.list("Scripts (dry-run before install)", &c.scripts);
     if c.network.is_empty() {
