@@ -127,24 +127,18 @@ pub fn screen_answer(status: u16, content_type: &str, body: &[u8]) -> Result<(),
 /// `choices`, and nothing here reads the rest. A body that has all four,
 /// or is not a JSON object, is returned as it came.
 pub fn with_envelope_fields(body: Vec<u8>) -> Vec<u8> {
-    const FIELDS: [(&str, fn() -> serde_json::Value); 4] = [
-        ("id", || serde_json::Value::from("")),
-        ("object", || serde_json::Value::from("chat.completion")),
-        ("created", || serde_json::Value::from(0)),
-        ("model", || serde_json::Value::from("")),
-    ];
-    if FIELDS
-        .iter()
-        .all(|(k, _)| contains(&body, format!("\"{k}\"").as_bytes()))
-    {
+    const FIELDS: [&str; 4] = ["\"id\"", "\"object\"", "\"created\"", "\"model\""];
+    if FIELDS.iter().all(|k| contains(&body, k.as_bytes())) {
         return body;
     }
     let Ok(serde_json::Value::Object(mut map)) = serde_json::from_slice(&body) else {
         return body;
     };
-    for (k, default) in FIELDS {
-        map.entry(k).or_insert_with(default);
-    }
+    map.entry("id").or_insert_with(|| "".into());
+    map.entry("object")
+        .or_insert_with(|| "chat.completion".into());
+    map.entry("created").or_insert_with(|| 0.into());
+    map.entry("model").or_insert_with(|| "".into());
     serde_json::to_vec(&map).unwrap_or(body)
 }
 
