@@ -73,6 +73,9 @@ struct Card {
     /// The server's `risk_level` is high or irreversible: never approved by
     /// a line queued before the owner could read the card.
     high_risk: bool,
+    /// Approving it starts work whose status the session waits for (a plan,
+    /// an apply); a skill install reports with a notice, not a status.
+    starts_work: bool,
 }
 
 /// Why a high-risk card is declined in a scripted session.
@@ -455,7 +458,9 @@ impl Session {
         let verdict = if approve { "approved" } else { "declined" };
         if approve {
             out("approved.");
-            self.outstanding.work += 1;
+            if card.starts_work {
+                self.outstanding.work += 1;
+            }
         } else {
             out(format!("declined ({why}): nothing runs."));
         }
@@ -572,6 +577,7 @@ impl Session {
                 self.cards.push_back(Card {
                     request_id,
                     high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                    starts_work: true,
                 });
             }
             ServerFrame::ApplyChanges {
@@ -647,6 +653,7 @@ impl Session {
                 self.cards.push_back(Card {
                     request_id,
                     high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                    starts_work: true,
                 });
             }
             ServerFrame::SkillInstall {
@@ -689,6 +696,7 @@ impl Session {
                 self.cards.push_back(Card {
                     request_id,
                     high_risk: risk_level >= silas_core::risk::RiskLevel::High,
+                    starts_work: false,
                 });
             }
             // Shown, not counted: the reply it announces is still due.
