@@ -211,6 +211,25 @@ async fn a_task_naming_an_unregistered_workspace_never_runs() {
     assert_eq!(f.executions(), 0);
 }
 
+/// A workspace that cannot be copied (here: its directory was removed
+/// after it was registered) fails the task as the owner's to fix, named,
+/// not as a store failure.
+#[tokio::test]
+async fn a_workspace_that_cannot_be_copied_fails_the_task_naming_it() {
+    let f = Fx::new().await;
+    let root = project(&f);
+    task(&f, "t-ws-gone", 1);
+    std::fs::remove_dir_all(&root).unwrap();
+    let r = f.engine.run_task("t-ws-gone", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(
+        r.summary.starts_with("E_CFG_INVALID: workspace clock: "),
+        "{}",
+        r.summary
+    );
+    assert_eq!(f.executions(), 0);
+}
+
 // ---- applying the change set (issue #15 item 4) -------------------------
 
 use silas_actors::work_executor::cards as wcards;

@@ -65,6 +65,10 @@ pub enum WorkError {
     Selection(#[from] policy::SelectionError),
     #[error("cannot encode work state: {0}")]
     Encoding(String),
+    /// The workspace cannot be used as it is (gone from the registry, too
+    /// large to copy, unreadable): the owner's to fix, not the store's.
+    #[error("workspace {0}")]
+    Workspace(String),
 }
 
 impl Coded for WorkError {
@@ -77,6 +81,7 @@ impl Coded for WorkError {
             WorkError::Io(_) => ErrorCode::EDbIo,
             WorkError::Selection(_) => ErrorCode::EApprovalHash,
             WorkError::Encoding(_) => ErrorCode::EDbEncoding,
+            WorkError::Workspace(_) => ErrorCode::ECfgInvalid,
         }
     }
 }

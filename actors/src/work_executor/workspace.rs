@@ -72,7 +72,7 @@ impl WorkEngine {
         let (use_, ws) = match crate::workspaces::check_plan(&self.store, item) {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
-            Err(e) => return Err(io(format!("workspace: {e}"))),
+            Err(e) => return Err(WorkError::Workspace(format!("check: {e}"))),
         };
         if !silas_sandbox::manager::is_plain_dir_name(&item.id) {
             return Err(io(format!("unsafe work item id {:?}", item.id)));
@@ -93,9 +93,9 @@ impl WorkEngine {
         set_mode(&root, 0o711)?;
         let limits = CopyLimits::default();
         let snapshot = copy::take(Path::new(&ws.path), &root.join("base"), &limits)
-            .map_err(|e| io(format!("workspace {}: {e}", ws.name)))?;
+            .map_err(|e| WorkError::Workspace(format!("{}: {e}", ws.name)))?;
         copy::take_plain(&root.join("base"), &root.join("result"), &limits)
-            .map_err(|e| io(format!("workspace {}: {e}", ws.name)))?;
+            .map_err(|e| WorkError::Workspace(format!("{}: {e}", ws.name)))?;
         self.registry
             .sandbox()
             .hand_over_tree(&root.join("result"))
