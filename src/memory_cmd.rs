@@ -49,6 +49,17 @@ pub fn forget_request(
 
 /// Erases and audits (`memory_forgotten`: how, the ids, by whom).
 pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, CliError> {
+    use silas_actors::forget::HistoryFilter;
+    // What of the conversation goes with it (the turns a restart rehydrates
+    // and the live context), decided before the memories are gone.
+    let history = match what {
+        Forget::Scope(scope) => Some((scope.clone(), HistoryFilter::All)),
+        Forget::Query { scope, query } => Some((scope.clone(), HistoryFilter::words(query))),
+        Forget::Id(id) => memory
+            .get(id)
+            .map_err(coded)?
+            .and_then(|m| Some((m.session_id?, HistoryFilter::phrase(&m.content)))),
+    };
     let ids = memory.forget(what).map_err(coded)?;
     // An id names one memory: none erased means the owner mistyped it (or
     // it is already gone), which an audit entry would record as done.
@@ -58,6 +69,18 @@ pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, C
             format!("no memory with id {id:?} (nothing was erased)"),
         ));
     }
+    let mut turns = 0;
+    if let Some((scope, filter)) = history {
+        turns = memory
+            .store()
+            .chronicle()
+            .remove_where(&scope, |item| filter.matches(&item.content))
+            .map_err(coded)?;
+        // Only inside the daemon: the CLI without one has no live context.
+        if let Some(stream) = silas_actors::stream::StreamHandle::find() {
+            stream.forget_history(&scope, filter);
+        }
+    }
     let how = match what {
         Forget::Id(_) => "id",
         Forget::Query { .. } => "query",
@@ -66,7 +89,7 @@ pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, C
     audit(
         memory,
         "memory_forgotten",
-        json!({"how": how, "ids": ids, "count": ids.len(), "by": by}),
+        json!({"how": how, "ids": ids, "count": ids.len(), "turns": turns, "by": by}),
     )?;
     Ok(ids)
 }

@@ -231,8 +231,75 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         !ids.contains(&"cat".to_string()) && ids.contains(&"other".to_string()),
         "{ids:?}"
     );
+
+    // What was said goes with a forget too: the conversation the next
+    // prompt carries, and the history a restart rehydrates from.
+    turn(&mut ws, &fake, "note: my cousin Ofelia lives in Zanzibar").await;
+    let prompt = turn(&mut ws, &fake, "anything else?").await;
+    assert!(prompt.contains("Zanzibar"), "the turn is in the context");
+    let d = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        ok(
+            &d,
+            &[
+                "memory", "forget", "--scope", "owner", "--query", "zanzibar",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let prompt = turn(&mut ws, &fake, "what did I tell you?").await;
+    assert!(
+        !prompt.contains("Zanzibar"),
+        "a forgotten sentence is still in the live context"
+    );
+    assert!(
+        prompt.contains("anything else?"),
+        "the rest of the conversation stays"
+    );
     drop(ws);
     daemon.stop().await;
+    let mut cmd = silas(&dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    // The first message after a restart is preceded by the rehydration
+    // notice: wait for the request itself.
+    let before = fake.requests().len();
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "and after the restart?"}),
+    )
+    .await;
+    let mut prompt = None;
+    for _ in 0..200 {
+        prompt = fake.requests()[before..]
+            .iter()
+            .map(|r| r.body.to_string())
+            .find(|b| b.contains("and after the restart?"));
+        if prompt.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let prompt = prompt.expect("the turn's model request after the restart");
+    assert!(
+        !prompt.contains("Zanzibar"),
+        "a forgotten sentence came back with the rehydrated history"
+    );
+    assert!(
+        prompt.contains("anything else?"),
+        "the history is rehydrated"
+    );
+    drop(ws);
+    daemon.stop().await;
+    let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
+    let left = store.chronicle().get_recent("owner", 10_000).unwrap();
+    assert!(
+        left.iter().all(|i| !i.content.contains("Zanzibar")),
+        "{left:?}"
+    );
+    drop(store);
     let audit = audit_json(&dir);
     assert!(audit.contains("memory_forgotten"));
     assert!(

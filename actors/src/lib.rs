@@ -22,6 +22,7 @@ pub mod audit_seal;
 pub mod cards;
 pub mod channel;
 pub mod connection;
+pub mod forget;
 pub mod gate_runner;
 pub mod housekeeper;
 pub mod limits;

@@ -185,6 +185,12 @@ pub enum StreamMsg {
     },
     /// From the WorkExecutor's status channel.
     WorkStatus(WorkStatusEvent),
+    /// The owner forgot memories of a scope: what of its conversation
+    /// went with them leaves the running TurnProcessor's context too.
+    ForgetHistory {
+        scope_id: String,
+        filter: crate::forget::HistoryFilter,
+    },
     /// Stop intake (§18.2 steps 1–2); replies with the pending count.
     CloseIntake(RpcReplyPort<u32>),
     Status(RpcReplyPort<StreamStatus>),
@@ -616,6 +622,13 @@ impl Actor for Stream {
                 let n = state.scope_disconnected(&scope_id).await?;
                 state.idle.disconnected(&scope_id, Instant::now());
                 let _ = reply.send(n);
+            }
+            StreamMsg::ForgetHistory { scope_id, filter } => {
+                // Between turns (its mailbox orders it); a released or
+                // never-started scope rehydrates from the purged history.
+                if let Some(p) = state.processors.get(&scope_id) {
+                    let _ = p.cast(TurnMsg::ForgetHistory(filter));
+                }
             }
             StreamMsg::SweepCards => {
                 state.sweep_cards().await?;

@@ -52,6 +52,36 @@ impl ChronicleStore {
         Ok(out)
     }
 
+    /// Delete the entries of one scope that `gone` picks (the owner's
+    /// `memory forget`); returns the count.
+    pub fn remove_where(
+        &self,
+        scope_id: &str,
+        gone: impl Fn(&ContextItem) -> bool,
+    ) -> StoreResult<u64> {
+        let txn = self.db.begin_write()?;
+        let removed = {
+            let mut table = txn.open_table(CHRONICLE)?;
+            let mut by_time = txn.open_table(CHRONICLE_BY_TIME)?;
+            let mut keys: Vec<(i64, u64)> = Vec::new();
+            for row in table.range((scope_id, i64::MIN, 0u64)..=(scope_id, i64::MAX, u64::MAX))? {
+                let (k, v) = row?;
+                let item: ContextItem = codec::decode(TABLE, v.value())?;
+                if gone(&item) {
+                    let (_, ts, seq) = k.value();
+                    keys.push((ts, seq));
+                }
+            }
+            for (ts, seq) in &keys {
+                table.remove((scope_id, *ts, *seq))?;
+                by_time.remove((*ts, scope_id, *seq))?;
+            }
+            keys.len() as u64
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+
     /// Delete every entry (all scopes) created before `cutoff`; returns the count.
     pub fn prune_before(&self, cutoff: Timestamp) -> StoreResult<u64> {
         let txn = self.db.begin_write()?;

@@ -21,6 +21,15 @@ impl StreamHandle {
         })
     }
 
+    /// Takes forgotten conversation out of a running scope's context (no
+    /// reply: the next turn of the scope comes after it in the mailbox).
+    pub fn forget_history(&self, scope_id: &str, filter: crate::forget::HistoryFilter) {
+        let _ = self.actor.cast(StreamMsg::ForgetHistory {
+            scope_id: scope_id.to_owned(),
+            filter,
+        });
+    }
+
     pub async fn submit(&self, m: InboundMessage) -> Result<SubmitOutcome, TurnError> {
         ractor::call_t!(self.actor, StreamMsg::Submit, STREAM_RPC_TIMEOUT_MS, m)
             .map_err(unavailable)

@@ -59,6 +59,8 @@ pub const QUARANTINE_REPLY: &str = "I couldn't process that message because of a
 pub enum TurnMsg {
     /// Process the oldest pending message of the scope, if any.
     Wake,
+    /// Take what the owner forgot out of the live context.
+    ForgetHistory(crate::forget::HistoryFilter),
 }
 
 /// Sent back to the Stream after every finished turn.
@@ -109,6 +111,13 @@ impl Actor for TurnProcessor {
         state: &mut TurnState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            TurnMsg::ForgetHistory(filter) => {
+                let gone = state
+                    .scope
+                    .context
+                    .remove_where(|item| filter.matches(&item.content));
+                tracing::debug!(scope_id = %state.scope.scope_id, gone, "forgotten context items");
+            }
             TurnMsg::Wake => {
                 let pending = state
                     .deps
