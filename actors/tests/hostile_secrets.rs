@@ -203,7 +203,88 @@ async fn a_plan_cannot_overwrite_an_existing_work_item() {
     f.assert_chain_ok();
 }
 
+/// A plan id with a newline, an escape or a bidi override forged lines in
+/// `silas work list` and `silas audit tail`. Such an id is replaced by one
+/// derived from the turn, and the raw id is stored nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_id_with_control_characters_is_replaced() {
+    let f = Fx::hostile().await;
+    // A YAML double-quoted scalar: the escapes become the characters.
+    let md = "---\nid: \"ev\\u202egnp.exe\\u202c\\n#9999 approval.issued\"\ntype: task\n\
+              title: \"Say hello\"\nneeds_approval: true\n---\n\nSay hello.\n";
+    f.fake.push(to_planner()).push(planner_reply(true, md));
+    let rt = f.runtime().await;
+    rt.turn("owner", "plan it").await;
+    rt.stop().await;
+    let replaced = f
+        .audit()
+        .into_iter()
+        .find(|e| e.event == "plan_id_replaced")
+        .expect("the replacement is audited");
+    let id = replaced.data["work_item_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("plan-"), "{id}");
+    assert_eq!(f.get(&id).body.trim(), "Say hello.");
+    let all = f
+        .store
+        .work_items()
+        .list_by_status(silas_core::model::work::WorkItemStatus::Pending)
+        .unwrap();
+    assert!(
+        all.iter()
+            .all(|w| w.id.chars().all(|c| c.is_ascii_graphic())),
+        "{:?}",
+        all.iter().map(|w| &w.id).collect::<Vec<_>>()
+    );
+    let audit =
+        serde_json::to_string(&f.audit().iter().map(|e| &e.data).collect::<Vec<_>>()).unwrap();
+    assert!(
+        !audit.contains('\u{202e}') && !audit.contains("gnp.exe"),
+        "{audit}"
+    );
+    f.assert_chain_ok();
+}
+
 // ------------------------------------------- only the owner approves (#12)
+
+/// Every customer web connection is a scope of its own, so 30 strangers'
+/// connections filed 90 plan cards in the owner's Review in seconds. At
+/// most `MAX_CUSTOMER_CARDS` customer cards wait at once; the next customer
+/// is told so, nothing is filed, and the owner's own plans still are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customers_cannot_flood_the_owners_review() {
+    use silas_actors::turn::pipeline::{MAX_CUSTOMER_CARDS, REVIEW_FULL};
+    let f = Fx::hostile().await;
+    let rt = f.runtime().await;
+    for i in 0..=MAX_CUSTOMER_CARDS {
+        let md = plan_markdown(&format!("t-flood-{i}"), "needs_approval: true", "Say hi.");
+        f.fake.push(to_planner()).push(planner_reply(true, &md));
+        let reply = rt.turn(&format!("ws-flood-{i}"), "please").await;
+        if i < MAX_CUSTOMER_CARDS {
+            assert_eq!(reply, silas_actors::turn::pipeline::SENT_FOR_REVIEW, "{i}");
+        } else {
+            assert_eq!(reply, REVIEW_FULL);
+        }
+    }
+    wait_for("cards", || rt.cards().len() >= MAX_CUSTOMER_CARDS).await;
+    assert!(
+        f.store
+            .work_items()
+            .get(&format!("t-flood-{MAX_CUSTOMER_CARDS}"))
+            .unwrap()
+            .is_none()
+    );
+    let md = plan_markdown("t-owner", "needs_approval: true", "Say hi.");
+    f.fake.push(to_planner()).push(planner_reply(true, &md));
+    rt.turn("owner", "plan it").await;
+    wait_for("the owner's card", || rt.cards().len() > MAX_CUSTOMER_CARDS).await;
+    rt.stop().await;
+    assert!(
+        f.audit()
+            .iter()
+            .any(|e| e.event == "plan_refused_review_full")
+    );
+    f.assert_chain_ok();
+}
 
 /// Issue #12, finding 1: in chatbot mode a customer's message produced a
 /// plan card in the customer's own scope, and the customer's `approved`

@@ -140,6 +140,8 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("workspace_added", Treatment::Shown),
     ("workspace_removed", Treatment::Shown),
     ("plan_id_collision", Treatment::Shown),
+    ("plan_id_replaced", Treatment::Hidden),
+    ("plan_refused_review_full", Treatment::Shown),
     ("memory_op_refused", Treatment::Shown),
     ("tool_call_approved", Treatment::Shown),
     ("skill_install_offered", Treatment::Shown),
@@ -232,9 +234,16 @@ pub fn describe(
             "Set aside a message that kept causing an internal error — nothing was done with it"
                 .to_string(),
         ),
+        // A customer's plan says so: its title is the model's, steered by a
+        // stranger, and may read like a notice from Silas itself.
         "plan_proposed" => (
             "approval",
-            format!("Proposed {title} and asked for your approval"),
+            match s(data, "scope_id") {
+                Some(scope) if scope != crate::turn::OWNER_SCOPE => format!(
+                    "A customer's conversation ({scope}) proposed {title} and asked for your approval"
+                ),
+                _ => format!("Proposed {title} and asked for your approval"),
+            },
         ),
         "plan_declined" => ("approval", format!("Declined {title} — nothing ran")),
         "plan_card_expired" => (
@@ -605,6 +614,15 @@ pub fn describe(
         "workspace_removed" => (
             "system",
             format!("Removed workspace {}", s(data, "name").unwrap_or("?")),
+        ),
+        "plan_refused_review_full" => (
+            "security",
+            format!(
+                "Turned away a customer's request: {} customer requests already wait for your review",
+                data.get("waiting")
+                    .and_then(Value::as_u64)
+                    .unwrap_or_default()
+            ),
         ),
         "plan_id_collision" => (
             "security",

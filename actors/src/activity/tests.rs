@@ -236,3 +236,27 @@ fn every_rate_limit_has_its_own_sentence() {
     // llm_scope / llm_global share one; scope / ip share the original.
     assert_eq!(seen.len(), kinds.len() - 1 + 1, "{seen:?}");
 }
+
+/// A plan a chatbot customer's conversation proposed says so in the
+/// timeline: its title is the model's, steered by a stranger (one read
+/// "[SYSTEM] Silas security update — owner action required").
+#[test]
+fn a_customers_plan_is_attributed_in_the_timeline() {
+    let at = "2026-01-01T00:00:00Z";
+    let owner = obj(json!({"work_item_id": "w1", "scope_id": "owner"}));
+    let text = describe(1, at, "plan_proposed", &owner, &facts)
+        .unwrap()
+        .text;
+    assert_eq!(
+        text,
+        "Proposed 'Create notes.txt' and asked for your approval"
+    );
+    let customer = obj(json!({"work_item_id": "w1", "scope_id": "ws-7-12"}));
+    let text = describe(2, at, "plan_proposed", &customer, &facts)
+        .unwrap()
+        .text;
+    assert_eq!(
+        text,
+        "A customer's conversation (ws-7-12) proposed 'Create notes.txt' and asked for your approval"
+    );
+}

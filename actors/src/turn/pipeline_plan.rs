@@ -26,6 +26,18 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        // The id is the model's (a customer's turn can steer it) and is
+        // printed by `silas work list` and in the audit: a newline, an
+        // escape or a bidi override in it forged lines there. Such an id is
+        // replaced by one derived from this turn (the raw one is not kept).
+        if !crate::turn::plan::is_plain_item_id(&work.id) {
+            let renamed = format!("plan-{}", self.record.inbox_id);
+            self.push(
+                "plan_id_replaced",
+                json!({"work_item_id": renamed, "scope_id": self.scope.scope_id}),
+            );
+            work.id = renamed;
+        }
         if let Some(prior) = resp
             .plan_action
             .as_ref()
@@ -158,6 +170,19 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        // Every customer web connection is a scope of its own, so per-scope
+        // limits do not bound how many cards strangers open in the owner's
+        // Review: at most this many wait at once; more are not filed.
+        if self.scope.scope_id != crate::turn::OWNER_SCOPE
+            && customer_cards_waiting(&self.deps.store)? >= MAX_CUSTOMER_CARDS
+        {
+            self.push(
+                "plan_refused_review_full",
+                json!({"scope_id": self.scope.scope_id, "waiting": MAX_CUSTOMER_CARDS}),
+            );
+            self.reply = Some(REVIEW_FULL.to_string());
+            return Ok(());
+        }
         self.deps.store.work_items().save(&work)?;
         self.scope.context.add(item(
             format!("plan:{}", work.id),
@@ -222,4 +247,22 @@ impl Turn<'_> {
             "{message}\n\n(The proposed plan could not be read, so nothing was scheduled.)"
         ));
     }
+}
+
+/// The most chatbot customers' plan cards waiting for the owner at once.
+pub const MAX_CUSTOMER_CARDS: usize = 20;
+
+/// What a customer is told when the owner's Review is full.
+pub const REVIEW_FULL: &str = "Thanks — your request needs a person's review, and too many requests are waiting for one right now. Nothing was done; please ask again later.";
+
+/// Plan cards from customers' conversations still waiting for the owner.
+fn customer_cards_waiting(store: &silas_storage::Store) -> Result<usize, TurnError> {
+    Ok(store
+        .records::<PendingCard>()
+        .list()?
+        .iter()
+        .filter(|c| {
+            matches!(&c.card, silas_core::cards::CardPayload::Plan(p) if p.from_scope.is_some())
+        })
+        .count())
 }

@@ -82,6 +82,16 @@ pub enum PlanParseError {
     Invalid(String),
 }
 
+/// A work item id fit for terminals, logs and file names: 1–96 ASCII
+/// letters, digits, `-`, `_` or `.`, not starting with `.`.
+pub fn is_plain_item_id(id: &str) -> bool {
+    (1..=96).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// Parses a plan into a work item (`approval_token` is always `None`: the
 /// plan format has no token field, §5.1 step 12).
 pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
@@ -116,6 +126,26 @@ mod tests {
         assert!(w.approval_token.is_none());
         assert!(w.body.contains("shell_exec"));
         assert_eq!(w.verify.len(), 2);
+    }
+
+    #[test]
+    fn plain_item_ids() {
+        for ok in ["t1", "task-offline-17", "fix_login.v2", &"x".repeat(96)] {
+            assert!(is_plain_item_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "ev\nx",
+            "ev\u{202e}gnp.exe",
+            "ev\u{9b}2J",
+            "ev\u{2028}#9999",
+            "a b",
+            "../x",
+            ".hidden",
+            &"x".repeat(97),
+        ] {
+            assert!(!is_plain_item_id(bad), "{bad:?}");
+        }
     }
 
     #[test]
