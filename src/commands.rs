@@ -141,8 +141,7 @@ fn running_daemons_config(
     });
     let mut cfg = Config::default();
     if let Some(dir) = named {
-        let home = std::env::var("HOME").ok();
-        match silas_core::config::expand_home(&dir, home.as_deref()) {
+        match expand_home(&dir) {
             Ok(dir) => cfg.data_dir = dir,
             Err(_) => return Err(err),
         }
@@ -181,12 +180,17 @@ pub fn load_unvalidated_at(
 ) -> Result<Config, CliError> {
     let mut cfg = Config::load(path, &ProcessEnv)?;
     if let Some(d) = data_dir {
-        let home = std::env::var("HOME").ok();
-        cfg.data_dir = silas_core::config::expand_home(&d, home.as_deref())
+        cfg.data_dir = expand_home(&d)
             .map_err(|m| CliError::new(ErrorCode::ECfgInvalid, format!("--data-dir {m}")))?;
     }
     cfg.anchor_paths(cwd);
     Ok(cfg)
+}
+
+/// `~/…` of a path the owner typed, with this process's `$HOME`.
+pub fn expand_home(path: &Path) -> Result<PathBuf, String> {
+    let home = std::env::var("HOME").ok();
+    silas_core::config::expand_home(path, home.as_deref())
 }
 
 fn working_dir() -> Result<PathBuf, CliError> {

@@ -85,20 +85,11 @@ impl UnitSpec {
         all
     }
 
-    /// The reached paths `ProtectHome=yes` would hide.
-    fn under_homes(&self) -> Vec<&Path> {
-        let homes = ["/home", "/root", "/run/user"];
+    /// The reached paths inside any of `trees` (what an option hides).
+    fn under(&self, trees: &[&str]) -> Vec<&Path> {
         self.reached()
             .into_iter()
-            .filter(|p| homes.iter().any(|h| p.starts_with(h)))
-            .collect()
-    }
-
-    /// The reached paths `PrivateTmp=yes` would hide.
-    fn under_tmp(&self) -> Vec<&Path> {
-        self.reached()
-            .into_iter()
-            .filter(|p| p.starts_with("/tmp") || p.starts_with("/var/tmp"))
+            .filter(|p| trees.iter().any(|t| p.starts_with(t)))
             .collect()
     }
 }
@@ -255,7 +246,8 @@ pub fn render_unit(spec: &UnitSpec) -> String {
         line("# (bundled and skill-maker skills are written there) and the writable");
         line("# workspaces (approved changes are applied there).");
         line("ProtectSystem=strict");
-        let homes = spec.under_homes();
+        // What `ProtectHome=yes` would hide.
+        let homes = spec.under(&["/home", "/root", "/run/user"]);
         if homes.is_empty() {
             line("# No home directories.");
             line("ProtectHome=yes");
@@ -277,7 +269,8 @@ pub fn render_unit(spec: &UnitSpec) -> String {
                 line(&format!("ReadWritePaths={}", list_path(ws)));
             }
         }
-        let tmp = spec.under_tmp();
+        // What `PrivateTmp=yes` would hide.
+        let tmp = spec.under(&["/tmp", "/var/tmp"]);
         if tmp.is_empty() {
             line("PrivateTmp=yes");
         } else {

@@ -41,8 +41,7 @@ pub fn reserved_dirs(cfg: &Config) -> Vec<(String, PathBuf)> {
 /// daemon's cwd means nothing to the owner) and canonicalised.
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
     // A quoted `'~/proj'` reaches us unexpanded.
-    let home = std::env::var("HOME").ok();
-    let path = &silas_core::config::expand_home(path, home.as_deref())
+    let path = &crate::commands::expand_home(path)
         .map_err(|m| CliError::new(ErrorCode::ECfgInvalid, m))?;
     let abs = if path.is_absolute() {
         path.to_path_buf()

@@ -148,11 +148,23 @@ async fn turn(ws: &mut support::Ws, fake: &FakeLlm, text: &str) -> String {
     send(ws, json!({"type": "message", "text": text})).await;
     let mut log = Vec::new();
     frame_of_type(ws, "message", Duration::from_secs(20), &mut log).await;
-    fake.requests()[before..]
-        .iter()
-        .map(|r| r.body.to_string())
-        .find(|b| b.contains(text))
-        .expect("the turn's model request")
+    request_with(fake, before, text).await
+}
+
+/// The model request after the first `before` that carries `text`, waited
+/// for (the first message after a restart is preceded by a notice frame).
+async fn request_with(fake: &FakeLlm, before: usize, text: &str) -> String {
+    for _ in 0..200 {
+        if let Some(body) = fake.requests()[before..]
+            .iter()
+            .map(|r| r.body.to_string())
+            .find(|b| b.contains(text))
+        {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no model request with {text:?}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,18 +283,7 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         json!({"type": "message", "text": "and after the restart?"}),
     )
     .await;
-    let mut prompt = None;
-    for _ in 0..200 {
-        prompt = fake.requests()[before..]
-            .iter()
-            .map(|r| r.body.to_string())
-            .find(|b| b.contains("and after the restart?"));
-        if prompt.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let prompt = prompt.expect("the turn's model request after the restart");
+    let prompt = request_with(&fake, before, "and after the restart?").await;
     assert!(
         !prompt.contains("Zanzibar"),
         "a forgotten sentence came back with the rehydrated history"

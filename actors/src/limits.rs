@@ -274,6 +274,16 @@ impl ScopedWithGlobal {
         self.global.max / 5
     }
 
+    /// The global slots `scope` must leave free: the owner's reserve for
+    /// every scope but the owner's.
+    fn kept_from(&self, scope: &str) -> u32 {
+        if scope == crate::turn::OWNER_SCOPE {
+            0
+        } else {
+            self.owner_reserve()
+        }
+    }
+
     /// Takes one event for `scope`; on refusal nothing is recorded and the
     /// error says which limit was reached (the scope's own first, so a
     /// noisy scope is told about itself rather than about everyone). Other
@@ -282,9 +292,7 @@ impl ScopedWithGlobal {
         if !self.per_scope.would_allow(scope, now) {
             return Err(LimitKind::LlmScope);
         }
-        if scope != crate::turn::OWNER_SCOPE
-            && self.global.remaining(GLOBAL_KEY, now) <= self.owner_reserve()
-        {
+        if self.global.remaining(GLOBAL_KEY, now) <= self.kept_from(scope) {
             return Err(LimitKind::LlmGlobal);
         }
         if !self.global.try_take(GLOBAL_KEY, now) {
@@ -296,14 +304,12 @@ impl ScopedWithGlobal {
 
     /// How long until `scope` may take an event again.
     pub fn retry_after(&self, scope: &str, now: Instant) -> Duration {
-        let keep = if scope == crate::turn::OWNER_SCOPE {
-            0
-        } else {
-            self.owner_reserve()
-        };
         self.per_scope
             .retry_after(scope, now)
-            .max(self.global.retry_after_keeping(GLOBAL_KEY, now, keep))
+            .max(
+                self.global
+                    .retry_after_keeping(GLOBAL_KEY, now, self.kept_from(scope)),
+            )
     }
 
     pub fn prune(&mut self, now: Instant) {
