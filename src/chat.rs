@@ -120,9 +120,10 @@ fn credential(cfg: &Config, args: &ChatArgs) -> Result<(Option<String>, Credenti
     }
 }
 
-/// The WebSocket URL for what the owner passed: the web app's address
-/// as `silas start` prints it (`http://127.0.0.1:8420/`) becomes its
-/// socket (`ws://127.0.0.1:8420/ws`); a `ws://` or `wss://` URL is kept.
+/// The WebSocket URL for what the owner passed: any address of the web
+/// app (`http://127.0.0.1:8420/`, a page of it, the pairing link) becomes
+/// its socket (`ws://127.0.0.1:8420/ws`, where the web app itself
+/// connects); a `ws://` or `wss://` URL is kept.
 pub(crate) fn socket_url(given: &str) -> String {
     // The pairing link `silas start` prints carries `#pair=…`, a fragment
     // no server ever sees: the address is what precedes it.
@@ -133,11 +134,9 @@ pub(crate) fn socket_url(given: &str) -> String {
         Some(("https", rest)) => ("wss", rest),
         _ => return given.to_string(),
     };
-    match rest.split_once('/') {
-        None => format!("{scheme}://{rest}/ws"),
-        Some((authority, "")) => format!("{scheme}://{authority}/ws"),
-        Some((authority, path)) => format!("{scheme}://{authority}/{path}"),
-    }
+    // Only the authority counts: a page's path or query is not the socket.
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    format!("{scheme}://{authority}/ws")
 }
 
 /// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over

@@ -36,6 +36,9 @@ pub enum Command {
     Start,
     /// Show the running daemon's state (exit 3 when it is not running).
     Status(StatusArgs),
+    /// Stop the running daemon in order, as on SIGTERM (drains turns, writes
+    /// an audit checkpoint), and wait until it has exited.
+    Stop,
     /// Background work items: list, show, cancel (cancel needs the daemon).
     #[command(subcommand)]
     Work(WorkCommand),

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 use silas_core::ErrorCode;
-use silas_core::config::{Config, KeystoreBackend, ProcessEnv};
+use silas_core::config::{Config, EnvSource, KeystoreBackend, ProcessEnv};
 use silas_keys::{FileKeystore, InitOutcome, KekSources, KeyringKeystore, OwnerKey, OwnerKeystore};
 use silas_storage::Store;
 
@@ -44,6 +44,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 path: cli.config.clone(),
                 data_dir: cli.data_dir.clone(),
                 cwd: working_dir()?,
+                source: config_source_with_env(cli.config.as_deref(), &ProcessEnv),
             };
             daemon::start(cfg, init.store, init.owner_key, origin)
         }
@@ -71,6 +72,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Status(args) => {
             let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
             crate::remote::status(&cfg, args)
+        }
+        Command::Stop => {
+            let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
+            crate::remote::stop(&cfg)
         }
         Command::Work(cmd) => {
             let cfg = load_for_daemon(cli.config.as_deref(), cli.data_dir)?;
@@ -169,7 +174,26 @@ pub fn load_unvalidated(
     path: Option<&Path>,
     data_dir: Option<PathBuf>,
 ) -> Result<Config, CliError> {
-    load_unvalidated_at(path, data_dir, &working_dir()?)
+    let cfg = load_unvalidated_at(path, data_dir, &working_dir()?)?;
+    hide_from_commands(&cfg, path);
+    Ok(cfg)
+}
+
+/// No sandboxed command this process runs may read the data dir (owner
+/// key, CLI token, store, secret store key), a keystore kept elsewhere, or
+/// the configuration file — not even where they sit inside a system
+/// directory every command may read (`/opt/silas/data`).
+fn hide_from_commands(cfg: &Config, path: Option<&Path>) {
+    let file = path
+        .map(Path::to_path_buf)
+        .or_else(|| Some(PathBuf::from(silas_core::config::DEFAULT_CONFIG_PATH)))
+        .filter(|p| p.is_file())
+        .and_then(|p| std::path::absolute(p).ok());
+    silas_sandbox::hide_from_commands(
+        [cfg.data_dir.clone(), cfg.keystore_path()]
+            .into_iter()
+            .chain(file),
+    );
 }
 
 /// [`load_unvalidated`] with relative paths meaning `cwd`.
@@ -273,6 +297,23 @@ pub fn config_source(path: Option<&Path>) -> String {
     }
 }
 
+/// [`config_source`] and the names (never the values) of the `SILAS__…`
+/// environment overrides applied on top of it.
+pub fn config_source_with_env(path: Option<&Path>, env: &dyn EnvSource) -> String {
+    let mut vars: Vec<String> = env
+        .vars()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(silas_core::config::OVERRIDE_PREFIX))
+        .collect();
+    vars.sort();
+    let source = config_source(path);
+    if vars.is_empty() {
+        source
+    } else {
+        format!("{source} + environment ({})", vars.join(", "))
+    }
+}
+
 fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
     // A file that does not even load still leaves the daemon's own view.
     let cfg = match load_unvalidated(path, data_dir.clone()) {
@@ -286,7 +327,7 @@ fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCo
     }
     let errors = config_errors(&cfg);
     if errors.is_empty() {
-        println!("config ok: {}", config_source(path));
+        println!("config ok: {}", config_source_with_env(path, &ProcessEnv));
         print_config_summary(&cfg);
         return Ok(ExitCode::SUCCESS);
     }
@@ -488,6 +529,20 @@ fn print_init_report(cfg: &Config, init: &Initialised) {
 
 pub fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
     let path = data_dir.join(silas_storage::STORE_FILE);
+    if !path.is_file() && !data_dir.exists() {
+        // Most often a command run from another directory than the one the
+        // daemon was started in: `silas init` here would make a second,
+        // empty Silas.
+        return Err(CliError::new(
+            ErrorCode::EDbNotFound,
+            format!(
+                "no data directory at {}: run this in the directory you started Silas in, or \
+                 pass --data-dir DIR (`silas start` prints its data directory); `silas init` \
+                 makes a new, empty one here",
+                data_dir.display()
+            ),
+        ));
+    }
     if !path.is_file() {
         return Err(CliError::new(
             ErrorCode::EDbNotFound,

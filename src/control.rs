@@ -34,6 +34,9 @@ pub struct ConfigOrigin {
     pub data_dir: Option<PathBuf>,
     /// The directory the daemon started in: relative paths mean this.
     pub cwd: PathBuf,
+    /// What the running config was read from, as found at start (a file
+    /// created since must not be named as the one in force).
+    pub source: String,
 }
 
 /// Everything the control requests read or act on.
@@ -56,6 +59,10 @@ pub struct DaemonControl {
     pub connections: Option<Arc<silas_actors::connection::runtime::ConnectionRuntime>>,
     /// The `model: …` line `silas start` printed (offline mode included).
     pub model: String,
+    /// `silas stop`: the daemon's main task shuts down as on SIGTERM, and
+    /// `stop_by` says who asked (the audit's `daemon.stopped` reason).
+    pub stop: Arc<tokio::sync::Notify>,
+    pub stop_by: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 fn refused(e: impl Coded + std::fmt::Display) -> Response {
@@ -103,6 +110,17 @@ impl DaemonControl {
                 Response::error(ErrorCode::EChannelProtocol, "already authenticated")
             }
             Request::Status => Response::Status(Box::new(self.status().await?)),
+            Request::Stop => {
+                let by = caller.device_id().unwrap_or("config_token").to_owned();
+                if let Ok(mut slot) = self.stop_by.lock() {
+                    slot.get_or_insert(by);
+                }
+                // A permit is kept if the main task is not waiting yet.
+                self.stop.notify_one();
+                Response::Stopping {
+                    pid: std::process::id(),
+                }
+            }
             Request::AuditTail { lines } => {
                 let n = lines.min(MAX_TAIL_LINES);
                 let entries = blocking(move || store.audit().tail(n).map_err(refused)).await?;
@@ -418,7 +436,7 @@ impl DaemonControl {
 
     fn config_report(&self) -> ConfigReport {
         ConfigReport {
-            source: crate::commands::config_source(self.origin.path.as_deref()),
+            source: self.origin.source.clone(),
             running: Box::new(redacted(&self.cfg)),
             on_disk: compare_on_disk(&self.cfg, &self.origin),
         }
@@ -600,6 +618,7 @@ mod tests {
             path: Some(path.clone()),
             data_dir: Some(dir.path().join("data")),
             cwd: dir.path().to_path_buf(),
+            source: path.display().to_string(),
         };
         let mut running = Config::load(Some(&path), &ProcessEnv).unwrap();
         running.data_dir = dir.path().join("data");

@@ -267,6 +267,8 @@ async fn run(
         card_timeouts,
         secrets,
     )?;
+    let stop_requested = Arc::new(tokio::sync::Notify::new());
+    let stop_by = Arc::new(std::sync::Mutex::new(None));
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -282,6 +284,8 @@ async fn run(
             started: started.1,
             connections: Some(connection_runtime.clone()),
             model: model.startup_line(&cfg),
+            stop: stop_requested.clone(),
+            stop_by: stop_by.clone(),
         };
         let mut stop = stop_rx.clone();
         control.serve(owner_auth.clone(), Arc::new(backend), async move {
@@ -541,8 +545,12 @@ async fn run(
     // (restart intensity exceeded): both end in an orderly shutdown, the
     // latter with a non-zero exit code.
     let (reason, escalated) = tokio::select! {
-        signal = signals => (signal, false),
-        _ = &mut root_join => ("supervisor escalation", true),
+        signal = signals => (signal.to_string(), false),
+        _ = stop_requested.notified() => {
+            let by = stop_by.lock().ok().and_then(|mut b| b.take());
+            (format!("silas stop by {}", by.as_deref().unwrap_or("cli")), false)
+        }
+        _ = &mut root_join => ("supervisor escalation".to_string(), true),
     };
     tracing::info!(reason, "shutting down");
     let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);

@@ -60,6 +60,9 @@ pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, C
             .map_err(coded)?
             .and_then(|m| Some((m.session_id?, HistoryFilter::phrase(&m.content)))),
     };
+    if let Forget::Scope(scope) | Forget::Query { scope, .. } = what {
+        known_scope(memory, scope)?;
+    }
     let ids = memory.forget(what).map_err(coded)?;
     // An id names one memory: none erased means the owner mistyped it (or
     // it is already gone), which an audit entry would record as done.
@@ -92,6 +95,35 @@ pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, C
         json!({"how": how, "ids": ids, "count": ids.len(), "turns": turns, "by": by}),
     )?;
     Ok(ids)
+}
+
+/// A scope with neither memories nor conversation is a mistyped one (or
+/// one already forgotten): said, with the scopes that do hold memories,
+/// rather than "nothing to forget" and success.
+fn known_scope(memory: &Memory, scope: &str) -> Result<(), CliError> {
+    let turns = memory
+        .store()
+        .chronicle()
+        .get_recent(scope, 1)
+        .map_err(coded)?;
+    if !turns.is_empty() || !memory.search_session(scope).map_err(coded)?.is_empty() {
+        return Ok(());
+    }
+    let mut known = memory.scopes().map_err(coded)?;
+    let more = known.len().saturating_sub(10);
+    known.truncate(10);
+    let list = match (known.is_empty(), more) {
+        (true, _) => "no scope holds memories".to_string(),
+        (false, 0) => format!("scopes with memories: {}", known.join(", ")),
+        (false, n) => format!("scopes with memories: {} and {n} more", known.join(", ")),
+    };
+    Err(CliError::new(
+        ErrorCode::EDbNotFound,
+        format!(
+            "nothing is recorded under scope {scope:?} (no memories, no conversation; \
+             already forgotten, or mistyped?): nothing was erased; {list}"
+        ),
+    ))
 }
 
 fn parse_since(since: Option<&str>) -> Result<Option<Timestamp>, CliError> {

@@ -12,6 +12,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use silas_core::ErrorCode;
 use silas_core::config::Config;
@@ -90,8 +91,9 @@ pub(crate) fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Respo
         CliError::new(
             ErrorCode::EChannelDisconnected,
             format!(
-                "{what} needs the running daemon, and none runs on {} (start it with `silas start`)",
-                cfg.data_dir.display()
+                "{what} needs the running daemon, and none runs on {} (start it with `silas start`){}",
+                cfg.data_dir.display(),
+                elsewhere_hint(cfg)
             ),
         )
     })
@@ -116,8 +118,9 @@ pub fn status(cfg: &Config, args: StatusArgs) -> Result<ExitCode, CliError> {
                 println!("{{\"running\":false}}");
             } else {
                 println!(
-                    "silas: not running (no daemon on {})",
-                    socket_path(cfg).display()
+                    "silas: not running (no daemon on {}){}",
+                    socket_path(cfg).display(),
+                    elsewhere_hint(cfg)
                 );
             }
             return Ok(ExitCode::from(NOT_RUNNING_EXIT));
@@ -129,6 +132,72 @@ pub fn status(cfg: &Config, args: StatusArgs) -> Result<ExitCode, CliError> {
         print!("{}", status_text(&report));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+// ------------------------------------------------------------------ stop
+
+/// `silas stop`: asks for the orderly shutdown, then waits for the control
+/// socket to stop answering — the daemon's last step before it exits.
+pub fn stop(cfg: &Config) -> Result<ExitCode, CliError> {
+    let pid = match ask(cfg, Request::Stop)? {
+        Some(Response::Stopping { pid }) => pid,
+        Some(other) => return Err(unexpected(&other)),
+        None => {
+            // Already stopped is what was asked for (as `systemctl stop`).
+            println!(
+                "silas: not running (no daemon on {}){}",
+                socket_path(cfg).display(),
+                elsewhere_hint(cfg)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    println!("silas: stopping (pid {pid}): finishing turns in flight…");
+    // Turns drain, then the server, then the actors: up to three graces.
+    let grace = cfg.backpressure.shutdown_grace_seconds;
+    let deadline = Instant::now() + Duration::from_secs(grace.saturating_mul(3) + 10);
+    let sock = socket_path(cfg);
+    while Instant::now() < deadline {
+        let gone = std::os::unix::net::UnixStream::connect(&sock).is_err();
+        if gone && exited(pid) {
+            println!("silas: stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(CliError::new(
+        ErrorCode::EChannelTimeout,
+        format!(
+            "the daemon (pid {pid}) is still shutting down after {}s; `kill {pid}` asks \
+             again, its log says what it waits for",
+            grace.saturating_mul(3) + 10
+        ),
+    ))
+}
+
+/// Whether `pid` has ended: gone, or a zombie its parent has yet to reap.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
+/// When the data dir itself is missing, the daemon may well run — started
+/// in another directory, whose `./data` this is not.
+pub(crate) fn elsewhere_hint(cfg: &Config) -> String {
+    if cfg.data_dir.exists() {
+        return String::new();
+    }
+    format!(
+        "\n  there is no data directory at {}: if you started the daemon in another \
+         directory, run this there or pass --data-dir DIR (`silas start` prints its data \
+         directory)",
+        cfg.data_dir.display()
+    )
 }
 
 fn duration_text(secs: u64) -> String {

@@ -161,6 +161,28 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     let cfg = ok(dir, &["config", "check"]);
     assert!(cfg.contains("config in force (running daemon)"), "{cfg}");
     assert!(cfg.contains("config on disk: same"), "{cfg}");
+    // It started from the built-in defaults and an override; a config file
+    // written since is what a restart would read, not what runs now.
+    assert!(
+        cfg.contains(
+            "config in force (running daemon): built-in defaults + environment \
+             (SILAS__CHANNELS__WEB__PORT)"
+        ),
+        "{cfg}"
+    );
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::write(
+        dir.join("config/silas.yaml"),
+        "silas:\n  chronicle:\n    retention_days: 31\n",
+    )
+    .unwrap();
+    let cfg = ok(dir, &["config", "check"]);
+    assert!(
+        cfg.contains("config in force (running daemon): built-in defaults")
+            && cfg.contains("differs in chronicle"),
+        "{cfg}"
+    );
+    std::fs::remove_dir_all(dir.join("config")).unwrap();
 
     daemon.stop_blocking();
     let events = audit_events(dir);
@@ -173,6 +195,42 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     assert!(
         !data.join("control.sock").exists(),
         "socket removed at stop"
+    );
+}
+
+/// `silas stop` shuts the daemon down as SIGTERM does (drain, checkpoint,
+/// exit 0), waits for it, and the audit says who asked; with no daemon it
+/// says so and succeeds (stopped is what was asked for).
+#[test]
+fn silas_stop_shuts_the_daemon_down_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (mut daemon, _addr) = start(dir);
+    let out = ok(dir, &["stop"]);
+    assert!(
+        out.contains("silas: stopping (pid") && out.trim_end().ends_with("silas: stopped"),
+        "{out}"
+    );
+    let status = daemon.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let events = audit_events(dir);
+    let stopped = events
+        .iter()
+        .rfind(|e| e["event"] == "daemon.stopped")
+        .expect("daemon.stopped audited");
+    assert!(
+        stopped["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("silas stop by dev-"),
+        "{stopped}"
+    );
+    let again = run(dir, &["stop"]);
+    assert!(again.status.success());
+    assert!(
+        stdout(&again).starts_with("silas: not running"),
+        "{}",
+        stdout(&again)
     );
 }
 
@@ -252,9 +310,32 @@ fn without_a_daemon_reads_use_the_store_and_live_commands_say_they_need_it() {
     let status = run(dir, &["status"]);
     assert_eq!(status.status.code(), Some(3), "{}", stderr(&status));
     assert!(
-        stdout(&status).starts_with("silas: not running"),
+        stdout(&status).starts_with("silas: not running")
+            && !stdout(&status).contains("no data directory"),
         "{}",
         stdout(&status)
+    );
+    // Asked from a directory with no `./data`: the likely reason is said.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let status = run(&elsewhere, &["status"]);
+    assert_eq!(status.status.code(), Some(3), "{}", stderr(&status));
+    assert!(
+        stdout(&status).contains("there is no data directory at")
+            && stdout(&status).contains("--data-dir"),
+        "{}",
+        stdout(&status)
+    );
+    let list = run(&elsewhere, &["work", "list"]);
+    assert_eq!(list.status.code(), Some(1));
+    assert!(
+        stderr(&list).contains("no data directory at") && stderr(&list).contains("--data-dir"),
+        "{}",
+        stderr(&list)
+    );
+    assert!(
+        !elsewhere.join("data").exists(),
+        "a read created a data dir"
     );
     assert!(ok(dir, &["work", "list"]).contains("w-ctl-1"));
     let shown: Value =

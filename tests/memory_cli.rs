@@ -126,6 +126,31 @@ fn without_a_daemon_import_export_forget_work_on_the_store_and_index() {
         "{err}"
     );
     assert_eq!(audit_json(dir).matches("memory_forgotten").count(), before);
+    // A scope that holds nothing (a typo of `customer-7`) is said, not
+    // reported as done; the scopes that do hold memories are named.
+    for args in [
+        &["memory", "forget", "--scope", "customer7"][..],
+        &["memory", "forget", "--scope", "customer7", "--query", "tea"][..],
+    ] {
+        let typo = run(dir, args);
+        assert_eq!(typo.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&typo.stderr);
+        assert!(
+            err.contains("E_DB_NOT_FOUND")
+                && err.contains("\"customer7\"")
+                && err.contains("scopes with memories: customer-7, owner"),
+            "{err}"
+        );
+    }
+    assert_eq!(audit_json(dir).matches("memory_forgotten").count(), before);
+    // A known scope with nothing matching is no error.
+    let none = ok(
+        dir,
+        &[
+            "memory", "forget", "--scope", "owner", "--query", "zanzibar",
+        ],
+    );
+    assert!(none.contains("nothing to forget"), "{none}");
     let audit = audit_json(dir);
     assert!(audit.contains("memory_forgotten") && audit.contains("memory_imported"));
     assert!(

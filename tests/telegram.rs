@@ -702,3 +702,52 @@ async fn the_bot_token_is_never_logged_or_audited() {
     let audit = support::audit_json(dir.path());
     assert!(!audit.contains(TOKEN_SECRET), "the token is in the audit");
 }
+
+/// A chatbot customer who floods the bot while their queue is full is told
+/// to send again, and holds up no one: updates are handled in order, and a
+/// customer's "busy" used to be retried with a growing backoff while every
+/// later update — the owner's too — waited behind it (minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_flood_does_not_hold_up_the_owner() {
+    const CUSTOMER: i64 = 888;
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Noted.", Duration::from_secs(3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let goal = dir.path().join("goal.md");
+    std::fs::write(&goal, "answer questions about opening hours\n").unwrap();
+    let mut yaml = std::fs::read_to_string(dir.path().join("silas.yaml")).unwrap();
+    yaml.push_str(&format!(
+        "  active_goal: \"{}\"\n  backpressure:\n    max_pending_turns_per_scope: 1\n",
+        goal.display()
+    ));
+    std::fs::write(dir.path().join("silas.yaml"), yaml).unwrap();
+    let (daemon, _) = start(dir.path(), false);
+
+    for i in 0..8u64 {
+        bot.push_update(message(
+            10 + i,
+            CUSTOMER,
+            CUSTOMER,
+            100 + i as i64,
+            "hours?",
+        ));
+    }
+    bot.push_update(message(30, OWNER, OWNER, 300, "are you there?"));
+    let asked = Instant::now();
+    sent_text(&bot, OWNER, "Noted.", Duration::from_secs(60)).await;
+    let waited = asked.elapsed();
+    // The owner's own turn takes the model's 3 s, behind at most the
+    // customer's turn in flight; the backoff made it 30 s and more.
+    assert!(
+        waited < Duration::from_secs(15),
+        "the owner waited {waited:?}: {}",
+        dump(&bot.calls())
+    );
+    let told = sent_to(&bot, CUSTOMER)
+        .iter()
+        .filter(|c| text_of(c).starts_with("I'm still working on your earlier messages"))
+        .count();
+    assert!(told >= 1, "{}", dump(&bot.calls()));
+    daemon.stop().await;
+}

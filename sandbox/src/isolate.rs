@@ -368,7 +368,10 @@ fn confine_filesystem(spec: &SandboxSpec, scope_abstract: bool) -> Result<u32, S
     let mut created = ruleset
         .create()
         .map_err(err)?
-        .add_rules(path_beneath_rules(SYSTEM_READ_EXEC, read))
+        .add_rules(path_beneath_rules(
+            crate::hidden::system_grants(SYSTEM_READ_EXEC, &spec.hidden_paths),
+            read,
+        ))
         .map_err(err)?
         .add_rules(path_beneath_rules(
             SYSTEM_READ,

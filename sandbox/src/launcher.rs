@@ -101,7 +101,13 @@ pub struct Request {
 
 /// The request frame as the daemon writes it.
 pub fn encode_request(request: &Request) -> Result<Vec<u8>, SandboxError> {
-    let json = serde_json::to_vec(request).map_err(|e| SandboxError::Invalid(e.to_string()))?;
+    let mut request = request.clone();
+    for p in crate::hidden::process_wide() {
+        if !request.spec.hidden_paths.contains(&p) {
+            request.spec.hidden_paths.push(p);
+        }
+    }
+    let json = serde_json::to_vec(&request).map_err(|e| SandboxError::Invalid(e.to_string()))?;
     let len = u32::try_from(json.len())
         .ok()
         .filter(|l| (*l as usize) <= MAX_FRAME)

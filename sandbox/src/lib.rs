@@ -21,6 +21,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod hidden;
 mod isolate;
 pub mod launcher;
 pub mod manager;
@@ -30,6 +31,7 @@ pub mod seccomp;
 pub mod spec;
 mod stream;
 
+pub use hidden::hide_from_commands;
 pub use isolate::kernel_landlock_abi;
 pub use manager::{Launcher, SubprocessSandbox};
 pub use process::{ProcessExit, SandboxProcess};

@@ -1,6 +1,7 @@
 //! The seccomp filters. Two, by mode (see `isolate.rs`):
 //!
-//! **Every mode: no unix socket of its own** ([`deny_unix_sockets`]).
+//! **Every mode: no unix socket of its own**, nor any other family but IPv4
+//! and IPv6 ([`deny_unix_sockets`]).
 //! Landlock does not govern `connect(2)` to a *named* unix socket (before
 //! its ABI 9), and a network namespace does not hide them: a command running
 //! as the daemon's user could reach every socket that user can — the
@@ -58,20 +59,26 @@ fn install(program: BpfProgram) -> Result<(), String> {
     Ok(())
 }
 
-/// `socket(AF_UNIX, …)`, any `socketpair` but a unix stream or seqpacket pair, and
-/// io_uring refused; everything else allowed.
+/// `socket` of any family but `AF_INET`/`AF_INET6` (so no `AF_UNIX`, and
+/// none of the families a network namespace does not cut off: `AF_VSOCK`
+/// reaches the hypervisor's services from any namespace, netlink families
+/// such as audit and uevents are not per-namespace), any `socketpair` but
+/// a unix stream or seqpacket pair, and io_uring refused; everything else
+/// allowed. glibc's resolver copes without netlink (it assumes both address
+/// families are configured).
 pub fn unix_socket_filter() -> Result<BpfProgram, String> {
-    let is_unix = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::Eq,
-        libc::AF_UNIX as u64,
-    )
-    .map_err(|e| e.to_string())?;
+    let not = |family: i32| {
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+            .map_err(|e| e.to_string())
+    };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // The conditions of one rule must all hold: neither IPv4 nor IPv6.
     rules.insert(
         libc::SYS_socket,
-        vec![SeccompRule::new(vec![is_unix]).map_err(|e| e.to_string())?],
+        vec![
+            SeccompRule::new(vec![not(libc::AF_INET)?, not(libc::AF_INET6)?])
+                .map_err(|e| e.to_string())?,
+        ],
     );
     rules.insert(libc::SYS_socketpair, not_a_unix_stream_pair()?);
     for nr in IO_URING {

@@ -66,6 +66,11 @@ pub struct SandboxSpec {
     pub timeout: Duration,
     /// Per stream; the rest is counted and dropped.
     pub max_output_bytes: usize,
+    /// Paths the system directories' read grants must leave out (the
+    /// daemon's data dir and config: see `hidden.rs`). Paths granted by name
+    /// above are not affected. [`crate::hide_from_commands`] adds to it.
+    #[serde(default)]
+    pub hidden_paths: Vec<PathBuf>,
 }
 
 impl SandboxSpec {
@@ -83,6 +88,7 @@ impl SandboxSpec {
             limits: Limits::default(),
             timeout: Duration::from_secs(60),
             max_output_bytes: 100_000,
+            hidden_paths: Vec::new(),
         }
     }
 }

@@ -180,7 +180,53 @@ in_every_mode!(
     a_timeout_kills_every_descendant,
     processes_outside_cannot_be_signalled,
     named_unix_sockets_outside_are_refused,
+    a_data_dir_inside_a_system_directory_stays_hidden,
 );
+
+/// A daemon installed as `/opt/<app>` keeps its data dir there: `/opt` is
+/// a system directory every command may read, and an unprivileged daemon's
+/// command runs as the daemon's own uid, for which the 0600 owner key is
+/// readable. Hidden, it is granted around: the app's other files stay
+/// readable, the data dir is not (landlock: EACCES).
+async fn a_data_dir_inside_a_system_directory_stays_hidden(mode: Mode) {
+    let Ok(app) = tempfile::Builder::new()
+        .prefix("silas-hidden-test-")
+        .tempdir_in("/opt")
+    else {
+        eprintln!("/opt is not writable here; skipped");
+        return;
+    };
+    std::fs::set_permissions(app.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let keys = app.path().join("data/keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    for d in [app.path().join("data"), keys.clone()] {
+        std::fs::set_permissions(&d, PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let key = keys.join("owner.key");
+    let tool = app.path().join("README");
+    std::fs::write(&key, "OWNER-KEY-CANARY").unwrap();
+    std::fs::write(&tool, "readable").unwrap();
+    // Readable for whoever the command runs as: only landlock stands between.
+    std::fs::set_permissions(&key, PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&tool, PermissionsExt::from_mode(0o644)).unwrap();
+    let w = workdir(mode);
+    let script = format!(
+        "cat {tool} && echo; cat {key} 2>/dev/null || echo refused",
+        tool = tool.display(),
+        key = key.display()
+    );
+    // Not hidden: the grant of /opt covers it (what the fix is for).
+    let open = run(mode, &sh(mode, &script, &w.work)).await;
+    assert_eq!(
+        open.stdout, "readable\nOWNER-KEY-CANARY",
+        "{mode:?}: {open:?}"
+    );
+    let mut spec = sh(mode, &script, &w.work);
+    spec.hidden_paths = vec![app.path().join("data")];
+    let hidden = run(mode, &spec).await;
+    assert!(hidden.success(), "{mode:?}: {hidden:?}");
+    assert_eq!(hidden.stdout, "readable\nrefused\n", "{mode:?}: {hidden:?}");
+}
 
 /// Host loopback and an outside address (TEST-NET-1: documentation-only,
 /// never routed) are unreachable. Prints, per target, the errno of the
@@ -369,14 +415,17 @@ async fn named_unix_sockets_outside_are_refused(mode: Mode) {
     std::fs::set_permissions(&dg_path, PermissionsExt::from_mode(0o777)).unwrap();
     let w = workdir(mode);
     let script = format!(
-        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\ntry:\n  a,b=socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'x', '{}'); print('SENT')\nexcept OSError as e: print('dgram refused', e.errno)\na,b=socket.socketpair(); a.send(b'ping'); print('pair', b.recv(4).decode())\n",
+        "import socket\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\nexcept OSError as e: print('refused', e.errno)\ntry:\n  a,b=socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'x', '{}'); print('SENT')\nexcept OSError as e: print('dgram refused', e.errno)\na,b=socket.socketpair(); a.send(b'ping'); print('pair', b.recv(4).decode())\n\
+         for fam in (socket.AF_VSOCK, socket.AF_NETLINK, socket.AF_PACKET):\n  try:\n    socket.socket(fam, socket.SOCK_RAW if fam==socket.AF_PACKET else socket.SOCK_DGRAM); print('OPENED', fam)\n  except OSError as e: print('family refused', e.errno)\n",
         path.display(),
         dg_path.display()
     );
     let out = run(mode, &py(mode, &script, &w.work)).await;
     assert!(out.success(), "{out:?}");
+    // vsock reaches a hypervisor's services from any network namespace.
     assert_eq!(
-        out.stdout, "refused 1\ndgram refused 1\npair ping\n",
+        out.stdout,
+        "refused 1\ndgram refused 1\npair ping\nfamily refused 1\nfamily refused 1\nfamily refused 1\n",
         "{mode:?}: {out:?}"
     );
     assert!(

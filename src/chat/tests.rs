@@ -42,6 +42,13 @@ fn the_web_apps_address_is_taken_for_its_socket() {
         ("http://127.0.0.1:8420", "ws://127.0.0.1:8420/ws"),
         ("https://silas.home.arpa", "wss://silas.home.arpa/ws"),
         ("http://[::1]:9000/ws", "ws://[::1]:9000/ws"),
+        // A page, a query or both: the socket is the web app's.
+        (
+            "http://127.0.0.1:8420/?x=1#pair=abc",
+            "ws://127.0.0.1:8420/ws",
+        ),
+        ("http://127.0.0.1:8420?x=1", "ws://127.0.0.1:8420/ws"),
+        ("http://127.0.0.1:8420/index.html", "ws://127.0.0.1:8420/ws"),
         ("ws://127.0.0.1:8420/ws", "ws://127.0.0.1:8420/ws"),
         ("wss://h/ws", "wss://h/ws"),
     ] {

@@ -20,6 +20,8 @@ use super::{OWNER_CONNECTION, TELEGRAM_CHANNEL, TelegramBridge};
 
 /// What the owner is told after a secret was removed from the chat.
 pub const SECRET_DELETED_NOTICE: &str = "I deleted your last message from this chat because it looked like a secret (an API key, token or password). It was redacted before Silas stored it and no model saw it. To give Silas a secret, send /secret <what it is> and use the secure form in the web app.";
+/// What a customer is told when their conversation's queue is full.
+pub const CUSTOMER_BUSY: &str = "I'm still working on your earlier messages, so I couldn't take this one. Please send it again in a moment.";
 /// The chat command that opens a secure input card.
 pub const SECRET_COMMAND: &str = "/secret";
 
@@ -217,12 +219,17 @@ impl TelegramBridge {
         };
         match stream.submit(inbound).await {
             Ok(SubmitOutcome::Accepted { .. }) => {}
-            Ok(SubmitOutcome::BusyRetry { retry_after_ms }) => {
+            // The owner's message waits (retried, never dropped). A
+            // customer's is declined with a word: updates are handled in
+            // order, and waiting on one chat's full queue held up every
+            // other chat's, the owner's included.
+            Ok(SubmitOutcome::BusyRetry { retry_after_ms }) if owner => {
                 return Err(retry(
-                    ErrorCode::EChannelRateLimited,
+                    silas_telegram::poller::BUSY,
                     format!("busy, retry in {retry_after_ms} ms"),
                 ));
             }
+            Ok(SubmitOutcome::BusyRetry { .. }) => actions.push(say(chat_id, CUSTOMER_BUSY)),
             Ok(SubmitOutcome::RateLimited { message }) => actions.push(say(chat_id, message)),
             Ok(SubmitOutcome::ShuttingDown) => {
                 return Err(retry(ErrorCode::EChannelDisconnected, "shutting down"));

@@ -104,6 +104,16 @@ impl Store {
     /// its schema record.
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Store> {
         let path = path.as_ref().to_path_buf();
+        // redb would initialise an empty file as a fresh store: every
+        // command would then go on as if nothing had ever been recorded.
+        // An empty store file is what a full disk or a cut-off copy leaves.
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(StoreError::Corrupt(format!(
+                "{} is empty (0 bytes; a full disk or an interrupted copy?): restore the data \
+                 dir from a backup, or move the file aside to start with a new, empty store",
+                path.display()
+            )));
+        }
         create_owner_only(&path)?;
         let db = redb::Builder::new()
             .set_cache_size(CACHE_BYTES)

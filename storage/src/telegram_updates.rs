@@ -60,6 +60,11 @@ pub enum Recorded {
     AlreadyHandled,
     /// Below the confirmed offset (handled and pruned): ignore.
     BelowOffset,
+    /// Below the confirmed offset and unknown, although `getUpdates` was
+    /// asked for nothing below it: Telegram started a new sequence (after a
+    /// week without updates the next id is chosen at random). Stored as
+    /// pending, and the offset now follows the new sequence.
+    NewSequence,
 }
 
 #[derive(Clone)]
@@ -103,34 +108,79 @@ impl TelegramUpdates {
     }
 
     /// Durably record a received update as pending, unless it is known.
-    pub fn record(&self, update_id: u64, payload: &str, now: Timestamp) -> StoreResult<Recorded> {
+    /// `asked_from`: the offset `getUpdates` was called with — an unknown
+    /// update below it starts a new sequence (see [`Recorded::NewSequence`]);
+    /// `None` (not from a poll) keeps such an update out as before.
+    pub fn record(
+        &self,
+        update_id: u64,
+        payload: &str,
+        now: Timestamp,
+        asked_from: Option<u64>,
+    ) -> StoreResult<Recorded> {
         let txn = self.db.begin_write()?;
-        let outcome = if update_id < offset_in(&txn)? {
-            Recorded::BelowOffset
-        } else {
-            match get_in(&txn, update_id)? {
-                Some(r) if r.state == UpdateState::Handled => Recorded::AlreadyHandled,
-                Some(_) => Recorded::AlreadyPending,
-                None => {
-                    put_in(
-                        &txn,
-                        &UpdateRecord {
-                            update_id,
-                            state: UpdateState::Pending,
-                            payload: payload.to_string(),
-                            received_at: now,
-                            attempts: 0,
-                            handled_at: None,
-                        },
-                    )?;
+        let offset = offset_in(&txn)?;
+        let known = get_in(&txn, update_id)?;
+        let outcome = match known {
+            Some(r) if r.state == UpdateState::Handled => Recorded::AlreadyHandled,
+            Some(_) => Recorded::AlreadyPending,
+            None if update_id < offset && asked_from.is_none_or(|a| update_id >= a) => {
+                Recorded::BelowOffset
+            }
+            None => {
+                if update_id < offset {
+                    // The handled records below the old offset only kept
+                    // re-sends of the old sequence out; the new one starts
+                    // here, and the offset must follow it (or nothing past
+                    // this update would ever be confirmed).
+                    let mut t = txn.open_table(TELEGRAM_UPDATES)?;
+                    let mut old = Vec::new();
+                    for row in t.range(..offset)? {
+                        old.push(row?.0.value());
+                    }
+                    for id in old {
+                        t.remove(id)?;
+                    }
+                    drop(t);
+                    txn.open_table(COUNTERS)?
+                        .insert(OFFSET_COUNTER, update_id)?;
+                }
+                put_in(
+                    &txn,
+                    &UpdateRecord {
+                        update_id,
+                        state: UpdateState::Pending,
+                        payload: payload.to_string(),
+                        received_at: now,
+                        attempts: 0,
+                        handled_at: None,
+                    },
+                )?;
+                if update_id < offset {
+                    Recorded::NewSequence
+                } else {
                     Recorded::New
                 }
             }
         };
-        if outcome == Recorded::New {
+        if matches!(outcome, Recorded::New | Recorded::NewSequence) {
             txn.commit()?;
         }
         Ok(outcome)
+    }
+
+    /// Take back the attempt [`Self::begin_attempt`] counted when the
+    /// handler did nothing and asked to be called again later (the queue was
+    /// full): waiting is not failing, and must not make the update look
+    /// poisoned.
+    pub fn undo_attempt(&self, update_id: u64) -> StoreResult<()> {
+        let txn = self.db.begin_write()?;
+        if let Some(mut r) = get_in(&txn, update_id)? {
+            r.attempts = r.attempts.saturating_sub(1);
+            put_in(&txn, &r)?;
+        }
+        txn.commit()?;
+        Ok(())
     }
 
     pub fn get(&self, update_id: u64) -> StoreResult<Option<UpdateRecord>> {
@@ -266,7 +316,7 @@ mod tests {
         let u = s.telegram_updates();
         let now = Timestamp::now();
         for id in [10, 11, 13] {
-            assert_eq!(u.record(id, "{}", now).unwrap(), Recorded::New);
+            assert_eq!(u.record(id, "{}", now, None).unwrap(), Recorded::New);
         }
         assert_eq!(u.offset().unwrap(), 0);
         // 11 handled before 10: nothing may be confirmed yet.
@@ -282,25 +332,68 @@ mod tests {
         let (_d, s) = store();
         let u = s.telegram_updates();
         let now = Timestamp::now();
-        assert_eq!(u.record(5, "{\"a\":1}", now).unwrap(), Recorded::New);
+        assert_eq!(u.record(5, "{\"a\":1}", now, None).unwrap(), Recorded::New);
         assert_eq!(
-            u.record(5, "{\"a\":2}", now).unwrap(),
+            u.record(5, "{\"a\":2}", now, None).unwrap(),
             Recorded::AlreadyPending
         );
         // The first payload is kept while pending, dropped once handled.
         assert_eq!(u.get(5).unwrap().unwrap().payload, "{\"a\":1}");
         // 6 handled while 5 is pending: above the offset, still known.
-        assert_eq!(u.record(6, "{}", now).unwrap(), Recorded::New);
+        assert_eq!(u.record(6, "{}", now, None).unwrap(), Recorded::New);
         assert_eq!(u.mark_handled(6, now).unwrap(), 0);
-        assert_eq!(u.record(6, "{}", now).unwrap(), Recorded::AlreadyHandled);
+        assert_eq!(
+            u.record(6, "{}", now, None).unwrap(),
+            Recorded::AlreadyHandled
+        );
         assert_eq!(u.mark_handled(5, now).unwrap(), 7);
         assert_eq!(u.get(5).unwrap().unwrap().payload, "");
         // Pruning keeps the offset, so pruned ids stay refused.
         let later = now.plus(chrono::Duration::seconds(1));
         assert_eq!(u.prune_handled(later).unwrap(), 2);
         assert!(u.get(5).unwrap().is_none());
-        assert_eq!(u.record(5, "{}", now).unwrap(), Recorded::BelowOffset);
-        assert_eq!(u.record(7, "{}", now).unwrap(), Recorded::New);
+        assert_eq!(u.record(5, "{}", now, None).unwrap(), Recorded::BelowOffset);
+        assert_eq!(u.record(7, "{}", now, None).unwrap(), Recorded::New);
+    }
+
+    /// After a quiet week Telegram picks the next id at random, possibly
+    /// far below the offset, and delivers it although `getUpdates` asked
+    /// for nothing below the offset: a new sequence, not a re-send. The bot
+    /// must hear it, and confirm what follows it.
+    #[test]
+    fn an_unknown_id_below_the_offset_asked_for_starts_a_new_sequence() {
+        let (_d, s) = store();
+        let u = s.telegram_updates();
+        let now = Timestamp::now();
+        u.record(1_000_000_000, "{}", now, Some(0)).unwrap();
+        assert_eq!(u.mark_handled(1_000_000_000, now).unwrap(), 1_000_000_001);
+        // Delivered by a poll from the offset: the new sequence.
+        assert_eq!(
+            u.record(500, "{\"m\":1}", now, Some(1_000_000_001))
+                .unwrap(),
+            Recorded::NewSequence
+        );
+        assert_eq!(u.offset().unwrap(), 500);
+        assert_eq!(u.pending().unwrap().len(), 1);
+        assert_eq!(
+            u.record(500, "{}", now, Some(500)).unwrap(),
+            Recorded::AlreadyPending
+        );
+        assert_eq!(u.mark_handled(500, now).unwrap(), 501);
+        assert_eq!(u.record(501, "{}", now, Some(501)).unwrap(), Recorded::New);
+        assert_eq!(u.mark_handled(501, now).unwrap(), 502);
+        // The old sequence's records are gone, not confirmed past.
+        assert!(u.get(1_000_000_000).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_wait_is_not_a_failed_attempt() {
+        let (_d, s) = store();
+        let u = s.telegram_updates();
+        u.record(9, "{}", Timestamp::now(), None).unwrap();
+        assert_eq!(u.begin_attempt(9).unwrap().attempts, 1);
+        u.undo_attempt(9).unwrap();
+        assert_eq!(u.begin_attempt(9).unwrap().attempts, 1);
     }
 
     #[test]
@@ -310,8 +403,8 @@ mod tests {
         {
             let s = Store::open_in(dir.path()).unwrap();
             let u = s.telegram_updates();
-            u.record(7, "{}", now).unwrap();
-            u.record(8, "{}", now).unwrap();
+            u.record(7, "{}", now, None).unwrap();
+            u.record(8, "{}", now, None).unwrap();
             assert_eq!(u.begin_attempt(7).unwrap().attempts, 1);
             // crash: 7 was being handled, never marked.
         }

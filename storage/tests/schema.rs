@@ -36,6 +36,23 @@ fn fresh_store_is_stamped_and_reopens() {
     assert_eq!(schema_checksum().len(), 64);
 }
 
+/// A store file cut to nothing (a full disk, an interrupted copy) is not a
+/// fresh store: refused as corrupt, and left as it was.
+#[test]
+fn an_empty_store_file_is_refused_not_reinitialised() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    std::fs::write(&path, b"").unwrap();
+    let e = open_err(&path);
+    assert_eq!(e.code(), ErrorCode::EDbCorrupt, "{e}");
+    assert!(e.to_string().contains("is empty (0 bytes"), "{e}");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        0,
+        "the file was written"
+    );
+}
+
 #[test]
 fn newer_schema_is_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,14 @@ use crate::outbox::{Action, Outbox, RetryPolicy};
 use crate::policy::secrets;
 use crate::types::{Update, UpdateId};
 
+/// The code of a [`HandleError`] that asks to be called again because the
+/// queue is full: not counted as a failed attempt, retried after
+/// [`BUSY_WAIT`].
+pub const BUSY: ErrorCode = ErrorCode::EChannelRateLimited;
+const BUSY_WAIT: Duration = Duration::from_secs(1);
+/// The shortest step that found nothing new.
+const MIN_EMPTY_STEP: Duration = Duration::from_secs(1);
+
 /// One update handed to the handler.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
@@ -161,6 +169,9 @@ impl<H: Handler> Poller<H> {
                                 }
                             }
                             Err(e) if e.retry => {
+                                if e.code == BUSY {
+                                    self.updates.undo_attempt(id)?;
+                                }
                                 return Err(TelegramError::Handler {
                                     code: e.code,
                                     message: e.message,
@@ -210,20 +221,35 @@ impl<H: Handler> Poller<H> {
                 method: "getUpdates",
                 detail: e.to_string(),
             })?;
-            if self.updates.record(update_id, &payload, Timestamp::now())? == Recorded::New {
-                fresh += 1;
+            match self
+                .updates
+                .record(update_id, &payload, Timestamp::now(), Some(offset))?
+            {
+                Recorded::New => fresh += 1,
+                Recorded::NewSequence => {
+                    tracing::warn!(
+                        update_id,
+                        previous_offset = offset,
+                        "telegram started a new update sequence (ids below the confirmed \
+                         offset); following it"
+                    );
+                    fresh += 1;
+                }
+                Recorded::AlreadyPending | Recorded::AlreadyHandled | Recorded::BelowOffset => {}
             }
         }
         Ok(fresh)
     }
 
-    /// One step: pending first, then a poll, then what it brought.
-    pub async fn step(&self) -> Result<(), TelegramError> {
+    /// One step: pending first, then a poll, then what it brought; returns
+    /// how many updates the poll brought that were new.
+    pub async fn step(&self) -> Result<usize, TelegramError> {
         self.handle_pending().await?;
-        if self.poll_once().await? > 0 {
+        let fresh = self.poll_once().await?;
+        if fresh > 0 {
             self.handle_pending().await?;
         }
-        Ok(())
+        Ok(fresh)
     }
 
     /// Run until `shutdown` turns true. Returns `Err` only for a rejected
@@ -234,16 +260,27 @@ impl<H: Handler> Poller<H> {
             if *shutdown.borrow() {
                 return Ok(());
             }
+            let started = tokio::time::Instant::now();
             let result = tokio::select! {
                 r = self.step() => r,
                 _ = shutdown.changed() => return Ok(()),
             };
             let wait = match result {
-                Ok(()) => {
+                Ok(fresh) => {
                     failures = 0;
-                    continue;
+                    // A long poll that came back at once with nothing new
+                    // (a server not honouring the timeout, updates that
+                    // cannot be recorded) must not spin.
+                    if fresh > 0 || started.elapsed() >= MIN_EMPTY_STEP {
+                        continue;
+                    }
+                    MIN_EMPTY_STEP.saturating_sub(started.elapsed())
                 }
                 Err(e @ TelegramError::Unauthorized { .. }) => return Err(e),
+                // A full queue is a wait, not a failure: try again soon
+                // rather than after a growing backoff (the owner's next
+                // message would wait behind it).
+                Err(TelegramError::Handler { code, .. }) if code == BUSY => BUSY_WAIT,
                 Err(e) => {
                     let wait = match &e {
                         TelegramError::RateLimited { retry_after } => *retry_after,

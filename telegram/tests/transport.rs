@@ -400,6 +400,80 @@ async fn sends_retry_in_place_on_429_and_a_refused_reply_does_not_block_the_upda
     assert_eq!(store.telegram_updates().offset().unwrap(), 402);
 }
 
+/// After a quiet week Telegram restarts its ids at a random, lower number
+/// and delivers them although the offset is above: the bot follows the new
+/// sequence instead of going deaf (and confirms what it handled).
+#[tokio::test]
+async fn a_new_update_sequence_below_the_offset_is_heard() {
+    let fake = FakeBotApi::start().await.unwrap();
+    fake.push_update(text_update(1_000_000_000, 7, "before the quiet week"));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let echo = Arc::new(Echo::default());
+    let p = poller(&fake, &store, echo.clone());
+    p.step().await.unwrap();
+    assert_eq!(store.telegram_updates().offset().unwrap(), 1_000_000_001);
+    fake.restart_sequence(1_000_000_001)
+        .push_update(text_update(500, 7, "after it"));
+    p.step().await.unwrap();
+    p.step().await.unwrap();
+    assert_eq!(
+        *echo.seen.lock().await,
+        vec![(1_000_000_000, 1), (500, 1)],
+        "the new sequence's first update was handled once"
+    );
+    assert_eq!(store.telegram_updates().offset().unwrap(), 501);
+    assert_eq!(
+        fake.calls_to("getUpdates").last().unwrap().body["offset"],
+        501
+    );
+}
+
+/// Answers "busy" (the queue is full) a number of times, then succeeds.
+struct Busy {
+    left: AtomicUsize,
+    abandoned: std::sync::Mutex<Vec<(u64, u32)>>,
+}
+
+impl Handler for Busy {
+    async fn handle(&self, _: &Delivery) -> Result<Vec<Action>, HandleError> {
+        if self.left.load(Ordering::SeqCst) > 0 {
+            self.left.fetch_sub(1, Ordering::SeqCst);
+            return Err(HandleError {
+                code: silas_telegram::poller::BUSY,
+                message: "busy".into(),
+                retry: true,
+            });
+        }
+        Ok(vec![])
+    }
+
+    fn abandoned(&self, update_id: u64, attempts: u32) {
+        self.abandoned.lock().unwrap().push((update_id, attempts));
+    }
+}
+
+/// A full queue is waited out however long it lasts: the owner's message
+/// is never given up as poisoned because the queue was busy.
+#[tokio::test]
+async fn a_busy_queue_never_makes_an_update_abandoned() {
+    let fake = FakeBotApi::start().await.unwrap();
+    fake.push_update(text_update(600, 7, "a"));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let busy = Arc::new(Busy {
+        left: AtomicUsize::new(12),
+        abandoned: Default::default(),
+    });
+    let p = poller(&fake, &store, busy.clone());
+    for _ in 0..12 {
+        assert!(p.step().await.is_err());
+    }
+    p.step().await.unwrap();
+    assert!(busy.abandoned.lock().unwrap().is_empty());
+    assert_eq!(store.telegram_updates().offset().unwrap(), 601);
+}
+
 /// Fails with "retry" a fixed number of times, then succeeds.
 struct Flaky {
     failures_left: AtomicUsize,

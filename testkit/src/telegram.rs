@@ -53,6 +53,9 @@ struct State {
     scripted: HashMap<String, VecDeque<BotReply>>,
     calls: Vec<BotCall>,
     next_message_id: i64,
+    /// Offsets from here on belong to a sequence Telegram has left behind
+    /// ([`FakeBotApi::restart_sequence`]): they filter nothing.
+    old_offsets_from: Option<u64>,
 }
 
 struct Shared {
@@ -118,6 +121,19 @@ impl FakeBotApi {
     pub fn push_update(&self, update: Value) -> &Self {
         self.shared.lock().updates.push(update);
         self.shared.arrived.notify_waiters();
+        self
+    }
+
+    /// Telegram picks a new, random update id after a week without updates:
+    /// the offsets a client confirmed in the old sequence (`from` and above)
+    /// stop filtering, so updates below them are delivered.
+    pub fn restart_sequence(&self, from: u64) -> &Self {
+        let mut st = self.shared.lock();
+        // What the old offset confirmed is forgotten first.
+        st.updates
+            .retain(|u| u["update_id"].as_u64().is_none_or(|id| id >= from));
+        st.old_offsets_from = Some(from);
+        drop(st);
         self
     }
 
@@ -222,6 +238,10 @@ async fn get_updates(shared: &Shared, body: &Value) -> Value {
         let notified = shared.arrived.notified();
         {
             let mut st = shared.lock();
+            let offset = match st.old_offsets_from {
+                Some(from) if offset >= from => 0,
+                _ => offset,
+            };
             // An offset confirms every update below it: Telegram forgets them.
             st.updates
                 .retain(|u| u["update_id"].as_u64().is_none_or(|id| id >= offset));

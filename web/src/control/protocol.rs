@@ -63,6 +63,8 @@ pub enum Request {
         token: OwnerToken,
     },
     Status,
+    /// Shut down in order, as on SIGTERM (`silas stop`).
+    Stop,
     AuditTail {
         lines: usize,
     },
@@ -144,6 +146,10 @@ pub enum Response {
         version: u32,
     },
     Status(Box<StatusReport>),
+    /// The daemon (`pid`) has begun its orderly shutdown.
+    Stopping {
+        pid: u32,
+    },
     AuditTail {
         entries: Vec<AuditEntry>,
     },
