@@ -94,7 +94,7 @@ pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
         .url
         .as_deref()
         .map(socket_url)
-        .unwrap_or_else(|| default_url(cfg));
+        .unwrap_or_else(|| running_url(cfg).unwrap_or_else(|| default_url(cfg)));
     let (token, credential) = credential(cfg, &args)?;
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     runtime.block_on(chat(&url, token.as_deref(), &credential, &args))
@@ -137,6 +137,16 @@ pub(crate) fn socket_url(given: &str) -> String {
     // Only the authority counts: a page's path or query is not the socket.
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
     format!("{scheme}://{authority}/ws")
+}
+
+/// The socket of the daemon running on this data dir, as it listens: the
+/// config file may name another port since it started (or an environment
+/// override this shell lacks). `None` when none answers.
+fn running_url(cfg: &Config) -> Option<String> {
+    match crate::remote::ask(cfg, silas_web::control::Request::Status) {
+        Ok(Some(silas_web::control::Response::Status(r))) => Some(socket_url(&r.web_url)),
+        _ => None,
+    }
 }
 
 /// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over

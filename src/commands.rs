@@ -362,6 +362,29 @@ pub fn keystore_from_config(cfg: &Config) -> OwnerKeystore {
     }
 }
 
+/// A store whose audit log is sealed by an owner key, with the key file
+/// gone (deleted, or a data dir restored without `keys/`): a fresh key
+/// would make every earlier signature fail as "tampered" and the new key
+/// the owner's without a word. Refused unless `--force` says so.
+fn refuse_a_lost_key(cfg: &Config, store: &Store, force: bool) -> Result<(), CliError> {
+    let key = cfg.keystore_path();
+    if force || cfg.keystore.backend != KeystoreBackend::File || key.exists() {
+        return Ok(());
+    }
+    if store.audit().latest_checkpoint()?.is_none() {
+        return Ok(());
+    }
+    Err(CliError::new(
+        ErrorCode::ECfgKeystore,
+        format!(
+            "the owner key {} is missing, but this data dir's audit log is signed by it: \
+             restore the key from your backup; `silas init --force` makes a new key instead \
+             (the log's earlier signatures will no longer verify, and a new checkpoint covers them)",
+            key.display()
+        ),
+    ))
+}
+
 /// Owner-only, also when it already existed with a wider mode.
 fn create_private_dir(path: &Path) -> Result<(), CliError> {
     create_dir_with_mode(path, 0o700)?;
@@ -432,6 +455,7 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
     create_private_dir(&cfg.artifacts_dir())?;
     create_private_dir(&cfg.customer_context_dir())?;
     let keystore = keystore_from_config(cfg);
+    refuse_a_lost_key(cfg, &store, force)?;
     let (key_outcome, owner_key) = keystore.open(force)?;
     let (event, outcome) = match &key_outcome {
         InitOutcome::Created { .. } => ("init.owner_key_created", "created"),

@@ -79,6 +79,13 @@ pub fn forget(memory: &Memory, what: &Forget, by: &str) -> Result<Vec<String>, C
             .chronicle()
             .remove_where(&scope, |item| filter.matches(&item.content))
             .map_err(coded)?;
+        // The inbox keeps each delivered message and reply (for redelivery
+        // and de-duplication): their words go too.
+        memory
+            .store()
+            .inbox()
+            .scrub_delivered(&scope, |text| filter.matches(text))
+            .map_err(coded)?;
         // Only inside the daemon: the CLI without one has no live context.
         if let Some(stream) = silas_actors::stream::StreamHandle::find() {
             stream.forget_history(&scope, filter);

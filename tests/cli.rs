@@ -592,6 +592,26 @@ fn init_creates_layout_and_is_idempotent_and_force_replaces_key() {
         "{}",
         verify.describe()
     );
+
+    // The key file lost under a store its key sealed: not silently
+    // replaced by a new owner key (every old signature would then read as
+    // tampering); `--force` still does it when asked.
+    fs::remove_file(&key).unwrap();
+    for args in [&["init"][..], &["start"][..]] {
+        let lost = sb.run(args);
+        assert!(!lost.status.success(), "{args:?}: {}", lost.describe());
+        assert!(
+            lost.stderr.contains("E_CFG_KEYSTORE")
+                && lost
+                    .stderr
+                    .contains("is missing, but this data dir's audit log is signed by it"),
+            "{}",
+            lost.describe()
+        );
+        assert!(!key.exists(), "{args:?} made a new key");
+    }
+    sb.run(&["init", "--force"]).assert_success();
+    assert!(key.is_file());
 }
 
 // ---------------------------------------------------------------------------

@@ -468,3 +468,29 @@ fn a_piped_session_counts_only_replies_to_its_own_messages() {
         );
     }
 }
+
+/// Without `--url`, chat finds the daemon where it actually listens (asked
+/// over the control socket), not where the config file or this shell's
+/// environment say: the daemon here listens on a port of its own choosing.
+#[test]
+fn chat_finds_the_running_daemon_whatever_the_config_says_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = support::start(dir.path());
+    assert!(!addr.ends_with(":8420"), "{addr}");
+    let mut child = silas(dir.path())
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "no reply: {err}"
+    );
+    daemon.stop_blocking();
+}

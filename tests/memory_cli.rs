@@ -325,6 +325,17 @@ async fn with_a_daemon_the_index_serves_turns_and_forget_removes_from_the_prompt
         left.iter().all(|i| !i.content.contains("Zanzibar")),
         "{left:?}"
     );
+    // Nor in the inbox, which keeps every delivered message and reply.
+    let inbox = store.inbox().of_scope("owner").unwrap();
+    assert!(
+        inbox.iter().all(|r| !r.message.text.contains("Zanzibar")
+            && !r.reply.as_deref().unwrap_or("").contains("Zanzibar")),
+        "{inbox:?}"
+    );
+    assert!(
+        inbox.iter().any(|r| r.message.text == "anything else?"),
+        "the rest of the inbox stays: {inbox:?}"
+    );
     drop(store);
     let audit = audit_json(&dir);
     assert!(audit.contains("memory_forgotten"));

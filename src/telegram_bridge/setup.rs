@@ -130,12 +130,8 @@ impl TelegramChannel {
         let waiting = bridge.clone();
         tokio::spawn(async move { waiting.show_waiting_cards().await });
         let polling = tokio::spawn(async move {
-            match poller.run(stop).await {
-                Ok(()) => {}
-                Err(e) => tracing::error!(
-                    code = %e.code(),
-                    "telegram channel stopped: {e}. Check channels.telegram.token; the web app keeps working"
-                ),
+            if let Err(e) = poller.run(stop).await {
+                tracing::error!(code = %e.code(), "telegram channel stopped: {e}");
             }
         });
         vec![polling, flusher, sweeper]

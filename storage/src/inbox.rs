@@ -46,6 +46,8 @@ use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 pub use crate::inbox_ack::{AckOutcome, ReplyAck, UNACKED_KEPT_PER_SCOPE};
 
 pub(crate) const TABLE: &str = "inbox";
+/// What a forgotten reply reads as, should it be sent again.
+pub const FORGOTTEN_REPLY: &str = "(this reply was forgotten at the owner's request)";
 const SEQ_COUNTER: &str = "inbox_seq";
 
 /// How far an accepted message has got.
@@ -595,6 +597,56 @@ impl InboxStore {
         self.writer
             .write(Wait::Durable, outcome_op(inbox_id, outcome))
             .await
+    }
+
+    /// Every record of one scope, any stage, in acceptance order.
+    pub fn of_scope(&self, scope_id: &str) -> StoreResult<Vec<InboxRecord>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(INBOX)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (_, v) = row?;
+            let r: InboxRecord = codec::decode(TABLE, v.value())?;
+            if r.message.scope_id == scope_id {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| r.seq);
+        Ok(out)
+    }
+
+    /// The owner's `memory forget`: delivered records of `scope_id` whose
+    /// message or reply `gone` picks lose their text (the message is
+    /// emptied, the reply replaced — a reply still to be acknowledged is
+    /// then redelivered as that). Records of turns still in flight are left
+    /// to finish. Returns how many were scrubbed.
+    pub fn scrub_delivered(&self, scope_id: &str, gone: impl Fn(&str) -> bool) -> StoreResult<u64> {
+        let txn = self.db.begin_write()?;
+        let scrubbed = {
+            let mut table = txn.open_table(INBOX)?;
+            let mut changed = Vec::new();
+            for row in table.iter()? {
+                let (_, v) = row?;
+                let mut r: InboxRecord = codec::decode(TABLE, v.value())?;
+                if r.message.scope_id != scope_id
+                    || r.stage != InboxStage::Delivered
+                    || !(gone(&r.message.text) || r.reply.as_deref().is_some_and(&gone))
+                {
+                    continue;
+                }
+                r.message.text.clear();
+                if r.reply.is_some() {
+                    r.reply = Some(FORGOTTEN_REPLY.to_string());
+                }
+                changed.push(r);
+            }
+            for r in &changed {
+                table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
+            }
+            changed.len() as u64
+        };
+        txn.commit()?;
+        Ok(scrubbed)
     }
 
     /// Step 13: the reply went out (or found nobody connected); the record

@@ -12,7 +12,8 @@
 //! act twice.
 //!
 //! Errors: 429 waits `retry_after`; 5xx, timeouts and transport failures back
-//! off exponentially; a rejected token (401/404) stops the loop.
+//! off exponentially; a rejected token (401/404) pauses the loop for
+//! minutes (growing to an hour) and is then tried again.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -95,7 +96,14 @@ pub struct PollerConfig {
     /// included) is marked handled unhandled: a poison update must not
     /// wedge the channel.
     pub max_attempts: u32,
+    /// After the Bot API rejected the token (401/404): the first wait before
+    /// asking again, doubled each time up to [`REJECTED_WAIT_MAX`]. A token
+    /// fixed at BotFather, or a proxy's passing 404, then needs no restart.
+    pub rejected_wait: Duration,
 }
+
+/// The longest wait between tries of a rejected token.
+pub const REJECTED_WAIT_MAX: Duration = Duration::from_secs(3600);
 
 impl Default for PollerConfig {
     fn default() -> Self {
@@ -103,6 +111,7 @@ impl Default for PollerConfig {
             long_poll_secs: 25,
             backoff: RetryPolicy::default(),
             max_attempts: 5,
+            rejected_wait: Duration::from_secs(300),
         }
     }
 }
@@ -252,10 +261,12 @@ impl<H: Handler> Poller<H> {
         Ok(fresh)
     }
 
-    /// Run until `shutdown` turns true. Returns `Err` only for a rejected
-    /// token (nothing will work until the owner fixes it).
+    /// Run until `shutdown` turns true. A rejected token is logged and
+    /// tried again after [`PollerConfig::rejected_wait`] (growing): nothing
+    /// works until the owner fixes it, and then it works without a restart.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) -> Result<(), TelegramError> {
         let mut failures = 0u32;
+        let mut rejected = 0u32;
         loop {
             if *shutdown.borrow() {
                 return Ok(());
@@ -268,6 +279,7 @@ impl<H: Handler> Poller<H> {
             let wait = match result {
                 Ok(fresh) => {
                     failures = 0;
+                    rejected = 0;
                     // A long poll that came back at once with nothing new
                     // (a server not honouring the timeout, updates that
                     // cannot be recorded) must not spin.
@@ -276,7 +288,21 @@ impl<H: Handler> Poller<H> {
                     }
                     MIN_EMPTY_STEP.saturating_sub(started.elapsed())
                 }
-                Err(e @ TelegramError::Unauthorized { .. }) => return Err(e),
+                Err(e @ TelegramError::Unauthorized { .. }) => {
+                    let wait = self
+                        .config
+                        .rejected_wait
+                        .saturating_mul(1u32 << rejected.min(12))
+                        .min(REJECTED_WAIT_MAX);
+                    rejected = rejected.saturating_add(1);
+                    tracing::error!(
+                        code = %e.code(),
+                        ?wait,
+                        "telegram channel paused: {e}. Check channels.telegram.token; the web app \
+                         keeps working, and the token is tried again"
+                    );
+                    wait
+                }
                 // A full queue is a wait, not a failure: try again soon
                 // rather than after a growing backoff (the owner's next
                 // message would wait behind it).

@@ -74,6 +74,7 @@ fn poller<H: Handler>(fake: &FakeBotApi, store: &Store, handler: H) -> Poller<H>
             long_poll_secs: 0,
             backoff: fast_retry(),
             max_attempts: 5,
+            rejected_wait: Duration::from_millis(50),
         },
     )
 }
@@ -190,24 +191,41 @@ async fn the_loop_backs_off_on_5xx_and_waits_retry_after_on_429() {
     assert!(after_429 >= Duration::from_millis(1000), "{after_429:?}");
 }
 
+/// A rejected token (or a proxy's passing 404) pauses the channel rather
+/// than ending it: once the Bot API accepts it again, messages flow without
+/// a restart. The error never carries the token.
 #[tokio::test]
-async fn a_rejected_token_stops_the_loop_without_leaking_it() {
+async fn a_rejected_token_pauses_the_loop_and_it_recovers() {
     let fake = FakeBotApi::start().await.unwrap();
-    fake.script(
-        "getUpdates",
-        BotReply::Error {
-            status: 401,
-            description: format!("Unauthorized for {CANARY}"),
-        },
-    );
+    for status in [401, 404] {
+        fake.script(
+            "getUpdates",
+            BotReply::Error {
+                status,
+                description: format!("Unauthorized for {CANARY}"),
+            },
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_in(dir.path()).unwrap();
-    let p = poller(&fake, &store, Echo::default());
-    let (_tx, rx) = watch::channel(false);
-    let err = p.run(rx).await.unwrap_err();
+    let echo = Arc::new(Echo::default());
+    let p = poller(&fake, &store, echo.clone());
+    let err = p.poll_once().await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::EChannelAuth);
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("CANARY"), "{shown}");
+    fake.push_update(text_update(700, 7, "still there?"));
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move { p.run(rx).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while echo.seen.lock().await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tx.send(true).unwrap();
+    assert!(run.await.unwrap().is_ok());
+    // The 404 was waited out too (50 ms, then 100 ms).
+    assert!(fake.calls_to("getUpdates").len() >= 3);
 }
 
 #[tokio::test]
