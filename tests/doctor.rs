@@ -68,6 +68,8 @@ fn a_healthy_scratch_dir_passes() {
     );
     for name in [
         "config",
+        "user",
+        "disk",
         "data-dir",
         "keys-dir",
         "key-file",

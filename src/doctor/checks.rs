@@ -316,7 +316,8 @@ pub fn port(addr: &str, state: &PortState, for_start: bool) -> Check {
         PortState::Silas => Check::fail(
             NAME,
             format!("a Silas daemon is already running at {addr}"),
-            "stop it first, or set channels.web.port (SILAS__CHANNELS__WEB__PORT) for this one",
+            "`silas stop` stops it (with its --data-dir, or where it was started); a second \
+             daemon needs a data dir (--data-dir) and a channels.web.port of its own",
         ),
         PortState::Other(why) => Check::fail(
             NAME,
@@ -480,6 +481,49 @@ pub fn owner_credential(keystore: Result<String, String>, cli_token: Option<&Pat
         ),
     };
     vec![key, cli]
+}
+
+/// Who runs the check against who owns the data dir: another user (an
+/// admin checking the service's data dir) sees permission errors, which the
+/// checks below would report as missing or broken files.
+pub fn user(data_dir: &Path, owner: Option<u32>, me: u32) -> Check {
+    const NAME: &str = "user";
+    match owner {
+        Some(owner) if owner != me => Check::warn(
+            NAME,
+            format!(
+                "{} belongs to uid {owner}, and this runs as uid {me}: what this user may not \
+                 read shows as missing or broken below",
+                data_dir.display()
+            ),
+            format!("run it as the daemon's user (`sudo -u '#{owner}' silas doctor …`)"),
+        ),
+        Some(_) => Check::pass(NAME, format!("runs as the owner of {}", data_dir.display())),
+        None => Check::pass(NAME, format!("{} not created yet", data_dir.display())),
+    }
+}
+
+/// Free space where the data dir lives: a full disk stops every write of
+/// the store, and the daemon with it.
+pub fn disk(where_: &Path, free: Option<u64>) -> Check {
+    const NAME: &str = "disk";
+    const LOW: u64 = 512 << 20;
+    const FULL: u64 = 64 << 20;
+    let Some(free) = free else {
+        return Check::pass(NAME, format!("{} not created yet", where_.display()));
+    };
+    let text = format!("{} MiB free for {}", free >> 20, where_.display());
+    if free < FULL {
+        Check::fail(
+            NAME,
+            text,
+            "free space there: the daemon stops when the store cannot write",
+        )
+    } else if free < LOW {
+        Check::warn(NAME, text, "free space there before the store runs out")
+    } else {
+        Check::pass(NAME, text)
+    }
 }
 
 /// Whether the store opens, and if not, why.

@@ -128,7 +128,15 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
         .iter()
         .map(ToString::to_string)
         .collect();
-    let mut report = vec![checks::config(&source, &errors)];
+    let mut report = vec![
+        checks::config(&source, &errors),
+        checks::user(
+            &cfg.data_dir,
+            probe::data_dir_owner(&cfg),
+            rustix::process::geteuid().as_raw(),
+        ),
+        checks::disk(&cfg.data_dir, probe::free_space(&cfg)),
+    ];
     report.extend(layout_checks(&cfg));
     report.push(checks::landlock(probe::landlock_abi()));
     report.push(sandbox_dirs_check(&cfg));
@@ -182,6 +190,12 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
 /// check's line and fix. (The data dir's modes are narrowed by `initialise`
 /// itself, and a key file readable by others is refused there.)
 pub fn preflight(cfg: &Config) -> Result<(), CliError> {
+    // Said, not refused: the owner may be about to free space, and a
+    // daemon that runs can still answer what needs no write.
+    let disk = checks::disk(&cfg.data_dir, probe::free_space(cfg));
+    if disk.status != checks::Status::Pass {
+        eprintln!("warning: {}", disk.line());
+    }
     fail_with(sandbox_dirs_check(cfg), ErrorCode::ESandboxUnavailable)
 }
 

@@ -259,6 +259,18 @@ pub fn keystore(cfg: &Config) -> Result<String, String> {
     }
 }
 
+/// The uid owning the data dir (`None`: not there yet).
+pub fn data_dir_owner(cfg: &Config) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(&cfg.data_dir).ok().map(|m| m.uid())
+}
+
+/// Bytes free for this user on the data dir's filesystem.
+pub fn free_space(cfg: &Config) -> Option<u64> {
+    let s = rustix::fs::statvfs(&cfg.data_dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
 pub fn cli_token(cfg: &Config) -> Option<PathBuf> {
     let p = crate::devices::cli_token_path(&cfg.data_dir);
     p.is_file().then_some(p)

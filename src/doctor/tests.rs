@@ -354,3 +354,29 @@ fn open_files_are_raised_to_the_hard_limit_and_warned_when_it_is_low() {
     assert_eq!(c.status, Status::Warn);
     assert!(c.line().contains("LimitNOFILE"), "{}", c.line());
 }
+
+#[test]
+fn another_user_is_warned_that_unreadable_reads_as_missing() {
+    let d = Path::new("/srv/silas/data");
+    let other = user(d, Some(998), 1000);
+    assert_eq!(other.status, Status::Warn);
+    assert!(
+        other.line().contains("belongs to uid 998"),
+        "{}",
+        other.line()
+    );
+    assert!(other.line().contains("sudo -u '#998'"), "{}", other.line());
+    assert_eq!(user(d, Some(1000), 1000).status, Status::Pass);
+    assert_eq!(user(d, None, 1000).status, Status::Pass);
+}
+
+#[test]
+fn a_nearly_full_disk_warns_and_a_full_one_fails() {
+    let d = Path::new("/d");
+    assert_eq!(disk(d, Some(10 << 30)).status, Status::Pass);
+    assert_eq!(disk(d, Some(300 << 20)).status, Status::Warn);
+    let full = disk(d, Some(1 << 20));
+    assert_eq!(full.status, Status::Fail);
+    assert!(full.line().contains("1 MiB free for /d"), "{}", full.line());
+    assert_eq!(disk(d, None).status, Status::Pass);
+}

@@ -365,7 +365,28 @@ impl WorkEngine {
         // it with setuid bits or as a followed link (issue #12 item 6).
         artifacts::create_private_dir(&dir).map_err(artifact_error)?;
         let mut out = BTreeMap::new();
-        for (name, src) in ledger.artifacts() {
+        let all = ledger.artifacts();
+        let sizes: Vec<(String, u64)> = all
+            .iter()
+            .map(|(name, src)| {
+                let len = std::fs::symlink_metadata(src).map_or(0, |m| m.len());
+                (name.clone(), len)
+            })
+            .collect();
+        let (_, over) = within_artifact_cap(&sizes, MAX_ARTIFACT_BYTES);
+        for name in &over {
+            self.audit(
+                "artifact_refused",
+                json!({"work_item_id": id, "name": name, "reason": format!(
+                    "over the {} MiB a work item's artifacts may take",
+                    MAX_ARTIFACT_BYTES >> 20
+                )}),
+            )?;
+        }
+        for (name, src) in all {
+            if over.contains(&name) {
+                continue;
+            }
             let dst = dir.join(&name);
             match artifacts::copy_plain_file(Path::new(&src), &dst) {
                 Ok(_) => {
@@ -417,5 +438,56 @@ impl WorkEngine {
             Structured::Valid { value, .. } => Some(value.message),
             Structured::Fallback { .. } => None,
         }
+    }
+}
+
+/// What the artifacts of one work item may take in all: each file is capped
+/// by the sandbox (`RLIMIT_FSIZE`), their number was not, and every one is
+/// copied into the data dir (and staged again for verification) — a run
+/// writing 20 files of 60 MiB kept 1.3 GB.
+pub(crate) const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
+
+/// Splits `(name, bytes)` into what fits under `cap`, in name order, and
+/// what does not (a file too big is skipped, smaller ones after it may
+/// still fit).
+pub(crate) fn within_artifact_cap(files: &[(String, u64)], cap: u64) -> (Vec<String>, Vec<String>) {
+    let mut total = 0u64;
+    let (mut kept, mut over) = (Vec::new(), Vec::new());
+    for (name, len) in files {
+        match total.checked_add(*len).filter(|t| *t <= cap) {
+            Some(t) => {
+                total = t;
+                kept.push(name.clone());
+            }
+            None => over.push(name.clone()),
+        }
+    }
+    (kept, over)
+}
+
+#[cfg(test)]
+mod artifact_cap_tests {
+    use super::*;
+
+    fn files(v: &[(&str, u64)]) -> Vec<(String, u64)> {
+        v.iter().map(|(n, l)| (n.to_string(), *l)).collect()
+    }
+
+    #[test]
+    fn artifacts_are_kept_until_the_cap() {
+        let (kept, over) = within_artifact_cap(&files(&[("a", 40), ("b", 40), ("c", 30)]), 100);
+        assert_eq!(
+            (kept, over),
+            (vec!["a".into(), "b".into()], vec!["c".to_string()])
+        );
+        // A big one is skipped, a small one after it still fits.
+        let (kept, over) = within_artifact_cap(&files(&[("a", 50), ("b", 60), ("c", 50)]), 100);
+        assert_eq!(
+            (kept, over),
+            (vec!["a".into(), "c".into()], vec!["b".to_string()])
+        );
+        let (kept, over) = within_artifact_cap(&files(&[("a", u64::MAX), ("b", 1)]), 100);
+        assert_eq!((kept, over), (vec!["b".to_string()], vec!["a".to_string()]));
+        assert_eq!(within_artifact_cap(&[], 0), (vec![], vec![]));
     }
 }

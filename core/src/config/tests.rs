@@ -559,7 +559,10 @@ fn every_validation_rule_names_its_key() {
         }),
         ("channels.telegram.owner_chat_id", |c| {
             c.channels.telegram.enabled = true;
-            c.channels.telegram.token = Some("t".into());
+            c.channels.telegram.token = Some("1:t".into());
+        }),
+        ("channels.telegram.token", |c| {
+            c.channels.telegram.token = Some("abc-not-a-token".into());
         }),
         ("channels.telegram.owner_chat_id", |c| {
             c.channels.telegram.owner_chat_id = Some("@owner".into())

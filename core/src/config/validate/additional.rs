@@ -293,6 +293,15 @@ pub(super) fn additional_rules(cfg: &Config, c: &mut Checker) {
             );
         }
     }
+    if let Some(t) = tg.token.as_deref().map(str::trim).filter(|t| !t.is_empty())
+        && !looks_like_bot_token(t)
+    {
+        // The value itself is never echoed.
+        c.fail(
+            "channels.telegram.token",
+            "not a bot token (expected <bot id>:<secret>, as BotFather gives it)",
+        );
+    }
     telegram_ids(tg, c);
     if let Err(why) = check_bot_api_url(&tg.api_url) {
         c.fail("channels.telegram.api_url", why);
@@ -597,4 +606,18 @@ fn llm_rules(llm: &crate::config::operations::LlmConfig, c: &mut Checker) {
             }
         }
     }
+}
+
+/// `<bot id>:<secret>`: the shape `silas_telegram::BotToken::new` accepts
+/// at start — checked here too, so `silas config check` says what `silas
+/// start` would refuse.
+fn looks_like_bot_token(t: &str) -> bool {
+    t.split_once(':').is_some_and(|(id, secret)| {
+        !id.is_empty()
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && !secret.is_empty()
+            && secret
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
 }
