@@ -531,7 +531,14 @@ async fn run(
         cfg.verify_dir().display()
     );
     if telegram_on {
-        println!("Telegram: polling as the bot of channels.telegram (owner chat only).");
+        println!(
+            "Telegram: polling as the bot of channels.telegram ({}).",
+            if cfg.active_goal.is_some() {
+                "the owner's chat, and other chats as customers of the active goal"
+            } else {
+                "owner chat only"
+            }
+        );
     }
     println!(
         "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."

@@ -402,6 +402,20 @@ pub fn install(
     for l in next_steps(&spec) {
         println!("{l}");
     }
+    // The unit starts with the environment file, not this shell's: an
+    // override set here would silently not apply to the service.
+    let overrides: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with(silas_core::config::OVERRIDE_PREFIX))
+        .collect();
+    if !overrides.is_empty() {
+        println!(
+            "note: this shell sets {}, which the service will not see: put them in {} or the \
+             config file",
+            overrides.join(", "),
+            spec.env_file.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

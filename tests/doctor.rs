@@ -264,8 +264,10 @@ fn the_service_unit_is_written_absolute_and_verifies() {
         "{unit}"
     );
 
-    // --user: written under $HOME, with how to enable it.
+    // --user: written under $HOME, with how to enable it. An override set
+    // in this shell is named: the service will not see it.
     let out = silas(dir.path())
+        .env("SILAS__CHANNELS__WEB__PORT", "9999")
         .args(["service", "install", "--user"])
         .output()
         .unwrap();
@@ -276,6 +278,12 @@ fn the_service_unit_is_written_absolute_and_verifies() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains("systemctl --user daemon-reload && systemctl --user enable --now silas"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "note: this shell sets SILAS__CHANNELS__WEB__PORT, which the service will not see"
+        ),
         "{said}"
     );
 

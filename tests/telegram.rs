@@ -751,3 +751,40 @@ async fn a_customer_flood_does_not_hold_up_the_owner() {
     assert!(told >= 1, "{}", dump(&bot.calls()));
     daemon.stop().await;
 }
+
+/// The owner's edit gets a word back (it used to vanish: no reply, no
+/// notice), and a photo's caption is read, with the model told of the
+/// attachment it cannot see (it used to get "I can only read text").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_is_answered_and_a_caption_is_read() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Noted.", Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.push_update(serde_json::json!({"update_id": 1, "edited_message": {
+        "message_id": 50, "from": user(OWNER), "chat": chat(OWNER),
+        "date": 1_700_000_000, "edit_date": 1_700_000_100,
+        "text": "actually, make that tomorrow"}}));
+    sent_text(&bot, OWNER, "I saw your edit", Duration::from_secs(30)).await;
+
+    bot.push_update(serde_json::json!({"update_id": 2, "message": {
+        "message_id": 51, "from": user(OWNER), "chat": chat(OWNER),
+        "date": 1_700_000_000, "caption": "what is on this receipt?",
+        "photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}]}}));
+    sent_text(&bot, OWNER, "Noted.", Duration::from_secs(30)).await;
+    let asked = llm.requests().iter().any(|r| {
+        let body = r.body.to_string();
+        body.contains("what is on this receipt?") && body.contains("cannot open here")
+    });
+    assert!(asked, "the caption did not reach the model");
+    assert!(
+        !sent_to(&bot, OWNER)
+            .iter()
+            .any(|c| text_of(c).contains("I can only read text")),
+        "{}",
+        dump(&bot.calls())
+    );
+    daemon.stop().await;
+}

@@ -20,6 +20,10 @@ use super::{OWNER_CONNECTION, TELEGRAM_CHANNEL, TelegramBridge};
 
 /// What the owner is told after a secret was removed from the chat.
 pub const SECRET_DELETED_NOTICE: &str = "I deleted your last message from this chat because it looked like a secret (an API key, token or password). It was redacted before Silas stored it and no model saw it. To give Silas a secret, send /secret <what it is> and use the secure form in the web app.";
+/// Added to a caption sent as a message: the attachment itself is not read.
+pub const ATTACHMENT_NOTE: &str = "[sent with a photo or file, which Silas cannot open here]";
+/// What the owner is told after editing a message they had sent.
+pub const EDIT_IGNORED: &str = "I saw your edit, but I act on messages as they were first sent. Please send the change as a new message.";
 /// What a customer is told when their conversation's queue is full.
 pub const CUSTOMER_BUSY: &str = "I'm still working on your earlier messages, so I couldn't take this one. Please send it again in a moment.";
 /// The chat command that opens a secure input card.
@@ -96,11 +100,16 @@ impl Handler for TelegramBridge {
         if let Some(m) = &d.update.message {
             return self.message(m, owner, d.update.update_id).await;
         }
-        // An edited message: only its secret matters (already redacted).
-        if let Some(m) = &d.update.edited_message
-            && !m.redacted.is_empty()
-        {
-            return Ok(self.secret_removed(m));
+        // An edited message: its secret matters (already redacted); the
+        // owner is told an edit changes nothing (the original was answered
+        // as sent), rather than left waiting for a reply that never comes.
+        if let Some(m) = &d.update.edited_message {
+            if !m.redacted.is_empty() {
+                return Ok(self.secret_removed(m));
+            }
+            if owner {
+                return Ok(vec![say(m.chat.id, EDIT_IGNORED)]);
+            }
         }
         Ok(Vec::new())
     }
@@ -150,7 +159,14 @@ impl TelegramBridge {
         if !m.redacted.is_empty() {
             actions = self.secret_removed(m);
         }
-        let Some(text) = m.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) else {
+        // A photo or file with a caption: the caption is what was said, and
+        // the model is told there was something it cannot see.
+        let said = match (m.text.as_deref(), m.caption.as_deref().map(str::trim)) {
+            (Some(t), _) => Some(t.to_string()),
+            (None, Some(c)) if !c.is_empty() => Some(format!("{c}\n\n{ATTACHMENT_NOTE}")),
+            _ => None,
+        };
+        let Some(text) = said.as_deref().map(str::trim).filter(|t| !t.is_empty()) else {
             if m.redacted.is_empty() {
                 actions.push(say(chat_id, "I can only read text messages here."));
             }
