@@ -121,8 +121,14 @@ impl HousekeeperState {
         let pruned = store
             .chronicle()
             .prune_older_than(Timestamp::now(), i64::from(self.args.retention_days))?;
-        if pruned > 0 {
-            let data = json!({"removed": pruned, "retention_days": self.args.retention_days});
+        // The inbox keeps each delivered message and reply for
+        // de-duplication; past retention their words go as the chronicle's do.
+        let cutoff =
+            Timestamp::now().minus(chrono::Duration::days(i64::from(self.args.retention_days)));
+        let scrubbed = store.inbox().scrub_delivered_before(cutoff)?;
+        if pruned > 0 || scrubbed > 0 {
+            let data = json!({"removed": pruned, "inbox_scrubbed": scrubbed,
+                              "retention_days": self.args.retention_days});
             if let serde_json::Value::Object(data) = data {
                 store.audit().log("chronicle.pruned", data)?;
             }

@@ -199,6 +199,30 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
         .record(NonceDomain::Msg, "old", now.minus(chrono_days(1)))
         .unwrap();
     nonces.record(NonceDomain::Msg, "fresh", now).unwrap();
+    // A message answered 200 days ago: its words go with the chronicle's.
+    let inbox = store.inbox();
+    let old = inbox
+        .accept(
+            silas_storage::NewInbound {
+                scope_id: "owner".into(),
+                channel: "web".into(),
+                sender_id: "owner".into(),
+                text: "an old confidence".into(),
+                signed: None,
+                connection_id: "c".into(),
+                ip: None,
+                owner_authenticated: true,
+                dedup_key: None,
+            },
+            now.minus(chrono_days(200)),
+        )
+        .unwrap();
+    inbox
+        .record_response(&old.inbox_id, "noted", None, Vec::new())
+        .unwrap();
+    inbox
+        .mark_delivered(&old.inbox_id, silas_storage::ReplyAck::Channel)
+        .unwrap();
 
     let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
         silas_keys::OwnerKey::generate().unwrap(),
@@ -228,6 +252,8 @@ async fn housekeeper_prunes_checkpoints_and_rebuilds_from_the_store() {
         cp
     );
     assert_eq!(store.chronicle().get_recent("owner", 10).unwrap().len(), 1);
+    let scrubbed = inbox.get(&old.inbox_id).unwrap().unwrap();
+    assert_eq!(scrubbed.message.text, "", "{scrubbed:?}");
     let events: Vec<String> = store
         .audit()
         .tail(5)

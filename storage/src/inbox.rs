@@ -46,6 +46,10 @@ use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 pub use crate::inbox_ack::{AckOutcome, ReplyAck, UNACKED_KEPT_PER_SCOPE};
 
 pub(crate) const TABLE: &str = "inbox";
+/// Where [`InboxStore::scrub_delivered_before`] goes on from.
+const SCRUBBED_THROUGH: &str = "inbox_scrubbed_through";
+/// What a reply past retention reads as, should it be sent again.
+pub const EXPIRED_REPLY: &str = "(this reply is older than the history Silas keeps)";
 /// What a forgotten reply reads as, should it be sent again.
 pub const FORGOTTEN_REPLY: &str = "(this reply was forgotten at the owner's request)";
 const SEQ_COUNTER: &str = "inbox_seq";
@@ -643,6 +647,48 @@ impl InboxStore {
             for r in &changed {
                 table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
             }
+            changed.len() as u64
+        };
+        txn.commit()?;
+        Ok(scrubbed)
+    }
+
+    /// Retention (the chronicle's, §4.14): delivered records received
+    /// before `cutoff` lose their words as [`Self::scrub_delivered`] does —
+    /// the record stays for de-duplication. Walks in acceptance order from
+    /// where the last call stopped, and stops at the first record that is
+    /// newer or still in flight. Returns how many were scrubbed.
+    pub fn scrub_delivered_before(&self, cutoff: Timestamp) -> StoreResult<u64> {
+        let txn = self.db.begin_write()?;
+        let scrubbed = {
+            let mut table = txn.open_table(INBOX)?;
+            let mut counters = txn.open_table(COUNTERS)?;
+            let from = counters.get(SCRUBBED_THROUGH)?.map_or(0, |v| v.value());
+            let start = format!("{from:020}");
+            let mut changed = Vec::new();
+            let mut next = from;
+            for row in table.range(start.as_str()..)? {
+                let (_, v) = row?;
+                let mut r: InboxRecord = codec::decode(TABLE, v.value())?;
+                if r.received_at >= cutoff || r.stage != InboxStage::Delivered {
+                    break;
+                }
+                next = r.seq.saturating_add(1);
+                if r.message.text.is_empty()
+                    && r.reply.as_deref().is_none_or(|t| t == EXPIRED_REPLY)
+                {
+                    continue;
+                }
+                r.message.text.clear();
+                if r.reply.is_some() {
+                    r.reply = Some(EXPIRED_REPLY.to_string());
+                }
+                changed.push(r);
+            }
+            for r in &changed {
+                table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
+            }
+            counters.insert(SCRUBBED_THROUGH, next)?;
             changed.len() as u64
         };
         txn.commit()?;

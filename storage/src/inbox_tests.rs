@@ -294,3 +294,82 @@ async fn an_input_recorded_first_is_not_recorded_again_by_the_outcome() {
     // Only a signed message is recorded first.
     assert!(!a.input_first());
 }
+
+/// Delivered records past retention lose their words (the chronicle's are
+/// pruned at the same age); newer ones and one still in flight keep them,
+/// and a record waiting behind an in-flight one is scrubbed once it is past.
+#[test]
+fn delivered_words_go_at_retention_and_forget() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let inbox = store.inbox();
+    let long_ago = Timestamp::now().minus(chrono::Duration::days(100));
+    let deliver = |text: &str, at: Timestamp| {
+        let r = inbox.accept(msg("s1", text), at).unwrap();
+        inbox
+            .record_response(&r.inbox_id, &format!("re: {text}"), None, Vec::new())
+            .unwrap();
+        inbox
+            .mark_delivered(&r.inbox_id, ReplyAck::Channel)
+            .unwrap();
+        r.inbox_id
+    };
+    let old = deliver("old secret plan", long_ago);
+    let in_flight = inbox.accept(msg("s1", "still going"), long_ago).unwrap();
+    let behind = deliver("behind it", long_ago);
+    let recent = deliver("recent words", Timestamp::now());
+    let cutoff = Timestamp::now().minus(chrono::Duration::days(90));
+    assert_eq!(inbox.scrub_delivered_before(cutoff).unwrap(), 1);
+    let r = inbox.get(&old).unwrap().unwrap();
+    assert_eq!(
+        (r.message.text.as_str(), r.reply.as_deref()),
+        ("", Some(EXPIRED_REPLY))
+    );
+    for (id, text) in [
+        (&in_flight.inbox_id, "still going"),
+        (&behind, "behind it"),
+        (&recent, "recent words"),
+    ] {
+        assert_eq!(inbox.get(id).unwrap().unwrap().message.text, text);
+    }
+    // Once the turn in flight is delivered, the walk goes on past it.
+    inbox
+        .record_response(&in_flight.inbox_id, "done", None, Vec::new())
+        .unwrap();
+    inbox
+        .mark_delivered(&in_flight.inbox_id, ReplyAck::Channel)
+        .unwrap();
+    assert_eq!(inbox.scrub_delivered_before(cutoff).unwrap(), 2);
+    assert_eq!(inbox.get(&behind).unwrap().unwrap().message.text, "");
+    assert_eq!(
+        inbox.get(&recent).unwrap().unwrap().message.text,
+        "recent words"
+    );
+    assert_eq!(inbox.scrub_delivered_before(cutoff).unwrap(), 0);
+
+    // Forget: only the matching delivered records of the scope.
+    let kept = deliver("about tea", Timestamp::now());
+    let other_scope = inbox
+        .accept(msg("s2", "recent words"), Timestamp::now())
+        .unwrap();
+    assert_eq!(
+        inbox
+            .scrub_delivered("s1", |t| t.contains("recent"))
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        inbox.get(&recent).unwrap().unwrap().reply.as_deref(),
+        Some(FORGOTTEN_REPLY)
+    );
+    assert_eq!(inbox.get(&kept).unwrap().unwrap().message.text, "about tea");
+    assert_eq!(
+        inbox
+            .get(&other_scope.inbox_id)
+            .unwrap()
+            .unwrap()
+            .message
+            .text,
+        "recent words"
+    );
+}
