@@ -813,13 +813,19 @@ async fn chat(
                 quiet_until = None;
             }
             if now >= linger {
-                out(format!(
-                    "stopped waiting after {} s ({} replies and {} work items outstanding)",
-                    wait.as_secs(),
-                    s.outstanding.replies,
-                    s.outstanding.work
+                // A script must be able to tell an answered session from
+                // one that gave up: not a success.
+                let _ = s.ws.close(None).await;
+                return Err(CliError::new(
+                    ErrorCode::EChannelTimeout,
+                    format!(
+                        "stopped waiting after {} s ({} replies and {} work items outstanding; \
+                         --wait SECONDS waits longer, and the replies stay in the web app)",
+                        wait.as_secs(),
+                        s.outstanding.replies,
+                        s.outstanding.work
+                    ),
                 ));
-                break;
             }
         }
         let card_deadline = s.asking.as_ref().map(|(_, d)| *d);

@@ -449,6 +449,7 @@ fn a_piped_session_counts_only_replies_to_its_own_messages() {
         .args(["chat", "--url", &format!("ws://{addr}/ws"), "--wait", "1"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .and_then(|mut c| {
             c.stdin.take().unwrap().write_all(b"old\n")?;
@@ -458,6 +459,13 @@ fn a_piped_session_counts_only_replies_to_its_own_messages() {
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("reply to old"),
         "the first session should have given up"
+    );
+    // Giving up is not success: a script can tell.
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error[E_CHANNEL_TIMEOUT]: stopped waiting after 1 s (1 replies"),
+        "{err}"
     );
     let lines = piped_chat(dir.path(), &addr, "one\ntwo\n");
     daemon.stop_blocking();
