@@ -573,7 +573,24 @@ pub fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
             format!("no store at {}; run `silas init` first", path.display()),
         ));
     }
-    Ok(Store::open(path)?)
+    match Store::open(&path) {
+        Ok(store) => Ok(store),
+        // This command works on the store itself, which a running daemon
+        // holds: say so, rather than guess at "another process".
+        Err(silas_storage::StoreError::InUse { .. })
+            if std::os::unix::net::UnixStream::connect(data_dir.join("control.sock")).is_ok() =>
+        {
+            Err(CliError::new(
+                ErrorCode::EDbIo,
+                format!(
+                    "the running daemon holds the store at {}: this command works on the store \
+                     itself, so stop the daemon first (`silas stop`) and run it again",
+                    path.display()
+                ),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `silas audit tail`: oldest first, readable or one JSON object per line.

@@ -158,6 +158,15 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     assert_ne!(active[0]["device_id"], cli_device["device_id"]);
     let pair = ok(dir, &["pair"]);
     assert!(pair.contains(&format!("http://{addr}/#pair=")), "{pair}");
+    // A command that works on the store itself says the daemon holds it.
+    let held = run(dir, &["skill", "install", "coding"]);
+    assert_eq!(held.status.code(), Some(1));
+    assert!(
+        stderr(&held).contains("the running daemon holds the store")
+            && stderr(&held).contains("silas stop"),
+        "{}",
+        stderr(&held)
+    );
     let cfg = ok(dir, &["config", "check"]);
     assert!(cfg.contains("config in force (running daemon)"), "{cfg}");
     assert!(cfg.contains("config on disk: same"), "{cfg}");
