@@ -46,6 +46,24 @@ use crate::schema::{COUNTERS, INBOX, INBOX_KEYS, INBOX_PENDING};
 pub use crate::inbox_ack::{AckOutcome, ReplyAck, UNACKED_KEPT_PER_SCOPE};
 
 pub(crate) const TABLE: &str = "inbox";
+/// A delivered record without its words: the message emptied, the reply
+/// (should it be sent again) replaced by `reply`.
+fn scrubbed(mut r: InboxRecord, reply: &str) -> InboxRecord {
+    r.message.text.clear();
+    if r.reply.is_some() {
+        r.reply = Some(reply.to_string());
+    }
+    r
+}
+
+/// Writes the records back; returns how many.
+fn put_all(table: &mut redb::Table<&str, &[u8]>, records: &[InboxRecord]) -> StoreResult<u64> {
+    for r in records {
+        table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
+    }
+    Ok(records.len() as u64)
+}
+
 /// Where [`InboxStore::scrub_delivered_before`] goes on from.
 const SCRUBBED_THROUGH: &str = "inbox_scrubbed_through";
 /// What a reply past retention reads as, should it be sent again.
@@ -631,23 +649,16 @@ impl InboxStore {
             let mut changed = Vec::new();
             for row in table.iter()? {
                 let (_, v) = row?;
-                let mut r: InboxRecord = codec::decode(TABLE, v.value())?;
+                let r: InboxRecord = codec::decode(TABLE, v.value())?;
                 if r.message.scope_id != scope_id
                     || r.stage != InboxStage::Delivered
                     || !(gone(&r.message.text) || r.reply.as_deref().is_some_and(&gone))
                 {
                     continue;
                 }
-                r.message.text.clear();
-                if r.reply.is_some() {
-                    r.reply = Some(FORGOTTEN_REPLY.to_string());
-                }
-                changed.push(r);
+                changed.push(scrubbed(r, FORGOTTEN_REPLY));
             }
-            for r in &changed {
-                table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
-            }
-            changed.len() as u64
+            put_all(&mut table, &changed)?
         };
         txn.commit()?;
         Ok(scrubbed)
@@ -669,7 +680,7 @@ impl InboxStore {
             let mut next = from;
             for row in table.range(start.as_str()..)? {
                 let (_, v) = row?;
-                let mut r: InboxRecord = codec::decode(TABLE, v.value())?;
+                let r: InboxRecord = codec::decode(TABLE, v.value())?;
                 if r.received_at >= cutoff || r.stage != InboxStage::Delivered {
                     break;
                 }
@@ -679,17 +690,10 @@ impl InboxStore {
                 {
                     continue;
                 }
-                r.message.text.clear();
-                if r.reply.is_some() {
-                    r.reply = Some(EXPIRED_REPLY.to_string());
-                }
-                changed.push(r);
-            }
-            for r in &changed {
-                table.insert(r.inbox_id.as_str(), codec::encode(TABLE, r)?.as_slice())?;
+                changed.push(scrubbed(r, EXPIRED_REPLY));
             }
             counters.insert(SCRUBBED_THROUGH, next)?;
-            changed.len() as u64
+            put_all(&mut table, &changed)?
         };
         txn.commit()?;
         Ok(scrubbed)

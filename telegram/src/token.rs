@@ -18,19 +18,12 @@ impl std::fmt::Debug for BotToken {
 }
 
 impl BotToken {
-    /// Accepts `<bot id>:<secret>` as BotFather issues it. The shape check
-    /// also keeps the token from changing the request path (no `/`, `?`, `#`).
+    /// Accepts `<bot id>:<secret>` as BotFather issues it
+    /// ([`silas_core::config::looks_like_bot_token`]: the shape also keeps
+    /// the token from changing the request path).
     pub fn new(raw: &str) -> Result<BotToken, TelegramError> {
         let raw = raw.trim();
-        let valid = raw.split_once(':').is_some_and(|(id, secret)| {
-            !id.is_empty()
-                && id.bytes().all(|b| b.is_ascii_digit())
-                && !secret.is_empty()
-                && secret
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        });
-        if !valid {
+        if !silas_core::config::looks_like_bot_token(raw) {
             // The value itself is never echoed.
             return Err(TelegramError::Config(
                 "channels.telegram.token: not a bot token (expected <bot id>:<secret>)".into(),

@@ -128,7 +128,7 @@ pub use providers::{
 pub use sections::*;
 pub use validate::{
     MAX_SKILL_METADATA_BUDGET_PCT, MIN_AUTH_TOKEN_CHARS, PORTABILITY_BUNDLE_FORMATS,
-    REINGESTION_TIERS, is_loopback_host,
+    REINGESTION_TIERS, is_loopback_host, looks_like_bot_token,
 };
 
 use env::{AppliedOverride, dotted};

@@ -18,6 +18,7 @@ use super::sections::{MOOD_DIMENSIONS, PERSONALITY_AXES};
 
 mod additional;
 use additional::additional_rules;
+pub use additional::looks_like_bot_token;
 
 /// Maximum of `context.skill_metadata_budget_pct` (§11).
 pub const MAX_SKILL_METADATA_BUDGET_PCT: f64 = 0.10;

@@ -608,10 +608,11 @@ fn llm_rules(llm: &crate::config::operations::LlmConfig, c: &mut Checker) {
     }
 }
 
-/// `<bot id>:<secret>`: the shape `silas_telegram::BotToken::new` accepts
-/// at start — checked here too, so `silas config check` says what `silas
-/// start` would refuse.
-fn looks_like_bot_token(t: &str) -> bool {
+/// `<bot id>:<secret>` as BotFather issues it: what `silas_telegram::BotToken`
+/// accepts at start, checked here too so `silas config check` says what
+/// `silas start` would refuse. The shape also keeps the token from changing
+/// a request path (no `/`, `?`, `#`).
+pub fn looks_like_bot_token(t: &str) -> bool {
     t.split_once(':').is_some_and(|(id, secret)| {
         !id.is_empty()
             && id.bytes().all(|b| b.is_ascii_digit())
