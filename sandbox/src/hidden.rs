@@ -80,6 +80,13 @@ pub(crate) fn system_grants(roots: &[&str], hidden: &[PathBuf]) -> Vec<PathBuf> 
         .iter()
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
+    // Resolved again here: a data dir registered before it was created
+    // (a first start) could not be resolved then.
+    let hidden: Vec<PathBuf> = hidden
+        .iter()
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
+        .collect();
+    let hidden = hidden.as_slice();
     let list = |dir: &Path| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
             .map(|entries| entries.flatten().map(|e| e.path()).collect())
