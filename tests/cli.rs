@@ -472,6 +472,9 @@ fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
 fn init_narrows_an_older_wider_layout() {
     let sb = Sandbox::new();
     let data = sb.data();
+    // A real store (an empty file is refused as corrupt), then the older,
+    // wider modes over it.
+    sb.run(&["init"]).assert_success();
     for d in ["", "artifacts/t-1", "verify/verify-1", "keys"] {
         fs::create_dir_all(data.join(d)).unwrap();
     }
@@ -483,7 +486,6 @@ fn init_narrows_an_older_wider_layout() {
     ] {
         fs::set_permissions(data.join(d), fs::Permissions::from_mode(m)).unwrap();
     }
-    fs::write(data.join("silas.redb"), b"").unwrap();
     fs::set_permissions(data.join("silas.redb"), fs::Permissions::from_mode(0o644)).unwrap();
     sb.run(&["init"]).assert_success();
     assert_eq!(mode(&data.join("silas.redb")), 0o600);
