@@ -300,18 +300,24 @@ pub fn config_source(path: Option<&Path>) -> String {
 /// [`config_source`] and the names (never the values) of the `SILAS__…`
 /// environment overrides applied on top of it.
 pub fn config_source_with_env(path: Option<&Path>, env: &dyn EnvSource) -> String {
-    let mut vars: Vec<String> = env
-        .vars()
-        .map(|(k, _)| k)
-        .filter(|k| k.starts_with(silas_core::config::OVERRIDE_PREFIX))
-        .collect();
-    vars.sort();
+    let vars = override_names(env);
     let source = config_source(path);
     if vars.is_empty() {
         source
     } else {
         format!("{source} + environment ({})", vars.join(", "))
     }
+}
+
+/// The `SILAS__…` variables set in `env`, sorted: names only, never values.
+pub fn override_names(env: &dyn EnvSource) -> Vec<String> {
+    let mut vars: Vec<String> = env
+        .vars()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(silas_core::config::OVERRIDE_PREFIX))
+        .collect();
+    vars.sort();
+    vars
 }
 
 fn config_check(path: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode, CliError> {
@@ -578,7 +584,10 @@ pub fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
         // This command works on the store itself, which a running daemon
         // holds: say so, rather than guess at "another process".
         Err(silas_storage::StoreError::InUse { .. })
-            if std::os::unix::net::UnixStream::connect(data_dir.join("control.sock")).is_ok() =>
+            if std::os::unix::net::UnixStream::connect(
+                data_dir.join(silas_web::control::protocol::SOCKET_FILE),
+            )
+            .is_ok() =>
         {
             Err(CliError::new(
                 ErrorCode::EDbIo,

@@ -59,10 +59,9 @@ pub struct DaemonControl {
     pub connections: Option<Arc<silas_actors::connection::runtime::ConnectionRuntime>>,
     /// The `model: …` line `silas start` printed (offline mode included).
     pub model: String,
-    /// `silas stop`: the daemon's main task shuts down as on SIGTERM, and
-    /// `stop_by` says who asked (the audit's `daemon.stopped` reason).
-    pub stop: Arc<tokio::sync::Notify>,
-    pub stop_by: Arc<std::sync::Mutex<Option<String>>>,
+    /// `silas stop`: who asked, to the daemon's main task, which shuts down
+    /// as on SIGTERM (the audit's `daemon.stopped` reason names them).
+    pub stop: tokio::sync::mpsc::Sender<String>,
 }
 
 fn refused(e: impl Coded + std::fmt::Display) -> Response {
@@ -112,11 +111,8 @@ impl DaemonControl {
             Request::Status => Response::Status(Box::new(self.status().await?)),
             Request::Stop => {
                 let by = caller.device_id().unwrap_or("config_token").to_owned();
-                if let Ok(mut slot) = self.stop_by.lock() {
-                    slot.get_or_insert(by);
-                }
-                // A permit is kept if the main task is not waiting yet.
-                self.stop.notify_one();
+                // Full: a stop is asked for already.
+                let _ = self.stop.try_send(by);
                 Response::Stopping {
                     pid: std::process::id(),
                 }

@@ -267,8 +267,7 @@ async fn run(
         card_timeouts,
         secrets,
     )?;
-    let stop_requested = Arc::new(tokio::sync::Notify::new());
-    let stop_by = Arc::new(std::sync::Mutex::new(None));
+    let (stop_request, mut stop_requests) = tokio::sync::mpsc::channel::<String>(1);
     let control_task = {
         let backend = crate::control::DaemonControl {
             store: store.clone(),
@@ -284,8 +283,7 @@ async fn run(
             started: started.1,
             connections: Some(connection_runtime.clone()),
             model: model.startup_line(&cfg),
-            stop: stop_requested.clone(),
-            stop_by: stop_by.clone(),
+            stop: stop_request,
         };
         let mut stop = stop_rx.clone();
         control.serve(owner_auth.clone(), Arc::new(backend), async move {
@@ -553,10 +551,7 @@ async fn run(
     // latter with a non-zero exit code.
     let (reason, escalated) = tokio::select! {
         signal = signals => (signal.to_string(), false),
-        _ = stop_requested.notified() => {
-            let by = stop_by.lock().ok().and_then(|mut b| b.take());
-            (format!("silas stop by {}", by.as_deref().unwrap_or("cli")), false)
-        }
+        Some(by) = stop_requests.recv() => (format!("silas stop by {by}"), false),
         _ = &mut root_join => ("supervisor escalation".to_string(), true),
     };
     tracing::info!(reason, "shutting down");

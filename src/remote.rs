@@ -117,11 +117,7 @@ pub fn status(cfg: &Config, args: StatusArgs) -> Result<ExitCode, CliError> {
             if args.json {
                 println!("{{\"running\":false}}");
             } else {
-                println!(
-                    "silas: not running (no daemon on {}){}",
-                    socket_path(cfg).display(),
-                    elsewhere_hint(cfg)
-                );
+                println!("{}", not_running(cfg));
             }
             return Ok(ExitCode::from(NOT_RUNNING_EXIT));
         }
@@ -144,18 +140,18 @@ pub fn stop(cfg: &Config) -> Result<ExitCode, CliError> {
         Some(other) => return Err(unexpected(&other)),
         None => {
             // Already stopped is what was asked for (as `systemctl stop`).
-            println!(
-                "silas: not running (no daemon on {}){}",
-                socket_path(cfg).display(),
-                elsewhere_hint(cfg)
-            );
+            println!("{}", not_running(cfg));
             return Ok(ExitCode::SUCCESS);
         }
     };
     println!("silas: stopping (pid {pid}): finishing turns in flight…");
     // Turns drain, then the server, then the actors: up to three graces.
-    let grace = cfg.backpressure.shutdown_grace_seconds;
-    let deadline = Instant::now() + Duration::from_secs(grace.saturating_mul(3) + 10);
+    let patience = cfg
+        .backpressure
+        .shutdown_grace_seconds
+        .saturating_mul(3)
+        .saturating_add(10);
+    let deadline = Instant::now() + Duration::from_secs(patience);
     let sock = socket_path(cfg);
     while Instant::now() < deadline {
         let gone = std::os::unix::net::UnixStream::connect(&sock).is_err();
@@ -170,7 +166,7 @@ pub fn stop(cfg: &Config) -> Result<ExitCode, CliError> {
         format!(
             "the daemon (pid {pid}) is still shutting down after {}s; `kill {pid}` asks \
              again, its log says what it waits for",
-            grace.saturating_mul(3) + 10
+            patience
         ),
     ))
 }
@@ -184,6 +180,15 @@ fn exited(pid: u32) -> bool {
             .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X'])),
         Err(_) => true,
     }
+}
+
+/// What `status` and `stop` say when no daemon answers.
+fn not_running(cfg: &Config) -> String {
+    format!(
+        "silas: not running (no daemon on {}){}",
+        socket_path(cfg).display(),
+        elsewhere_hint(cfg)
+    )
 }
 
 /// When the data dir itself is missing, the daemon may well run — started

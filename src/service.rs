@@ -404,10 +404,7 @@ pub fn install(
     }
     // The unit starts with the environment file, not this shell's: an
     // override set here would silently not apply to the service.
-    let overrides: Vec<String> = std::env::vars_os()
-        .filter_map(|(k, _)| k.into_string().ok())
-        .filter(|k| k.starts_with(silas_core::config::OVERRIDE_PREFIX))
-        .collect();
+    let overrides = crate::commands::override_names(&silas_core::config::ProcessEnv);
     if !overrides.is_empty() {
         println!(
             "note: this shell sets {}, which the service will not see: put them in {} or the \

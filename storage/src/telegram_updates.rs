@@ -120,15 +120,13 @@ impl TelegramUpdates {
     ) -> StoreResult<Recorded> {
         let txn = self.db.begin_write()?;
         let offset = offset_in(&txn)?;
-        let known = get_in(&txn, update_id)?;
-        let outcome = match known {
+        let below = update_id < offset;
+        let outcome = match get_in(&txn, update_id)? {
             Some(r) if r.state == UpdateState::Handled => Recorded::AlreadyHandled,
             Some(_) => Recorded::AlreadyPending,
-            None if update_id < offset && asked_from.is_none_or(|a| update_id >= a) => {
-                Recorded::BelowOffset
-            }
+            None if below && asked_from.is_none_or(|a| update_id >= a) => Recorded::BelowOffset,
             None => {
-                if update_id < offset {
+                if below {
                     // The handled records below the old offset only kept
                     // re-sends of the old sequence out; the new one starts
                     // here, and the offset must follow it (or nothing past
@@ -156,7 +154,7 @@ impl TelegramUpdates {
                         handled_at: None,
                     },
                 )?;
-                if update_id < offset {
+                if below {
                     Recorded::NewSequence
                 } else {
                     Recorded::New

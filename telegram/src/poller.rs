@@ -289,11 +289,12 @@ impl<H: Handler> Poller<H> {
                     MIN_EMPTY_STEP.saturating_sub(started.elapsed())
                 }
                 Err(e @ TelegramError::Unauthorized { .. }) => {
-                    let wait = self
-                        .config
-                        .rejected_wait
-                        .saturating_mul(1u32 << rejected.min(12))
-                        .min(REJECTED_WAIT_MAX);
+                    let wait = RetryPolicy {
+                        attempts: 0,
+                        base: self.config.rejected_wait,
+                        max: REJECTED_WAIT_MAX,
+                    }
+                    .backoff(rejected);
                     rejected = rejected.saturating_add(1);
                     tracing::error!(
                         code = %e.code(),

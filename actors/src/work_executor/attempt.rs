@@ -373,7 +373,7 @@ impl WorkEngine {
                 (name.clone(), len)
             })
             .collect();
-        let (_, over) = within_artifact_cap(&sizes, MAX_ARTIFACT_BYTES);
+        let (kept, over) = within_artifact_cap(&sizes, MAX_ARTIFACT_BYTES);
         for name in &over {
             self.audit(
                 "artifact_refused",
@@ -383,10 +383,7 @@ impl WorkEngine {
                 )}),
             )?;
         }
-        for (name, src) in all {
-            if over.contains(&name) {
-                continue;
-            }
+        for (name, src) in kept.into_iter().filter_map(|n| all.get(&n).map(|s| (n, s))) {
             let dst = dir.join(&name);
             match artifacts::copy_plain_file(Path::new(&src), &dst) {
                 Ok(_) => {
