@@ -35,8 +35,8 @@ pub enum Outbound {
     /// A background work status change.
     WorkStatus { event: WorkStatusEvent },
     /// A notice for whoever is on `scope_id`'s channel: the owner (gate
-    /// `report` escalations, declines, …) or, for the rehydration notice,
-    /// the scope's customer.
+    /// `report` escalations, declines, …) or a chatbot customer (the fate
+    /// of the request they sent for review, `turn::customer_update`).
     OwnerNotice { scope_id: String, text: String },
     /// A model call for the message `reply_to` is still running
     /// ([`crate::turn::progress`]); only the sender's connection hears it.

@@ -645,40 +645,7 @@ impl Actor for Stream {
             StreamMsg::TurnDone { scope_id, .. } => {
                 state.queues.pop(&scope_id);
             }
-            StreamMsg::WorkStatus(event) => {
-                audit(
-                    &state.args.deps,
-                    "work_status",
-                    json!({"work_item_id": event.work_item_id, "scope_id": event.scope_id,
-                           "status": event.status}),
-                )?;
-                // An item waiting for the owner (a fix task's plan card, a
-                // paused tool call's card) brings its open cards along, and
-                // so does a done one (its apply or undo card).
-                let waiting = matches!(
-                    event.status,
-                    crate::work::WorkStatusKind::Blocked | crate::work::WorkStatusKind::Done
-                )
-                .then(|| approval_flow::open_cards_for(&state.args.deps, &event.work_item_id))
-                .transpose()?
-                .unwrap_or_default();
-                // Nobody connected (a goal's cycle at night) is the usual
-                // case: the status is in the store, the cards come again.
-                if let Err(e) = state
-                    .args
-                    .deps
-                    .sink
-                    .send(Outbound::WorkStatus { event })
-                    .await
-                {
-                    undelivered("work status", e);
-                }
-                for card in waiting {
-                    if let Err(e) = state.args.deps.sink.send(Outbound::Card { card }).await {
-                        undelivered("approval card", e);
-                    }
-                }
-            }
+            StreamMsg::WorkStatus(event) => state.work_status(event).await?,
             StreamMsg::CloseIntake(reply) => {
                 // §18.2 step 2: prompts someone is waiting on resolve to
                 // their safe default now; plan cards stay (module doc).
@@ -803,5 +770,6 @@ impl Stream {
 
 mod card_flow;
 mod handle;
+mod work_status;
 
 pub use handle::StreamHandle;

@@ -311,6 +311,8 @@ async fn rehydration_pins_the_scopes_profile_and_says_so_once() {
     let rt = runtime(&f, memory.clone()).await;
     f.fake.push(direct(json!({"message": "hello"})));
     rt.turn("owner", "hello").await;
+    f.fake.push(direct(json!({"message": "hello bob"})));
+    rt.turn("bob", "hello").await;
     // A new scope is not a rehydrated session: no notice.
     assert_eq!(notices(&rt.sink, "owner"), 0);
     rt.turns.stop().await;
@@ -367,6 +369,17 @@ async fn rehydration_pins_the_scopes_profile_and_says_so_once() {
     let system = system_of(f.fake.requests().last().unwrap());
     assert!(system.contains("bob-profile-8830"), "{system}");
     assert!(!system.contains("owner-profile-4417"), "{system}");
+    // Bob's session was restored too (the model is told), but a customer
+    // is never told of the daemon's restarts.
+    assert!(
+        system.contains("[SYSTEM] Session rehydrated after restart."),
+        "{system}"
+    );
+    let rehydrated = common::audit_data(&f.store, "session_rehydrated");
+    assert!(
+        rehydrated.iter().any(|d| d["scope_id"] == "bob"),
+        "{rehydrated:?}"
+    );
     assert_eq!(notices(&rt.sink, "bob"), 0);
     rt.turns.stop().await;
 }

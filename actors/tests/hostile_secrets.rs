@@ -288,7 +288,7 @@ async fn customers_cannot_flood_the_owners_review() {
 
 /// Issue #12, finding 1: in chatbot mode a customer's message produced a
 /// plan card in the customer's own scope, and the customer's `approved`
-/// ran it. Defences: the plan card always goes to the owner's scope with
+/// ran it. The customer then hears the request's fate in fixed words. Defences: the plan card always goes to the owner's scope with
 /// the owner audience (the customer is told only that it was sent for
 /// review); the Stream refuses an answer to an owner card from a
 /// connection the ApprovalEngine does not know as the owner's; the engine
@@ -362,8 +362,83 @@ async fn a_chatbot_customer_cannot_see_or_answer_the_plan_it_caused() {
         matches!(out, Ok(DecideOutcome::Dispatched { .. })),
         "{out:?}"
     );
+    // The customer hears the fate of their request, in fixed words: that
+    // it was approved, then (the executor reports the item done) that it
+    // finished — never the plan, the answer or the result.
+    use silas_actors::turn::customer_update::CustomerUpdate;
+    wait_for("approved notice", || {
+        notices_to(&rt, customer) == [CustomerUpdate::Approved.text()]
+    })
+    .await;
+    rt.stream
+        .actor
+        .cast(silas_actors::stream::StreamMsg::WorkStatus(
+            silas_actors::work::WorkStatusEvent {
+                work_item_id: "t-customer".into(),
+                scope_id: "owner".into(),
+                status: silas_actors::work::WorkStatusKind::Done,
+                summary: "pwned.txt touched, secret result 7731".into(),
+                verification: vec![],
+            },
+        ))
+        .unwrap();
+    wait_for("finished notice", || notices_to(&rt, customer).len() == 2).await;
+    assert_eq!(
+        notices_to(&rt, customer),
+        [
+            CustomerUpdate::Approved.text(),
+            CustomerUpdate::Finished.text()
+        ]
+    );
+    // Another customer's declined plan: that customer hears "not
+    // approved"; the first hears nothing more.
+    let md = plan_markdown("t-customer-2", "", "Run `touch other.txt`.");
+    f.fake.push(to_planner()).push(planner_reply(true, &md));
+    let other = "ws-customer-2";
+    assert_eq!(
+        rt.turn(other, "and this one please").await,
+        silas_actors::turn::pipeline::SENT_FOR_REVIEW
+    );
+    wait_for("second card", || rt.cards().len() == 2).await;
+    let second = rt.cards().remove(1);
+    let out = rt
+        .stream
+        .decide_card_for(
+            "owner",
+            &second.request_id,
+            declined(),
+            AnswerOrigin::new("test", "owner-device"),
+        )
+        .await;
+    assert!(matches!(out, Ok(DecideOutcome::Declined { .. })), "{out:?}");
+    wait_for("declined notice", || {
+        notices_to(&rt, other) == [CustomerUpdate::NotApproved.text()]
+    })
+    .await;
+    assert_eq!(notices_to(&rt, customer).len(), 2);
+    for text in notices_to(&rt, customer)
+        .into_iter()
+        .chain(notices_to(&rt, other))
+    {
+        assert!(
+            !text.contains("Hostile") && !text.contains("7731"),
+            "{text}"
+        );
+    }
     rt.stop().await;
     f.assert_chain_ok();
+}
+
+/// The notices sent to `scope`, in order.
+fn notices_to(rt: &Rt, scope: &str) -> Vec<String> {
+    rt.sink
+        .sent()
+        .into_iter()
+        .filter_map(|o| match o {
+            Outbound::OwnerNotice { scope_id, text } if scope_id == scope => Some(text),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Issue #12: `follow_up_of` (whose artifacts `input_artifacts_from`

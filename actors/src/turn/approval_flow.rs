@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::approval::{AnswerOrigin, ApprovalError, OwnedSubject};
 use crate::channel::Outbound;
+use crate::turn::customer_update::{self, CustomerUpdate};
 use crate::turn::pipeline::{TurnDeps, TurnError};
 use crate::work::DispatchRequest;
 use crate::work_executor::cards::{self, ToolDecision};
@@ -166,6 +167,9 @@ pub async fn decide_card(
             json!({"request_id": request_id, "work_item_id": work_item_id,
                    "card_type": card.card_type()}),
         )?;
+        if matches!(card.card, CardPayload::Plan(_)) {
+            customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
+        }
         return Err(TurnError::UnknownCard(request_id.to_string()));
     }
     if matches!(card.card, CardPayload::Tool(_)) {
@@ -297,6 +301,7 @@ async fn decide_plan(
             format!("Plan \"{}\" was not approved; nothing runs.", work.title),
         )
         .await?;
+        customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
         return Ok(DecideOutcome::Declined { work_item_id });
     }
     // The owner approved what the card showed: a card that recorded its
@@ -325,6 +330,7 @@ async fn decide_plan(
                 ),
             )
             .await?;
+            customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
             return Err(ApprovalError::Denied(Denial::PlanHashMismatch).into());
         }
     }
@@ -339,6 +345,7 @@ async fn decide_plan(
             json!({"request_id": request_id, "work_item_id": work_item_id,
                    "reason": "foreign_reference", "detail": why}),
         )?;
+        customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
         return Err(TurnError::ForeignReference(why));
     }
     // The workspace registry may have changed since the card (removed, or
@@ -359,6 +366,7 @@ async fn decide_plan(
             format!("\"{}\" was not approved: {why}. Nothing runs.", work.title),
         )
         .await?;
+        customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
         return Err(TurnError::Workspace(why.to_string()));
     }
     // Steps 5–8: issue (through the ApprovalEngine, which checks the answer
@@ -409,6 +417,7 @@ async fn decide_plan(
                 ),
             )
             .await?;
+            customer_update::tell(deps, &work, CustomerUpdate::NotApproved).await;
             return Err(e.into());
         }
     };
@@ -427,6 +436,7 @@ async fn decide_plan(
         format!("Approved: \"{}\" is running in the background.", work.title),
     )
     .await?;
+    customer_update::tell(deps, &work, CustomerUpdate::Approved).await;
     Ok(DecideOutcome::Dispatched {
         work_item_id,
         token_id: verified.token_id,

@@ -26,6 +26,7 @@
 
 pub mod approval_flow;
 pub mod context;
+pub mod customer_update;
 pub mod pipeline;
 pub mod plan;
 pub mod progress;
@@ -100,7 +101,10 @@ impl Actor for TurnProcessor {
             deps: args.deps,
             scope,
             on_done: args.on_done,
-            notice: restored.notice(),
+            // Only the owner hears about restarts: a chatbot customer
+            // returning after an idle release would otherwise be told of a
+            // "restart" that is the daemon's business, not theirs.
+            notice: restored.notice().filter(|_| args.scope_id == OWNER_SCOPE),
         })
     }
 
