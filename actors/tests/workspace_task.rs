@@ -9,6 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::{Fx, item, output, shell};
+use silas_actors::work_executor::engine::GoalCycleOutcome;
 use serde_json::json;
 use silas_core::model::work::WorkItemStatus;
 
@@ -604,5 +605,45 @@ async fn an_apply_cut_off_by_a_crash_is_finished_or_rolled_back_at_start() {
     assert_eq!(
         common::audit_data(&f.store, "workspace_apply_recovered").len(),
         1
+    );
+}
+
+/// A goal watching a workspace checks a fresh copy of the project as it is
+/// at each cycle: healthy while `clock.py` is there, failed once the owner
+/// removed it, healthy again when it is back. Before, its checks ran in an
+/// empty directory and every cycle failed (spawning a fix task each time).
+/// The goal never writes to the project and leaves no copy behind.
+#[tokio::test]
+async fn a_goals_checks_run_on_its_workspace_as_it_is_now() {
+    let f = Fx::new().await;
+    let real = project(&f);
+    let mut goal = item(json!({
+        "id": "goal-ws", "type": "goal", "title": "Clock stays importable", "body": "Watch.",
+        "schedule": "*/30 * * * *",
+        "workspace": {"name": "clock", "access": "read"},
+        "verify": [{"name": "imports", "run": "python3 -c 'import clock'",
+                    "expect": {"exit_code": 0}, "timeout": 60}],
+    }));
+    f.approve(&mut goal);
+    let cycle = || f.engine.run_goal_cycle("goal-ws", "owner");
+    let out = cycle().await.unwrap();
+    assert!(matches!(out, GoalCycleOutcome::Healthy), "{out:?}");
+    std::fs::remove_file(real.join("clock.py")).unwrap();
+    let out = cycle().await.unwrap();
+    assert!(
+        matches!(&out, GoalCycleOutcome::Failed { failed_checks } if failed_checks == &["imports"]),
+        "{out:?}"
+    );
+    std::fs::write(real.join("clock.py"), BUGGY).unwrap();
+    let out = cycle().await.unwrap();
+    assert!(matches!(out, GoalCycleOutcome::Healthy), "{out:?}");
+    assert_eq!(read(&real.join("clock.py")), BUGGY);
+    assert_eq!(read(&real.join("tests/test_clock.py")), TEST);
+    let left: Vec<_> = std::fs::read_dir(f.engine.registry.work_base())
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left.iter().any(|n| n.to_string_lossy().contains("goal-ws")),
+        "{left:?}"
     );
 }

@@ -43,7 +43,11 @@ impl WorkEngine {
         // 1–2. Checks, logged to audit.
         let dir = self.artifact_dir(id);
         artifacts::create_private_dir(&dir).map_err(artifact_error)?;
-        let report = self.verifier.run_checks(&goal.verify, Some(&dir)).await;
+        // A goal watching a workspace checks a fresh copy of it.
+        let report = match self.goal_checks_on_workspace(&goal).await? {
+            Some(report) => report,
+            None => self.verifier.run_checks(&goal.verify, Some(&dir)).await,
+        };
         self.audit(
             "goal_cycle_checks",
             with_egress_refusals(

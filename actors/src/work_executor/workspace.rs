@@ -162,6 +162,46 @@ impl WorkEngine {
         Ok(report)
     }
 
+    /// A goal's cycle checks over a fresh copy of the workspace it names,
+    /// as the workspace is now (`Ok(None)`: it names none). Without this
+    /// the checks ran in an empty directory: every cycle of a goal watching
+    /// a project failed and spawned a fix task. The copy goes afterwards;
+    /// the goal never writes to the workspace.
+    pub(super) async fn goal_checks_on_workspace(
+        &self,
+        goal: &WorkItem,
+    ) -> Result<Option<VerificationReport>, WorkError> {
+        let ws = match crate::workspaces::check_plan(&self.store, goal) {
+            Ok(Some((_, ws))) => ws,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(WorkError::Workspace(format!("check: {e}"))),
+        };
+        if !silas_sandbox::manager::is_plain_dir_name(&goal.id) {
+            return Err(io(format!("unsafe work item id {:?}", goal.id)));
+        }
+        let root = self.workspace_root(&format!("{}-cycle", goal.id));
+        silas_execution::cleanup::remove_tree(&root);
+        let tree = root.join("tree");
+        let prepared = (|| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .create(&root)
+                .map_err(|e| io(format!("cannot create {}: {e}", root.display())))?;
+            set_mode(&root, 0o711)?;
+            copy::take(Path::new(&ws.path), &tree, &CopyLimits::default())
+                .map_err(|e| WorkError::Workspace(format!("{}: {e}", ws.name)))?;
+            self.registry.sandbox().hand_over_tree(&tree).map_err(io)
+        })();
+        let report = match prepared {
+            Ok(()) => Ok(Some(
+                self.verifier.run_checks_on_project(&goal.verify, &tree).await,
+            )),
+            Err(e) => Err(e),
+        };
+        silas_execution::cleanup::remove_tree(&root);
+        report
+    }
+
     /// Where a workspace item's tool calls run (its result copy).
     pub(super) fn project_dir_for(&self, item: &WorkItem) -> Option<ProjectDir> {
         let use_ = item.workspace.as_ref()?;
