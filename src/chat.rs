@@ -598,7 +598,7 @@ impl Session {
                 files,
                 total_added,
                 total_removed,
-                protected_edits,
+                protected_note,
                 refused,
                 diff,
                 diff_truncated,
@@ -636,11 +636,8 @@ impl Session {
                         f.removed
                     ));
                 }
-                if !protected_edits.is_empty() {
-                    out(format!(
-                        "  warning: edits files that define the checks ({}); the checks ran on the originals",
-                        one_line(&protected_edits.join(", "))
-                    ));
+                if let Some(note) = &protected_note {
+                    out(format!("  warning: {}", one_line(note)));
                 }
                 for r in &refused {
                     out(format!("  not applied: {}", one_line(r)));

@@ -9,8 +9,8 @@ mod common;
 use std::path::Path;
 
 use common::{Fx, item, output, shell};
-use silas_actors::work_executor::engine::GoalCycleOutcome;
 use serde_json::json;
+use silas_actors::work_executor::engine::GoalCycleOutcome;
 use silas_core::model::work::WorkItemStatus;
 
 const BUGGY: &str = "def to_utc(hour, offset):\n    return hour + offset\n";
@@ -501,6 +501,52 @@ async fn a_fix_that_also_rewrites_the_test_is_flagged_on_the_card() {
     assert!(
         risk.reasons.iter().any(|r| r.contains("define the checks")),
         "{risk:?}"
+    );
+    // The card and the result say the checks did not see the edit.
+    let note = c.protected_note().unwrap();
+    assert!(note.contains("ran without these edits"), "{note}");
+    assert!(
+        r.summary.contains("ran without these edits"),
+        "{}",
+        r.summary
+    );
+}
+
+/// A plan that allows protected edits, whose work adds its own test: the
+/// checks ran that new test, and the card and result say so — they said
+/// "the checks ran on the originals", of a file that had none.
+#[tokio::test]
+async fn a_new_test_the_plan_allowed_is_said_to_have_been_checked_as_written() {
+    if skip_without_pytest() {
+        return;
+    }
+    let f = Fx::new().await;
+    project(&f);
+    let mut t = item(json!({
+        "id": "t-own-test", "type": "task", "title": "Fix and add a test",
+        "body": "Fix the bug and add a test.",
+        "workspace": {"name": "clock", "access": "write", "allow_protected_edits": true},
+        "verify": [{"name": "tests", "run": "python3 -m pytest -q -p no:cacheprovider tests",
+                    "expect": {"exit_code": 0}, "timeout": 60}],
+        "budget": {"max_attempts": 1},
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell(
+        "sed -i 's/hour + offset/hour - offset/' clock.py && printf 'def test_new():\n    assert True\n' > tests/test_new.py",
+    ));
+    f.fake.push(output("fixed, and added a test"));
+    let r = f.engine.run_task("t-own-test", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    let (_, c) = change_card(&f, "t-own-test", "apply").expect("apply card");
+    assert_eq!(c.protected_edits(), vec!["tests/test_new.py"]);
+    assert!(c.checks_saw_edits);
+    let note = c.protected_note().unwrap();
+    assert!(note.contains("the checks ran on these edits"), "{note}");
+    assert!(!note.contains("originals"), "{note}");
+    assert!(
+        r.summary.contains("the checks ran on these edits"),
+        "{}",
+        r.summary
     );
 }
 

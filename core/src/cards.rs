@@ -225,7 +225,8 @@ pub struct ChangedFile {
     #[serde(default)]
     pub binary: bool,
     /// A file that defines the checks (tests, check configuration): the
-    /// checks ran on the original, and the card flags the edit.
+    /// card flags the edit and says whether the checks saw it
+    /// ([`protected_note`]).
     #[serde(default)]
     pub protected: bool,
 }
@@ -267,6 +268,31 @@ pub struct ChangesCard {
     /// The owner's answer, recorded until the executor acts on it.
     #[serde(default)]
     pub decision: Option<ToolDecision>,
+    /// The approved plan let the work edit check-defining files, so the
+    /// checks ran on its edits (else without them).
+    #[serde(default)]
+    pub checks_saw_edits: bool,
+}
+
+/// What a change card says of edited check-defining files, `None` when
+/// there are none. One sentence for every surface: it used to say "the
+/// checks ran on the originals" even when the plan allowed the edits (the
+/// checks then ran the work's own tests) or a new test file had no
+/// original at all.
+pub fn protected_note(paths: &[&str], checks_saw_edits: bool) -> Option<String> {
+    if paths.is_empty() {
+        return None;
+    }
+    let list = paths.join(", ");
+    Some(if checks_saw_edits {
+        format!(
+            "Edits files that define the checks ({list}), as the plan allowed: the checks ran on these edits, so the work was checked against tests it wrote or changed itself."
+        )
+    } else {
+        format!(
+            "Edits files that define the checks ({list}); the checks ran without these edits (originals put back, new files left out)."
+        )
+    })
 }
 
 /// The largest diff a change card carries (bigger ones are cut at a line).
@@ -280,6 +306,11 @@ impl ChangesCard {
             .filter(|f| f.protected)
             .map(|f| f.path.as_str())
             .collect()
+    }
+
+    /// The card's sentence on edited check-defining files.
+    pub fn protected_note(&self) -> Option<String> {
+        protected_note(&self.protected_edits(), self.checks_saw_edits)
     }
 }
 

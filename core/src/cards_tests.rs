@@ -117,3 +117,15 @@ fn risk_is_decided_per_card_type() {
     .unwrap();
     assert_eq!(p.risk().unwrap().level, RiskLevel::High);
 }
+
+#[test]
+fn the_protected_note_says_whether_the_checks_saw_the_edits() {
+    assert_eq!(protected_note(&[], false), None);
+    assert_eq!(protected_note(&[], true), None);
+    let without = protected_note(&["tests/t.py", "pytest.ini"], false).unwrap();
+    assert!(without.contains("tests/t.py, pytest.ini"), "{without}");
+    assert!(without.contains("ran without these edits"), "{without}");
+    let with = protected_note(&["tests/new.py"], true).unwrap();
+    assert!(with.contains("ran on these edits"), "{with}");
+    assert!(!with.contains("without"), "{with}");
+}

@@ -864,10 +864,7 @@
           ul.appendChild(li);
         }
         ctx.body.appendChild(ul);
-        const prot = arr(f.protected_edits).map(str).filter(Boolean);
-        if (prot.length) {
-          ctx.body.appendChild(el('p', 'card-warning', 'Edits files that define the checks: ' + prot.join(', ') + '. The checks ran on the originals.'));
-        }
+        if (f.protected_note) ctx.body.appendChild(el('p', 'card-warning', shown(str(f.protected_note))));
         const refused = arr(f.refused).map(str).filter(Boolean);
         if (refused.length) fact(dl, 'Not applied', refused.join('; '));
         if (!undo && f.diff) {

@@ -62,6 +62,7 @@ pub fn card_frame(request_id: &str, card: &CardPayload) -> ServerFrame {
                     .into_iter()
                     .map(str::to_string)
                     .collect(),
+                protected_note: c.protected_note(),
                 refused: c.refused.clone(),
                 diff: c.diff.clone(),
                 diff_truncated: c.diff_truncated,

@@ -291,6 +291,13 @@ fn change_card_shows_files_diff_and_flags_without_the_token() {
     assert_eq!(v["phase"], "apply");
     assert_eq!(v["files"][0]["path"], "tests/t.py");
     assert_eq!(v["protected_edits"], json!(["tests/t.py"]));
+    assert!(
+        v["protected_note"]
+            .as_str()
+            .unwrap()
+            .contains("the checks ran without these edits"),
+        "{v}"
+    );
     assert_eq!(v["risk_level"], "high");
     assert_eq!(v["diff"], "--- a/tests/t.py\n");
     // What the owner's answer recorded (and the hashes it binds) stays on

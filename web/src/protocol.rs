@@ -258,9 +258,11 @@ pub enum ServerFrame {
         files: Vec<ChangedFile>,
         total_added: u64,
         total_removed: u64,
-        /// Check-defining files the executor edited (the checks ran on the
-        /// originals).
+        /// Check-defining files the executor edited.
         protected_edits: Vec<String>,
+        /// What the card says of them: whether the checks saw the edits.
+        #[serde(default)]
+        protected_note: Option<String>,
         /// Result paths reported but never applied, with why.
         refused: Vec<String>,
         /// The unified diff (cut at 64 KiB; the whole one is the

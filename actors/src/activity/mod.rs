@@ -360,7 +360,7 @@ pub fn describe(
         "workspace_checks_restored" => (
             "security",
             format!(
-                "{title} edited check-defining files ({}); the checks ran on the originals",
+                "{title} edited check-defining files ({}); the checks ran without these edits",
                 data.get("files")
                     .and_then(Value::as_array)
                     .map_or(0, |f| f.len())

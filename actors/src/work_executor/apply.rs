@@ -108,6 +108,7 @@ fn card_for(
         diff,
         diff_truncated: cut || changes.diff_truncated,
         commit_message: run.use_.commit_message.clone(),
+        checks_saw_edits: run.use_.allow_protected_edits,
         undo_until: None,
         decision: None,
     }

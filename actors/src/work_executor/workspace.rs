@@ -194,7 +194,9 @@ impl WorkEngine {
         })();
         let report = match prepared {
             Ok(()) => Ok(Some(
-                self.verifier.run_checks_on_project(&goal.verify, &tree).await,
+                self.verifier
+                    .run_checks_on_project(&goal.verify, &tree)
+                    .await,
             )),
             Err(e) => Err(e),
         };
@@ -223,7 +225,10 @@ impl WorkEngine {
             return Ok((summary.to_string(), None));
         };
         let changes = self.workspace_changes(item, run)?;
-        let text = format!("{summary}\n\n{}", describe(&changes.set, &run.use_.name));
+        let text = format!(
+            "{summary}\n\n{}",
+            describe(&changes.set, &run.use_.name, run.use_.allow_protected_edits,)
+        );
         Ok((text, Some(changes)))
     }
 
@@ -307,7 +312,7 @@ fn reopen(item: &WorkItem, use_: &WorkspaceUse, root: &Path) -> Option<Workspace
 }
 
 /// A one-paragraph account of a change set for the item's result.
-pub fn describe(changes: &ChangeSet, workspace: &str) -> String {
+pub fn describe(changes: &ChangeSet, workspace: &str, checks_saw_edits: bool) -> String {
     if changes.files.is_empty() {
         return format!("No changes to workspace {workspace}.");
     }
@@ -317,12 +322,11 @@ pub fn describe(changes: &ChangeSet, workspace: &str) -> String {
         changes.total_added,
         changes.total_removed
     );
-    let protected = changes.protected_edits();
-    if !protected.is_empty() {
-        out.push_str(&format!(
-            " Edits to check-defining files (the checks ran on the originals): {}.",
-            protected.join(", ")
-        ));
+    if let Some(note) =
+        silas_core::cards::protected_note(&changes.protected_edits(), checks_saw_edits)
+    {
+        out.push(' ');
+        out.push_str(&note);
     }
     out
 }

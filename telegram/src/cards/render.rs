@@ -406,12 +406,8 @@ fn changes_text(doc: &mut Doc, c: &ChangesCard) {
             c.files.len() - CHANGE_FILES_SHOWN
         ));
     }
-    let protected = c.protected_edits();
-    if !protected.is_empty() {
-        doc.note(format!(
-            "⚠️ Edits files that define the checks ({}); the checks ran on the originals.",
-            protected.join(", ")
-        ));
+    if let Some(note) = c.protected_note() {
+        doc.note(format!("⚠️ {note}"));
     }
     doc.list("Not applied", &c.refused);
     if let Some(m) = &c.commit_message {
