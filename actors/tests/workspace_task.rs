@@ -244,16 +244,19 @@ fn change_card(
     id: &str,
     phase: &str,
 ) -> Option<(PendingCard, silas_core::cards::ChangesCard)> {
-    let card = f
-        .store
+    // By item and phase: a re-offered undo card has an id of its own.
+    f.store
         .records::<PendingCard>()
-        .get(&format!("card-{phase}-{id}"))
-        .unwrap()?;
-    let CardPayload::Changes(c) = &card.card else {
-        panic!("not a change card: {card:?}");
-    };
-    let c = (**c).clone();
-    Some((card, c))
+        .list()
+        .unwrap()
+        .into_iter()
+        .find_map(|card| match &card.card {
+            CardPayload::Changes(c) if c.work_item_id == id && c.phase.as_str() == phase => {
+                let c = (**c).clone();
+                Some((card, c))
+            }
+            _ => None,
+        })
 }
 
 /// The owner answers a change card the way `approval_flow::decide_card`
@@ -385,6 +388,54 @@ async fn approving_the_apply_card_changes_the_real_project_and_undo_restores_it(
     assert_eq!(tree(&real), original);
     assert!(change_card(&f, "t-apply", "undo").is_none());
     assert_eq!(common::audit_data(&f.store, "workspace_undone").len(), 1);
+}
+
+/// An undo refused because the owner edited an applied file since is
+/// offered again while the window is open: once the edit is put back, the
+/// undo goes through. The refused undo used to end the card for good.
+#[tokio::test]
+async fn an_undo_refused_for_a_later_edit_can_be_tried_again() {
+    if skip_without_pytest() {
+        return;
+    }
+    let f = Fx::new().await;
+    let real = project(&f);
+    let original = tree(&real);
+    assert_eq!(fixed(&f, "t-undo-again").await, WorkItemStatus::Done);
+    answer(&f, "t-undo-again", "apply", true);
+    f.engine.run_task("t-undo-again", "owner").await.unwrap();
+    let applied = read(&real.join("clock.py"));
+    let (first, _) = change_card(&f, "t-undo-again", "undo").expect("undo card");
+    std::fs::write(
+        real.join("clock.py"),
+        format!("{applied}# the owner's edit\n"),
+    )
+    .unwrap();
+    answer(&f, "t-undo-again", "undo", true);
+    let r = f.engine.run_task("t-undo-again", "owner").await.unwrap();
+    assert!(
+        r.summary
+            .contains("Not undone: clock.py changed since the apply; nothing was changed."),
+        "{}",
+        r.summary
+    );
+    assert!(
+        r.summary.contains("undo again from the card"),
+        "{}",
+        r.summary
+    );
+    assert!(read(&real.join("clock.py")).contains("the owner's edit"));
+    let (again, c) = change_card(&f, "t-undo-again", "undo").expect("the undo offered again");
+    assert_ne!(again.request_id, first.request_id);
+    assert!(c.decision.is_none());
+    assert_eq!(again.expires_at, first.expires_at, "the same window");
+    // The edit put back: the undo goes through.
+    std::fs::write(real.join("clock.py"), &applied).unwrap();
+    answer(&f, "t-undo-again", "undo", true);
+    let r = f.engine.run_task("t-undo-again", "owner").await.unwrap();
+    assert!(r.summary.contains("Undone"), "{}", r.summary);
+    assert_eq!(tree(&real), original);
+    assert!(change_card(&f, "t-undo-again", "undo").is_none());
 }
 
 #[tokio::test]

@@ -32,7 +32,7 @@ use silas_core::model::work::{WorkItem, WorkItemResult, WorkItemStatus};
 use silas_core::model::workspace::{Access, ApplyMode};
 use silas_core::{Coded, Timestamp, projections};
 use silas_storage::PendingCard;
-use silas_workspace::{ChangeSet, apply, commit};
+use silas_workspace::{ApplyError, ChangeSet, apply, commit};
 
 use super::cards::{self, ToolDecision};
 use super::engine::{WorkEngine, WorkError};
@@ -111,6 +111,18 @@ fn card_for(
         checks_saw_edits: run.use_.allow_protected_edits,
         undo_until: None,
         decision: None,
+    }
+}
+
+/// Why an undo did not happen, in the undo's own words (the apply's
+/// conflict message speaks of a copy and of applying).
+fn undo_refused_words(e: &ApplyError) -> String {
+    match e {
+        ApplyError::Conflict { paths } => format!(
+            "Not undone: {} changed since the apply; nothing was changed.",
+            paths.join(", ")
+        ),
+        e => format!("Not undone: {e}. Nothing was changed."),
     }
 }
 
@@ -405,6 +417,7 @@ impl WorkEngine {
                 }
             }
             ChangesAction::Undo => {
+                let mut retry = false;
                 let note = match self.stored_undo(&item.id) {
                     None => "Cannot undo: the undo record is gone.".to_string(),
                     Some(u) => {
@@ -434,12 +447,40 @@ impl WorkEngine {
                                     json!({"work_item_id": item.id, "workspace": card.workspace,
                                        "code": e.code().as_str(), "reason": e.to_string()}),
                                 )?;
-                                format!("Not undone: {e}. Nothing was changed.")
+                                // Files edited since the apply: the owner may
+                                // put them back and undo again while the
+                                // window is open (the record is kept).
+                                retry = matches!(e, ApplyError::Conflict { .. });
+                                undo_refused_words(&e)
                             }
                         }
                     }
                 };
-                close(note)
+                match card
+                    .undo_until
+                    .filter(|until| retry && *until > Timestamp::now())
+                {
+                    Some(until) => {
+                        let mut again = card.clone();
+                        again.decision = None;
+                        let now = Timestamp::now();
+                        let mut fresh = cards::changes_card(again, &scope, now, until);
+                        // A new id: the answered one is remembered as answered.
+                        fresh.request_id = format!("{}-{}", fresh.request_id, now.as_micros());
+                        self.store.work_items().save_with_card(
+                            &item,
+                            Some(&fresh),
+                            Some(&pending.request_id),
+                        )?;
+                        let note = format!(
+                            "{note} Put them back as the apply left them and undo again from the card, until {until}."
+                        );
+                        // Done again: the Stream delivers the fresh card with it.
+                        self.publish(&item.id, &scope, WorkStatusKind::Done, note.clone(), None);
+                        Ok(Self::result(&item, note, None))
+                    }
+                    None => close(note),
+                }
             }
         }
     }
