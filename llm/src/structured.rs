@@ -165,7 +165,10 @@ pub fn proxy_failure_message(cause: &FallbackCause) -> String {
                     || lower.contains("too long")
                     || lower.contains("tokens"))
             {
-                "your message is too long for this model's context window. Please send it in \
+                "the prompt was too long for the model server's context window. If your \
+                 message was short, the server's window is smaller than my prompts need: start \
+                 it with a larger one (llama.cpp `-c 8192`, llama-cpp-python `--n_ctx 8192`) \
+                 and set the provider's `context_window` to match; else send your message in \
                  shorter parts"
                     .to_owned()
             } else if *status == 404 {
@@ -469,7 +472,7 @@ mod tests {
             ),
             (
                 api(Some(400), "maximum context length is 4096 tokens"),
-                "too long for this model's context window",
+                "too long for the model server's context window. If your message was short",
             ),
             (api(Some(401), "bad key"), "refused my credentials"),
             (api(Some(500), "boom"), "answered HTTP 500"),
