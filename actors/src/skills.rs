@@ -74,6 +74,28 @@ pub enum SkillFlowError {
     NoSandbox,
 }
 
+/// Why a dry run failed, with what the owner needs to fix it: the command
+/// line it ran (`--help`, or the declared defaults) and the end of its
+/// stderr, on one line, credentials taken out. "exited with code 1" alone
+/// left the skill's author guessing.
+fn dry_run_failure(out: &silas_skill::run::ScriptOutcome) -> String {
+    const TAIL: usize = 400;
+    let mut why = format!(
+        "{}; it ran `{}`",
+        out.termination,
+        silas_core::terminal::one_line(&out.argv.join(" "))
+    );
+    let (stderr, _) = silas_core::secrets::redact(out.stderr.trim());
+    if !stderr.is_empty() {
+        let flat = silas_core::terminal::one_line(&stderr).into_owned();
+        let count = flat.chars().count();
+        let tail: String = flat.chars().skip(count.saturating_sub(TAIL)).collect();
+        let cut = if count > TAIL { "…" } else { "" };
+        why.push_str(&format!("; stderr: {cut}{tail}"));
+    }
+    why
+}
+
 impl Coded for SkillFlowError {
     fn code(&self) -> ErrorCode {
         match self {
@@ -552,7 +574,7 @@ impl SkillHost {
                 .await;
             let why = match run {
                 Ok(out) if out.success() => continue,
-                Ok(out) => out.termination.to_string(),
+                Ok(out) => dry_run_failure(&out),
                 Err(e) => e.to_string(),
             };
             self.audit(

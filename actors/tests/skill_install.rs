@@ -232,7 +232,12 @@ async fn approve_dry_run_install_then_use_only_at_the_approved_hash() {
 #[tokio::test]
 async fn a_failing_dry_run_or_a_decline_installs_nothing() {
     let f = fx();
-    write_skill(&f.skills, "count-lines", "import sys\nsys.exit(4)\n", "");
+    write_skill(
+        &f.skills,
+        "count-lines",
+        "import sys\nprint('usage: count.py PATH (a path is required)', file=sys.stderr)\nsys.exit(4)\n",
+        "",
+    );
     let card = f
         .host
         .offer("count-lines", SkillSource::Created, vec![])
@@ -243,6 +248,11 @@ async fn a_failing_dry_run_or_a_decline_installs_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, SkillFlowError::DryRunFailed { .. }), "{err}");
+    // The owner learns what ran and what it said.
+    let text = err.to_string();
+    assert!(text.contains("scripts/count.py"), "{text}");
+    assert!(text.contains("it ran `"), "{text}");
+    assert!(text.contains("stderr: usage: count.py PATH"), "{text}");
     assert!(f.host.installed("count-lines").unwrap().is_none());
     assert!(common::audit_events(&f.store).contains(&"skill_dry_run_failed".to_string()));
 
