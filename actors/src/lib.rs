@@ -27,6 +27,7 @@ pub mod gate_runner;
 pub mod housekeeper;
 pub mod limits;
 pub mod memory;
+pub mod refusal_audit;
 pub mod restart;
 pub mod scheduler;
 pub mod scope_release;

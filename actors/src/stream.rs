@@ -49,6 +49,7 @@ use crate::cards::{
 };
 use crate::channel::{Outbound, undelivered};
 use crate::limits::{Admission, CardLimits, LimitKind, OpenLimit, RateLimiter, TurnQueues};
+use crate::refusal_audit::RefusalAudit;
 use crate::restart::{RestartDecision, RestartPolicy, RestartTracker};
 use crate::scope_release::IdleScopes;
 use crate::stream_accept::{Accepting, Admit};
@@ -224,6 +225,8 @@ pub struct StreamState {
     sweep_task: Option<JoinHandle<()>>,
     /// Scopes whose visitor left: released when idle (issue #19).
     idle: IdleScopes,
+    /// Refusals a sender can repeat at will, audited once a minute each.
+    refusals: RefusalAudit,
 }
 
 pub struct Stream;
@@ -236,6 +239,27 @@ fn audit(deps: &TurnDeps, event: &str, data: serde_json::Value) -> Result<(), Ac
 }
 
 impl StreamState {
+    /// Audits a refusal the sender can repeat at will: the first of a
+    /// minute per (event, scope), with how many went unwritten since
+    /// (`refused_since`); the rest are counted only.
+    fn audit_refusal(
+        &mut self,
+        event: &'static str,
+        scope_id: &str,
+        data: serde_json::Value,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(since) = self.refusals.note(event, scope_id, Instant::now()) else {
+            return Ok(());
+        };
+        let mut data = data;
+        if since > 0
+            && let Some(o) = data.as_object_mut()
+        {
+            o.insert("refused_since".into(), since.into());
+        }
+        audit(&self.args.deps, event, data)
+    }
+
     async fn processor(
         &mut self,
         myself: &ActorRef<StreamMsg>,
@@ -275,13 +299,21 @@ impl StreamState {
         }
         self.idle.active(&m.scope_id);
         let now = Instant::now();
-        let ip_key = m.ip.clone().unwrap_or_default();
+        let is_owner = m.scope_id == OWNER_SCOPE;
+        // The owner's messages are bounded per scope only: behind a reverse
+        // proxy the owner shares an address with every customer, whose
+        // messages would otherwise use up the owner's allowance.
+        let ip_key = if is_owner {
+            String::new()
+        } else {
+            m.ip.clone().unwrap_or_default()
+        };
         let scope_ok = self.per_scope.would_allow(&m.scope_id, now);
         let ip_ok = ip_key.is_empty() || self.per_ip.would_allow(&ip_key, now);
         if !(scope_ok && ip_ok) {
-            audit(
-                &deps,
+            self.audit_refusal(
                 "security_rate_limited",
+                &m.scope_id,
                 json!({"scope_id": m.scope_id, "channel": m.channel,
                        "limit": if scope_ok { "ip" } else { "scope" }}),
             )?;
@@ -290,13 +322,12 @@ impl StreamState {
             }
             .into());
         }
-        let is_owner = m.scope_id == OWNER_SCOPE;
         match self.queues.admission(&m.scope_id, is_owner) {
             Admission::Admit => {}
             full => {
-                audit(
-                    &deps,
+                self.audit_refusal(
                     "backpressure_busy_retry",
+                    &m.scope_id,
                     json!({"scope_id": m.scope_id,
                            "queue": if full == Admission::ScopeFull { "scope" } else { "global" },
                            "pending_total": self.queues.total()}),
@@ -462,6 +493,7 @@ impl Actor for Stream {
             per_scope: RateLimiter::per_minute(cfg.limits.ws_messages_per_minute_per_scope),
             per_ip: RateLimiter::per_minute(cfg.limits.ws_messages_per_minute_per_ip),
             card_limits: CardLimits::from_config(&cfg.limits),
+            refusals: RefusalAudit::default(),
             accepting: true,
             tracker: RestartTracker::new(args.restart_policy),
             restarts: 0,
@@ -640,6 +672,14 @@ impl Actor for Stream {
                 state.per_scope.prune(now);
                 state.per_ip.prune(now);
                 state.card_limits.prune(now);
+                // The counts a quiet sender left unwritten are written now.
+                for (event, scope_id, since) in state.refusals.prune(now) {
+                    audit(
+                        &state.args.deps,
+                        event,
+                        json!({"scope_id": scope_id, "refused_since": since}),
+                    )?;
+                }
                 state.args.deps.limits.prune(now);
             }
             StreamMsg::TurnDone { scope_id, .. } => {

@@ -283,10 +283,42 @@ async fn card_answers_over_the_limit_are_refused_and_the_card_stays() {
     );
     assert_eq!(internal.code(), ErrorCode::EChannelRateLimited);
     assert!(rt.card_stored("dec-1"));
+    // The first refusal of the minute is audited; the other two are
+    // counted (written as `refused_since` with the next entry).
     let limited = rt.limited();
-    assert_eq!(limited.len(), 3, "{limited:?}");
-    assert!(limited.iter().all(|d| d["limit"] == "card"));
-    assert!(limited.iter().all(|d| d["request_id"] == "dec-1"));
+    assert_eq!(limited.len(), 1, "{limited:?}");
+    assert_eq!(limited[0]["limit"], "card");
+    assert_eq!(limited[0]["request_id"], "dec-1");
+    // A flood of refused answers with long made-up ids, as a customer
+    // could send: still one entry per scope a minute, the id quoted short.
+    let long = "R".repeat(60_000);
+    for scope in ["owner", "conn-9"] {
+        for i in 0..200 {
+            let _ = rt
+                .turns
+                .stream
+                .answer_card(
+                    scope,
+                    &format!("{i}-{long}"),
+                    CardKind::Decision,
+                    CardResponse::Choice {
+                        selected_value: Some("a".into()),
+                        freetext: None,
+                    },
+                    silas_actors::approval::AnswerOrigin::new("test", scope),
+                )
+                .await;
+        }
+    }
+    let limited = rt.limited();
+    assert_eq!(limited.len(), 2, "one more entry, for conn-9");
+    let quoted = limited[1]["request_id"].as_str().unwrap();
+    assert_eq!(limited[1]["scope_id"], "conn-9");
+    assert!(
+        quoted.starts_with("1-RRR") && quoted.ends_with('…'),
+        "{quoted}"
+    );
+    assert!(quoted.chars().count() <= 65, "{quoted}");
     // Another scope is not affected by the owner's allowance.
     let other = rt
         .turns

@@ -49,11 +49,11 @@ impl StreamState {
         match self.card_limits.answer(scope_id, Instant::now()) {
             Ok(()) => Ok(Ok(())),
             Err(kind) => {
-                audit(
-                    &self.args.deps,
+                self.audit_refusal(
                     "security_rate_limited",
+                    scope_id,
                     json!({"scope_id": scope_id, "limit": kind.as_str(),
-                           "request_id": request_id}),
+                           "request_id": crate::refusal_audit::quoted_id(request_id)}),
                 )?;
                 Ok(Err(CardRejection::RateLimited {
                     request_id: request_id.to_string(),
