@@ -151,8 +151,11 @@ pub enum Peer {
 }
 
 impl From<IpAddr> for Peer {
+    /// An IPv6 address counts as its /64 (one host usually holds the whole
+    /// prefix: per address it had 50 guesses a minute from each of 2^64),
+    /// an IPv4-mapped one as the IPv4 address, as the customer caps count.
     fn from(ip: IpAddr) -> Self {
-        Peer::Ip(ip)
+        Peer::Ip(crate::customers::counted_as(Some(ip)).unwrap_or(ip))
     }
 }
 
@@ -385,7 +388,7 @@ impl OwnerAuth {
 
     /// Whether `ip` is over its failure budget (checked before comparing).
     pub fn throttled(&self, ip: Option<IpAddr>) -> bool {
-        self.throttled_peer(ip.map(Peer::Ip))
+        self.throttled_peer(ip.map(Peer::from))
     }
 
     fn throttled_peer(&self, peer: Option<Peer>) -> bool {
@@ -394,7 +397,7 @@ impl OwnerAuth {
 
     /// Record and audit one failed authentication from `ip`.
     pub fn failed(&self, ip: Option<IpAddr>, channel: &str, reason: &str) {
-        self.failed_peer(ip.map(Peer::Ip), channel, reason);
+        self.failed_peer(ip.map(Peer::from), channel, reason);
     }
 
     /// [`Self::failed`] for any kind of peer.
@@ -410,7 +413,7 @@ impl OwnerAuth {
 
     /// [`Self::throttled`], audited when it refuses.
     pub fn throttled_now(&self, ip: Option<IpAddr>, channel: &str) -> bool {
-        self.throttled_now_peer(ip.map(Peer::Ip), channel)
+        self.throttled_now_peer(ip.map(Peer::from), channel)
     }
 
     fn throttled_now_peer(&self, peer: Option<Peer>, channel: &str) -> bool {
@@ -465,7 +468,7 @@ impl OwnerAuth {
     /// behind a reverse proxy. The configured `auth_token` is the owner's
     /// own choice and may be guessable: it stays throttled.
     pub fn check(&self, ip: Option<IpAddr>, token: Option<&str>, channel: &str) -> AuthOutcome {
-        self.check_peer(ip.map(Peer::Ip), token, channel)
+        self.check_peer(ip.map(Peer::from), token, channel)
     }
 
     /// [`Self::check`] for any kind of peer (the control socket's local uid).

@@ -86,6 +86,36 @@ fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
     assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW + Duration::from_millis(60)));
 }
 
+/// One IPv6 /64 is one address for the throttle: a host rotating through
+/// its prefix gets 50 guesses a minute in all, not per address.
+#[test]
+fn an_ipv6_prefix_is_throttled_as_one_address() {
+    let auth = OwnerAuth::ephemeral(None);
+    for i in 0..FAILED_AUTH_LIMIT {
+        let a = ip(&format!("2001:db8:1:2::{:x}", i + 1));
+        assert_eq!(
+            auth.check(Some(a), Some("nope"), "ws"),
+            AuthOutcome::Refused
+        );
+    }
+    assert_eq!(
+        auth.check(Some(ip("2001:db8:1:2:ffff::9")), Some("nope"), "ws"),
+        AuthOutcome::Throttled
+    );
+    // Another /64, and an IPv4-mapped address as its IPv4 one.
+    assert_eq!(
+        auth.check(Some(ip("2001:db8:1:3::1")), Some("nope"), "ws"),
+        AuthOutcome::Refused
+    );
+    for _ in 0..FAILED_AUTH_LIMIT {
+        auth.check(Some(ip("192.0.2.7")), Some("nope"), "ws");
+    }
+    assert_eq!(
+        auth.check(Some(ip("::ffff:192.0.2.7")), Some("nope"), "ws"),
+        AuthOutcome::Throttled
+    );
+}
+
 #[test]
 fn check_throttles_before_comparing_and_audits_failures() {
     struct Rec(Mutex<Vec<(String, serde_json::Value)>>);

@@ -46,7 +46,7 @@ pub struct CustomerConnections {
 
 /// The address a connection counts under: IPv6 by its /64 (an IPv4-mapped
 /// address as the IPv4 one).
-fn counted_as(ip: Option<IpAddr>) -> Option<IpAddr> {
+pub(crate) fn counted_as(ip: Option<IpAddr>) -> Option<IpAddr> {
     match ip? {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => Some(IpAddr::V4(v4)),

@@ -34,6 +34,7 @@ use warp::{Filter, Reply};
 
 pub mod assets;
 pub mod auth;
+mod body;
 pub mod cards;
 pub mod control;
 pub mod customers;
@@ -309,6 +310,16 @@ fn json_status(
 
 type JsonReply = warp::reply::WithStatus<warp::reply::Json>;
 
+/// The largest pairing request body (a code and a label).
+const PAIR_BODY_MAX: usize = 4 * 1024;
+/// The largest secure-input body.
+const SECRET_BODY_MAX: usize = 16 * 1024;
+
+/// The reply to a body that was not read.
+fn body_refused(e: &body::BodyError) -> JsonReply {
+    json_status(e.status(), serde_json::json!({"error": e.message()}))
+}
+
 /// `Authorization: Bearer <owner credential>`, checked like a socket's:
 /// Host/Origin first, then the throttle, then the comparison.
 fn owner_http(
@@ -383,20 +394,24 @@ fn device_routes(
         .and(warp::header::optional::<String>("host"))
         .and(warp::header::optional::<String>("origin"))
         .and(server::client_addr())
-        .and(warp::body::content_length_limit(4 * 1024))
-        .and(warp::body::json::<PairBody>())
+        .and(warp::body::stream())
         .and(with_state.clone())
-        .map(
+        .then(
             |host: Option<String>,
              origin: Option<String>,
              remote: Option<SocketAddr>,
-             body: PairBody,
-             state: Arc<WebState>| {
+             body,
+             state: Arc<WebState>| async move {
                 if let Err(why) =
                     ws::request_allowed(&state.own_hosts, host.as_deref(), origin.as_deref())
                 {
                     return json_status(StatusCode::FORBIDDEN, serde_json::json!({"error": why}));
                 }
+                let body: PairBody =
+                    match body::read_json(body, PAIR_BODY_MAX, body::BODY_TIMEOUT).await {
+                        Ok(b) => b,
+                        Err(e) => return body_refused(&e),
+                    };
                 let label = body.label.unwrap_or_else(|| "browser".into());
                 match state.auth.redeem(remote.map(|r| r.ip()), &body.code, &label) {
                     Ok((device, token)) => json_status(
@@ -616,22 +631,28 @@ fn routes(
         .and(warp::header::optional::<String>("origin"))
         .and(warp::header::optional::<String>("authorization"))
         .and(server::client_addr())
-        .and(warp::body::content_length_limit(16 * 1024))
-        .and(warp::body::json::<SecretBody>())
+        .and(warp::body::stream())
         .and(with_state.clone())
-        .map(
+        .then(
             |ref_id: String,
              host: Option<String>,
              origin: Option<String>,
              auth: Option<String>,
              remote: Option<SocketAddr>,
-             body: SecretBody,
-             state: Arc<WebState>| {
-                // Consumed into a zeroizing buffer at once; never logged or echoed.
-                let value = zeroize::Zeroizing::new(body.value);
+             body,
+             state: Arc<WebState>| async move {
+                // Checked before the body is read: a stranger's request
+                // never waits on the server for a body.
                 if let Err(reply) = owner_http(&state, host, origin, auth, remote, "secrets") {
                     return reply;
                 }
+                let body: SecretBody =
+                    match body::read_json(body, SECRET_BODY_MAX, body::BODY_TIMEOUT).await {
+                        Ok(b) => b,
+                        Err(e) => return body_refused(&e),
+                    };
+                // Consumed into a zeroizing buffer at once; never logged or echoed.
+                let value = zeroize::Zeroizing::new(body.value);
                 match state.secrets.store(&ref_id, value) {
                     Ok(()) => json_status(StatusCode::OK, serde_json::json!({"stored": true})),
                     Err(SecretStoreError::UnknownRef) => json_status(

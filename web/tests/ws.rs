@@ -454,3 +454,67 @@ async fn frames_larger_than_the_read_buffer_arrive_whole_and_the_bound_holds() {
     let body = plain.text().await.unwrap();
     assert!(body.contains("Connection: upgrade"), "{body}");
 }
+
+/// Sends `head` (a request whose body never comes whole) and reads what
+/// the server answers, waiting at most `within`.
+async fn stalled_body(addr: std::net::SocketAddr, head: String, within: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(within, s.read_to_end(&mut got)).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A request body that never comes whole is cut off like a slow header
+/// (408 within about 10 s), and a stranger's secure-input request is
+/// refused before its body is read at all. Held forever, 20,000 of these
+/// used up the daemon's descriptors and locked the owner out. A body that
+/// is not JSON, or too large, gets 400 / 413 (not 405).
+#[tokio::test]
+async fn a_request_body_that_never_comes_is_cut_off() {
+    let s = start(Some(TOKEN)).await;
+    let host = format!("127.0.0.1:{}", s.addr.port());
+    let started = std::time::Instant::now();
+    let pair = stalled_body(
+        s.addr,
+        format!(
+            "POST /pair HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{{"
+        ),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(pair.starts_with("HTTP/1.1 408"), "{pair}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    // No credential: refused at once, the body never waited for.
+    let started = std::time::Instant::now();
+    let secrets = stalled_body(
+        s.addr,
+        format!(
+            "POST /secrets/ref_x HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{{"
+        ),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(secrets.starts_with("HTTP/1.1 401"), "{secrets}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let c = http_client();
+    let url = format!("http://{}/pair", s.addr);
+    let form = c.post(&url).body("code=x").send().await.unwrap();
+    assert_eq!(form.status(), 400);
+    let big = c
+        .post(&url)
+        .json(&json!({"code": "x".repeat(8 * 1024)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+}
