@@ -279,6 +279,7 @@ try {
   await activeCard('apply-1', 'apply_changes', 'medium');
   check(/clock\.py/.test(await card.locator('.change-files').textContent()), 'changed file not listed');
   check(/\+1 −1/.test(await card.locator('.card-facts').textContent()), 'line counts missing');
+  check(/the checks ran without these edits/.test(await card.locator('.card-warning').textContent()), 'protected-edit note missing');
   await card.locator('summary').click();
   check(/\+    return hour - offset/.test(await card.locator('.change-diff').textContent()), 'diff not shown');
   await shot('16-apply_changes.png');
