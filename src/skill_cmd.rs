@@ -390,17 +390,30 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                 None
             };
             let hash = loader.remove(&name).map_err(coded)?;
-            if let Some(store) = store
-                && let serde_json::Value::Object(o) = serde_json::json!({
+            let mut withdrawn = None;
+            if let Some(store) = store {
+                // The approval goes with the folder: the same bytes put
+                // back are offered again, not run under the old approval.
+                let w = silas_actors::skills::remove::withdraw(&store, &name)?;
+                if let serde_json::Value::Object(o) = serde_json::json!({
                     "name": name, "content_hash": hash, "by": "cli",
-                })
-            {
-                store.audit().log("skill_removed", o)?;
+                    "approval_withdrawn": w.approval, "cards_closed": w.cards,
+                }) {
+                    store.audit().log("skill_removed", o)?;
+                }
+                withdrawn = Some(w);
             }
             println!(
                 "removed skill {name} ({})",
                 hash.as_deref().unwrap_or("was not loadable")
             );
+            if let Some(w) = withdrawn.filter(|w| w.approval.is_some()) {
+                let token = w.approval.unwrap_or_default();
+                println!(
+                    "its install approval ({}) is withdrawn: put back, it is offered for approval again",
+                    &token[..token.len().min(12)]
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

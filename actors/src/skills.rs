@@ -40,6 +40,7 @@ use zeroize::Zeroizing;
 use crate::approval::{AnswerOrigin, ApprovalError, ApprovalHandle, OwnedSubject};
 
 mod made;
+pub mod remove;
 mod scan;
 pub use made::{PRODUCED_DIR, Produced, ProducedOffer, SKILL_MAKER};
 pub use scan::ScanSummary;

@@ -512,3 +512,57 @@ async fn a_shipped_skill_at_its_shipped_bytes_is_offered_only_when_asked() {
     assert_eq!(s.offered, ["count-lines"]);
     assert!(s.shipped.is_empty());
 }
+
+/// Removing a skill withdraws its install approval (and waiting cards): the
+/// same bytes put back are offered for approval again and are not usable
+/// meanwhile. Before, the record stayed and a copied-back folder ran its
+/// MCP tools under the old approval.
+#[tokio::test]
+async fn a_removed_skill_put_back_asks_again() {
+    let f = fx();
+    write_skill(&f.skills, "count-lines", COUNT, FRONT);
+    let s = f.host.scan_and_offer().unwrap();
+    assert_eq!(s.offered, ["count-lines"]);
+    let card = f
+        .store
+        .records::<PendingCard>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|c| matches!(c.card, CardPayload::SkillInstall(_)))
+        .unwrap();
+    f.host
+        .decide(&f.engine, &card, common::approved(), &f.owner)
+        .await
+        .unwrap();
+    let hash = after_hash(&f);
+    assert_eq!(f.host.usable().unwrap().len(), 1);
+    // `silas skill remove`: the folder goes, then the approval.
+    let saved = tempfile::tempdir().unwrap();
+    std::fs::rename(
+        f.skills.join("count-lines"),
+        saved.path().join("count-lines"),
+    )
+    .unwrap();
+    let w = silas_actors::skills::remove::withdraw(&f.store, "count-lines").unwrap();
+    assert!(w.approval.is_some());
+    assert!(f.host.installed("count-lines").unwrap().is_none());
+    // The same bytes back: not usable, offered again.
+    std::fs::rename(
+        saved.path().join("count-lines"),
+        f.skills.join("count-lines"),
+    )
+    .unwrap();
+    assert!(f.host.usable().unwrap().is_empty());
+    assert!(f.host.check_use("count-lines").is_err());
+    let again = f.host.scan_and_offer().unwrap();
+    assert_eq!(again.offered, ["count-lines"]);
+    let cards = skill_cards(&f.store);
+    assert_eq!(cards.len(), 1);
+    assert_eq!(cards[0].1, hash, "the same bytes, asked again");
+    // A second removal closes the waiting card too.
+    let w = silas_actors::skills::remove::withdraw(&f.store, "count-lines").unwrap();
+    assert_eq!(w.approval, None);
+    assert_eq!(w.cards.len(), 1);
+    assert!(skill_cards(&f.store).is_empty());
+}
