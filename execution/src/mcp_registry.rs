@@ -357,6 +357,10 @@ impl McpRegistry {
                 s.live = None;
                 s.failures += 1;
             }
+            // Killed now, not when the last holder lets go: a server that
+            // hung one call would otherwise keep every other call already
+            // waiting on it (another work item's) for its whole timeout.
+            running.session.kill();
         }
         result
     }

@@ -397,3 +397,41 @@ async fn arguments_the_bound_schema_refuses_never_reach_the_server() {
     assert_eq!(f.starts.load(Ordering::SeqCst), 2);
     f.registry.shutdown().await;
 }
+
+/// A call that times out kills its server at once: a call another work
+/// item already had waiting on the same (one-request-at-a-time) server
+/// fails then instead of sitting out its own whole timeout, and the next
+/// call gets a fresh server.
+#[tokio::test]
+async fn a_hung_call_kills_its_server_and_frees_the_calls_behind_it() {
+    let f = Arc::new(fx(|c| c.call_timeout = Duration::from_secs(3)));
+    let approval = f.approval().await;
+    assert!(f.call(&approval, "cats").await.unwrap().contains("cats"));
+    let hung = {
+        let (f, approval) = (f.clone(), approval.clone());
+        tokio::spawn(async move { f.call(&approval, "hang").await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Queued behind the hung call, with a timeout of its own (3 s).
+    let t0 = std::time::Instant::now();
+    let behind = {
+        let (f, approval) = (f.clone(), approval.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            f.call(&approval, "dogs").await
+        })
+    };
+    let err = hung.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("timed out"), "{err}");
+    // The call behind it ends with the kill (about 2.5 s after start), not
+    // at its own timeout 4.5 s after start.
+    let behind = behind.await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(4200),
+        "{:?}: {behind:?}",
+        t0.elapsed()
+    );
+    // The next call starts a fresh server and is answered.
+    let out = f.call(&approval, "birds").await.unwrap();
+    assert!(out.contains("birds"), "{out}");
+}
