@@ -237,6 +237,9 @@ pub async fn run_setup(
     };
     let mut lines = BufReader::new(stdout).lines();
     let mut stored: Vec<String> = Vec::new();
+    // Every secret value this setup has seen (tokens handed over, the
+    // owner's secure answers): never shown again on a later step's card.
+    let mut known: Vec<zeroize::Zeroizing<String>> = Vec::new();
     let outcome = loop {
         let line = tokio::select! {
             l = lines.next_line() => l,
@@ -244,6 +247,7 @@ pub async fn run_setup(
             // future stays `Send` (the daemon spawns it).
             _ = async { let _ = cancel.wait_for(|c| *c).await; } => break Err(SetupError::Cancelled),
             Some(a) = answers.recv() => {
+                known.push(zeroize::Zeroizing::new(a.value.clone()));
                 let reply = SetupReply::SecureInput { field: a.field, value: a.value };
                 match serde_json::to_string(&reply) {
                     Ok(mut text) => {
@@ -292,13 +296,14 @@ pub async fn run_setup(
                 if let Err(e) = secrets.put(&ref_id, value.as_bytes()) {
                     break Err(SetupError::Store(e));
                 }
+                known.push(zeroize::Zeroizing::new(value));
                 stored.push(ref_id);
                 continue;
             }
             SetupMessage::Done => break Ok(()),
             SetupMessage::Error { message } => break Err(SetupError::Failed(message)),
         };
-        if steps.send(step).await.is_err() {
+        if steps.send(scrub(step, &known)).await.is_err() {
             break Err(SetupError::Cancelled);
         }
     };
@@ -312,6 +317,45 @@ pub async fn run_setup(
             }
             Err(e)
         }
+    }
+}
+
+/// A secret value this short is not scrubbed from steps (it would mangle
+/// ordinary words); no real token is this short.
+const SCRUB_MIN: usize = 6;
+
+/// What replaces a known secret value in a step.
+pub const SCRUBBED: &str = "[REDACTED]";
+
+/// `step` with every known secret value of this setup taken out: a script
+/// that handed over a token and then put it into a device-code card (a bug
+/// or on purpose) showed it on the owner's card and left it in the stored
+/// card until the setup ended.
+fn scrub(step: SetupStep, known: &[zeroize::Zeroizing<String>]) -> SetupStep {
+    let clean = |text: String| -> String {
+        known
+            .iter()
+            .filter(|v| v.len() >= SCRUB_MIN)
+            .fold(text, |t, v| t.replace(v.as_str(), SCRUBBED))
+    };
+    match step {
+        SetupStep::DeviceCode {
+            verification_uri,
+            user_code,
+            expires_in,
+        } => SetupStep::DeviceCode {
+            verification_uri: clean(verification_uri),
+            user_code: clean(user_code),
+            expires_in,
+        },
+        SetupStep::BrowserRedirect { url } => SetupStep::BrowserRedirect { url: clean(url) },
+        SetupStep::SecureInput { field, prompt } => SetupStep::SecureInput {
+            field: clean(field),
+            prompt: clean(prompt),
+        },
+        SetupStep::Progress { message } => SetupStep::Progress {
+            message: clean(message),
+        },
     }
 }
 

@@ -278,3 +278,57 @@ async fn cancelling_a_setup_kills_the_script_and_removes_its_partial_secrets() {
     }
     assert!(gone, "the setup script survived the cancel");
 }
+
+/// A setup script that hands over a token and then puts it into a later
+/// step (a device-code card, a redirect, a progress line) shows the owner
+/// none of it: every value the setup stored is taken out of later steps.
+#[tokio::test]
+async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
+    let skills = tempfile::tempdir().unwrap();
+    let scripted = skills.path().join("leaky");
+    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
+    std::fs::write(
+        scripted.join("scripts/setup.sh"),
+        format!(
+            "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
+             echo '{{\"type\":\"device_code\",\"verification_uri\":\"https://example.com/?t={CANARY}\",\"user_code\":\"{CANARY}\",\"expires_in\":600}}'\n\
+             echo '{{\"type\":\"browser_redirect\",\"url\":\"https://example.com/cb#{CANARY}\"}}'\n\
+             echo '{{\"type\":\"progress\",\"message\":\"got {CANARY} ok\"}}'\n\
+             echo '{{\"type\":\"done\"}}'\n"
+        ),
+    )
+    .unwrap();
+    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    let secrets = MemorySecrets::default();
+    let (step_tx, mut step_rx) = mpsc::channel(8);
+    let (_answer_tx, answer_rx) = mpsc::channel(1);
+    let (_cancel, cancel_rx) = watch::channel(false);
+    let work = sandbox.fresh_work_dir(base.path(), "setup-3").unwrap();
+    let l = launch(&skill_dir, work, "scripts/setup.sh", "http://unused");
+    let owner = async move {
+        let mut seen = Vec::new();
+        while let Some(step) = step_rx.recv().await {
+            seen.push(step);
+        }
+        seen
+    };
+    let (stored, seen) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(
+            run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
+            owner
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(stored.unwrap().len(), 1);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let shown = format!("{seen:?}");
+    assert!(!shown.contains(CANARY), "{shown}");
+    assert!(
+        shown.contains("https://example.com/?t=[REDACTED]"),
+        "{shown}"
+    );
+    assert!(shown.contains("got [REDACTED] ok"), "{shown}");
+}
