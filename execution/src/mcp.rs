@@ -75,6 +75,26 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineCap<R> {
     }
 }
 
+/// The longest function name model APIs take (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`).
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// The prefix executors see MCP tools under, `mcp__<skill>__<tool>`
+/// (`silas_llm::toolset::MCP_TOOL_PREFIX`, a layer above; a test keeps
+/// them equal).
+pub const TOOL_PREFIX: &str = "mcp__";
+
+/// Whether `tool` of `skill` makes a function name model APIs accept once
+/// namespaced: `../../escape` or a 100-character name would have every
+/// request naming the skill refused by a real provider.
+pub fn valid_tool_name(skill: &str, tool: &str) -> bool {
+    let full = TOOL_PREFIX.len() + skill.len() + 2 + tool.len();
+    !tool.is_empty()
+        && full <= MAX_TOOL_NAME
+        && tool
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Why an MCP server cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
@@ -319,6 +339,19 @@ impl McpSession {
                 input_schema: Value::Object((*t.input_schema).clone()),
             })
             .collect();
+        // Before the hash: a server with one unusable name is refused at
+        // the install dry run, not bound and offered to every executor.
+        if let Some(bad) = tools
+            .iter()
+            .find(|t| !valid_tool_name(&launch.skill, &t.name))
+        {
+            return Err(launch.protocol(format!(
+                "tool name {:?} is refused: model APIs take letters, digits, '_' and '-', and {}{}__<tool> at most {MAX_TOOL_NAME} characters",
+                silas_core::terminal::one_line(&bad.name.chars().take(80).collect::<String>()),
+                TOOL_PREFIX,
+                launch.skill
+            )));
+        }
         let hash = tools_hash(&tools);
         if let Some(approved) = approved_hash
             && approved != hash

@@ -435,3 +435,42 @@ async fn a_hung_call_kills_its_server_and_frees_the_calls_behind_it() {
     let out = f.call(&approval, "birds").await.unwrap();
     assert!(out.contains("birds"), "{out}");
 }
+
+/// A tool name model APIs would refuse as a function name (path
+/// characters, or too long once namespaced) fails the install listing,
+/// naming it; nothing is bound, no process is left.
+#[tokio::test]
+async fn a_tool_name_model_apis_refuse_is_refused_at_install() {
+    let f = fx(|_| {});
+    let err = f
+        .registry
+        .list_for_install(
+            "mcp-notes",
+            f.prepare(
+                vec![("MCP_TEST_VARIANT".into(), "badname".into())],
+                Vec::new(),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("\"../../escape\" is refused"),
+        "{err}"
+    );
+    f.wait_no_processes().await;
+}
+
+#[test]
+fn tool_names_are_checked_as_model_apis_take_them() {
+    use silas_execution::mcp::{MAX_TOOL_NAME, TOOL_PREFIX, valid_tool_name};
+    assert_eq!(TOOL_PREFIX, silas_llm::toolset::MCP_TOOL_PREFIX);
+    assert!(valid_tool_name("notes", "search_notes"));
+    assert!(valid_tool_name("notes", "get-v2"));
+    for bad in ["", "../../escape", "a b", "x.y", "naïve", "a/b"] {
+        assert!(!valid_tool_name("notes", bad), "{bad:?}");
+    }
+    // At most 64 characters as `mcp__<skill>__<tool>`.
+    let room = MAX_TOOL_NAME - TOOL_PREFIX.len() - "notes".len() - 2;
+    assert!(valid_tool_name("notes", &"t".repeat(room)));
+    assert!(!valid_tool_name("notes", &"t".repeat(room + 1)));
+}
