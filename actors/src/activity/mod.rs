@@ -143,6 +143,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("plan_id_replaced", Treatment::Hidden),
     ("plan_refused_review_full", Treatment::Shown),
     ("memory_op_refused", Treatment::Shown),
+    ("memory_op_applied", Treatment::Shown),
     ("tool_call_approved", Treatment::Shown),
     ("skill_install_offered", Treatment::Shown),
     ("skill_install_refused", Treatment::Shown),
@@ -632,6 +633,25 @@ pub fn describe(
             "security",
             "Refused a change to a protected (constitutional) memory".to_string(),
         ),
+        "memory_op_applied" => ("system", {
+            let from = match s(data, "taint") {
+                Some("owner") => "from you",
+                Some("auth") => "from a verified sender",
+                _ => "from untrusted input",
+            };
+            let whose = match s(data, "scope_id") {
+                Some("owner") | None => String::new(),
+                Some(scope) => format!(" in conversation {scope}"),
+            };
+            match s(data, "op") {
+                Some("store") => format!(
+                    "Remembered a {} {from}{whose}",
+                    s(data, "memory_type").unwrap_or("memory")
+                ),
+                Some("delete") => format!("Forgot a memory {from}{whose}"),
+                _ => format!("Changed a memory {from}{whose}"),
+            }
+        }),
         "tool_call_approved" => (
             "approval",
             format!(

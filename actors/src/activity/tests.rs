@@ -260,3 +260,22 @@ fn a_customers_plan_is_attributed_in_the_timeline() {
         "A customer's conversation (ws-7-12) proposed 'Create notes.txt' and asked for your approval"
     );
 }
+
+#[test]
+fn a_model_written_memory_is_shown_with_its_origin_never_its_content() {
+    let d = obj(
+        json!({"op": "store", "memory_id": "mem-1-0", "memory_type": "preference",
+                       "taint": "external", "scope_id": "ws-3"}),
+    );
+    let t = describe(1, "t", "memory_op_applied", &d, &facts).unwrap();
+    assert_eq!(
+        t.text,
+        "Remembered a preference from untrusted input in conversation ws-3"
+    );
+    let d = obj(
+        json!({"op": "delete", "memory_id": "m", "memory_type": "fact",
+                       "taint": "owner", "scope_id": "owner"}),
+    );
+    let t = describe(1, "t", "memory_op_applied", &d, &facts).unwrap();
+    assert_eq!(t.text, "Forgot a memory from you");
+}

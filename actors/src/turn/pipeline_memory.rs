@@ -213,6 +213,16 @@ impl Turn<'_> {
             self.deps
                 .memory
                 .apply(&self.scope.scope_id, op, self.taint, &id)?;
+            // What the model made the memory keep is shown to the owner
+            // (never its content): a memory comes back in later prompts
+            // labelled with the turn's taint, and was a channel nobody saw.
+            self.push(
+                "memory_op_applied",
+                json!({"op": op.op.as_str(),
+                       "memory_id": op.memory_id.clone().unwrap_or_else(|| id.clone()),
+                       "memory_type": op.memory_type.as_str(), "taint": self.taint.as_str(),
+                       "scope_id": self.scope.scope_id, "inbox_id": self.record.inbox_id}),
+            );
         }
         Ok(())
     }
