@@ -16,7 +16,14 @@
 //! | `context_profile` | `context.default_profile` |
 //! | `plan_action.interaction_mode_override` (unknown only) | none |
 //!
-//! (and the same inside a proxy's `response`). Everything else — the route,
+//! (and the same inside a proxy's `response`). One more, only as a last
+//! resort and never upward ([`last_resort_route_decision`]): when the
+//! repair round still answers a `planner` route that carries a complete
+//! reply (a `response` with a non-empty `message`: small models do this for
+//! plain questions), it becomes `direct` with that reply — it plans nothing
+//! and runs nothing (a plan in the reply still goes to a card), where the
+//! fallback was an apology. Nothing is ever routed to the planner that the
+//! model did not route there. Everything else — the route otherwise,
 //! `response` itself, `message`, `plan_action` and its action and plan,
 //! `needs_approval`, memory ops and queries, tool names and arguments — is
 //! security-relevant or carries the answer itself and is never guessed: an
@@ -37,6 +44,7 @@ pub const COSMETIC_FIELDS: &[&str] = &[
     "context_profile",
     "plan_action.interaction_mode_override",
     "response.plan_action.interaction_mode_override",
+    "route",
 ];
 
 /// Why a field was replaced.
@@ -101,6 +109,29 @@ pub fn coerce_route_decision(
     out
 }
 
+/// The repair round's last resort for a proxy answer: a `planner` route
+/// carrying a complete reply becomes `direct` with it (see the module doc).
+pub fn last_resort_route_decision(value: &mut Value) -> Vec<Coercion> {
+    let mut out = Vec::new();
+    let Some(obj) = value.as_object_mut() else {
+        return out;
+    };
+    let wrote_a_reply = obj
+        .get("response")
+        .and_then(|r| r.get("message"))
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.trim().is_empty());
+    if wrote_a_reply && obj.get("route").and_then(Value::as_str) == Some("planner") {
+        obj.insert("route".to_owned(), Value::from("direct"));
+        out.push(Coercion {
+            field: "route",
+            cause: CoercionCause::Unknown,
+            default: "direct".to_owned(),
+        });
+    }
+    out
+}
+
 /// Coerces a planner answer (`AgentResponse`) in place: only an unknown
 /// `plan_action.interaction_mode_override` (dropped: no override). The plan
 /// action itself is never touched.
@@ -160,7 +191,7 @@ mod tests {
     use silas_core::model::agents::{AgentResponse, Route, RouteDecision};
 
     use super::*;
-    use crate::structured::{StructuredContext, parse_output_coerced};
+    use crate::structured::{StructuredContext, parse_output_coerced, parse_output_last_resort};
 
     fn ctx() -> StructuredContext {
         StructuredContext::from_config(&Config::default())
@@ -369,6 +400,39 @@ mod tests {
         set(&mut v, "needs_approval", None);
         let (r, c) = planner(&v).unwrap();
         assert!(r.needs_approval && c.is_empty());
+    }
+
+    /// A planner route carrying a complete reply is answered with it as a
+    /// last resort (never the other way): the least privileged reading of
+    /// the model's answer. The first round still fails, so the model is
+    /// asked to repair it first.
+    #[test]
+    fn a_planner_route_with_a_written_reply_becomes_direct_only_as_a_last_resort() {
+        let mut v = direct();
+        v["route"] = json!("planner");
+        assert!(route(&v).is_err(), "the first round is repaired as before");
+        let (d, coerced) =
+            parse_output_last_resort::<RouteDecision>(Some(&v.to_string()), &ctx()).unwrap();
+        assert_eq!(d.route, Route::Direct);
+        assert_eq!(d.response.unwrap().message, "Hello!");
+        assert_eq!(coerced.len(), 1);
+        assert_eq!(coerced[0].field, "route");
+        assert_eq!(coerced[0].default, "direct");
+        // An empty message is no reply: it still fails.
+        for message in [json!(""), json!("   ")] {
+            let mut v = direct();
+            v["route"] = json!("planner");
+            v["response"]["message"] = message;
+            assert!(
+                parse_output_last_resort::<RouteDecision>(Some(&v.to_string()), &ctx()).is_err()
+            );
+        }
+        // A direct route without its reply is never sent to the planner.
+        let mut v = direct();
+        v.as_object_mut().unwrap().remove("response");
+        let mut raw = v.clone();
+        assert!(last_resort_route_decision(&mut raw).is_empty());
+        assert_eq!(raw["route"], "direct");
     }
 
     fn ptr(path: &str) -> String {

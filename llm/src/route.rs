@@ -102,6 +102,9 @@ impl StructuredOutput for RouteDraft {
     fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {
         <RouteDecision as StructuredOutput>::coerce(value, ctx)
     }
+    fn last_resort(value: &mut Value) -> Vec<Coercion> {
+        <RouteDecision as StructuredOutput>::last_resort(value)
+    }
     fn check(&self, ctx: &StructuredContext) -> Result<(), String> {
         self.decision.check(ctx)
     }

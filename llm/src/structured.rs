@@ -116,6 +116,12 @@ pub trait StructuredOutput: Sized + DeserializeOwned {
     fn coerce(_value: &mut Value, _ctx: &StructuredContext) -> Vec<Coercion> {
         Vec::new()
     }
+    /// What the repair round's answer may still be read as when it fails
+    /// validation ([`crate::coerce::last_resort_route_decision`]); nothing
+    /// for most types.
+    fn last_resort(_value: &mut Value) -> Vec<Coercion> {
+        Vec::new()
+    }
     /// Checks beyond the type's own validators (run after deserialising).
     fn check(&self, _ctx: &StructuredContext) -> Result<(), String> {
         Ok(())
@@ -209,6 +215,9 @@ impl StructuredOutput for RouteDecision {
     }
     fn coerce(value: &mut Value, ctx: &StructuredContext) -> Vec<Coercion> {
         coerce::coerce_route_decision(value, &ctx.default_profile, |p| ctx.profiles.contains(p))
+    }
+    fn last_resort(value: &mut Value) -> Vec<Coercion> {
+        coerce::last_resort_route_decision(value)
     }
     fn check(&self, ctx: &StructuredContext) -> Result<(), String> {
         self.validate_profile(|p| ctx.profiles.contains(p))
@@ -321,6 +330,23 @@ pub fn parse_output_coerced<T: StructuredOutput>(
     content: Option<&str>,
     ctx: &StructuredContext,
 ) -> Result<(T, Vec<Coercion>), String> {
+    parse_with(content, ctx, false)
+}
+
+/// [`parse_output_coerced`] with the type's last resort applied too (the
+/// repair round's answer, before falling back).
+pub fn parse_output_last_resort<T: StructuredOutput>(
+    content: Option<&str>,
+    ctx: &StructuredContext,
+) -> Result<(T, Vec<Coercion>), String> {
+    parse_with(content, ctx, true)
+}
+
+fn parse_with<T: StructuredOutput>(
+    content: Option<&str>,
+    ctx: &StructuredContext,
+    last_resort: bool,
+) -> Result<(T, Vec<Coercion>), String> {
     let Some(text) = content.filter(|t| !t.trim().is_empty()) else {
         return Err(format!(
             "the answer was empty; reply with one JSON object matching the {} schema",
@@ -334,7 +360,10 @@ pub fn parse_output_coerced<T: StructuredOutput>(
         )
     };
     let mut raw: Value = serde_json::from_str(extract_json(text)).map_err(invalid)?;
-    let coerced = T::coerce(&mut raw, ctx);
+    let mut coerced = T::coerce(&mut raw, ctx);
+    if last_resort {
+        coerced.extend(T::last_resort(&mut raw));
+    }
     let value: T = serde_json::from_value(raw).map_err(invalid)?;
     value
         .check(ctx)
@@ -420,6 +449,21 @@ pub async fn run_structured_agent<T: StructuredOutput>(
                 };
             }
             Err(summary) => {
+                if round == 1
+                    && let Ok((value, coerced)) =
+                        parse_output_last_resort::<T>(resp.content.as_deref(), ctx)
+                {
+                    tracing::info!(call = T::KIND.as_str(), fields = ?coerced.iter().map(|c| c.field).collect::<Vec<_>>(), "the repaired answer was read by its last resort");
+                    return StructuredRun {
+                        outcome: Structured::Valid {
+                            value,
+                            repaired: true,
+                        },
+                        requests,
+                        usage,
+                        coerced,
+                    };
+                }
                 tracing::info!(call = T::KIND.as_str(), round, "structured output invalid");
                 // The summary names fields and serde's reason, bounded.
                 tracing::debug!(call = T::KIND.as_str(), round, summary = %summarize(&summary), "validation errors");

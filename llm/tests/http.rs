@@ -85,6 +85,39 @@ fn direct_route() -> Value {
            "context_profile": "conversation"})
 }
 
+/// A small model that answers a plain question with a planner route and
+/// its reply, and again after the repair: the reply is used (direct, the
+/// route coerced and reported), not an apology; nothing is planned.
+#[tokio::test]
+async fn a_planner_route_with_a_reply_twice_is_answered_with_the_reply() {
+    let fake = FakeLlm::start().await.unwrap();
+    let slip = json!({"route": "planner", "reason": "r",
+        "response": {"message": "Paris is the capital of France."},
+        "interaction_register": "status", "context_profile": "conversation"});
+    fake.push(Reply::json(&slip));
+    fake.push(Reply::json(&slip));
+    let a = agents(&fake);
+    let mut used = BudgetUsed::default();
+    let run = a
+        .route(&context(), "What is the capital of France?", &mut used)
+        .await;
+    let Structured::Valid { value, repaired } = run.outcome else {
+        panic!("{:?}", run.outcome)
+    };
+    assert!(repaired);
+    assert_eq!(value.route, Route::Direct);
+    assert_eq!(
+        value.response.unwrap().message,
+        "Paris is the capital of France."
+    );
+    assert!(
+        run.coerced.iter().any(|c| c.field == "route"),
+        "{:?}",
+        run.coerced
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
+
 #[tokio::test]
 async fn proxy_schema_failure_then_repair_succeeds() {
     let fake = FakeLlm::start().await.unwrap();
