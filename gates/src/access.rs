@@ -203,17 +203,6 @@ impl AccessController {
         &self.state
     }
 
-    /// The level the agents are told of: `owner` for the owner (whom the
-    /// levels do not bind; the state's default `public` misled the model),
-    /// else the customer's current level.
-    pub fn level_name(&self) -> &str {
-        if self.is_owner {
-            "owner"
-        } else {
-            &self.state.level
-        }
-    }
-
     /// Records a passed gate (§4.11). `customer_id` (if the gate verified an
     /// identity) selects the customer context loaded on a transition.
     pub fn gate_passed(
@@ -340,17 +329,6 @@ mod tests {
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_owner_is_told_owner_a_customer_their_level() {
-        let dir = PathBuf::from("/nonexistent");
-        let owner = AccessController::new("owner", true, levels(), dir.clone());
-        assert_eq!(owner.level_name(), "owner");
-        let mut customer = AccessController::new("c1", false, levels(), dir);
-        assert_eq!(customer.level_name(), PUBLIC);
-        customer.gate_passed("email_otp", None, Utc::now());
-        assert_eq!(customer.level_name(), "verified");
     }
 
     #[test]

@@ -539,7 +539,7 @@ impl Turn<'_> {
             &self.scope.context,
             &budgets,
             self.toolset_names.clone(),
-            self.scope.access.level_name(),
+            &self.scope.access.state().level,
         );
         rendered.skills = self.skill_lines();
         // The proxy picks the turn's context profile from these; without
