@@ -91,11 +91,12 @@ impl RefusalAudit {
 /// A client-chosen id as an audit entry may quote it: at most
 /// [`QUOTED_ID_MAX`] characters, a longer one cut and marked.
 pub fn quoted_id(id: &str) -> String {
-    if id.chars().count() <= QUOTED_ID_MAX {
-        return id.to_owned();
+    let head = silas_core::never_log::truncate_chars(id, QUOTED_ID_MAX);
+    if head.len() == id.len() {
+        head
+    } else {
+        format!("{head}…")
     }
-    let head: String = id.chars().take(QUOTED_ID_MAX).collect();
-    format!("{head}…")
 }
 
 #[cfg(test)]
