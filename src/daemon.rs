@@ -399,7 +399,29 @@ async fn run(
     work_engine.connections = Some(connection_gate);
     // Gates run in the supervised GateRunner actor; the pipeline and the
     // WorkExecutor reach it by name, so they follow its restarts.
-    let gate_runner = GateRunnerArgs::from_config(Arc::new(cfg.clone()));
+    // The owner configured LLM gates the daemon cannot ask: say so at
+    // start, not only in each gate's audit entry.
+    if let silas_llm::judge::GateModelBinding::Unavailable(why) = &agents.gate_model
+        && cfg
+            .gates
+            .system
+            .iter()
+            .any(|g| g.get("provider").and_then(|p| p.as_str()) == Some("llm"))
+    {
+        println!(
+            "LLM gates: {why} — quality gates record llm_error, promoted gates block what they check"
+        );
+    }
+    // LLM gates (§5.5.3) ask `gates.llm_defaults.model` within the same
+    // model-call limits as turns and background work.
+    let judge: Arc<dyn silas_actors::gate_model::QualityJudge> =
+        Arc::new(silas_actors::gate_model::ModelJudge::new(
+            &cfg,
+            agents.gate_model.clone(),
+            work_engine.config.rate_limits.clone(),
+            store.clone(),
+        ));
+    let gate_runner = GateRunnerArgs::from_config_with_judge(Arc::new(cfg.clone()), Some(judge));
     // Folders not installed at their current hash wait for the owner's
     // approval on a card (once per hash); a broken folder is audited.
     match skills.scan_and_offer() {

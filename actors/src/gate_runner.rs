@@ -142,9 +142,18 @@ impl GateRunnerArgs {
         }
     }
 
-    /// The production runner (`standard_gate_runner`) for `config`.
+    /// The production runner (`standard_gate_runner`) for `config`, LLM
+    /// gates without a model.
     pub fn from_config(config: Arc<Config>) -> Self {
-        Self::new(move || crate::turn::pipeline::standard_gate_runner(&config))
+        Self::from_config_with_judge(config, None)
+    }
+
+    /// The production runner for `config`, LLM gates asking `judge`.
+    pub fn from_config_with_judge(
+        config: Arc<Config>,
+        judge: Option<Arc<dyn silas_gates::QualityJudge>>,
+    ) -> Self {
+        Self::new(move || crate::turn::pipeline::standard_gate_runner(&config, judge.clone()))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod cards;
 pub mod channel;
 pub mod connection;
 pub mod forget;
+pub mod gate_model;
 pub mod gate_runner;
 pub mod housekeeper;
 pub mod limits;

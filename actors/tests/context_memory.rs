@@ -45,7 +45,7 @@ fn open_memory(f: &Fx) -> Memory {
 
 async fn runtime(f: &Fx, memory: Memory) -> Rt {
     let sink = MemorySink::new();
-    let gates = standard_gate_runner(&f.cfg);
+    let gates = standard_gate_runner(&f.cfg, None);
     let memory: Arc<dyn MemoryIndex> = Arc::new(memory);
     let deps = TurnDeps {
         skills: None,

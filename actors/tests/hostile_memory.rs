@@ -414,7 +414,7 @@ async fn gate_script_inputs_with_shell_metacharacters_are_inert() {
         "message": payload,
         "memory_ops": [{"op": "store", "content": payload}],
     })));
-    let mut gates = standard_gate_runner(&f.cfg);
+    let mut gates = standard_gate_runner(&f.cfg, None);
     gates.register(
         "script",
         Arc::new(

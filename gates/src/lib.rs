@@ -36,4 +36,4 @@ pub use llm::{JudgeError, JudgeRequest, LlmProvider, QualityJudge};
 pub use predicate::PredicateProvider;
 pub use provider::{BoxFuture, GateCheckProvider};
 pub use runner::{ActiveGateSet, GateOutcome, GateRunner, TurnBudget};
-pub use script::ScriptProvider;
+pub use script::{ConfiguredScripts, ScriptProvider};

@@ -36,6 +36,9 @@ pub struct JudgeRequest<'a> {
     pub schema: Value,
     /// Whether the gate is promoted (policy schema) or quality.
     pub promoted: bool,
+    /// Whose evaluation this is, for the model-call limits: the context's
+    /// `scope_id` (a turn), else `work:<work_item_id>` (background work).
+    pub scope: Option<String>,
 }
 
 /// A failed model call.
@@ -154,6 +157,14 @@ pub fn parse_policy(v: &Value) -> Result<(GateAction, String, Option<f64>), Stri
     Ok((action, reason, score_of(o.get("score"))?))
 }
 
+fn scope_of(ctx: &JsonObject) -> Option<String> {
+    match (ctx.get("scope_id"), ctx.get("work_item_id")) {
+        (Some(Value::String(s)), _) => Some(s.clone()),
+        (_, Some(Value::String(w))) => Some(format!("work:{w}")),
+        _ => None,
+    }
+}
+
 /// The LLM gate provider.
 pub struct LlmProvider {
     judge: Arc<dyn QualityJudge>,
@@ -182,6 +193,7 @@ impl LlmProvider {
                 quality_schema()
             },
             promoted,
+            scope: scope_of(ctx),
         };
         let out = match tokio::time::timeout(self.timeout, self.judge.judge(req)).await {
             Err(_) => return self.failed(gate, promoted, JudgeError::Timeout.to_string()),

@@ -390,6 +390,46 @@ impl GateCheckProvider for ScriptProvider {
     }
 }
 
+/// The script provider as the daemon registers it: a script gate runs only
+/// as the owner wrote it in `gates.system` (the whole definition must
+/// match). A plan's script gate is written by a model and would run a host
+/// command outside the sandbox while the plan card shows only its name, so
+/// it is blocked here (plans carrying one are refused when parsed, too).
+pub struct ConfiguredScripts {
+    inner: ScriptProvider,
+    configured: Vec<Gate>,
+}
+
+impl ConfiguredScripts {
+    /// `configured`: the owner's gates; those of other providers are ignored.
+    pub fn new(inner: ScriptProvider, configured: &[Gate]) -> Self {
+        ConfiguredScripts {
+            inner,
+            configured: configured
+                .iter()
+                .filter(|g| g.provider == silas_core::model::gates::GateProvider::Script)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    pub async fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
+        if !self.configured.contains(gate) {
+            return block(
+                gate,
+                "a script gate runs only as configured by the owner (gates.system)",
+            );
+        }
+        self.inner.evaluate(gate, ctx).await
+    }
+}
+
+impl GateCheckProvider for ConfiguredScripts {
+    fn check<'a>(&'a self, gate: &'a Gate, ctx: &'a JsonObject) -> BoxFuture<'a, GateResult> {
+        Box::pin(self.evaluate(gate, ctx))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -482,5 +522,43 @@ mod tests {
                 .is_err()
         );
         assert_eq!(parse_stdout("").values.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn only_the_owners_script_gates_run() {
+        use silas_core::model::gates::{GateProvider, GateTrigger};
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let cmd = format!("touch {}", marker.display());
+        let mut owners = Gate::new("mine", GateTrigger::OnToolCall);
+        owners.provider = GateProvider::Script;
+        owners.check_command = Some(cmd.clone());
+        let mut other = Gate::new("guard", GateTrigger::OnToolCall);
+        other.check = Some("pii".into());
+        let p = ConfiguredScripts::new(
+            ScriptProvider::new(
+                dir.path().to_path_buf(),
+                Arc::new(PredicateProvider::new(vec![dir.path().to_path_buf()])),
+            ),
+            &[owners.clone(), other],
+        );
+        let ctx = JsonObject::new();
+        // A plan's gate: another name, the same command; the same name with
+        // another command; the owner's gate with a check added.
+        let mut renamed = owners.clone();
+        renamed.name = "plan-gate".into();
+        let mut rewritten = owners.clone();
+        rewritten.check_command = Some(format!("{cmd} --and-more"));
+        let mut loosened = owners.clone();
+        loosened.extract = Some("x".into());
+        for g in [renamed, rewritten, loosened] {
+            let r = p.evaluate(&g, &ctx).await;
+            assert_eq!(r.action, GateAction::Block, "{g:?}");
+            assert!(r.reason.contains("gates.system"), "{}", r.reason);
+            assert!(!marker.exists(), "{g:?} ran");
+        }
+        let r = p.evaluate(&owners, &ctx).await;
+        assert_eq!(r.action, GateAction::Continue, "{}", r.reason);
+        assert!(marker.exists());
     }
 }

@@ -12,6 +12,7 @@ use silas_core::model::execution::ExecutorAgentOutput;
 use silas_core::model::work::{Budget, BudgetUsed};
 
 use crate::error::LlmError;
+use crate::judge::GateModelBinding;
 use crate::prompts::{self, RenderedContext};
 use crate::provider::{
     ChatMessage, ChatRequest, Provider, ResponseSchema, Usage, charge, cost_usd,
@@ -51,6 +52,19 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
+    /// `provider` and `model` for `spec`, priced at the chain's first
+    /// member (the preferred one) from `llm.prices`.
+    pub fn priced(cfg: &Config, spec: &str, provider: Arc<dyn Provider>, model: String) -> Agent {
+        Agent {
+            provider,
+            model,
+            price: Config::model_chain(spec)
+                .first()
+                .and_then(|m| cfg.llm.prices.get(*m))
+                .copied(),
+        }
+    }
+
     fn request(&self, system: String, user: &str) -> ChatRequest {
         ChatRequest::new(self.model.clone(), system, user)
     }
@@ -94,6 +108,10 @@ pub struct Agents {
     /// The scorer's own breaker (§5.7): open after 3 consecutive failures
     /// or timeouts, for 5 minutes; shared by every scope.
     pub scorer_breaker: Arc<ScorerBreaker>,
+    /// `gates.llm_defaults.model` for LLM gates (§5.5.3), bound by
+    /// [`crate::select::build_agents_with_board`] when one of its members
+    /// has its key.
+    pub gate_model: GateModelBinding,
 }
 
 /// §5.7's scorer circuit breaker.
@@ -141,15 +159,7 @@ impl Agents {
     ) -> Result<Agents, LlmError> {
         let mut bind = |role: CallKind, spec: &str| -> Result<Agent, LlmError> {
             let (provider, model) = provider_for(role, spec)?;
-            Ok(Agent {
-                provider,
-                model,
-                // A chain is priced at its first member (the preferred one).
-                price: Config::model_chain(spec)
-                    .first()
-                    .and_then(|m| cfg.llm.prices.get(*m))
-                    .copied(),
-            })
+            Ok(Agent::priced(cfg, spec, provider, model))
         };
         Ok(Agents {
             proxy: bind(CallKind::Proxy, &cfg.models.proxy)?,
@@ -159,6 +169,9 @@ impl Agents {
             ctx: StructuredContext::from_config(cfg),
             max_tool_rounds: cfg.llm.max_tool_rounds,
             scorer_breaker: Default::default(),
+            gate_model: GateModelBinding::Unavailable(
+                "no model for LLM gates: the daemon runs on the offline responder".into(),
+            ),
         })
     }
 

@@ -36,6 +36,7 @@
 pub mod chain;
 pub mod coerce;
 pub mod error;
+pub mod judge;
 pub mod negotiate;
 pub mod openai;
 pub mod provider;

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use silas_core::config::{Config, EnvSource, OFFLINE_PROVIDER};
 
-use crate::agents::Agents;
+use crate::agents::{Agent, Agents};
 use crate::chain::{BreakerBoard, BreakerPolicy, ChainProvider, Member};
 use crate::error::LlmError;
+use crate::judge::{GateModel, GateModelBinding};
 use crate::negotiate::EventSink;
 use crate::offline::OfflineProvider;
 use crate::openai::OpenAiProvider;
@@ -188,35 +189,77 @@ pub fn build_agents_with_board(
         let agents = Agents::from_config(cfg, |_| Ok((offline.clone(), "rules".to_owned())))?;
         return Ok((agents, board));
     }
-    let mut built: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+    let mut chains = Chains {
+        cfg,
+        env,
+        board: board.clone(),
+        events,
+        built: BTreeMap::new(),
+    };
     // With every provider of the proxy or planner open, the labelled
     // offline responder answers instead — where offline_fallback allows it.
     let resort: Option<Arc<dyn Provider>> = cfg
         .llm
         .offline_fallback
         .then(|| Arc::new(offline_provider(cfg).standing_in()) as Arc<dyn Provider>);
-    let agents = Agents::from_config_by_role(cfg, |role, spec| {
+    let mut agents = Agents::from_config_by_role(cfg, |role, spec| {
+        let (mut chain, first) = chains.chain(spec)?;
+        if let (CallKind::Proxy | CallKind::Planner, Some(r)) = (role, &resort) {
+            chain = chain.with_last_resort(r.clone());
+        }
+        Ok((Arc::new(chain) as Arc<dyn Provider>, first))
+    })?;
+    // LLM gates (§5.5.3) are optional: without a usable member the gates
+    // that name them fail (open, or closed when promoted), the daemon runs.
+    let defaults = &cfg.gates.llm_defaults;
+    agents.gate_model = match chains.chain(&defaults.model) {
+        Ok((chain, model)) => GateModelBinding::Bound(GateModel {
+            agent: Agent::priced(cfg, &defaults.model, Arc::new(chain), model),
+            temperature: defaults.temperature as f32,
+            max_tokens: defaults.max_tokens,
+        }),
+        Err(e) => GateModelBinding::Unavailable(format!(
+            "no model for gates.llm_defaults.model ({}): {e}",
+            defaults.model
+        )),
+    };
+    Ok((agents, board))
+}
+
+/// Builds role chains over one HTTP provider per provider name.
+struct Chains<'a> {
+    cfg: &'a Config,
+    env: &'a dyn EnvSource,
+    board: Arc<BreakerBoard>,
+    events: Option<EventSink>,
+    built: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl Chains<'_> {
+    /// The chain over `spec`'s members that have their key, and the first
+    /// member's model id.
+    fn chain(&mut self, spec: &str) -> Result<(ChainProvider, String), LlmError> {
         let mut members = Vec::new();
         for member in Config::model_chain(spec) {
-            let endpoint = cfg.resolve_model(member).map_err(|e| LlmError::Api {
+            let endpoint = self.cfg.resolve_model(member).map_err(|e| LlmError::Api {
                 status: None,
                 message: e.to_string(),
             })?;
             // A member without its key is left out (choose_provider made
-            // sure one member of the chain has one).
-            if !has_key(&endpoint, env) {
+            // sure one member of each role's chain has one).
+            if !has_key(&endpoint, self.env) {
                 continue;
             }
-            let provider = match built.get(&endpoint.provider) {
+            let provider = match self.built.get(&endpoint.provider) {
                 Some(p) => p.clone(),
                 None => {
-                    let policy = RetryPolicy::for_endpoint(&cfg.llm, &endpoint);
-                    let mut http = OpenAiProvider::from_endpoint(&endpoint, env, policy)?;
-                    if let Some(sink) = &events {
+                    let policy = RetryPolicy::for_endpoint(&self.cfg.llm, &endpoint);
+                    let mut http = OpenAiProvider::from_endpoint(&endpoint, self.env, policy)?;
+                    if let Some(sink) = &self.events {
                         http = http.with_events(sink.clone());
                     }
                     let p: Arc<dyn Provider> = Arc::new(http);
-                    built.insert(endpoint.provider.clone(), p.clone());
+                    self.built.insert(endpoint.provider.clone(), p.clone());
                     p
                 }
             };
@@ -230,16 +273,10 @@ pub fn build_agents_with_board(
             .map(|m| m.model.clone())
             .ok_or_else(|| LlmError::Api {
                 status: None,
-                message: format!("{spec:?} names no provider:model"),
+                message: format!("{spec:?} names no provider:model with its API key set"),
             })?;
-        let mut chain = ChainProvider::new(members, board.clone());
-        if let (CallKind::Proxy | CallKind::Planner, Some(r)) = (role, &resort) {
-            chain = chain.with_last_resort(r.clone());
-        }
-        let chain: Arc<dyn Provider> = Arc::new(chain);
-        Ok((chain, first))
-    })?;
-    Ok((agents, board))
+        Ok((ChainProvider::new(members, self.board.clone()), first))
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,7 @@ fn agents(fake: &FakeLlm) -> Agents {
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
         scorer_breaker: Default::default(),
+        gate_model: silas_llm::judge::GateModelBinding::Unavailable("none in this test".into()),
     }
 }
 

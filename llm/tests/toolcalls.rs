@@ -64,6 +64,7 @@ fn agents(p: Arc<OpenAiProvider>) -> Agents {
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
         scorer_breaker: Default::default(),
+        gate_model: silas_llm::judge::GateModelBinding::Unavailable("none in this test".into()),
     }
 }
 

@@ -101,6 +101,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
     ("gate_evaluated", Treatment::Hidden),
+    ("gate_model_call", Treatment::Hidden),
     ("gate_blocked", Treatment::Shown),
     ("gate_block_additional", Treatment::Hidden),
     ("gate_block_reported", Treatment::Shown),

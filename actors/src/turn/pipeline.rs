@@ -131,19 +131,59 @@ pub struct TurnDeps {
 }
 
 /// The gate runner with the built-in providers (`guardrails_ai` → guard,
-/// `predicate`) that the GateRunner actor hosts for the turn pipeline and the
-/// WorkExecutor (`crate::gate_runner`). Gates that
-/// name an unregistered provider block ("No provider: …") — fail closed.
-pub fn standard_gate_runner(config: &Config) -> GateRunner {
+/// `predicate`, `script`, `llm`) that the GateRunner actor hosts for the
+/// turn pipeline and the WorkExecutor (`crate::gate_runner`). Script gates
+/// run only as the owner configured them (`gates.system`), in
+/// `{data_dir}/gates`; LLM gates ask `judge` (none: they fail — open in the
+/// quality lane, closed when promoted). Gates that name an unregistered
+/// provider block ("No provider: …") — fail closed.
+pub fn standard_gate_runner(
+    config: &Config,
+    judge: Option<Arc<dyn silas_gates::QualityJudge>>,
+) -> GateRunner {
     let mut gates = GateRunner::new();
+    let predicate = Arc::new(silas_gates::PredicateProvider::new(vec![
+        config.data_dir.clone(),
+    ]));
     gates.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
+    gates.register("predicate", predicate.clone());
+    let configured: Vec<_> = config
+        .gates
+        .system
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| silas_gates::runner::parse_gate(d, i).ok())
+        .collect();
     gates.register(
-        "predicate",
-        Arc::new(silas_gates::PredicateProvider::new(vec![
-            config.data_dir.clone(),
-        ])),
+        "script",
+        Arc::new(silas_gates::ConfiguredScripts::new(
+            silas_gates::ScriptProvider::new(gates_workdir(config), predicate),
+            &configured,
+        )),
+    );
+    let judge = judge.unwrap_or_else(|| Arc::new(crate::gate_model::NoModel));
+    gates.register(
+        "llm",
+        Arc::new(silas_gates::LlmProvider::new(
+            judge,
+            std::time::Duration::from_secs(config.gates.llm_defaults.timeout_seconds),
+        )),
     );
     gates
+}
+
+/// The gates working directory (§5.5.4): `{data_dir}/gates`, the daemon's
+/// own (0700). A script that cannot start there blocks its gate.
+fn gates_workdir(config: &Config) -> std::path::PathBuf {
+    let dir = config.data_dir.join("gates");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        tracing::warn!("gates working directory {} not created: {e}", dir.display());
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+    }
+    dir
 }
 
 impl TurnDeps {

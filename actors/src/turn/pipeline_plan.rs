@@ -21,6 +21,14 @@ impl Turn<'_> {
         };
         let mut work = match parse_plan(&markdown) {
             Ok(w) => w,
+            Err(e @ crate::turn::plan::PlanParseError::ScriptGate(_)) => {
+                self.push("plan_parse_failed", json!({"error": e.to_string()}));
+                self.reply = Some(format!(
+                    "{}\n\n(The proposed plan was refused, so nothing was scheduled: {e}.)",
+                    resp.message
+                ));
+                return Ok(());
+            }
             Err(e) => {
                 self.plan_unreadable(&resp.message, &e.to_string());
                 return Ok(());

@@ -80,6 +80,11 @@ pub enum PlanParseError {
     Yaml(String),
     #[error("plan is not a valid work item: {0}")]
     Invalid(String),
+    #[error(
+        "its gate {0:?} would run a command on this machine (provider: script); \
+         only gates you configure yourself (gates.system) may do that"
+    )]
+    ScriptGate(String),
 }
 
 /// A work item id fit for terminals, logs and file names: 1–96 ASCII
@@ -110,7 +115,18 @@ pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
     ))?;
     obj.insert("body".into(), Value::String(body.trim().to_string()));
     obj.remove("approval_token");
-    serde_json::from_value(fields).map_err(|e| PlanParseError::Invalid(e.to_string()))
+    let item: WorkItem =
+        serde_json::from_value(fields).map_err(|e| PlanParseError::Invalid(e.to_string()))?;
+    // A script gate runs a host command outside the sandbox; a model must
+    // not be able to write one (the owner configures them in gates.system).
+    if let Some(g) = item
+        .gates
+        .iter()
+        .find(|g| g.provider == silas_core::model::gates::GateProvider::Script)
+    {
+        return Err(PlanParseError::ScriptGate(g.name.clone()));
+    }
+    Ok(item)
 }
 
 #[cfg(test)]
@@ -151,6 +167,20 @@ mod tests {
     #[test]
     fn refuses_garbage() {
         assert_eq!(parse_plan("hello"), Err(PlanParseError::NoFrontMatter));
+        let scripted = "---\nid: t\ntype: task\ntitle: t\ngates:\n  - {name: g, on: on_tool_call, provider: script, check_command: \"touch /tmp/x\"}\n---\nbody";
+        assert_eq!(
+            parse_plan(scripted),
+            Err(PlanParseError::ScriptGate("g".into()))
+        );
+        let predicate = scripted.replace(
+            "provider: script, check_command: \"touch /tmp/x\"",
+            "provider: predicate, check: approval_always",
+        );
+        assert!(
+            parse_plan(&predicate).is_ok(),
+            "{:?}",
+            parse_plan(&predicate)
+        );
         assert!(matches!(
             parse_plan("---\n: : :\n---\nbody"),
             Err(PlanParseError::Yaml(_) | PlanParseError::Invalid(_))

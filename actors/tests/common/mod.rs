@@ -120,10 +120,15 @@ pub fn agents_with_key(fake: &FakeLlm, api_key: &str) -> Agents {
         proxy: agent.clone(),
         planner: agent.clone(),
         executor: agent.clone(),
-        scorer: agent,
+        scorer: agent.clone(),
         ctx: StructuredContext::from_config(&Config::default()),
         max_tool_rounds: 6,
         scorer_breaker: Default::default(),
+        gate_model: silas_llm::judge::GateModelBinding::Bound(silas_llm::judge::GateModel {
+            agent,
+            temperature: 0.0,
+            max_tokens: 256,
+        }),
     }
 }
 

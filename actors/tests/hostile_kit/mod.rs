@@ -44,7 +44,8 @@ impl Fx {
     /// Starts the turn runtime (Stream + TurnProcessors) over this store
     /// with the production gate wiring and the hostile model.
     pub(crate) async fn runtime(&self) -> Rt {
-        self.runtime_with(standard_gate_runner(&self.cfg)).await
+        self.runtime_with(standard_gate_runner(&self.cfg, None))
+            .await
     }
 
     pub(crate) async fn runtime_with(&self, gates: GateRunner) -> Rt {

@@ -1,0 +1,273 @@
+//! The owner's own gates on the real binary (spec §5.5.3, §5.5.4), from the
+//! client's side: a config with `script` and `llm` gates, no other setup.
+//!
+//! * A script gate the owner configured checks every message (the message
+//!   reaches it only as `SILAS_CTX_MESSAGE`: shell syntax in it stays
+//!   inert) and blocks what it rejects before any model sees it.
+//! * A plan whose gate would run a command (`provider: script`) is refused
+//!   with the reason, and nothing of it runs — the model cannot write a
+//!   host command into a gate.
+//! * LLM gates ask `gates.llm_defaults.model` at temperature 0 with strict
+//!   max tokens: a quality gate's score and flags land in the audit (the
+//!   reply goes out); a promoted gate's `block` suppresses the reply, and an
+//!   answer that does not parse blocks too (fail closed). Every gate model
+//!   call is audited with its tokens, never its text.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use silas_testkit::{FakeLlm, Reply};
+use support::{Ws, audit_events, frame_of_type, send, silas, start_daemon};
+
+const WITHIN: Duration = Duration::from_secs(30);
+const POLITE: &str = "I can't help with that. How else can I assist you?";
+
+fn direct(text: &str) -> Reply {
+    Reply::json(&json!({"route": "direct", "reason": "chat",
+        "response": {"message": text}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+}
+
+/// `dir/silas.yaml`: every agent on `fake`, with `gates` as the system
+/// gates and the gate model `fake:judge` (JSON is YAML).
+fn write_config(dir: &Path, fake: &FakeLlm, gates: Value) {
+    let cfg = json!({"silas": {
+        "models": {"proxy": "fake:m", "planner": "fake:m", "executor": "fake:m", "scorer": "fake:m"},
+        "providers": {"fake": {"base_url": fake.base_url(), "api_key_env": null}},
+        "llm": {"max_retries": 0},
+        "gates": {"system": gates, "llm_defaults": {"model": "fake:judge", "max_tokens": 200}},
+    }});
+    std::fs::write(dir.join("silas.yaml"), cfg.to_string()).unwrap();
+}
+
+async fn start(dir: &Path) -> (support::Daemon, Ws) {
+    let mut cmd = silas(dir);
+    cmd.arg("--config").arg(dir.join("silas.yaml"));
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
+    (daemon, ws)
+}
+
+async fn reply_to(ws: &mut Ws, text: &str) -> String {
+    send(ws, json!({"type": "message", "text": text})).await;
+    let mut log = Vec::new();
+    let frame = frame_of_type(ws, "message", WITHIN, &mut log).await;
+    frame["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Requests whose messages carry `needle` anywhere.
+fn requests_with(fake: &FakeLlm, needle: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.body["messages"].to_string().contains(needle))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one() {
+    let fake = FakeLlm::start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let marker = dir.join("pwned");
+    let plan_marker = dir.join("plan-gate-ran");
+    write_config(
+        dir,
+        &fake,
+        json!([{
+            "name": "no_forbidden_words", "on": "every_user_message", "provider": "script",
+            "check_command": "/bin/sh -c 'case \"$SILAS_CTX_MESSAGE\" in *forbidden*) exit 1;; esac; pwd > seen_in'",
+            "on_block": "polite_redirect"
+        }]),
+    );
+    let (daemon, mut ws) = start(dir).await;
+
+    fake.push(direct("Hello to you."));
+    assert_eq!(reply_to(&mut ws, "hello there").await, "Hello to you.");
+    // Rejected by the script: the polite redirect, and no model saw it.
+    assert_eq!(
+        reply_to(&mut ws, "tell me the forbidden thing").await,
+        POLITE
+    );
+    assert_eq!(requests_with(&fake, "forbidden thing"), 0);
+    // Shell syntax in a message is data: the script sees it in its
+    // environment, nothing runs it.
+    let injection = format!(
+        "$(touch {m}) `touch {m}` '; touch {m} #",
+        m = marker.display()
+    );
+    fake.push(direct("Noted."));
+    assert_eq!(reply_to(&mut ws, &injection).await, "Noted.");
+    assert!(!marker.exists(), "a message's shell syntax ran");
+
+    // The planner proposes a plan whose gate runs a command: refused, with
+    // the reason, and no card is filed.
+    let markdown = format!(
+        "---\nid: gated\ntype: task\ntitle: gated\ngates:\n  - {{name: sneaky, on: on_tool_call, provider: script, check_command: \"touch {}\"}}\n---\n\nSummarise the report.\n",
+        plan_marker.display()
+    );
+    fake.push(Reply::json(&json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(Reply::json(&json!({"message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": markdown},
+        "needs_approval": true})));
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "summarise the report"}),
+    )
+    .await;
+    let mut log = Vec::new();
+    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
+    let text = reply["text"].as_str().unwrap();
+    assert!(text.contains("refused"), "{text}");
+    assert!(text.contains("gates.system"), "{text}");
+    assert!(
+        !log.iter().any(|f| f["type"] == "approval_request"),
+        "a card was filed: {log:?}"
+    );
+    daemon.stop().await;
+
+    assert!(!plan_marker.exists(), "the plan's gate command ran");
+    // The script ran in the gates working directory, the daemon's own.
+    let gates_dir = dir.join("data/gates");
+    assert!(gates_dir.join("seen_in").is_file());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&gates_dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+    let audit = audit_events(dir);
+    let blocked: Vec<_> = audit
+        .iter()
+        .filter(|e| e["event"] == "gate_blocked")
+        .collect();
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert_eq!(blocked[0]["data"]["gate"], "no_forbidden_words");
+    assert!(
+        audit.iter().any(|e| e["event"] == "plan_parse_failed"
+            && e["data"]["error"].as_str().unwrap().contains("sneaky")),
+        "no plan_parse_failed"
+    );
+    support::assert_audit_verifies(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_responder(|body| {
+        let schema = body["response_format"]["json_schema"]["name"].as_str()?;
+        // The last message only: a proxy prompt carries the conversation.
+        let messages = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        match schema {
+            "RouteDecision" if messages.contains("headache") => {
+                Some(direct("Take 400 mg of ibuprofen."))
+            }
+            "RouteDecision" if messages.contains("joke") => Some(direct("Why did the chicken…")),
+            "RouteDecision" => Some(direct("Paris is the capital of France.")),
+            "gate_quality" => Some(Reply::json(
+                &json!({"score": 0.8, "flags": ["concise"], "reason": "answers it"}),
+            )),
+            "gate_policy" if messages.contains("chicken") => {
+                Some(Reply::content("I would rather not say."))
+            }
+            "gate_policy" if messages.contains("ibuprofen") => Some(Reply::json(
+                &json!({"action": "block", "reason": "medical advice", "score": 0.9}),
+            )),
+            "gate_policy" => Some(Reply::json(
+                &json!({"action": "continue", "reason": "fine", "score": 0.1}),
+            )),
+            _ => None,
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_config(
+        dir,
+        &fake,
+        json!([
+            {"name": "helpful", "on": "every_agent_response", "provider": "llm",
+             "check": "Does the response answer the question?"},
+            {"name": "no_medical_advice", "on": "every_agent_response", "provider": "llm",
+             "promote_to_policy": true, "check": "Does the response give medical advice?",
+             "on_block": "polite_redirect"}
+        ]),
+    );
+    let (daemon, mut ws) = start(dir).await;
+
+    assert_eq!(
+        reply_to(&mut ws, "What is the capital of France?").await,
+        "Paris is the capital of France."
+    );
+    assert_eq!(reply_to(&mut ws, "I have a headache").await, POLITE);
+    // The promoted gate's answer does not parse: closed.
+    assert_eq!(reply_to(&mut ws, "tell me a joke").await, POLITE);
+    daemon.stop().await;
+
+    // Each gate asked the gate model once per reply, at temperature 0 with
+    // strict max tokens, the reply fenced as data.
+    let judged: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["model"] == "judge")
+        .collect();
+    assert_eq!(judged.len(), 6, "two gates × three replies");
+    for r in &judged {
+        assert_eq!(r.body["temperature"], 0.0);
+        assert_eq!(r.body["max_completion_tokens"], 200);
+        assert!(r.body.get("tools").is_none());
+        let prompt = r.body["messages"].to_string();
+        assert!(prompt.contains("<<<DATA"), "{prompt}");
+    }
+    let audit = audit_events(dir);
+    let of = |event: &str, gate: &str| -> Vec<Value> {
+        audit
+            .iter()
+            .filter(|e| e["event"] == event && e["data"]["gate"] == gate)
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    let quality = of("gate_evaluated", "helpful");
+    assert_eq!(quality.len(), 3, "{quality:?}");
+    assert_eq!(quality[0]["lane"], "quality");
+    assert_eq!(quality[0]["score"], 0.8);
+    assert_eq!(quality[0]["flags"], json!(["concise"]));
+    let blocked = of("gate_blocked", "no_medical_advice");
+    assert_eq!(blocked.len(), 2, "{blocked:?}");
+    assert_eq!(blocked[0]["reason"], "medical advice");
+    assert!(
+        blocked[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failed closed"),
+        "{blocked:?}"
+    );
+    let calls: Vec<_> = audit
+        .iter()
+        .filter(|e| e["event"] == "gate_model_call")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    for c in &calls {
+        assert_eq!(c["model"], "fake:judge");
+        assert!(c["prompt_tokens"].as_u64().is_some() || c["outcome"] == "failed");
+        // Never the text the gate judged.
+        let s = c.to_string();
+        assert!(!s.contains("ibuprofen") && !s.contains("Paris"), "{s}");
+    }
+    assert_eq!(
+        calls.iter().filter(|c| c["outcome"] == "failed").count(),
+        1,
+        "{calls:?}"
+    );
+    support::assert_audit_verifies(dir);
+}
