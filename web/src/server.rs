@@ -152,6 +152,12 @@ where
 /// are past their upgrade by then and keep their own heartbeat.
 pub(crate) const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The most bytes a request's head (request line and headers) may take;
+/// hyper answers 431 past it. Its default (~400 KB per connection) let any
+/// caller make the daemon buffer that much before a credential is looked
+/// at; a browser's head, cookies included, fits well inside 16 KB.
+pub(crate) const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
 /// Accepts connections until `stop` turns true; each is served as HTTP/1.1
 /// with upgrades, and must send each request's whole header within
 /// `header_timeout` ([`HEADER_READ_TIMEOUT`]; the tests shorten it). On
@@ -206,6 +212,7 @@ pub(crate) async fn run<S>(
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
+                .max_buf_size(MAX_REQUEST_HEAD)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .with_upgrades();
             let mut conn = std::pin::pin!(conn);

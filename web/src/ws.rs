@@ -283,7 +283,7 @@ pub fn request_allowed(
             .or_else(|| origin.strip_prefix("https://"))
             .ok_or("Origin is not an http(s) origin")?;
         if !own_hosts.iter().any(|h| *h == authority) {
-            return Err("cross-site WebSocket refused (Origin is not this server)");
+            return Err("cross-site request refused (Origin is not this server)");
         }
     }
     Ok(())
@@ -313,6 +313,18 @@ async fn send(tx: &mpsc::Sender<ServerFrame>, frame: ServerFrame) -> bool {
 /// Whether a read error is a frame or message over the configured limit.
 fn too_big(e: &tokio_tungstenite::tungstenite::Error) -> bool {
     matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_))
+}
+
+/// The RFC 6455 close code for a read error that is the client breaking
+/// the protocol (1002; 1007 for a text frame that is not UTF-8), so the
+/// client learns why; `None` for the connection simply going away.
+fn violation(e: &tokio_tungstenite::tungstenite::Error) -> Option<(u16, &'static str)> {
+    use tokio_tungstenite::tungstenite::Error;
+    match e {
+        Error::Utf8(_) => Some((1007, "text frame is not UTF-8")),
+        Error::Protocol(_) | Error::AttackAttempt => Some((1002, "WebSocket protocol error")),
+        _ => None,
+    }
 }
 
 /// A close frame with `code` and `why`.
@@ -598,7 +610,11 @@ pub async fn session<S>(
         let msg = match msg {
             Some(Ok(m)) => m,
             Some(Err(e)) if too_big(&e) => break Ending::Close(CLOSE_TOO_BIG, "frame too large"),
-            _ => break Ending::Normal,
+            Some(Err(e)) => match violation(&e) {
+                Some((code, why)) => break Ending::Close(code, why),
+                None => break Ending::Normal,
+            },
+            None => break Ending::Normal,
         };
         if msg.is_close() {
             break Ending::Normal;

@@ -466,6 +466,127 @@ async fn stalled_body(addr: std::net::SocketAddr, head: String, within: Duration
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// A raw WebSocket as the owner (handshake by hand, so a test can write
+/// frames no client library would): the stream past the 101.
+async fn raw_owner_socket(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {OWNER_PROTOCOL}\r\n\r\n",
+        addr.port()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).await.unwrap();
+        got.push(byte[0]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    s
+}
+
+/// The close code of the first close frame the server sends within 5 s,
+/// skipping its other frames (`auth_ok`…); `None` for a close without one.
+async fn raw_close_code(s: &mut tokio::net::TcpStream) -> Option<u16> {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        loop {
+            let mut h = [0u8; 2];
+            s.read_exact(&mut h).await.ok()?;
+            let mut len = u64::from(h[1] & 0x7f);
+            if len == 126 {
+                let mut b = [0u8; 2];
+                s.read_exact(&mut b).await.ok()?;
+                len = u64::from(u16::from_be_bytes(b));
+            } else if len == 127 {
+                let mut b = [0u8; 8];
+                s.read_exact(&mut b).await.ok()?;
+                len = u64::from_be_bytes(b);
+            }
+            let mut payload = vec![0u8; usize::try_from(len).ok()?];
+            s.read_exact(&mut payload).await.ok()?;
+            if h[0] & 0x0f == 0x8 {
+                return Some(payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]])));
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .ok()
+        .flatten()
+        .flatten()
+}
+
+/// Frames that break the protocol end the session with the RFC 6455 code
+/// that says why — 1002 for an unmasked client frame or reserved bits,
+/// 1007 for a text frame that is not UTF-8 — not a close without a code.
+#[tokio::test]
+async fn protocol_violations_are_closed_with_their_code() {
+    use tokio::io::AsyncWriteExt;
+    let s = start(Some(TOKEN)).await;
+    // (frame bytes, expected code): unmasked text "hi"; masked text with
+    // RSV1 set; masked text of the bytes FF FE (zero mask).
+    let cases: [(&[u8], u16); 3] = [
+        (&[0x81, 0x02, b'h', b'i'], 1002),
+        (&[0xC1, 0x82, 0, 0, 0, 0, b'h', b'i'], 1002),
+        (&[0x81, 0x82, 0, 0, 0, 0, 0xFF, 0xFE], 1007),
+    ];
+    for (frame, want) in cases {
+        let mut ws = raw_owner_socket(s.addr).await;
+        ws.write_all(frame).await.unwrap();
+        assert_eq!(raw_close_code(&mut ws).await, Some(want), "{frame:02x?}");
+    }
+}
+
+/// A request head past 16 KB is refused with 431 before any route runs (it
+/// was buffered up to hyper's ~400 KB default); an ordinary large head —
+/// a browser's cookies — still gets through.
+#[tokio::test]
+async fn an_oversized_request_head_is_refused() {
+    let s = start(Some(TOKEN)).await;
+    let host = format!("127.0.0.1:{}", s.addr.port());
+    let huge = stalled_body(
+        s.addr,
+        format!(
+            "GET /health HTTP/1.1\r\nHost: {host}\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(100 * 1024)
+        ),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(huge.starts_with("HTTP/1.1 431"), "{huge:.200}");
+    let ok = stalled_body(
+        s.addr,
+        format!(
+            "GET /health HTTP/1.1\r\nHost: {host}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+            "c".repeat(8 * 1024)
+        ),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok:.200}");
+    // The bound is on the head: a body near its own cap still arrives.
+    s.vault.pending.lock().unwrap().push("ref_big".into());
+    let big = "k".repeat(15 * 1024);
+    let r = http_client()
+        .post(format!("http://{}/secrets/ref_big", s.addr))
+        .bearer_auth(TOKEN)
+        .json(&json!({"value": big}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        s.vault.stored.lock().unwrap()[0],
+        ("ref_big".to_string(), big.len())
+    );
+}
+
 /// A request body that never comes whole is cut off like a slow header
 /// (408 within about 10 s), and a stranger's secure-input request is
 /// refused before its body is read at all. Held forever, 20,000 of these
