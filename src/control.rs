@@ -15,7 +15,7 @@ use silas_core::model::work::WorkItemStatus;
 use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_storage::Store;
 use silas_web::HealthState;
-use silas_web::auth::{Credential, OwnerAuth};
+use silas_web::auth::{Credential, OwnerAuth, Revocation};
 use silas_web::control::protocol::{
     AuditVerifyReport, CancelReport, ConfigReport, DeviceInfo, MAX_TAIL_LINES, NextJob,
     OnDiskConfig, REDACTED, StatusReport, WorkSummary,
@@ -145,18 +145,30 @@ impl DaemonControl {
                 devices: self.auth.list().iter().map(DeviceInfo::from).collect(),
             },
             Request::DevicesRevoke { device_id } => {
-                if !self.auth.revoke(&device_id).map_err(refused)? {
-                    return Err(Response::error(
-                        ErrorCode::EDbNotFound,
-                        format!("no device {device_id:?} (see `silas devices list`)"),
-                    ));
+                match self.auth.revoke(&device_id).map_err(refused)? {
+                    Revocation::NoSuchDevice => {
+                        return Err(Response::error(
+                            ErrorCode::EDbNotFound,
+                            format!("no device {device_id:?} (see `silas devices list`)"),
+                        ));
+                    }
+                    Revocation::AlreadyRevoked => {
+                        return Ok(Response::DeviceRevoked {
+                            device_id,
+                            already: true,
+                        });
+                    }
+                    Revocation::Revoked => {}
                 }
                 // Revoking the local CLI's own device (a leaked `cli.token`)
                 // rotates it: a fresh one is written at once, instead of
                 // every later command failing until the next start.
                 crate::devices::ensure_cli_device(&self.auth, &self.cfg.data_dir)
                     .map_err(from_cli)?;
-                Response::DeviceRevoked { device_id }
+                Response::DeviceRevoked {
+                    device_id,
+                    already: false,
+                }
             }
             Request::WorkList => Response::WorkItems {
                 items: blocking(move || list_work(&store).map_err(refused)).await?,
@@ -416,8 +428,22 @@ impl DaemonControl {
             },
             10_000
         )
-        .map_err(|e| Response::error(ErrorCode::EChannelTimeout, format!("work executor: {e}")))?
-        .map_err(refused)?;
+        .map_err(|e| Response::error(ErrorCode::EChannelTimeout, format!("work executor: {e}")))?;
+        // Cancelling what has already ended leaves it as it is: the state
+        // asked for holds, so it is not an error (a script may retry).
+        let done = match done {
+            Err(silas_actors::work_executor::CancelError::Ended { status, .. }) => {
+                return Ok(CancelReport {
+                    id,
+                    previous: status,
+                    now: status,
+                    already_ended: true,
+                    was_running: false,
+                    also_cancelled: Vec::new(),
+                });
+            }
+            other => other.map_err(refused)?,
+        };
         // A cancelled goal's schedule goes with it.
         if let Some(s) = SchedulerHandle::find() {
             let _ = s.actor.cast(SchedulerMsg::Sync);
@@ -425,6 +451,8 @@ impl DaemonControl {
         Ok(CancelReport {
             id,
             previous: done.previous,
+            now: done.now,
+            already_ended: false,
             was_running: done.was_running,
             also_cancelled: done.also,
         })

@@ -304,12 +304,16 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
                     format!("not a device id: {device_id:?} (see `silas devices list`)"),
                 ));
             }
-            block_on(call(
+            let answer = block_on(call(
                 cfg,
                 url.as_deref(),
                 reqwest::Method::POST,
                 &format!("/devices/{device_id}/revoke"),
             ))?;
+            if answer["already"].as_bool() == Some(true) {
+                println!("{device_id} was already revoked: nothing changed");
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("revoked {device_id}; its open connections were closed");
             Ok(ExitCode::SUCCESS)
         }

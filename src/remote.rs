@@ -373,15 +373,20 @@ pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
                 Response::WorkCancelled(r) => r,
                 other => return Err(unexpected(&other)),
             };
+            if r.already_ended {
+                println!("{} had already ended ({}): nothing to cancel", r.id, r.now);
+                return Ok(ExitCode::SUCCESS);
+            }
             println!(
-                "cancelled {} (was {}{}); it is now failed",
+                "cancelled {} (was {}{}); it is now {}",
                 r.id,
                 r.previous,
                 if r.was_running {
                     ", its run was stopped"
                 } else {
                     ""
-                }
+                },
+                r.now
             );
             if !r.also_cancelled.is_empty() {
                 println!("  also cancelled: {}", r.also_cancelled.join(", "));
@@ -566,7 +571,14 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
             Request::DevicesRevoke { device_id },
             "revoking a device",
         )? {
-            Response::DeviceRevoked { device_id } => {
+            Response::DeviceRevoked {
+                device_id,
+                already: true,
+            } => {
+                println!("{device_id} was already revoked: nothing changed");
+                Ok(ExitCode::SUCCESS)
+            }
+            Response::DeviceRevoked { device_id, .. } => {
                 println!("revoked {device_id}; its open connections were closed");
                 Ok(ExitCode::SUCCESS)
             }

@@ -48,6 +48,12 @@ fn init_with_work(dir: &Path) {
     }))
     .unwrap();
     store.work_items().save(&item).unwrap();
+    let goal: silas_core::model::work::WorkItem = serde_json::from_value(json!({
+        "id": "g-ctl-1", "type": "goal", "title": "Keep the notes tidy", "body": "b",
+        "agent": "stream",
+    }))
+    .unwrap();
+    store.work_items().save(&goal).unwrap();
 }
 
 fn mode(p: &Path) -> u32 {
@@ -129,11 +135,18 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
     let shown: Value =
         serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
     assert_eq!(shown["status"], "failed");
-    let again = run(dir, &["work", "cancel", "w-ctl-1"]);
+    // A goal that stops ends `done` (it has no failure to report), and
+    // the CLI says so rather than "failed".
+    let goal = ok(dir, &["work", "cancel", "g-ctl-1"]);
+    assert!(goal.contains("it is now done"), "{goal}");
+    let shown: Value =
+        serde_json::from_str(ok(dir, &["work", "show", "g-ctl-1", "--json"]).trim()).unwrap();
+    assert_eq!(shown["status"], "done");
+    // Again: it has already ended, which is what was asked — exit 0, said.
+    let again = ok(dir, &["work", "cancel", "w-ctl-1"]);
     assert!(
-        stderr(&again).contains("already ended"),
-        "{}",
-        stderr(&again)
+        again.contains("w-ctl-1 had already ended (failed): nothing to cancel"),
+        "{again}"
     );
 
     let devices = ok(dir, &["devices", "list", "--json"]);
@@ -156,6 +169,16 @@ fn the_cli_reads_and_changes_live_state_over_the_socket_while_the_daemon_runs() 
         .collect();
     assert_eq!(active.len(), 1, "{devices}");
     assert_ne!(active[0]["device_id"], cli_device["device_id"]);
+    // Revoking it again changes nothing (no second rotation), and says so.
+    let again = ok(dir, &["devices", "revoke", cli_id]);
+    assert!(
+        again.contains(&format!("{cli_id} was already revoked")),
+        "{again}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("data/cli.token")).unwrap(),
+        new_token
+    );
     let pair = ok(dir, &["pair"]);
     assert!(pair.contains(&format!("http://{addr}/#pair=")), "{pair}");
     // A command that works on the store itself says the daemon holds it.

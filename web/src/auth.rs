@@ -44,6 +44,14 @@ const MAX_PAIRING_CODES: usize = 32;
 /// Addresses tracked by the throttle; beyond this the stalest are dropped.
 const MAX_THROTTLED_ADDRESSES: usize = 4096;
 
+/// What [`OwnerAuth::revoke`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revocation {
+    Revoked,
+    AlreadyRevoked,
+    NoSuchDevice,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("no randomness available: {0}")]
@@ -584,25 +592,28 @@ impl OwnerAuth {
     }
 
     /// Revoke a device: its token is refused from now on and its open
-    /// sockets are closed. `Ok(false)` when there is no such device.
-    pub fn revoke(&self, device_id: &str) -> Result<bool, AuthError> {
+    /// sockets are closed. A device revoked before is left as it is (no
+    /// second audit entry).
+    pub fn revoke(&self, device_id: &str) -> Result<Revocation, AuthError> {
         let updated = {
             let devices = lock(&self.devices);
-            devices.get(device_id).map(|d| OwnerDevice {
-                revoked: true,
-                ..d.clone()
-            })
+            match devices.get(device_id) {
+                None => return Ok(Revocation::NoSuchDevice),
+                Some(d) if d.revoked => return Ok(Revocation::AlreadyRevoked),
+                Some(d) => OwnerDevice {
+                    revoked: true,
+                    ..d.clone()
+                },
+            }
         };
-        let Some(device) = updated else {
-            return Ok(false);
-        };
+        let device = updated;
         self.store.save(&device).map_err(AuthError::Store)?;
         lock(&self.devices).insert(device.device_id.clone(), device);
         self.audit
             .record("web.device_revoked", json!({"device_id": device_id}));
         // No receiver simply means no open socket.
         let _ = self.revoked.send(device_id.to_string());
-        Ok(true)
+        Ok(Revocation::Revoked)
     }
 
     /// Revocations as they happen (sessions close their socket on a match).

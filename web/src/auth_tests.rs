@@ -180,7 +180,7 @@ fn a_locked_out_address_keeps_device_credentials_not_the_config_token() {
         assert_eq!(auth.check(shared, t, "ws"), AuthOutcome::Throttled, "{t:?}");
     }
     // A revoked device gets no way past the lock-out.
-    assert!(auth.revoke(&dev.device_id).unwrap());
+    assert_eq!(auth.revoke(&dev.device_id).unwrap(), Revocation::Revoked);
     assert_eq!(
         auth.check(shared, Some(&token), "ws"),
         AuthOutcome::Throttled
@@ -196,10 +196,19 @@ fn revoked_device_is_refused_and_announced() {
         auth.check(None, Some(&token), "ws"),
         AuthOutcome::Owner(_)
     ));
-    assert!(auth.revoke(&dev.device_id).unwrap());
+    assert_eq!(auth.revoke(&dev.device_id).unwrap(), Revocation::Revoked);
     assert_eq!(rx.try_recv().unwrap(), dev.device_id);
     assert_eq!(auth.check(None, Some(&token), "ws"), AuthOutcome::Refused);
-    assert!(!auth.revoke("dev-unknown").unwrap());
+    // Again: nothing changes, nothing is announced a second time.
+    assert_eq!(
+        auth.revoke(&dev.device_id).unwrap(),
+        Revocation::AlreadyRevoked
+    );
+    assert!(rx.try_recv().is_err());
+    assert_eq!(
+        auth.revoke("dev-unknown").unwrap(),
+        Revocation::NoSuchDevice
+    );
     // Only the hash is kept.
     assert!(auth.list().iter().all(|d| d.token_sha256 != token));
 }

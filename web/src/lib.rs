@@ -483,10 +483,14 @@ fn device_routes(
                     return reply;
                 }
                 match state.auth.revoke(&device_id) {
-                    Ok(true) => {
-                        json_status(StatusCode::OK, serde_json::json!({"revoked": device_id}))
+                    Ok(r @ (auth::Revocation::Revoked | auth::Revocation::AlreadyRevoked)) => {
+                        json_status(
+                            StatusCode::OK,
+                            serde_json::json!({"revoked": device_id,
+                                "already": r == auth::Revocation::AlreadyRevoked}),
+                        )
                     }
-                    Ok(false) => json_status(
+                    Ok(auth::Revocation::NoSuchDevice) => json_status(
                         StatusCode::NOT_FOUND,
                         serde_json::json!({"error": "no such device"}),
                     ),

@@ -53,6 +53,9 @@ impl Coded for CancelError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cancelled {
     pub previous: WorkItemStatus,
+    /// The status it ended in: `failed`, or `done` for a goal (a goal
+    /// that stops has no failure to report).
+    pub now: WorkItemStatus,
     /// A run of the item itself was in flight and was stopped.
     pub was_running: bool,
     /// Further items ended with it.
@@ -116,6 +119,7 @@ impl WorkExecutorState {
             }
         }
         let mut also = Vec::new();
+        let mut now = item.status;
         for (n, i) in ids.iter().enumerate() {
             let mut previous = None;
             let r = items.update(i, |w| {
@@ -132,6 +136,9 @@ impl WorkExecutorState {
             });
             match (r, previous) {
                 (Ok(w), Some(prev)) => {
+                    if n == 0 {
+                        now = w.status;
+                    }
                     self.audit(
                         WORK_ITEM_CANCELLED,
                         json!({"work_item_id": w.id, "previous_status": prev.as_str(),
@@ -154,6 +161,7 @@ impl WorkExecutorState {
             .sweep_work_base(Some(&ids.iter().cloned().collect()));
         Ok(Cancelled {
             previous: item.status,
+            now,
             was_running,
             also,
         })

@@ -166,6 +166,9 @@ pub enum Response {
     },
     DeviceRevoked {
         device_id: String,
+        /// It was revoked before: nothing changed.
+        #[serde(default)]
+        already: bool,
     },
     WorkItems {
         items: Vec<WorkSummary>,
@@ -322,6 +325,11 @@ pub struct CancelReport {
     pub id: String,
     /// The status it had when cancelled.
     pub previous: WorkItemStatus,
+    /// The status it has now (`failed`; `done` for a goal).
+    pub now: WorkItemStatus,
+    /// It had already ended: nothing was done (`previous` == `now`).
+    #[serde(default)]
+    pub already_ended: bool,
     /// Whether a run was in flight and was stopped.
     pub was_running: bool,
     /// Further items ended with it (a project's unfinished tasks).

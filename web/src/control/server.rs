@@ -315,6 +315,7 @@ mod tests {
                 match req {
                     Request::WorkShow { id } => Response::DeviceRevoked {
                         device_id: format!("{id}:{}", caller.device_id().unwrap_or("config")),
+                        already: false,
                     },
                     _ => Response::error(ErrorCode::EChannelProtocol, "unexpected"),
                 }
@@ -376,7 +377,7 @@ mod tests {
             Response::Welcome { version: 1 }
         ));
         match s.answer(show, &Echo).await {
-            Response::DeviceRevoked { device_id } => {
+            Response::DeviceRevoked { device_id, .. } => {
                 assert_eq!(device_id, format!("w1:{}", dev.device_id))
             }
             other => panic!("{other:?}"),
