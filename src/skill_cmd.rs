@@ -118,12 +118,32 @@ fn print_report(r: &ValidationReport) {
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
-    if path.is_absolute() {
-        return Ok(path.to_path_buf());
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))?
+    };
+    Ok(lexically_normal(&joined))
+}
+
+/// `path` without `.` and with each `..` taking its parent off, by the
+/// text alone (links are not followed: the validator judges the folder as
+/// named). `silas skill validate ..` then names the folder, not "".
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
     }
-    std::env::current_dir()
-        .map(|cwd| cwd.join(path))
-        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))
+    out
 }
 
 /// `text` on one line, control and bidi characters shown (a skill's

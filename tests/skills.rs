@@ -93,6 +93,14 @@ fn the_validator_rejects_a_malformed_skill() {
     assert_eq!(report["skill"], "my-skill");
     assert_eq!(report["findings"][0]["file"], "SKILL.md");
     assert_eq!(report["findings"][0]["severity"], "error");
+    // Named as `.` or `..` from inside it, the folder keeps its name
+    // (the report said skill "" before).
+    for (cwd, arg) in [(skill.clone(), "."), (skill.join("scripts"), "..")] {
+        fs::create_dir_all(&cwd).unwrap();
+        let out = run(&cwd, &["skill", "validate", arg, "--json"]);
+        let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(report["skill"], "my-skill", "{arg}");
+    }
 }
 
 fn attack(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {

@@ -256,7 +256,13 @@ pub struct Preparation {
 pub fn prepare_tool(tool: &ToolDef, prep: &Preparation) -> Option<ToolDef> {
     let role_ok = match prep.role {
         AgentRole::Proxy | AgentRole::Planner => tool.read_only,
-        AgentRole::Executor => tool.spec.name != CONTEXT_INSPECTION,
+        // Background work does not search long-term memory: what it needs
+        // is in its approved briefing, and recalled memories (often from
+        // untrusted input) must not steer a run that holds a shell. It was
+        // offered and then refused at every call.
+        AgentRole::Executor => {
+            !matches!(tool.spec.name.as_str(), CONTEXT_INSPECTION | MEMORY_SEARCH)
+        }
     };
     let skill_ok = match &tool.source {
         ToolSource::Core => true,
@@ -540,18 +546,12 @@ mod tests {
             (
                 AgentRole::Executor,
                 &[],
-                &[SHELL_EXEC, PYTHON_EXEC, MEMORY_SEARCH, WEB_SEARCH],
+                &[SHELL_EXEC, PYTHON_EXEC, WEB_SEARCH],
             ),
             (
                 AgentRole::Executor,
                 &["coding"],
-                &[
-                    SHELL_EXEC,
-                    PYTHON_EXEC,
-                    MEMORY_SEARCH,
-                    WEB_SEARCH,
-                    RUN_SKILL_SCRIPT,
-                ],
+                &[SHELL_EXEC, PYTHON_EXEC, WEB_SEARCH, RUN_SKILL_SCRIPT],
             ),
         ];
         for (role, sk, want) in table {
