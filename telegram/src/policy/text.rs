@@ -117,9 +117,19 @@ pub fn escape_markdown_v2_link_url(url: &str) -> String {
     escape_with(url, |c| c == ')' || c == '\\')
 }
 
+/// Shown instead of a character that would act unseen: a bidirectional
+/// override reorders what follows it (a card's `Backup <U+202E>gpj.exe`
+/// reads as `Backup exe.jpg`), a zero-width one hides text. Telegram renders
+/// them, so they are replaced before the owner reads a card or a reply.
+pub const UNSAFE_STAND_IN: char = '\u{fffd}';
+
 fn escape_with(text: &str, reserved: impl Fn(char) -> bool) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     for c in text.chars() {
+        if silas_core::terminal::unsafe_char(c) {
+            out.push(UNSAFE_STAND_IN);
+            continue;
+        }
         if reserved(c) {
             out.push('\\');
         }
@@ -131,6 +141,25 @@ fn escape_with(text: &str, reserved: impl Fn(char) -> bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_and_invisible_characters_are_shown_not_sent() {
+        let title = "Backup \u{202e}gpj.exe\u{200b} now\u{1b}[2J";
+        for escaped in [
+            escape_markdown_v2(title),
+            escape_markdown_v2_code(title),
+            escape_markdown_v2_link_url(title),
+        ] {
+            assert!(
+                !escaped.chars().any(silas_core::terminal::unsafe_char),
+                "{escaped:?}"
+            );
+            assert_eq!(escaped.matches(UNSAFE_STAND_IN).count(), 3, "{escaped:?}");
+        }
+        // Newlines, tabs, emoji joiners and other scripts stay.
+        let plain = "two\nlines\tand 👩\u{200d}💻 ünïcode";
+        assert_eq!(escape_markdown_v2_code(plain), plain);
+    }
 
     #[test]
     fn short_text_is_one_piece() {
