@@ -176,12 +176,20 @@ impl DaemonControl {
             Request::WorkShow { id } => {
                 let found = blocking({
                     let id = id.clone();
-                    move || store.work_items().get(&id).map_err(refused)
+                    move || {
+                        let Some(item) = store.work_items().get(&id).map_err(refused)? else {
+                            return Ok(None);
+                        };
+                        let changes =
+                            silas_actors::change_history::history(&store, &id).map_err(refused)?;
+                        Ok(Some((item, changes)))
+                    }
                 })
                 .await?;
                 match found {
-                    Some(item) => Response::WorkItem {
+                    Some((item, changes)) => Response::WorkItem {
                         item: Box::new(item),
+                        changes,
                     },
                     None => {
                         return Err(Response::error(

@@ -341,31 +341,37 @@ fn print_verified(r: &AuditVerifyReport) {
 pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
     match cmd {
         WorkCommand::List { json } => {
-            let items = match ask(cfg, Request::WorkList)? {
-                Some(Response::WorkItems { items }) => items,
+            let (items, live) = match ask(cfg, Request::WorkList)? {
+                Some(Response::WorkItems { items }) => (items, true),
                 Some(other) => return Err(unexpected(&other)),
                 None => {
                     let store = crate::commands::open_existing_store(&cfg.data_dir)?;
-                    crate::control::list_work(&store)?
+                    (crate::control::list_work(&store)?, false)
                 }
             };
-            print_work_list(&items, json);
+            print_work_list(&items, json, live);
         }
         WorkCommand::Show { id, json } => {
-            let item = match ask(cfg, Request::WorkShow { id: id.clone() })? {
-                Some(Response::WorkItem { item }) => *item,
+            let (item, changes) = match ask(cfg, Request::WorkShow { id: id.clone() })? {
+                Some(Response::WorkItem { item, changes }) => (*item, changes),
                 Some(other) => return Err(unexpected(&other)),
-                None => crate::commands::open_existing_store(&cfg.data_dir)?
-                    .work_items()
-                    .get(&id)?
-                    .ok_or_else(|| {
+                None => {
+                    let store = crate::commands::open_existing_store(&cfg.data_dir)?;
+                    let item = store.work_items().get(&id)?.ok_or_else(|| {
                         CliError::new(ErrorCode::EDbNotFound, format!("no work item {id:?}"))
-                    })?,
+                    })?;
+                    let changes = silas_actors::change_history::history(&store, &id)?;
+                    (item, changes)
+                }
             };
             if json {
                 json_line(&item);
             } else {
                 print!("{}", work_item_text(&item));
+                for (n, step) in changes.iter().enumerate() {
+                    let label = if n == 0 { "changes" } else { "" };
+                    println!("{label:<12}{}", one_line(&step.to_string()));
+                }
             }
         }
         WorkCommand::Cancel { id } => {
@@ -396,7 +402,10 @@ pub fn work(cfg: &Config, cmd: WorkCommand) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_work_list(items: &[WorkSummary], json: bool) {
+/// `live`: a running daemon answered. Read from the store while it is
+/// stopped, an item it was running still says `running`: it is marked, and
+/// a line says it resumes at the next start.
+fn print_work_list(items: &[WorkSummary], json: bool, live: bool) {
     if json {
         for w in items {
             json_line(w);
@@ -418,16 +427,25 @@ fn print_work_list(items: &[WorkSummary], json: bool) {
         "{:<id_width$} {:<8} {:<9} {:<8} {:<28} TITLE",
         "ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED"
     );
+    let mut interrupted = false;
     for w in items {
         let title: String = one_line(&w.title).chars().take(60).collect();
+        let mut status = w.status.as_str().to_owned();
+        if !live && w.status == silas_core::model::work::WorkItemStatus::Running {
+            status.push('*');
+            interrupted = true;
+        }
         println!(
             "{:<id_width$} {:<8} {:<9} {:<8} {:<28} {title}",
             w.id,
             w.kind.as_str(),
-            w.status.as_str(),
+            status,
             w.attempts,
             w.created_at.to_string()
         );
+    }
+    if interrupted {
+        println!("* not running now: the daemon is stopped; it resumes these at `silas start`");
     }
 }
 

@@ -370,6 +370,27 @@ fn without_a_daemon_reads_use_the_store_and_live_commands_say_they_need_it() {
         "a read created a data dir"
     );
     assert!(ok(dir, &["work", "list"]).contains("w-ctl-1"));
+    // An item the stopped daemon was running is marked, and a line says
+    // it is not running now.
+    {
+        let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
+        let mut item = store.work_items().get("w-ctl-1").unwrap().unwrap();
+        item.status = silas_core::model::work::WorkItemStatus::Running;
+        store.work_items().save(&item).unwrap();
+    }
+    let list = ok(dir, &["work", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("w-ctl-1") && l.contains("running*")),
+        "{list}"
+    );
+    assert!(list.contains("the daemon is stopped"), "{list}");
+    {
+        let store = silas_storage::Store::open_in(dir.join("data")).unwrap();
+        let mut item = store.work_items().get("w-ctl-1").unwrap().unwrap();
+        item.status = silas_core::model::work::WorkItemStatus::Pending;
+        store.work_items().save(&item).unwrap();
+    }
     let shown: Value =
         serde_json::from_str(ok(dir, &["work", "show", "w-ctl-1", "--json"]).trim()).unwrap();
     assert_eq!(shown["status"], "pending");

@@ -230,6 +230,34 @@ async fn fix_the_timezone_bug_in_this_repo_apply_undo_and_decline() {
         "the declined task's copies are dropped"
     );
 
+    // `silas work show` says what became of each change set.
+    let show = |id: &str| {
+        let out = silas(&dir).args(["work", "show", id]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = show("fix-tz");
+    let lines: Vec<&str> = first
+        .lines()
+        .skip_while(|l| !l.starts_with("changes"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{first}");
+    assert!(
+        lines[0].contains("offered for clock, waiting for your review"),
+        "{first}"
+    );
+    assert!(lines[1].contains("applied 1 file(s) to clock"), "{first}");
+    assert!(
+        lines[2].contains("undone in clock (1 file(s) restored)"),
+        "{first}"
+    );
+    let second = show("fix-tz-again");
+    assert!(
+        second.contains("not applied to clock (declined)"),
+        "{second}"
+    );
+    assert!(!second.contains("applied 1"), "{second}");
+
     drop(ws);
     daemon.stop().await;
     let events = audit_events(&dir);

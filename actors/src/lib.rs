@@ -20,6 +20,7 @@ pub mod activity;
 pub mod approval;
 pub mod audit_seal;
 pub mod cards;
+pub mod change_history;
 pub mod channel;
 pub mod connection;
 pub mod forget;

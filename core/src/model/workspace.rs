@@ -356,6 +356,62 @@ pub fn check_registration(
     Ok(())
 }
 
+// ---- what became of a work item's change set (`silas work show`)
+
+/// One step of a change set's life.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChangeStep {
+    pub at: Timestamp,
+    pub workspace: String,
+    pub what: ChangeEvent,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ChangeEvent {
+    /// Waiting for the owner's review.
+    Offered {
+        files: u64,
+    },
+    Applied {
+        files: u64,
+    },
+    ApplyDeclined,
+    /// The apply failed its checks (a conflict, the workspace moved…).
+    ApplyRefused {
+        reason: String,
+    },
+    Undone {
+        files: u64,
+    },
+    /// The undo was declined or its card expired: the changes stay.
+    UndoDeclined,
+    UndoRefused {
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for ChangeStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ws = &self.workspace;
+        match &self.what {
+            ChangeEvent::Offered { files } => write!(
+                f,
+                "{files} file(s) offered for {ws}, waiting for your review"
+            )?,
+            ChangeEvent::Applied { files } => write!(f, "applied {files} file(s) to {ws}")?,
+            ChangeEvent::ApplyDeclined => write!(f, "not applied to {ws} (declined)")?,
+            ChangeEvent::ApplyRefused { reason } => write!(f, "not applied to {ws}: {reason}")?,
+            ChangeEvent::Undone { files } => {
+                write!(f, "undone in {ws} ({files} file(s) restored)")?
+            }
+            ChangeEvent::UndoDeclined => write!(f, "undo not taken: the changes to {ws} stay")?,
+            ChangeEvent::UndoRefused { reason } => write!(f, "not undone in {ws}: {reason}")?,
+        }
+        write!(f, " — {}", self.at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

@@ -175,6 +175,10 @@ pub enum Response {
     },
     WorkItem {
         item: Box<WorkItem>,
+        /// What became of its change set (apply, decline, undo), oldest
+        /// first; empty when it had none (or long ago).
+        #[serde(default)]
+        changes: Vec<silas_core::model::workspace::ChangeStep>,
     },
     WorkCancelled(CancelReport),
     Config(Box<ConfigReport>),
