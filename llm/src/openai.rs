@@ -63,6 +63,8 @@ pub struct OpenAiProvider {
     /// The API key, only to take it out of the server's error text (a
     /// server may echo what it was sent).
     key: String,
+    /// `providers.<name>.temperature`, for requests that set none.
+    temperature: Option<f32>,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -137,6 +139,7 @@ impl OpenAiProvider {
             window: AtomicU64::new(endpoint.context_window.unwrap_or(0)),
             http,
             key,
+            temperature: endpoint.temperature.map(|t| t as f32),
         })
     }
 
@@ -180,6 +183,17 @@ impl OpenAiProvider {
     }
 
     async fn complete_with_retries(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let tempered;
+        let request = match (request.temperature, self.temperature) {
+            (None, Some(t)) => {
+                tempered = ChatRequest {
+                    temperature: Some(t),
+                    ..request.clone()
+                };
+                &tempered
+            }
+            _ => request,
+        };
         let mut mode = self.negotiator.mode();
         let mut tools = self.tool_negotiator.mode();
         let mut wire = wire_body(request, mode, tools);

@@ -106,3 +106,58 @@ async fn a_providers_own_timeout_bounds_its_calls() {
         started.elapsed()
     );
 }
+
+/// `providers.<name>.temperature` goes with every request that sets none
+/// (a local model answers repeatably at 0); without it no temperature is
+/// sent, and the gate model keeps its own (`gates.llm_defaults`).
+#[tokio::test]
+async fn a_providers_temperature_is_sent_with_its_requests() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::json(&json!({"route": "direct", "reason": "chat",
+        "response": {"message": "hi"}, "interaction_register": "status",
+        "interaction_mode": "default_and_offer", "context_profile": "conversation"})));
+    let sent = |extra: &str| {
+        let fake = &fake;
+        let yaml = one_provider(&fake.base_url(), extra)
+            + "  gates: {llm_defaults: {model: \"local:judge\", temperature: 0.5}}\n";
+        async move {
+            let cfg = Config::from_yaml_str(&yaml, &MapEnv::new()).unwrap();
+            cfg.validate().unwrap();
+            let choice = choose_provider(&cfg, &MapEnv::new()).unwrap();
+            let a = build_agents(&cfg, &MapEnv::new(), &choice).unwrap();
+            a.route(
+                &RenderedContext::default(),
+                "hello",
+                &mut Default::default(),
+            )
+            .await;
+            let _ = a
+                .gate_model
+                .judge("p".into(), "gate_quality", std::sync::Arc::new(json!({})))
+                .await;
+            let reqs = fake.requests();
+            let n = reqs.len();
+            (
+                reqs[n - 2].body.get("temperature").cloned(),
+                reqs[n - 1].body["temperature"].clone(),
+            )
+        }
+    };
+    let (route, judge) = sent(", temperature: 0").await;
+    assert_eq!(route, Some(json!(0.0)));
+    assert_eq!(judge, json!(0.5));
+    let (route, judge) = sent("").await;
+    assert_eq!(route, None);
+    assert_eq!(judge, json!(0.5));
+    let bad = Config::from_yaml_str(
+        &one_provider("http://127.0.0.1:9/v1", ", temperature: 3"),
+        &MapEnv::new(),
+    )
+    .unwrap()
+    .validate()
+    .unwrap_err();
+    assert!(
+        bad.to_string().contains("providers.local.temperature"),
+        "{bad}"
+    );
+}

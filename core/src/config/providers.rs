@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::error::ConfigError;
 
 /// One OpenAI-compatible model provider.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ProviderConfig {
     /// Base URL of the OpenAI-compatible API (e.g. `https://openrouter.ai/api/v1`).
     pub base_url: String,
@@ -26,6 +26,10 @@ pub struct ProviderConfig {
     pub context_window: Option<u64>,
     /// How tools are offered (`auto` by default).
     pub tool_calling: ToolCallingMode,
+    /// Sampling temperature sent with every request that sets none of its
+    /// own (`None`: the server's default). 0 makes a local model's answers
+    /// repeatable; gate checks always use `gates.llm_defaults.temperature`.
+    pub temperature: Option<f64>,
 }
 
 /// `providers.<name>.tool_calling`: how tools are offered to a provider.
@@ -113,6 +117,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
                 timeout_seconds: None,
                 context_window: None,
                 tool_calling: ToolCallingMode::Auto,
+                temperature: None,
             },
         )
     })
@@ -120,7 +125,7 @@ pub fn builtin_providers() -> BTreeMap<String, ProviderConfig> {
 }
 
 /// A `provider:model` string resolved against `providers:`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ModelEndpoint {
     /// Provider name (the part before the first `:`).
     pub provider: String,
@@ -134,6 +139,8 @@ pub struct ModelEndpoint {
     /// `providers.<name>.context_window`.
     pub context_window: Option<u64>,
     pub tool_calling: ToolCallingMode,
+    /// `providers.<name>.temperature`.
+    pub temperature: Option<f64>,
 }
 
 /// The on-disk shape of a provider entry. For a built-in provider a missing
@@ -154,6 +161,8 @@ struct ProviderEntry {
     #[serde(default)]
     context_window: Option<u64>,
     tool_calling: Option<ToolCallingMode>,
+    #[serde(default)]
+    temperature: Option<f64>,
 }
 
 /// Distinguishes "absent" (`None`, via `default`) from "explicitly null"
@@ -200,6 +209,9 @@ pub(crate) fn deserialize_providers<'de, D: Deserializer<'de>>(
                     .context_window
                     .or_else(|| builtin.as_ref().and_then(|b| b.context_window)),
                 tool_calling,
+                temperature: entry
+                    .temperature
+                    .or_else(|| builtin.as_ref().and_then(|b| b.temperature)),
             },
         );
     }
@@ -235,6 +247,7 @@ pub(crate) fn resolve(
             timeout_seconds: None,
             context_window: None,
             tool_calling: ToolCallingMode::Prompt,
+            temperature: None,
         });
     }
     let Some(p) = providers.get(provider) else {
@@ -253,6 +266,7 @@ pub(crate) fn resolve(
         timeout_seconds: p.timeout_seconds,
         context_window: p.context_window,
         tool_calling: p.tool_calling,
+        temperature: p.temperature,
     })
 }
 

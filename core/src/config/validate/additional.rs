@@ -57,6 +57,9 @@ pub(super) fn additional_rules(cfg: &Config, c: &mut Checker) {
         if let Some(t) = p.timeout_seconds {
             c.positive(&format!("providers.{name}.timeout_seconds"), t);
         }
+        if let Some(t) = p.temperature {
+            c.within(&format!("providers.{name}.temperature"), t, 0.0, 2.0);
+        }
         if let Some(w) = p.context_window
             && w < MIN_CONTEXT_WINDOW
         {
