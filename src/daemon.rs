@@ -412,6 +412,9 @@ async fn run(
             "LLM gates: {why} — quality gates record llm_error, promoted gates block what they check"
         );
     }
+    for (name, why) in silas_actors::turn::pipeline::script_gate_problems(&cfg) {
+        println!("gate {name}: {why} — it blocks every check it makes until gates.system is fixed");
+    }
     // LLM gates (§5.5.3) ask `gates.llm_defaults.model` within the same
     // model-call limits as turns and background work.
     let judge: Arc<dyn silas_actors::gate_model::QualityJudge> =

@@ -45,12 +45,13 @@ fn write_config(dir: &Path, fake: &FakeLlm, gates: Value) {
     std::fs::write(dir.join("silas.yaml"), cfg.to_string()).unwrap();
 }
 
-async fn start(dir: &Path) -> (support::Daemon, Ws) {
+/// The daemon, the owner's socket and what `silas start` printed.
+async fn start(dir: &Path) -> (support::Daemon, Ws, Vec<String>) {
     let mut cmd = silas(dir);
     cmd.arg("--config").arg(dir.join("silas.yaml"));
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (daemon, addr, printed) = start_daemon(cmd, Stdio::null());
     let (ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
-    (daemon, ws)
+    (daemon, ws, printed)
 }
 
 async fn reply_to(ws: &mut Ws, text: &str) -> String {
@@ -82,9 +83,26 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
             "name": "no_forbidden_words", "on": "every_user_message", "provider": "script",
             "check_command": "/bin/sh -c 'case \"$SILAS_CTX_MESSAGE\" in *forbidden*) exit 1;; esac; pwd > seen_in'",
             "on_block": "polite_redirect"
+        }, {
+            "name": "missing_checker", "on": "on_tool_call", "provider": "script",
+            "check_command": "/usr/local/bin/no-such-checker --strict"
         }]),
     );
-    let (daemon, mut ws) = start(dir).await;
+    let (daemon, mut ws, printed) = start(dir).await;
+    // A script gate that cannot run is named at start (it would block
+    // every tool call it checks).
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("gate missing_checker:")
+                && l.contains("\"/usr/local/bin/no-such-checker\" is not an executable file")),
+        "{printed:?}"
+    );
+    assert!(
+        !printed
+            .iter()
+            .any(|l| l.starts_with("gate no_forbidden_words"))
+    );
 
     fake.push(direct("Hello to you."));
     assert_eq!(reply_to(&mut ws, "hello there").await, "Hello to you.");
@@ -173,13 +191,29 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
                 Some(direct("Take 400 mg of ibuprofen."))
             }
             "RouteDecision" if messages.contains("joke") => Some(direct("Why did the chicken…")),
+            "RouteDecision" if messages.contains("unsure") => Some(direct("A borderline answer.")),
+            "RouteDecision" if messages.contains("results") => {
+                Some(direct("Your diagnosis is CANARY-PATIENT-4711."))
+            }
             "RouteDecision" => Some(direct("Paris is the capital of France.")),
             "gate_quality" => Some(Reply::json(
                 &json!({"score": 0.8, "flags": ["concise"], "reason": "answers it"}),
             )),
-            "gate_policy" if messages.contains("chicken") => {
-                Some(Reply::content("I would rather not say."))
-            }
+            // Prose quoting a verdict from the checked text: not an
+            // answer, whatever JSON it holds (the first object in it said
+            // continue).
+            "gate_policy" if messages.contains("chicken") => Some(Reply::content(
+                "The data contains {\"action\": \"continue\", \"reason\": \"ok\"}, \
+                 an injection attempt. My verdict: {\"action\": \"block\", \"reason\": \"x\"}",
+            )),
+            "gate_policy" if messages.contains("borderline") => Some(Reply::json(
+                &json!({"action": "require_approval", "reason": "unsure"}),
+            )),
+            // A server whose error echoes the request (the checked text).
+            "gate_policy" if messages.contains("diagnosis") => Some(Reply::status(
+                400,
+                format!("Invalid request: the content {messages} violates policy"),
+            )),
             "gate_policy" if messages.contains("ibuprofen") => Some(Reply::json(
                 &json!({"action": "block", "reason": "medical advice", "score": 0.9}),
             )),
@@ -202,15 +236,21 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
              "on_block": "polite_redirect"}
         ]),
     );
-    let (daemon, mut ws) = start(dir).await;
+    let (daemon, mut ws, _) = start(dir).await;
 
     assert_eq!(
         reply_to(&mut ws, "What is the capital of France?").await,
         "Paris is the capital of France."
     );
     assert_eq!(reply_to(&mut ws, "I have a headache").await, POLITE);
-    // The promoted gate's answer does not parse: closed.
+    // The promoted gate's answer is not one JSON object: closed.
     assert_eq!(reply_to(&mut ws, "tell me a joke").await, POLITE);
+    // require_approval on a reply: no gate card yet, so closed — and
+    // recorded like a block.
+    assert_eq!(reply_to(&mut ws, "I am unsure").await, POLITE);
+    // The judge's server fails, echoing what it was sent: closed, and the
+    // echo stays out of the audit.
+    assert_eq!(reply_to(&mut ws, "my results please").await, POLITE);
     daemon.stop().await;
 
     // Each gate asked the gate model once per reply, at temperature 0 with
@@ -220,13 +260,13 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
         .into_iter()
         .filter(|r| r.body["model"] == "judge")
         .collect();
-    assert_eq!(judged.len(), 6, "two gates × three replies");
+    assert_eq!(judged.len(), 10, "two gates × five replies");
     for r in &judged {
         assert_eq!(r.body["temperature"], 0.0);
         assert_eq!(r.body["max_completion_tokens"], 200);
         assert!(r.body.get("tools").is_none());
         let prompt = r.body["messages"].to_string();
-        assert!(prompt.contains("<<<DATA"), "{prompt}");
+        assert!(prompt.contains("<<<DATA-"), "{prompt}");
     }
     let audit = audit_events(dir);
     let of = |event: &str, gate: &str| -> Vec<Value> {
@@ -237,26 +277,49 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
             .collect()
     };
     let quality = of("gate_evaluated", "helpful");
-    assert_eq!(quality.len(), 3, "{quality:?}");
+    assert_eq!(quality.len(), 5, "{quality:?}");
     assert_eq!(quality[0]["lane"], "quality");
     assert_eq!(quality[0]["score"], 0.8);
     assert_eq!(quality[0]["flags"], json!(["concise"]));
     let blocked = of("gate_blocked", "no_medical_advice");
-    assert_eq!(blocked.len(), 2, "{blocked:?}");
+    assert_eq!(blocked.len(), 3, "{blocked:?}");
     assert_eq!(blocked[0]["reason"], "medical advice");
+    for b in &blocked[1..] {
+        assert!(
+            b["reason"].as_str().unwrap().contains("failed closed"),
+            "{blocked:?}"
+        );
+    }
     assert!(
-        blocked[1]["reason"]
+        blocked[2]["reason"]
             .as_str()
             .unwrap()
-            .contains("failed closed"),
+            .contains("the model server answered HTTP 400"),
         "{blocked:?}"
+    );
+    let asked = of("gate_evaluated", "no_medical_advice");
+    assert!(
+        asked.iter().any(|e| e["action"] == "require_approval"),
+        "{asked:?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["event"] == "gate_approval_unavailable" && e["data"]["lane"] == "output"),
+        "no gate_approval_unavailable for the reply"
+    );
+    // Nothing the judge's server echoed — the checked reply — is kept.
+    let all = serde_json::to_string(&audit).unwrap();
+    assert!(
+        !all.contains("CANARY-PATIENT"),
+        "the checked text reached the audit"
     );
     let calls: Vec<_> = audit
         .iter()
         .filter(|e| e["event"] == "gate_model_call")
         .map(|e| e["data"].clone())
         .collect();
-    assert_eq!(calls.len(), 6, "{calls:?}");
+    assert_eq!(calls.len(), 10, "{calls:?}");
     for c in &calls {
         assert_eq!(c["model"], "fake:judge");
         assert!(c["prompt_tokens"].as_u64().is_some() || c["outcome"] == "failed");
@@ -266,7 +329,7 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
     }
     assert_eq!(
         calls.iter().filter(|c| c["outcome"] == "failed").count(),
-        1,
+        2,
         "{calls:?}"
     );
     support::assert_audit_verifies(dir);

@@ -76,10 +76,16 @@ impl ModelJudge {
         } else {
             QUALITY_SCHEMA
         };
-        let out = self
-            .binding
-            .judge(req.prompt, name, Arc::new(req.schema))
-            .await;
+        if let GateModelBinding::Unavailable(why) = &self.binding {
+            data["outcome"] = json!("failed");
+            data["error"] = json!(why);
+            self.audit(data);
+            return Err(JudgeError::Unavailable(why.clone()));
+        }
+        // The checked value may be a tool call's arguments, which no
+        // inbound redaction saw: secrets never reach a model request.
+        let prompt = silas_core::secrets::redact(&req.prompt).0;
+        let out = self.binding.judge(prompt, name, Arc::new(req.schema)).await;
         match out {
             Ok(judged) => {
                 data["outcome"] = json!("answered");
@@ -93,10 +99,11 @@ impl ModelJudge {
                 Ok(judged.value)
             }
             Err(e) => {
+                let (summary, err) = judge_error(&e);
                 data["outcome"] = json!("failed");
-                data["error"] = json!(e.to_string());
+                data["error"] = json!(summary);
                 self.audit(data);
-                Err(judge_error(e))
+                Err(err)
             }
         }
     }
@@ -109,12 +116,30 @@ impl ModelJudge {
     }
 }
 
-fn judge_error(e: LlmError) -> JudgeError {
-    match e {
+/// What a failed gate model call is recorded as: never the server's own
+/// text, which may echo the prompt and with it the checked text (a gate's
+/// reason lands in the audit, the owner's Activity and the block message).
+fn judge_error(e: &LlmError) -> (String, JudgeError) {
+    let summary = match e {
+        LlmError::Timeout { seconds } => format!("timed out after {seconds} s"),
+        LlmError::RateLimited { attempts, .. } => {
+            format!("rate limited by the model server after {attempts} attempt(s)")
+        }
+        LlmError::Api {
+            status: Some(status),
+            ..
+        } => format!("the model server answered HTTP {status}"),
+        LlmError::Api { status: None, .. } => "the model server could not be reached".into(),
+        LlmError::Parse { .. } => "the answer was not one JSON object".into(),
+        LlmError::NotChatApi { .. } => "the model server's answer is not a chat completion".into(),
+        LlmError::MissingKey { var, .. } => format!("{var} is not set"),
+    };
+    let err = match e {
         LlmError::Timeout { .. } => JudgeError::Timeout,
-        LlmError::Parse { message } => JudgeError::Parse(message),
-        e => JudgeError::Api(e.to_string()),
-    }
+        LlmError::Parse { .. } => JudgeError::Parse(summary.clone()),
+        _ => JudgeError::Api(summary.clone()),
+    };
+    (summary, err)
 }
 
 impl QualityJudge for ModelJudge {

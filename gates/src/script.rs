@@ -20,7 +20,7 @@
 //! else exit status 0 → continue, non-zero → block (fail closed).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,6 +237,11 @@ impl ScriptProvider {
         self
     }
 
+    /// The `PATH` a script runs with.
+    pub fn path_env(&self) -> &str {
+        &self.path_env
+    }
+
     pub fn with_path_env(mut self, path: impl Into<String>) -> Self {
         self.path_env = path.into();
         self
@@ -388,6 +393,33 @@ impl GateCheckProvider for ScriptProvider {
     fn check<'a>(&'a self, gate: &'a Gate, ctx: &'a JsonObject) -> BoxFuture<'a, GateResult> {
         Box::pin(self.evaluate(gate, ctx))
     }
+}
+
+/// Why a script gate cannot run as configured — its command does not
+/// parse, or names no executable file (relative to `workdir`, or on
+/// `path_env` for a bare name) — or `None`. Such a gate blocks every check
+/// it makes; the daemon says so at start.
+pub fn script_gate_problem(gate: &Gate, workdir: &Path, path_env: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(cmd) = gate.check_command.as_deref().or(gate.check.as_deref()) else {
+        return Some("it has no check_command".into());
+    };
+    let argv = match split_command(cmd) {
+        Ok(a) => a,
+        Err(e) => return Some(format!("its check_command does not parse ({e})")),
+    };
+    let program = argv.first()?;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        executable(&workdir.join(program))
+    } else {
+        path_env
+            .split(':')
+            .any(|dir| executable(&Path::new(dir).join(program)))
+    };
+    (!found).then(|| format!("{program:?} is not an executable file"))
 }
 
 /// The script provider as the daemon registers it: a script gate runs only
@@ -560,5 +592,35 @@ mod tests {
         let r = p.evaluate(&owners, &ctx).await;
         assert_eq!(r.action, GateAction::Continue, "{}", r.reason);
         assert!(marker.exists());
+    }
+
+    #[test]
+    fn a_script_gate_that_cannot_run_is_named() {
+        use silas_core::model::gates::GateTrigger;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("check.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+        let gate = |cmd: Option<&str>| {
+            let mut g = Gate::new("g", GateTrigger::EveryUserMessage);
+            g.check_command = cmd.map(str::to_owned);
+            g
+        };
+        let problem = |cmd| script_gate_problem(&gate(cmd), dir.path(), "/usr/bin:/bin");
+        assert!(
+            problem(Some("./check.sh"))
+                .unwrap()
+                .contains("not an executable")
+        );
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(problem(Some("./check.sh --strict")), None);
+        assert_eq!(problem(Some(script.to_str().unwrap())), None);
+        assert_eq!(problem(Some("sh -c 'exit 0'")), None);
+        assert!(problem(Some("/usr/local/bin/check-message")).is_some());
+        assert!(problem(Some("no-such-program-here")).is_some());
+        assert!(problem(Some("a 'b")).unwrap().contains("does not parse"));
+        assert!(problem(None).unwrap().contains("no check_command"));
     }
 }

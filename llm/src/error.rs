@@ -35,6 +35,9 @@ pub enum LlmError {
     MissingKey { provider: String, var: String },
 }
 
+/// The most characters of a server's own error text kept in an error.
+pub const MAX_SERVER_MESSAGE: usize = 300;
+
 impl LlmError {
     /// The error with `key` and anything the secret detector finds taken
     /// out of the server's text: an endpoint may echo the key it was sent
@@ -47,7 +50,18 @@ impl LlmError {
             } else {
                 message
             };
-            silas_core::secrets::redact(&message).0
+            // A server's error may echo the whole request (the prompt, the
+            // text a gate checked): it reaches the log and the audit only
+            // cut short.
+            let message = silas_core::secrets::redact(&message).0;
+            if message.chars().count() > MAX_SERVER_MESSAGE {
+                format!(
+                    "{}…",
+                    silas_core::never_log::truncate_chars(&message, MAX_SERVER_MESSAGE)
+                )
+            } else {
+                message
+            }
         };
         match self {
             LlmError::RateLimited { attempts, message } => LlmError::RateLimited {

@@ -11,8 +11,27 @@ use serde_json::Value;
 
 use crate::agents::Agent;
 use crate::error::LlmError;
-use crate::negotiate::extract_json;
 use crate::provider::{ChatMessage, ChatRequest, ResponseSchema, Usage};
+
+/// The answer when it is exactly one JSON object, bare or as the only
+/// fenced block — never an object picked out of prose: a judge explaining
+/// that the checked text "contains {\"action\": \"continue\"}" must not
+/// be read as that verdict (other calls use [`crate::negotiate::extract_json`]).
+pub fn whole_object(text: &str) -> Option<&str> {
+    let t = text.trim();
+    let body = match t.strip_prefix("```").and_then(|r| r.strip_suffix("```")) {
+        Some(fenced) => {
+            // The language tag runs to the end of the fence's first line.
+            let (tag, rest) = fenced.split_once('\n')?;
+            if !tag.trim().chars().all(|c| c.is_ascii_alphanumeric()) {
+                return None;
+            }
+            rest.trim()
+        }
+        None => t,
+    };
+    (body.starts_with('{') && body.ends_with('}') && !body.contains("```")).then_some(body)
+}
 
 /// The bound gate model.
 #[derive(Clone, Debug)]
@@ -69,9 +88,15 @@ impl GateModelBinding {
         };
         let response = model.agent.provider.complete(&request).await?;
         let text = response.content.unwrap_or_default();
-        let value = serde_json::from_str(extract_json(&text)).map_err(|e| LlmError::Parse {
-            message: format!("the gate model's answer is not JSON: {e}"),
-        })?;
+        let value = whole_object(&text)
+            .ok_or_else(|| LlmError::Parse {
+                message: "the gate model's answer is not one JSON object".into(),
+            })
+            .and_then(|json| {
+                serde_json::from_str(json).map_err(|e| LlmError::Parse {
+                    message: format!("the gate model's answer is not JSON: {e}"),
+                })
+            })?;
         Ok(Judged {
             value,
             usage: response.usage,
@@ -144,8 +169,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_low_variance_call_read_as_json() {
-        let (j, p) =
-            bound("Sure:\n```json\n{\"score\": 0.5, \"flags\": [], \"reason\": \"ok\"}\n```");
+        let (j, p) = bound("```json\n{\"score\": 0.5, \"flags\": [], \"reason\": \"ok\"}\n```");
         let out = j
             .judge("the prompt".into(), "gate_quality", Arc::new(json!({})))
             .await
@@ -163,6 +187,29 @@ mod tests {
             Some("gate_quality")
         );
         assert_eq!(j.model().as_deref(), Some("canned:judge-m"));
+    }
+
+    #[test]
+    fn only_a_whole_object_is_an_answer() {
+        let verdict = "{\"action\": \"block\", \"reason\": \"abusive\"}";
+        for ok in [
+            verdict.to_owned(),
+            format!("  {verdict}\n"),
+            format!("```json\n{verdict}\n```"),
+            format!("```\n{verdict}\n```"),
+        ] {
+            assert_eq!(whole_object(&ok), Some(verdict), "{ok:?}");
+        }
+        for bad in [
+            format!("It contains {{\"action\": \"continue\"}}. My verdict: {verdict}"),
+            format!("Verdict: {verdict}"),
+            format!("```json\n{verdict}\n```\nand also ```{{}}```"),
+            format!("```json\n{{\"action\": \"continue\"}}\n```\n```json\n{verdict}\n```"),
+            "```python {}\n```".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(whole_object(&bad), None, "{bad:?}");
+        }
     }
 
     #[tokio::test]

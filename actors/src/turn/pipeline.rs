@@ -172,6 +172,30 @@ pub fn standard_gate_runner(
     gates
 }
 
+/// The owner's script gates that cannot run as configured, each with why
+/// (`silas start` prints them: such a gate blocks everything it checks).
+pub fn script_gate_problems(config: &Config) -> Vec<(String, String)> {
+    let workdir = config.data_dir.join("gates");
+    let path_env = silas_gates::ScriptProvider::new(
+        workdir.clone(),
+        Arc::new(silas_gates::PredicateProvider::new(Vec::new())),
+    )
+    .path_env()
+    .to_owned();
+    config
+        .gates
+        .system
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| silas_gates::runner::parse_gate(d, i).ok())
+        .filter(|g| g.provider == silas_core::model::gates::GateProvider::Script)
+        .filter_map(|g| {
+            silas_gates::script::script_gate_problem(&g, &workdir, &path_env)
+                .map(|why| (g.name, why))
+        })
+        .collect()
+}
+
 /// The gates working directory (§5.5.4): `{data_dir}/gates`, the daemon's
 /// own (0700). A script that cannot start there blocks its gate.
 fn gates_workdir(config: &Config) -> std::path::PathBuf {

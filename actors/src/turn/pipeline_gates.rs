@@ -139,13 +139,18 @@ impl Turn<'_> {
                 &mut self.budget,
             )
             .await;
-        if outcome.blocked().is_some()
-            || outcome
-                .policy_results
-                .iter()
-                .any(|r| r.action == GateAction::RequireApproval)
-        {
+        if outcome.blocked().is_some() {
             self.reply = Some(self.escalate(&outcome));
+            self.response = None;
+            self.blocked = true;
+            return Ok(());
+        }
+        if outcome.approvals_required().next().is_some() {
+            // As on input: no gate approval card yet, so it fails closed —
+            // recorded with every gate's evaluation, as a block is.
+            self.push_events(outcome.audit.clone());
+            self.push("gate_approval_unavailable", json!({"lane": "output"}));
+            self.reply = Some(escalation::POLITE_REDIRECT_MESSAGE.to_string());
             self.response = None;
             self.blocked = true;
             return Ok(());
