@@ -147,13 +147,7 @@ pub fn standard_gate_runner(
     ]));
     gates.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
     gates.register("predicate", predicate.clone());
-    let configured: Vec<_> = config
-        .gates
-        .system
-        .iter()
-        .enumerate()
-        .filter_map(|(i, d)| silas_gates::runner::parse_gate(d, i).ok())
-        .collect();
+    let configured = configured_script_gates(config);
     gates.register(
         "script",
         Arc::new(silas_gates::ConfiguredScripts::new(
@@ -172,9 +166,27 @@ pub fn standard_gate_runner(
     gates
 }
 
+/// The owner's script gates, parsed. Only entries that name the script
+/// provider are parsed: start-up (which builds the runner) then touches no
+/// gate parsing at all on the default configuration (issue #19, idle RSS).
+fn configured_script_gates(config: &Config) -> Vec<silas_core::model::gates::Gate> {
+    config
+        .gates
+        .system
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.get("provider").and_then(serde_json::Value::as_str) == Some("script"))
+        .filter_map(|(i, d)| silas_gates::runner::parse_gate(d, i).ok())
+        .collect()
+}
+
 /// The owner's script gates that cannot run as configured, each with why
 /// (`silas start` prints them: such a gate blocks everything it checks).
 pub fn script_gate_problems(config: &Config) -> Vec<(String, String)> {
+    let gates = configured_script_gates(config);
+    if gates.is_empty() {
+        return Vec::new();
+    }
     let workdir = config.data_dir.join("gates");
     let path_env = silas_gates::ScriptProvider::new(
         workdir.clone(),
@@ -182,13 +194,8 @@ pub fn script_gate_problems(config: &Config) -> Vec<(String, String)> {
     )
     .path_env()
     .to_owned();
-    config
-        .gates
-        .system
-        .iter()
-        .enumerate()
-        .filter_map(|(i, d)| silas_gates::runner::parse_gate(d, i).ok())
-        .filter(|g| g.provider == silas_core::model::gates::GateProvider::Script)
+    gates
+        .into_iter()
         .filter_map(|g| {
             silas_gates::script::script_gate_problem(&g, &workdir, &path_env)
                 .map(|why| (g.name, why))
