@@ -118,32 +118,12 @@ fn print_report(r: &ValidationReport) {
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(path))
-            .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))?
-    };
-    Ok(lexically_normal(&joined))
-}
-
-/// `path` without `.` and with each `..` taking its parent off, by the
-/// text alone (links are not followed: the validator judges the folder as
-/// named). `silas skill validate ..` then names the folder, not "".
-fn lexically_normal(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ErrorCode::ECfgIo, format!("current directory: {e}")))?;
+    // `.` and `..` resolved by the text alone (links are not followed: the
+    // validator judges the folder as named), so `silas skill validate ..`
+    // names the folder, not "".
+    Ok(silas_core::config::normalize_lexically(path, &cwd))
 }
 
 /// `text` on one line, control and bidi characters shown (a skill's

@@ -40,6 +40,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// full pipe) but not kept.
 pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024;
 const MAX_STDERR: usize = 4 * 1024;
+/// The `PATH` a script runs with unless [`ScriptProvider::with_path_env`]
+/// says otherwise.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Prefix of context environment variables.
 pub const ENV_PREFIX: &str = "SILAS_CTX_";
 /// The reserved stdout key carrying a context mutation.
@@ -221,7 +224,7 @@ impl ScriptProvider {
             workdir,
             timeout: DEFAULT_TIMEOUT,
             max_output: DEFAULT_MAX_OUTPUT,
-            path_env: "/usr/local/bin:/usr/bin:/bin".to_owned(),
+            path_env: DEFAULT_PATH.to_owned(),
             predicate,
         }
     }
@@ -235,11 +238,6 @@ impl ScriptProvider {
     pub fn with_max_output(mut self, bytes: usize) -> Self {
         self.max_output = bytes;
         self
-    }
-
-    /// The `PATH` a script runs with.
-    pub fn path_env(&self) -> &str {
-        &self.path_env
     }
 
     pub fn with_path_env(mut self, path: impl Into<String>) -> Self {

@@ -188,17 +188,15 @@ pub fn script_gate_problems(config: &Config) -> Vec<(String, String)> {
         return Vec::new();
     }
     let workdir = config.data_dir.join("gates");
-    let path_env = silas_gates::ScriptProvider::new(
-        workdir.clone(),
-        Arc::new(silas_gates::PredicateProvider::new(Vec::new())),
-    )
-    .path_env()
-    .to_owned();
     gates
         .into_iter()
         .filter_map(|g| {
-            silas_gates::script::script_gate_problem(&g, &workdir, &path_env)
-                .map(|why| (g.name, why))
+            silas_gates::script::script_gate_problem(
+                &g,
+                &workdir,
+                silas_gates::script::DEFAULT_PATH,
+            )
+            .map(|why| (g.name, why))
         })
         .collect()
 }
