@@ -415,6 +415,7 @@ impl DaemonControl {
             running_work,
             next_jobs,
             providers: self.web.providers(),
+            channels: self.web.channels(),
             model: self.model.clone(),
         })
     }

@@ -231,6 +231,9 @@ async fn run(
         crate::workspace_cmd::reserved_dirs(&cfg),
     );
     bridge.set_owner_reachable_elsewhere(telegram.is_some());
+    if let Some(t) = &telegram {
+        bridge.set_telegram_health(t.health());
+    }
     let activity_feed = bridge.spawn_activity_feed();
     let server = server
         .attach(bridge.clone(), vault)

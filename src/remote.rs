@@ -248,6 +248,9 @@ pub fn status_text(r: &StatusReport) -> String {
             .collect();
         out.push_str(&format!("  providers:     {}\n", states.join(", ")));
     }
+    for (name, state) in &r.channels {
+        out.push_str(&format!("  {:<15}{state}\n", format!("{name}:")));
+    }
     if r.running_work.is_empty() {
         out.push_str("  running work:  none\n");
     } else {
@@ -674,6 +677,9 @@ mod tests {
             .collect(),
             model: "model: offline (no OPENROUTER_API_KEY set) — rule-based responder, not an LLM"
                 .into(),
+            channels: [("telegram".to_string(), "ok".to_string())]
+                .into_iter()
+                .collect(),
         };
         let t = status_text(&r);
         for want in [
@@ -685,6 +691,7 @@ mod tests {
             "running work:  w-1",
             "scheduler:     disabled",
             "providers:     a closed, b open",
+            "telegram:      ok",
             "model:         offline (no OPENROUTER_API_KEY set)",
         ] {
             assert!(t.contains(want), "{want:?} in {t}");

@@ -86,6 +86,8 @@ pub struct WebBridge {
     breakers: std::sync::OnceLock<Arc<silas_llm::chain::BreakerBoard>>,
     /// The daemon's memory index, for the owner's Memory panel.
     memory: std::sync::OnceLock<silas_memory::Memory>,
+    /// The Telegram poll loop's state, when that channel is on.
+    telegram_health: std::sync::OnceLock<Arc<silas_telegram::ChannelHealth>>,
 }
 
 /// The channel name answers and messages from this bridge carry.
@@ -119,7 +121,14 @@ impl WebBridge {
             workspace_reserved,
             breakers: std::sync::OnceLock::new(),
             memory: std::sync::OnceLock::new(),
+            telegram_health: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The Telegram poll loop's state, shown on `/health` and by `silas
+    /// status`.
+    pub fn set_telegram_health(&self, health: Arc<silas_telegram::ChannelHealth>) {
+        let _ = self.telegram_health.set(health);
     }
 
     /// The daemon's memory index, for the owner's Memory panel.
@@ -620,6 +629,14 @@ impl WebBackend for WebBridge {
                 tracing::warn!(scope_id, "pending cards not resolved on disconnect: {e}");
             }
         })
+    }
+
+    fn channels(&self) -> std::collections::BTreeMap<String, String> {
+        self.telegram_health
+            .get()
+            .map(|h| ("telegram".to_owned(), h.state().describe()))
+            .into_iter()
+            .collect()
     }
 
     fn providers(&self) -> std::collections::BTreeMap<String, String> {

@@ -149,6 +149,33 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
         !log.iter().any(|f| f["type"] == "approval_request"),
         "a card was filed: {log:?}"
     );
+
+    // A plan gate named like one of the owner's could never run beside it
+    // (the item would fail after approval): refused before any card.
+    let clash = "---\nid: clash\ntype: task\ntitle: clash\ngates:\n  - {name: no_forbidden_words, on: on_tool_call, provider: predicate, check: approval_always}\n---\n\nSummarise the report.\n";
+    fake.push(Reply::json(&json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(Reply::json(&json!({"message": "Here is another plan.",
+        "plan_action": {"action": "propose", "plan_markdown": clash},
+        "needs_approval": true})));
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "summarise the report again"}),
+    )
+    .await;
+    let mut log = Vec::new();
+    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
+    let text = reply["text"].as_str().unwrap();
+    assert!(
+        text.contains("refused") && text.contains("duplicate gate name: no_forbidden_words"),
+        "{text}"
+    );
+    assert!(
+        !log.iter().any(|f| f["type"] == "approval_request"),
+        "a card was filed: {log:?}"
+    );
     daemon.stop().await;
 
     assert!(!plan_marker.exists(), "the plan's gate command ran");
@@ -236,21 +263,47 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
              "on_block": "polite_redirect"}
         ]),
     );
-    let (daemon, mut ws, _) = start(dir).await;
+    // A chatbot deployment: the owner's socket, and a customer's without
+    // a credential.
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(dir);
+    cmd.arg("--config")
+        .arg(dir.join("silas.yaml"))
+        .env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
 
     assert_eq!(
         reply_to(&mut ws, "What is the capital of France?").await,
         "Paris is the capital of France."
     );
+    // The gate's verdict: its on_block text.
     assert_eq!(reply_to(&mut ws, "I have a headache").await, POLITE);
-    // The promoted gate's answer is not one JSON object: closed.
-    assert_eq!(reply_to(&mut ws, "tell me a joke").await, POLITE);
+    // The promoted gate's answer is not one JSON object: closed. The owner
+    // is told that their gate could not decide, not a verdict's redirect.
+    let owner = reply_to(&mut ws, "tell me a joke").await;
+    assert!(
+        owner.contains("gate \"no_medical_advice\" could not reach a verdict")
+            && owner.contains("my reply was withheld"),
+        "{owner}"
+    );
     // require_approval on a reply: no gate card yet, so closed — and
     // recorded like a block.
-    assert_eq!(reply_to(&mut ws, "I am unsure").await, POLITE);
+    let owner = reply_to(&mut ws, "I am unsure").await;
+    assert!(
+        owner.contains("\"no_medical_advice\"") && owner.contains("asks for an approval"),
+        "{owner}"
+    );
     // The judge's server fails, echoing what it was sent: closed, and the
-    // echo stays out of the audit.
-    assert_eq!(reply_to(&mut ws, "my results please").await, POLITE);
+    // echo stays out of the audit and of the owner's reply.
+    let owner = reply_to(&mut ws, "my results please").await;
+    assert!(owner.contains("HTTP 400"), "{owner}");
+    assert!(!owner.contains("CANARY-PATIENT"), "{owner}");
+    // A customer whose reply the gate could not judge gets only the
+    // redirect: nothing of the owner's gates.
+    let (mut customer, _) = support::connect_anonymous(&addr, Duration::from_secs(10)).await;
+    assert_eq!(reply_to(&mut customer, "tell me a joke").await, POLITE);
     daemon.stop().await;
 
     // Each gate asked the gate model once per reply, at temperature 0 with
@@ -260,7 +313,7 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
         .into_iter()
         .filter(|r| r.body["model"] == "judge")
         .collect();
-    assert_eq!(judged.len(), 10, "two gates × five replies");
+    assert_eq!(judged.len(), 12, "two gates × six replies");
     for r in &judged {
         assert_eq!(r.body["temperature"], 0.0);
         assert_eq!(r.body["max_completion_tokens"], 200);
@@ -277,12 +330,12 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
             .collect()
     };
     let quality = of("gate_evaluated", "helpful");
-    assert_eq!(quality.len(), 5, "{quality:?}");
+    assert_eq!(quality.len(), 6, "{quality:?}");
     assert_eq!(quality[0]["lane"], "quality");
     assert_eq!(quality[0]["score"], 0.8);
     assert_eq!(quality[0]["flags"], json!(["concise"]));
     let blocked = of("gate_blocked", "no_medical_advice");
-    assert_eq!(blocked.len(), 3, "{blocked:?}");
+    assert_eq!(blocked.len(), 4, "{blocked:?}");
     assert_eq!(blocked[0]["reason"], "medical advice");
     for b in &blocked[1..] {
         assert!(
@@ -319,7 +372,7 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
         .filter(|e| e["event"] == "gate_model_call")
         .map(|e| e["data"].clone())
         .collect();
-    assert_eq!(calls.len(), 10, "{calls:?}");
+    assert_eq!(calls.len(), 12, "{calls:?}");
     for c in &calls {
         assert_eq!(c["model"], "fake:judge");
         assert!(c["prompt_tokens"].as_u64().is_some() || c["outcome"] == "failed");
@@ -329,7 +382,7 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
     }
     assert_eq!(
         calls.iter().filter(|c| c["outcome"] == "failed").count(),
-        2,
+        3,
         "{calls:?}"
     );
     support::assert_audit_verifies(dir);

@@ -788,3 +788,84 @@ async fn an_edit_is_answered_and_a_caption_is_read() {
     );
     daemon.stop().await;
 }
+
+/// A token the Bot API rejects (revoked at BotFather, mistyped) shows where
+/// the owner looks: `/health` and `silas status` name it and the setting,
+/// while the web app keeps working. Once a poll works, both say "ok".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_token_shows_on_health_and_in_status() {
+    let bot = FakeBotApi::start().await.unwrap();
+    bot.script(
+        "getUpdates",
+        BotReply::Error {
+            status: 401,
+            description: "Unauthorized".into(),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, addr) = start(dir.path(), false);
+
+    let health = |addr: &str| -> Value {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        let json = match (body.find('{'), body.rfind('}')) {
+            (Some(a), Some(b)) => &body[a..=b],
+            _ => body,
+        };
+        serde_json::from_str(json).unwrap_or(Value::Null)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let paused = loop {
+        let h = health(&addr);
+        if h["channels"]["telegram"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("paused"))
+        {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "never paused: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let line = paused["channels"]["telegram"].as_str().unwrap();
+    assert!(line.contains("channels.telegram.token"), "{paused}");
+    assert!(!line.contains(TOKEN_SECRET), "{paused}");
+
+    let status = support::silas(dir.path())
+        .arg("--config")
+        .arg(dir.path().join("silas.yaml"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    assert!(
+        text.contains("  telegram:      paused: the Bot API rejects the token"),
+        "{text}"
+    );
+    daemon.stop().await;
+
+    // A working token: "ok" once the first poll came back.
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, addr) = start(dir.path(), false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let h = health(&addr);
+        if h["channels"]["telegram"] == "ok" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ok: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    daemon.stop().await;
+}

@@ -23,7 +23,7 @@ use silas_core::model::gates::{Gate, GateAction, GateResult};
 use silas_core::secrets::{self, Confidence};
 
 use crate::context::{extract_value, subject_key};
-use crate::provider::{BoxFuture, GateCheckProvider, block, result};
+use crate::provider::{BoxFuture, GateCheckProvider, block, fail_closed, result};
 
 /// The guard checks this provider implements.
 pub const CHECKS: [&str; 3] = ["pii", "secrets", "jailbreak"];
@@ -142,10 +142,10 @@ pub struct GuardProvider;
 impl GuardProvider {
     pub fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
         let Some(check) = gate.check.as_deref() else {
-            return block(gate, "guard gate has no check");
+            return fail_closed(gate, "guard gate has no check");
         };
         let Some(mode) = on_fail_mode(check, &gate.config) else {
-            return block(gate, "invalid gate config: on_fail");
+            return fail_closed(gate, "invalid gate config: on_fail");
         };
         let key = gate.extract.as_deref().or(subject_key(gate.on));
         let text = match key.and_then(|k| extract_value(ctx, k)) {
@@ -158,7 +158,7 @@ impl GuardProvider {
             Some(_) => return block(gate, "checked value is not text"),
         };
         match run_check(check, text, &gate.config) {
-            Err(e) => block(gate, e),
+            Err(e) => fail_closed(gate, e),
             Ok(None) => result(gate, GateAction::Continue, format!("{check}: clean")),
             Ok(Some((reason, fixed))) => match (mode, fixed, key) {
                 (OnFail::Fix, Some(fixed), Some(k)) if !k.contains('.') => {

@@ -20,7 +20,7 @@ use silas_core::model::JsonObject;
 use silas_core::model::gates::{Gate, GateAction, GateLane, GateResult};
 
 use crate::context::{extract_value, subject_key, value_text};
-use crate::provider::{BoxFuture, GateCheckProvider, block, result};
+use crate::provider::{BoxFuture, GateCheckProvider, fail_closed, result};
 
 /// The flag a quality gate reports when its model call failed.
 pub const LLM_ERROR: &str = "llm_error";
@@ -251,7 +251,7 @@ impl LlmProvider {
 
     fn failed(&self, gate: &Gate, promoted: bool, why: String) -> GateResult {
         if promoted {
-            block(gate, format!("LLM gate failed closed: {why}"))
+            fail_closed(gate, format!("LLM gate failed closed: {why}"))
         } else {
             let mut r = result(
                 gate,

@@ -33,6 +33,24 @@ pub fn result(gate: &Gate, action: GateAction, reason: impl Into<String>) -> Gat
     }
 }
 
+/// The flag on a block the gate did not decide: it could not run (a script
+/// that did not start or timed out, a judge model that failed, a missing
+/// provider, the per-turn evaluation cap). The owner is told so, instead of
+/// the gate's `on_block` text meant for a verdict.
+pub const FAILED_CLOSED_FLAG: &str = "failed_closed";
+
+/// A policy-lane block for a gate that could not reach a verdict.
+pub fn fail_closed(gate: &Gate, reason: impl Into<String>) -> GateResult {
+    let mut r = block(gate, reason);
+    r.flags = vec![FAILED_CLOSED_FLAG.to_owned()];
+    r
+}
+
+/// Whether `r` is a block the gate did not decide ([`fail_closed`]).
+pub fn is_fail_closed(r: &GateResult) -> bool {
+    r.action == GateAction::Block && r.flags.iter().any(|f| f == FAILED_CLOSED_FLAG)
+}
+
 /// A policy-lane block (used for fail-closed paths of any provider).
 pub fn block(gate: &Gate, reason: impl Into<String>) -> GateResult {
     GateResult {

@@ -35,7 +35,7 @@ use silas_core::model::gates::{Gate, GateAction, GateLane, GateResult, GateTrigg
 use crate::audit::{AuditEvent, names};
 use crate::context::{RejectReason, filter_mutation, merge_mutation};
 use crate::error::GateError;
-use crate::provider::{GateCheckProvider, block};
+use crate::provider::{GateCheckProvider, fail_closed};
 
 /// Flag on a quality result skipped because the per-turn cap was reached.
 pub const EVAL_CAP_FLAG: &str = "eval_cap_reached";
@@ -238,7 +238,7 @@ impl GateRunner {
         let name = gate.provider.as_str();
         match self.providers.get(name) {
             Some(p) => p.check(gate, ctx).await,
-            None => block(gate, format!("No provider: {name}")),
+            None => fail_closed(gate, format!("No provider: {name}")),
         }
     }
 
@@ -277,7 +277,7 @@ impl GateRunner {
                 policy_lane_result(gate, self.check_gate(gate, &out.merged_context).await)
             } else {
                 cap_hit(&mut out, gate);
-                block(
+                fail_closed(
                     gate,
                     format!("gate evaluation cap reached ({max} per turn)"),
                 )

@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::expect::{Observed, evaluate};
 use crate::predicate::PredicateProvider;
-use crate::provider::{BoxFuture, GateCheckProvider, block, result};
+use crate::provider::{BoxFuture, GateCheckProvider, block, fail_closed, result};
 
 /// Spec default: 30 seconds.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -247,25 +247,25 @@ impl ScriptProvider {
 
     pub async fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
         let Some(cmd) = gate.check_command.as_deref().or(gate.check.as_deref()) else {
-            return block(gate, "script gate has no check_command");
+            return fail_closed(gate, "script gate has no check_command");
         };
         let argv = match split_command(cmd) {
             Ok(a) => a,
-            Err(e) => return block(gate, format!("invalid check_command: {e}")),
+            Err(e) => return fail_closed(gate, format!("invalid check_command: {e}")),
         };
         let env = match context_env(ctx) {
             Ok(e) => e,
-            Err(e) => return block(gate, e),
+            Err(e) => return fail_closed(gate, e),
         };
         let run = match self.run(&argv, &gate.name, env).await {
             Ok(r) => r,
-            Err(e) => return block(gate, e),
+            Err(e) => return fail_closed(gate, e),
         };
         let parsed = parse_stdout(&run.stdout);
         let mutation = match parsed.modified_context {
             None => None,
             Some(Ok(m)) => Some(m),
-            Some(Err(e)) => return block(gate, format!("script output: {e}")),
+            Some(Err(e)) => return fail_closed(gate, format!("script output: {e}")),
         };
         let mut r = if let Some(expect) = &gate.check_expect {
             let (pass, why) = evaluate(
@@ -445,7 +445,7 @@ impl ConfiguredScripts {
 
     pub async fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
         if !self.configured.contains(gate) {
-            return block(
+            return fail_closed(
                 gate,
                 "a script gate runs only as configured by the owner (gates.system)",
             );

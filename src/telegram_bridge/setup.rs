@@ -121,6 +121,11 @@ pub fn build(
 }
 
 impl TelegramChannel {
+    /// The poll loop's state, for `/health` and `silas status`.
+    pub fn health(&self) -> Arc<silas_telegram::ChannelHealth> {
+        self.poller.health()
+    }
+
     /// Starts polling (after the Stream is registered), the edit flusher
     /// and the sweeper; all stop when `stop` turns true.
     pub fn spawn(self, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {

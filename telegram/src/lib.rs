@@ -14,10 +14,10 @@
 //!   escaping, throttles, callback-data MACs; [`admit`] runs identity with
 //!   the durable once-per-chat refusal.
 //!
+//! * [`health::ChannelHealth`] — the poll loop's latest outcome, for
+//!   `/health` and `silas status`.
 //! * [`cards`] — every owner card as a MarkdownV2 message with an inline
 //!   keyboard, and presses / typed answers mapped back to typed answers.
-//!
-//! Not yet wired into the daemon.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -25,6 +25,7 @@ pub mod admit;
 pub mod cards;
 pub mod client;
 pub mod error;
+pub mod health;
 pub mod outbox;
 pub mod policy;
 pub mod poller;
@@ -36,6 +37,7 @@ pub mod types;
 pub use admit::{Admission, admit};
 pub use client::BotClient;
 pub use error::TelegramError;
+pub use health::{ChannelHealth, ChannelState};
 pub use outbox::{Action, Outbox, RetryPolicy, Text};
 pub use poller::{Delivery, HandleError, Handler, Poller, PollerConfig};
 pub use settings::TelegramSettings;

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::client::BotClient;
 use crate::error::TelegramError;
+use crate::health::{ChannelHealth, ChannelState};
 use crate::outbox::{Action, Outbox, RetryPolicy};
 use crate::policy::secrets;
 use crate::types::{Update, UpdateId};
@@ -122,6 +123,7 @@ pub struct Poller<H> {
     outbox: Arc<Outbox>,
     handler: H,
     config: PollerConfig,
+    health: Arc<ChannelHealth>,
 }
 
 impl<H: Handler> Poller<H> {
@@ -138,7 +140,13 @@ impl<H: Handler> Poller<H> {
             outbox,
             handler,
             config,
+            health: Arc::default(),
         }
+    }
+
+    /// The loop's state after its latest step (for `/health`, `silas status`).
+    pub fn health(&self) -> Arc<ChannelHealth> {
+        self.health.clone()
     }
 
     /// Handle every pending update in order. Stops at the first one that
@@ -209,6 +217,9 @@ impl<H: Handler> Poller<H> {
             .client
             .get_updates(offset, self.config.long_poll_secs)
             .await?;
+        // The Bot API answered: the channel works (what follows may still
+        // fail a step, which says so).
+        self.health.set(ChannelState::Ok);
         let mut fresh = 0;
         for value in raw {
             let Ok(UpdateId { update_id }) = serde_json::from_value::<UpdateId>(value.clone())
@@ -296,6 +307,7 @@ impl<H: Handler> Poller<H> {
                     }
                     .backoff(rejected);
                     rejected = rejected.saturating_add(1);
+                    self.health.set(ChannelState::TokenRejected);
                     tracing::error!(
                         code = %e.code(),
                         ?wait,
@@ -315,6 +327,10 @@ impl<H: Handler> Poller<H> {
                     };
                     tracing::warn!(code = e.code().as_str(), error = %e, ?wait, "telegram poll step failed");
                     failures = failures.saturating_add(1);
+                    self.health.set(ChannelState::Failing {
+                        failures,
+                        code: e.code(),
+                    });
                     wait
                 }
             };

@@ -10,8 +10,8 @@ use silas_core::{Coded, ErrorCode};
 use silas_storage::Store;
 use silas_telegram::types::InlineKeyboardMarkup;
 use silas_telegram::{
-    Action, BotClient, BotToken, Delivery, HandleError, Handler, Outbox, Poller, PollerConfig,
-    RetryPolicy, TelegramError, Text,
+    Action, BotClient, BotToken, ChannelState, Delivery, HandleError, Handler, Outbox, Poller,
+    PollerConfig, RetryPolicy, TelegramError, Text,
 };
 use silas_testkit::telegram::{BotReply, FakeBotApi};
 use tokio::sync::{Mutex, watch};
@@ -171,9 +171,13 @@ async fn the_loop_backs_off_on_5xx_and_waits_retry_after_on_429() {
     let store = Store::open_in(dir.path()).unwrap();
     let echo = Arc::new(Echo::default());
     let p = poller(&fake, &store, echo.clone());
+    let health = p.health();
+    assert_eq!(health.state(), ChannelState::Connecting);
     let (tx, rx) = watch::channel(false);
     let run = tokio::spawn(async move { p.run(rx).await });
+    let mut states = Vec::new();
     for _ in 0..100 {
+        states.push(health.state());
         if !echo.seen.lock().await.is_empty() {
             break;
         }
@@ -182,6 +186,16 @@ async fn the_loop_backs_off_on_5xx_and_waits_retry_after_on_429() {
     tx.send(true).unwrap();
     run.await.unwrap().unwrap();
     assert_eq!(*echo.seen.lock().await, vec![(300, 1)]);
+    // While it waited out the 429 (a second failure in a row), the channel
+    // said so; once a poll worked, it is ok again.
+    assert!(
+        states.contains(&ChannelState::Failing {
+            failures: 2,
+            code: ErrorCode::EChannelRateLimited
+        }),
+        "{states:?}"
+    );
+    assert_eq!(health.state(), ChannelState::Ok);
     let polls = fake.calls_to("getUpdates");
     assert!(polls.len() >= 3, "{}", polls.len());
     // 502 → a short backoff; 429 → at least retry_after (1 s).
@@ -214,18 +228,39 @@ async fn a_rejected_token_pauses_the_loop_and_it_recovers() {
     assert_eq!(err.code(), ErrorCode::EChannelAuth);
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("CANARY"), "{shown}");
+    // Two more refusals: the loop stays paused for 50 + 100 + 200 ms.
+    for _ in 0..2 {
+        fake.script(
+            "getUpdates",
+            BotReply::Error {
+                status: 401,
+                description: "Unauthorized".into(),
+            },
+        );
+    }
     fake.push_update(text_update(700, 7, "still there?"));
+    let health = p.health();
     let (tx, rx) = watch::channel(false);
     let run = tokio::spawn(async move { p.run(rx).await });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut paused_seen = false;
     while echo.seen.lock().await.is_empty() {
         assert!(tokio::time::Instant::now() < deadline, "never recovered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        paused_seen |= health.state() == ChannelState::TokenRejected;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tx.send(true).unwrap();
     assert!(run.await.unwrap().is_ok());
-    // The 404 was waited out too (50 ms, then 100 ms).
-    assert!(fake.calls_to("getUpdates").len() >= 3);
+    // The pause was visible, and its description names the setting.
+    assert!(paused_seen, "the rejected token never showed");
+    assert!(
+        ChannelState::TokenRejected
+            .describe()
+            .contains("channels.telegram.token")
+    );
+    assert_eq!(health.state(), ChannelState::Ok);
+    // The 404 and the 401s were waited out too (50, 100, 200 ms).
+    assert!(fake.calls_to("getUpdates").len() >= 5);
 }
 
 #[tokio::test]

@@ -108,6 +108,9 @@ struct HealthBody {
     /// Model providers' circuit breakers (issue #16): names and states only.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     providers: std::collections::BTreeMap<String, String>,
+    /// Other channels (Telegram): a state line each.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    channels: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether a configured host is a loopback address (`localhost`, 127/8, ::1).
@@ -538,6 +541,7 @@ fn routes(
                 connections: state.health.connections(),
                 queue,
                 providers: state.backend.providers(),
+                channels: state.backend.channels(),
             })
         });
 

@@ -94,6 +94,11 @@ pub trait WebBackend: Send + Sync + 'static {
     fn providers(&self) -> std::collections::BTreeMap<String, String> {
         std::collections::BTreeMap::new()
     }
+    /// Other channels' states (`telegram` → "ok", "paused: …") for
+    /// `/health` and `silas status`; empty when none is configured.
+    fn channels(&self) -> std::collections::BTreeMap<String, String> {
+        std::collections::BTreeMap::new()
+    }
 }
 
 /// Turn-queue pressure as `/health` reports it (§18.6): depths and

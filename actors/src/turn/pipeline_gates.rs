@@ -33,7 +33,7 @@ impl Turn<'_> {
 
     /// Applies a policy block's escalation (§5.1.1); returns the text sent
     /// instead of a response.
-    pub(super) fn escalate(&mut self, outcome: &GateOutcome) -> String {
+    pub(super) fn escalate(&mut self, outcome: &GateOutcome, lane: &str) -> String {
         let Some(r) = outcome.blocked() else {
             return escalation::POLITE_REDIRECT_MESSAGE.to_string();
         };
@@ -71,7 +71,27 @@ impl Turn<'_> {
                 _ => {}
             }
         }
+        if self.scope.scope_id == crate::turn::OWNER_SCOPE
+            && silas_gates::provider::is_fail_closed(r)
+        {
+            // The owner's own gate could not decide: saying so beats the
+            // text its `on_block` has for a verdict (customers never see it).
+            return owner_fail_closed_text(&r.gate_name, &r.reason, lane);
+        }
         text.unwrap_or_else(|| "This request was blocked by a policy gate.".to_string())
+    }
+
+    /// The reply when a gate asks for an approval no card can carry yet: the
+    /// owner learns which gate; anyone else gets the polite redirect.
+    fn approval_unavailable_text(&self, gate: &str, lane: &str) -> String {
+        if self.scope.scope_id != crate::turn::OWNER_SCOPE {
+            return escalation::POLITE_REDIRECT_MESSAGE.to_string();
+        }
+        owner_fail_closed_text(
+            gate,
+            "it asks for an approval, which a gate cannot ask for yet",
+            lane,
+        )
     }
 
     /// This turn's active gates for `trigger`, charged to the turn's
@@ -92,16 +112,20 @@ impl Turn<'_> {
         let ctx = self.gate_context("message", &self.text);
         let outcome = self.run_gates(GateTrigger::EveryUserMessage, ctx).await;
         if outcome.blocked().is_some() {
-            self.reply = Some(self.escalate(&outcome));
+            self.reply = Some(self.escalate(&outcome, "input"));
             self.blocked = true;
             return Ok(());
         }
         self.push_events(outcome.audit.clone());
-        if outcome.approvals_required().next().is_some() {
+        if let Some(gate) = outcome
+            .approvals_required()
+            .next()
+            .map(|r| r.gate_name.clone())
+        {
             // Gate approval cards need the card flow of the review issue;
             // until then a required approval fails closed.
             self.push("gate_approval_unavailable", json!({"lane": "input"}));
-            self.reply = Some(escalation::POLITE_REDIRECT_MESSAGE.to_string());
+            self.reply = Some(self.approval_unavailable_text(&gate, "input"));
             self.blocked = true;
             return Ok(());
         }
@@ -140,17 +164,21 @@ impl Turn<'_> {
             )
             .await;
         if outcome.blocked().is_some() {
-            self.reply = Some(self.escalate(&outcome));
+            self.reply = Some(self.escalate(&outcome, "output"));
             self.response = None;
             self.blocked = true;
             return Ok(());
         }
-        if outcome.approvals_required().next().is_some() {
+        if let Some(gate) = outcome
+            .approvals_required()
+            .next()
+            .map(|r| r.gate_name.clone())
+        {
             // As on input: no gate approval card yet, so it fails closed —
             // recorded with every gate's evaluation, as a block is.
             self.push_events(outcome.audit.clone());
             self.push("gate_approval_unavailable", json!({"lane": "output"}));
-            self.reply = Some(escalation::POLITE_REDIRECT_MESSAGE.to_string());
+            self.reply = Some(self.approval_unavailable_text(&gate, "output"));
             self.response = None;
             self.blocked = true;
             return Ok(());
@@ -166,5 +194,52 @@ impl Turn<'_> {
         }
         self.push_events(outcome.audit);
         Ok(())
+    }
+}
+
+/// What the owner is told when one of their gates could not reach a verdict
+/// and blocked to be safe (`silas_gates::provider::fail_closed`). The reason
+/// names only the kind of failure (providers never put checked text in it);
+/// it is cut all the same, as it lands in the chronicle.
+fn owner_fail_closed_text(gate: &str, reason: &str, lane: &str) -> String {
+    const MAX_REASON: usize = 200;
+    let reason = match reason.char_indices().nth(MAX_REASON) {
+        Some((i, _)) => format!("{}…", &reason[..i]),
+        None => reason.to_owned(),
+    };
+    let what = if lane == "output" {
+        "my reply was withheld"
+    } else {
+        "your message was not processed"
+    };
+    format!(
+        "Your gate \"{gate}\" could not reach a verdict ({reason}), so {what} to be safe. \
+         Nothing else ran; Activity has the details."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_fail_closed_text;
+
+    #[test]
+    fn the_owner_is_told_which_gate_failed_and_why() {
+        let t = owner_fail_closed_text(
+            "tone",
+            "LLM gate failed closed: model call limit reached",
+            "input",
+        );
+        assert!(t.contains("\"tone\""), "{t}");
+        assert!(t.contains("model call limit reached"), "{t}");
+        assert!(t.contains("your message was not processed"), "{t}");
+        let t = owner_fail_closed_text("tone", "x", "output");
+        assert!(t.contains("my reply was withheld"), "{t}");
+    }
+
+    #[test]
+    fn a_long_reason_is_cut() {
+        let t = owner_fail_closed_text("g", &"é".repeat(5000), "input");
+        assert!(t.chars().count() < 400, "{}", t.len());
+        assert!(t.contains('…'));
     }
 }

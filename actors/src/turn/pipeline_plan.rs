@@ -4,6 +4,15 @@
 use super::*;
 
 impl Turn<'_> {
+    /// A plan the agent proposed that must not reach a card: the reply says
+    /// why and that nothing was scheduled.
+    fn refuse_plan(&mut self, message: &str, why: &str) {
+        self.push("plan_parse_failed", json!({"error": why}));
+        self.reply = Some(format!(
+            "{message}\n\n(The proposed plan was refused, so nothing was scheduled: {why}.)"
+        ));
+    }
+
     /// Step 12: plan approval flow (§5.1.2 up to the card). The agent's
     /// `needs_approval=false` is overridden unless a valid token exists —
     /// which a parsed plan never has.
@@ -22,11 +31,7 @@ impl Turn<'_> {
         let mut work = match parse_plan(&markdown) {
             Ok(w) => w,
             Err(e @ crate::turn::plan::PlanParseError::ScriptGate(_)) => {
-                self.push("plan_parse_failed", json!({"error": e.to_string()}));
-                self.reply = Some(format!(
-                    "{}\n\n(The proposed plan was refused, so nothing was scheduled: {e}.)",
-                    resp.message
-                ));
+                self.refuse_plan(&resp.message, &e.to_string());
                 return Ok(());
             }
             Err(e) => {
@@ -34,6 +39,17 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        // The plan's gates run beside the owner's (gates.system) when the
+        // work executes; a set that cannot be compiled (a plan gate named
+        // like one of the owner's) would fail the item after approval, so
+        // the owner is never asked to approve it.
+        if let Err(e) = ActiveGateSet::compile(&self.deps.config.gates.system, &work.gates) {
+            self.refuse_plan(
+                &resp.message,
+                &format!("its gates cannot run beside yours (gates.system): {e}"),
+            );
+            return Ok(());
+        }
         // The id is the model's (a customer's turn can steer it) and is
         // printed by `silas work list` and in the audit: a newline, an
         // escape or a bidi override in it forged lines there. Such an id is

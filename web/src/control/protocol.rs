@@ -250,6 +250,9 @@ pub struct StatusReport {
     /// Model providers' circuit-breaker states (issue #16).
     #[serde(default)]
     pub providers: std::collections::BTreeMap<String, String>,
+    /// Other channels' states (`telegram` → "ok", "paused: …").
+    #[serde(default)]
+    pub channels: std::collections::BTreeMap<String, String>,
     /// The models the agents use, or that the daemon runs offline (the
     /// `model: …` line `silas start` printed; the CLI's own environment may
     /// hold a key the daemon's does not).
