@@ -7,6 +7,10 @@
 //! either (two cards queued ahead of a newcomer's first plan): `silas skill
 //! install NAME` offers its `skill_install` card. A shipped folder someone
 //! changed is a different hash and is offered like any other folder.
+//!
+//! A bundled skill the owner removed (`silas skill remove NAME`) stays
+//! removed: its name goes into `skills_dir/.bundled-removed`, which
+//! [`place`] honours; `silas skill install NAME` puts it back ([`restore`]).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -79,6 +83,73 @@ pub enum Placed {
     Written(String),
     /// A folder of that name was already there (left as it is).
     Kept(String),
+    /// The owner removed it: not written back.
+    Removed(String),
+}
+
+/// The hidden file in `skills_dir` naming the bundled skills the owner
+/// removed (one per line). Hidden: the skill loader skips it.
+const REMOVED_FILE: &str = ".bundled-removed";
+
+/// Whether `name` is one of the bundled skills.
+pub fn is_bundled(name: &str) -> bool {
+    BUNDLED.contains(&name)
+}
+
+/// The bundled skills the owner removed.
+fn removed(skills_dir: &Path) -> Result<Vec<String>, CliError> {
+    let path = skills_dir.join(REMOVED_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(text
+            .lines()
+            .map(str::trim)
+            .filter(|l| is_bundled(l))
+            .map(str::to_owned)
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io(&path, e)),
+    }
+}
+
+/// Rewrites the removal record as `names` (deleted when empty), through a
+/// temporary file renamed into place.
+fn write_removed(skills_dir: &Path, names: &[String]) -> Result<(), CliError> {
+    let path = skills_dir.join(REMOVED_FILE);
+    if names.is_empty() {
+        return match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path, e)),
+            _ => Ok(()),
+        };
+    }
+    let tmp = skills_dir.join(format!("{REMOVED_FILE}.{}", std::process::id()));
+    let mut text = names.join("\n");
+    text.push('\n');
+    fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+}
+
+/// Records that the owner removed bundled skill `name`, so no later
+/// `init` or `start` writes it back.
+pub fn record_removal(skills_dir: &Path, name: &str) -> Result<(), CliError> {
+    if !is_bundled(name) {
+        return Ok(());
+    }
+    let mut names = removed(skills_dir)?;
+    if !names.iter().any(|n| n == name) {
+        names.push(name.to_owned());
+    }
+    write_removed(skills_dir, &names)
+}
+
+/// Puts bundled skill `name` back as shipped (the owner asked to install it
+/// again) and forgets its removal; `false` when a folder of that name is
+/// already there.
+pub fn restore(skills_dir: &Path, name: &str) -> Result<bool, CliError> {
+    let mut names = removed(skills_dir)?;
+    names.retain(|n| n != name);
+    write_removed(skills_dir, &names)?;
+    let placed = place(skills_dir)?;
+    Ok(placed.contains(&Placed::Written(name.to_owned())))
 }
 
 fn io(path: &Path, e: std::io::Error) -> CliError {
@@ -90,11 +161,16 @@ fn io(path: &Path, e: std::io::Error) -> CliError {
 /// leaves a half-written skill under its name.
 pub fn place(skills_dir: &Path) -> Result<Vec<Placed>, CliError> {
     fs::create_dir_all(skills_dir).map_err(|e| io(skills_dir, e))?;
+    let removed = removed(skills_dir)?;
     let mut out = Vec::new();
     for name in BUNDLED {
         let dest = skills_dir.join(name);
         if fs::symlink_metadata(&dest).is_ok() {
             out.push(Placed::Kept((*name).to_string()));
+            continue;
+        }
+        if removed.iter().any(|n| n == name) {
+            out.push(Placed::Removed((*name).to_string()));
             continue;
         }
         let tmp = skills_dir.join(format!(".{name}.bundled-{}", std::process::id()));
@@ -122,7 +198,7 @@ pub fn report(placed: &[Placed], skills_dir: &Path) -> Option<String> {
         .iter()
         .filter_map(|p| match p {
             Placed::Written(n) => Some(n.as_str()),
-            Placed::Kept(_) => None,
+            Placed::Kept(_) | Placed::Removed(_) => None,
         })
         .collect();
     (!written.is_empty()).then(|| {
@@ -180,6 +256,38 @@ mod tests {
                 assert_eq!(a, b, "{name}/{p}");
             }
         }
+    }
+
+    #[test]
+    fn a_removed_bundled_skill_stays_removed_until_installed_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        place(&skills).unwrap();
+        fs::remove_dir_all(skills.join("coding")).unwrap();
+        record_removal(&skills, "coding").unwrap();
+        record_removal(&skills, "coding").unwrap();
+        // Not a bundled name: nothing recorded.
+        record_removal(&skills, "mine").unwrap();
+        assert_eq!(
+            fs::read_to_string(skills.join(REMOVED_FILE)).unwrap(),
+            "coding\n"
+        );
+        let placed = place(&skills).unwrap();
+        assert!(
+            placed.contains(&Placed::Removed("coding".into())),
+            "{placed:?}"
+        );
+        assert!(!skills.join("coding").exists());
+        assert!(skills.join("skill-maker").is_dir());
+        // The loader does not see the record as a skill.
+        let cat = silas_skill::SkillLoader::new(&skills).scan().unwrap();
+        assert!(cat.broken.is_empty(), "{:?}", cat.broken);
+        assert_eq!(cat.skills.len(), 1);
+        // Installing it again writes it as shipped and forgets the removal.
+        assert!(restore(&skills, "coding").unwrap());
+        assert!(skills.join("coding/SKILL.md").is_file());
+        assert!(!skills.join(REMOVED_FILE).exists());
+        assert!(!restore(&skills, "coding").unwrap());
     }
 
     #[test]

@@ -476,7 +476,9 @@ pub fn initialise(cfg: &Config, force: bool) -> Result<Initialised, CliError> {
         .iter()
         .filter_map(|p| match p {
             crate::bundled_skills::Placed::Written(n) => Some(n.as_str()),
-            crate::bundled_skills::Placed::Kept(_) => None,
+            crate::bundled_skills::Placed::Kept(_) | crate::bundled_skills::Placed::Removed(_) => {
+                None
+            }
         })
         .collect();
     // Backend name and encryption state only: never a path's content or a KEK.

@@ -333,6 +333,19 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             })
         }
         SkillCommand::Install { path } => {
+            // A bundled skill the owner removed: put back as shipped, then
+            // offered like any skill under skills_dir.
+            if let Some(name) = path
+                .to_str()
+                .filter(|n| crate::bundled_skills::is_bundled(n))
+                && !path.exists()
+                && crate::bundled_skills::restore(&cfg.skills_dir, name)?
+            {
+                println!(
+                    "bundled skill {name} written back to {}",
+                    cfg.skills_dir.display()
+                );
+            }
             // A skill already under skills_dir (by name, or its path
             // there): ask the owner again — a decline is forgotten.
             if let Some(name) = in_skills_dir(cfg, &path)? {
@@ -390,6 +403,8 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                 None
             };
             let hash = loader.remove(&name).map_err(coded)?;
+            // A bundled skill would be written back at the next start.
+            crate::bundled_skills::record_removal(&cfg.skills_dir, &name)?;
             let mut withdrawn = None;
             if let Some(store) = store {
                 // The approval goes with the folder: the same bytes put

@@ -250,6 +250,17 @@ fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
     let text = stdout(&run(dir, &["skill", "list"]));
     assert!(!text.contains("coding"), "{text}");
     assert!(text.contains("skill-maker"), "{text}");
+    // A removed bundled skill stays removed: `init` (and so `start`) does
+    // not write it back.
+    assert!(run(dir, &["init"]).status.success());
+    assert!(!skills.join("coding").exists());
+    // Asked for by name, it is written back as shipped and offered.
+    let out = run(dir, &["skill", "install", "coding"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("bundled skill coding written back"), "{text}");
+    assert!(text.contains("waits for your install approval"), "{text}");
+    assert!(skills.join("coding/SKILL.md").is_file());
 
     // A description is anyone's text: a right-to-left override or an escape
     // sequence in it is shown, not obeyed, in `list` and `show`.
