@@ -368,7 +368,11 @@ impl WebBackend for WebBridge {
     ) -> BoxFuture<'_, Result<String, ProtocolError>> {
         let scope_id = scope_for(&conn.connection_id, conn.owner);
         if conn.owner {
-            self.owners.authenticated(WEB_CHANNEL, &conn.connection_id);
+            self.owners.authenticated_device(
+                WEB_CHANNEL,
+                &conn.connection_id,
+                conn.device_id.clone(),
+            );
         }
         if let Ok(mut conns) = self.connections.lock() {
             conns.insert(

@@ -96,6 +96,14 @@ async fn chat_plan_approve_run_verify_over_websocket() {
     let again = frame_of_type(&mut ws, "error", Duration::from_secs(10), &mut log).await;
     assert_eq!(again["request_id"], request_id.as_str());
 
+    // The paired devices (the live daemon answers `devices list`).
+    let listed = silas(dir.path())
+        .args(["devices", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let device: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+
     // Clean shutdown; the audit chain written by the whole run verifies.
     daemon.stop().await;
     assert_audit_verifies(dir.path());
@@ -103,6 +111,19 @@ async fn chat_plan_approve_run_verify_over_websocket() {
     for event in ["approval.issued", "approval.verified"] {
         assert!(text.contains(event), "{event} not audited");
     }
+    // The approval names the paired device that gave it (here the CLI's
+    // credential, which this socket presented): a device found leaked later
+    // shows what it approved.
+    let issued: Vec<serde_json::Value> = support::audit_events(dir.path())
+        .into_iter()
+        .filter(|e| e["event"] == "approval.issued")
+        .collect();
+    assert_eq!(issued.len(), 1, "{issued:?}");
+    assert_eq!(
+        issued[0]["data"]["device_id"], device["device_id"],
+        "{issued:?}"
+    );
+    assert_eq!(issued[0]["data"]["channel"], "web");
     assert!(
         !text.contains("containing hello"),
         "message text reached the audit log"

@@ -118,9 +118,13 @@ impl AnswerOrigin {
 /// The connections that authenticated as the owner, as the channel layer
 /// reports them (registered after authentication, removed on close). The
 /// engine's only source of "this answer is the owner's": a connection that
-/// never authenticated with an owner credential is never in it.
+/// never authenticated with an owner credential is never in it. Each maps to
+/// the paired device whose credential it presented, when it was a device's
+/// (the audit of an approval names it).
 #[derive(Clone, Default)]
-pub struct OwnerSessions(Arc<std::sync::RwLock<std::collections::HashSet<(String, String)>>>);
+pub struct OwnerSessions(
+    Arc<std::sync::RwLock<std::collections::HashMap<(String, String), Option<String>>>>,
+);
 
 impl OwnerSessions {
     fn key(channel: &str, connection_id: &str) -> (String, String) {
@@ -129,9 +133,32 @@ impl OwnerSessions {
 
     /// `connection_id` on `channel` authenticated with an owner credential.
     pub fn authenticated(&self, channel: &str, connection_id: &str) {
+        self.authenticated_device(channel, connection_id, None);
+    }
+
+    /// As [`Self::authenticated`], with the paired device whose credential
+    /// it presented (`None`: the configured token, or a channel's own owner
+    /// identity such as the Telegram owner chat).
+    pub fn authenticated_device(
+        &self,
+        channel: &str,
+        connection_id: &str,
+        device_id: Option<String>,
+    ) {
         if let Ok(mut s) = self.0.write() {
-            s.insert(Self::key(channel, connection_id));
+            s.insert(Self::key(channel, connection_id), device_id);
         }
+    }
+
+    /// The paired device behind `origin`, if it is a live owner connection
+    /// that presented a device's credential.
+    pub fn device(&self, origin: &AnswerOrigin) -> Option<String> {
+        self.0
+            .read()
+            .ok()?
+            .get(&Self::key(&origin.channel, &origin.connection_id))
+            .cloned()
+            .flatten()
     }
 
     /// The connection closed (or its credential was revoked).
@@ -146,7 +173,7 @@ impl OwnerSessions {
     pub fn is_owner(&self, origin: &AnswerOrigin) -> bool {
         self.0
             .read()
-            .map(|s| s.contains(&Self::key(&origin.channel, &origin.connection_id)))
+            .map(|s| s.contains_key(&Self::key(&origin.channel, &origin.connection_id)))
             .unwrap_or(false)
     }
 }
@@ -271,7 +298,7 @@ impl ApprovalService {
             json!({"token_id": token.token_id, "work_item_id": token.work_item_id,
             "scope": token.scope, "plan_hash": token.plan_hash, "expires_at": token.expires_at,
             "max_executions": token.max_executions, "approval_strength": token.approval_strength,
-            "channel": origin.channel}),
+            "channel": origin.channel, "device_id": self.owners.device(origin)}),
         );
         self.store
             .approvals()
