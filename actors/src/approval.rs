@@ -122,9 +122,10 @@ impl AnswerOrigin {
 /// the paired device whose credential it presented, when it was a device's
 /// (the audit of an approval names it).
 #[derive(Clone, Default)]
-pub struct OwnerSessions(
-    Arc<std::sync::RwLock<std::collections::HashMap<(String, String), Option<String>>>>,
-);
+pub struct OwnerSessions(Arc<std::sync::RwLock<SessionDevices>>);
+
+/// (channel, connection id) → the paired device, if a device's credential.
+type SessionDevices = std::collections::HashMap<(String, String), Option<String>>;
 
 impl OwnerSessions {
     fn key(channel: &str, connection_id: &str) -> (String, String) {
