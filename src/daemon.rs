@@ -556,6 +556,13 @@ async fn run(
         cfg.sandbox_work_dir().display(),
         cfg.verify_dir().display()
     );
+    if cfg.scheduler.enabled {
+        println!(
+            "Scheduler: cron times are in {} (scheduler.timezone: {}).",
+            timezone.name(),
+            cfg.scheduler.timezone.trim()
+        );
+    }
     if telegram_on {
         println!(
             "Telegram: polling as the bot of channels.telegram ({}).",

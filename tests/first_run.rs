@@ -224,3 +224,33 @@ fn output_into_a_closed_pipe_ends_quietly() {
     // The work itself was done.
     assert!(dir.path().join("data").is_dir());
 }
+
+/// With no `scheduler.timezone`, cron times are in the host's own zone (as
+/// `TZ` names it here), and `silas start` says which; a configured zone
+/// wins. The default used to be Europe/Vienna wherever the host was.
+#[test]
+fn cron_times_are_in_the_hosts_zone_unless_one_is_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = readme_silas(dir.path(), dir.path());
+    cmd.env("TZ", ":Asia/Tokyo");
+    let (daemon, _, banner) = start_daemon(cmd, Stdio::null());
+    daemon.stop_blocking();
+    assert!(
+        banner
+            .iter()
+            .any(|l| l == "Scheduler: cron times are in Asia/Tokyo (scheduler.timezone: local)."),
+        "{banner:?}"
+    );
+
+    let mut cmd = readme_silas(dir.path(), dir.path());
+    cmd.env("TZ", "Asia/Tokyo")
+        .env("SILAS__SCHEDULER__TIMEZONE", "America/New_York");
+    let (daemon, _, banner) = start_daemon(cmd, Stdio::null());
+    daemon.stop_blocking();
+    assert!(
+        banner.iter().any(|l| l
+            == "Scheduler: cron times are in America/New_York (scheduler.timezone: America/New_York)."),
+        "{banner:?}"
+    );
+}

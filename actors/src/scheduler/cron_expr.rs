@@ -49,9 +49,45 @@ impl Coded for CronError {
     }
 }
 
-/// Parse an IANA time zone name (`scheduler.timezone`).
+/// `scheduler.timezone`'s default: the host's own zone ([`host_timezone`]).
+pub const LOCAL_TIMEZONE: &str = "local";
+
+/// Parse an IANA time zone name (`scheduler.timezone`); `local` is the
+/// host's zone.
 pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
-    Tz::from_str(name.trim()).map_err(|_| CronError::TimeZone(name.to_owned()))
+    let name = name.trim();
+    if name.eq_ignore_ascii_case(LOCAL_TIMEZONE) {
+        return Ok(host_timezone(
+            std::env::var("TZ").ok().as_deref(),
+            std::fs::read_to_string("/etc/timezone").ok().as_deref(),
+            std::fs::read_link("/etc/localtime").ok().as_deref(),
+        ));
+    }
+    Tz::from_str(name).map_err(|_| CronError::TimeZone(name.to_owned()))
+}
+
+/// The host's zone, as the C library would pick it: `TZ` (an IANA name,
+/// with or without the leading `:`), else `/etc/timezone` (Debian), else
+/// the zone `/etc/localtime` links to; UTC when none names a known zone
+/// (a POSIX rule string such as `CET-1CEST` is not an IANA name).
+pub fn host_timezone(
+    tz_env: Option<&str>,
+    etc_timezone: Option<&str>,
+    localtime_link: Option<&std::path::Path>,
+) -> Tz {
+    let from_link = localtime_link.and_then(|p| {
+        let s = p.to_str()?;
+        s.find("zoneinfo/").map(|i| &s[i + "zoneinfo/".len()..])
+    });
+    [
+        tz_env.map(|t| t.trim().trim_start_matches(':')),
+        etc_timezone.map(str::trim),
+        from_link,
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|name| Tz::from_str(name).ok())
+    .unwrap_or(Tz::UTC)
 }
 
 /// The configuration keys only the scheduler's parsers (the time zone
@@ -503,6 +539,8 @@ mod tests {
         }
         assert!(parse_timezone("Mars/Olympus").is_err());
         assert!(parse_timezone("Europe/Vienna").is_ok());
+        assert!(parse_timezone("local").is_ok());
+        assert!(parse_timezone(" Local ").is_ok());
     }
 
     #[test]
@@ -552,5 +590,30 @@ mod tests {
             ..Config::default()
         };
         assert!(config_errors(&off).is_empty());
+    }
+
+    #[test]
+    fn the_host_zone_comes_from_tz_then_etc_timezone_then_the_localtime_link() {
+        use std::path::Path;
+        let link = Path::new("/usr/share/zoneinfo/America/New_York");
+        assert_eq!(
+            host_timezone(Some(":Asia/Tokyo"), Some("Europe/Vienna\n"), Some(link)),
+            Tz::Asia__Tokyo
+        );
+        assert_eq!(
+            host_timezone(None, Some("Europe/Vienna\n"), Some(link)),
+            Tz::Europe__Vienna
+        );
+        assert_eq!(host_timezone(None, None, Some(link)), Tz::America__New_York);
+        // A POSIX rule is not a zone name: the next source decides.
+        assert_eq!(
+            host_timezone(Some("CET-1CEST"), None, Some(link)),
+            Tz::America__New_York
+        );
+        assert_eq!(
+            host_timezone(None, Some("garbage"), Some(Path::new("/etc/nowhere"))),
+            Tz::UTC
+        );
+        assert_eq!(host_timezone(None, None, None), Tz::UTC);
     }
 }

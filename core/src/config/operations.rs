@@ -556,7 +556,9 @@ impl Default for GatesConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
     pub enabled: bool,
-    /// IANA time zone name; checked by the scheduler, not here.
+    /// IANA time zone name, or `local` (the default: the host's zone, from
+    /// `TZ`, `/etc/timezone` or `/etc/localtime`, else UTC); checked by the
+    /// scheduler, not here.
     pub timezone: String,
 }
 
@@ -564,7 +566,7 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             enabled: true,
-            timezone: s("Europe/Vienna"),
+            timezone: s("local"),
         }
     }
 }

@@ -110,7 +110,7 @@ fn shipped_file_loads_validates_and_equals_defaults() {
     assert_eq!(cfg.gates.system[1]["on_block"], "report");
     assert_eq!(cfg.gates.llm_defaults.max_tokens, 256);
     assert_eq!(cfg.active_goal, None);
-    assert_eq!(cfg.scheduler.timezone, "Europe/Vienna");
+    assert_eq!(cfg.scheduler.timezone, "local");
     assert_eq!(cfg.skills.validation.description_max_chars, 1024);
     assert_eq!(cfg.skills.import.allowed_sources, ["github", "local_path"]);
     assert_eq!(cfg.skills_dir, PathBuf::from("./skills"));
