@@ -744,3 +744,37 @@ async fn a_goals_checks_run_on_its_workspace_as_it_is_now() {
         "{left:?}"
     );
 }
+
+/// A goal that only reads its workspace but asks for fix tasks gets none
+/// when its checks fail: a fix's change set could never be applied, so a
+/// task would only spend the goal's budget. The owner is told why.
+#[tokio::test]
+async fn a_goal_reading_its_workspace_spawns_no_fix_task() {
+    let f = Fx::new().await;
+    let real = project(&f);
+    std::fs::remove_file(real.join("clock.py")).unwrap();
+    let mut goal = item(json!({
+        "id": "goal-ro", "type": "goal", "title": "Clock stays importable", "body": "Watch.",
+        "schedule": "*/30 * * * *", "on_failure": "spawn_task",
+        "workspace": {"name": "clock", "access": "read"},
+        "verify": [{"name": "imports", "run": "python3 -c 'import clock'",
+                    "expect": {"exit_code": 0}, "timeout": 60}],
+    }));
+    f.approve(&mut goal);
+    let out = f.engine.run_goal_cycle("goal-ro", "owner").await.unwrap();
+    assert!(
+        matches!(&out, GoalCycleOutcome::Failed { failed_checks } if failed_checks == &["imports"]),
+        "{out:?}"
+    );
+    assert!(
+        f.store
+            .work_items()
+            .list_by_parent("goal-ro")
+            .unwrap()
+            .is_empty()
+    );
+    let skipped = common::audit_data(&f.store, "goal_fix_skipped");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["workspace"], "clock");
+    assert!(common::audit_data(&f.store, "goal_spawned_task").is_empty());
+}

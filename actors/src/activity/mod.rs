@@ -98,6 +98,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("workspace_apply_recovery_failed", Treatment::Shown),
     ("goal_spawned_task", Treatment::Shown),
     ("goal_budget_exhausted", Treatment::Shown),
+    ("goal_fix_skipped", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
     ("gate_evaluated", Treatment::Hidden),
@@ -450,6 +451,12 @@ pub fn describe(
             "work",
             format!(
                 "Goal {title} has used its budget; it starts no more fix tasks until you approve it again"
+            ),
+        ),
+        "goal_fix_skipped" => (
+            "work",
+            format!(
+                "Goal {title}'s checks failed; it only reads its workspace, so no fix task was started"
             ),
         ),
         "spawned_task_needs_approval" => (

@@ -95,6 +95,33 @@ impl WorkEngine {
                 failed_checks: report.failed,
             });
         }
+        // A goal that only reads its workspace cannot be fixed by a task:
+        // the task's change set could never be applied. Say so rather than
+        // spend its budget on fixes that go nowhere.
+        if let Some(ws) = goal
+            .workspace
+            .as_ref()
+            .filter(|w| w.access == silas_core::model::workspace::Access::Read)
+        {
+            self.audit(
+                "goal_fix_skipped",
+                json!({"work_item_id": id, "reason": "read_only_workspace",
+                       "workspace": ws.name}),
+            )?;
+            self.publish(
+                id,
+                scope,
+                WorkStatusKind::Failed,
+                format!(
+                    "goal checks failed; it only reads workspace {:?}, so no fix task is spawned (a goal with write access to it can fix it)",
+                    ws.name
+                ),
+                Some(&report),
+            );
+            return Ok(GoalCycleOutcome::Failed {
+                failed_checks: report.failed,
+            });
+        }
         // 4. Spawn a fix task from the goal's template, with what is left
         // of the goal's budget (its card's budget is the fix tasks' total).
         // Deterministic id: the goal's n-th spawned task.
