@@ -659,6 +659,57 @@ async fn sigkill_mid_turn_then_restart_handles_the_update_once() {
     assert_eq!(update.state, silas_storage::UpdateState::Handled);
 }
 
+/// A "Still working…" line posted before a SIGKILL is deleted when the
+/// daemon starts again (the answer, replayed, comes without it); before,
+/// it stayed in the chat for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_line_left_by_a_sigkill_is_deleted_at_the_next_start() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Slow hello.", Duration::from_secs(7)).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (mut daemon, _) = start(dir.path(), false);
+
+    bot.push_update(message(7, OWNER, OWNER, 70, "slow one"));
+    let progress = sent_text(&bot, OWNER, "Still working", Duration::from_secs(30)).await;
+    let orphan = progress.message_id.expect("a message id");
+    daemon.child.kill().unwrap(); // SIGKILL, mid model call
+    daemon.child.wait().unwrap();
+    drop(daemon);
+
+    // The replay's model answers at once.
+    llm.set_fallback(silas_testkit::Reply::json(&serde_json::json!({
+        "route": "direct", "reason": "chat", "response": {"message": "Fast hello."},
+        "interaction_register": "status", "interaction_mode": "default_and_offer",
+        "context_profile": "conversation"})));
+    let (daemon, _) = start(dir.path(), false);
+    sent_text(&bot, OWNER, "Fast hello.", Duration::from_secs(60)).await;
+    wait_for(
+        &bot,
+        "the orphaned progress line deleted",
+        Duration::from_secs(30),
+        |calls| {
+            calls
+                .iter()
+                .find(|c| {
+                    c.method == "deleteMessage" && c.body["message_id"].as_i64() == Some(orphan)
+                })
+                .cloned()
+        },
+    )
+    .await;
+    daemon.stop().await;
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    assert!(
+        store
+            .records::<silas_storage::TelegramProgressMessage>()
+            .is_empty()
+            .unwrap(),
+        "a progress record outlived its line"
+    );
+}
+
 /// 10. The bot token appears in no line of the daemon's debug log and no
 ///     audit entry — including when the Bot API's error descriptions echo
 ///     it back and calls fail.

@@ -31,7 +31,9 @@ use silas_actors::cards::CardTimeouts;
 use silas_actors::channel::{BoxFuture, ChannelError, ChannelSink, Outbound};
 use silas_actors::turn::OWNER_SCOPE;
 use silas_core::{Coded, Timestamp};
-use silas_storage::{CardAudience, PendingCard, Store, TelegramCardMessage};
+use silas_storage::{
+    CardAudience, PendingCard, Store, TelegramCardMessage, TelegramProgressMessage,
+};
 use silas_telegram::cards::{RenderContext, render};
 use silas_telegram::policy::callback::CallbackSigner;
 use silas_telegram::policy::identity::customer_scope;
@@ -211,6 +213,51 @@ impl TelegramBridge {
             if let Err(e) = self.show_card(card, chat_id).await {
                 tracing::warn!(request_id = %card.request_id, "waiting card not shown in telegram: {e}");
             }
+        }
+    }
+
+    /// Deletes the "Still working…" messages a previous run left in chats
+    /// (it died before their answers came; the answer, replayed, comes
+    /// without them).
+    pub async fn clear_stale_progress(&self) {
+        let records = self.args.store.records::<TelegramProgressMessage>();
+        let stale = match records.list() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("stale progress messages not read: {e}");
+                return;
+            }
+        };
+        for p in stale {
+            let gone = Action::Delete {
+                chat_id: p.chat_id,
+                message_id: p.message_id,
+            };
+            if let Err(e) = self.args.outbox.execute(&gone).await {
+                tracing::debug!("stale progress line not removed: {e}");
+            }
+            if let Err(e) = records.delete(&p.key) {
+                tracing::warn!("stale progress record kept: {e}");
+            }
+        }
+    }
+
+    /// Records the progress line `message_id` for the answer to `reply_to`,
+    /// once, so a restart can remove it if the answer never replaces it.
+    fn remember_progress(&self, chat_id: i64, reply_to: &str, message_id: i64) {
+        let records = self.args.store.records::<TelegramProgressMessage>();
+        let key = format!("{chat_id}:{reply_to}");
+        if matches!(records.get(&key), Ok(Some(r)) if r.message_id == message_id) {
+            return;
+        }
+        let rec = TelegramProgressMessage {
+            key,
+            chat_id,
+            message_id,
+            sent_at: Timestamp::now(),
+        };
+        if let Err(e) = records.put(&rec) {
+            tracing::warn!("progress line not recorded: {e}");
         }
     }
 
@@ -473,6 +520,15 @@ impl ChannelSink for TelegramBridge {
                         if let Err(e) = self.args.outbox.execute(&gone).await {
                             tracing::debug!("progress line not removed: {e}");
                         }
+                        let key = format!("{chat_id}:{reply_to}");
+                        if let Err(e) = self
+                            .args
+                            .store
+                            .records::<TelegramProgressMessage>()
+                            .delete(&key)
+                        {
+                            tracing::warn!("progress record kept: {e}");
+                        }
                     }
                     if self.first_delivery(&reply_to) {
                         let text = Text::Plain(text);
@@ -486,13 +542,16 @@ impl ChannelSink for TelegramBridge {
                     Ok(())
                 }
                 // One message per answer in progress, edited as time passes.
-                Outbound::Progress { reply_to, text, .. } => self
-                    .args
-                    .outbox
-                    .status(chat_id, &progress_key(&reply_to), &text)
-                    .await
-                    .map(drop)
-                    .map_err(send_failed),
+                Outbound::Progress { reply_to, text, .. } => {
+                    let message_id = self
+                        .args
+                        .outbox
+                        .status(chat_id, &progress_key(&reply_to), &text)
+                        .await
+                        .map_err(send_failed)?;
+                    self.remember_progress(chat_id, &reply_to, message_id);
+                    Ok(())
+                }
                 Outbound::OwnerNotice { text, .. } => self
                     .args
                     .outbox

@@ -133,7 +133,10 @@ impl TelegramChannel {
         let flusher = tokio::spawn(bridge.outbox().run_flusher(stop.clone()));
         let sweeper = tokio::spawn(bridge.clone().run_sweeper(SWEEP_EVERY, stop.clone()));
         let waiting = bridge.clone();
-        tokio::spawn(async move { waiting.show_waiting_cards().await });
+        tokio::spawn(async move {
+            waiting.clear_stale_progress().await;
+            waiting.show_waiting_cards().await;
+        });
         let polling = tokio::spawn(async move {
             if let Err(e) = poller.run(stop).await {
                 tracing::error!(code = %e.code(), "telegram channel stopped: {e}");

@@ -45,7 +45,10 @@ pub use inbox::{
     AckOutcome, InboxRecord, InboxStage, InboxStore, InputRecord, NewInbound, ReplyAck, TurnOutcome,
 };
 pub use nonces::{ApprovalLedger, NonceDomain, NonceStore};
-pub use records::{CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage};
+pub use records::{
+    CardAudience, Keyed, PendingCard, PersonaEvents, Records, TelegramCardMessage,
+    TelegramProgressMessage,
+};
 pub use scheduled_jobs::ScheduledJob;
 pub use telegram_updates::{Recorded, TelegramUpdates, UpdateRecord, UpdateState};
 pub use work_items::WorkItemStore;

@@ -29,7 +29,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::group_commit::{GroupCommit, Wait};
 use crate::schema::{
     CONNECTIONS, CONTEXT_SUBSCRIPTIONS, DECLINED_SKILLS, INSTALLED_SKILLS, MEMORY, OWNER_DEVICES,
-    PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, WORKSPACES,
+    PENDING_CARDS, PERSONA_EVENTS, PERSONA_STATE, TELEGRAM_CARDS, TELEGRAM_PROGRESS, WORKSPACES,
 };
 
 /// A record stored under its own string key.
@@ -176,6 +176,26 @@ impl Keyed for TelegramCardMessage {
     const NAME: &'static str = "telegram_cards";
     fn key(&self) -> &str {
         &self.handle
+    }
+}
+
+/// A "Still working…" message in a Telegram chat (issue #16 item 5), kept
+/// until the answer replaces it; one left from before a start is deleted
+/// then (the daemon died before the answer).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TelegramProgressMessage {
+    /// `{chat_id}:{reply_to}`.
+    pub key: String,
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub sent_at: Timestamp,
+}
+
+impl Keyed for TelegramProgressMessage {
+    const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TELEGRAM_PROGRESS;
+    const NAME: &'static str = "telegram_progress";
+    fn key(&self) -> &str {
+        &self.key
     }
 }
 

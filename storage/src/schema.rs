@@ -17,7 +17,7 @@ use silas_core::canonical;
 use crate::codec::RECORD_V1;
 use crate::error::{StoreError, StoreResult};
 
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 pub(crate) const WORK_ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("work_items");
@@ -100,6 +100,12 @@ pub(crate) const DECLINED_SKILLS: TableDefinition<&str, &[u8]> =
 pub(crate) const INBOX_UNACKED: TableDefinition<(&str, u64), &str> =
     TableDefinition::new("inbox_unacked");
 
+/// key → `TelegramProgressMessage`: "Still working…" messages posted in
+/// Telegram chats (v11): deleted when the answer comes, or at the next
+/// start when the daemon died first.
+pub(crate) const TELEGRAM_PROGRESS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("telegram_progress");
+
 /// Every table of this schema: (name, key type, value type, record version).
 const TABLES: &[(&str, &str, &str, u8)] = &[
     ("meta", "str", "str", 0),
@@ -132,6 +138,7 @@ const TABLES: &[(&str, &str, &str, u8)] = &[
     ("context_subscriptions", "str", "record", RECORD_V1),
     ("declined_skills", "str", "record", RECORD_V1),
     ("inbox_unacked", "(str,u64)", "str", 0),
+    ("telegram_progress", "str", "record", RECORD_V1),
 ];
 
 /// The text the checksum is computed over.
@@ -191,6 +198,10 @@ const MIGRATIONS: &[Migration] = &[
         from: 9,
         run: v9_to_v10,
     },
+    Migration {
+        from: 10,
+        run: v10_to_v11,
+    },
 ];
 
 /// v2 adds the `owner_devices` table (issue #12); nothing else changes.
@@ -243,6 +254,14 @@ fn v8_to_v9(txn: &WriteTransaction) -> StoreResult<()> {
 /// before it are taken as acknowledged (nothing to resend).
 fn v9_to_v10(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(INBOX_UNACKED)?;
+    txn.open_table(TELEGRAM_PROGRESS)?;
+    Ok(())
+}
+
+/// v11 adds the Telegram progress messages (an orphaned "Still working…"
+/// after a crash is deleted at the next start).
+fn v10_to_v11(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(TELEGRAM_PROGRESS)?;
     Ok(())
 }
 
@@ -276,6 +295,7 @@ fn create_all_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(CONTEXT_SUBSCRIPTIONS)?;
     txn.open_table(DECLINED_SKILLS)?;
     txn.open_table(INBOX_UNACKED)?;
+    txn.open_table(TELEGRAM_PROGRESS)?;
     Ok(())
 }
 

@@ -408,3 +408,48 @@ async fn v9_store_migrates_to_v10_with_unacked_replies() {
     let store = Store::open(&path).unwrap();
     assert_eq!(store.inbox().unacked_for_scope("owner").unwrap().len(), 1);
 }
+
+const TELEGRAM_PROGRESS: TableDefinition<&str, &[u8]> = TableDefinition::new("telegram_progress");
+
+/// v11: a v10 store gains `telegram_progress`; what it held stays.
+#[test]
+fn v10_store_migrates_to_v11_with_telegram_progress() {
+    use silas_storage::TelegramProgressMessage;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let s = Store::open(&path).unwrap();
+        s.audit()
+            .log("before.migration", Default::default())
+            .unwrap();
+    }
+    {
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(TELEGRAM_PROGRESS).unwrap());
+        txn.commit().unwrap();
+    }
+    set_meta(&path, "schema_version", "10");
+    set_meta(&path, "schema_checksum", "v10-layout");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.audit().len().unwrap(), 1, "the v10 data is kept");
+    let rec = TelegramProgressMessage {
+        key: "1001:in-1".into(),
+        chat_id: 1001,
+        message_id: 7,
+        sent_at: silas_core::Timestamp::now(),
+    };
+    store
+        .records::<TelegramProgressMessage>()
+        .put(&rec)
+        .unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store
+            .records::<TelegramProgressMessage>()
+            .get("1001:in-1")
+            .unwrap(),
+        Some(rec)
+    );
+}
