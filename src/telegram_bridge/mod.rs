@@ -236,7 +236,10 @@ impl TelegramBridge {
             if let Err(e) = self.args.outbox.execute(&gone).await {
                 tracing::debug!("stale progress line not removed: {e}");
             }
-            if let Err(e) = records.delete(&p.key) {
+            // Unless this run's own line for the same answer replaced it.
+            let still_ours =
+                matches!(records.get(&p.key), Ok(Some(r)) if r.message_id == p.message_id);
+            if still_ours && let Err(e) = records.delete(&p.key) {
                 tracing::warn!("stale progress record kept: {e}");
             }
         }
