@@ -98,17 +98,25 @@ pub fn is_bundled(name: &str) -> bool {
 
 /// The bundled skills the owner removed.
 fn removed(skills_dir: &Path) -> Result<Vec<String>, CliError> {
+    use std::io::Read;
     let path = skills_dir.join(REMOVED_FILE);
-    match fs::read_to_string(&path) {
-        Ok(text) => Ok(text
-            .lines()
-            .map(str::trim)
-            .filter(|l| is_bundled(l))
-            .map(str::to_owned)
-            .collect()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(io(&path, e)),
-    }
+    let file = match fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&path, e)),
+    };
+    // A few short names: what is past 4 KiB, or not UTF-8, is not ours and
+    // must not stop `init` or `start`.
+    let mut bytes = Vec::new();
+    file.take(4096)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(&path, e))?;
+    Ok(String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(str::trim)
+        .filter(|l| is_bundled(l))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Rewrites the removal record as `names` (deleted when empty), through a
@@ -283,6 +291,17 @@ mod tests {
         let cat = silas_skill::SkillLoader::new(&skills).scan().unwrap();
         assert!(cat.broken.is_empty(), "{:?}", cat.broken);
         assert_eq!(cat.skills.len(), 1);
+        // A record that is not text, or huge, neither stops placing nor
+        // loses the names it holds.
+        let mut junk = b"coding\n\xff\xfe\n".to_vec();
+        junk.extend(std::iter::repeat_n(b'x', 1 << 20));
+        fs::write(skills.join(REMOVED_FILE), &junk).unwrap();
+        let placed = place(&skills).unwrap();
+        assert!(
+            placed.contains(&Placed::Removed("coding".into())),
+            "{placed:?}"
+        );
+        fs::write(skills.join(REMOVED_FILE), "coding\n").unwrap();
         // Installing it again writes it as shipped and forgets the removal.
         assert!(restore(&skills, "coding").unwrap());
         assert!(skills.join("coding/SKILL.md").is_file());

@@ -166,6 +166,8 @@ async fn an_ack_for_another_conversations_reply_or_none_is_refused_and_changes_n
     drop(owner);
     let (mut customer, auth) = support::connect_anonymous(&addr, WITHIN).await;
     assert_ne!(auth["scope_id"], "owner");
+    // The owner's model setup is not a visitor's business.
+    assert!(auth.get("model").is_none(), "{auth}");
     let customers = say(&mut customer, "hi there").await["id"]
         .as_str()
         .unwrap()

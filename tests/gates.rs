@@ -152,7 +152,7 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
 
     // A plan gate named like one of the owner's could never run beside it
     // (the item would fail after approval): refused before any card.
-    let clash = "---\nid: clash\ntype: task\ntitle: clash\ngates:\n  - {name: no_forbidden_words, on: on_tool_call, provider: predicate, check: approval_always}\n---\n\nSummarise the report.\n";
+    let clash = "---\nid: clash\ntype: task\ntitle: clash\ngates:\n  - {name: No_Forbidden_Words, on: on_tool_call, provider: predicate, check: approval_always}\n---\n\nSummarise the report.\n";
     fake.push(Reply::json(&json!({
         "route": "planner", "reason": "needs a plan",
         "interaction_register": "execution", "interaction_mode": "act_and_report",
@@ -169,7 +169,10 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
     let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
     let text = reply["text"].as_str().unwrap();
     assert!(
-        text.contains("refused") && text.contains("duplicate gate name: no_forbidden_words"),
+        text.contains("refused")
+            && text.contains(
+                "its gate \"No_Forbidden_Words\" is named like your gate \"no_forbidden_words\""
+            ),
         "{text}"
     );
     assert!(

@@ -297,7 +297,11 @@ impl ScriptProvider {
                 format!("script ok ({} bytes of output)", out.len()),
             )
         } else {
-            block(gate, format!("script exited with {:?}", run.exit_code))
+            match run.exit_code {
+                Some(code) => block(gate, format!("script exited with code {code}")),
+                // Killed by a signal (the OOM killer, a crash): no verdict.
+                None => fail_closed(gate, "script was killed by a signal"),
+            }
         };
         if r.modified_context.is_none() {
             r.modified_context = mutation;

@@ -130,6 +130,23 @@ async fn exit_status_and_errors_fail_closed() {
             "{cmd}"
         );
     }
+    // A verdict (a non-zero exit) reads as one; a script killed by a signal
+    // gave none: it fails closed, flagged so the owner is told.
+    let verdict = gate(
+        json!({"name": "s", "on": "after_step", "provider": "script",
+                              "check_command": "sh -c 'exit 3'"}),
+    );
+    let r = p.evaluate(&verdict, &JsonObject::new()).await;
+    assert_eq!(r.reason, "script exited with code 3");
+    assert!(!silas_gates::provider::is_fail_closed(&r));
+    let killed = gate(
+        json!({"name": "s", "on": "after_step", "provider": "script",
+                             "check_command": "sh -c 'kill -9 $$'"}),
+    );
+    let r = p.evaluate(&killed, &JsonObject::new()).await;
+    assert_eq!(r.action, GateAction::Block);
+    assert_eq!(r.reason, "script was killed by a signal");
+    assert!(silas_gates::provider::is_fail_closed(&r));
 }
 
 #[tokio::test]

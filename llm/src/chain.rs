@@ -356,7 +356,8 @@ impl Provider for ChainProvider {
                             self.board.answered(provider);
                         }
                         tracing::warn!(provider, code = %silas_core::Coded::code(&e),
-                            "model call failed; trying the next provider if any: {e}");
+                            "model call failed; trying the next provider if any: {}", e.summary());
+                        tracing::debug!(provider, "model call failure in full: {e}");
                         last = Some(e);
                     }
                 }

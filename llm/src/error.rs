@@ -83,6 +83,28 @@ impl LlmError {
     }
 }
 
+impl LlmError {
+    /// The error without any text the server wrote: what a warning in the
+    /// log says (a server's error may echo the request — a gate's policy, a
+    /// customer's message). The full, scrubbed text is logged at debug.
+    pub fn summary(&self) -> String {
+        match self {
+            LlmError::RateLimited { attempts, .. } => {
+                format!("rate limited by the model endpoint after {attempts} attempt(s)")
+            }
+            LlmError::Api { status, .. } => format!(
+                "model API error{}",
+                status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+            ),
+            LlmError::Parse { .. } => "cannot parse the model response".to_owned(),
+            LlmError::NotChatApi { .. } => {
+                "the model server's answer is not a chat completion (check base_url)".to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 impl Coded for LlmError {
     fn code(&self) -> ErrorCode {
         match self {

@@ -268,9 +268,10 @@ impl OpenAiProvider {
                         provider = %self.name,
                         retry = retry + 1,
                         delay_ms = delay.as_millis() as u64,
-                        error = %e,
+                        error = %e.summary(),
                         "model call failed; retrying"
                     );
+                    tracing::debug!(provider = %self.name, "model call failure in full: {e}");
                     tokio::time::sleep(delay).await;
                     retry += 1;
                 }

@@ -420,7 +420,11 @@ pub async fn run_structured_agent<T: StructuredOutput>(
         let resp = match provider.complete(attempt).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(call = T::KIND.as_str(), error = %e, "structured call failed; using fallback");
+                tracing::warn!(call = T::KIND.as_str(), error = %e.summary(), "structured call failed; using fallback");
+                tracing::debug!(
+                    call = T::KIND.as_str(),
+                    "structured call failure in full: {e}"
+                );
                 return StructuredRun {
                     outcome: Structured::Fallback {
                         value: T::fallback(ctx),

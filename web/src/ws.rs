@@ -570,9 +570,11 @@ pub async fn session<S>(
     // `auth_ok` is written before anything from the queue: the connection
     // is registered (and may be sent a reply, a card, a work status) before
     // this task starts, and a client reads `auth_ok` first.
+    // Which models serve the owner is the owner's business: a chatbot
+    // customer is not told the provider and model names.
     let auth_ok = frame_message(&ServerFrame::AuthOk {
         scope_id,
-        model: state.model.clone(),
+        model: conn.owner.then(|| state.model.clone()).flatten(),
     });
     let writer = tokio::spawn(async move {
         if sink.send(auth_ok).await.is_err() {

@@ -75,14 +75,18 @@ pub fn host_timezone(
     etc_timezone: Option<&str>,
     localtime_link: Option<&std::path::Path>,
 ) -> Tz {
-    let from_link = localtime_link.and_then(|p| {
-        let s = p.to_str()?;
-        s.find("zoneinfo/").map(|i| &s[i + "zoneinfo/".len()..])
-    });
+    // `/usr/share/zoneinfo/Asia/Tokyo` → `Asia/Tokyo` (glibc takes a path).
+    let zone_of = |s: &str| -> String {
+        s.find("zoneinfo/")
+            .map_or(s, |i| &s[i + "zoneinfo/".len()..])
+            .to_owned()
+    };
+    let from_link = localtime_link.and_then(|p| Some(zone_of(p.to_str()?)));
+    let from_env = tz_env.map(|t| zone_of(t.trim().trim_start_matches(':')));
     [
-        tz_env.map(|t| t.trim().trim_start_matches(':')),
+        from_env.as_deref(),
         etc_timezone.map(str::trim),
-        from_link,
+        from_link.as_deref(),
     ]
     .into_iter()
     .flatten()
@@ -605,6 +609,10 @@ mod tests {
             Tz::Europe__Vienna
         );
         assert_eq!(host_timezone(None, None, Some(link)), Tz::America__New_York);
+        assert_eq!(
+            host_timezone(Some(":/usr/share/zoneinfo/Asia/Tokyo"), None, None),
+            Tz::Asia__Tokyo
+        );
         // A POSIX rule is not a zone name: the next source decides.
         assert_eq!(
             host_timezone(Some("CET-1CEST"), None, Some(link)),

@@ -39,6 +39,16 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        let owner: Vec<&str> = self
+            .active
+            .gates()
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect();
+        if let Some(why) = crate::turn::plan::gate_name_problem(&work.gates, &owner) {
+            self.refuse_plan(&resp.message, &why);
+            return Ok(());
+        }
         // The plan's gates run beside the owner's (gates.system) when the
         // work executes; a set that cannot be compiled (a plan gate named
         // like one of the owner's) would fail the item after approval, so

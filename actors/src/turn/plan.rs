@@ -4,6 +4,7 @@
 //! its validators). A full parser with the §7.2 diagnostics is later work.
 
 use serde_json::Value;
+use silas_core::model::gates::Gate;
 use silas_core::model::work::WorkItem;
 use silas_storage::{Store, StoreError};
 
@@ -97,6 +98,38 @@ pub fn is_plain_item_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// Why the plan's gates cannot be shown beside the owner's, if they cannot:
+/// a name that is not plain ASCII (letters, digits, `_`, `-`, `.`; 1–64),
+/// one the owner's gates (`owner`) already use in any case, or one two of
+/// the plan's gates share. A lookalike (a Cyrillic letter, an invisible
+/// character, padding) would read on the card and in Activity as the
+/// owner's own gate.
+pub fn gate_name_problem(plan_gates: &[Gate], owner: &[&str]) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for g in plan_gates {
+        let name = g.name.as_str();
+        let plain = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if !plain {
+            return Some(format!(
+                "its gate name {:?} is not a plain name (ASCII letters, digits, '_', '-', '.')",
+                name.escape_default().to_string()
+            ));
+        }
+        if let Some(o) = owner.iter().find(|o| o.eq_ignore_ascii_case(name)) {
+            return Some(format!("its gate {name:?} is named like your gate {o:?}"));
+        }
+        let folded = name.to_ascii_lowercase();
+        if seen.contains(&folded) {
+            return Some(format!("two of its gates are named {name:?}"));
+        }
+        seen.push(folded);
+    }
+    None
+}
+
 /// Parses a plan into a work item (`approval_token` is always `None`: the
 /// plan format has no token field, §5.1 step 12).
 pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
@@ -162,6 +195,38 @@ mod tests {
         ] {
             assert!(!is_plain_item_id(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn plan_gate_names_are_plain_and_unlike_the_owners() {
+        let gate = |name: &str| -> Gate {
+            serde_json::from_value(serde_json::json!({
+                "name": name, "on": "after_step", "provider": "predicate",
+                "check": "approval_always"}))
+            .unwrap()
+        };
+        let owner = ["judge_gate_omega", "input_guard"];
+        assert_eq!(
+            gate_name_problem(&[gate("mine"), gate("other.v2")], &owner),
+            None
+        );
+        for bad in [
+            "judge_gate_omeg\u{430}",
+            "judge_gate_omega\u{200b}",
+            " judge_gate_omega ",
+            "",
+            &"x".repeat(65),
+        ] {
+            let p = gate_name_problem(&[gate(bad)], &owner).unwrap();
+            assert!(p.contains("not a plain name"), "{bad:?}: {p}");
+        }
+        let p = gate_name_problem(&[gate("Judge_Gate_Omega")], &owner).unwrap();
+        assert!(
+            p.contains("named like your gate \"judge_gate_omega\""),
+            "{p}"
+        );
+        let p = gate_name_problem(&[gate("dupe"), gate("DUPE")], &owner).unwrap();
+        assert!(p.contains("two of its gates are named"), "{p}");
     }
 
     #[test]
