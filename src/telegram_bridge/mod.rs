@@ -249,7 +249,7 @@ impl TelegramBridge {
     /// once, so a restart can remove it if the answer never replaces it.
     fn remember_progress(&self, chat_id: i64, reply_to: &str, message_id: i64) {
         let records = self.args.store.records::<TelegramProgressMessage>();
-        let key = format!("{chat_id}:{reply_to}");
+        let key = progress_record_key(chat_id, reply_to);
         if matches!(records.get(&key), Ok(Some(r)) if r.message_id == message_id) {
             return;
         }
@@ -493,6 +493,11 @@ impl TelegramBridge {
     }
 }
 
+/// The stored record's key of the progress line in `chat_id` for `reply_to`.
+fn progress_record_key(chat_id: i64, reply_to: &str) -> String {
+    format!("{chat_id}:{reply_to}")
+}
+
 /// The outbox status key of the progress line for the message `reply_to`.
 fn progress_key(reply_to: &str) -> String {
     format!("progress:{reply_to}")
@@ -523,7 +528,7 @@ impl ChannelSink for TelegramBridge {
                         if let Err(e) = self.args.outbox.execute(&gone).await {
                             tracing::debug!("progress line not removed: {e}");
                         }
-                        let key = format!("{chat_id}:{reply_to}");
+                        let key = progress_record_key(chat_id, &reply_to);
                         if let Err(e) = self
                             .args
                             .store

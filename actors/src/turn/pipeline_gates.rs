@@ -203,9 +203,13 @@ impl Turn<'_> {
 /// it is cut all the same, as it lands in the chronicle.
 fn owner_fail_closed_text(gate: &str, reason: &str, lane: &str) -> String {
     const MAX_REASON: usize = 200;
-    let reason = match reason.char_indices().nth(MAX_REASON) {
-        Some((i, _)) => format!("{}…", &reason[..i]),
-        None => reason.to_owned(),
+    let reason = if reason.chars().count() > MAX_REASON {
+        format!(
+            "{}…",
+            silas_core::never_log::truncate_chars(reason, MAX_REASON)
+        )
+    } else {
+        reason.to_owned()
     };
     let what = if lane == "output" {
         "my reply was withheld"

@@ -39,6 +39,10 @@ impl Turn<'_> {
                 return Ok(());
             }
         };
+        // The plan's gates run beside the owner's (compiled at step 0) when
+        // the work executes: a name clash would fail the item after approval,
+        // and a lookalike would read as the owner's gate, so such a plan
+        // never reaches a card.
         let owner: Vec<&str> = self
             .active
             .gates()
@@ -47,17 +51,6 @@ impl Turn<'_> {
             .collect();
         if let Some(why) = crate::turn::plan::gate_name_problem(&work.gates, &owner) {
             self.refuse_plan(&resp.message, &why);
-            return Ok(());
-        }
-        // The plan's gates run beside the owner's (gates.system) when the
-        // work executes; a set that cannot be compiled (a plan gate named
-        // like one of the owner's) would fail the item after approval, so
-        // the owner is never asked to approve it.
-        if let Err(e) = ActiveGateSet::compile(&self.deps.config.gates.system, &work.gates) {
-            self.refuse_plan(
-                &resp.message,
-                &format!("its gates cannot run beside yours (gates.system): {e}"),
-            );
             return Ok(());
         }
         // The id is the model's (a customer's turn can steer it) and is

@@ -108,19 +108,11 @@ impl WorkEngine {
                 json!({"work_item_id": id, "reason": "read_only_workspace",
                        "workspace": ws.name}),
             )?;
-            self.publish(
-                id,
-                scope,
-                WorkStatusKind::Failed,
-                format!(
-                    "goal checks failed; it only reads workspace {:?}, so no fix task is spawned (a goal with write access to it can fix it)",
-                    ws.name
-                ),
-                Some(&report),
+            let why = format!(
+                "goal checks failed; it only reads workspace {:?}, so no fix task is spawned (a goal with write access to it can fix it)",
+                ws.name
             );
-            return Ok(GoalCycleOutcome::Failed {
-                failed_checks: report.failed,
-            });
+            return Ok(self.failed_without_fix(id, scope, why, report));
         }
         // 4. Spawn a fix task from the goal's template, with what is left
         // of the goal's budget (its card's budget is the fix tasks' total).
@@ -140,19 +132,11 @@ impl WorkEngine {
                        "max_tokens": goal.budget.max_tokens,
                        "max_cost_usd": goal.budget.max_cost_usd}),
             )?;
-            self.publish(
-                id,
-                scope,
-                WorkStatusKind::Failed,
-                format!(
-                    "goal checks failed; its fix tasks have used its budget (${:.2} of ${:.2}, {} of {} tokens): no more fix tasks until you approve the goal again",
-                    spent.cost_usd, goal.budget.max_cost_usd, spent.tokens, goal.budget.max_tokens
-                ),
-                Some(&report),
+            let why = format!(
+                "goal checks failed; its fix tasks have used its budget (${:.2} of ${:.2}, {} of {} tokens): no more fix tasks until you approve the goal again",
+                spent.cost_usd, goal.budget.max_cost_usd, spent.tokens, goal.budget.max_tokens
             );
-            return Ok(GoalCycleOutcome::Failed {
-                failed_checks: report.failed,
-            });
+            return Ok(self.failed_without_fix(id, scope, why, report));
         };
         let mut fix = build_fix_task(&goal, &task_id, &format_failures(&report));
         fix.budget = budget;
@@ -198,6 +182,20 @@ impl WorkEngine {
                 )?;
                 Ok(GoalCycleOutcome::FixTaskBlocked { task_id, reason })
             }
+        }
+    }
+
+    /// A failed cycle that starts no fix task: the owner is told `why`.
+    fn failed_without_fix(
+        &self,
+        id: &str,
+        scope: &str,
+        why: String,
+        report: VerificationReport,
+    ) -> GoalCycleOutcome {
+        self.publish(id, scope, WorkStatusKind::Failed, why, Some(&report));
+        GoalCycleOutcome::Failed {
+            failed_checks: report.failed,
         }
     }
 
