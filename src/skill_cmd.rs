@@ -31,6 +31,8 @@ enum Approval {
     Declined,
     /// Not approved at its current content (a card is or will be offered).
     NotApproved,
+    /// A card for its current content waits for the owner's answer.
+    Waiting,
     /// Shipped inside the binary, unchanged, not approved: offered only
     /// when the owner asks (`skill install NAME`).
     Shipped,
@@ -53,6 +55,8 @@ impl Approval {
         let shipped = shipped.iter().any(|(n, h)| n == name && h == hash);
         Some(if declined.is_some_and(|d| d.covers(hash)) {
             Approval::Declined
+        } else if waiting_card(store, name, hash)? {
+            Approval::Waiting
         } else if shipped {
             Approval::Shipped
         } else {
@@ -65,9 +69,26 @@ impl Approval {
             Approval::Installed => "installed",
             Approval::Declined => "declined",
             Approval::NotApproved => "not approved",
+            Approval::Waiting => {
+                "waiting for your approval (answer its card in the web app, silas chat or Telegram)"
+            }
             Approval::Shipped => "shipped, not approved (`silas skill install NAME` asks)",
         }
     }
+}
+
+/// Whether an unexpired install card for `name` at `hash` waits for the
+/// owner's answer. `None` when the store cannot be read.
+fn waiting_card(store: &silas_storage::Store, name: &str, hash: &str) -> Option<bool> {
+    use silas_core::cards::CardPayload;
+    use silas_storage::records::PendingCard;
+    let now = silas_core::Timestamp::now();
+    let cards = store.records::<PendingCard>().list().ok()?;
+    Some(cards.iter().any(|c| {
+        c.expires_at > now
+            && matches!(&c.card, CardPayload::SkillInstall(s)
+                if s.skill == name && s.content_hash == hash)
+    }))
 }
 
 /// One `skill list --json` line.
@@ -333,18 +354,25 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             })
         }
         SkillCommand::Install { path } => {
-            // A bundled skill the owner removed: put back as shipped, then
-            // offered like any skill under skills_dir.
+            // A bundled skill's bare name means the bundled skill, even with
+            // a folder of that name in the current directory (`./NAME`
+            // installs the folder): one the owner removed is put back as
+            // shipped, then offered like any skill under skills_dir.
             if let Some(name) = path
                 .to_str()
                 .filter(|n| crate::bundled_skills::is_bundled(n))
-                && !path.exists()
-                && crate::bundled_skills::restore(&cfg.skills_dir, name)?
             {
-                println!(
-                    "bundled skill {name} written back to {}",
-                    cfg.skills_dir.display()
-                );
+                if crate::bundled_skills::restore(&cfg.skills_dir, name)? {
+                    println!(
+                        "bundled skill {name} written back to {}",
+                        cfg.skills_dir.display()
+                    );
+                }
+                if path.is_dir() {
+                    println!(
+                        "(a folder {name} is here too: `silas skill install ./{name}` installs that one)"
+                    );
+                }
             }
             // A skill already under skills_dir (by name, or its path
             // there): ask the owner again — a decline is forgotten.

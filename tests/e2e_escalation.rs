@@ -282,7 +282,15 @@ async fn only_the_owners_answer_decides_an_escalation_and_only_once() {
         json!({"type": "permission_escalation_response", "request_id": id, "verdict": "deny"});
     send(&mut ws, deny.clone()).await;
     let done = finished(&mut ws, "t-deny", &mut log).await;
-    assert_eq!(done["status"], "done", "{done}");
+    // Its only call was denied: nothing ran, and the task is not `done`.
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(
+        done["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("E_GATE_BLOCKED: nothing ran."),
+        "{done}"
+    );
     let result = last_tool_result(&fake);
     assert!(result.starts_with("E_GATE_BLOCKED"), "{result}");
     assert_eq!(script_outputs_seen(&fake, "appended:"), 0, "the script ran");

@@ -254,13 +254,37 @@ fn list_show_and_remove_work_on_the_skills_dir_and_removal_is_audited() {
     // not write it back.
     assert!(run(dir, &["init"]).status.success());
     assert!(!skills.join("coding").exists());
-    // Asked for by name, it is written back as shipped and offered.
+    // Asked for by name, it is written back as shipped and offered — the
+    // bundled one, even with a folder of that name in the current directory
+    // (`./coding` would install that folder).
+    let mine = dir.join("coding");
+    fs::create_dir(&mine).unwrap();
+    fs::write(
+        mine.join("SKILL.md"),
+        "---\nname: coding\ndescription: Use when the folder in the cwd should win.\n---\n# mine\n",
+    )
+    .unwrap();
     let out = run(dir, &["skill", "install", "coding"]);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("bundled skill coding written back"), "{text}");
     assert!(text.contains("waits for your install approval"), "{text}");
-    assert!(skills.join("coding/SKILL.md").is_file());
+    assert!(
+        text.contains("`silas skill install ./coding` installs that one"),
+        "{text}"
+    );
+    let placed = fs::read_to_string(skills.join("coding/SKILL.md")).unwrap();
+    let shipped =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/coding/SKILL.md"))
+            .unwrap();
+    assert_eq!(placed, shipped, "the bundled skill, not ./coding");
+    // Its card waits: `list` says so (not "shipped, not approved").
+    let text = stdout(&run(dir, &["skill", "list"]));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("coding "))
+        .unwrap_or_default();
+    assert!(line.contains("waiting for your approval"), "{text}");
 
     // A description is anyone's text: a right-to-left override or an escape
     // sequence in it is shown, not obeyed, in `list` and `show`.
@@ -418,7 +442,8 @@ fn init_places_the_bundled_skills_unapproved_and_a_decline_shows_until_asked_aga
         text.contains("waits for your install approval (card"),
         "{text}"
     );
-    assert_eq!(rows(dir)[0]["approval"], "shipped");
+    // Its card waits for the owner's answer, and `list` says so.
+    assert_eq!(rows(dir)[0]["approval"], "waiting");
     let events = audit_events(dir);
     assert!(events.iter().any(|e| e["event"] == "skill_decline_cleared"));
     assert!(events.iter().any(|e| e["event"] == "skill_install_offered"));

@@ -351,7 +351,8 @@ async fn a_connection_script_beyond_the_grant_waits_for_the_owner_and_the_answer
 
     // (a) Deny: the clear error, the script never ran.
     let (status, card, result) = rig.run("t-deny", "buy milk", "deny").await;
-    assert_eq!(status, WorkItemStatus::Done);
+    // Its only call was denied: nothing ran, so the task is not done.
+    assert_eq!(status, WorkItemStatus::Failed);
     let card = card.expect("the escalation card reached the owner");
     let CardPayload::PermissionEscalation(c) = &card.card else {
         panic!()
@@ -517,7 +518,9 @@ async fn only_the_owner_answers_an_escalation_card_once() {
         (id, refused, first, replay)
     });
     let r = rig.f.engine.run_task("t-attack", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done);
+    // The owner denied its only call: nothing ran.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(r.summary.contains("nothing ran"), "{}", r.summary);
     let (id, refused, first, replay) = attacker.await.unwrap();
     assert_eq!(
         refused[0],

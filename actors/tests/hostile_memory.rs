@@ -106,6 +106,57 @@ async fn memory_ops_cannot_override_constitutional_memories() {
     f.assert_chain_ok();
 }
 
+/// A PII guard on tool calls covers memory ops: what the memory keeps (and
+/// puts in every later prompt of the scope) is the redacted text, not the
+/// model's original beside a "redacted" audit entry. (Secrets are already
+/// redacted from the whole response before this step; PII is the gate's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pii_guard_on_tool_calls_redacts_what_memory_keeps() {
+    const MAIL: &str = "alice.customer@example.com";
+    let f = Fx::hostile_with(|c| {
+        c.gates.system.push(gate_def(json!({
+            "name": "no_pii_kept", "on": "on_tool_call", "provider": "guardrails_ai",
+            "check": "pii"})));
+    })
+    .await;
+    let records = f.store.records::<MemoryItem>();
+    records
+        .put(&memory("work-1", "owner", "likes tea", TrustLevel::Working))
+        .unwrap();
+    f.fake.push(direct(json!({
+        "message": "Noted.",
+        "memory_ops": [
+            {"op": "store", "content": format!("the customer writes from {MAIL}")},
+            {"op": "update", "memory_id": "work-1", "content": format!("tea; mail {MAIL}")},
+        ],
+    })));
+    let rt = f.runtime().await;
+    rt.turn("owner", "remember the customer").await;
+    rt.stop().await;
+
+    let all = records.list().unwrap();
+    assert!(
+        all.iter().all(|m| !m.content.contains(MAIL)),
+        "a memory kept the address: {all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|m| m.content == "the customer writes from [REDACTED:email]"),
+        "{all:?}"
+    );
+    assert_eq!(
+        records.get("work-1").unwrap().unwrap().content,
+        "tea; mail [REDACTED:email]"
+    );
+    let applied = f
+        .audit()
+        .into_iter()
+        .filter(|e| e.event == "memory_op_applied")
+        .count();
+    assert_eq!(applied, 2);
+    f.assert_chain_ok();
+}
+
 /// Memory flooding: a memory the size of a page (re-sent in every later
 /// prompt of the scope) is refused and audited; a fact-sized one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -270,7 +270,8 @@ async fn a_declined_mcp_call_never_reaches_the_server() {
     let card = tool_card(&f, "t-no");
     decide(&f, &card, "declined").await;
     let r = f.engine.execute("t-no", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(r.summary.contains("nothing ran"), "{}", r.summary);
     assert!(called(&f).is_empty());
     assert!(
         f.mcp.registry().running_skills().is_empty(),
@@ -295,7 +296,7 @@ async fn a_server_whose_tool_descriptions_changed_after_approval_is_refused() {
     f.fake.push(search("cats"));
     f.fake.push(output("the notes tool was refused"));
     let r = f.engine.run_task("t-rug", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
     assert!(called(&f).is_empty());
     let refused = common::audit_data(&f.store, "mcp_server_refused");
     assert_eq!(refused.len(), 1, "{refused:?}");

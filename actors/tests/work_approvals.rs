@@ -327,8 +327,13 @@ async fn paused_tool_call_declined_never_runs_and_the_model_is_told() {
     assert_eq!(f.store.nonces().len().unwrap(), 1, "no token for a decline");
 
     let r = f.engine.execute("t-no", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
-    assert_eq!(r.summary, "could not do it");
+    // The owner declined its only call: nothing ran, and the result says so.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert_eq!(
+        r.summary,
+        "E_GATE_BLOCKED: nothing ran. 1 tool call was refused before the sandbox and it \
+         did not run: shell_exec.\n\nThe executor reported: could not do it"
+    );
     assert_eq!(f.executions(), 0, "the declined call never ran");
     let reqs = f.fake.requests();
     assert_eq!(reqs.len(), 2);

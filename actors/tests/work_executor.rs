@@ -409,7 +409,16 @@ async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
     f.fake.push(output("gave up"));
 
     let r = f.engine.run_task("t-gated", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done);
+    // Nothing ran and there is no check: not `done` on the executor's word.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(
+        r.summary
+            .starts_with("E_GATE_BLOCKED: nothing ran. 2 tool calls were refused")
+            && r.summary.contains("shell_exec ×2")
+            && r.summary.contains("The executor reported: gave up"),
+        "{}",
+        r.summary
+    );
     assert!(r.artifacts.is_empty());
     assert_eq!(f.executions(), 0, "nothing executed");
     let reqs = f.fake.requests();
@@ -422,6 +431,35 @@ async fn tool_call_gate_blocks_the_call_before_the_sandbox() {
     assert!(invalid.contains("invalid arguments"), "{invalid}");
     let audit = f.audit_events();
     assert!(audit.contains(&"gate_blocked".to_owned()), "{audit:?}");
+    assert!(audit.contains(&"task_nothing_ran".to_owned()), "{audit:?}");
+    f.drain();
+}
+
+/// A refused call beside one that ran: the task is done, and its result
+/// names what was refused.
+#[tokio::test]
+async fn a_done_result_names_the_calls_that_were_refused() {
+    let mut f = Fx::new().await;
+    let mut t = item(json!({
+        "id": "t-mixed", "type": "task", "title": "m", "body": "m",
+        "gates": [{"name": "echo-only", "on": "on_tool_call", "type": "string_match",
+                   "extract": "command", "allowed_values": ["echo safe"], "on_block": "report"}],
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell("touch pwned.txt"));
+    f.fake.push(shell("echo safe"));
+    f.fake.push(output("did the safe part"));
+    let r = f.engine.run_task("t-mixed", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(f.executions(), 1);
+    assert!(
+        r.summary.contains("did the safe part")
+            && r.summary.contains(
+                "1 tool call was refused before the sandbox and it did not run: shell_exec."
+            ),
+        "{}",
+        r.summary
+    );
     f.drain();
 }
 

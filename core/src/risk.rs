@@ -542,6 +542,19 @@ fn on_failure_line(item: &WorkItem) -> Option<String> {
     if item.kind != WorkItemType::Goal || item.on_failure != "spawn_task" {
         return None;
     }
+    // The goal cycle starts no fix task for a goal that only reads its
+    // workspace (the task's change set could never be applied): the card
+    // must not promise one.
+    if let Some(ws) = item
+        .workspace
+        .as_ref()
+        .filter(|w| w.access == crate::model::workspace::Access::Read)
+    {
+        return Some(format!(
+            "a failed check is reported; no fix task starts, since this goal only reads workspace '{}'",
+            ws.name
+        ));
+    }
     Some(match item.failure_context.as_deref().map(str::trim) {
         Some(brief) if !brief.is_empty() => {
             format!("a failed check starts a fix task under this approval, briefed: \"{brief}\"")
@@ -593,6 +606,24 @@ mod tests {
                 .unwrap()
                 .ends_with("briefed with the failed checks")
         );
+        // Read-only workspace: the cycle starts no fix task, and says so.
+        g.workspace =
+            Some(serde_json::from_value(json!({"name": "site", "access": "read"})).unwrap());
+        assert_eq!(
+            PlanView::of(&g).on_failure.as_deref(),
+            Some(
+                "a failed check is reported; no fix task starts, since this goal only reads workspace 'site'"
+            )
+        );
+        g.workspace =
+            Some(serde_json::from_value(json!({"name": "site", "access": "write"})).unwrap());
+        assert!(
+            PlanView::of(&g)
+                .on_failure
+                .unwrap()
+                .starts_with("a failed check starts a fix task")
+        );
+        g.workspace = None;
         g.on_failure = "report".into();
         assert_eq!(PlanView::of(&g).on_failure, None);
         let mut t = task();

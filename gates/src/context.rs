@@ -30,13 +30,81 @@ fn lookup<'a>(obj: &'a JsonObject, path: &str) -> Option<&'a Value> {
 }
 
 /// The text field a trigger is about: the user's `message` before processing
-/// it, the agent's `response` before sending it. Other triggers have no
-/// implicit subject; their gates must name one with `extract`.
+/// it, the agent's `response` before sending it, a step's `output` after it
+/// (§5.2.1 d). A tool call has no single field: a gate without `extract`
+/// reads the whole call ([`tool_call_text`], [`tool_arg_strings`]).
 pub fn subject_key(trigger: GateTrigger) -> Option<&'static str> {
     match trigger {
         GateTrigger::EveryUserMessage => Some("message"),
         GateTrigger::EveryAgentResponse => Some("response"),
-        GateTrigger::AfterStep | GateTrigger::OnToolCall => None,
+        GateTrigger::AfterStep => Some("output"),
+        GateTrigger::OnToolCall => None,
+    }
+}
+
+/// A tool call as one text, `tool_name {"arg": …}`, for a gate that judges
+/// the call rather than one argument. `None` without a `tool_name`.
+pub fn tool_call_text(ctx: &JsonObject) -> Option<String> {
+    let name = ctx.get("tool_name")?.as_str()?;
+    let args = ctx.get(TOOL_ARGS).cloned().unwrap_or(Value::Null);
+    Some(format!("{name} {args}"))
+}
+
+/// Every string inside a call's `tool_args`, with the top-level argument it
+/// sits under and whether it *is* that argument (only those can be
+/// rewritten: `tool_args` mutations merge argument by argument).
+pub fn tool_arg_strings(ctx: &JsonObject) -> Vec<ArgString<'_>> {
+    fn walk<'a>(arg: &'a str, v: &'a Value, top: bool, out: &mut Vec<ArgString<'a>>) {
+        match v {
+            Value::String(text) => out.push(ArgString { arg, text, top }),
+            Value::Array(a) => a.iter().for_each(|x| walk(arg, x, false, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(arg, x, false, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(Value::Object(args)) = ctx.get(TOOL_ARGS) {
+        for (k, v) in args {
+            walk(k, v, true, &mut out);
+        }
+    }
+    out
+}
+
+/// One string of a tool call's arguments (see [`tool_arg_strings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgString<'a> {
+    pub arg: &'a str,
+    pub text: &'a str,
+    /// The string is the whole argument, not nested inside it.
+    pub top: bool,
+}
+
+/// The `modified_context` that puts `fixed` where `extract`-name `key` was
+/// read from: `message`/`response` replaced, a tool argument merged into
+/// `tool_args`. `None` when the value cannot be rewritten (a step's output,
+/// a dotted path): a fix that cannot be applied must block, not pass the
+/// original through as a rejected mutation.
+pub fn fix_mutation(ctx: &JsonObject, key: &str, fixed: String) -> Option<JsonObject> {
+    let mut m = JsonObject::new();
+    if key.contains('.') {
+        return None;
+    }
+    if ctx.contains_key(key) {
+        if !ALLOWED_MUTATIONS.contains(&key) || key == TOOL_ARGS {
+            return None;
+        }
+        m.insert(key.to_owned(), Value::String(fixed));
+        return Some(m);
+    }
+    match ctx.get(TOOL_ARGS) {
+        Some(Value::Object(args)) if args.contains_key(key) => {
+            let mut a = JsonObject::new();
+            a.insert(key.to_owned(), Value::String(fixed));
+            m.insert(TOOL_ARGS.to_owned(), Value::Object(a));
+            Some(m)
+        }
+        _ => None,
     }
 }
 
@@ -181,11 +249,57 @@ mod tests {
         let cases = [
             (GateTrigger::EveryUserMessage, Some("message")),
             (GateTrigger::EveryAgentResponse, Some("response")),
-            (GateTrigger::AfterStep, None),
+            (GateTrigger::AfterStep, Some("output")),
             (GateTrigger::OnToolCall, None),
         ];
         for (t, want) in cases {
             assert_eq!(subject_key(t), want, "{t}");
+        }
+    }
+
+    #[test]
+    fn a_tool_call_reads_as_its_name_and_arguments() {
+        let ctx = obj(json!({"tool_name": "shell_exec", "tool_args": {"command": "ls"}}));
+        assert_eq!(
+            tool_call_text(&ctx).as_deref(),
+            Some(r#"shell_exec {"command":"ls"}"#)
+        );
+        assert_eq!(tool_call_text(&obj(json!({"tool_args": {}}))), None);
+        let ctx = obj(json!({"tool_name": "t", "tool_args": {
+            "a": "top", "n": 3, "list": ["x", {"deep": "y"}], "o": {"k": "z"}}}));
+        let got: Vec<(&str, &str, bool)> = tool_arg_strings(&ctx)
+            .iter()
+            .map(|s| (s.arg, s.text, s.top))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "top", true),
+                ("list", "x", false),
+                ("list", "y", false),
+                ("o", "z", false)
+            ]
+        );
+        assert!(tool_arg_strings(&obj(json!({"tool_name": "t"}))).is_empty());
+    }
+
+    #[test]
+    fn a_fix_goes_where_its_value_came_from_or_nowhere() {
+        let ctx = obj(json!({"message": "m", "response": "r", "output": "o",
+                             "tool_args": {"command": "c", "opts": {"x": "y"}}}));
+        let cases: &[(&str, Option<Value>)] = &[
+            ("message", Some(json!({"message": "F"}))),
+            ("response", Some(json!({"response": "F"}))),
+            ("command", Some(json!({"tool_args": {"command": "F"}}))),
+            // A step's output is already produced: nothing to rewrite.
+            ("output", None),
+            ("opts.x", None),
+            ("tool_args", None),
+            ("missing", None),
+        ];
+        for (key, want) in cases {
+            let got = fix_mutation(&ctx, key, "F".into()).map(Value::Object);
+            assert_eq!(got, *want, "{key}");
         }
     }
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use silas_core::model::JsonObject;
 use silas_core::model::gates::{Gate, GateAction, GateLane, GateResult};
 
-use crate::context::{extract_value, subject_key, value_text};
+use crate::context::{extract_value, subject_key, tool_call_text, value_text};
 use crate::provider::{BoxFuture, GateCheckProvider, fail_closed, result};
 
 /// The flag a quality gate reports when its model call failed.
@@ -206,8 +206,11 @@ impl LlmProvider {
 
     pub async fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
         let promoted = gate.lane() == GateLane::Policy;
-        let key = gate.extract.as_deref().or(subject_key(gate.on));
-        let value = key.and_then(|k| extract_value(ctx, k)).and_then(value_text);
+        let value = match gate.extract.as_deref().or(subject_key(gate.on)) {
+            Some(k) => extract_value(ctx, k).and_then(value_text),
+            // A tool-call gate without `extract` judges the whole call.
+            None => tool_call_text(ctx),
+        };
         let Some(value) = value else {
             return self.failed(gate, promoted, "no value to judge".into());
         };

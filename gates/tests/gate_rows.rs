@@ -564,3 +564,92 @@ async fn clamp_mutation_is_explicit_and_merged() {
     assert_eq!(o.merged_context["tool_args"]["position_usd"], json!(5000));
     let _ = GateType::NumericRange;
 }
+
+/// The judge sees what a step produced (§5.2.1 d): an `after_step` LLM gate
+/// without `extract` used to fail closed with "no value to judge" on every
+/// step, blocking the item it was meant to watch.
+#[tokio::test]
+async fn an_after_step_llm_gate_judges_the_steps_output() {
+    struct Seen(std::sync::Mutex<Vec<String>>);
+    impl QualityJudge for Seen {
+        fn judge<'a>(&'a self, req: JudgeRequest<'a>) -> BoxFuture<'a, Result<Value, JudgeError>> {
+            self.0.lock().unwrap().push(req.prompt);
+            Box::pin(async { Ok(json!({"action": "continue", "reason": "fine", "score": 0.9})) })
+        }
+    }
+    let seen = Arc::new(Seen(std::sync::Mutex::new(Vec::new())));
+    let mut r = runner_with(vec![]);
+    r.register(
+        "llm",
+        Arc::new(LlmProvider::new(seen.clone(), Duration::from_secs(1))),
+    );
+    let after = gate(
+        json!({"name": "tone", "on": "after_step", "provider": "llm",
+        "check": "Is the report polite?", "promote_to_policy": true}),
+    );
+    let tool = gate(
+        json!({"name": "calls", "on": "on_tool_call", "provider": "llm",
+        "check": "Does the call delete files?", "promote_to_policy": true}),
+    );
+    let o = r
+        .check_gates(
+            &[after.clone(), tool.clone()],
+            GateTrigger::AfterStep,
+            Some(0),
+            obj(json!({"work_item_id": "t-1", "step": 0, "output": "Report: 3 files tidied"})),
+            &mut TurnBudget::new(32),
+        )
+        .await;
+    assert!(o.blocked().is_none(), "{o:?}");
+    assert_eq!(o.policy_results[0].action, GateAction::Continue);
+    let o = run(
+        &r,
+        &[after, tool],
+        GateTrigger::OnToolCall,
+        json!({"work_item_id": "t-1", "tool_name": "shell_exec",
+               "tool_args": {"command": "rm -rf build"}}),
+    )
+    .await;
+    assert!(o.blocked().is_none(), "{o:?}");
+    let prompts = seen.0.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(
+        prompts[0].contains("Report: 3 files tidied"),
+        "{}",
+        prompts[0]
+    );
+    assert!(
+        prompts[1].contains(r#"shell_exec {"command":"rm -rf build"}"#),
+        "{}",
+        prompts[1]
+    );
+}
+
+/// A secrets guard on tool calls redacts the argument the tool then gets:
+/// the merged `tool_args` is what runs.
+#[tokio::test]
+async fn a_tool_call_secrets_guard_redacts_what_the_tool_receives() {
+    let r = runner_with(vec![]);
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    for g in [
+        json!({"name": "s", "on": "on_tool_call", "provider": "guardrails_ai", "check": "secrets"}),
+        json!({"name": "s", "on": "on_tool_call", "provider": "guardrails_ai", "check": "secrets",
+               "extract": "command"}),
+    ] {
+        let o = run(
+            &r,
+            &[gate(g.clone())],
+            GateTrigger::OnToolCall,
+            json!({"tool_name": "shell_exec",
+                   "tool_args": {"command": format!("echo {key}"), "cwd": "."}}),
+        )
+        .await;
+        assert!(o.blocked().is_none(), "{g}: {o:?}");
+        assert_eq!(
+            o.merged_context["tool_args"],
+            json!({"command": "echo [REDACTED:aws_access_key_id]", "cwd": "."}),
+            "{g}"
+        );
+        assert!(events(&o, names::REJECTED_MUTATION).is_empty(), "{g}");
+    }
+}

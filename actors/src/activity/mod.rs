@@ -99,6 +99,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("goal_spawned_task", Treatment::Shown),
     ("goal_budget_exhausted", Treatment::Shown),
     ("goal_fix_skipped", Treatment::Shown),
+    ("task_nothing_ran", Treatment::Shown),
     ("spawned_task_needs_approval", Treatment::Shown),
     ("batch_executed", Treatment::Shown),
     ("gate_evaluated", Treatment::Hidden),
@@ -458,6 +459,10 @@ pub fn describe(
             format!(
                 "Goal {title}'s checks failed; it only reads its workspace, so no fix task was started"
             ),
+        ),
+        "task_nothing_ran" => (
+            "work",
+            format!("{title} ran no tool call: every one was refused, so it did not count as done"),
         ),
         "spawned_task_needs_approval" => (
             "approval",

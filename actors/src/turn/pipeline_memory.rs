@@ -194,7 +194,7 @@ impl Turn<'_> {
                 continue;
             }
             let args = serde_json::to_value(op).unwrap_or(Value::Null);
-            let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args,
+            let ctx = obj(json!({"tool_name": "memory_op", "tool_args": args.clone(),
                                  "sender_id": self.record.message.sender_id}));
             let outcome = self.run_gates(GateTrigger::OnToolCall, ctx).await;
             let blocked = outcome
@@ -202,13 +202,18 @@ impl Turn<'_> {
                 .iter()
                 .any(|r| matches!(r.action, GateAction::Block | GateAction::RequireApproval));
             self.push_events(outcome.audit);
-            if blocked {
+            // A policy gate may have rewritten the op (a secrets or PII guard
+            // redacting `content`): what is kept is the gated op, never the
+            // model's original beside a "redacted" audit entry.
+            let gated = gated_memory_op(op, &args, outcome.merged_context.get("tool_args"));
+            let Some(op) = gated.filter(|_| !blocked) else {
                 self.push(
                     "memory_op_blocked",
                     json!({"op": op.op.as_str(), "index": i}),
                 );
                 continue;
-            }
+            };
+            let op = &op;
             let id = format!("mem-{}-{i}", self.record.inbox_id);
             self.deps
                 .memory
@@ -246,5 +251,21 @@ impl Turn<'_> {
             }
         }
         Ok(None)
+    }
+}
+
+/// The op the gates let through: the original when they left its arguments
+/// alone, else the rewritten one — if it still parses and still does the same
+/// thing to the same memory (a gate may redact what is kept, not retarget
+/// it). `None` blocks the op.
+fn gated_memory_op(op: &MemoryOp, original: &Value, gated: Option<&Value>) -> Option<MemoryOp> {
+    match gated {
+        None => Some(op.clone()),
+        Some(g) if g == original => Some(op.clone()),
+        Some(g) => serde_json::from_value::<MemoryOp>(g.clone())
+            .ok()
+            .filter(|new| {
+                new.op == op.op && new.memory_id == op.memory_id && new.link_to == op.link_to
+            }),
     }
 }

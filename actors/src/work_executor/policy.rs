@@ -173,6 +173,47 @@ pub enum OrderError {
     Cycle(Vec<String>),
 }
 
+/// What the owner is told about calls refused before the sandbox (a gate,
+/// the argument schema, an unavailable tool, a declined approval): each tool
+/// once, with its count, in first-refused order. `None` when none was.
+pub fn refused_calls_note(refused: &[String]) -> Option<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for name in refused {
+        match counts.iter_mut().find(|(n, _)| n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    if counts.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = counts
+        .iter()
+        .map(|(n, c)| {
+            if *c > 1 {
+                format!("{n} ×{c}")
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect();
+    let (what, verb) = match refused.len() {
+        1 => ("1 tool call was".to_owned(), "it"),
+        n => (format!("{n} tool calls were"), "they"),
+    };
+    Some(format!(
+        "{what} refused before the sandbox and {verb} did not run: {}.",
+        names.join(", ")
+    ))
+}
+
+/// A task without checks whose every tool call was refused did nothing the
+/// owner asked for: only the executor's word says otherwise, and that is not
+/// `done` (with checks, they decide).
+pub fn nothing_ran(executed: usize, refused: usize, has_checks: bool) -> bool {
+    !has_checks && executed == 0 && refused > 0
+}
+
 /// Topological order of `listed` (id → `depends_on`), §5.2.2 step 1. Ties
 /// are broken by the project's listed order, so the order is deterministic.
 /// Dependencies outside the project do not constrain the order; the project
@@ -415,6 +456,38 @@ mod tests {
                "expires_at": "2027-01-01T00:00:00Z", "nonce": "n",
                "conditions": {"spawn_policy_hash": "p"},
                "executions_used": 1, "max_executions": 100, "execution_nonces": []})
+    }
+
+    #[test]
+    fn refused_calls_are_named_once_with_their_count() {
+        let v = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(refused_calls_note(&[]), None);
+        assert_eq!(
+            refused_calls_note(&v(&["shell_exec"])).as_deref(),
+            Some("1 tool call was refused before the sandbox and it did not run: shell_exec.")
+        );
+        assert_eq!(
+            refused_calls_note(&v(&["web_fetch", "shell_exec", "web_fetch"])).as_deref(),
+            Some(
+                "3 tool calls were refused before the sandbox and they did not run: \
+                 web_fetch ×2, shell_exec."
+            )
+        );
+    }
+
+    #[test]
+    fn nothing_ran_only_without_checks_and_without_any_executed_call() {
+        let cases = [
+            // (executed, refused, has_checks) → nothing ran
+            ((0, 1, false), true),
+            ((0, 3, false), true),
+            ((1, 1, false), false),
+            ((0, 0, false), false), // no tool call at all: a text-only task
+            ((0, 1, true), false),  // the checks decide
+        ];
+        for ((e, r, c), want) in cases {
+            assert_eq!(nothing_ran(e, r, c), want, "{e} {r} {c}");
+        }
     }
 
     /// The goal's card budget is what all its fix tasks under one approval

@@ -243,10 +243,35 @@ impl WorkEngine {
                 let summary = format!("awaiting approval: after_step gate {}", r.gate_name);
                 return self.finish(item, scope, WorkItemStatus::Blocked, summary, None);
             }
+            // Calls refused before the sandbox are named in the result; a
+            // task without checks whose every call was refused is not done.
+            let refused = policy::refused_calls_note(&ledger.refused);
+            let reported = match &refused {
+                Some(note) => format!("{}\n\n{note}", output.summary),
+                None => output.summary.clone(),
+            };
+            if policy::nothing_ran(
+                ledger.executed.len(),
+                ledger.refused.len(),
+                !item.verify.is_empty(),
+            ) {
+                let summary = format!(
+                    "{}: nothing ran. {}\n\nThe executor reported: {}",
+                    ErrorCode::EGateBlocked,
+                    refused.unwrap_or_default(),
+                    output.summary
+                );
+                self.audit(
+                    "task_nothing_ran",
+                    json!({"work_item_id": item.id, "attempt": item.attempts,
+                           "refused": ledger.refused}),
+                )?;
+                return self.finish(item, scope, WorkItemStatus::Failed, summary, None);
+            }
             // e–f. External verification (or a single successful run).
             if item.verify.is_empty() {
                 let (summary, changes) =
-                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
+                    self.summary_with_changes(&item, ws.as_ref(), &reported)?;
                 let done = Done {
                     summary,
                     artifacts,
@@ -274,7 +299,7 @@ impl WorkEngine {
             )?;
             if report.all_passed {
                 let (summary, changes) =
-                    self.summary_with_changes(&item, ws.as_ref(), &output.summary)?;
+                    self.summary_with_changes(&item, ws.as_ref(), &reported)?;
                 let done = Done {
                     summary,
                     artifacts,
