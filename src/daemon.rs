@@ -52,7 +52,28 @@ pub fn start(
         .max(4);
     let runtime =
         crate::error::runtime(tokio::runtime::Builder::new_multi_thread().worker_threads(workers))?;
-    runtime.block_on(run(cfg, store, owner_key, origin))
+    let owner_key = Arc::new(owner_key);
+    let mut store = store;
+    let mut resumes = Vec::new();
+    loop {
+        let ended = runtime.block_on(run(cfg.clone(), store, owner_key.clone(), origin.clone()));
+        // A full disk pauses the daemon; every other end is the process's.
+        let Err(e) = &ended else { return ended };
+        let free = crate::disk_full::free_space(&cfg.data_dir);
+        if !crate::disk_full::should_wait(e.code(), free, &resumes, std::time::Instant::now()) {
+            return ended;
+        }
+        if runtime.block_on(crate::disk_full::wait_for_space(&cfg.data_dir))
+            == crate::disk_full::Waited::Stopped
+        {
+            return ended;
+        }
+        store = runtime
+            .block_on(crate::disk_full::reopen(&cfg.data_dir))
+            .map_err(crate::error::coded)?;
+        resumes.push(std::time::Instant::now());
+        eprintln!("Free space is back: Silas starts again.");
+    }
 }
 
 /// The daemon holds the owner's signing key in memory: no core dumps, and not
@@ -124,7 +145,7 @@ fn audit_event(store: &Store, event: &str, data: serde_json::Value) {
 async fn run(
     cfg: Config,
     store: Store,
-    owner_key: OwnerKey,
+    owner_key: Arc<OwnerKey>,
     origin: crate::control::ConfigOrigin,
 ) -> Result<ExitCode, CliError> {
     let started = (silas_core::Timestamp::now(), std::time::Instant::now());
@@ -132,7 +153,6 @@ async fn run(
     // checked before this run appends anything, so what was found is judged
     // on the log as it was left, and recorded before the next checkpoint
     // signs it.
-    let owner_key = Arc::new(owner_key);
     let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
     crate::commands::check_audit_seal_at_start(&store, &seal);
     // Which model serves the agents: offline (labelled, not an LLM) when the

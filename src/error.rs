@@ -35,6 +35,10 @@ impl CliError {
         (self.code, self.message)
     }
 
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.exit)
     }

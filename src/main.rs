@@ -16,6 +16,7 @@ mod control;
 mod daemon;
 mod daemon_connections;
 mod devices;
+mod disk_full;
 mod doctor;
 mod error;
 mod libm_shim;

@@ -504,7 +504,7 @@ pub fn user(data_dir: &Path, owner: Option<u32>, me: u32) -> Check {
 }
 
 /// Free space where the data dir lives: a full disk stops every write of
-/// the store, and the daemon with it.
+/// the store, and the daemon pauses until there is space again.
 pub fn disk(where_: &Path, free: Option<u64>) -> Check {
     const NAME: &str = "disk";
     const LOW: u64 = 512 << 20;
@@ -517,7 +517,7 @@ pub fn disk(where_: &Path, free: Option<u64>) -> Check {
         Check::fail(
             NAME,
             text,
-            "free space there: the daemon stops when the store cannot write",
+            "free space there: when the store cannot write, the daemon pauses until there is space again",
         )
     } else if free < LOW {
         Check::warn(NAME, text, "free space there before the store runs out")
