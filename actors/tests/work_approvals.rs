@@ -307,6 +307,40 @@ async fn paused_tool_call_approved_runs_the_call_and_the_item_completes() {
     assert!(audit.contains(&"tool_call_resumed_approved".to_owned()));
 }
 
+/// A PII guard rewrites the call a card asks about: the card shows the
+/// arguments as they would run (redacted), and the approved call runs exactly
+/// those — the owner approves what runs, and the raw address is not on the
+/// card.
+#[tokio::test]
+async fn a_tool_card_shows_the_arguments_as_the_gates_rewrote_them() {
+    let f = Fx::new().await;
+    let out = f.artifact("t-red", "out.txt");
+    let mut t = item(json!({
+        "id": "t-red", "type": "task", "title": "Gated", "body": "Write out.txt.",
+        "verify": [file_check("out", &out)],
+        "gates": [
+            {"name": "ask-owner", "on": "on_tool_call", "type": "approval_always"},
+            {"name": "no-pii", "on": "on_tool_call", "provider": "guardrails_ai", "check": "pii"}],
+    }));
+    f.approve(&mut t);
+    f.fake.push(shell("echo dora.x@example.com > out.txt"));
+    f.fake.push(output("wrote out.txt"));
+    let r = f.engine.run_task("t-red", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Paused, "{r:?}");
+    let card = f.card_for("t-red", TOOL_CARD);
+    assert_eq!(
+        common::payload_of(&card)["arguments"],
+        json!({"command": "echo [REDACTED:email] > out.txt"})
+    );
+    f.decide(&card.request_id, "approved").await.unwrap();
+    let r = f.engine.execute("t-red", "owner").await.unwrap();
+    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().trim(),
+        "[REDACTED:email]"
+    );
+}
+
 #[tokio::test]
 async fn paused_tool_call_declined_never_runs_and_the_model_is_told() {
     let f = Fx::new().await;

@@ -343,7 +343,10 @@ impl GateRunner {
 
 /// The `gate_mutation` event: tool arguments with both values (the audit
 /// log redacts secrets on write); `response`/`message` by length only,
-/// because their text is NEVER_LOG content.
+/// because their text is NEVER_LOG content — and so is a guard's rewrite of
+/// an argument: it redacted PII or a secret, and the append-only audit must
+/// not keep what the gate took out (the audit's own redaction knows secrets,
+/// not PII).
 fn mutation_event(gate: &Gate, c: &crate::context::MergedChange) -> AuditEvent {
     let mut e = AuditEvent::new(
         names::GATE_MUTATION,
@@ -352,7 +355,8 @@ fn mutation_event(gate: &Gate, c: &crate::context::MergedChange) -> AuditEvent {
             ("key", Value::from(c.key.as_str())),
         ],
     );
-    if c.key.starts_with("tool_args.") {
+    let redaction = gate.provider == silas_core::model::gates::GateProvider::GuardrailsAi;
+    if c.key.starts_with("tool_args.") && !redaction {
         e.data
             .insert("original".into(), c.original.clone().unwrap_or(Value::Null));
         e.data.insert("modified".into(), c.modified.clone());

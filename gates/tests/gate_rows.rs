@@ -651,5 +651,35 @@ async fn a_tool_call_secrets_guard_redacts_what_the_tool_receives() {
             "{g}"
         );
         assert!(events(&o, names::REJECTED_MUTATION).is_empty(), "{g}");
+        // The audit keeps that it redacted, not what.
+        let m = events(&o, names::GATE_MUTATION);
+        assert_eq!(m.len(), 1, "{g}");
+        assert_eq!(m[0]["key"], "tool_args.command");
+        assert!(
+            m[0].get("original").is_none() && m[0].get("modified").is_none(),
+            "{:?}",
+            m[0]
+        );
+        assert_eq!(m[0]["original_chars"], 25);
     }
+    // PII too (the audit's own redaction knows secrets only).
+    let pii = gate(
+        json!({"name": "p", "on": "on_tool_call", "provider": "guardrails_ai",
+                          "check": "pii"}),
+    );
+    let o = run(
+        &r,
+        &[pii],
+        GateTrigger::OnToolCall,
+        json!({"tool_name": "shell_exec",
+               "tool_args": {"command": "mail dora.x@example.com"}}),
+    )
+    .await;
+    let m = events(&o, names::GATE_MUTATION);
+    let text = serde_json::to_string(&m).unwrap();
+    assert!(!text.contains("dora.x"), "{text}");
+    assert_eq!(
+        o.merged_context["tool_args"]["command"],
+        "mail [REDACTED:email]"
+    );
 }

@@ -48,6 +48,9 @@ pub enum Screening {
     /// Pause for the owner's approval, with the reason shown to them.
     Defer {
         reason: String,
+        /// The arguments that would run once approved, when the executor
+        /// rewrote them (a gate's redaction): what the owner is shown.
+        arguments: Option<serde_json::Value>,
     },
 }
 
@@ -74,6 +77,11 @@ pub struct PausedRun {
     /// Why the call needs approval (the chain's policy or the executor's screen).
     #[serde(default)]
     pub reason: String,
+    /// The call's arguments as they would run once approved (after the
+    /// executor's gates rewrote them), when they differ from `call`'s: the
+    /// card shows these, so the owner approves what runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screened_arguments: Option<serde_json::Value>,
 }
 
 /// The runtime's answer to a paused call.
@@ -179,8 +187,8 @@ pub async fn resume_tool_loop(
 enum Handled {
     /// The tool message to give back to the model.
     Answer(String),
-    /// Pause the run for approval (reason).
-    Pause(String),
+    /// Pause the run for approval (reason, rewritten arguments).
+    Pause(String, Option<serde_json::Value>),
 }
 
 /// Handles pending calls of the current model turn, then asks the model
@@ -204,22 +212,23 @@ async fn drive(
             let handled = match toolset.decide(&call) {
                 CallDecision::Execute(tool) => match executor.screen(&call, &tool).await {
                     Screening::Run => Handled::Answer(executor.execute(&call, &tool).await.content),
-                    Screening::Defer { reason } => Handled::Pause(reason),
+                    Screening::Defer { reason, arguments } => Handled::Pause(reason, arguments),
                 },
                 CallDecision::Refused { reason } => Handled::Answer(format!("refused: {reason}")),
                 CallDecision::ApprovalRequired(_) => {
-                    Handled::Pause(format!("{} requires the owner's approval", call.name))
+                    Handled::Pause(format!("{} requires the owner's approval", call.name), None)
                 }
             };
             let content = match handled {
                 Handled::Answer(content) => content,
-                Handled::Pause(reason) => {
+                Handled::Pause(reason, screened_arguments) => {
                     return ToolLoopOutcome::ApprovalRequired(Box::new(PausedRun {
                         request,
                         call,
                         remaining: pending,
                         requests_made,
                         reason,
+                        screened_arguments,
                     }));
                 }
             };

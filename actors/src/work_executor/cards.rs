@@ -139,7 +139,11 @@ pub fn tool_card(
     let c = &pause.tool_call;
     let call = model::ToolCall {
         tool_name: &c.tool_name,
-        arguments: &c.arguments,
+        arguments: pause
+            .paused
+            .screened_arguments
+            .as_ref()
+            .unwrap_or(&c.arguments),
         reason: &pause.paused.reason,
         attempt: c.attempt,
     };

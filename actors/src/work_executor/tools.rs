@@ -414,10 +414,14 @@ impl ToolExecutor for WorkTools {
     fn screen<'a>(&'a self, call: &'a ToolCall, tool: &'a ToolDef) -> BoxFuture<'a, Screening> {
         Box::pin(async move {
             let screen = self.screen_call(call, tool).await;
-            if let Screen::NeedsApproval { why, .. } = &screen {
+            if let Screen::NeedsApproval { why, args } = &screen {
                 *locked(&self.screened) = None;
+                // The card shows what would run: a gate may have rewritten
+                // (redacted) an argument the model wrote.
+                let screened = Value::Object(args.clone());
                 return Screening::Defer {
                     reason: why.clone(),
+                    arguments: (screened != call.arguments_json()).then_some(screened),
                 };
             }
             *locked(&self.screened) = Some((call.clone(), screen));

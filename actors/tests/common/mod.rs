@@ -199,6 +199,7 @@ impl Fx {
         let sandbox = SubprocessSandbox::new(launcher());
         let mut gate_runner = GateRunner::new();
         gate_runner.register("predicate", Arc::new(PredicateProvider::new(Vec::new())));
+        gate_runner.register("guardrails_ai", Arc::new(silas_gates::GuardProvider));
         let (tx, events) = broadcast::channel(256);
         let engine = WorkEngine {
             store: store.clone(),
