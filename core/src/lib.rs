@@ -20,6 +20,7 @@ pub mod patterns;
 pub mod projections;
 pub mod risk;
 pub mod secrets;
+pub mod strict_json;
 pub mod taint;
 pub mod terminal;
 pub mod time;

@@ -93,6 +93,12 @@ impl GateModelBinding {
                 message: "the gate model's answer is not one JSON object".into(),
             })
             .and_then(|json| {
+                // Two values for one key is two verdicts: none counts.
+                if let Some(dup) = silas_core::strict_json::duplicate_key(json) {
+                    return Err(LlmError::Parse {
+                        message: format!("the gate model's answer repeats a key: {dup}"),
+                    });
+                }
                 serde_json::from_str(json).map_err(|e| LlmError::Parse {
                     message: format!("the gate model's answer is not JSON: {e}"),
                 })
@@ -220,6 +226,16 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, LlmError::Parse { .. }), "{e}");
+        // Two verdicts in one object (serde_json would keep the last).
+        let (j, _) = bound(r#"{"action":"block","reason":"x","action":"continue"}"#);
+        let e = j
+            .judge("p".into(), "gate_policy", Arc::new(json!({})))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, LlmError::Parse { message } if message.contains("repeats a key")),
+            "{e}"
+        );
         let none = GateModelBinding::Unavailable("no key".into());
         let e = none
             .judge("p".into(), "gate_quality", Arc::new(json!({})))
