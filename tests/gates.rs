@@ -179,6 +179,34 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
         !log.iter().any(|f| f["type"] == "approval_request"),
         "a card was filed: {log:?}"
     );
+
+    // A tool-call predicate naming no argument would block every call
+    // after approval: refused before any card too.
+    let blind = "---\nid: blind\ntype: task\ntitle: blind\ngates:\n  - {name: cap, on: on_tool_call, type: numeric_range, block: {outside: [0, 10]}}\n---\n\nSummarise the report.\n";
+    fake.push(Reply::json(&json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(Reply::json(&json!({"message": "Here is a third plan.",
+        "plan_action": {"action": "propose", "plan_markdown": blind},
+        "needs_approval": true})));
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "summarise it once more"}),
+    )
+    .await;
+    let mut log = Vec::new();
+    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
+    let text = reply["text"].as_str().unwrap();
+    assert!(
+        text.contains("refused")
+            && text.contains("its gate \"cap\" checks tool calls but names no argument"),
+        "{text}"
+    );
+    assert!(
+        !log.iter().any(|f| f["type"] == "approval_request"),
+        "a card was filed: {log:?}"
+    );
     daemon.stop().await;
 
     assert!(!plan_marker.exists(), "the plan's gate command ran");

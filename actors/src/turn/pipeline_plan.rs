@@ -49,7 +49,9 @@ impl Turn<'_> {
             .iter()
             .map(|g| g.name.as_str())
             .collect();
-        if let Some(why) = crate::turn::plan::gate_name_problem(&work.gates, &owner) {
+        if let Some(why) = crate::turn::plan::gate_name_problem(&work.gates, &owner)
+            .or_else(|| crate::turn::plan::gate_subject_problem(&work.gates))
+        {
             self.refuse_plan(&resp.message, &why);
             return Ok(());
         }

@@ -130,6 +130,28 @@ pub fn gate_name_problem(plan_gates: &[Gate], owner: &[&str]) -> Option<String> 
     None
 }
 
+/// Why a plan's gate could never pass, if one could not: a predicate on
+/// tool calls that names no argument (`extract`) finds no value and blocks
+/// every call — after the owner approved the plan. (Guard and LLM gates read
+/// the whole call; `approval_always` needs no value.)
+pub fn gate_subject_problem(plan_gates: &[Gate]) -> Option<String> {
+    use silas_core::model::gates::{GateProvider, GateTrigger, GateType};
+    plan_gates
+        .iter()
+        .find(|g| {
+            g.on == GateTrigger::OnToolCall
+                && g.provider == GateProvider::Predicate
+                && g.kind != GateType::ApprovalAlways
+                && g.extract.is_none()
+        })
+        .map(|g| {
+            format!(
+                "its gate {:?} checks tool calls but names no argument to check (e.g. `extract: command`), so it would block every call",
+                g.name
+            )
+        })
+}
+
 /// Parses a plan into a work item (`approval_token` is always `None`: the
 /// plan format has no token field, §5.1 step 12).
 pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
@@ -227,6 +249,29 @@ mod tests {
         );
         let p = gate_name_problem(&[gate("dupe"), gate("DUPE")], &owner).unwrap();
         assert!(p.contains("two of its gates are named"), "{p}");
+    }
+
+    #[test]
+    fn a_tool_call_predicate_must_name_its_argument() {
+        let gate = |v: serde_json::Value| -> Gate { serde_json::from_value(v).unwrap() };
+        let blind = gate(serde_json::json!({"name": "cap", "on": "on_tool_call",
+            "type": "numeric_range", "block": {"outside": [0, 10]}}));
+        let p = gate_subject_problem(std::slice::from_ref(&blind)).unwrap();
+        assert!(p.contains("\"cap\"") && p.contains("extract"), "{p}");
+        let ok = [
+            gate(
+                serde_json::json!({"name": "a", "on": "on_tool_call", "type": "numeric_range",
+                "extract": "amount", "block": {"outside": [0, 10]}}),
+            ),
+            gate(serde_json::json!({"name": "b", "on": "on_tool_call", "type": "approval_always"})),
+            gate(serde_json::json!({"name": "c", "on": "on_tool_call",
+                "provider": "guardrails_ai", "check": "pii"})),
+            gate(
+                serde_json::json!({"name": "d", "on": "after_step", "type": "regex",
+                "check": "^ok"}),
+            ),
+        ];
+        assert_eq!(gate_subject_problem(&ok), None);
     }
 
     #[test]
