@@ -62,6 +62,33 @@ async fn reply_to(ws: &mut Ws, text: &str) -> String {
 }
 
 /// Requests whose messages carry `needle` anywhere.
+/// The planner proposes `markdown`; the plan must be refused before any
+/// card is filed. The reply's text.
+async fn proposed_plan_is_refused(
+    ws: &mut Ws,
+    fake: &FakeLlm,
+    markdown: &str,
+    ask: &str,
+) -> String {
+    fake.push(Reply::json(&json!({
+        "route": "planner", "reason": "needs a plan",
+        "interaction_register": "execution", "interaction_mode": "act_and_report",
+        "context_profile": "conversation"})));
+    fake.push(Reply::json(&json!({"message": "Here is a plan.",
+        "plan_action": {"action": "propose", "plan_markdown": markdown},
+        "needs_approval": true})));
+    send(ws, json!({"type": "message", "text": ask})).await;
+    let mut log = Vec::new();
+    let reply = frame_of_type(ws, "message", WITHIN, &mut log).await;
+    let text = reply["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("refused"), "{text}");
+    assert!(
+        !log.iter().any(|f| f["type"] == "approval_request"),
+        "a card was filed: {log:?}"
+    );
+    text
+}
+
 fn requests_with(fake: &FakeLlm, needle: &str) -> usize {
     fake.requests()
         .iter()
@@ -128,84 +155,27 @@ async fn the_owners_script_gate_checks_each_message_and_a_plan_cannot_bring_one(
         "---\nid: gated\ntype: task\ntitle: gated\ngates:\n  - {{name: sneaky, on: on_tool_call, provider: script, check_command: \"touch {}\"}}\n---\n\nSummarise the report.\n",
         plan_marker.display()
     );
-    fake.push(Reply::json(&json!({
-        "route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"})));
-    fake.push(Reply::json(&json!({"message": "Here is a plan.",
-        "plan_action": {"action": "propose", "plan_markdown": markdown},
-        "needs_approval": true})));
-    send(
-        &mut ws,
-        json!({"type": "message", "text": "summarise the report"}),
-    )
-    .await;
-    let mut log = Vec::new();
-    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
-    let text = reply["text"].as_str().unwrap();
-    assert!(text.contains("refused"), "{text}");
+    let text = proposed_plan_is_refused(&mut ws, &fake, &markdown, "summarise the report").await;
     assert!(text.contains("gates.system"), "{text}");
-    assert!(
-        !log.iter().any(|f| f["type"] == "approval_request"),
-        "a card was filed: {log:?}"
-    );
 
     // A plan gate named like one of the owner's could never run beside it
     // (the item would fail after approval): refused before any card.
     let clash = "---\nid: clash\ntype: task\ntitle: clash\ngates:\n  - {name: No_Forbidden_Words, on: on_tool_call, provider: predicate, check: approval_always}\n---\n\nSummarise the report.\n";
-    fake.push(Reply::json(&json!({
-        "route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"})));
-    fake.push(Reply::json(&json!({"message": "Here is another plan.",
-        "plan_action": {"action": "propose", "plan_markdown": clash},
-        "needs_approval": true})));
-    send(
-        &mut ws,
-        json!({"type": "message", "text": "summarise the report again"}),
-    )
-    .await;
-    let mut log = Vec::new();
-    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
-    let text = reply["text"].as_str().unwrap();
+    let text = proposed_plan_is_refused(&mut ws, &fake, clash, "summarise the report again").await;
     assert!(
-        text.contains("refused")
-            && text.contains(
-                "its gate \"No_Forbidden_Words\" is named like your gate \"no_forbidden_words\""
-            ),
+        text.contains(
+            "its gate \"No_Forbidden_Words\" is named like your gate \"no_forbidden_words\""
+        ),
         "{text}"
-    );
-    assert!(
-        !log.iter().any(|f| f["type"] == "approval_request"),
-        "a card was filed: {log:?}"
     );
 
     // A tool-call predicate naming no argument would block every call
     // after approval: refused before any card too.
     let blind = "---\nid: blind\ntype: task\ntitle: blind\ngates:\n  - {name: cap, on: on_tool_call, type: numeric_range, block: {outside: [0, 10]}}\n---\n\nSummarise the report.\n";
-    fake.push(Reply::json(&json!({
-        "route": "planner", "reason": "needs a plan",
-        "interaction_register": "execution", "interaction_mode": "act_and_report",
-        "context_profile": "conversation"})));
-    fake.push(Reply::json(&json!({"message": "Here is a third plan.",
-        "plan_action": {"action": "propose", "plan_markdown": blind},
-        "needs_approval": true})));
-    send(
-        &mut ws,
-        json!({"type": "message", "text": "summarise it once more"}),
-    )
-    .await;
-    let mut log = Vec::new();
-    let reply = frame_of_type(&mut ws, "message", WITHIN, &mut log).await;
-    let text = reply["text"].as_str().unwrap();
+    let text = proposed_plan_is_refused(&mut ws, &fake, blind, "summarise it once more").await;
     assert!(
-        text.contains("refused")
-            && text.contains("its gate \"cap\" checks tool calls but names no argument"),
+        text.contains("its gate \"cap\" checks tool calls but names no argument"),
         "{text}"
-    );
-    assert!(
-        !log.iter().any(|f| f["type"] == "approval_request"),
-        "a card was filed: {log:?}"
     );
     daemon.stop().await;
 
