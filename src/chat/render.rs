@@ -249,9 +249,18 @@ mod tests {
             "continues: t-0",
             "uses artifacts: *",
             "- fetch: curl https://example.org  [NETWORK]  (expects {\"exit_code\":0})",
-            "fix tasks: a failed check starts a fix task under this approval, briefed: \"restart the feed\"",
+            // The goal only reads its workspace: no fix task starts, and the
+            // card says so rather than promising one.
+            "fix tasks: a failed check is reported; no fix task starts, since this goal only reads workspace 'notes'",
         ] {
             assert!(lines.contains(want), "{want} missing in:\n{lines}");
         }
+        // With write access the briefing is shown.
+        if let Some(ws) = w.workspace.as_mut() {
+            ws.access = silas_core::model::workspace::Access::Write;
+        }
+        let lines = render_plan(&silas_core::risk::PlanView::of(&w)).join("\n");
+        let want = "fix tasks: a failed check starts a fix task under this approval, briefed: \"restart the feed\"";
+        assert!(lines.contains(want), "{want} missing in:\n{lines}");
     }
 }
