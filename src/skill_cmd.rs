@@ -39,10 +39,12 @@ enum Approval {
 }
 
 impl Approval {
-    /// `shipped`: [`crate::bundled_skills::shipped`], hashed once per listing.
+    /// `shipped`: [`crate::bundled_skills::shipped`], hashed once per
+    /// listing; `waiting`: [`waiting_installs`], read once per listing.
     fn of(
         store: &silas_storage::Store,
         shipped: &[(String, String)],
+        waiting: Option<&[(String, String)]>,
         name: &str,
         hash: &str,
     ) -> Option<Approval> {
@@ -55,7 +57,7 @@ impl Approval {
         let shipped = shipped.iter().any(|(n, h)| n == name && h == hash);
         Some(if declined.is_some_and(|d| d.covers(hash)) {
             Approval::Declined
-        } else if waiting_card(store, name, hash)? {
+        } else if waiting?.iter().any(|(n, h)| n == name && h == hash) {
             Approval::Waiting
         } else if shipped {
             Approval::Shipped
@@ -77,18 +79,23 @@ impl Approval {
     }
 }
 
-/// Whether an unexpired install card for `name` at `hash` waits for the
-/// owner's answer. `None` when the store cannot be read.
-fn waiting_card(store: &silas_storage::Store, name: &str, hash: &str) -> Option<bool> {
+/// The skills (name, content hash) whose unexpired install card waits for
+/// the owner's answer. `None` when the store cannot be read.
+fn waiting_installs(store: &silas_storage::Store) -> Option<Vec<(String, String)>> {
     use silas_core::cards::CardPayload;
     use silas_storage::records::PendingCard;
     let now = silas_core::Timestamp::now();
     let cards = store.records::<PendingCard>().list().ok()?;
-    Some(cards.iter().any(|c| {
-        c.expires_at > now
-            && matches!(&c.card, CardPayload::SkillInstall(s)
-                if s.skill == name && s.content_hash == hash)
-    }))
+    Some(
+        cards
+            .into_iter()
+            .filter(|c| c.expires_at > now)
+            .filter_map(|c| match c.card {
+                CardPayload::SkillInstall(s) => Some((s.skill, s.content_hash)),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 /// One `skill list --json` line.
@@ -239,6 +246,7 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
             // Listed in name order, loaded and broken together.
             let mut rows: Vec<(String, ListEntry)> = Vec::new();
             let shipped = crate::bundled_skills::shipped();
+            let waiting = store.as_ref().and_then(waiting_installs);
             let reports: Vec<ValidationReport> = cat
                 .skills
                 .iter()
@@ -255,9 +263,9 @@ pub fn run(cfg: &Config, cmd: SkillCommand) -> Result<ExitCode, CliError> {
                         description: &s.manifest.description,
                         errors,
                         warnings,
-                        approval: store
-                            .as_ref()
-                            .and_then(|st| Approval::of(st, &shipped, &s.name, &s.content_hash)),
+                        approval: store.as_ref().and_then(|st| {
+                            Approval::of(st, &shipped, waiting.as_deref(), &s.name, &s.content_hash)
+                        }),
                     },
                 ));
             }

@@ -267,8 +267,7 @@ pub fn data_dir_owner(cfg: &Config) -> Option<u32> {
 
 /// Bytes free for this user on the data dir's filesystem.
 pub fn free_space(cfg: &Config) -> Option<u64> {
-    let s = rustix::fs::statvfs(&cfg.data_dir).ok()?;
-    Some(s.f_bavail.saturating_mul(s.f_frsize))
+    crate::disk_full::free_space(&cfg.data_dir)
 }
 
 pub fn cli_token(cfg: &Config) -> Option<PathBuf> {
