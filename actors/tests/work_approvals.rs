@@ -332,13 +332,34 @@ async fn a_tool_card_shows_the_arguments_as_the_gates_rewrote_them() {
         common::payload_of(&card)["arguments"],
         json!({"command": "echo [REDACTED:email] > out.txt"})
     );
+    // The stored pause keeps only what will run: not in the card's payload
+    // (the paused call, the transcript), not anywhere in the data dir.
+    let raw = "dora.x@example.com";
+    let stored = serde_json::to_string(&card.card).unwrap();
+    assert!(!stored.contains(raw), "{stored}");
+    assert!(stored.contains("[REDACTED:email]"), "{stored}");
+    assert!(!data_dir_holds(f.dir.path(), raw.as_bytes()));
     f.decide(&card.request_id, "approved").await.unwrap();
     let r = f.engine.execute("t-red", "owner").await.unwrap();
     assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    // The resumed run's request shows the model its call as it ran.
+    let resumed = f.fake.requests()[1].body.to_string();
+    assert!(!resumed.contains(raw), "{resumed}");
     assert_eq!(
         std::fs::read_to_string(&out).unwrap().trim(),
         "[REDACTED:email]"
     );
+}
+
+/// Whether any file under `dir` contains `needle`.
+fn data_dir_holds(dir: &std::path::Path, needle: &[u8]) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            return data_dir_holds(&path, needle);
+        }
+        std::fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+    })
 }
 
 #[tokio::test]

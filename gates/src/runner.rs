@@ -44,20 +44,7 @@ pub const EVAL_CAP_FLAG: &str = "eval_cap_reached";
 /// for the built-in validators) is accepted as an alias of the spec's
 /// `guardrails_ai`.
 pub fn parse_gate(def: &GateDefinition, index: usize) -> Result<Gate, GateError> {
-    let mut def = def.clone();
-    if def.get("provider").and_then(Value::as_str) == Some("guard") {
-        def.insert("provider".into(), Value::from("guardrails_ai"));
-    }
-    let gate: Gate =
-        serde_json::from_value(Value::Object(def)).map_err(|e| GateError::InvalidDefinition {
-            index,
-            message: e.to_string(),
-        })?;
-    gate.validate().map_err(|e| GateError::InvalidDefinition {
-        index,
-        message: e.to_string(),
-    })?;
-    Ok(gate)
+    Gate::from_definition(def).map_err(|message| GateError::InvalidDefinition { index, message })
 }
 
 /// The gates active for a turn or an execution (ADR-012): the system gates

@@ -78,8 +78,10 @@ pub struct PausedRun {
     #[serde(default)]
     pub reason: String,
     /// The call's arguments as they would run once approved (after the
-    /// executor's gates rewrote them), when they differ from `call`'s: the
-    /// card shows these, so the owner approves what runs.
+    /// executor's gates rewrote them), when the gates changed them: the card
+    /// shows these, so the owner approves what runs. `call` and the
+    /// transcript carry the same rewritten arguments (the model's raw text is
+    /// not kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screened_arguments: Option<serde_json::Value>,
 }
@@ -183,6 +185,24 @@ pub async fn resume_tool_loop(
     .await
 }
 
+/// `call` with the gates' rewritten arguments, written into the model's own
+/// turn in the transcript too (the stored pause and the next request keep
+/// only what will run).
+fn screened_call(request: &mut ChatRequest, call: ToolCall, args: &serde_json::Value) -> ToolCall {
+    let call = ToolCall {
+        arguments: args.to_string(),
+        ..call
+    };
+    let turn = request.messages.iter_mut().rev().find_map(|m| match m {
+        ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls),
+        _ => None,
+    });
+    if let Some(asked) = turn.and_then(|calls| calls.iter_mut().find(|c| c.id == call.id)) {
+        asked.arguments = call.arguments.clone();
+    }
+    call
+}
+
 /// What happened to one requested call.
 enum Handled {
     /// The tool message to give back to the model.
@@ -222,6 +242,13 @@ async fn drive(
             let content = match handled {
                 Handled::Answer(content) => content,
                 Handled::Pause(reason, screened_arguments) => {
+                    // The pause is stored until the owner answers: it keeps
+                    // the arguments as the gates rewrote them (a redacted
+                    // secret or address), never the model's raw text.
+                    let call = match &screened_arguments {
+                        Some(args) => screened_call(&mut request, call, args),
+                        None => call,
+                    };
                     return ToolLoopOutcome::ApprovalRequired(Box::new(PausedRun {
                         request,
                         call,

@@ -17,6 +17,9 @@
 //!   ([`Isolation::Seccomp`]). If that is refused too, nothing runs and the
 //!   error names both.
 //!
+//! With network through the egress proxy, seccomp also refuses every IPv4
+//! and IPv6 socket but a TCP stream (landlock cannot filter UDP).
+//!
 //! In every other mode a seccomp filter still refuses `socket(AF_UNIX)`
 //! (named unix sockets are out of landlock's reach before its ABI 9 and of
 //! a network namespace's: the daemon user's tmux, agents and buses would be
@@ -122,6 +125,11 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
         _ => e,
     })?;
     let isolation = match plan {
+        NetPlan::Done(Isolation::EgressProxy) => {
+            crate::seccomp::deny_all_but_tcp()
+                .map_err(|e| unavailable("socket confinement to TCP (seccomp)", e))?;
+            Isolation::EgressProxy
+        }
         NetPlan::Done(i) | NetPlan::SharedCount(i) => {
             crate::seccomp::deny_unix_sockets()
                 .map_err(|e| unavailable("unix socket confinement (seccomp)", e))?;

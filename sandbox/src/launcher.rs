@@ -29,9 +29,10 @@
 //!
 //! Limits of the egress confinement: landlock port rules match the port on
 //! *any* address, so another host listening on the proxy's (random,
-//! ephemeral) port number is reachable too; and landlock has no UDP
-//! control, so UDP (including DNS to a resolver) is not filtered. TCP, which
-//! carries HTTP(S), goes only to the proxy, which resolves names itself.
+//! ephemeral) port number is reachable too. Landlock has no UDP control,
+//! so seccomp refuses every IPv4/IPv6 socket but a TCP stream (no UDP, no
+//! DNS to a resolver: the proxy resolves names itself). TCP, which carries
+//! HTTP(S), goes only to the proxy.
 //!
 //! Any step the kernel refuses aborts **before** the command runs, with
 //! `E_SANDBOX_UNAVAILABLE` naming what is missing — there is no fallback to an

@@ -13,6 +13,12 @@
 //! could `sendto` any named datagram socket, the journal's or syslog's). No
 //! `io_uring` either: it opens sockets without the `socket` syscall.
 //!
+//! **With network through the egress proxy** ([`deny_all_but_tcp`]): the
+//! same, and IPv4/IPv6 sockets only as TCP streams. Landlock lets TCP
+//! connect only to the proxy's port but has no rule for UDP or raw sockets:
+//! without this a command could send datagrams (DNS queries included) to
+//! any host, around the proxy and its allowlist.
+//!
 //! **The seccomp fallback** ([`deny_network`]), the network isolation when
 //! the kernel refuses user namespaces to an unprivileged launcher: the
 //! command stays in the host network namespace, so every way to a socket
@@ -57,6 +63,42 @@ fn install(program: BpfProgram) -> Result<(), String> {
         seccompiler::apply_filter(&guard).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// Install the egress filter: the unix-socket filter's rules, and IPv4/IPv6
+/// sockets only as TCP streams (landlock confines TCP to the proxy port; it
+/// has no rule for UDP, raw sockets or other stream protocols).
+pub(crate) fn deny_all_but_tcp() -> Result<(), String> {
+    install(egress_filter()?)
+}
+
+/// [`unix_socket_filter`] plus, for `socket`: any type but `SOCK_STREAM`
+/// (UDP, raw and packet sockets would go around the proxy: a datagram to
+/// any host, DNS included) and any protocol but TCP's (`0` or
+/// `IPPROTO_TCP`: SCTP and MPTCP streams are not landlock's TCP).
+pub fn egress_filter() -> Result<BpfProgram, String> {
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+    };
+    let rule = |conds: Vec<SeccompCondition>| SeccompRule::new(conds).map_err(|e| e.to_string());
+    let mut socket = vec![rule(vec![
+        cond(0, SeccompCmpOp::Ne, libc::AF_INET as u64)?,
+        cond(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64)?,
+    ])?];
+    for kind in (0..16u64).filter(|k| *k != libc::SOCK_STREAM as u64) {
+        socket.push(rule(vec![cond(1, SeccompCmpOp::MaskedEq(0xf), kind)?])?);
+    }
+    socket.push(rule(vec![
+        cond(2, SeccompCmpOp::Ne, 0)?,
+        cond(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+    ])?);
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_socket, socket);
+    rules.insert(libc::SYS_socketpair, not_a_unix_stream_pair()?);
+    for nr in IO_URING {
+        rules.insert(nr, Vec::new());
+    }
+    compile(rules)
 }
 
 /// `socket` of any family but `AF_INET`/`AF_INET6` (so no `AF_UNIX`, and
@@ -187,6 +229,7 @@ mod tests {
         // Arch check + one block per filtered syscall at least.
         assert!(program.len() > 10, "{}", program.len());
         assert!(unix_socket_filter().unwrap().len() > 6);
+        assert!(egress_filter().unwrap().len() > unix_socket_filter().unwrap().len());
         if cfg!(target_arch = "x86_64") {
             assert_eq!(x32_guard().unwrap().len(), 6);
         }

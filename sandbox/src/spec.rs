@@ -53,8 +53,9 @@ pub struct SandboxSpec {
     /// every other TCP connect and every TCP bind (ABI 4) and every host
     /// abstract unix socket (ABI 6), and the proxy variables point at
     /// `127.0.0.1:PORT`. Kernels without that landlock support (Linux < 6.12)
-    /// fail closed (`E_SANDBOX_UNAVAILABLE`). Landlock does
-    /// not restrict UDP. `None` with `network` = the host network unfiltered.
+    /// fail closed (`E_SANDBOX_UNAVAILABLE`). Landlock does not restrict
+    /// UDP, so seccomp refuses every IPv4/IPv6 socket but a TCP stream.
+    /// `None` with `network` = the host network unfiltered.
     #[serde(default)]
     pub egress_proxy_port: Option<u16>,
     /// How `network: false` is enforced; `Auto` (the default) picks the

@@ -150,3 +150,46 @@ async fn host_abstract_unix_sockets_are_out_of_reach() {
         "the sandbox reached a host abstract socket"
     );
 }
+
+/// Landlock confines TCP only: without the seccomp rule a command sent
+/// datagrams (DNS queries included) to any host around the proxy. Now only
+/// a TCP stream socket can be made, and the proxy still answers.
+#[tokio::test]
+async fn udp_and_raw_sockets_are_refused_with_egress() {
+    let catcher = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    catcher.set_nonblocking(true).unwrap();
+    let udp_port = catcher.local_addr().unwrap().port();
+    let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = proxy.local_addr().unwrap().port();
+    let base = tempfile::tempdir().unwrap();
+    let work = sandbox().fresh_work_dir(base.path(), "egress-udp").unwrap();
+    let script = format!(
+        "import socket\n\
+         def tryit(label, f):\n  try:\n    f(); print(label, 'ALLOWED')\n  except Exception as e: print(label, 'refused', e)\n\
+         tryit('udp4', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {udp_port})))\n\
+         tryit('udp6', lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))\n\
+         tryit('raw', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))\n\
+         tryit('sctp', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132))\n\
+         tryit('dgram-nonblock', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK))\n\
+         {}",
+        probe(proxy_port)
+    );
+    let out = sandbox()
+        .run(&egress_spec(&script, &work, proxy_port))
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    for label in ["udp4", "udp6", "raw", "sctp", "dgram-nonblock"] {
+        assert!(
+            out.stdout.contains(&format!("{label} refused")),
+            "{label}: {}",
+            out.stdout
+        );
+    }
+    let mut buf = [0u8; 16];
+    assert!(catcher.recv_from(&mut buf).is_err(), "a datagram got out");
+    assert!(
+        out.stdout.contains(&format!("CONNECTED-{proxy_port}")),
+        "{out:?}"
+    );
+}

@@ -130,26 +130,14 @@ pub fn gate_name_problem(plan_gates: &[Gate], owner: &[&str]) -> Option<String> 
     None
 }
 
-/// Why a plan's gate could never pass, if one could not: a predicate on
-/// tool calls that names no argument (`extract`) finds no value and blocks
-/// every call — after the owner approved the plan. (Guard and LLM gates read
-/// the whole call; `approval_always` needs no value.)
+/// Why a plan's gate could never pass, if one could not
+/// ([`Gate::blocks_everything`]): it would block every call after the owner
+/// approved the plan.
 pub fn gate_subject_problem(plan_gates: &[Gate]) -> Option<String> {
-    use silas_core::model::gates::{GateProvider, GateTrigger, GateType};
     plan_gates
         .iter()
-        .find(|g| {
-            g.on == GateTrigger::OnToolCall
-                && g.provider == GateProvider::Predicate
-                && g.kind != GateType::ApprovalAlways
-                && g.extract.is_none()
-        })
-        .map(|g| {
-            format!(
-                "its gate {:?} checks tool calls but names no argument to check (e.g. `extract: command`), so it would block every call",
-                g.name
-            )
-        })
+        .find_map(Gate::blocks_everything)
+        .map(|why| format!("its {why}"))
 }
 
 /// Parses a plan into a work item (`approval_token` is always `None`: the

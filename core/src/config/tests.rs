@@ -1600,3 +1600,34 @@ fn switches_this_build_cannot_honour_are_refused_naming_the_key() {
     }
     assert!(errors(&Config::default()).is_empty());
 }
+
+/// A system gate that cannot be read, or can never pass a tool call, is a
+/// config error naming it (before, the daemon started and blocked every
+/// turn, or every call, at run time).
+#[test]
+fn system_gates_are_checked_with_the_config() {
+    let cases = [
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: on_every_moon}\n",
+            "gates.system[0]",
+            "unknown variant",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: ok, on: on_tool_call, provider: guard, check: pii}\n      - {name: ls-only, on: on_tool_call, type: regex, check: '^ls'}\n",
+            "gates.system[1].extract",
+            "names no argument",
+        ),
+    ];
+    for (yaml, key, why) in cases {
+        let e = load(yaml).validate().unwrap_err();
+        assert_eq!(e.code(), ErrorCode::ECfgInvalid, "{e}");
+        assert_eq!(e.key(), Some(key), "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+    }
+    // The same gates, well formed, load.
+    let cfg = load(
+        "silas:\n  gates:\n    system:\n      - {name: ok, on: on_tool_call, provider: guard, check: pii}\n      - {name: ls-only, on: on_tool_call, type: regex, check: '^ls', extract: command}\n      - {name: ask, on: on_tool_call, type: approval_always}\n",
+    );
+    assert_eq!(cfg.gates.system.len(), 3);
+    assert!(errors(&cfg).is_empty(), "{:?}", errors(&cfg));
+}

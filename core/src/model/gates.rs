@@ -154,6 +154,37 @@ impl Gate {
         }
     }
 
+    /// A gate as written in `gates.system` (or any JSON definition):
+    /// `provider: guard` is the guard's short name. The error is the field
+    /// that is wrong and why.
+    pub fn from_definition(def: &JsonObject) -> Result<Gate, String> {
+        let mut def = def.clone();
+        if def.get("provider").and_then(serde_json::Value::as_str) == Some("guard") {
+            def.insert("provider".into(), "guardrails_ai".into());
+        }
+        let gate: Gate =
+            serde_json::from_value(serde_json::Value::Object(def)).map_err(|e| e.to_string())?;
+        gate.validate().map_err(|e| e.to_string())?;
+        Ok(gate)
+    }
+
+    /// Why this gate can never pass anything it checks, if so: a predicate
+    /// on tool calls that names no argument (`extract`) finds no value and
+    /// blocks every call. (Guard and LLM gates read the whole call;
+    /// `approval_always` needs no value.)
+    pub fn blocks_everything(&self) -> Option<String> {
+        (self.on == GateTrigger::OnToolCall
+            && self.provider == GateProvider::Predicate
+            && self.kind != GateType::ApprovalAlways
+            && self.extract.is_none())
+        .then(|| {
+            format!(
+                "gate {:?} checks tool calls but names no argument to check (e.g. `extract: command`), so it would block every call",
+                self.name
+            )
+        })
+    }
+
     /// Re-checks the nested `check_expect`, for values built in Rust.
     pub fn validate(&self) -> Result<(), ModelError> {
         match &self.check_expect {

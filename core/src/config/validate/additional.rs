@@ -538,6 +538,16 @@ pub(super) fn additional_rules(cfg: &Config, c: &mut Checker) {
                 "every system gate needs a non-empty string name",
             ),
         }
+        // Checked here, not at the first turn: a gate that cannot be read
+        // would block every turn, and one that can never pass every call.
+        match crate::model::gates::Gate::from_definition(gate) {
+            Err(why) => c.fail(format!("gates.system[{i}]"), why),
+            Ok(g) => {
+                if let Some(why) = g.blocks_everything() {
+                    c.fail(format!("gates.system[{i}].extract"), why);
+                }
+            }
+        }
     }
     // Keystore.
     let ks = &cfg.keystore;
