@@ -135,7 +135,13 @@ fn a_full_disk_pauses_the_daemon_and_free_space_brings_it_back() {
     // Full: the next message makes the store fail; the daemon says why and
     // waits instead of ending.
     fill(&dir.join("fill"));
-    let _ = chat(&dir, &first, "are you still there?");
+    let refused = chat(&dir, &first, "are you still there?");
+    // The sender is told why its message was not taken (before, a bare
+    // E_CHANNEL_TIMEOUT "runtime unavailable").
+    assert!(
+        refused.contains("error[E_DB_IO]") && refused.contains("No space left on device"),
+        "{refused}"
+    );
     let said = wait_line(&rx, &mut seen, Duration::from_secs(60), |l| {
         l.contains("is full")
     });

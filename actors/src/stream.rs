@@ -130,7 +130,12 @@ pub const CARD_SWEEP_EVERY: Duration = Duration::from_millis(500);
 // ractor boxes each message into the mailbox, so variant sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 pub enum StreamMsg {
-    Submit(InboundMessage, RpcReplyPort<SubmitOutcome>),
+    /// `Err` when the store could not record the message (nothing was
+    /// accepted; the sender is told why, and the Stream restarts).
+    Submit(
+        InboundMessage,
+        RpcReplyPort<Result<SubmitOutcome, TurnError>>,
+    ),
     DecideCard {
         request_id: String,
         decision: ApprovalDecision,
@@ -563,7 +568,7 @@ impl Actor for Stream {
         match msg {
             StreamMsg::Submit(m, reply) => match state.submit(&myself, m).await? {
                 Admit::Done(out) => {
-                    let _ = reply.send(out);
+                    let _ = reply.send(Ok(out));
                 }
                 Admit::Accepting(a) => a.spawn(&state.args.deps.store, myself.clone(), reply),
             },

@@ -12,14 +12,16 @@
 //! crash before then loses the record and the turn's work together (the
 //! sender was never told `Accepted`). A message handed over before (same
 //! channel idempotency key) gives its queue slot back, and a store failure
-//! fails the Stream as it did when the Stream awaited the commit itself.
+//! is the sender's answer (its code, `E_DB_IO` on a full disk) and fails the
+//! Stream as it did when the Stream awaited the commit itself.
 
 use ractor::{ActorRef, RpcReplyPort};
 use silas_core::Timestamp;
-use silas_storage::{NewInbound, Store};
+use silas_storage::{NewInbound, Store, StoreError};
 
 use crate::stream::{StreamMsg, SubmitOutcome};
 use crate::turn::TurnMsg;
+use crate::turn::pipeline::TurnError;
 
 /// What the Stream's admission decided.
 pub(crate) enum Admit {
@@ -47,24 +49,25 @@ impl Accepting {
         self: Box<Self>,
         store: &Store,
         stream: ActorRef<StreamMsg>,
-        reply: RpcReplyPort<SubmitOutcome>,
+        reply: RpcReplyPort<Result<SubmitOutcome, TurnError>>,
     ) {
         let Accepting { inbound, processor } = *self;
         let inbox = store.inbox();
         let scope_id = inbound.scope_id.clone();
         tokio::spawn(async move {
-            let failed = |scope_id: String, e: silas_storage::StoreError| {
-                // Not acknowledged: the dropped reply port tells the sender
-                // the Stream is unavailable.
+            let failed = |scope_id: String, e: StoreError, reply: RpcReplyPort<_>| {
+                // Not acknowledged: the sender is told the store's error
+                // (a full disk says so), and the Stream fails.
                 let _ = stream.cast(StreamMsg::AdmissionFailed {
                     scope_id,
                     error: e.to_string(),
                 });
+                let _ = reply.send(Err(TurnError::Store(e)));
             };
             let (record, fresh, ticket) =
                 match inbox.accept_once_staged(inbound, Timestamp::now()).await {
                     Ok(accepted) => accepted,
-                    Err(e) => return failed(scope_id, e),
+                    Err(e) => return failed(scope_id, e, reply),
                 };
             if fresh {
                 // The turn starts while the record's fsync is still to come.
@@ -82,11 +85,11 @@ impl Accepting {
             // Durable before acknowledged.
             match ticket.wait().await {
                 Ok(()) => {
-                    let _ = reply.send(SubmitOutcome::Accepted {
+                    let _ = reply.send(Ok(SubmitOutcome::Accepted {
                         inbox_id: record.inbox_id,
-                    });
+                    }));
                 }
-                Err(e) => failed(scope_id, e),
+                Err(e) => failed(scope_id, e, reply),
             }
         });
     }

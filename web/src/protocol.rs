@@ -559,6 +559,16 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, ProtocolError> {
         .get("request_id")
         .and_then(Value::as_str)
         .map(str::to_string);
+    // serde_json keeps the last of two equal keys; a proxy, a log or the
+    // client's own code may read the first. A frame that says two things
+    // (two `type`s, two `decision`s) is refused, not guessed.
+    if let Some(dup) = silas_core::strict_json::duplicate_key(text) {
+        return Err(ProtocolError::new(
+            "E_CHANNEL_PROTOCOL",
+            format!("a key appears twice: {dup}"),
+            request_id,
+        ));
+    }
     let kind = raw.get("type").and_then(Value::as_str).map(str::to_string);
     let frame: ClientFrame = serde_json::from_value(raw).map_err(|e| {
         let what = match &kind {

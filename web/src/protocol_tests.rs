@@ -233,3 +233,23 @@ fn secure_input_request_shape() {
     assert_eq!(v["ref_id"], "sec-1");
     assert_eq!(v["guidance"]["instructions"], "Create a token");
 }
+
+/// serde_json keeps the last of two equal keys: a frame that says two
+/// things is refused with a typed error instead of read as its last word.
+#[test]
+fn a_frame_with_a_repeated_key_is_refused() {
+    for text in [
+        r#"{"type":"card_response","request_id":"c1","decision":"declined","decision":"approved"}"#,
+        r#"{"type":"message","text":"hi","type":"card_response"}"#,
+        r#"{"type":"message","text":"a","text":"b"}"#,
+    ] {
+        let e = parse_client_frame(text).unwrap_err();
+        let ServerFrame::Error { code, message, .. } = e.frame() else {
+            panic!("not an error frame");
+        };
+        assert_eq!(code, "E_CHANNEL_PROTOCOL", "{text}");
+        assert!(message.contains("appears twice"), "{message}");
+    }
+    // The same frames with each key once parse.
+    assert!(parse_client_frame(r#"{"type":"message","text":"a"}"#).is_ok());
+}

@@ -214,6 +214,12 @@ async fn loopback_owner_must_authenticate_and_errors_keep_the_connection() {
     assert_eq!(e["request_id"], "r9");
     ws.send(Message::text("not json")).await.unwrap();
     assert_eq!(next_json(&mut ws).await["type"], "error");
+    // Two `text`s: which one would the runtime see? Neither.
+    ws.send(Message::text(r#"{"type":"message","text":"a","text":"b"}"#))
+        .await
+        .unwrap();
+    let e = next_json(&mut ws).await;
+    assert_eq!(e["code"], "E_CHANNEL_PROTOCOL", "{e}");
     ws.send(Message::binary(vec![1, 2, 3])).await.unwrap();
     assert_eq!(next_json(&mut ws).await["type"], "error");
 

@@ -32,7 +32,7 @@ impl StreamHandle {
 
     pub async fn submit(&self, m: InboundMessage) -> Result<SubmitOutcome, TurnError> {
         ractor::call_t!(self.actor, StreamMsg::Submit, STREAM_RPC_TIMEOUT_MS, m)
-            .map_err(unavailable)
+            .map_err(unavailable)?
     }
 
     pub async fn decide_card(
