@@ -161,9 +161,11 @@ fn running_daemons_config(
 }
 
 /// Every rule the configuration breaks, in order: core's startup rules,
-/// then what only the scheduler's parsers can check (time zone, cron).
+/// then what only the gate providers (a regex, a numeric range, a script's
+/// command) and the scheduler's parsers (time zone, cron) can check.
 pub fn config_errors(cfg: &Config) -> Vec<silas_core::config::ConfigError> {
     let mut errors = cfg.validation_errors();
+    errors.extend(silas_gates::definition::config_errors(&cfg.gates.system));
     errors.extend(silas_actors::scheduler::config_errors(cfg));
     errors
 }

@@ -388,3 +388,47 @@ async fn llm_gates_score_replies_and_a_promoted_one_blocks_and_fails_closed() {
     );
     support::assert_audit_verifies(dir);
 }
+
+/// A gate that could only ever fail closed is a configuration error on the
+/// real binary: `silas config check` and `silas start` name its key instead
+/// of a daemon that blocks every message or call (a misspelt `pattern:` for
+/// `check:`, a pattern that does not compile, a tool-call predicate without
+/// `extract`, a script gate without a command).
+#[tokio::test]
+async fn config_check_and_start_name_a_gate_that_could_never_pass() {
+    let fake = FakeLlm::start().await.unwrap();
+    let cases = [
+        (
+            json!({"name": "g", "on": "on_tool_call", "type": "regex", "pattern": "^ls", "extract": "command"}),
+            "error[E_CFG_UNKNOWN_KEY]: gates.system[0].pattern: unknown gate key",
+        ),
+        (
+            json!({"name": "g", "on": "every_user_message", "type": "regex", "check": "printf ("}),
+            "error[E_CFG_INVALID]: gates.system[0].check: not a valid pattern",
+        ),
+        (
+            json!({"name": "g", "on": "on_tool_call", "type": "regex", "check": "^ls"}),
+            "error[E_CFG_INVALID]: gates.system[0].extract: gate \"g\" checks tool calls but names no argument",
+        ),
+        (
+            json!({"name": "g", "on": "every_user_message", "provider": "script"}),
+            "error[E_CFG_INVALID]: gates.system[0].check_command: a script gate needs check_command",
+        ),
+    ];
+    for (gate, said) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        write_config(tmp.path(), &fake, json!([gate]));
+        for cmd in [&["config", "check"][..], &["start"][..]] {
+            let out = silas(tmp.path())
+                .arg("--config")
+                .arg(tmp.path().join("silas.yaml"))
+                .args(cmd)
+                .env("SILAS__CHANNELS__WEB__PORT", "0")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{cmd:?} accepted {gate}");
+            assert!(stderr.contains(said), "{cmd:?}: {stderr}");
+        }
+    }
+}

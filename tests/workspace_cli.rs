@@ -76,6 +76,15 @@ fn assert_refusals(dir: &Path) {
     );
     let e = refused(dir, &["workspace", "add", "homes", "/home"]);
     assert!(e.contains("system directory"), "{e}");
+    // A home whole, or a credentials directory: a task would work on a copy
+    // of its keys.
+    std::fs::create_dir_all(dir.join("proj/.ssh")).unwrap();
+    let e = refused(dir, &["workspace", "add", "keys", "proj/.ssh"]);
+    assert!(e.contains("holds credentials"), "{e}");
+    if Path::new("/root").is_dir() {
+        let e = refused(dir, &["workspace", "add", "home", "/root", "--write"]);
+        assert!(e.contains("home directory"), "{e}");
+    }
     let e = refused(dir, &["workspace", "add", "data", "data"]);
     assert!(e.contains("data dir"), "{e}");
     let e = refused(dir, &["workspace", "add", "inside", "data/keys"]);

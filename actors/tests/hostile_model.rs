@@ -592,7 +592,17 @@ async fn executor_cannot_call_unconfigured_or_unoffered_tools() {
         ]))
         .push(output("could not search"));
     let r = f.engine.run_task("t-tools", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done);
+    // Every call was refused: nothing ran, and the result names them all.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(
+        r.summary.starts_with(
+            "E_GATE_BLOCKED: nothing ran. 4 tool calls were refused before the sandbox and \
+             they did not run: web_search, register_tool, run_skill_script__admin, \
+             context_inspection."
+        ),
+        "{}",
+        r.summary
+    );
     let reqs = f.fake.requests();
     assert_eq!(reqs.len(), 2);
     for req in &reqs {

@@ -334,7 +334,12 @@ async fn a_work_item_without_the_skill_is_not_offered_its_tools() {
     f.fake.push(search("cats"));
     f.fake.push(output("done"));
     let r = f.engine.run_task("t-plain", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    // Its only call was to a tool it was not offered: nothing ran.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(
+        r.summary.contains(&format!("did not run: {TOOL}.")),
+        "{r:?}"
+    );
     assert!(
         !f.fake.requests()[0]
             .tool_names()

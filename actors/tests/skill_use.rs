@@ -198,7 +198,12 @@ async fn without_the_skill_in_its_plan_the_executor_cannot_run_its_scripts() {
     f.fake.push(run_call("count-lines", json!({"text": "a"})));
     f.fake.push(output("tried"));
     let r = f.engine.run_task("t-plain", "owner").await.unwrap();
-    assert_eq!(r.status, WorkItemStatus::Done, "{r:?}");
+    // Its only call was to a tool it was not offered: nothing ran.
+    assert_eq!(r.status, WorkItemStatus::Failed, "{r:?}");
+    assert!(
+        r.summary.contains("did not run: run_skill_script."),
+        "{r:?}"
+    );
     let tools = serde_json::to_string(&f.fake.requests()[0].body["tools"]).unwrap();
     assert!(!tools.contains("run_skill_script"), "{tools}");
     assert!(audit_data(&f.store, "skill_script_run").is_empty());

@@ -447,6 +447,13 @@ async fn a_done_result_names_the_calls_that_were_refused() {
     }));
     f.approve(&mut t);
     f.fake.push(shell("touch pwned.txt"));
+    // Tools that are not offered are refused before the executor sees
+    // them; they are named with the others.
+    f.fake.push(Reply::tool_call(
+        "web_fetch",
+        &json!({"url": "https://example.com"}),
+    ));
+    f.fake.push(Reply::tool_call("rm -rf /; x", &json!({})));
     f.fake.push(shell("echo safe"));
     f.fake.push(output("did the safe part"));
     let r = f.engine.run_task("t-mixed", "owner").await.unwrap();
@@ -455,7 +462,8 @@ async fn a_done_result_names_the_calls_that_were_refused() {
     assert!(
         r.summary.contains("did the safe part")
             && r.summary.contains(
-                "1 tool call was refused before the sandbox and it did not run: shell_exec."
+                "3 tool calls were refused before the sandbox and they did not run: \
+                 shell_exec, web_fetch, (an unknown tool)."
             ),
         "{}",
         r.summary

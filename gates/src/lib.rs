@@ -15,6 +15,7 @@
 pub mod access;
 pub mod audit;
 pub mod context;
+pub mod definition;
 pub mod error;
 pub mod escalation;
 pub mod expect;

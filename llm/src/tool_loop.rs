@@ -39,6 +39,11 @@ pub trait ToolExecutor: Send + Sync {
     fn screen<'a>(&'a self, _call: &'a ToolCall, _tool: &'a ToolDef) -> BoxFuture<'a, Screening> {
         Box::pin(async { Screening::Run })
     }
+
+    /// Told of a call the wrapper chain refused before the executor saw it
+    /// (a tool that does not exist or is not offered): the model is told
+    /// `refused: …`; the executor may record it.
+    fn refused(&self, _call: &ToolCall, _reason: &str) {}
 }
 
 /// The executor's verdict on a call before it runs.
@@ -163,7 +168,10 @@ pub async fn resume_tool_loop(
             CallDecision::Execute(tool) | CallDecision::ApprovalRequired(tool) => {
                 executor.execute(&call, &tool).await.content
             }
-            CallDecision::Refused { reason } => format!("refused: {reason}"),
+            CallDecision::Refused { reason } => {
+                executor.refused(&call, &reason);
+                format!("refused: {reason}")
+            }
         },
         ApprovalResolution::Declined { reason } => format!("declined by the owner: {reason}"),
     };
@@ -234,7 +242,10 @@ async fn drive(
                     Screening::Run => Handled::Answer(executor.execute(&call, &tool).await.content),
                     Screening::Defer { reason, arguments } => Handled::Pause(reason, arguments),
                 },
-                CallDecision::Refused { reason } => Handled::Answer(format!("refused: {reason}")),
+                CallDecision::Refused { reason } => {
+                    executor.refused(&call, &reason);
+                    Handled::Answer(format!("refused: {reason}"))
+                }
                 CallDecision::ApprovalRequired(_) => {
                     Handled::Pause(format!("{} requires the owner's approval", call.name), None)
                 }

@@ -123,8 +123,7 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     if let Some(fallback) = moved.clone() {
         cfg.sandbox.root_dir = Some(fallback);
     }
-    let errors: Vec<String> = cfg
-        .validation_errors()
+    let errors: Vec<String> = crate::commands::config_errors(&cfg)
         .iter()
         .map(ToString::to_string)
         .collect();

@@ -207,6 +207,21 @@ pub fn refused_calls_note(refused: &[String]) -> Option<String> {
     ))
 }
 
+/// A tool name as the owner is shown it: the model wrote it, so only a
+/// plain name of at most 64 characters (`[A-Za-z0-9_.-]`) is shown as is.
+pub fn shown_tool_name(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if plain {
+        name.to_owned()
+    } else {
+        "(an unknown tool)".to_owned()
+    }
+}
+
 /// A task without checks whose every tool call was refused did nothing the
 /// owner asked for: only the executor's word says otherwise, and that is not
 /// `done` (with checks, they decide).
@@ -473,6 +488,15 @@ mod tests {
                  web_fetch ×2, shell_exec."
             )
         );
+    }
+
+    #[test]
+    fn a_tool_name_the_model_wrote_is_shown_only_when_plain() {
+        assert_eq!(shown_tool_name("web_fetch"), "web_fetch");
+        assert_eq!(shown_tool_name("files.read-v2"), "files.read-v2");
+        for odd in ["", "a b", "x\u{202e}y", "run; rm -rf /", &"n".repeat(65)] {
+            assert_eq!(shown_tool_name(odd), "(an unknown tool)", "{odd:?}");
+        }
     }
 
     #[test]

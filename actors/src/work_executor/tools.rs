@@ -428,4 +428,11 @@ impl ToolExecutor for WorkTools {
             Screening::Run
         })
     }
+
+    /// A call to a tool that is not offered still counts as refused: the
+    /// result names it with the others.
+    fn refused(&self, call: &ToolCall, _reason: &str) {
+        let name = super::policy::shown_tool_name(&call.name);
+        self.with_ledger(|l| l.refused.push(name));
+    }
 }

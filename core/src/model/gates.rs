@@ -168,6 +168,19 @@ impl Gate {
         Ok(gate)
     }
 
+    /// Keys of `def` (the definition this gate was read from) that no
+    /// field of a gate has: serde dropped them while reading.
+    pub fn unknown_keys<'a>(&self, def: &'a JsonObject) -> Vec<&'a str> {
+        let known = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(known)) => known,
+            _ => return Vec::new(),
+        };
+        def.keys()
+            .map(String::as_str)
+            .filter(|k| !known.contains_key(*k))
+            .collect()
+    }
+
     /// Why this gate can never pass anything it checks, if so: a predicate
     /// on tool calls that names no argument (`extract`) finds no value and
     /// blocks every call. (Guard and LLM gates read the whole call;

@@ -242,22 +242,32 @@ pub fn extra_path_refusal(path: &Path, reserved: &[(&str, &Path)]) -> Option<Str
     if SHARED_PARENTS.iter().any(|p| path == Path::new(p)) {
         return Some("holds every user's or service's files".into());
     }
-    if path == Path::new("/root") || path.parent() == Some(Path::new("/home")) {
-        return Some("is a home directory (its keys and tokens)".into());
+    if let Some(why) = home_or_credentials(path).filter(|_| is_home(path)) {
+        return Some(why);
     }
     for (what, dir) in reserved {
         if path.starts_with(dir) || dir.starts_with(path) {
             return Some(format!("overlaps Silas's {what} ({})", dir.display()));
         }
     }
-    if path
+    home_or_credentials(path)
+}
+
+fn is_home(path: &Path) -> bool {
+    path == Path::new("/root") || path.parent() == Some(Path::new("/home"))
+}
+
+/// Why `path` (canonical) holds someone's keys: a home directory, or a
+/// credentials directory or anything inside one.
+fn home_or_credentials(path: &Path) -> Option<String> {
+    if is_home(path) {
+        return Some("is a home directory (its keys and tokens)".into());
+    }
+    let credentials = path
         .components()
         .any(|c| CREDENTIAL_DIRS.iter().any(|d| c.as_os_str() == *d))
-        || path.ends_with(".config/silas")
-    {
-        return Some("holds credentials".into());
-    }
-    None
+        || path.ends_with(".config/silas");
+    credentials.then(|| "holds credentials".into())
 }
 
 /// Why the owner's registration was refused (paths already canonical).
@@ -278,6 +288,8 @@ pub enum RegistryRefusal {
          (a task could otherwise read, or after approval change, the system's files)"
     )]
     System(String),
+    #[error("{path:?} {why}; register a project directory instead")]
+    Credentials { path: String, why: String },
     #[error("a workspace named {0:?} already exists; remove it first")]
     NameTaken(String),
     #[error("{path:?} is already registered as workspace {name:?}")]
@@ -332,6 +344,10 @@ pub fn check_registration(
     if path.parent().is_none() {
         return Err(RegistryRefusal::Root(shown));
     }
+    // A shared parent says what it is even when Silas's own data sits in it.
+    if SHARED_PARENTS.iter().any(|p| path == Path::new(p)) {
+        return Err(RegistryRefusal::System(shown));
+    }
     for (what, dir) in reserved {
         if path.starts_with(dir) || dir.starts_with(path) {
             return Err(RegistryRefusal::Reserved {
@@ -343,6 +359,11 @@ pub fn check_registration(
     }
     if is_system_dir(path) {
         return Err(RegistryRefusal::System(shown));
+    }
+    // What an extra path may not be, a workspace may not be either: a task
+    // works on a copy of the whole tree (keys included).
+    if let Some(why) = home_or_credentials(path) {
+        return Err(RegistryRefusal::Credentials { path: shown, why });
     }
     if existing.iter().any(|w| w.name == name) {
         return Err(RegistryRefusal::NameTaken(name.to_string()));
@@ -588,6 +609,19 @@ mod tests {
             "/tmp/scratch",
         ] {
             assert!(ok("new", project).is_ok(), "{project}");
+        }
+        // Homes and credentials, as for extra paths.
+        for keys in [
+            "/root",
+            "/home/kai",
+            "/root/.ssh",
+            "/home/kai/.gnupg/private",
+            "/srv/.aws",
+        ] {
+            assert!(
+                matches!(ok("new", keys), Err(RegistryRefusal::Credentials { .. })),
+                "{keys}"
+            );
         }
         // Components, not bytes: /etcetera is nobody's system tree.
         assert!(ok("new", "/etcetera").is_ok());

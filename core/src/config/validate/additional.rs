@@ -543,6 +543,16 @@ pub(super) fn additional_rules(cfg: &Config, c: &mut Checker) {
         match crate::model::gates::Gate::from_definition(gate) {
             Err(why) => c.fail(format!("gates.system[{i}]"), why),
             Ok(g) => {
+                // A misspelt key (`pattern:` for `check:`) would otherwise
+                // be dropped, and the gate fail closed on every check.
+                for key in g.unknown_keys(gate) {
+                    c.errors.push(ConfigError::UnknownKey {
+                        key: format!("gates.system[{i}].{key}"),
+                        message:
+                            "unknown gate key (see the gate fields in README \"Configuration\")"
+                                .into(),
+                    });
+                }
                 if let Some(why) = g.blocks_everything() {
                     c.fail(format!("gates.system[{i}].extract"), why);
                 }

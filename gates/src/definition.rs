@@ -1,0 +1,118 @@
+//! What the providers would find wrong with the owner's gates only when
+//! they first check something (`gates.system`): a regex gate without a
+//! pattern or with one that does not compile, a numeric gate whose ranges do
+//! not read, a script gate without a command. Each such gate fails closed on
+//! every check at run time; here it is a configuration error naming the key,
+//! so `silas config check` and `silas start` refuse it. (Core's rules come
+//! first: a definition that does not read as a gate, unknown keys, a
+//! tool-call predicate without `extract`.)
+
+use silas_core::config::{ConfigError, GateDefinition};
+use silas_core::model::gates::{Gate, GateProvider, GateType};
+
+use crate::predicate::NumericRule;
+
+/// The errors of every readable definition in `system`, in order.
+pub fn config_errors(system: &[GateDefinition]) -> Vec<ConfigError> {
+    system
+        .iter()
+        .enumerate()
+        .filter_map(|(i, def)| {
+            let gate = Gate::from_definition(def).ok()?;
+            let (field, why) = problem(&gate)?;
+            Some(ConfigError::Invalid {
+                key: format!("gates.system[{i}]{field}"),
+                message: why,
+            })
+        })
+        .collect()
+}
+
+/// The first problem of `gate` a provider would hit: the key suffix and why.
+pub fn problem(gate: &Gate) -> Option<(&'static str, String)> {
+    match (gate.provider, gate.kind) {
+        (GateProvider::Script, _) => gate
+            .check_command
+            .as_deref()
+            .or(gate.check.as_deref())
+            .is_none()
+            .then(|| {
+                (
+                    ".check_command",
+                    "a script gate needs check_command (the command to run)".into(),
+                )
+            }),
+        (GateProvider::Predicate, GateType::Regex) => {
+            let pattern = match gate.config.get("pattern") {
+                Some(serde_json::Value::String(p)) => Some((".config.pattern", p.as_str())),
+                _ => gate.check.as_deref().map(|p| (".check", p)),
+            };
+            match pattern {
+                None => Some((
+                    ".check",
+                    "a regex gate needs check (the pattern the value must match)".into(),
+                )),
+                Some((field, p)) => regex::Regex::new(p)
+                    .err()
+                    .map(|e| (field, format!("not a valid pattern: {e}"))),
+            }
+        }
+        (GateProvider::Predicate, GateType::NumericRange) => {
+            NumericRule::from_gate(gate).err().map(|e| ("", e))
+        }
+        (GateProvider::Predicate, GateType::CustomCheck) => {
+            Some((".type", "custom_check needs provider: script".into()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    fn errors(defs: serde_json::Value) -> Vec<String> {
+        let defs: Vec<GateDefinition> = serde_json::from_value(defs).unwrap();
+        config_errors(&defs).iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn gates_that_would_fail_closed_on_every_check_are_named() {
+        let got = errors(json!([
+            {"name": "fine", "on": "on_tool_call", "type": "regex", "check": "^ls", "extract": "command"},
+            {"name": "no-pattern", "on": "every_user_message", "type": "regex"},
+            {"name": "bad", "on": "every_user_message", "type": "regex", "check": "printf ("},
+            {"name": "bad-config", "on": "every_user_message", "type": "regex", "config": {"pattern": "a{"}},
+            {"name": "script", "on": "every_user_message", "provider": "script"},
+            {"name": "custom", "on": "every_user_message", "type": "custom_check"},
+            {"name": "range", "on": "every_user_message", "type": "numeric_range", "block": {"outside": "x"}},
+            {"name": "guard", "on": "every_user_message", "provider": "guard", "check": "pii"},
+            {"name": "ask", "on": "on_tool_call", "type": "approval_always"},
+        ]));
+        assert_eq!(got.len(), 6, "{got:#?}");
+        assert!(
+            got[0].starts_with("gates.system[1].check: a regex gate needs check"),
+            "{got:#?}"
+        );
+        assert!(
+            got[1].starts_with("gates.system[2].check: not a valid pattern"),
+            "{got:#?}"
+        );
+        assert!(
+            got[2].starts_with("gates.system[3].config.pattern: not a valid pattern"),
+            "{got:#?}"
+        );
+        assert!(
+            got[3].starts_with("gates.system[4].check_command: "),
+            "{got:#?}"
+        );
+        assert!(
+            got[4].starts_with("gates.system[5].type: custom_check needs"),
+            "{got:#?}"
+        );
+        assert!(got[5].starts_with("gates.system[6]: "), "{got:#?}");
+    }
+}
