@@ -179,6 +179,18 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
         "{lines:#?}"
     );
     assert!(line(&lines, "cli-credential").starts_with("PASS"));
+    // Asked without the port the daemon was started with (another port is
+    // free): the daemon still answers on its control socket, so the lock
+    // is its own, not a foreign process's.
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = elsewhere.local_addr().unwrap().port();
+    drop(elsewhere);
+    let (out, lines) = doctor(dir.path(), free, &[]);
+    assert_eq!(out.status.code(), Some(0), "{lines:#?}");
+    assert!(
+        line(&lines, "store").starts_with("PASS store: held by the running Silas daemon"),
+        "{lines:#?}"
+    );
 
     // A second `silas start` from another directory stops at the port
     // before it creates a data dir and owner key of its own there.

@@ -546,7 +546,7 @@ pub fn store(state: &StoreState, daemon_running: bool) -> Check {
         }
         StoreState::InUse => Check::fail(
             NAME,
-            "locked by another process, and no Silas daemon answers on the web port",
+            "locked by another process, and no Silas daemon answers on the web port or the control socket",
             "find and stop the other process (`fuser -v {data_dir}/silas.redb`)",
         ),
         StoreState::Broken(e) => Check::fail(

@@ -166,7 +166,11 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
         probe::cli_token(&cfg).as_deref(),
     ));
     let (store, last_audit) = probe::store(&cfg);
-    report.push(checks::store(&store, port == checks::PortState::Silas));
+    // The daemon may listen on another port than this config's (an
+    // environment override at its start): its control socket still answers.
+    let daemon_running = port == checks::PortState::Silas
+        || std::os::unix::net::UnixStream::connect(crate::remote::socket_path(&cfg)).is_ok();
+    report.push(checks::store(&store, daemon_running));
     let mut floors = Vec::new();
     if let Some(t) = probe::binary_time() {
         floors.push(("the silas binary's build", t));
