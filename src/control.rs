@@ -123,7 +123,9 @@ impl DaemonControl {
                 Response::AuditTail { entries }
             }
             Request::AuditAcknowledge => {
-                let n = blocking(move || acknowledge_tampering(&store).map_err(from_cli)).await?;
+                let seal = self.seal.clone();
+                let n = blocking(move || acknowledge_tampering(&store, &seal).map_err(from_cli))
+                    .await?;
                 Response::AuditAcknowledged { entries: n }
             }
             Request::AuditVerify { from_checkpoint } => {
@@ -542,8 +544,11 @@ pub fn verify_audit(
 }
 
 /// `silas audit acknowledge`: records that the owner has seen the tampering
-/// entries since the last acknowledgement; returns how many there were.
-pub fn acknowledge_tampering(store: &Store) -> Result<usize, CliError> {
+/// entries since the last acknowledgement, then signs a checkpoint of the
+/// chain as it now is (which rewrites the head mirror: a tampered mirror
+/// kept `audit verify` failing until the next hourly checkpoint); returns
+/// how many there were.
+pub fn acknowledge_tampering(store: &Store, seal: &OwnerSeal) -> Result<usize, CliError> {
     let audit = store.audit();
     let n = audit.unacknowledged_tampering()?.len();
     if n > 0 {
@@ -551,6 +556,7 @@ pub fn acknowledge_tampering(store: &Store) -> Result<usize, CliError> {
         if let serde_json::Value::Object(data) = data {
             audit.log(silas_storage::audit::TAMPER_ACKNOWLEDGED, data)?;
         }
+        audit.write_checkpoint(seal)?;
     }
     Ok(n)
 }

@@ -306,20 +306,26 @@ pub fn audit(cfg: &Config, cmd: AuditCommand) -> Result<ExitCode, CliError> {
                     crate::commands::print_audit_tail(&store.audit().tail(lines)?, json);
                 }
                 AuditCommand::Verify { from_checkpoint } => {
-                    let seal = silas_actors::audit_seal::OwnerSeal::new(std::sync::Arc::new(
-                        crate::commands::keystore_from_config(cfg).load()?,
-                    ));
+                    let seal = owner_seal(cfg)?;
                     let report =
                         crate::control::verify_audit(&store, &seal, from_checkpoint.as_deref())?;
                     print_verified(&report);
                 }
                 AuditCommand::Acknowledge => {
-                    print_acknowledged(crate::control::acknowledge_tampering(&store)?);
+                    let seal = owner_seal(cfg)?;
+                    print_acknowledged(crate::control::acknowledge_tampering(&store, &seal)?);
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The owner key's seal over the audit log, for the CLI without a daemon.
+fn owner_seal(cfg: &Config) -> Result<silas_actors::audit_seal::OwnerSeal, CliError> {
+    Ok(silas_actors::audit_seal::OwnerSeal::new(
+        std::sync::Arc::new(crate::commands::keystore_from_config(cfg).load()?),
+    ))
 }
 
 fn print_acknowledged(entries: usize) {

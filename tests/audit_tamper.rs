@@ -275,3 +275,40 @@ fn tampering_while_stopped_is_recorded_at_the_next_start() {
         .unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("no tampering recorded"));
 }
+
+/// A head mirror changed while the daemon was stopped: the start records it;
+/// once the owner acknowledges it (through the running daemon), `audit
+/// verify` passes at once. Before, the acknowledgement said so but verify
+/// kept failing on the mirror until the next checkpoint (the hourly one, or
+/// the stop).
+#[test]
+fn acknowledging_a_tampered_mirror_makes_verify_pass_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    run_daemon_once(dir.path());
+    let head = dir.path().join("data/audit.head");
+    let mut mirror: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&head).unwrap()).unwrap();
+    mirror["entry_hash"] = serde_json::Value::from("0".repeat(64));
+    std::fs::write(&head, mirror.to_string()).unwrap();
+
+    let (daemon, _addr) = support::start(dir.path());
+    let line = assert_refused(&verify(dir.path()));
+    assert!(
+        line.contains("silas audit acknowledge") || line.contains("tampered"),
+        "{line}"
+    );
+    let ack = support::silas(dir.path())
+        .args(["audit", "acknowledge"])
+        .output()
+        .unwrap();
+    assert!(ack.status.success(), "{ack:?}");
+    assert!(
+        String::from_utf8_lossy(&ack.stdout).contains("acknowledged 1"),
+        "{ack:?}"
+    );
+    let out = verify(dir.path());
+    assert!(out.status.success(), "{out:?}");
+    daemon.stop_blocking();
+    let out = verify(dir.path());
+    assert!(out.status.success(), "{out:?}");
+}
