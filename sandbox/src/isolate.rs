@@ -82,6 +82,10 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
         .map_err(|e| unavailable("child subreaper", e))?;
 
     let root = rustix::process::geteuid().is_root();
+    // Counted before /proc is narrowed (below): the process allowance of a
+    // root launcher without a user namespace adds what `nobody` runs.
+    let nobody_tasks = if root { tasks_of_user(SANDBOX_UID) } else { 0 };
+    let private_proc = root && private_proc();
     let mut is_nobody = false;
     let plan = if !spec.network {
         network_plan(spec.network_isolation, root, &mut is_nobody)?
@@ -96,7 +100,7 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
     );
     let pid_namespace = pid_namespace(root && !is_nobody, &mut in_userns)?;
 
-    set_limits(spec, in_userns, root)?;
+    set_limits(spec, in_userns, root.then_some(nobody_tasks))?;
     if root && !is_nobody {
         drop_root()?;
     }
@@ -150,7 +154,36 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
         isolation,
         landlock_abi,
         pid_namespace,
+        private_proc,
     })
+}
+
+/// Root only: a mount namespace of the launcher's own, private (nothing
+/// mounted in it reaches the host), with a fresh `/proc` mounted
+/// `hidepid=2`. The host's `/proc` lists every process with its command
+/// line (world-readable: a key passed as an argument, the daemon's own);
+/// this one shows a process only to whoever may trace it, so the command,
+/// as `nobody` without capabilities, sees its own processes. Unprivileged
+/// launchers cannot mount a `/proc` of the host's processes. `false` where
+/// the kernel refuses: a defence in depth, like the PID namespace.
+fn private_proc() -> bool {
+    use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+    if unshare(UnshareFlags::NEWNS).is_err() {
+        return false;
+    }
+    mount_change(
+        "/",
+        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+    )
+    .is_ok()
+        && mount(
+            "proc",
+            "/proc",
+            "proc",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            Some(c"hidepid=2"),
+        )
+        .is_ok()
 }
 
 const PID_WHAT: &str = "process namespace";
@@ -284,7 +317,12 @@ fn set_limit(resource: Resource, what: &str, value: u64) -> Result<(), SandboxEr
     rustix::process::setrlimit(resource, limit).map_err(|e| unavailable(what, e))
 }
 
-fn set_limits(spec: &SandboxSpec, in_userns: bool, root: bool) -> Result<(), SandboxError> {
+/// `nobody_tasks`: for a root launcher, the tasks `nobody` ran at its start.
+fn set_limits(
+    spec: &SandboxSpec,
+    in_userns: bool,
+    nobody_tasks: Option<u64>,
+) -> Result<(), SandboxError> {
     let l = &spec.limits;
     set_limit(
         Resource::As,
@@ -304,12 +342,10 @@ fn set_limits(spec: &SandboxSpec, in_userns: bool, root: bool) -> Result<(), San
     // the uid's tasks everywhere count, and the sandbox gets its allowance on
     // top of what that user already runs (as root the launcher is about to
     // become `nobody`, one more task of that user).
-    let existing = if in_userns {
-        1
-    } else if root {
-        tasks_of_user(SANDBOX_UID) + 1
-    } else {
-        tasks_of_user(rustix::process::getuid().as_raw())
+    let existing = match nobody_tasks {
+        _ if in_userns => 1,
+        Some(n) => n + 1,
+        None => tasks_of_user(rustix::process::getuid().as_raw()),
     };
     set_limit(
         Resource::Nproc,

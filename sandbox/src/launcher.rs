@@ -591,6 +591,7 @@ mod tests {
                     isolation: crate::spec::Isolation::Seccomp,
                     landlock_abi: 6,
                     pid_namespace: true,
+                    private_proc: true,
                 }),
             };
             let back: Report = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();

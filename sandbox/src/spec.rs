@@ -156,6 +156,11 @@ pub struct Confinement {
     /// subreaper and landlock's signal scope (ABI 6) remain.
     #[serde(default)]
     pub pid_namespace: bool,
+    /// The command's `/proc` is a fresh one mounted `hidepid=2` in a mount
+    /// namespace of its own: it lists only the processes the command may
+    /// trace (its own), not the host's command lines. Root launchers only.
+    #[serde(default)]
+    pub private_proc: bool,
 }
 
 /// How the command ended.

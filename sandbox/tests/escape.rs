@@ -375,3 +375,54 @@ async fn a_handed_over_copy_is_writable_and_its_outward_symlink_gives_nothing_aw
     std::os::unix::fs::symlink(&copy, &link).unwrap();
     assert!(sandbox().hand_over_tree(&link).is_err());
 }
+
+/// Command lines in the host's `/proc` are world-readable: a key passed as
+/// an argument, the daemon's own. A root daemon's command gets a `/proc` of
+/// its own that lists only what it may trace; its own processes (and
+/// `/proc/self`, system files like `cpuinfo`) still read.
+#[tokio::test]
+async fn the_hosts_command_lines_are_out_of_sight() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: a private /proc needs a root launcher");
+        return;
+    }
+    let marker = format!("HOSTSECRET{}", std::process::id());
+    let mut host = std::process::Command::new("python3")
+        .args(["-c", "import time; time.sleep(30)", &marker])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The marker is on the host's process table (the same read, unconfined).
+    let seen = |pid: u32| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    while !String::from_utf8_lossy(&seen(host.id())).contains(&marker) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let w = workdir();
+    let out = run(&sh(
+        "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; \
+         echo PROCS $(ls -d /proc/[0-9]* | wc -l); \
+         grep -c '^Name:' /proc/self/status; grep -c processor /proc/cpuinfo",
+        &w.work,
+    ))
+    .await;
+    let _ = host.kill();
+    let _ = host.wait();
+    assert!(out.success(), "{out:?}");
+    assert!(out.confinement.private_proc, "{out:?}");
+    assert!(!out.stdout.contains(&marker), "{}", out.stdout);
+    assert!(!out.stdout.contains("silas-sandbox-exec"), "{}", out.stdout);
+    let procs: usize = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("PROCS "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(procs <= 5, "{procs} processes visible:\n{}", out.stdout);
+    assert!(
+        out.stdout.lines().any(|l| l.trim() == "1"),
+        "{}",
+        out.stdout
+    );
+}

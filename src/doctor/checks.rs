@@ -266,12 +266,17 @@ pub fn sandbox_trial(trial: &Trial, secret: &Path) -> Vec<Check> {
             let ran = Check::pass(
                 RUN,
                 format!(
-                    "a trial command ran isolated ({}; {}; landlock ABI {}; limits; exit {})",
+                    "a trial command ran isolated ({}; {}{}; landlock ABI {}; limits; exit {})",
                     confinement.isolation.describe(),
                     if confinement.pid_namespace {
                         "a process namespace of its own"
                     } else {
                         "the host's process namespace"
+                    },
+                    if confinement.private_proc {
+                        ", a /proc showing only its own processes"
+                    } else {
+                        ", the host's /proc (every command line)"
                     },
                     confinement.landlock_abi,
                     exit_code.map_or_else(|| "by signal".into(), |c| c.to_string())

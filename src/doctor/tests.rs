@@ -157,6 +157,7 @@ const CONFINED: silas_sandbox::Confinement = silas_sandbox::Confinement {
     isolation: silas_sandbox::Isolation::UserNamespace,
     landlock_abi: 6,
     pid_namespace: true,
+    private_proc: false,
 };
 
 #[test]
