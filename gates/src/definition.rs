@@ -35,7 +35,7 @@ pub fn problem(gate: &Gate) -> Option<(&'static str, String)> {
             .check_command
             .as_deref()
             .or(gate.check.as_deref())
-            .is_none()
+            .is_none_or(|c| c.trim().is_empty())
             .then(|| {
                 (
                     ".check_command",
@@ -60,9 +60,7 @@ pub fn problem(gate: &Gate) -> Option<(&'static str, String)> {
         (GateProvider::Predicate, GateType::NumericRange) => {
             NumericRule::from_gate(gate).err().map(|e| ("", e))
         }
-        (GateProvider::Predicate, GateType::CustomCheck) => {
-            Some((".type", "custom_check needs provider: script".into()))
-        }
+        (_, GateType::CustomCheck) => Some((".type", "custom_check needs provider: script".into())),
         _ => None,
     }
 }
@@ -91,8 +89,10 @@ mod tests {
             {"name": "range", "on": "every_user_message", "type": "numeric_range", "block": {"outside": "x"}},
             {"name": "guard", "on": "every_user_message", "provider": "guard", "check": "pii"},
             {"name": "ask", "on": "on_tool_call", "type": "approval_always"},
+            {"name": "blank", "on": "every_user_message", "provider": "script", "check_command": "  "},
+            {"name": "llm-custom", "on": "every_user_message", "provider": "llm", "type": "custom_check", "check": "x"},
         ]));
-        assert_eq!(got.len(), 6, "{got:#?}");
+        assert_eq!(got.len(), 8, "{got:#?}");
         assert!(
             got[0].starts_with("gates.system[1].check: a regex gate needs check"),
             "{got:#?}"
@@ -114,5 +114,13 @@ mod tests {
             "{got:#?}"
         );
         assert!(got[5].starts_with("gates.system[6]: "), "{got:#?}");
+        assert!(
+            got[6].starts_with("gates.system[9].check_command: "),
+            "{got:#?}"
+        );
+        assert!(
+            got[7].starts_with("gates.system[10].type: custom_check"),
+            "{got:#?}"
+        );
     }
 }

@@ -17,7 +17,9 @@
 //! same, and IPv4/IPv6 sockets only as TCP streams. Landlock lets TCP
 //! connect only to the proxy's port but has no rule for UDP or raw sockets:
 //! without this a command could send datagrams (DNS queries included) to
-//! any host, around the proxy and its allowlist.
+//! any host, around the proxy and its allowlist. Sends with `MSG_FASTOPEN`
+//! are refused too: TCP Fast Open connects inside `sendto`/`sendmsg`, out of
+//! landlock's connect rule.
 //!
 //! **The seccomp fallback** ([`deny_network`]), the network isolation when
 //! the kernel refuses user namespaces to an unprivileged launcher: the
@@ -75,7 +77,8 @@ pub(crate) fn deny_all_but_tcp() -> Result<(), String> {
 /// [`unix_socket_filter`] plus, for `socket`: any type but `SOCK_STREAM`
 /// (UDP, raw and packet sockets would go around the proxy: a datagram to
 /// any host, DNS included) and any protocol but TCP's (`0` or
-/// `IPPROTO_TCP`: SCTP and MPTCP streams are not landlock's TCP).
+/// `IPPROTO_TCP`: SCTP and MPTCP streams are not landlock's TCP); and any
+/// send with `MSG_FASTOPEN` (a connect landlock does not see).
 pub fn egress_filter() -> Result<BpfProgram, String> {
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
@@ -95,6 +98,24 @@ pub fn egress_filter() -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     rules.insert(libc::SYS_socket, socket);
     rules.insert(libc::SYS_socketpair, not_a_unix_stream_pair()?);
+    // TCP Fast Open connects inside `sendto`/`sendmsg` (`MSG_FASTOPEN` with
+    // an address), where landlock's connect rule never looks: a check could
+    // reach loopback, the LAN or a metadata service around the proxy.
+    let fast_open = libc::MSG_FASTOPEN as u64;
+    for (nr, flags_arg) in [
+        (libc::SYS_sendto, 3),
+        (libc::SYS_sendmsg, 2),
+        (libc::SYS_sendmmsg, 3),
+    ] {
+        rules.insert(
+            nr,
+            vec![rule(vec![cond(
+                flags_arg,
+                SeccompCmpOp::MaskedEq(fast_open),
+                fast_open,
+            )?])?],
+        );
+    }
     for nr in IO_URING {
         rules.insert(nr, Vec::new());
     }

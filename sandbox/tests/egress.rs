@@ -151,12 +151,18 @@ async fn host_abstract_unix_sockets_are_out_of_reach() {
     );
 }
 
-/// Landlock confines TCP only: without the seccomp rule a command sent
-/// datagrams (DNS queries included) to any host around the proxy. Now only
-/// a TCP stream socket can be made, and the proxy still answers.
+/// Landlock confines TCP connect only: without the seccomp rules a command
+/// sent datagrams (DNS queries included) to any host around the proxy, and
+/// TCP Fast Open (`MSG_FASTOPEN` on a send) connected anywhere. Now only a
+/// TCP stream socket can be made, no send may fast-open, and the proxy still
+/// answers.
 #[tokio::test]
-async fn udp_and_raw_sockets_are_refused_with_egress() {
+async fn udp_raw_sockets_and_fast_open_are_refused_with_egress() {
     let catcher = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Not the proxy: TCP Fast Open must not reach it either.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
     catcher.set_nonblocking(true).unwrap();
     let udp_port = catcher.local_addr().unwrap().port();
     let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -171,6 +177,8 @@ async fn udp_and_raw_sockets_are_refused_with_egress() {
          tryit('raw', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))\n\
          tryit('sctp', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132))\n\
          tryit('dgram-nonblock', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK))\n\
+         tryit('fastopen', lambda: socket.socket().sendto(b'leak', 0x20000000, ('127.0.0.1', {tcp_port})))\n\
+         tryit('fastopen-msg', lambda: socket.socket().sendmsg([b'leak'], [], 0x20000000, ('127.0.0.1', {tcp_port})))\n\
          {}",
         probe(proxy_port)
     );
@@ -179,7 +187,15 @@ async fn udp_and_raw_sockets_are_refused_with_egress() {
         .await
         .unwrap();
     assert!(out.success(), "{out:?}");
-    for label in ["udp4", "udp6", "raw", "sctp", "dgram-nonblock"] {
+    for label in [
+        "udp4",
+        "udp6",
+        "raw",
+        "sctp",
+        "dgram-nonblock",
+        "fastopen",
+        "fastopen-msg",
+    ] {
         assert!(
             out.stdout.contains(&format!("{label} refused")),
             "{label}: {}",
@@ -188,6 +204,7 @@ async fn udp_and_raw_sockets_are_refused_with_egress() {
     }
     let mut buf = [0u8; 16];
     assert!(catcher.recv_from(&mut buf).is_err(), "a datagram got out");
+    assert!(tcp.accept().is_err(), "a Fast Open connect got out");
     assert!(
         out.stdout.contains(&format!("CONNECTED-{proxy_port}")),
         "{out:?}"

@@ -940,6 +940,11 @@ fn system_gates_are_checked_with_the_config() {
             "gates.system[0].pattern",
             "unknown gate key",
         ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: on_tool_call, type: regex, check: '^ls', extract: ''}\n",
+            "gates.system[0].extract",
+            "names no argument",
+        ),
     ];
     for (yaml, key, why) in cases {
         let e = load(yaml).validate().unwrap_err();

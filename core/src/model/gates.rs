@@ -189,7 +189,7 @@ impl Gate {
         (self.on == GateTrigger::OnToolCall
             && self.provider == GateProvider::Predicate
             && self.kind != GateType::ApprovalAlways
-            && self.extract.is_none())
+            && self.extract.as_deref().is_none_or(|e| e.trim().is_empty()))
         .then(|| {
             format!(
                 "gate {:?} checks tool calls but names no argument to check (e.g. `extract: command`), so it would block every call",
