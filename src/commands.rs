@@ -165,7 +165,7 @@ fn running_daemons_config(
 /// command) and the scheduler's parsers (time zone, cron) can check.
 pub fn config_errors(cfg: &Config) -> Vec<silas_core::config::ConfigError> {
     let mut errors = cfg.validation_errors();
-    errors.extend(silas_gates::definition::config_errors(&cfg.gates.system));
+    errors.extend(silas_actors::turn::pipeline::gate_config_errors(cfg));
     errors.extend(silas_actors::scheduler::config_errors(cfg));
     errors
 }

@@ -167,23 +167,42 @@ pub(crate) fn isolate(spec: &SandboxSpec) -> Result<Confinement, SandboxError> {
 /// launchers cannot mount a `/proc` of the host's processes. `false` where
 /// the kernel refuses: a defence in depth, like the PID namespace.
 fn private_proc() -> bool {
-    use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
     if unshare(UnshareFlags::NEWNS).is_err() {
         return false;
     }
-    mount_change(
-        "/",
-        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
-    )
-    .is_ok()
+    mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         && mount(
-            "proc",
-            "/proc",
-            "proc",
-            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            Some(c"proc"),
+            c"/proc",
+            Some(c"proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             Some(c"hidepid=2"),
         )
-        .is_ok()
+}
+
+/// `mount(2)`; whether it succeeded. (libc rather than rustix's `mount`
+/// feature: a feature changes the crate's build hash and with it every
+/// symbol name the start-up order file lists.)
+#[allow(unsafe_code)]
+fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+) -> bool {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: every pointer is a NUL-terminated string that outlives the
+    // call, or null where mount(2) accepts null.
+    unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data).cast(),
+        ) == 0
+    }
 }
 
 const PID_WHAT: &str = "process namespace";

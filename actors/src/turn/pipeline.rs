@@ -180,6 +180,12 @@ fn configured_script_gates(config: &Config) -> Vec<silas_core::model::gates::Gat
         .collect()
 }
 
+/// What the gate providers find wrong with `gates.system` before any check
+/// ([`silas_gates::definition::config_errors`]): configuration errors.
+pub fn gate_config_errors(config: &Config) -> Vec<silas_core::config::ConfigError> {
+    silas_gates::definition::config_errors(&config.gates.system)
+}
+
 /// The owner's script gates that cannot run as configured, each with why
 /// (`silas start` prints them: such a gate blocks everything it checks).
 pub fn script_gate_problems(config: &Config) -> Vec<(String, String)> {
