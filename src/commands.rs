@@ -153,7 +153,7 @@ fn running_daemons_config(
     }
     cfg.anchor_paths(&working_dir()?);
     // Something listens there (a killed daemon's socket file is not enough).
-    if std::os::unix::net::UnixStream::connect(crate::remote::socket_path(&cfg)).is_err() {
+    if !crate::remote::daemon_listens(&cfg.data_dir) {
         return Err(err);
     }
     eprintln!("warning: {}", err.one_line());
@@ -587,12 +587,7 @@ pub fn open_existing_store(data_dir: &Path) -> Result<Store, CliError> {
         Ok(store) => Ok(store),
         // This command works on the store itself, which a running daemon
         // holds: say so, rather than guess at "another process".
-        Err(silas_storage::StoreError::InUse { .. })
-            if std::os::unix::net::UnixStream::connect(
-                data_dir.join(silas_web::control::protocol::SOCKET_FILE),
-            )
-            .is_ok() =>
-        {
+        Err(silas_storage::StoreError::InUse { .. }) if crate::remote::daemon_listens(data_dir) => {
             Err(CliError::new(
                 ErrorCode::EDbIo,
                 format!(

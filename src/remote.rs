@@ -32,6 +32,12 @@ pub fn socket_path(cfg: &Config) -> PathBuf {
     cfg.data_dir.join(SOCKET_FILE)
 }
 
+/// Whether a daemon listens on the control socket in `data_dir` (a killed
+/// daemon's socket file is not enough: something must accept).
+pub fn daemon_listens(data_dir: &std::path::Path) -> bool {
+    std::os::unix::net::UnixStream::connect(data_dir.join(SOCKET_FILE)).is_ok()
+}
+
 /// The owner credential the CLI presents: `$SILAS_WEB_TOKEN`, then the CLI
 /// credential file, then `channels.web.auth_token` (as `silas chat`).
 fn owner_token(cfg: &Config) -> Result<Option<OwnerToken>, CliError> {

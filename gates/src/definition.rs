@@ -10,7 +10,8 @@
 use silas_core::config::{ConfigError, GateDefinition};
 use silas_core::model::gates::{Gate, GateProvider, GateType};
 
-use crate::predicate::NumericRule;
+use crate::predicate::{NumericRule, regex_pattern};
+use crate::script::script_command;
 
 /// The errors of every readable definition in `system`, in order.
 pub fn config_errors(system: &[GateDefinition]) -> Vec<ConfigError> {
@@ -20,47 +21,40 @@ pub fn config_errors(system: &[GateDefinition]) -> Vec<ConfigError> {
         .filter_map(|(i, def)| {
             let gate = Gate::from_definition(def).ok()?;
             let (field, why) = problem(&gate)?;
-            Some(ConfigError::Invalid {
-                key: format!("gates.system[{i}]{field}"),
-                message: why,
-            })
+            let key = match field {
+                "" => format!("gates.system[{i}]"),
+                field => format!("gates.system[{i}].{field}"),
+            };
+            Some(ConfigError::Invalid { key, message: why })
         })
         .collect()
 }
 
-/// The first problem of `gate` a provider would hit: the key suffix and why.
+/// The first problem of `gate` a provider would hit: the key within the
+/// gate (`""`: the gate as a whole) and why.
 pub fn problem(gate: &Gate) -> Option<(&'static str, String)> {
     match (gate.provider, gate.kind) {
-        (GateProvider::Script, _) => gate
-            .check_command
-            .as_deref()
-            .or(gate.check.as_deref())
+        (GateProvider::Script, _) => script_command(gate)
             .is_none_or(|c| c.trim().is_empty())
             .then(|| {
                 (
-                    ".check_command",
+                    "check_command",
                     "a script gate needs check_command (the command to run)".into(),
                 )
             }),
-        (GateProvider::Predicate, GateType::Regex) => {
-            let pattern = match gate.config.get("pattern") {
-                Some(serde_json::Value::String(p)) => Some((".config.pattern", p.as_str())),
-                _ => gate.check.as_deref().map(|p| (".check", p)),
-            };
-            match pattern {
-                None => Some((
-                    ".check",
-                    "a regex gate needs check (the pattern the value must match)".into(),
-                )),
-                Some((field, p)) => regex::Regex::new(p)
-                    .err()
-                    .map(|e| (field, format!("not a valid pattern: {e}"))),
-            }
-        }
+        (GateProvider::Predicate, GateType::Regex) => match regex_pattern(gate) {
+            None => Some((
+                "check",
+                "a regex gate needs check (the pattern the value must match)".into(),
+            )),
+            Some((field, p)) => regex::Regex::new(p)
+                .err()
+                .map(|e| (field, format!("not a valid pattern: {e}"))),
+        },
         (GateProvider::Predicate, GateType::NumericRange) => {
             NumericRule::from_gate(gate).err().map(|e| ("", e))
         }
-        (_, GateType::CustomCheck) => Some((".type", "custom_check needs provider: script".into())),
+        (_, GateType::CustomCheck) => Some(("type", "custom_check needs provider: script".into())),
         _ => None,
     }
 }

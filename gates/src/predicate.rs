@@ -307,12 +307,8 @@ impl PredicateProvider {
         let Some(text) = crate::context::value_text(value) else {
             return block(gate, "value is not a string");
         };
-        let pattern = match gate.config.get("pattern") {
-            Some(Value::String(p)) => p.as_str(),
-            _ => match gate.check.as_deref() {
-                Some(p) => p,
-                None => return block(gate, "invalid gate config: regex gate has no pattern"),
-            },
+        let Some((_, pattern)) = regex_pattern(gate) else {
+            return block(gate, "invalid gate config: regex gate has no pattern");
         };
         let re = match self.compiled(pattern) {
             Ok(re) => re,
@@ -360,6 +356,15 @@ impl PredicateProvider {
             },
         }
         result(gate, GateAction::Continue, "file valid")
+    }
+}
+
+/// A regex gate's pattern, with the key it was written under:
+/// `config.pattern`, else `check`.
+pub fn regex_pattern(gate: &Gate) -> Option<(&'static str, &str)> {
+    match gate.config.get("pattern") {
+        Some(Value::String(p)) => Some(("config.pattern", p.as_str())),
+        _ => gate.check.as_deref().map(|p| ("check", p)),
     }
 }
 

@@ -246,7 +246,7 @@ impl ScriptProvider {
     }
 
     pub async fn evaluate(&self, gate: &Gate, ctx: &JsonObject) -> GateResult {
-        let Some(cmd) = gate.check_command.as_deref().or(gate.check.as_deref()) else {
+        let Some(cmd) = script_command(gate) else {
             return fail_closed(gate, "script gate has no check_command");
         };
         let argv = match split_command(cmd) {
@@ -397,13 +397,18 @@ impl GateCheckProvider for ScriptProvider {
     }
 }
 
+/// The command a script gate runs: `check_command`, or `check`.
+pub fn script_command(gate: &Gate) -> Option<&str> {
+    gate.check_command.as_deref().or(gate.check.as_deref())
+}
+
 /// Why a script gate cannot run as configured — its command does not
 /// parse, or names no executable file (relative to `workdir`, or on
 /// `path_env` for a bare name) — or `None`. Such a gate blocks every check
 /// it makes; the daemon says so at start.
 pub fn script_gate_problem(gate: &Gate, workdir: &Path, path_env: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
-    let Some(cmd) = gate.check_command.as_deref().or(gate.check.as_deref()) else {
+    let Some(cmd) = script_command(gate) else {
         return Some("it has no check_command".into());
     };
     let argv = match split_command(cmd) {

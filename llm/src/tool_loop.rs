@@ -74,7 +74,10 @@ pub struct LoopLimits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PausedRun {
     pub request: ChatRequest,
-    /// The call awaiting approval.
+    /// The call awaiting approval, with its arguments as they will run once
+    /// approved: when the executor's gates rewrote them (a redaction), the
+    /// rewritten ones, here and in the transcript — the card shows these and
+    /// the model's raw text is not kept.
     pub call: ToolCall,
     /// Calls of the same model turn not yet handled (run after the decision).
     pub remaining: Vec<ToolCall>,
@@ -82,13 +85,6 @@ pub struct PausedRun {
     /// Why the call needs approval (the chain's policy or the executor's screen).
     #[serde(default)]
     pub reason: String,
-    /// The call's arguments as they would run once approved (after the
-    /// executor's gates rewrote them), when the gates changed them: the card
-    /// shows these, so the owner approves what runs. `call` and the
-    /// transcript carry the same rewritten arguments (the model's raw text is
-    /// not kept).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub screened_arguments: Option<serde_json::Value>,
 }
 
 /// The runtime's answer to a paused call.
@@ -252,11 +248,10 @@ async fn drive(
             };
             let content = match handled {
                 Handled::Answer(content) => content,
-                Handled::Pause(reason, screened_arguments) => {
+                Handled::Pause(reason, screened) => {
                     // The pause is stored until the owner answers: it keeps
-                    // the arguments as the gates rewrote them (a redacted
-                    // secret or address), never the model's raw text.
-                    let call = match &screened_arguments {
+                    // the arguments as the gates rewrote them.
+                    let call = match &screened {
                         Some(args) => screened_call(&mut request, call, args),
                         None => call,
                     };
@@ -266,7 +261,6 @@ async fn drive(
                         remaining: pending,
                         requests_made,
                         reason,
-                        screened_arguments,
                     }));
                 }
             };

@@ -168,8 +168,8 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
     let (store, last_audit) = probe::store(&cfg);
     // The daemon may listen on another port than this config's (an
     // environment override at its start): its control socket still answers.
-    let daemon_running = port == checks::PortState::Silas
-        || std::os::unix::net::UnixStream::connect(crate::remote::socket_path(&cfg)).is_ok();
+    let daemon_running =
+        port == checks::PortState::Silas || crate::remote::daemon_listens(&cfg.data_dir);
     report.push(checks::store(&store, daemon_running));
     let mut floors = Vec::new();
     if let Some(t) = probe::binary_time() {

@@ -139,11 +139,7 @@ pub fn tool_card(
     let c = &pause.tool_call;
     let call = model::ToolCall {
         tool_name: &c.tool_name,
-        arguments: pause
-            .paused
-            .screened_arguments
-            .as_ref()
-            .unwrap_or(&c.arguments),
+        arguments: &c.arguments,
         reason: &pause.paused.reason,
         attempt: c.attempt,
     };

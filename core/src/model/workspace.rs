@@ -239,11 +239,11 @@ pub fn extra_path_refusal(path: &Path, reserved: &[(&str, &Path)]) -> Option<Str
     if path.parent().is_none() {
         return Some("is the filesystem root".into());
     }
-    if SHARED_PARENTS.iter().any(|p| path == Path::new(p)) {
+    if is_shared_parent(path) {
         return Some("holds every user's or service's files".into());
     }
-    if let Some(why) = home_or_credentials(path).filter(|_| is_home(path)) {
-        return Some(why);
+    if is_home(path) {
+        return Some(HOME.into());
     }
     for (what, dir) in reserved {
         if path.starts_with(dir) || dir.starts_with(path) {
@@ -253,6 +253,8 @@ pub fn extra_path_refusal(path: &Path, reserved: &[(&str, &Path)]) -> Option<Str
     home_or_credentials(path)
 }
 
+const HOME: &str = "is a home directory (its keys and tokens)";
+
 fn is_home(path: &Path) -> bool {
     path == Path::new("/root") || path.parent() == Some(Path::new("/home"))
 }
@@ -261,7 +263,7 @@ fn is_home(path: &Path) -> bool {
 /// credentials directory or anything inside one.
 fn home_or_credentials(path: &Path) -> Option<String> {
     if is_home(path) {
-        return Some("is a home directory (its keys and tokens)".into());
+        return Some(HOME.into());
     }
     let credentials = path
         .components()
@@ -324,8 +326,11 @@ const SHARED_PARENTS: &[&str] = &["/home", "/var", "/tmp", "/srv", "/opt", "/mnt
 
 /// Whether `path` (canonical) is a system tree or a shared parent.
 pub fn is_system_dir(path: &Path) -> bool {
-    SYSTEM_TREES.iter().any(|t| path.starts_with(t))
-        || SHARED_PARENTS.iter().any(|p| path == Path::new(p))
+    SYSTEM_TREES.iter().any(|t| path.starts_with(t)) || is_shared_parent(path)
+}
+
+fn is_shared_parent(path: &Path) -> bool {
+    SHARED_PARENTS.iter().any(|p| path == Path::new(p))
 }
 
 /// Pure registration rules over canonical paths: a valid, unused name; not
@@ -345,7 +350,7 @@ pub fn check_registration(
         return Err(RegistryRefusal::Root(shown));
     }
     // A shared parent says what it is even when Silas's own data sits in it.
-    if SHARED_PARENTS.iter().any(|p| path == Path::new(p)) {
+    if is_shared_parent(path) {
         return Err(RegistryRefusal::System(shown));
     }
     for (what, dir) in reserved {
