@@ -33,7 +33,7 @@ pub enum Command {
     /// Initialise the data dir, store, sandbox dirs and owner signing key (idempotent).
     Init(InitArgs),
     /// Run the daemon until SIGINT/SIGTERM (initialises first if needed).
-    Start,
+    Start(StartArgs),
     /// Show the running daemon's state (exit 3 when it is not running).
     Status(StatusArgs),
     /// Stop the running daemon in order, as on SIGTERM (drains turns, writes
@@ -95,6 +95,14 @@ pub enum ServiceCommand {
         #[arg(long, value_name = "PATH")]
         output: Option<PathBuf>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    /// Serve the web app and API on this port for this run (instead of
+    /// `channels.web.port`, default 8420); 0 picks a free one.
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
 }
 
 #[derive(Args, Debug)]

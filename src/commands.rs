@@ -26,8 +26,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             print_init_report(&cfg, &init);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Start => {
+        Command::Start(args) => {
             let mut cfg = load_config(cli.config.as_deref(), cli.data_dir.clone())?;
+            if let Some(port) = args.port {
+                cfg.channels.web.port = port;
+            }
             arrange_sandbox_root(&mut cfg)?;
             crate::doctor::port_preflight(&cfg)?;
             let init = initialise(&cfg, false)?;

@@ -157,6 +157,11 @@ async fn run(
     crate::commands::check_audit_seal_at_start(&store, &seal);
     // Which model serves the agents: offline (labelled, not an LLM) when the
     // configured provider's key is unset, unless llm.offline_fallback is off.
+    // The daemon's own secrets are redacted wherever secrets are, in any
+    // shape (a pasted copy of the bot token in a chat, a tool's output).
+    for value in cfg.secret_values(&silas_core::config::ProcessEnv) {
+        silas_core::secrets::register_known(&value);
+    }
     let model = silas_llm::choose_provider(&cfg, &silas_core::config::ProcessEnv)
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     println!("{}", model.startup_line(&cfg));
@@ -633,6 +638,13 @@ async fn run(
     }
     // No skill's MCP server outlives the daemon.
     mcp.registry().shutdown().await;
+    // The memory index commits what it held back, so the next start finds
+    // it whole instead of rebuilding it.
+    if let Some(m) = &memory
+        && let Err(e) = m.flush()
+    {
+        tracing::warn!(code = %silas_core::Coded::code(&e), "memory index: last commit failed: {e}");
+    }
 
     audit_event(
         &store,

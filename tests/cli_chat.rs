@@ -373,6 +373,15 @@ fn piped_chat_declines_a_high_risk_card() {
             .map(|r| r.last_message_text())
             .collect::<Vec<_>>()
     );
+    // `work show` says why the goal is blocked.
+    let out = silas(dir.path())
+        .args(["work", "show", "g-watch"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(shown.contains("blocked"), "{shown}");
+    assert!(shown.contains("not approved (declined)"), "{shown}");
 }
 
 /// A hostile model's reply with terminal escapes (clear the screen, draw a

@@ -254,3 +254,42 @@ fn cron_times_are_in_the_hosts_zone_unless_one_is_configured() {
         "{banner:?}"
     );
 }
+
+/// `silas start --port N` serves on N for that run, as a newcomer whose
+/// 8420 is taken would try first (before: "unexpected argument '--port'"),
+/// and `silas stop` finds it there.
+#[test]
+fn start_takes_a_port_for_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = readme_silas(dir.path(), dir.path())
+        .args(["start", "--port", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut seen = Vec::new();
+    for line in lines {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.starts_with("Silas is running") {
+            break;
+        }
+    }
+    let running = seen.last().cloned().unwrap_or_default();
+    assert!(
+        running.contains(&format!("http://127.0.0.1:{port}/")),
+        "{seen:?}"
+    );
+    let stop = readme_silas(dir.path(), dir.path())
+        .arg("stop")
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    assert!(child.wait().unwrap().success());
+}

@@ -20,7 +20,7 @@ pub enum HistoryFilter {
 impl HistoryFilter {
     /// The filter for a forget by query: its words, lowercased.
     pub fn words(query: &str) -> Self {
-        HistoryFilter::Words(query.split_whitespace().map(str::to_lowercase).collect())
+        HistoryFilter::Words(silas_memory::query_words(query))
     }
 
     /// The filter for a forgotten memory's text.
@@ -32,10 +32,8 @@ impl HistoryFilter {
     pub fn matches(&self, content: &str) -> bool {
         match self {
             HistoryFilter::All => true,
-            HistoryFilter::Words(words) => {
-                let text = content.to_lowercase();
-                !words.is_empty() && words.iter().all(|w| text.contains(w.as_str()))
-            }
+            // The rule the memories forgotten with the turns follow.
+            HistoryFilter::Words(words) => silas_memory::mentions_all(content, words),
             HistoryFilter::Phrase(p) => {
                 !p.is_empty() && content.to_lowercase().contains(p.as_str())
             }

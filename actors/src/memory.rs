@@ -58,14 +58,16 @@ pub trait MemoryIndex: Send + Sync {
             .filter(|m| m.memory_type == MemoryType::Profile)
             .collect())
     }
-    /// Apply one (already gated) memory op for a scope.
+    /// Apply one (already gated) memory op for a scope: whether it changed
+    /// a memory (an update or delete of an id that is not one of this
+    /// scope's memories, or a link, changes none).
     fn apply(
         &self,
         scope_id: &str,
         op: &MemoryOp,
         taint: TaintLevel,
         id: &str,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
 }
 
 /// §5.1.3 step 3's keyword query for a scope's profile.
@@ -176,7 +178,7 @@ impl MemoryIndex for KeywordMemory {
         op: &MemoryOp,
         taint: TaintLevel,
         id: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let records = self.store.records::<MemoryItem>();
         apply_op(
             scope_id,
@@ -207,7 +209,7 @@ fn apply_op(
     get: Get<'_>,
     put: Put<'_>,
     delete: Del<'_>,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     match op.op {
         MemoryOpType::Store => {
             let content = op.content.clone().unwrap_or_default();
@@ -222,11 +224,11 @@ fn apply_op(
             );
             item.semantic_tags = op.tags.clone();
             item.entity_refs = op.entity_refs.clone();
-            put(&item)
+            put(&item).map(|()| true)
         }
         MemoryOpType::Update => {
             let Some(target) = op.memory_id.as_deref() else {
-                return Ok(());
+                return Ok(false);
             };
             match get(target)? {
                 Some(mut m)
@@ -243,9 +245,9 @@ fn apply_op(
                         }
                     }
                     m.updated_at = Timestamp::now();
-                    put(&m)
+                    put(&m).map(|()| true)
                 }
-                _ => Ok(()),
+                _ => Ok(false),
             }
         }
         MemoryOpType::Delete => {
@@ -255,10 +257,11 @@ fn apply_op(
                 && m.trust_level != TrustLevel::Constitutional
             {
                 delete(target)?;
+                return Ok(true);
             }
-            Ok(())
+            Ok(false)
         }
-        MemoryOpType::Link => Ok(()),
+        MemoryOpType::Link => Ok(false),
     }
 }
 
@@ -300,7 +303,7 @@ impl MemoryIndex for silas_memory::Memory {
         op: &MemoryOp,
         taint: TaintLevel,
         id: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         apply_op(
             scope_id,
             op,

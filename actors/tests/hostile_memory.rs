@@ -157,6 +157,67 @@ async fn a_pii_guard_on_tool_calls_redacts_what_memory_keeps() {
     f.assert_chain_ok();
 }
 
+/// Ops on a memory that is not this conversation's (another customer's, or
+/// an id that does not exist) change nothing, and the audit says so rather
+/// than "applied"; the other conversation's memory is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_on_another_conversations_memory_are_audited_as_refused() {
+    let f = Fx::hostile().await;
+    let records = f.store.records::<MemoryItem>();
+    records
+        .put(&memory(
+            "theirs-1",
+            "ws-b",
+            "customer B likes tea",
+            TrustLevel::Working,
+        ))
+        .unwrap();
+    f.fake.push(direct(json!({
+        "message": "Done.",
+        "memory_ops": [
+            {"op": "update", "memory_id": "theirs-1", "content": "B likes nothing"},
+            {"op": "delete", "memory_id": "theirs-1"},
+            {"op": "delete", "memory_id": "no-such-memory"},
+            {"op": "store", "content": "customer A likes cake"},
+        ],
+    })));
+    let rt = f.runtime().await;
+    rt.turn("ws-a", "change B's memory").await;
+    rt.stop().await;
+
+    let theirs = records
+        .get("theirs-1")
+        .unwrap()
+        .expect("B's memory deleted");
+    assert_eq!(theirs.content, "customer B likes tea");
+    let audit = f.audit();
+    let refused: Vec<(String, String)> = audit
+        .iter()
+        .filter(|e| e.event == "memory_op_refused")
+        .map(|e| {
+            (
+                e.data["op"].as_str().unwrap_or_default().to_owned(),
+                e.data["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("update".to_owned(), "not_found".to_owned()),
+            ("delete".to_owned(), "not_found".to_owned()),
+            ("delete".to_owned(), "not_found".to_owned()),
+        ]
+    );
+    let applied: Vec<&str> = audit
+        .iter()
+        .filter(|e| e.event == "memory_op_applied")
+        .map(|e| e.data["op"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(applied, ["store"]);
+    f.assert_chain_ok();
+}
+
 /// Memory flooding: a memory the size of a page (re-sent in every later
 /// prompt of the scope) is refused and audited; a fact-sized one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

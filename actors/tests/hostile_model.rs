@@ -415,7 +415,16 @@ async fn executor_cannot_read_keys_store_or_daemon_environment() {
         .map(str::trim)
         .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
         .collect();
-    let allowed: BTreeSet<&str> = ["PATH", "HOME", "PWD", "SHLVL", "OLDPWD", "_"].into();
+    let allowed: BTreeSet<&str> = [
+        "PATH",
+        "HOME",
+        "PWD",
+        "SHLVL",
+        "OLDPWD",
+        "_",
+        "PYTHONDONTWRITEBYTECODE",
+    ]
+    .into();
     assert!(
         names.contains("PATH") && names.contains("HOME"),
         "{names:?}"

@@ -204,6 +204,15 @@ async fn declined_fix_task_stays_blocked_and_nothing_runs() {
     assert!(f.cards().is_empty());
     let fix = f.get("goal-1-fix-1");
     assert_eq!(fix.status, WorkItemStatus::Blocked);
+    // A fix task keeps the failure it was to fix (a plain plan says it was
+    // not approved: `tests/cli_chat.rs`).
+    assert!(
+        fix.failure_context
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Fix these failures")),
+        "{:?}",
+        fix.failure_context
+    );
     assert!(fix.approval_token.is_none());
     assert!(f.audit_events().contains(&"plan_declined".to_owned()));
     // Even dispatched by mistake, a declined fix task does not run.

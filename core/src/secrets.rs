@@ -25,7 +25,8 @@
 //! never reported as high-entropy secrets. Redaction replaces the secret part
 //! of a match with `[REDACTED:<type>]`; findings never carry the secret itself.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{OnceLock, RwLock};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -162,7 +163,79 @@ fn scan_visible(text: &str) -> Vec<SecretFinding> {
     if text.len() < MIN_CANDIDATE_LEN {
         return Vec::new();
     }
-    scan_with(text, table())
+    let found = scan_with(text, table());
+    with_known(text, found)
+}
+
+/// The kind of a finding that is one of the daemon's own secrets.
+pub const CONFIGURED_SECRET: &str = "configured_secret";
+/// Shorter values are not registered: a short word would be redacted
+/// wherever it appears, and no real key or token is this short.
+pub const MIN_KNOWN_LEN: usize = 12;
+
+fn known() -> &'static RwLock<Vec<Box<str>>> {
+    static KNOWN: OnceLock<RwLock<Vec<Box<str>>>> = OnceLock::new();
+    KNOWN.get_or_init(|| RwLock::new(Vec::new()))
+}
+static ANY_KNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Registers one of the daemon's own secrets (a model API key, the bot
+/// token, the web auth token): from now on [`scan`] finds it verbatim,
+/// whatever its shape, so it is redacted wherever secrets are (a pasted
+/// copy in a chat, a tool's output, an audit line). The patterns know the
+/// usual formats; a self-hosted server's key or a test token has none.
+pub fn register_known(value: &str) {
+    let value = value.trim();
+    if value.len() < MIN_KNOWN_LEN {
+        return;
+    }
+    let Ok(mut known) = known().write() else {
+        return;
+    };
+    if !known.iter().any(|k| &**k == value) {
+        known.push(value.into());
+        // Longest first: a value inside another is then part of its match.
+        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+        ANY_KNOWN.store(true, Ordering::Release);
+    }
+}
+
+/// `found` with every registered secret in `text` added (definite; a
+/// pattern finding it overlaps gives way).
+fn with_known(text: &str, mut found: Vec<SecretFinding>) -> Vec<SecretFinding> {
+    if !ANY_KNOWN.load(Ordering::Acquire) {
+        return found;
+    }
+    let Ok(known) = known().read() else {
+        return found;
+    };
+    let mut hits: Vec<SecretFinding> = Vec::new();
+    for value in known.iter() {
+        for (start, m) in text.match_indices(&**value) {
+            let overlaps = hits
+                .iter()
+                .any(|h| start < h.start + h.len && h.start < start + m.len());
+            if !overlaps {
+                hits.push(SecretFinding {
+                    kind: CONFIGURED_SECRET,
+                    confidence: Confidence::Definite,
+                    start,
+                    len: m.len(),
+                });
+            }
+        }
+    }
+    if hits.is_empty() {
+        return found;
+    }
+    found.retain(|f| {
+        !hits
+            .iter()
+            .any(|h| f.start < h.start + h.len && h.start < f.start + f.len)
+    });
+    found.extend(hits);
+    found.sort_by_key(|f| f.start);
+    found
 }
 
 /// [`scan_visible`] over a given table.

@@ -680,3 +680,30 @@ fn chat_near_misses_are_not_probable() {
         assert!(strong.is_empty(), "false positive in {text:?}: {strong:?}");
     }
 }
+
+/// The daemon's own secrets are found verbatim whatever their shape (a
+/// self-hosted server's key, a test bot token), once registered; short
+/// values are not registered. (Process-global: the values are unique to
+/// this test.)
+#[test]
+fn registered_secrets_are_found_whatever_their_shape() {
+    let token = "654321:KnownShape-zq81-QQ";
+    let text = format!("the bot token is {token}, ok");
+    assert!(scan(&text).is_empty(), "{:?}", scan(&text));
+    register_known(token);
+    register_known("shortone");
+    let (red, found) = redact_conversation(&text);
+    assert_eq!(red, "the bot token is [REDACTED:configured_secret], ok");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].confidence, Confidence::Definite);
+    assert!(scan("a shortone here, longer text").is_empty());
+    // Hidden by invisible characters, it is still found.
+    let hidden = "654321:Known\u{200B}Shape-zq81-QQ";
+    assert_eq!(redact(hidden).0, "[REDACTED:configured_secret]");
+    // A longer registered value containing it is redacted whole.
+    register_known("prefix-654321:KnownShape-zq81-QQ-suffix");
+    assert_eq!(
+        redact("x prefix-654321:KnownShape-zq81-QQ-suffix y").0,
+        "x [REDACTED:configured_secret] y"
+    );
+}

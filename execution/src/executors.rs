@@ -284,6 +284,13 @@ impl ExecutorRegistry {
         spec.env.retain(|(k, _)| k != "PATH" && k != "HOME");
         spec.env.push(("PATH".into(), EXEC_PATH.into()));
         spec.env.push(("HOME".into(), work.display().to_string()));
+        // Byte-compiled files a run leaves in a project copy would be
+        // offered as changes to apply (`__pycache__/…pyc`); checks already
+        // run without them.
+        if !spec.env.iter().any(|(k, _)| k == "PYTHONDONTWRITEBYTECODE") {
+            spec.env
+                .push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+        }
         spec.network = cfg.network_access;
         spec.read_paths = cfg.filesystem_read.iter().map(PathBuf::from).collect();
         spec.write_paths = cfg.filesystem_write.iter().map(PathBuf::from).collect();

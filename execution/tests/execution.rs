@@ -42,11 +42,12 @@ async fn shell_exec_runs_sandboxed_and_returns_external_redacted_output() {
     assert!(!r.return_value.contains("CANARY"), "{}", r.return_value);
     assert!(r.return_value.contains("[REDACTED:"));
     assert!(r.return_value.contains("from-previous-step"));
-    // Only PATH, HOME and the configured variable exist inside (sh adds PWD).
+    // Only PATH, HOME, Python's no-bytecode switch and the configured
+    // variable exist inside (sh adds PWD).
     assert!(
         r.return_value
             .trim_end()
-            .ends_with("HOME PATH PWD SECRET_REF"),
+            .ends_with("HOME PATH PWD PYTHONDONTWRITEBYTECODE SECRET_REF"),
         "{}",
         r.return_value
     );
@@ -58,6 +59,27 @@ async fn shell_exec_runs_sandboxed_and_returns_external_redacted_output() {
     );
     // Nothing model-facing carries metadata.
     assert!(!r.return_value.contains("termination"));
+}
+
+/// A command that imports the project's Python leaves no `__pycache__`
+/// behind: in a project copy those files were offered as changes to apply.
+#[tokio::test]
+async fn python_run_by_a_command_writes_no_bytecode() {
+    let base = tempfile::tempdir().unwrap();
+    let reg = ExecutorRegistry::new(sandbox(), base.path().to_path_buf());
+    let env = envelope(
+        "shell_exec",
+        json!({"command": "echo 'X = 1' > calc.py && python3 -c 'import calc; print(calc.X)' && ls -A"}),
+        "exec-pyc",
+    );
+    let r = reg.execute(&env).await;
+    assert!(r.success, "{r:?}");
+    assert!(r.return_value.starts_with('1'), "{}", r.return_value);
+    assert!(
+        !r.return_value.contains("__pycache__"),
+        "{}",
+        r.return_value
+    );
 }
 
 /// `a && b; c` exits with c's code: a's complaint on stderr is all that

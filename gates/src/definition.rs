@@ -10,6 +10,7 @@
 use silas_core::config::{ConfigError, GateDefinition};
 use silas_core::model::gates::{Gate, GateProvider, GateType};
 
+use crate::guard::{CHECKS, on_fail_mode, run_check};
 use crate::predicate::{NumericRule, regex_pattern};
 use crate::script::script_command;
 
@@ -51,12 +52,62 @@ pub fn problem(gate: &Gate) -> Option<(&'static str, String)> {
                 .err()
                 .map(|e| (field, format!("not a valid pattern: {e}"))),
         },
-        (GateProvider::Predicate, GateType::NumericRange) => {
-            NumericRule::from_gate(gate).err().map(|e| ("", e))
+        (GateProvider::Predicate, GateType::NumericRange) => match NumericRule::from_gate(gate) {
+            Err(e) => Some(("", e)),
+            // `block` only narrows: a value in neither range is blocked.
+            Ok(rule) if rule.auto_approve.is_none() && rule.require_approval.is_none() => Some((
+                "auto_approve",
+                "a numeric_range gate needs auto_approve or require_approval (a value in neither is blocked), so it would block everything".into(),
+            )),
+            Ok(_) => None,
+        },
+        (GateProvider::Predicate, GateType::StringMatch)
+            if gate.allowed_values.as_ref().is_none_or(Vec::is_empty)
+                && gate.approval_values.as_ref().is_none_or(Vec::is_empty) =>
+        {
+            Some((
+                "allowed_values",
+                "a string_match gate needs allowed_values or approval_values (any other value is blocked), so it would block everything".into(),
+            ))
         }
+        (GateProvider::GuardrailsAi, _) => guard_problem(gate),
         (_, GateType::CustomCheck) => Some(("type", "custom_check needs provider: script".into())),
         _ => None,
     }
+}
+
+/// A guard gate's check must be one the guard runs, with settings it
+/// reads; otherwise it blocks every text (a typo never weakens a check).
+fn guard_problem(gate: &Gate) -> Option<(&'static str, String)> {
+    let Some(check) = gate.check.as_deref() else {
+        return Some((
+            "check",
+            format!("a guard gate needs check: one of {}", CHECKS.join(", ")),
+        ));
+    };
+    if !CHECKS.contains(&check) {
+        return Some((
+            "check",
+            format!(
+                "unknown guard check {check:?}: one of {}",
+                CHECKS.join(", ")
+            ),
+        ));
+    }
+    if on_fail_mode(check, &gate.config).is_none() {
+        return Some((
+            "config.on_fail",
+            format!(
+                "not an on_fail mode for the {check} check (exception, or fix where the check can fix)"
+            ),
+        ));
+    }
+    // Running the check over nothing reads its settings.
+    // Running the check over nothing reads its settings; the only one that
+    // can be wrong is the secrets check's threshold.
+    run_check(check, "", &gate.config)
+        .err()
+        .map(|e| ("config.min_confidence", e))
 }
 
 #[cfg(test)]
@@ -116,5 +167,35 @@ mod tests {
             got[7].starts_with("gates.system[10].type: custom_check"),
             "{got:#?}"
         );
+    }
+
+    #[test]
+    fn gates_that_would_block_every_value_or_never_run_their_check_are_named() {
+        let got = errors(json!([
+            {"name": "range-ok", "on": "every_user_message", "type": "numeric_range", "auto_approve": {"max": 5}},
+            {"name": "range-none", "on": "every_user_message", "type": "numeric_range", "block": {"outside": [0, 9]}},
+            {"name": "words-ok", "on": "every_user_message", "allowed_values": ["yes"]},
+            {"name": "words-none", "on": "every_user_message"},
+            {"name": "words-empty", "on": "every_user_message", "allowed_values": [], "approval_values": []},
+            {"name": "guard-none", "on": "every_user_message", "provider": "guard"},
+            {"name": "guard-typo", "on": "every_user_message", "provider": "guard", "check": "pi"},
+            {"name": "guard-mode", "on": "every_user_message", "provider": "guard", "check": "jailbreak", "config": {"on_fail": "fix"}},
+            {"name": "guard-level", "on": "every_user_message", "provider": "guard", "check": "secrets", "config": {"min_confidence": "sure"}},
+            {"name": "guard-ok", "on": "every_user_message", "provider": "guard", "check": "secrets", "config": {"min_confidence": "definite"}},
+            {"name": "approval-ok", "on": "every_user_message", "approval_values": ["maybe"]},
+        ]));
+        let want = [
+            "gates.system[1].auto_approve: a numeric_range gate needs",
+            "gates.system[3].allowed_values: a string_match gate needs",
+            "gates.system[4].allowed_values: a string_match gate needs",
+            "gates.system[5].check: a guard gate needs check: one of pii, secrets, jailbreak",
+            "gates.system[6].check: unknown guard check \"pi\"",
+            "gates.system[7].config.on_fail: ",
+            "gates.system[8].config.min_confidence: unknown min_confidence",
+        ];
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+        for (got, want) in got.iter().zip(want) {
+            assert!(got.starts_with(want), "{got} / {want}");
+        }
     }
 }

@@ -52,6 +52,27 @@ pub enum KeyError {
     },
 }
 
+impl KeyError {
+    /// The one thing to do about it (`silas doctor`'s fix line).
+    pub fn fix(&self) -> String {
+        match self {
+            KeyError::InsecurePermissions { path, .. } => format!("chmod 600 {path}"),
+            KeyError::Missing { .. } => "silas init".into(),
+            KeyError::KekMissing { sources, .. } => format!("provide {sources}"),
+            KeyError::KekUnusable { origin, .. } => {
+                format!("fix the key-encryption key in {origin}")
+            }
+            KeyError::WrongKek { .. } => {
+                "provide the key-encryption key the key file was sealed with".into()
+            }
+            KeyError::Keyring { .. } => "set `keystore.backend: file` on a headless server".into(),
+            KeyError::Io { .. } | KeyError::Malformed { .. } | KeyError::Random(_) => {
+                "silas init (or provide the key-encryption key the error names)".into()
+            }
+        }
+    }
+}
+
 impl Coded for KeyError {
     fn code(&self) -> ErrorCode {
         ErrorCode::ECfgKeystore

@@ -203,7 +203,8 @@ impl OpenAiProvider {
         let deadline = Instant::now() + self.policy.timeout;
         loop {
             let (err, retry_after) = match self.attempt(&wire).await {
-                Ok(r) => {
+                Ok(mut r) => {
+                    r.usage = r.usage.floored(request.text_bytes(), r.text_bytes());
                     return Ok(read_text_calls(r, &request.messages, &request.tools, tools));
                 }
                 Err(failure) => failure,

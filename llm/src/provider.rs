@@ -88,6 +88,25 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// The bytes of text the request's messages carry (contents and
+    /// tool-call arguments; the tool and schema definitions are left out),
+    /// for [`Usage::floored`].
+    pub fn text_bytes(&self) -> u64 {
+        let bytes: usize = self
+            .messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::System(t) | ChatMessage::User(t) => t.len(),
+                ChatMessage::Assistant {
+                    content,
+                    tool_calls,
+                } => content.as_ref().map_or(0, String::len) + calls_bytes(tool_calls),
+                ChatMessage::Tool { content, .. } => content.len(),
+            })
+            .sum();
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
+
     /// A request with a system prompt and one user message.
     pub fn new(
         model: impl Into<String>,
@@ -115,7 +134,31 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+/// Bytes per token of an estimate: tokenizers average about four
+/// characters a token on English prose and fewer on code and JSON.
+pub const BYTES_PER_TOKEN: u64 = 4;
+
 impl Usage {
+    /// What a call that sent `sent` bytes of text and got `received` back
+    /// counts: the server's figures, except that a figure of 0 (a server
+    /// that leaves `usage` out, as many local servers and proxies do)
+    /// counts as an estimate at [`BYTES_PER_TOKEN`]. Budgets stop work on
+    /// these figures: with none reported, a task ran its attempts out
+    /// at "0 of 20000 tokens".
+    pub fn floored(self, sent: u64, received: u64) -> Usage {
+        let floor = |reported: u64, bytes: u64| {
+            if reported == 0 {
+                bytes.div_ceil(BYTES_PER_TOKEN)
+            } else {
+                reported
+            }
+        };
+        Usage {
+            prompt_tokens: floor(self.prompt_tokens, sent),
+            completion_tokens: floor(self.completion_tokens, received),
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
     }
@@ -128,12 +171,25 @@ impl Usage {
     }
 }
 
+fn calls_bytes(calls: &[ToolCall]) -> usize {
+    calls.iter().map(|c| c.name.len() + c.arguments.len()).sum()
+}
+
 /// The first choice of a chat completion.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatResponse {
     pub content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+}
+
+impl ChatResponse {
+    /// The bytes of text the answer carries (content and tool calls), for
+    /// [`Usage::floored`].
+    pub fn text_bytes(&self) -> u64 {
+        let bytes = self.content.as_ref().map_or(0, String::len) + calls_bytes(&self.tool_calls);
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
 }
 
 /// A chat-completion backend. Object-safe so agents hold `Arc<dyn Provider>`.
@@ -327,5 +383,45 @@ mod tests {
         charge(&mut used, u, 0.25);
         assert_eq!(used.tokens, 40);
         assert!((used.cost_usd - 0.75).abs() < 1e-12);
+    }
+
+    /// A server that reports no usage is counted by estimate; a reported
+    /// figure is kept.
+    #[test]
+    fn usage_has_a_floor_from_the_text_sent_and_received() {
+        let u = |p, c| Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+        };
+        let cases = [
+            // (reported, sent bytes, received bytes) → counted
+            (u(0, 0), 4_000, 400, u(1_000, 100)),
+            (u(1, 1), 4_000, 400, u(1, 1)),
+            (u(1_200, 90), 4_000, 400, u(1_200, 90)),
+            (u(900, 0), 4_000, 3, u(900, 1)),
+            (u(0, 0), 0, 0, u(0, 0)),
+        ];
+        for (reported, sent, received, want) in cases {
+            assert_eq!(reported.floored(sent, received), want, "{reported:?}");
+        }
+        let req = ChatRequest {
+            messages: vec![
+                ChatMessage::System("abcd".into()),
+                ChatMessage::Assistant {
+                    content: Some("xy".into()),
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "ls".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "c1".into(),
+                    content: "out".into(),
+                },
+            ],
+            ..ChatRequest::new("m", "", "")
+        };
+        assert_eq!(req.text_bytes(), 4 + 2 + 2 + 2 + 3);
     }
 }

@@ -563,6 +563,36 @@ async fn tool_loop_stops_at_budget_and_request_limit() {
     assert_eq!(fake.requests().len(), 6);
 }
 
+/// A server that reports no usage (many local servers leave it out): the
+/// tokens are estimated from the text sent, so a budget still stops the
+/// loop; before, it ran every round at "0 of N tokens".
+#[tokio::test]
+async fn a_server_reporting_no_usage_still_exhausts_the_budget() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(Reply::tool_call(PYTHON_EXEC, &json!({"code": "1"})).with_usage(0, 0));
+    let a = agents(&fake);
+    let tools = RecordingExecutor::default();
+    let budget = Budget {
+        max_tokens: 400,
+        ..Budget::default()
+    };
+    let mut used = BudgetUsed::default();
+    let briefing = "b".repeat(1_000);
+    let out = a
+        .execute(
+            &briefing,
+            &[],
+            &executor_chain(),
+            &tools,
+            &budget,
+            &mut used,
+        )
+        .await;
+    assert_eq!(out, ExecutorOutcome::BudgetExhausted);
+    assert!(fake.requests().len() < 6, "{}", fake.requests().len());
+    assert!(used.tokens >= 400, "{}", used.tokens);
+}
+
 #[tokio::test]
 async fn rate_limit_then_success_and_exhausted_retries() {
     let fake = FakeLlm::start().await.unwrap();

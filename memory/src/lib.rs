@@ -74,11 +74,27 @@ impl From<MemoryError> for StoreError {
 pub enum Forget {
     /// One memory, whatever its scope.
     Id(String),
-    /// Every memory of `scope` the keyword query finds (both tiers).
+    /// Every memory of `scope` (both tiers) whose text holds every word of
+    /// `query` ([`mentions_all`]), as the conversation turns forgotten with
+    /// them must: the index finds a memory by any one word, and
+    /// "koala-55 banana" then forgot every memory mentioning bananas while
+    /// the turn saying "koala-55" stayed.
     Query { scope: String, query: String },
     /// Every memory of a scope, both lanes (a purged customer scope), and
     /// the scope's persisted context subscriptions.
     Scope(String),
+}
+
+/// The words of a forget query, lowercased, for [`mentions_all`].
+pub fn query_words(query: &str) -> Vec<String> {
+    query.split_whitespace().map(str::to_lowercase).collect()
+}
+
+/// Whether `text` holds every one of `words` (lowercased, as
+/// [`query_words`] gives them), case-insensitively; never for no words.
+pub fn mentions_all(text: &str, words: &[String]) -> bool {
+    let text = text.to_lowercase();
+    !words.is_empty() && words.iter().all(|w| text.contains(w.as_str()))
 }
 
 /// How often the index looks for deferred writes that stopped coming.
@@ -255,6 +271,14 @@ impl Memory {
         Ok(())
     }
 
+    /// Commits every write the index still holds back (a turn's raw
+    /// capture waits for its batch or a quiet spell). The daemon calls it
+    /// at shutdown: an index left behind its records is stale at the next
+    /// start and rebuilt from scratch, every restart.
+    pub fn flush(&self) -> Result<(), MemoryError> {
+        self.inner.index.commit()
+    }
+
     pub fn get(&self, id: &str) -> Result<Option<MemoryItem>, MemoryError> {
         Ok(self.inner.store.records::<MemoryItem>().get(id)?)
     }
@@ -394,9 +418,12 @@ impl Memory {
                 let mut ids: Vec<String> = Vec::new();
                 // Every match: at most all the records there are.
                 let limit = self.inner.store.records::<MemoryItem>().len()?.max(1) as usize;
+                let words = query_words(query);
                 for tier in [ReingestionTier::Active, ReingestionTier::LowReingestion] {
                     for m in self.search_tier(scope, tier, query, limit)? {
-                        ids.push(m.memory_id);
+                        if mentions_all(&m.content, &words) {
+                            ids.push(m.memory_id);
+                        }
                     }
                 }
                 ids

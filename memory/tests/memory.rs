@@ -220,6 +220,36 @@ fn forget_erases_from_the_store_the_index_and_exports() {
     assert!(m.forget(&Forget::Id("nope".into())).unwrap().is_empty());
 }
 
+/// A query of several words forgets the memories holding all of them
+/// (as the conversation turns forgotten with them must), never every
+/// memory that mentions one of them.
+#[test]
+fn forget_by_query_takes_the_memories_with_every_word() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(&item("pet", "s", "my pet is Koala-55"), true)
+        .unwrap();
+    m.put(&item("fruit", "s", "I like a banana"), true).unwrap();
+    m.put(&item("both", "s", "koala-55 ate a banana"), true)
+        .unwrap();
+    let gone = m
+        .forget(&Forget::Query {
+            scope: "s".into(),
+            query: "koala-55 BANANA".into(),
+        })
+        .unwrap();
+    assert_eq!(gone, vec!["both"]);
+    assert!(m.get("fruit").unwrap().is_some());
+    assert!(m.get("pet").unwrap().is_some());
+    let gone = m
+        .forget(&Forget::Query {
+            scope: "s".into(),
+            query: "koala-55".into(),
+        })
+        .unwrap();
+    assert_eq!(gone, vec!["pet"]);
+}
+
 #[test]
 fn export_then_import_into_a_fresh_store_gives_identical_records() {
     let d = tempfile::tempdir().unwrap();
@@ -785,4 +815,24 @@ fn queued_writes_do_not_make_every_search_commit_the_index() {
     m.search_raw("s", "garden", 10).unwrap();
     assert_eq!(m.search_keyword("s", "hose", 50).unwrap().len(), 20);
     assert_ne!(std::fs::read_to_string(&meta).unwrap(), before);
+}
+
+/// What the index held back (queued captures) is committed by `flush`, as
+/// the daemon does at shutdown: before, a restart found the index behind
+/// its records and rebuilt it every time.
+#[test]
+fn flush_commits_what_the_index_held_back() {
+    let d = tempfile::tempdir().unwrap();
+    let m = open(d.path());
+    m.put(&item("a", "s", "the first memory"), true).unwrap();
+    let meta = d.path().join("data/memory-index/meta.json");
+    let before = std::fs::read_to_string(&meta).unwrap();
+    for n in 0..3 {
+        m.put_queued(&item(&format!("q-{n}"), "s", "a queued capture"))
+            .unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&meta).unwrap(), before);
+    m.flush().unwrap();
+    assert_ne!(std::fs::read_to_string(&meta).unwrap(), before);
+    assert_eq!(m.search_keyword("s", "queued", 10).unwrap().len(), 3);
 }

@@ -118,6 +118,18 @@ pub fn mode(name: &'static str, fact: &PathFact, max: u32, absent: WhenAbsent) -
         };
     };
     let mode = mode & 0o7777;
+    // What the daemon itself needs: all of a directory (it creates files
+    // there), reading a file (a read-only key file is fine; the store's
+    // own check says when it cannot write). A mode of 0000 closes it to
+    // everyone else, but also to Silas.
+    let need = if max & 0o100 != 0 { 0o700 } else { 0o400 };
+    if mode & need != need {
+        return Check::fail(
+            name,
+            format!("{path} is {mode:04o}: its owner (Silas) cannot use it ({need:04o} needed)"),
+            format!("chmod {:o} {path}", (mode & max) | need),
+        );
+    }
     let excess = mode & !max;
     if excess == 0 {
         return Check::pass(name, format!("{path} is {mode:04o}"));
@@ -468,13 +480,17 @@ pub fn telegram(t: &Telegram) -> Check {
 }
 
 /// The owner keystore and the local CLI's credential.
-pub fn owner_credential(keystore: Result<String, String>, cli_token: Option<&Path>) -> Vec<Check> {
+/// `keystore`: what opened, or why it did not and its one fix.
+pub fn owner_credential(
+    keystore: Result<String, (String, String)>,
+    cli_token: Option<&Path>,
+) -> Vec<Check> {
     let key = match keystore {
         Ok(what) => Check::pass("owner-key", format!("opens ({what})")),
-        Err(e) => Check::fail(
+        Err((e, fix)) => Check::fail(
             "owner-key",
             format!("the owner keystore does not open: {e}"),
-            "silas init (or provide the key-encryption key the error names)",
+            fix,
         ),
     };
     let cli = match cli_token {

@@ -251,11 +251,12 @@ pub async fn model(cfg: &Config) -> Model {
 }
 
 /// Opens the owner keystore read-only (`load`, never creating a key).
-pub fn keystore(cfg: &Config) -> Result<String, String> {
+/// The keystore's description, or why it does not open and the fix.
+pub fn keystore(cfg: &Config) -> Result<String, (String, String)> {
     let ks = crate::commands::keystore_from_config(cfg);
     match ks.load() {
         Ok(_) => Ok(ks.describe()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err((e.to_string(), e.fix())),
     }
 }
 

@@ -63,6 +63,40 @@ fn modes_wider_than_allowed_fail_with_the_chmod_that_narrows_them() {
     assert_eq!(c.fix.as_deref(), Some("chmod 711 /d"));
 }
 
+/// A mode that shuts Silas itself out (0000, a file without write) fails
+/// with the chmod that gives it back, not a pass for being private.
+#[test]
+fn a_mode_closed_to_its_owner_fails() {
+    let c = mode(
+        "data-dir",
+        &fact("/d", Some(0o000)),
+        0o711,
+        WhenAbsent::NeedsInit,
+    );
+    assert_eq!(
+        (c.status, c.fix.as_deref()),
+        (Status::Fail, Some("chmod 700 /d"))
+    );
+    assert!(c.detail.contains("cannot use it"), "{}", c.detail);
+    let c = mode(
+        "key-file",
+        &fact("/d/k", Some(0o200)),
+        0o600,
+        WhenAbsent::NeedsInit,
+    );
+    assert_eq!(
+        (c.status, c.fix.as_deref()),
+        (Status::Fail, Some("chmod 600 /d/k"))
+    );
+    let c = mode(
+        "data-dir",
+        &fact("/d", Some(0o711)),
+        0o711,
+        WhenAbsent::NeedsInit,
+    );
+    assert_eq!(c.status, Status::Pass);
+}
+
 #[test]
 fn missing_paths_need_init_unless_created_on_first_use() {
     let c = mode(
@@ -266,9 +300,17 @@ fn model_verdicts() {
 fn credential_and_store_verdicts() {
     let ok = owner_credential(Ok("file".into()), Some(Path::new("/d/cli.token")));
     assert!(ok.iter().all(|c| c.status == Status::Pass));
-    let bad = owner_credential(Err("no key".into()), None);
+    let bad = owner_credential(Err(("no key".into(), "silas init".into())), None);
     assert_eq!(bad[0].status, Status::Fail);
     assert_eq!(bad[1].status, Status::Warn);
+    // The key error's own fix, and only it: a group-readable key file said
+    // "run chmod 600" in its text and "silas init" as the fix.
+    let err = silas_keys::KeyError::InsecurePermissions {
+        path: "/d/keys/owner.key".into(),
+        mode: 0o644,
+    };
+    let bad = owner_credential(Err((err.to_string(), err.fix())), None);
+    assert_eq!(bad[0].fix.as_deref(), Some("chmod 600 /d/keys/owner.key"));
 
     assert_eq!(store(&StoreState::Opens, false).status, Status::Pass);
     assert_eq!(store(&StoreState::InUse, true).status, Status::Pass);

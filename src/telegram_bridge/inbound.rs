@@ -26,6 +26,12 @@ pub const ATTACHMENT_NOTE: &str = "[sent with a photo or file, which Silas canno
 pub const EDIT_IGNORED: &str = "I saw your edit, but I act on messages as they were first sent. Please send the change as a new message.";
 /// What a customer is told when their conversation's queue is full.
 pub const CUSTOMER_BUSY: &str = "I'm still working on your earlier messages, so I couldn't take this one. Please send it again in a moment.";
+/// The longest text read from a message: four times Telegram's own limit
+/// (4,096 characters for a message, 1,024 for a caption).
+pub const MAX_TEXT_CHARS: usize = 16 * 1024;
+/// What the sender of a longer text is told.
+pub const TOO_LONG: &str =
+    "That message is longer than Telegram allows, so I did not read it. Please send it in parts.";
 /// The chat command that opens a secure input card.
 pub const SECRET_COMMAND: &str = "/secret";
 
@@ -42,6 +48,22 @@ fn callback_reply(q: &CallbackQuery, text: &str) -> Action {
         callback_query_id: q.id.clone(),
         text: Some(text.to_string()),
     }
+}
+
+/// What a typed message means for the cards open in its chat.
+enum Typed {
+    Answer(Box<(TelegramCardMessage, PendingCard, CardAnswer)>),
+    /// It reads as an answer, but this many cards are open and it replies
+    /// to none of them.
+    Ambiguous(usize),
+    NotAnAnswer,
+}
+
+/// The reply to a typed answer that could be meant for several cards.
+pub fn ambiguous_answer(open: usize) -> String {
+    format!(
+        "{open} cards are waiting here, so I did not guess which one you meant. Tap a button on that card, or reply to it with your answer."
+    )
 }
 
 fn say(chat_id: i64, text: impl Into<String>) -> Action {
@@ -172,6 +194,18 @@ impl TelegramBridge {
             }
             return Ok(actions);
         };
+        if text.chars().count() > MAX_TEXT_CHARS {
+            // Telegram itself never delivers more than 4,096 characters: a
+            // longer text comes from another server at `api_url`, and would
+            // reach the model (and the store) whole.
+            self.audit(
+                "telegram.ignored",
+                json!({"chat_id": chat_id, "reason": "too_long",
+                       "chars": text.chars().count()}),
+            );
+            actions.push(say(chat_id, TOO_LONG));
+            return Ok(actions);
+        }
         let stream = StreamHandle::find().ok_or_else(|| {
             retry(
                 ErrorCode::EChannelDisconnected,
@@ -207,14 +241,25 @@ impl TelegramBridge {
             }
             return Ok(actions);
         }
-        // §4.1 fallback: a typed answer to the latest card still open here.
-        if let Some((render, card, answer)) = self.typed_answer(chat_id, &scope_id, text) {
-            let origin = AnswerOrigin::new(TELEGRAM_CHANNEL, self.connection_id(owner, chat_id));
-            let reply = self
-                .apply(&stream, &scope_id, origin, render, &card, answer)
-                .await;
-            actions.push(say(chat_id, reply));
-            return Ok(actions);
+        // §4.1 fallback: a typed answer to the one card open here, or to
+        // the card the message replies to.
+        let reply_to = m.reply_to_message.as_ref().map(|r| r.message_id);
+        match self.typed_answer(chat_id, &scope_id, text, reply_to) {
+            Typed::Answer(found) => {
+                let (render, card, answer) = *found;
+                let origin =
+                    AnswerOrigin::new(TELEGRAM_CHANNEL, self.connection_id(owner, chat_id));
+                let reply = self
+                    .apply(&stream, &scope_id, origin, render, &card, answer)
+                    .await;
+                actions.push(say(chat_id, reply));
+                return Ok(actions);
+            }
+            Typed::Ambiguous(open) => {
+                actions.push(say(chat_id, ambiguous_answer(open)));
+                return Ok(actions);
+            }
+            Typed::NotAnAnswer => {}
         }
         let sender_id = if owner {
             "owner".to_string()
@@ -255,36 +300,54 @@ impl TelegramBridge {
         Ok(actions)
     }
 
-    /// The latest open card shown in `chat_id` that `text` answers, among
-    /// the cards of the sender's own scope: in a chatbot-mode group a
-    /// member's "no" is the member's message, not an answer to the owner's
-    /// card.
+    /// What `text` answers among the cards open in `chat_id` of the
+    /// sender's own scope (in a chatbot-mode group a member's "no" is the
+    /// member's message, not an answer to the owner's card): the card the
+    /// message replies to, else the only open card. With several open and
+    /// no reply it answers none: "approve" would otherwise take the newest,
+    /// which a customer can time to be their own request's card.
     fn typed_answer(
         &self,
         chat_id: i64,
         scope_id: &str,
         text: &str,
-    ) -> Option<(TelegramCardMessage, PendingCard, CardAnswer)> {
-        let renders = self
-            .args
-            .store
-            .records::<TelegramCardMessage>()
-            .list()
-            .ok()?;
-        let render = renders
+        reply_to: Option<i64>,
+    ) -> Typed {
+        let Ok(renders) = self.args.store.records::<TelegramCardMessage>().list() else {
+            return Typed::NotAnAnswer;
+        };
+        let cards = self.args.store.records::<PendingCard>();
+        let open: Vec<(TelegramCardMessage, PendingCard)> = renders
             .into_iter()
             .filter(|r| r.chat_id == chat_id && r.outcome.is_none())
-            .max_by_key(|r| r.message_id)?;
-        let card = self
-            .args
-            .store
-            .records::<PendingCard>()
-            .get(&render.request_id)
-            .ok()
-            .flatten()
-            .filter(|c| c.scope_id == scope_id)?;
-        let answer = answer_for_text(&card.card, text)?;
-        Some((render, card, answer))
+            .filter_map(|r| {
+                let card = cards.get(&r.request_id).ok().flatten()?;
+                (card.scope_id == scope_id).then_some((r, card))
+            })
+            .collect();
+        let answered = |(render, card): (TelegramCardMessage, PendingCard)| match answer_for_text(
+            &card.card, text,
+        ) {
+            Some(answer) => Typed::Answer(Box::new((render, card, answer))),
+            None => Typed::NotAnAnswer,
+        };
+        if let Some(id) = reply_to {
+            return open
+                .into_iter()
+                .find(|(r, _)| r.message_id == id)
+                .map_or(Typed::NotAnAnswer, answered);
+        }
+        match open.len() {
+            0 => Typed::NotAnAnswer,
+            1 => open.into_iter().next().map_or(Typed::NotAnAnswer, answered),
+            n if open
+                .iter()
+                .any(|(_, c)| answer_for_text(&c.card, text).is_some()) =>
+            {
+                Typed::Ambiguous(n)
+            }
+            _ => Typed::NotAnAnswer,
+        }
     }
 
     /// A button press: verified against its render, then answered like any

@@ -71,6 +71,7 @@ fn settings(cfg: &Config, secrets: &SecretStore) -> Result<TelegramSettings, Cli
                 "channels.telegram.token_ref: the stored value is not text",
             )
         })?;
+        silas_core::secrets::register_known(token);
         tg.token = Some(token.trim().to_string());
     }
     TelegramSettings::from_config(&tg).map_err(coded)

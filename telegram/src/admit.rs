@@ -99,6 +99,7 @@ mod tests {
                 date: 1,
                 text: Some("hi".into()),
                 caption: None,
+                reply_to_message: None,
                 redacted: Vec::new(),
             }),
             edited_message: None,

@@ -92,6 +92,10 @@ pub struct Message {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caption: Option<String>,
+    /// The message this one replies to (only its id is kept): a typed
+    /// answer that replies to a card answers that card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to_message: Option<RepliedTo>,
     /// Silas's own mark, set when the update is recorded: the kinds of
     /// secret removed from `text`/`caption` before the first durable copy
     /// (the handler deletes the message from the chat and tells the owner).
@@ -101,6 +105,13 @@ pub struct Message {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub redacted: Vec<String>,
+}
+
+/// The message a reply answers; Telegram sends it whole, only the id is
+/// read (and stored).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepliedTo {
+    pub message_id: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

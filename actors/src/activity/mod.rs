@@ -644,7 +644,14 @@ pub fn describe(
         ),
         "memory_op_refused" => (
             "security",
-            "Refused a change to a protected (constitutional) memory".to_string(),
+            match s(data, "reason") {
+                Some("too_long") => "Refused to keep a memory the size of a page".to_string(),
+                Some("not_found") => {
+                    "Refused a change to a memory that is not this conversation's".to_string()
+                }
+                Some("not_supported") => "Did not link memories (not supported)".to_string(),
+                _ => "Refused a change to a protected (constitutional) memory".to_string(),
+            },
         ),
         "memory_op_applied" => ("system", {
             let from = match s(data, "taint") {

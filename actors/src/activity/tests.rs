@@ -279,3 +279,24 @@ fn a_model_written_memory_is_shown_with_its_origin_never_its_content() {
     let t = describe(1, "t", "memory_op_applied", &d, &facts).unwrap();
     assert_eq!(t.text, "Forgot a memory from you");
 }
+
+#[test]
+fn a_refused_memory_change_says_why() {
+    let cases = [
+        (
+            "not_found",
+            "Refused a change to a memory that is not this conversation's",
+        ),
+        ("too_long", "Refused to keep a memory the size of a page"),
+        ("not_supported", "Did not link memories (not supported)"),
+        (
+            "constitutional",
+            "Refused a change to a protected (constitutional) memory",
+        ),
+    ];
+    for (reason, want) in cases {
+        let d = obj(json!({"op": "update", "reason": reason, "scope_id": "ws-1"}));
+        let t = describe(1, "t", "memory_op_refused", &d, &facts).unwrap();
+        assert_eq!(t.text, want);
+    }
+}

@@ -260,8 +260,12 @@ async fn send_dispatch(
 /// client gone, or refused at approval) can no longer run: without this it
 /// would stay `pending` for good. `blocked`, as §5.2.3 ends a declined
 /// spawned task.
-fn never_runs(deps: &TurnDeps, work: &mut WorkItem) -> Result<(), TurnError> {
+/// `why` becomes the item's failure (`silas work show` printed `blocked`
+/// and nothing else after a decline), unless it has one: a fix task's is
+/// the failure it was to fix.
+fn never_runs(deps: &TurnDeps, work: &mut WorkItem, why: String) -> Result<(), TurnError> {
     work.status = WorkItemStatus::Blocked;
+    work.failure_context.get_or_insert(why);
     deps.store.work_items().save(work)?;
     Ok(())
 }
@@ -288,7 +292,11 @@ async fn decide_plan(
     }
     if decision.verdict != ApprovalVerdict::Approved {
         cards.delete(request_id)?;
-        never_runs(deps, &mut work)?;
+        never_runs(
+            deps,
+            &mut work,
+            format!("not approved ({})", decision.verdict.as_str()),
+        )?;
         audit(
             deps,
             "plan_declined",
@@ -338,7 +346,7 @@ async fn decide_plan(
     // (re-checked here: the item may predate the check at plan time).
     if let Err(why) = crate::turn::plan::foreign_reference(&deps.store, &work) {
         cards.delete(request_id)?;
-        never_runs(deps, &mut work)?;
+        never_runs(deps, &mut work, format!("refused at approval: {why}"))?;
         audit(
             deps,
             "plan_card_refused",
@@ -353,7 +361,7 @@ async fn decide_plan(
     // token exists (issue #15).
     if let Err(why) = crate::workspaces::check_plan(&deps.store, &work) {
         cards.delete(request_id)?;
-        never_runs(deps, &mut work)?;
+        never_runs(deps, &mut work, format!("refused at approval: {why}"))?;
         audit(
             deps,
             "plan_card_refused",

@@ -215,9 +215,26 @@ impl Turn<'_> {
             };
             let op = &op;
             let id = format!("mem-{}-{i}", self.record.inbox_id);
-            self.deps
+            let changed = self
+                .deps
                 .memory
                 .apply(&self.scope.scope_id, op, self.taint, &id)?;
+            if !changed {
+                // An id that is not this conversation's memory (unknown and
+                // another's read the same), or a link: nothing changed, and
+                // the audit must not say it did.
+                let reason = if op.op == MemoryOpType::Link {
+                    "not_supported"
+                } else {
+                    "not_found"
+                };
+                self.push(
+                    "memory_op_refused",
+                    json!({"op": op.op.as_str(), "index": i, "memory_id": op.memory_id,
+                           "reason": reason, "scope_id": self.scope.scope_id}),
+                );
+                continue;
+            }
             // What the model made the memory keep is shown to the owner
             // (never its content): a memory comes back in later prompts
             // labelled with the turn's taint, and was a channel nobody saw.

@@ -190,8 +190,8 @@ mod tests {
             _: &silas_core::model::agents::MemoryOp,
             _: TaintLevel,
             _: &str,
-        ) -> Result<(), silas_storage::StoreError> {
-            Ok(())
+        ) -> Result<bool, silas_storage::StoreError> {
+            Ok(false)
         }
     }
 

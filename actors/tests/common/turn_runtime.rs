@@ -108,7 +108,7 @@ impl MemoryIndex for CrashingMemory {
     fn profile(&self, s: &str, n: usize) -> Result<Vec<MemoryItem>, StoreError> {
         self.inner.profile(s, n)
     }
-    fn apply(&self, s: &str, op: &MemoryOp, t: TaintLevel, id: &str) -> Result<(), StoreError> {
+    fn apply(&self, s: &str, op: &MemoryOp, t: TaintLevel, id: &str) -> Result<bool, StoreError> {
         self.inner.apply(s, op, t, id)
     }
 }

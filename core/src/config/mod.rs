@@ -368,6 +368,29 @@ impl Config {
         set(&self.search.provider) && set(&self.search.api_key)
     }
 
+    /// The secret values this configuration hands the daemon: every
+    /// provider's API key (from its `api_key_env`), the web auth token, the
+    /// Telegram bot token and the web-search key. The daemon registers them
+    /// with [`crate::secrets::register_known`] so a copy of one is redacted
+    /// wherever it turns up, whatever its shape.
+    pub fn secret_values(&self, env: &dyn EnvSource) -> Vec<String> {
+        let keys = self
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.as_deref())
+            .filter_map(|var| env.var(var));
+        let configured = [
+            &self.channels.web.auth_token,
+            &self.channels.telegram.token,
+            &self.search.api_key,
+        ]
+        .into_iter()
+        .filter_map(Clone::clone);
+        keys.chain(configured)
+            .filter(|v| !v.trim().is_empty())
+            .collect()
+    }
+
     /// `{data_dir}/sandbox`: the one part of the data dir the unprivileged
     /// sandbox user must traverse (a root daemon runs sandboxes as `nobody`),
     /// so everything else in the data dir can stay owner-only.

@@ -927,8 +927,33 @@ fn system_gates_are_checked_with_the_config() {
     let cases = [
         (
             "silas:\n  gates:\n    system:\n      - {name: g, on: on_every_moon}\n",
-            "gates.system[0]",
+            "gates.system[0].on",
             "unknown variant",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: every_user_message, provider: oracle}\n",
+            "gates.system[0].provider",
+            "unknown variant",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: after_step, after_step: two}\n",
+            "gates.system[0].after_step",
+            "invalid type",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, type: regex, check: x}\n",
+            "gates.system[0].on",
+            "missing field",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: every_user_message, type: numeric_range, auto_approve: {mn: 0, max: 5}}\n",
+            "gates.system[0].auto_approve.mn",
+            "unknown gate key",
+        ),
+        (
+            "silas:\n  gates:\n    system:\n      - {name: g, on: every_user_message, provider: script, check_command: ./t, check_expect: {exit_code: 0, exitcode: 0}}\n",
+            "gates.system[0].check_expect.exitcode",
+            "unknown gate key",
         ),
         (
             "silas:\n  gates:\n    system:\n      - {name: ok, on: on_tool_call, provider: guard, check: pii}\n      - {name: ls-only, on: on_tool_call, type: regex, check: '^ls'}\n",

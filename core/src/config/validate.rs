@@ -328,8 +328,10 @@ fn spec_rules(cfg: &Config, cwd: &Path, c: &mut Checker) {
             c.fail(
                 "sandbox.customer_context_dir",
                 format!(
-                    "must not be world-writable ({:?} has mode {mode:04o})",
-                    dir.display().to_string()
+                    "must not be world-writable ({:?} has mode {mode:04o}; the directory is \
+                     at fault, not the configuration: run `chmod o-w {}`)",
+                    dir.display().to_string(),
+                    dir.display()
                 ),
             );
         }

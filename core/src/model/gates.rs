@@ -169,16 +169,58 @@ impl Gate {
     }
 
     /// Keys of `def` (the definition this gate was read from) that no
-    /// field of a gate has: serde dropped them while reading.
-    pub fn unknown_keys<'a>(&self, def: &'a JsonObject) -> Vec<&'a str> {
+    /// field of a gate has: serde dropped them while reading. Keys inside
+    /// the range objects and `check_expect` are checked too
+    /// (`auto_approve.mn`), as a path.
+    pub fn unknown_keys(&self, def: &JsonObject) -> Vec<String> {
         let known = match serde_json::to_value(self) {
             Ok(serde_json::Value::Object(known)) => known,
             _ => return Vec::new(),
         };
-        def.keys()
-            .map(String::as_str)
+        let mut unknown: Vec<String> = def
+            .keys()
             .filter(|k| !known.contains_key(*k))
-            .collect()
+            .cloned()
+            .collect();
+        const RANGE: &[&str] = &["min", "max"];
+        let nested: [(&str, &[&str]); 4] = [
+            ("auto_approve", RANGE),
+            ("require_approval", RANGE),
+            ("block", &["outside"]),
+            ("check_expect", &Expectation::FIELDS),
+        ];
+        for (field, allowed) in nested {
+            if let Some(serde_json::Value::Object(inner)) = def.get(field) {
+                unknown.extend(
+                    inner
+                        .keys()
+                        .filter(|k| !allowed.contains(&k.as_str()))
+                        .map(|k| format!("{field}.{k}")),
+                );
+            }
+        }
+        unknown
+    }
+
+    /// The key of `def` that stops it reading as a gate, when one alone
+    /// does: a missing `name` or `on`, or a value its field cannot take
+    /// (`on: on_every_moon`, `after_step: "two"`), so a config error names
+    /// `gates.system[N].on` rather than the whole gate. Each key is tried
+    /// on its own in a minimal definition.
+    pub fn misread_key(def: &JsonObject) -> Option<String> {
+        if let Some(missing) = ["name", "on"].into_iter().find(|k| !def.contains_key(*k)) {
+            return Some(missing.to_owned());
+        }
+        let mut base = JsonObject::new();
+        base.insert("name".into(), "g".into());
+        base.insert("on".into(), GateTrigger::EveryUserMessage.as_str().into());
+        def.iter()
+            .find(|(key, value)| {
+                let mut one = base.clone();
+                one.insert((*key).clone(), (*value).clone());
+                Gate::from_definition(&one).is_err()
+            })
+            .map(|(key, _)| key.clone())
     }
 
     /// Why this gate can never pass anything it checks, if so: a predicate

@@ -245,21 +245,35 @@ impl Expectation {
         }
     }
 
+    /// Every predicate field's key, in spec order.
+    pub const FIELDS: [&'static str; 8] = [
+        "exit_code",
+        "equals",
+        "contains",
+        "regex",
+        "output_lt",
+        "output_gt",
+        "file_exists",
+        "not_empty",
+    ];
+
     /// Names of the predicate fields that are set (non-`None`), in spec order.
     pub fn set_fields(&self) -> Vec<&'static str> {
-        [
-            ("exit_code", self.exit_code.is_some()),
-            ("equals", self.equals.is_some()),
-            ("contains", self.contains.is_some()),
-            ("regex", self.regex.is_some()),
-            ("output_lt", self.output_lt.is_some()),
-            ("output_gt", self.output_gt.is_some()),
-            ("file_exists", self.file_exists.is_some()),
-            ("not_empty", self.not_empty.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect()
+        let set = [
+            self.exit_code.is_some(),
+            self.equals.is_some(),
+            self.contains.is_some(),
+            self.regex.is_some(),
+            self.output_lt.is_some(),
+            self.output_gt.is_some(),
+            self.file_exists.is_some(),
+            self.not_empty.is_some(),
+        ];
+        Self::FIELDS
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, set)| set.then_some(name))
+            .collect()
     }
 
     /// Exactly one predicate set; a `file_exists` path never contains `..`.

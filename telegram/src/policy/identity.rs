@@ -296,6 +296,7 @@ mod tests {
             date: 0,
             text: None,
             caption: None,
+            reply_to_message: None,
             redacted: Vec::new(),
         };
         let press = |by: i64| Update {

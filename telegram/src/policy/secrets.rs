@@ -57,6 +57,7 @@ mod tests {
                 date: 1,
                 text: Some(text.into()),
                 caption: Some(format!("caption {text}")),
+                reply_to_message: None,
                 redacted: Vec::new(),
             }),
             edited_message: None,

@@ -41,6 +41,12 @@ fn world_writable_customer_context_dir_is_refused() {
     assert_eq!(e.key(), Some("sandbox.customer_context_dir"));
     assert!(e.to_string().contains("world-writable"), "{e}");
     assert!(e.to_string().contains("0777"), "{e}");
+    // The fix is a chmod of that directory, not a config edit.
+    assert!(
+        e.to_string()
+            .contains(&format!("chmod o-w {}", cc.display())),
+        "{e}"
+    );
 
     // A world-writable data_dir above a not-yet-created customer_context dir.
     std::fs::remove_dir(&cc).unwrap();

@@ -481,3 +481,28 @@ fn switches_this_build_cannot_honour_are_refused_naming_the_key() {
     }
     assert!(errors(&Config::default()).is_empty());
 }
+
+/// The secrets the daemon registers for redaction: each provider's key
+/// from its variable (unset ones skipped), the web auth token, the bot
+/// token and the search key.
+#[test]
+fn secret_values_are_the_keys_and_tokens_the_config_hands_out() {
+    let cfg = load(
+        "silas:\n  providers:\n    local: {base_url: 'http://127.0.0.1:8080/v1', api_key_env: LOCAL_KEY}\n    other: {base_url: 'http://127.0.0.1:8081/v1', api_key_env: UNSET_KEY}\n  channels:\n    web: {auth_token: web-token-0123456789-0123456789-abcd}\n    telegram: {token: '123456:bot-token-zzzz'}\n  search: {provider: brave, api_key: search-key-0123}\n",
+    );
+    let env = MapEnv::new()
+        .with("LOCAL_KEY", "local-key-0123456789")
+        .with("OPENROUTER_API_KEY", "sk-or-v1-canary");
+    let mut got = cfg.secret_values(&env);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "123456:bot-token-zzzz",
+            "local-key-0123456789",
+            "search-key-0123",
+            "sk-or-v1-canary",
+            "web-token-0123456789-0123456789-abcd",
+        ]
+    );
+}

@@ -541,7 +541,13 @@ pub(super) fn additional_rules(cfg: &Config, c: &mut Checker) {
         // Checked here, not at the first turn: a gate that cannot be read
         // would block every turn, and one that can never pass every call.
         match crate::model::gates::Gate::from_definition(gate) {
-            Err(why) => c.fail(format!("gates.system[{i}]"), why),
+            Err(why) => c.fail(
+                match crate::model::gates::Gate::misread_key(gate) {
+                    Some(key) => format!("gates.system[{i}].{key}"),
+                    None => format!("gates.system[{i}]"),
+                },
+                why,
+            ),
             Ok(g) => {
                 // A misspelt key (`pattern:` for `check:`) would otherwise
                 // be dropped, and the gate fail closed on every check.
