@@ -139,3 +139,44 @@ async fn a_text_longer_than_telegram_allows_is_not_read() {
         "{ignored:?}"
     );
 }
+
+/// The daemon's own bot token pasted into the chat (a shape no secret
+/// pattern knows: a test token, a self-hosted Bot API's) is redacted before
+/// it is stored, deleted from the chat and never sent to the model: Silas
+/// registers its configured secrets with the detector at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_own_token_pasted_in_a_chat_is_redacted() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let llm = direct_llm("Noted.", Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, Some(&llm), OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    let text = format!("here is the bot token {TOKEN} remember-this-marker");
+    bot.push_update(message(1, OWNER, OWNER, 42, &text));
+    wait_for(&bot, "deleteMessage", Duration::from_secs(30), |calls| {
+        calls.iter().find(|c| c.method == "deleteMessage").cloned()
+    })
+    .await;
+    sent_text(&bot, OWNER, SECRET_NOTICE_PREFIX, Duration::from_secs(10)).await;
+    sent_text(&bot, OWNER, "Noted.", Duration::from_secs(30)).await;
+
+    daemon.stop().await;
+    let bodies: Vec<String> = llm.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("remember-this-marker")),
+        "no turn"
+    );
+    assert!(
+        !bodies.iter().any(|b| b.contains(TOKEN_SECRET)),
+        "the token reached the model"
+    );
+    for file in walk(&dir.path().join("data")) {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            !contains_bytes(&bytes, TOKEN_SECRET),
+            "the token is in {}",
+            file.display()
+        );
+    }
+}
