@@ -155,13 +155,13 @@ async fn run(
     // signs it.
     let seal = silas_actors::audit_seal::OwnerSeal::new(owner_key.clone());
     crate::commands::check_audit_seal_at_start(&store, &seal);
-    // Which model serves the agents: offline (labelled, not an LLM) when the
-    // configured provider's key is unset, unless llm.offline_fallback is off.
     // The daemon's own secrets are redacted wherever secrets are, in any
     // shape (a pasted copy of the bot token in a chat, a tool's output).
     for value in cfg.secret_values(&silas_core::config::ProcessEnv) {
         silas_core::secrets::register_known(&value);
     }
+    // Which model serves the agents: offline (labelled, not an LLM) when the
+    // configured provider's key is unset, unless llm.offline_fallback is off.
     let model = silas_llm::choose_provider(&cfg, &silas_core::config::ProcessEnv)
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
     println!("{}", model.startup_line(&cfg));

@@ -25,7 +25,6 @@
 //! never reported as high-entropy secrets. Redaction replaces the secret part
 //! of a match with `[REDACTED:<type>]`; findings never carry the secret itself.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
 
 use regex::Regex;
@@ -163,8 +162,10 @@ fn scan_visible(text: &str) -> Vec<SecretFinding> {
     if text.len() < MIN_CANDIDATE_LEN {
         return Vec::new();
     }
-    let found = scan_with(text, table());
-    with_known(text, found)
+    // The daemon's own secrets are taken first, whole; a pattern finding
+    // overlapping one gives way.
+    let known = resolve(Vec::new(), known_in(text));
+    resolve(known, candidates(text, table()))
 }
 
 /// The kind of a finding that is one of the daemon's own secrets.
@@ -173,11 +174,9 @@ pub const CONFIGURED_SECRET: &str = "configured_secret";
 /// wherever it appears, and no real key or token is this short.
 pub const MIN_KNOWN_LEN: usize = 12;
 
-fn known() -> &'static RwLock<Vec<Box<str>>> {
-    static KNOWN: OnceLock<RwLock<Vec<Box<str>>>> = OnceLock::new();
-    KNOWN.get_or_init(|| RwLock::new(Vec::new()))
-}
-static ANY_KNOWN: AtomicBool = AtomicBool::new(false);
+/// What [`register_known`] was given (empty in most processes but the
+/// daemon's).
+static KNOWN: RwLock<Vec<Box<str>>> = RwLock::new(Vec::new());
 
 /// Registers one of the daemon's own secrets (a model API key, the bot
 /// token, the web auth token): from now on [`scan`] finds it verbatim,
@@ -189,57 +188,38 @@ pub fn register_known(value: &str) {
     if value.len() < MIN_KNOWN_LEN {
         return;
     }
-    let Ok(mut known) = known().write() else {
-        return;
-    };
-    if !known.iter().any(|k| &**k == value) {
+    if let Ok(mut known) = KNOWN.write()
+        && !known.iter().any(|k| &**k == value)
+    {
         known.push(value.into());
-        // Longest first: a value inside another is then part of its match.
-        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
-        ANY_KNOWN.store(true, Ordering::Release);
     }
 }
 
-/// `found` with every registered secret in `text` added (definite; a
-/// pattern finding it overlaps gives way).
-fn with_known(text: &str, mut found: Vec<SecretFinding>) -> Vec<SecretFinding> {
-    if !ANY_KNOWN.load(Ordering::Acquire) {
-        return found;
-    }
-    let Ok(known) = known().read() else {
-        return found;
+/// Every occurrence of a registered secret in `text` (definite).
+fn known_in(text: &str) -> Vec<SecretFinding> {
+    let Ok(known) = KNOWN.read() else {
+        return Vec::new();
     };
-    let mut hits: Vec<SecretFinding> = Vec::new();
-    for value in known.iter() {
-        for (start, m) in text.match_indices(&**value) {
-            let overlaps = hits
-                .iter()
-                .any(|h| start < h.start + h.len && h.start < start + m.len());
-            if !overlaps {
-                hits.push(SecretFinding {
-                    kind: CONFIGURED_SECRET,
-                    confidence: Confidence::Definite,
-                    start,
-                    len: m.len(),
-                });
-            }
-        }
-    }
-    if hits.is_empty() {
-        return found;
-    }
-    found.retain(|f| {
-        !hits
-            .iter()
-            .any(|h| f.start < h.start + h.len && h.start < f.start + f.len)
-    });
-    found.extend(hits);
-    found.sort_by_key(|f| f.start);
-    found
+    known
+        .iter()
+        .flat_map(|value| text.match_indices(&**value))
+        .map(|(start, m)| SecretFinding {
+            kind: CONFIGURED_SECRET,
+            confidence: Confidence::Definite,
+            start,
+            len: m.len(),
+        })
+        .collect()
 }
 
-/// [`scan_visible`] over a given table.
+/// [`scan_visible`] over a given table, without the registered secrets.
+#[cfg(test)]
 fn scan_with(text: &str, table: &Table) -> Vec<SecretFinding> {
+    resolve(Vec::new(), candidates(text, table))
+}
+
+/// The table's patterns' matches in `text`, overlapping ones included.
+fn candidates(text: &str, table: &Table) -> Vec<SecretFinding> {
     let may = table.regexes.may_match(text);
     if !may.contains(&true) {
         return Vec::new();
@@ -274,13 +254,22 @@ fn scan_with(text: &str, table: &Table) -> Vec<SecretFinding> {
             });
         }
     }
+    candidates
+}
+
+/// `chosen` (non-overlapping, kept as they are) plus the `candidates` that
+/// overlap nothing chosen before them, taken by confidence, then length,
+/// then position; in text order.
+fn resolve(
+    mut chosen: Vec<SecretFinding>,
+    mut candidates: Vec<SecretFinding>,
+) -> Vec<SecretFinding> {
     candidates.sort_by(|a, b| {
         b.confidence
             .cmp(&a.confidence)
             .then(b.len.cmp(&a.len))
             .then(a.start.cmp(&b.start))
     });
-    let mut chosen: Vec<SecretFinding> = Vec::new();
     for c in candidates {
         let overlaps = chosen
             .iter()

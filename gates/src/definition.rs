@@ -102,7 +102,6 @@ fn guard_problem(gate: &Gate) -> Option<(&'static str, String)> {
             ),
         ));
     }
-    // Running the check over nothing reads its settings.
     // Running the check over nothing reads its settings; the only one that
     // can be wrong is the secrets check's threshold.
     run_check(check, "", &gate.config)

@@ -194,14 +194,14 @@ impl TelegramBridge {
             }
             return Ok(actions);
         };
-        if text.chars().count() > MAX_TEXT_CHARS {
+        let chars = text.chars().count();
+        if chars > MAX_TEXT_CHARS {
             // Telegram itself never delivers more than 4,096 characters: a
             // longer text comes from another server at `api_url`, and would
             // reach the model (and the store) whole.
             self.audit(
                 "telegram.ignored",
-                json!({"chat_id": chat_id, "reason": "too_long",
-                       "chars": text.chars().count()}),
+                json!({"chat_id": chat_id, "reason": "too_long", "chars": chars}),
             );
             actions.push(say(chat_id, TOO_LONG));
             return Ok(actions);
@@ -317,35 +317,27 @@ impl TelegramBridge {
             return Typed::NotAnAnswer;
         };
         let cards = self.args.store.records::<PendingCard>();
+        // A reply names its card: only that one is read.
         let open: Vec<(TelegramCardMessage, PendingCard)> = renders
             .into_iter()
             .filter(|r| r.chat_id == chat_id && r.outcome.is_none())
+            .filter(|r| reply_to.is_none_or(|id| r.message_id == id))
             .filter_map(|r| {
                 let card = cards.get(&r.request_id).ok().flatten()?;
                 (card.scope_id == scope_id).then_some((r, card))
             })
             .collect();
-        let answered = |(render, card): (TelegramCardMessage, PendingCard)| match answer_for_text(
-            &card.card, text,
-        ) {
-            Some(answer) => Typed::Answer(Box::new((render, card, answer))),
-            None => Typed::NotAnAnswer,
-        };
-        if let Some(id) = reply_to {
-            return open
-                .into_iter()
-                .find(|(r, _)| r.message_id == id)
-                .map_or(Typed::NotAnAnswer, answered);
-        }
+        let answers = |c: &PendingCard| answer_for_text(&c.card, text);
         match open.len() {
             0 => Typed::NotAnAnswer,
-            1 => open.into_iter().next().map_or(Typed::NotAnAnswer, answered),
-            n if open
-                .iter()
-                .any(|(_, c)| answer_for_text(&c.card, text).is_some()) =>
-            {
-                Typed::Ambiguous(n)
-            }
+            1 => open
+                .into_iter()
+                .find_map(|(render, card)| {
+                    let answer = answers(&card)?;
+                    Some(Typed::Answer(Box::new((render, card, answer))))
+                })
+                .unwrap_or(Typed::NotAnAnswer),
+            n if open.iter().any(|(_, c)| answers(c).is_some()) => Typed::Ambiguous(n),
             _ => Typed::NotAnAnswer,
         }
     }
