@@ -93,7 +93,12 @@ impl BotClient {
             }
             bytes.extend_from_slice(&chunk);
         }
-        let parsed: Result<ApiResponse<T>, _> = serde_json::from_slice(&bytes);
+        let mut parsed: Result<ApiResponse<T>, _> = serde_json::from_slice(&bytes);
+        if parsed.is_err()
+            && let Some(mended) = crate::mend::lone_surrogates(&bytes)
+        {
+            parsed = serde_json::from_slice(&mended);
+        }
         let description = |p: &Option<String>| {
             self.token
                 .scrub(p.as_deref().unwrap_or("no description"))

@@ -26,6 +26,7 @@ pub mod cards;
 pub mod client;
 pub mod error;
 pub mod health;
+mod mend;
 pub mod outbox;
 pub mod policy;
 pub mod poller;

@@ -605,3 +605,37 @@ async fn an_oversized_answer_is_refused_unread_and_edits_are_asked_for() {
     let allowed = polls[0].body["allowed_updates"].as_array().unwrap();
     assert!(allowed.contains(&json!("edited_message")), "{allowed:?}");
 }
+
+/// One message with a lone UTF-16 surrogate (valid JSON, but no Rust
+/// string) used to fail the whole `getUpdates` answer on every poll, so no
+/// chat was heard again.
+#[tokio::test]
+async fn a_lone_surrogate_in_one_update_does_not_stop_the_batch() {
+    let fake = FakeBotApi::start().await.unwrap();
+    let body = r#"{"ok":true,"result":[
+        {"update_id":100,"message":{"message_id":600,"from":{"id":7,"is_bot":false,"first_name":"O"},
+         "chat":{"id":7,"type":"private"},"date":1700000000,"text":"broken \ud83d here"}},
+        {"update_id":101,"message":{"message_id":601,"from":{"id":7,"is_bot":false,"first_name":"O"},
+         "chat":{"id":7,"type":"private"},"date":1700000000,"text":"fine \ud83d\ude00"}}]}"#;
+    fake.script(
+        "getUpdates",
+        BotReply::Raw {
+            status: 200,
+            body: body.into(),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let echo = Arc::new(Echo::default());
+    let p = poller(&fake, &store, echo.clone());
+
+    p.step().await.unwrap();
+    assert_eq!(*echo.seen.lock().await, vec![(100, 1), (101, 1)]);
+    let sent: Vec<_> = fake
+        .calls_to("sendMessage")
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sent, ["echo: broken \u{fffd} here", "echo: fine 😀"]);
+    assert_eq!(store.telegram_updates().offset().unwrap(), 101 + 1);
+}
