@@ -72,6 +72,29 @@ pub enum RefusalReason {
     /// another repository, with its own config and hooks): git metadata is
     /// never written, so the card says so before the owner decides.
     GitMetadata,
+    /// A file inside another version-control system's metadata (`.hg`,
+    /// `.svn`, `.bzr`, `_darcs`, `.jj`): its config can name hooks that run
+    /// on the owner's next command there, outside any sandbox.
+    VcsMetadata,
+    /// Compiled Python (`__pycache__/`, `*.pyc`, `*.pyo`): bytecode no diff
+    /// shows, which Python may run in place of the reviewed source.
+    CompiledPython,
+}
+
+/// Version-control metadata directories besides `.git` (which the walk
+/// skips: the copy's own repository).
+const VCS_DIRS: &[&str] = &[".hg", ".svn", ".bzr", "_darcs", ".jj"];
+
+/// Why a new or changed file at `rel` is never applied, whatever it holds.
+fn never_applied(rel: &str) -> Option<RefusalReason> {
+    let dirs = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    if dirs.split('/').any(|d| VCS_DIRS.contains(&d)) {
+        Some(RefusalReason::VcsMetadata)
+    } else if crate::shadow::is_compiled_python(rel) {
+        Some(RefusalReason::CompiledPython)
+    } else {
+        None
+    }
 }
 
 /// A character a new file name may not have: controls (newline and tab
@@ -258,6 +281,10 @@ pub fn changes(
                 if fact.sha256 == after_sha {
                     continue;
                 }
+                if let Some(reason) = never_applied(&rel) {
+                    refused.push(Refusal { path: rel, reason });
+                    continue;
+                }
                 files.push(FileChange {
                     path: rel,
                     kind: ChangeKind::Modified,
@@ -286,6 +313,10 @@ pub fn changes(
                     // Ignored in the workspace (build output, caches).
                     continue;
                 }
+                if let Some(reason) = never_applied(&rel) {
+                    refused.push(Refusal { path: rel, reason });
+                    continue;
+                }
                 files.push(FileChange {
                     path: rel,
                     kind: ChangeKind::Added,
@@ -309,6 +340,13 @@ pub fn changes(
             refused.push(Refusal {
                 path: rel.clone(),
                 reason: RefusalReason::TypeChanged,
+            });
+            continue;
+        }
+        if never_applied(rel) == Some(RefusalReason::VcsMetadata) {
+            refused.push(Refusal {
+                path: rel.clone(),
+                reason: RefusalReason::VcsMetadata,
             });
             continue;
         }

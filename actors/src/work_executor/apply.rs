@@ -136,6 +136,11 @@ fn refusal_words(r: &silas_workspace::RefusalReason) -> String {
         R::NotUtf8 => "a name that is not UTF-8".into(),
         R::ControlCharacter => "a name with a control or invisible character".into(),
         R::GitMetadata => "git metadata (a .git file); never written".into(),
+        R::VcsMetadata => {
+            "version-control metadata (its hooks would run outside the sandbox); never written"
+                .into()
+        }
+        R::CompiledPython => "compiled Python bytecode (no diff shows it); never written".into(),
     }
 }
 

@@ -81,7 +81,6 @@ impl WorkEngine {
         if let Some(run) = reopen(item, &use_, &root) {
             return Ok(Some(run));
         }
-        let protected = protected_set(item, &use_).map_err(io)?;
         let snapshot_path = root.join(SNAPSHOT);
         // A half-made run (a crash while copying) starts over.
         silas_execution::cleanup::remove_tree(&root);
@@ -96,6 +95,7 @@ impl WorkEngine {
             .map_err(|e| WorkError::Workspace(format!("{}: {e}", ws.name)))?;
         copy::take_plain(&root.join("base"), &root.join("result"), &limits)
             .map_err(|e| WorkError::Workspace(format!("{}: {e}", ws.name)))?;
+        let protected = protected_set(item, &use_, &root.join("base")).map_err(io)?;
         self.registry
             .sandbox()
             .hand_over_tree(&root.join("result"))
@@ -136,11 +136,12 @@ impl WorkEngine {
         let verify = run.root.join(format!("verify-{}", item.attempts));
         silas_execution::cleanup::remove_tree(&verify);
         copy::take_plain(&run.result(), &verify, &CopyLimits::default()).map_err(io)?;
-        let restored = if run.use_.allow_protected_edits {
+        let mut restored = if run.use_.allow_protected_edits {
             Vec::new()
         } else {
             protect::restore(&run.base(), &verify, &run.protected).map_err(io)?
         };
+        restored.extend(protect::drop_compiled(&run.base(), &verify).map_err(io)?);
         if !restored.is_empty() {
             self.audit(
                 "workspace_checks_restored",
@@ -289,12 +290,18 @@ impl WorkEngine {
 }
 
 /// What the checks are defined by: the default set, the plan's own globs and
-/// what the checks' commands read their instructions from.
+/// what the checks' commands read their instructions from (in `base`, the
+/// untouched copy: the scripts they source).
 fn protected_set(
     item: &WorkItem,
     use_: &WorkspaceUse,
+    base: &Path,
 ) -> Result<Protected, silas_workspace::WorkspaceError> {
-    Protected::for_checks(&use_.protected, item.verify.iter().map(|c| c.run.as_str()))
+    Protected::for_checks_in(
+        base,
+        &use_.protected,
+        item.verify.iter().map(|c| c.run.as_str()),
+    )
 }
 
 /// The copies a run left in `root` (both copies and their manifest), as
@@ -302,7 +309,7 @@ fn protected_set(
 fn reopen(item: &WorkItem, use_: &WorkspaceUse, root: &Path) -> Option<WorkspaceRun> {
     let text = std::fs::read_to_string(root.join(SNAPSHOT)).ok()?;
     let snapshot = serde_json::from_str::<Snapshot>(&text).ok()?;
-    let protected = protected_set(item, use_).ok()?;
+    let protected = protected_set(item, use_, &root.join("base")).ok()?;
     (root.join("base").is_dir() && root.join("result").is_dir()).then(|| WorkspaceRun {
         use_: use_.clone(),
         root: root.to_path_buf(),
