@@ -51,6 +51,9 @@ impl Turn<'_> {
             .collect();
         if let Some(why) = crate::turn::plan::gate_name_problem(&work.gates, &owner)
             .or_else(|| crate::turn::plan::gate_subject_problem(&work.gates))
+            .or_else(|| {
+                crate::turn::plan::schedule_problem(work.schedule.as_deref(), Timestamp::now())
+            })
         {
             self.refuse_plan(&resp.message, &why);
             return Ok(());

@@ -140,6 +140,36 @@ pub fn gate_subject_problem(plan_gates: &[Gate]) -> Option<String> {
         .map(|why| format!("its {why}"))
 }
 
+/// The shortest interval a plan's `@every` may ask for: a goal runs its
+/// checks in a sandbox each time.
+pub const MIN_EVERY_SECONDS: u64 = 60;
+
+/// Why a plan's `schedule` cannot be what the card shows and the scheduler
+/// runs: unreadable (it was approved, then only logged as "invalid; not
+/// scheduled"), a line break that makes the card show more than the
+/// schedule, faster than once a minute, or never firing at all.
+pub fn schedule_problem(schedule: Option<&str>, now: silas_core::Timestamp) -> Option<String> {
+    use crate::scheduler::Trigger;
+    let schedule = schedule?;
+    if schedule.chars().any(char::is_control) {
+        return Some("its schedule has a line break or control character".into());
+    }
+    let trigger = match Trigger::parse(schedule) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("its schedule is not valid: {e}")),
+    };
+    match trigger {
+        Trigger::AlwaysOn => None,
+        Trigger::Every(d) if d.as_secs() < MIN_EVERY_SECONDS => Some(format!(
+            "its schedule {schedule:?} runs more often than once every {MIN_EVERY_SECONDS} s"
+        )),
+        t => t
+            .next_after(&chrono_tz::UTC, now)
+            .is_none()
+            .then(|| format!("its schedule {schedule:?} never fires")),
+    }
+}
+
 /// Parses a plan into a work item (`approval_token` is always `None`: the
 /// plan format has no token field, §5.1 step 12).
 pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
@@ -175,6 +205,38 @@ pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedule_the_scheduler_would_not_run_as_shown_is_named() {
+        let now = silas_core::Timestamp::parse("2026-12-01T08:00:00Z").unwrap();
+        for ok in [
+            None,
+            Some("* * * * *"),
+            Some("0 14 * * *"),
+            Some("@daily"),
+            Some("@every 5m"),
+            Some("@every 60s"),
+            Some("always_on"),
+            Some("0 9 1 * 1"),
+        ] {
+            assert_eq!(schedule_problem(ok, now), None, "{ok:?}");
+        }
+        for (bad, says) in [
+            ("61 * * * *", "not valid"),
+            ("* * * * * *", "not valid"),
+            ("@reboot", "not valid"),
+            ("*/0 * * * *", "not valid"),
+            ("@every 0s", "not valid"),
+            ("@every 1s", "more often"),
+            ("@every 59s", "more often"),
+            ("0 0 31 2 *", "never fires"),
+            ("@at 2020-01-01T00:00:00Z", "never fires"),
+            ("* * * * *\nrm -rf /", "line break"),
+        ] {
+            let why = schedule_problem(Some(bad), now).unwrap_or_default();
+            assert!(why.contains(says), "{bad:?}: {why:?}");
+        }
+    }
 
     #[test]
     fn offline_plan_parses() {
