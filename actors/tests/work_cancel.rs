@@ -236,3 +236,64 @@ async fn a_start_removes_what_ended_runs_left_in_the_work_dir() {
     f.drain();
     actor.stop(None);
 }
+
+/// Processes whose command line is exactly `sleep SECONDS`.
+fn sleeping(seconds: &str) -> usize {
+    let want = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes()))
+        .count()
+}
+
+/// A goal's fix task runs inside the goal's cycle run: cancelling the fix
+/// task found no run booked under its own id, said "was not running", and
+/// its sandboxed command ran on to its timeout while the item came back as
+/// `running`. The cycle carrying it is stopped now, command and all.
+#[tokio::test]
+async fn cancelling_a_goals_fix_task_stops_its_command() {
+    let mut f = Fx::new().await;
+    let marker = "3131";
+    let mut g = item(json!({
+        "id": "g-fix", "type": "goal", "title": "Keep it fixed", "body": "Watch.",
+        "schedule": "*/30 * * * *",
+        "verify": [common::file_check("fixed", &f.artifact("g-fix-fix-1", "fixed.txt"))],
+        "on_failure": "spawn_task",
+        "failure_context": "Fix these failures: $failed_checks",
+    }));
+    let tok = f
+        .svc
+        .issue_token(
+            silas_core::approval::Subject::WorkItem(&g),
+            &common::approved(),
+            silas_core::model::approval::ApprovalScope::Standing,
+            &common::owner_origin(&f.svc),
+            silas_core::Timestamp::now(),
+        )
+        .unwrap();
+    g.approval_token = Some(tok);
+    f.store.work_items().save(&g).unwrap();
+    f.fake.push(common::shell(&format!("sleep {marker}")));
+    let (actor, _h) = spawn_executor(&f.engine, None, RunSupervision::default()).await;
+    actor
+        .cast(WorkExecutorMsg::RunGoalCycle(DispatchRequest {
+            work_item_id: "g-fix".into(),
+            scope_id: "owner".into(),
+        }))
+        .unwrap();
+    wait_for("the fix task's command", || sleeping(marker) == 1).await;
+    assert_eq!(f.get("g-fix-fix-1").status, WorkItemStatus::Running);
+
+    let done = cancel(&actor, "g-fix-fix-1").await.unwrap();
+    assert!(done.was_running, "{done:?}");
+    wait_for("the command to be gone", || sleeping(marker) == 0).await;
+    let running: Vec<String> = ractor::call_t!(actor, WorkExecutorMsg::Running, 2000).unwrap();
+    assert!(running.is_empty(), "{running:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(f.get("g-fix-fix-1").status, WorkItemStatus::Failed);
+    // The goal itself goes on: its next cycle is not refused.
+    assert_ne!(f.get("g-fix").status, WorkItemStatus::Done);
+    f.drain();
+    actor.stop(None);
+}

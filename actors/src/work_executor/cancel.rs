@@ -103,10 +103,26 @@ impl WorkExecutorState {
             ),
             _ => {}
         }
+        // A goal's fix task runs inside the goal's cycle run, booked under
+        // the goal: that run is what runs its command, so it is stopped too
+        // (the goal itself stays; its next cycle starts afresh).
+        let carrier = item
+            .parent
+            .clone()
+            .filter(|p| !self.running.contains_key(&item.id) && self.running.contains_key(p));
         let scope = item.scope_id.clone().unwrap_or_else(|| "owner".into());
         // Stop the runs first: unbooked before the kill, so their end is
         // not taken for an ordinary one (nothing queued restarts them).
         let mut was_running = false;
+        if let Some(p) = &carrier
+            && let Some(booked) = self.running.remove(p)
+        {
+            self.by_actor.remove(&booked.cell.get_id());
+            was_running = true;
+            if let Err(e) = booked.cell.kill_and_wait(Some(KILL_WAIT)).await {
+                tracing::warn!(work_item_id = %p, "the cycle running the cancelled item did not confirm its stop: {e}");
+            }
+        }
         for i in &ids {
             self.again.remove(i);
             self.crashes.remove(i);
@@ -158,7 +174,7 @@ impl WorkExecutorState {
         }
         // The killed runs did not clean up after themselves.
         self.engine
-            .sweep_work_base(Some(&ids.iter().cloned().collect()));
+            .sweep_work_base(Some(&ids.iter().cloned().chain(carrier.clone()).collect()));
         Ok(Cancelled {
             previous: item.status,
             now,
