@@ -345,10 +345,15 @@ impl McpRegistry {
         arguments: Map<String, Value>,
     ) -> Result<McpToolOutput, McpError> {
         let running = self.running(skill, approval, prepare).await?;
+        // A call abandoned mid-way (its work item cancelled, its run
+        // killed) leaves the server busy with it: a hung call then held up
+        // every later one for the whole timeout. The server goes with it.
+        let mut abandoned = KillUnlessDone(Some(running.clone()));
         let result = running
             .session
             .call(tool, arguments, self.config.call_timeout)
             .await;
+        abandoned.0 = None;
         running.touch();
         if let Err(McpError::Protocol { .. }) = &result {
             let slot = self.slot(skill);
@@ -421,5 +426,17 @@ impl McpRegistry {
             .collect();
         out.sort();
         out
+    }
+}
+
+/// Kills the server it holds when dropped still holding it: the call it
+/// guards was dropped before it finished.
+struct KillUnlessDone(Option<Arc<Running>>);
+
+impl Drop for KillUnlessDone {
+    fn drop(&mut self) {
+        if let Some(running) = self.0.take() {
+            running.session.kill();
+        }
     }
 }

@@ -436,6 +436,36 @@ async fn a_hung_call_kills_its_server_and_frees_the_calls_behind_it() {
     assert!(out.contains("birds"), "{out}");
 }
 
+/// A hung call whose caller goes away (its work item cancelled: the run is
+/// killed, the call's future dropped) takes its server with it: the server
+/// stayed busy with the abandoned call, and the next work item's call sat
+/// out its whole timeout behind it.
+#[tokio::test]
+async fn an_abandoned_hung_call_frees_the_server_at_once() {
+    let f = Arc::new(fx(|c| c.call_timeout = Duration::from_secs(30)));
+    let approval = f.approval().await;
+    assert!(f.call(&approval, "cats").await.unwrap().contains("cats"));
+    let hung = {
+        let (f, approval) = (f.clone(), approval.clone());
+        tokio::spawn(async move { f.call(&approval, "hang").await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    hung.abort();
+    let _ = hung.await;
+    let t0 = std::time::Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(out) = f.call(&approval, "birds").await {
+                return out;
+            }
+        }
+    })
+    .await
+    .expect("the next call waited behind the abandoned one");
+    assert!(out.contains("birds"), "{out}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
 /// A tool name model APIs would refuse as a function name (path
 /// characters, or too long once namespaced) fails the install listing,
 /// naming it; nothing is bound, no process is left.
