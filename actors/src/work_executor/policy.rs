@@ -294,7 +294,16 @@ pub fn build_fix_task(goal: &WorkItem, id: &str, failures: &str) -> WorkItem {
     t.parent = Some(goal.id.clone());
     t.spawned_by = Some(goal.id.clone());
     t.schedule = None;
-    t.body = substitute_failed_checks(goal.failure_context.as_deref().unwrap_or(""), failures);
+    // Without a template the card promises a briefing "with the failed
+    // checks": an empty one left the executor nothing to work from.
+    t.body = match goal.failure_context.as_deref().map(str::trim) {
+        Some(template) if !template.is_empty() => substitute_failed_checks(template, failures),
+        _ => format!(
+            "Make the failing checks of goal \"{}\" pass.\n\nThe goal: {}\n\nFailed checks: {failures}",
+            goal.title,
+            goal.body.trim()
+        ),
+    };
     t.approval_token = None;
     t.needs_approval = true;
     t.tasks = Vec::new();
@@ -566,6 +575,26 @@ mod tests {
         let task = build_fix_task(&goal, "g1-fix-1", "- ci: red");
         assert_eq!(task.workspace, goal.workspace);
         assert!(task.needs_approval && task.approval_token.is_none());
+    }
+
+    /// A goal without a `failure_context` template: its card says the fix
+    /// task is "briefed with the failed checks", and it is (it was briefed
+    /// with nothing).
+    #[test]
+    fn a_fix_task_without_a_template_is_briefed_with_the_failed_checks() {
+        let mut goal: WorkItem = serde_json::from_value(json!({
+            "id": "g1", "type": "goal", "title": "Keep CI green", "body": "Watch the build.",
+            "schedule": "@every 1h",
+        }))
+        .unwrap();
+        let task = build_fix_task(&goal, "g1-fix-1", "- ci: red");
+        assert!(task.body.contains("Keep CI green"), "{}", task.body);
+        assert!(task.body.contains("Watch the build."), "{}", task.body);
+        assert!(task.body.ends_with("Failed checks: - ci: red"), "{}", task.body);
+        goal.failure_context = Some("  ".into());
+        assert!(build_fix_task(&goal, "g1-fix-1", "- ci: red").body.contains("- ci: red"));
+        goal.failure_context = Some("Fix: $failed_checks".into());
+        assert_eq!(build_fix_task(&goal, "g1-fix-1", "- ci: red").body, "Fix: - ci: red");
     }
 
     /// The next attempt's briefing (and a goal's fix task) quotes what a
