@@ -57,6 +57,10 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
+        if silas_storage::panic_is_contained() {
+            // Caught and reported as a damaged store (`Store::open`).
+            return;
+        }
         if output_closed(&msg) {
             // `silas audit tail | head`: the reader has gone, which is how a
             // pipeline ends, not an internal error. Exit as a command killed

@@ -312,3 +312,37 @@ fn acknowledging_a_tampered_mirror_makes_verify_pass_at_once() {
     let out = verify(dir.path());
     assert!(out.status.success(), "{out:?}");
 }
+
+/// A flipped page in the store (a bad sector, a careless edit): `audit
+/// verify` died with `E_INTERNAL` and exit 101 (a panic inside redb), and
+/// `silas doctor` printed none of its lines. Now both name a corrupt store
+/// and its fix.
+#[test]
+fn a_damaged_store_page_is_reported_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let init = support::silas(dir).arg("init").output().unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let path = dir.join("data").join(silas_storage::STORE_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in &mut bytes[4096..4112] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let out = verify(dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("E_DB_CORRUPT"), "{stderr}");
+    assert!(!stderr.contains("E_INTERNAL"), "{stderr}");
+
+    let doctor = support::silas(dir).arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL store:") && l.contains("restore the data dir")),
+        "{text}"
+    );
+    assert!(text.contains("PASS owner-key"), "{text}");
+}

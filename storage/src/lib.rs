@@ -102,6 +102,34 @@ pub struct Store {
     path: PathBuf,
 }
 
+thread_local! {
+    /// Set while [`contain_panics`] runs on this thread: the process's panic
+    /// hook stays quiet for a panic that is caught and reported as an error.
+    static CONTAINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a panic now on this thread will be caught by [`contain_panics`]
+/// (for the binary's panic hook: such a panic is not an internal error).
+pub fn panic_is_contained() -> bool {
+    CONTAINED.with(|c| c.get())
+}
+
+/// Runs `f`; a panic inside it (redb's on a damaged page) becomes
+/// [`StoreError::Corrupt`] with the panic's message.
+fn contain_panics<T>(f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+    let before = CONTAINED.with(|c| c.replace(true));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CONTAINED.with(|c| c.set(before));
+    out.unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unreadable page".into());
+        Err(StoreError::Corrupt(format!("a damaged page ({msg})")))
+    })
+}
+
 impl Store {
     /// Open (creating if absent) the store file at `path`, checking or stamping
     /// its schema record.
@@ -118,18 +146,31 @@ impl Store {
             )));
         }
         create_owner_only(&path)?;
-        let db = redb::Builder::new()
-            .set_cache_size(CACHE_BYTES)
-            .create(&path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
-                    path: path.display().to_string(),
-                },
-                other => StoreError::from(other),
-            })?;
-        let txn = db.begin_write()?;
-        schema::check_or_stamp(&txn)?;
-        txn.commit()?;
+        // redb panics on some damaged pages (an invalid page type byte)
+        // instead of returning `Corrupted`: that took every command down,
+        // `silas doctor` included, with an internal error and no diagnosis.
+        let db = contain_panics(|| {
+            let db = redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+                .map_err(|e| match e {
+                    redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+                        path: path.display().to_string(),
+                    },
+                    other => StoreError::from(other),
+                })?;
+            let txn = db.begin_write()?;
+            schema::check_or_stamp(&txn)?;
+            txn.commit()?;
+            Ok(db)
+        })
+        .map_err(|e| match e {
+            StoreError::Corrupt(why) => StoreError::Corrupt(format!(
+                "{why} in {}: restore the data dir from a backup",
+                path.display()
+            )),
+            other => other,
+        })?;
         let db = Arc::new(db);
         let writer = Arc::new(group_commit::GroupCommit::start(db.clone())?);
         Ok(Store {

@@ -53,6 +53,31 @@ fn an_empty_store_file_is_refused_not_reinitialised() {
     );
 }
 
+/// A flipped page (what a bad disk sector leaves) made redb panic inside
+/// `open`: every command, `silas doctor` included, died with an internal
+/// error. It is a corrupt store, said as one.
+#[test]
+fn a_damaged_page_is_a_corrupt_store_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(STORE_FILE);
+    {
+        let s = Store::open(&path).unwrap();
+        s.audit().log("store.created", Default::default()).unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in &mut bytes[4096..4112] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let e = open_err(&path);
+    assert_eq!(e.code(), ErrorCode::EDbCorrupt, "{e}");
+    assert!(
+        e.to_string().contains("restore the data dir from a backup"),
+        "{e}"
+    );
+    assert!(!silas_storage::panic_is_contained());
+}
+
 #[test]
 fn newer_schema_is_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();

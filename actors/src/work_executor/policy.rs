@@ -590,11 +590,22 @@ mod tests {
         let task = build_fix_task(&goal, "g1-fix-1", "- ci: red");
         assert!(task.body.contains("Keep CI green"), "{}", task.body);
         assert!(task.body.contains("Watch the build."), "{}", task.body);
-        assert!(task.body.ends_with("Failed checks: - ci: red"), "{}", task.body);
+        assert!(
+            task.body.ends_with("Failed checks: - ci: red"),
+            "{}",
+            task.body
+        );
         goal.failure_context = Some("  ".into());
-        assert!(build_fix_task(&goal, "g1-fix-1", "- ci: red").body.contains("- ci: red"));
+        assert!(
+            build_fix_task(&goal, "g1-fix-1", "- ci: red")
+                .body
+                .contains("- ci: red")
+        );
         goal.failure_context = Some("Fix: $failed_checks".into());
-        assert_eq!(build_fix_task(&goal, "g1-fix-1", "- ci: red").body, "Fix: - ci: red");
+        assert_eq!(
+            build_fix_task(&goal, "g1-fix-1", "- ci: red").body,
+            "Fix: - ci: red"
+        );
     }
 
     /// The next attempt's briefing (and a goal's fix task) quotes what a
