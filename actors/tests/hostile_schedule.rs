@@ -27,7 +27,7 @@ async fn a_goal_schedule_the_scheduler_would_not_run_gets_no_card() {
         (
             "g-every-second",
             "\"@every 1s\"",
-            "more often than once every 60 s",
+            "more often than once every 10 s",
         ),
         ("g-minute-61", "\"61 * * * *\"", "not valid"),
         ("g-six-fields", "\"* * * * * *\"", "not valid"),

@@ -142,7 +142,7 @@ pub fn gate_subject_problem(plan_gates: &[Gate]) -> Option<String> {
 
 /// The shortest interval a plan's `@every` may ask for: a goal runs its
 /// checks in a sandbox each time.
-pub const MIN_EVERY_SECONDS: u64 = 60;
+pub const MIN_EVERY_SECONDS: u64 = 10;
 
 /// Why a plan's `schedule` cannot be what the card shows and the scheduler
 /// runs: unreadable (it was approved, then only logged as "invalid; not
@@ -228,7 +228,7 @@ mod tests {
             ("*/0 * * * *", "not valid"),
             ("@every 0s", "not valid"),
             ("@every 1s", "more often"),
-            ("@every 59s", "more often"),
+            ("@every 9s", "more often"),
             ("0 0 31 2 *", "never fires"),
             ("@at 2020-01-01T00:00:00Z", "never fires"),
             ("* * * * *\nrm -rf /", "line break"),
