@@ -366,3 +366,61 @@ async fn a_goal_whose_standing_approval_expired_stops_and_asks_for_renewal() {
         "a cycle ran on the expired approval"
     );
 }
+
+/// A goal is put on the scheduler when the owner approves it, not at the
+/// scheduler's next store sync (a minute away): its first slot fires, and a
+/// stop right after the approval still finds its job (and catches up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_goal_is_scheduled_at_once() {
+    let fake = silas_testkit::FakeLlm::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start_on_fake(dir.path(), &fake, "");
+    let (mut owner, _) = open(&addr, Some(OWNER_TOKEN)).await;
+    plan_replies(
+        &fake,
+        "g-soon",
+        "goal",
+        "schedule: \"*/5 * * * *\"\nverify:\n  - name: ok\n    run: \"true\"\n    expect: {exit_code: 0}",
+    );
+    send(&mut owner, json!({"type": "message", "text": "watch it"})).await;
+    let mut seen = Vec::new();
+    let card = frame_of_type(
+        &mut owner,
+        "approval_request",
+        Duration::from_secs(30),
+        &mut seen,
+    )
+    .await;
+    send(
+        &mut owner,
+        json!({"type": "approval_response", "request_id": card["request_id"], "verdict": "approved"}),
+    )
+    .await;
+    // The cycle run at approval reports back; the job exists by then.
+    let _ = frame_of_type(
+        &mut owner,
+        "work_status",
+        Duration::from_secs(30),
+        &mut seen,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(owner);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open_in(dir.path().join("data")).unwrap();
+    let job = store
+        .records::<silas_storage::ScheduledJob>()
+        .get("goal:g-soon")
+        .unwrap()
+        .expect("the goal's job is stored at its approval");
+    assert_eq!(
+        (
+            job.action.as_str(),
+            job.source.as_str(),
+            job.schedule.as_str()
+        ),
+        ("goal_cycle", "goal", "*/5 * * * *"),
+        "{job:?}"
+    );
+}

@@ -227,7 +227,7 @@ impl ConnectionState {
             .as_deref()
             .and_then(SchedulerHandle::find_named)
         {
-            let _ = s.actor.cast(crate::scheduler::SchedulerMsg::Sync);
+            s.sync();
         }
     }
 

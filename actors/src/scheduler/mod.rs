@@ -903,6 +903,12 @@ impl SchedulerHandle {
         }
     }
 
+    /// Reconcile goal and connection jobs with the store now, without
+    /// waiting for the answer (a stopped scheduler syncs at its start).
+    pub fn sync(&self) {
+        let _ = self.actor.cast(SchedulerMsg::Sync);
+    }
+
     pub async fn list(&self) -> Vec<JobInfo> {
         ractor::call_t!(self.actor, SchedulerMsg::List, RPC_TIMEOUT_MS).unwrap_or_default()
     }

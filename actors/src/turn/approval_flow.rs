@@ -432,6 +432,14 @@ async fn decide_plan(
     cards.delete(request_id)?;
     // Step 9: background execution; the turn never waits for it.
     send_dispatch(dispatch, &work_item_id, &card.scope_id).await?;
+    if goal {
+        // Scheduled now, not at the next store sync (up to a minute away):
+        // its first slot after approval fires, and a stop before that sync
+        // still finds its job and catches up.
+        if let Some(s) = crate::scheduler::SchedulerHandle::find() {
+            s.sync();
+        }
+    }
     audit(
         deps,
         "work_dispatched",
