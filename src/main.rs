@@ -51,12 +51,8 @@ fn main() -> ExitCode {
     // also ensure it, so this is belt and braces, not load-bearing.
     silas_llm::ensure_crypto_provider();
     std::panic::set_hook(Box::new(|info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
+        let msg =
+            silas_core::error::panic_text(info.payload()).unwrap_or_else(|| "unknown panic".into());
         if silas_storage::panic_is_contained() {
             // Caught and reported as a damaged store (`Store::open`).
             return;

@@ -141,6 +141,15 @@ pub trait Coded {
     fn code(&self) -> ErrorCode;
 }
 
+/// A panic's message, when it carried one (`panic!("…")` gives a `&str` or a
+/// `String`); for the panic hook and every `catch_unwind` that reports one.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +179,17 @@ mod tests {
             ErrorCode::ESandboxUnavailable.family(),
             ErrorFamily::Sandbox
         );
+    }
+
+    #[test]
+    fn a_panics_text_is_read_from_either_payload() {
+        let of = |f: fn()| {
+            std::panic::catch_unwind(f)
+                .err()
+                .and_then(|p| panic_text(&*p))
+        };
+        assert_eq!(of(|| panic!("plain")).as_deref(), Some("plain"));
+        assert_eq!(of(|| panic!("{}", 7)).as_deref(), Some("7"));
+        assert_eq!(of(|| std::panic::panic_any(3_u8)), None);
     }
 }

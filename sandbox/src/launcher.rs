@@ -148,11 +148,7 @@ pub fn main() -> ExitCode {
     let report =
         std::panic::catch_unwind(AssertUnwindSafe(|| run(&mut out))).unwrap_or_else(|panic| {
             kill_descendants();
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let msg = silas_core::error::panic_text(&*panic).unwrap_or_default();
             failure(SandboxError::Launcher(format!("launcher panicked: {msg}")))
         });
     // Every Report variant serialises (a test covers each); the fallback is a

@@ -121,11 +121,8 @@ fn contain_panics<T>(f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     CONTAINED.with(|c| c.set(before));
     out.unwrap_or_else(|payload| {
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unreadable page".into());
+        let msg =
+            silas_core::error::panic_text(&*payload).unwrap_or_else(|| "unreadable page".into());
         Err(StoreError::Corrupt(format!("a damaged page ({msg})")))
     })
 }

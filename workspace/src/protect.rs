@@ -154,19 +154,6 @@ pub struct Protected {
 }
 
 impl Protected {
-    /// The default set, the plan's `protected` globs and what its checks run.
-    pub fn for_checks<'a>(
-        extra_globs: &[String],
-        commands: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Self, WorkspaceError> {
-        let inputs = check_inputs(commands);
-        let mut globs = extra_globs.to_vec();
-        globs.extend(inputs.globs);
-        let mut p = Protected::new(&globs)?;
-        p.modules = inputs.modules;
-        Ok(p)
-    }
-
     /// Whether a new file at `rel` would shadow a module the checks import,
     /// judged against the untouched copy's layout (`base_has`: whether it
     /// holds a file), which the work cannot change: a package there is the
@@ -175,10 +162,10 @@ impl Protected {
         crate::shadow::shadows(rel, &self.modules, base_has)
     }
 
-    /// [`Protected::for_checks`], plus what the protected scripts in
-    /// `base` (the untouched copy) `source`: a check `sh scripts/check.sh`
-    /// whose first line is `. scripts/lib.sh` passed once `lib.sh` said
-    /// `exit 0`.
+    /// The default set, the plan's `protected` globs, what its checks run
+    /// and what those protected scripts in `base` (the untouched copy)
+    /// `source`: a check `sh scripts/check.sh` whose first line is
+    /// `. scripts/lib.sh` passed once `lib.sh` said `exit 0`.
     pub fn for_checks_in<'a>(
         base: &Path,
         extra_globs: &[String],
@@ -339,14 +326,25 @@ pub fn restore(
 ) -> Result<Vec<String>, WorkspaceError> {
     let base_all = entries(base_copy);
     let verify_all = entries(verify_copy);
+    restore_walked(base_copy, verify_copy, &base_all, &verify_all, protected)
+}
+
+/// [`restore`] over trees already walked (`base_all`, `verify_all`).
+fn restore_walked(
+    base_copy: &Path,
+    verify_copy: &Path,
+    base_all: &BTreeSet<String>,
+    verify_all: &BTreeSet<String>,
+    protected: &Protected,
+) -> Result<Vec<String>, WorkspaceError> {
     let protected_of = |all: &BTreeSet<String>| -> BTreeSet<String> {
         all.iter()
             .filter(|r| protected.is_protected(r))
             .cloned()
             .collect()
     };
-    let base = protected_of(&base_all);
-    let verify = protected_of(&verify_all);
+    let base = protected_of(base_all);
+    let verify = protected_of(verify_all);
     let mut restored = Vec::new();
     for rel in verify.difference(&base) {
         fsutil::remove_entry(&verify_copy.join(rel))
@@ -367,7 +365,7 @@ pub fn restore(
         copy_exact(&from, &to, verify_copy, rel)?;
         restored.push(rel.clone());
     }
-    for rel in added_shadows(&base_all, &verify_all, protected) {
+    for rel in added_shadows(base_all, verify_all, protected) {
         fsutil::remove_entry(&verify_copy.join(&rel))
             .map_err(|e| WorkspaceError::io(format!("remove shadowing {rel}"), e))?;
         restored.push(rel);
@@ -384,22 +382,63 @@ pub fn restore(
 /// checks' files (bytecode is never applied either). Returns the removed
 /// paths.
 pub fn drop_compiled(base_copy: &Path, verify_copy: &Path) -> Result<Vec<String>, WorkspaceError> {
-    let base_all = entries(base_copy);
+    drop_compiled_walked(
+        base_copy,
+        verify_copy,
+        &entries(base_copy),
+        &entries(verify_copy),
+    )
+}
+
+/// [`drop_compiled`] over trees already walked; an entry gone since the
+/// walk ([`restore`] removed it) is skipped.
+fn drop_compiled_walked(
+    base_copy: &Path,
+    verify_copy: &Path,
+    base_all: &BTreeSet<String>,
+    verify_all: &BTreeSet<String>,
+) -> Result<Vec<String>, WorkspaceError> {
     let mut removed = Vec::new();
-    for rel in entries(verify_copy)
+    for rel in verify_all
         .iter()
         .filter(|r| crate::shadow::is_compiled_python(r))
     {
-        let unchanged =
-            base_all.contains(rel) && same_file(&base_copy.join(rel), &verify_copy.join(rel));
-        if unchanged {
+        let path = verify_copy.join(rel);
+        let unchanged = base_all.contains(rel) && same_file(&base_copy.join(rel), &path);
+        if unchanged || fs::symlink_metadata(&path).is_err() {
             continue;
         }
-        fsutil::remove_entry(&verify_copy.join(rel))
+        fsutil::remove_entry(&path)
             .map_err(|e| WorkspaceError::io(format!("remove compiled {rel}"), e))?;
         removed.push(rel.clone());
     }
     Ok(removed)
+}
+
+/// Readies a verification copy for the checks, walking each tree once:
+/// [`restore`] with `protected` (`None` where the plan may edit the checks'
+/// files), then [`drop_compiled`] in every case. Returns every path it
+/// removed or restored, sorted.
+pub fn prepare_for_checks(
+    base_copy: &Path,
+    verify_copy: &Path,
+    protected: Option<&Protected>,
+) -> Result<Vec<String>, WorkspaceError> {
+    let base_all = entries(base_copy);
+    let verify_all = entries(verify_copy);
+    let mut touched = match protected {
+        Some(p) => restore_walked(base_copy, verify_copy, &base_all, &verify_all, p)?,
+        None => Vec::new(),
+    };
+    touched.extend(drop_compiled_walked(
+        base_copy,
+        verify_copy,
+        &base_all,
+        &verify_all,
+    )?);
+    touched.sort();
+    touched.dedup();
+    Ok(touched)
 }
 
 /// New entries of the verification copy that shadow a module the checks

@@ -335,9 +335,12 @@ fn restore_removes_what_would_shadow_a_check_and_keeps_the_work() {
     ] {
         write(&verify, rel, body);
     }
-    let protected =
-        Protected::for_checks(&[], ["bash run_tests.sh", "cd sub && python3 -m mytool -q"])
-            .unwrap();
+    let protected = Protected::for_checks_in(
+        &base,
+        &[],
+        ["bash run_tests.sh", "cd sub && python3 -m mytool -q"],
+    )
+    .unwrap();
     let cs = diff::changes(&snap, &base, &verify, &protected).unwrap();
     let flagged: Vec<&str> = cs
         .files
@@ -448,6 +451,35 @@ fn added_bytecode_is_dropped_for_the_checks() {
     assert_eq!(dropped, ["app.pyc", "src/__pycache__/app.cpython-311.pyc"]);
     assert!(result.join("src/__pycache__/kept.pyc").exists());
     assert!(!result.join("app.pyc").exists());
+
+    // In one walk with the restore: bytecode the restore already removed
+    // (it lies under the protected `tests/`) is not removed twice.
+    write(
+        &result,
+        "tests/__pycache__/test_x.cpython-311.pyc",
+        b"planted",
+    );
+    write(&result, "lib.pyc", b"planted");
+    let protected = Protected::for_checks_in(&base, &[], ["python3 -m pytest -q"]).unwrap();
+    let touched = protect::prepare_for_checks(&base, &result, Some(&protected)).unwrap();
+    assert_eq!(
+        touched,
+        ["lib.pyc", "tests/__pycache__/test_x.cpython-311.pyc"]
+    );
+    assert!(
+        !result
+            .join("tests/__pycache__")
+            .join("test_x.cpython-311.pyc")
+            .exists()
+    );
+    // Where the plan may edit the checks' files, the bytecode still goes.
+    write(
+        &result,
+        "tests/__pycache__/test_y.cpython-311.pyc",
+        b"planted",
+    );
+    let touched = protect::prepare_for_checks(&base, &result, None).unwrap();
+    assert_eq!(touched, ["tests/__pycache__/test_y.cpython-311.pyc"]);
 }
 
 /// What a protected check script sources, followed through what that

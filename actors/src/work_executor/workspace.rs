@@ -136,12 +136,8 @@ impl WorkEngine {
         let verify = run.root.join(format!("verify-{}", item.attempts));
         silas_execution::cleanup::remove_tree(&verify);
         copy::take_plain(&run.result(), &verify, &CopyLimits::default()).map_err(io)?;
-        let mut restored = if run.use_.allow_protected_edits {
-            Vec::new()
-        } else {
-            protect::restore(&run.base(), &verify, &run.protected).map_err(io)?
-        };
-        restored.extend(protect::drop_compiled(&run.base(), &verify).map_err(io)?);
+        let protected = (!run.use_.allow_protected_edits).then_some(&run.protected);
+        let restored = protect::prepare_for_checks(&run.base(), &verify, protected).map_err(io)?;
         if !restored.is_empty() {
             self.audit(
                 "workspace_checks_restored",
