@@ -15,7 +15,7 @@
 //! decide. Audit data built here never carries free text (`freetext`,
 //! `edited_text`): only ids, card types and chip values.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -635,30 +635,37 @@ pub fn audit_record(card: &PendingCard, answer: &CardAnswer) -> (&'static str, V
     (answer.resolution.audit_event(), data)
 }
 
-/// Remembers recently resolved card ids (bounded), so a second answer is
-/// told "already answered" rather than "unknown".
+/// Remembers recently resolved card ids and their scopes (bounded), so a
+/// second answer from the card's own scope is told "already answered"
+/// rather than "unknown" — and another scope is told "unknown" either way,
+/// so a customer cannot probe whether someone else's card was answered.
 #[derive(Debug, Default)]
 pub struct RecentlyResolved {
     order: VecDeque<String>,
-    ids: HashSet<String>,
+    scopes: HashMap<String, String>,
 }
 
 impl RecentlyResolved {
     pub const CAPACITY: usize = 4096;
 
-    pub fn remember(&mut self, request_id: &str) {
-        if self.ids.insert(request_id.to_string()) {
+    pub fn remember(&mut self, request_id: &str, scope_id: &str) {
+        if self
+            .scopes
+            .insert(request_id.to_string(), scope_id.to_string())
+            .is_none()
+        {
             self.order.push_back(request_id.to_string());
             while self.order.len() > Self::CAPACITY {
                 if let Some(old) = self.order.pop_front() {
-                    self.ids.remove(&old);
+                    self.scopes.remove(&old);
                 }
             }
         }
     }
 
-    pub fn contains(&self, request_id: &str) -> bool {
-        self.ids.contains(request_id)
+    /// Whether `scope_id`'s card `request_id` was resolved recently.
+    pub fn answered_in(&self, request_id: &str, scope_id: &str) -> bool {
+        self.scopes.get(request_id).is_some_and(|s| s == scope_id)
     }
 }
 

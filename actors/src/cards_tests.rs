@@ -237,10 +237,39 @@ fn audit_records_never_carry_free_text() {
 fn recently_resolved_is_bounded() {
     let mut r = RecentlyResolved::default();
     for i in 0..(RecentlyResolved::CAPACITY + 10) {
-        r.remember(&format!("c{i}"));
+        r.remember(&format!("c{i}"), "owner");
     }
-    assert!(!r.contains("c0"));
-    assert!(r.contains(&format!("c{}", RecentlyResolved::CAPACITY + 9)));
+    assert!(!r.answered_in("c0", "owner"));
+    assert!(r.answered_in(&format!("c{}", RecentlyResolved::CAPACITY + 9), "owner"));
+}
+
+#[test]
+fn another_scope_cannot_tell_an_answered_card_from_none() {
+    let mut r = RecentlyResolved::default();
+    r.remember("c1", "web:alice");
+    assert!(r.answered_in("c1", "web:alice"));
+    assert!(!r.answered_in("c1", "web:mallory"));
+    assert!(!r.answered_in("c2", "web:alice"));
+    let t = CardTimeouts::default();
+    let answer = CardResponse::Verdict {
+        verdict: "approve".into(),
+    };
+    for (scope, says) in [
+        ("web:alice", CardRejection::AlreadyAnswered("c1".into())),
+        ("web:mallory", CardRejection::Unknown("c1".into())),
+    ] {
+        let got = check_answer(
+            None,
+            "c1",
+            scope,
+            CardKind::Plan,
+            answer.clone(),
+            r.answered_in("c1", scope),
+            &t,
+            Timestamp::now(),
+        );
+        assert_eq!(got, Err(says), "{scope}");
+    }
 }
 
 #[test]

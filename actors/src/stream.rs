@@ -509,8 +509,8 @@ impl Actor for Stream {
                         "shutting down; card intake closed".into(),
                     ))
                 };
-                if out.is_ok() {
-                    state.resolved.remember(&request_id);
+                if let (Ok(_), Some(c)) = (&out, &card) {
+                    state.resolved.remember(&request_id, &c.scope_id);
                 }
                 let _ = reply.send(out);
             }

@@ -515,6 +515,17 @@ async fn only_the_owner_answers_an_escalation_card_once() {
                 owner(),
             )
             .await;
+        // The customer cannot tell an answered card from one that never was.
+        let probe = stream
+            .answer_card(
+                "ws-customer",
+                &id,
+                CardKind::PermissionEscalation,
+                approve(),
+                AnswerOrigin::new("web", "customer-1"),
+            )
+            .await;
+        refused.push(probe);
         (id, refused, first, replay)
     });
     let r = rig.f.engine.run_task("t-attack", "owner").await.unwrap();
@@ -536,6 +547,11 @@ async fn only_the_owner_answers_an_escalation_card_once() {
         refused[2],
         Err(CardRejection::Unknown(format!("{id}-forged"))),
         "forged id"
+    );
+    assert_eq!(
+        refused[3],
+        Err(CardRejection::Unknown(id.clone())),
+        "another scope, after the answer"
     );
     assert!(first.is_ok(), "{first:?}");
     assert!(

@@ -75,6 +75,23 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     }
 }
 
+/// `T` read from `value`; a failure names the field it is about
+/// (`` `verify[0].expect`: invalid type: string "0", expected a map ``), so
+/// whoever wrote the value — often a model, asked again with the error —
+/// knows what to change.
+pub fn from_value_at<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("`{path}`: {}", e.inner())
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +127,51 @@ mod tests {
                 None => assert_eq!(got, None, "{text}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod from_value_at_tests {
+    use super::from_value_at;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Check {
+        name: String,
+        expect: Expect,
+    }
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Expect {
+        exit_code: i32,
+    }
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Plan {
+        verify: Vec<Check>,
+    }
+
+    #[test]
+    fn a_failure_names_its_field() {
+        let bad = json!({"verify": [{"name": "a", "expect": {"exit_code": 0}},
+                                    {"name": "b", "expect": {"exit_code": "zero"}}]});
+        let e = from_value_at::<Plan>(bad).unwrap_err();
+        assert!(
+            e.starts_with("`verify[1].expect.exit_code`: invalid type"),
+            "{e}"
+        );
+        let unknown = json!({"verify": [{"name": "a", "expect": {"code": 0}}]});
+        let e = from_value_at::<Plan>(unknown).unwrap_err();
+        assert!(
+            e.starts_with("`verify[0].expect.code`: unknown field"),
+            "{e}"
+        );
+        let e = from_value_at::<Plan>(json!([])).unwrap_err();
+        assert!(!e.starts_with('`'), "{e}");
+        assert!(from_value_at::<Plan>(json!({"verify": []})).is_ok());
     }
 }

@@ -94,7 +94,7 @@ impl StreamState {
         };
         let (event, data) = cards::audit_record(&card, &answer);
         audit(&deps, event, data)?;
-        self.resolved.remember(&card.request_id);
+        self.resolved.remember(&card.request_id, &card.scope_id);
         if let Some(waiter) = self.waiters.remove(&card.request_id) {
             deps.store
                 .records::<PendingCard>()
@@ -218,7 +218,7 @@ impl StreamState {
             scope_id,
             kind,
             response,
-            self.resolved.contains(request_id),
+            self.resolved.answered_in(request_id, scope_id),
             &self.timeouts,
             Timestamp::now(),
         );
@@ -241,7 +241,7 @@ impl StreamState {
         deps.store.records::<PendingCard>().delete(request_id)?;
         let (event, data) = cards::audit_record(&card, &answer);
         audit(&deps, event, data)?;
-        self.resolved.remember(request_id);
+        self.resolved.remember(request_id, &card.scope_id);
         if let Some(w) = self.waiters.remove(request_id) {
             let _ = w.send(answer.clone());
         }
@@ -272,7 +272,7 @@ impl StreamState {
                 }
                 c
             }
-            _ if self.resolved.contains(request_id) => {
+            _ if self.resolved.answered_in(request_id, scope_id) => {
                 return Ok(Err(CardRejection::AlreadyAnswered(request_id.into())));
             }
             _ => return Ok(Err(CardRejection::Unknown(request_id.into()))),
@@ -295,7 +295,7 @@ impl StreamState {
         let out =
             approval_flow::decide_card(&deps, &self.args.dispatch, request_id, decision, origin)
                 .await;
-        self.resolved.remember(request_id);
+        self.resolved.remember(request_id, &card.scope_id);
         Ok(out.map_err(|e| match e {
             TurnError::UnknownCard(_) => CardRejection::Unknown(request_id.into()),
             other => CardRejection::Failed {

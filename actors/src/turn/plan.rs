@@ -189,7 +189,7 @@ pub fn parse_plan(markdown: &str) -> Result<WorkItem, PlanParseError> {
     obj.insert("body".into(), Value::String(body.trim().to_string()));
     obj.remove("approval_token");
     let item: WorkItem =
-        serde_json::from_value(fields).map_err(|e| PlanParseError::Invalid(e.to_string()))?;
+        silas_core::strict_json::from_value_at(fields).map_err(PlanParseError::Invalid)?;
     // A script gate runs a host command outside the sandbox; a model must
     // not be able to write one (the owner configures them in gates.system).
     if let Some(g) = item
@@ -349,6 +349,16 @@ mod tests {
             parse_plan("---\ntitle: x\n---\nbody"),
             Err(PlanParseError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn a_bad_field_is_named_so_the_model_can_mend_it() {
+        let plan = "---\nid: t\ntype: task\ntitle: t\nverify:\n  - {name: a, run: \"true\", expect: {exit_code: 0}}\n  - {name: b, run: \"true\", expect: {exit_code: zero}}\n---\nbody";
+        let Err(PlanParseError::Invalid(why)) = parse_plan(plan) else {
+            panic!("{:?}", parse_plan(plan));
+        };
+        assert!(why.starts_with("`verify[1].expect"), "{why}");
+        assert!(parse_plan(&plan.replace("zero", "0")).is_ok());
     }
 }
 
