@@ -328,12 +328,68 @@ pub fn report_parse_error(e: clap::Error) -> ExitCode {
             }
         }
         _ => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("error: {first} (see `silas --help`)");
+            eprintln!("{}", usage_error_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// A usage error on one line: clap's first paragraph (which names what is
+/// missing or unexpected on the lines after its first), then the usage of
+/// the command that was meant.
+fn usage_error_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let what = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = what.strip_prefix("error: ").unwrap_or(&what);
+    let what = if what.is_empty() {
+        "invalid arguments"
+    } else {
+        what
+    };
+    match rendered
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+    {
+        Some(usage) => format!("error: {what} (usage: {usage})"),
+        None => format!("error: {what} (see `silas --help`)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(args: &[&str]) -> String {
+        match Cli::try_parse_from(args) {
+            Ok(_) => String::new(),
+            Err(e) => usage_error_line(&e),
+        }
+    }
+
+    #[test]
+    fn a_usage_error_names_what_is_missing_and_the_usage() {
+        // Before: "error: the following required arguments were not
+        // provided: (see `silas --help`)", naming nothing.
+        assert_eq!(
+            line(&["silas", "work", "show"]),
+            "error: the following required arguments were not provided: <ID> \
+             (usage: silas work show <ID>)"
+        );
+        let unexpected = line(&["silas", "work", "list", "--nope"]);
+        assert!(
+            unexpected.starts_with("error: unexpected argument '--nope' found"),
+            "{unexpected}"
+        );
+        assert!(
+            unexpected.ends_with("(usage: silas work list [OPTIONS])"),
+            "{unexpected}"
+        );
+        assert!(!unexpected.contains('\n'), "{unexpected}");
     }
 }
 

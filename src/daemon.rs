@@ -2,6 +2,7 @@
 //! SIGINT/SIGTERM, then shuts down in the order of spec §18.2 (stop intake,
 //! let in-flight requests finish within the grace period, audit, checkpoint).
 
+mod banner;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -565,42 +566,14 @@ async fn run(
         "daemon.started",
         json!({"pid": std::process::id(), "web": addr.to_string(), "owner_public_key": owner_public_key}),
     );
-    match &pairing_link {
-        Some(link) => print!("{}", crate::devices::pairing_banner(link)),
-        None => println!(
-            "Paired browsers: {paired} (pair another: `silas pair`, which prints a one-time link)"
-        ),
-    }
-    let data_dir = std::fs::canonicalize(&cfg.data_dir).unwrap_or_else(|_| cfg.data_dir.clone());
-    println!(
-        "Data dir: {} (more devices: `silas pair`; list or revoke: `silas devices`)",
-        data_dir.display()
-    );
-    println!(
-        "Sandbox dirs: {} (work) and {} (verification)",
-        cfg.sandbox_work_dir().display(),
-        cfg.verify_dir().display()
-    );
-    if cfg.scheduler.enabled {
-        println!(
-            "Scheduler: cron times are in {} (scheduler.timezone: {}).",
-            timezone.name(),
-            cfg.scheduler.timezone.trim()
-        );
-    }
-    if telegram_on {
-        println!(
-            "Telegram: polling as the bot of channels.telegram ({}).",
-            if cfg.active_goal.is_some() {
-                "the owner's chat, and other chats as customers of the active goal"
-            } else {
-                "owner chat only"
-            }
-        );
-    }
-    println!(
-        "Silas is running: web app and API at http://{addr}/ (health: http://{addr}/health). Press Ctrl-C to stop."
-    );
+    banner::print(&banner::Banner {
+        cfg: &cfg,
+        pairing_link: pairing_link.as_deref(),
+        paired,
+        timezone: timezone.name(),
+        telegram_on,
+        addr,
+    });
     tracing::info!(%addr, data_dir = %cfg.data_dir.display(), "silas started");
     // Start-up's scratch memory (config, compiled patterns, store opening)
     // is free now; an idle daemon keeps only what it uses (issue #19 item 4).

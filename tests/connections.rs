@@ -206,6 +206,52 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         .unwrap();
     assert!(!out.status.success());
 
+    // A setup that fails in the background (the script's host is not one
+    // it declared: the egress proxy refuses it) reaches the owner as a
+    // notice saying why, and the connection can be set up again.
+    let out = silas(d)
+        .args([
+            "connection",
+            "add",
+            SKILL,
+            "--set",
+            "OAUTH_BASE=http://127.0.0.1:9",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut notice = None;
+    for _ in 0..10 {
+        let m = frame_of_type(&mut ws, "message", Duration::from_secs(60), &mut frames).await;
+        if m["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("did not complete"))
+        {
+            notice = Some(m["text"].as_str().unwrap_or_default().to_string());
+            break;
+        }
+    }
+    let notice = notice.unwrap_or_else(|| panic!("no failure notice: {frames:?}"));
+    assert!(
+        notice.starts_with(&format!(
+            "Setting up the connection of skill '{SKILL}' did not complete: its script reported a failure (it said: device code request failed"
+        )),
+        "{notice}"
+    );
+    assert!(
+        notice.ends_with(&format!("`silas connection add {SKILL}` starts it again.")),
+        "{notice}"
+    );
+    let mut proposed = false;
+    for _ in 0..40 {
+        if connections(d).iter().any(|c| c["status"] == "proposed") {
+            proposed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(proposed, "{:?}", connections(d));
+
     // Setup: the owner's settings point the skill at its declared host.
     let out = silas(d)
         .args(["connection", "add", SKILL, "--set"])
@@ -317,6 +363,7 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         "connection.egress_configured",
         "connection.setup_started",
         "connection.setup_completed",
+        "connection.setup_failed",
         "connection.script_run",
         "connection.failed",
         "skill_use_refused",

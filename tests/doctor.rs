@@ -103,6 +103,27 @@ fn a_healthy_scratch_dir_passes() {
     }
 }
 
+/// glibc reads a POSIX rule in `TZ`; Silas's zone database does not, so
+/// the schedules would follow UTC while the host's clock follows CET.
+#[test]
+fn a_tz_silas_cannot_read_is_a_warning() {
+    let dir = scratch();
+    let (out, lines) = doctor(dir.path(), free_port(), &[("TZ", "CET-1CEST")]);
+    assert_eq!(out.status.code(), Some(0), "{lines:#?}");
+    let tz = line(&lines, "timezone");
+    assert!(tz.starts_with("WARN "), "{tz}");
+    assert!(
+        tz.contains("TZ=\"CET-1CEST\" is not a time zone name"),
+        "{tz}"
+    );
+    assert!(tz.contains("fix: set scheduler.timezone"), "{tz}");
+    let (_, lines) = doctor(dir.path(), free_port(), &[("TZ", "Asia/Tokyo")]);
+    assert_eq!(
+        line(&lines, "timezone"),
+        "PASS timezone: cron times are in Asia/Tokyo (scheduler.timezone: local)"
+    );
+}
+
 #[test]
 fn a_keys_dir_open_to_others_fails_with_the_chmod_fix() {
     let dir = scratch();

@@ -197,6 +197,10 @@ pub enum StreamMsg {
         scope_id: String,
         filter: crate::forget::HistoryFilter,
     },
+    /// A notice for the owner's channels ([`StreamHandle::notify_owner`]).
+    OwnerNotice {
+        text: String,
+    },
     /// Stop intake (§18.2 steps 1–2); replies with the pending count.
     CloseIntake(RpcReplyPort<u32>),
     Status(RpcReplyPort<StreamStatus>),
@@ -558,6 +562,19 @@ impl Actor for Stream {
                 if let Some(p) = state.processors.get(&scope_id) {
                     let _ = p.cast(TurnMsg::ForgetHistory(filter));
                 }
+            }
+            StreamMsg::OwnerNotice { text } => {
+                // Sent off the actor: a slow channel does not hold the Stream.
+                let sink = state.args.deps.sink.clone();
+                tokio::spawn(async move {
+                    let out = Outbound::OwnerNotice {
+                        scope_id: crate::turn::OWNER_SCOPE.to_string(),
+                        text,
+                    };
+                    if let Err(e) = sink.send(out).await {
+                        tracing::info!("owner notice not shown: {e}");
+                    }
+                });
             }
             StreamMsg::SweepCards => {
                 state.sweep_cards().await?;

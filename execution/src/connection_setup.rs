@@ -236,6 +236,8 @@ pub async fn run_setup(
         return Err(SetupError::Protocol("no pipes".into()));
     };
     let mut lines = BufReader::new(stdout).lines();
+    // Lines read, for errors that name the line at fault.
+    let mut number = 0usize;
     let mut stored: Vec<String> = Vec::new();
     // Every secret value this setup has seen (tokens handed over, the
     // owner's secure answers): never shown again on a later step's card.
@@ -266,15 +268,24 @@ pub async fn run_setup(
             Ok(None) => break Err(SetupError::Protocol("the script ended without done".into())),
             Err(e) => break Err(SetupError::Protocol(e.to_string())),
         };
+        number += 1;
         if line.len() > MAX_LINE {
-            break Err(SetupError::Protocol("oversized line".into()));
+            break Err(SetupError::Protocol(format!(
+                "line {number} is longer than {} KiB",
+                MAX_LINE / 1024
+            )));
         }
         if line.trim().is_empty() {
             continue;
         }
-        // The parse error never quotes the line: it may hold a token.
-        let Ok(message) = serde_json::from_str::<SetupMessage>(&line) else {
-            break Err(SetupError::Protocol("a line is not a setup message".into()));
+        let message = match serde_json::from_str::<SetupMessage>(&line) {
+            Ok(m) => m,
+            Err(_) => {
+                break Err(SetupError::Protocol(format!(
+                    "line {number}: {}",
+                    what_is_wrong(&line)
+                )));
+            }
         };
         let step = match message {
             SetupMessage::DeviceCode {
@@ -291,7 +302,9 @@ pub async fn run_setup(
             SetupMessage::Progress { message } => SetupStep::Progress { message },
             SetupMessage::Token { secret_ref, value } => {
                 let Some(ref_id) = connection_secret_ref(&launch.skill, &secret_ref) else {
-                    break Err(SetupError::Protocol("invalid secret_ref".into()));
+                    break Err(SetupError::Protocol(format!(
+                        "line {number}: {BAD_SECRET_REF}"
+                    )));
                 };
                 if let Err(e) = secrets.put(&ref_id, value.as_bytes()) {
                     break Err(SetupError::Store(e));
@@ -301,7 +314,11 @@ pub async fn run_setup(
                 continue;
             }
             SetupMessage::Done => break Ok(()),
-            SetupMessage::Error { message } => break Err(SetupError::Failed(message)),
+            // Shown to the owner like a progress line: without what it
+            // stored.
+            SetupMessage::Error { message } => {
+                break Err(SetupError::Failed(scrubbed(message, &known)));
+            }
         };
         if steps.send(scrub(step, &known)).await.is_err() {
             break Err(SetupError::Cancelled);
@@ -320,6 +337,103 @@ pub async fn run_setup(
     }
 }
 
+/// What a `secret_ref` may be ([`connection_secret_ref`]).
+const BAD_SECRET_REF: &str = "`secret_ref` must be 1 to 48 letters, digits, `-` or `_`";
+
+/// The `type`s a setup line may have.
+pub const MESSAGE_TYPES: [&str; 7] = [
+    "device_code",
+    "browser_redirect",
+    "secure_input",
+    "progress",
+    "token",
+    "done",
+    "error",
+];
+
+/// Why `line` is not a setup message, for the owner (often the skill's
+/// author) to fix — without a value from the line: it may hold a token.
+/// serde's own messages are used where they name only fields, types and
+/// what was expected; a name from the line is repeated only when it looks
+/// like a field name, not a credential.
+pub fn what_is_wrong(line: &str) -> String {
+    let value = match serde_json::from_str::<serde_json::Value>(line) {
+        // A syntax error names a position, never the text.
+        Err(e) => return format!("not JSON ({e})"),
+        Ok(v) => v,
+    };
+    let Some(object) = value.as_object() else {
+        return "not a JSON object".into();
+    };
+    let kinds = MESSAGE_TYPES.join(", ");
+    match object.get("type").map(|t| t.as_str()) {
+        None => return format!("no \"type\" (one of {kinds})"),
+        Some(None) => return format!("\"type\" is not a string (one of {kinds})"),
+        Some(Some(t)) if !MESSAGE_TYPES.contains(&t) => {
+            return format!("unknown type {} (expected one of {kinds})", shown_name(t));
+        }
+        Some(Some(_)) => {}
+    }
+    let Err(e) = serde_json::from_value::<SetupMessage>(value.clone()) else {
+        return "not a setup message".into();
+    };
+    let text = e.to_string();
+    // "unknown field `x`, expected one of `a`, `b`" / "missing field `a`".
+    for what in ["unknown field", "missing field"] {
+        if let Some((name, tail)) = text
+            .strip_prefix(what)
+            .and_then(|rest| rest.strip_prefix(" `"))
+            .and_then(|rest| rest.split_once('`'))
+        {
+            return format!("{what} {}{tail}", shown_name(name));
+        }
+    }
+    // "invalid type: string \"…\", expected u64" quotes the value: only
+    // what was expected is kept, with the field at fault — the one whose
+    // removal ends the complaint.
+    if let Some((_, expected)) = text.rsplit_once(", expected ") {
+        let complaint = |e: &serde_json::Error| {
+            let t = e.to_string();
+            t.starts_with("invalid type") || t.starts_with("invalid value")
+        };
+        let at_fault: Vec<String> = object
+            .keys()
+            .filter(|k| k.as_str() != "type")
+            .filter(|k| {
+                let mut without = object.clone();
+                without.remove(k.as_str());
+                serde_json::from_value::<SetupMessage>(serde_json::Value::Object(without))
+                    .err()
+                    .is_none_or(|e| !complaint(&e))
+            })
+            .map(|k| shown_name(k))
+            .collect();
+        return format!(
+            "a field has the wrong type (expected {expected}){}",
+            if at_fault.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", at_fault.join(", "))
+            }
+        );
+    }
+    "not a setup message".into()
+}
+
+/// `name` in backquotes when it reads like a field or type name (lower
+/// case and `_`, at most 32 characters: no token looks like that), else a
+/// placeholder.
+fn shown_name(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 32
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if plain {
+        format!("`{name}`")
+    } else {
+        "(not repeated: it does not look like a field name)".into()
+    }
+}
+
 /// A secret value this short is not scrubbed from steps (it would mangle
 /// ordinary words); no real token is this short.
 const SCRUB_MIN: usize = 6;
@@ -332,12 +446,7 @@ pub const SCRUBBED: &str = "[REDACTED]";
 /// or on purpose) showed it on the owner's card and left it in the stored
 /// card until the setup ended.
 fn scrub(step: SetupStep, known: &[zeroize::Zeroizing<String>]) -> SetupStep {
-    let clean = |text: String| -> String {
-        known
-            .iter()
-            .filter(|v| v.len() >= SCRUB_MIN)
-            .fold(text, |t, v| t.replace(v.as_str(), SCRUBBED))
-    };
+    let clean = |text: String| scrubbed(text, known);
     match step {
         SetupStep::DeviceCode {
             verification_uri,
@@ -357,6 +466,14 @@ fn scrub(step: SetupStep, known: &[zeroize::Zeroizing<String>]) -> SetupStep {
             message: clean(message),
         },
     }
+}
+
+/// `text` with every known secret value of this setup taken out.
+fn scrubbed(text: String, known: &[zeroize::Zeroizing<String>]) -> String {
+    known
+        .iter()
+        .filter(|v| v.len() >= SCRUB_MIN)
+        .fold(text, |t, v| t.replace(v.as_str(), SCRUBBED))
 }
 
 /// A health check (or refresh/recover) script of a connection skill, run
@@ -507,6 +624,71 @@ mod tests {
             SetupMessage::Done
         );
         assert!(serde_json::from_str::<SetupMessage>(r#"{"type":"run","cmd":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn a_bad_line_is_explained_without_repeating_its_values() {
+        let canary = "CANARY-9f3a";
+        let cases: &[(String, &str)] = &[
+            (
+                format!("token={canary}"),
+                "not JSON (expected ident at line 1 column 2)",
+            ),
+            (format!("[\"{canary}\"]"), "not a JSON object"),
+            (
+                format!("{{\"value\":\"{canary}\"}}"),
+                "no \"type\" (one of device_code, ",
+            ),
+            (
+                r#"{"type":"devicecode","user_code":"X"}"#.into(),
+                "unknown type `devicecode` (expected one of device_code, browser_redirect,",
+            ),
+            (
+                format!("{{\"type\":\"{canary}\"}}"),
+                "unknown type (not repeated: it does not look like a field name)",
+            ),
+            (
+                r#"{"type":"device_code","verification_uri":"http://x","usercode":"AB"}"#.into(),
+                "unknown field `usercode`, expected one of `verification_uri`, `user_code`",
+            ),
+            (
+                r#"{"type":"device_code","verification_uri":"http://x"}"#.into(),
+                "missing field `user_code`",
+            ),
+            (
+                format!(
+                    "{{\"type\":\"token\",\"secret_ref\":\"a\",\"value\":\"{canary}\",\"{canary}\":1}}"
+                ),
+                "unknown field (not repeated: it does not look like a field name), expected",
+            ),
+            (
+                format!(
+                    "{{\"type\":\"device_code\",\"verification_uri\":\"x\",\"user_code\":\"A\",\"expires_in\":\"{canary}\"}}"
+                ),
+                "a field has the wrong type (expected u64): `expires_in`",
+            ),
+            (
+                r#"{"type":"progress","message":42}"#.into(),
+                "a field has the wrong type (expected a string): `message`",
+            ),
+        ];
+        for (line, want) in cases {
+            let got = what_is_wrong(line);
+            assert!(
+                got.starts_with(want),
+                "{line}\n  got:  {got}\n  want: {want}"
+            );
+            assert!(!got.contains(canary), "{got}");
+            assert!(
+                serde_json::from_str::<SetupMessage>(line).is_err(),
+                "{line}"
+            );
+        }
+        // Every listed type is one the enum reads.
+        for kind in MESSAGE_TYPES {
+            let got = what_is_wrong(&format!("{{\"type\":\"{kind}\"}}"));
+            assert!(!got.starts_with("unknown type"), "{kind}: {got}");
+        }
     }
 
     #[test]

@@ -332,3 +332,53 @@ async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
     );
     assert!(shown.contains("got [REDACTED] ok"), "{shown}");
 }
+
+/// A script's broken line ends the setup with the line's number and what is
+/// wrong with it (a misspelt field, named), never the line's values, and
+/// what it had stored is removed. Before, every such script ended with "a
+/// line is not a setup message" and its author had nothing to go on.
+#[tokio::test]
+async fn a_broken_line_is_named_by_number_and_fault_without_its_values() {
+    let skills = tempfile::tempdir().unwrap();
+    let scripted = skills.path().join("typo");
+    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
+    std::fs::write(
+        scripted.join("scripts/setup.sh"),
+        format!(
+            "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
+             echo '{{\"type\":\"progress\",\"message\":\"asking\"}}'\n\
+             echo '{{\"type\":\"device_code\",\"verification_uri\":\"http://x/{CANARY}\",\"usercode\":\"{CANARY}\"}}'\n\
+             sleep 300\n"
+        ),
+    )
+    .unwrap();
+    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    let secrets = MemorySecrets::default();
+    let (step_tx, mut step_rx) = mpsc::channel(8);
+    let (_answer_tx, answer_rx) = mpsc::channel(1);
+    let (_cancel, cancel_rx) = watch::channel(false);
+    let work = sandbox.fresh_work_dir(base.path(), "setup-3").unwrap();
+    let l = launch(&skill_dir, work, "scripts/setup.sh", "http://unused");
+    let owner = async move { while step_rx.recv().await.is_some() {} };
+    let (result, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(
+            run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
+            owner
+        )
+    })
+    .await
+    .unwrap();
+    let Err(SetupError::Protocol(why)) = result else {
+        panic!("{result:?}");
+    };
+    assert!(
+        why.starts_with(
+            "line 3: unknown field `usercode`, expected one of `verification_uri`, `user_code`"
+        ),
+        "{why}"
+    );
+    assert!(!why.contains(CANARY), "{why}");
+    assert!(secrets.0.lock().unwrap().is_empty(), "its token was kept");
+}

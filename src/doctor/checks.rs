@@ -633,6 +633,24 @@ pub fn clock(
     }
 }
 
+/// The zone cron times use (`scheduler.timezone`, `local` resolved), and a
+/// `TZ` in this environment Silas cannot read: the C library may honour
+/// it, so the host's clock and the schedules would disagree unseen.
+pub fn timezone(setting: &str, used: &str, unread: Option<&str>) -> Check {
+    const NAME: &str = "timezone";
+    match unread {
+        None => Check::pass(
+            NAME,
+            format!("cron times are in {used} (scheduler.timezone: {setting})"),
+        ),
+        Some(tz) => Check::warn(
+            NAME,
+            silas_actors::scheduler::unread_tz_warning(tz, used),
+            "set scheduler.timezone to the zone you mean (an IANA name), or TZ to one",
+        ),
+    }
+}
+
 /// Exit code of a report: 1 when any check failed.
 pub fn any_failed(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.status == Status::Fail)

@@ -7,7 +7,7 @@
 //! the facts; this file only orders them.
 
 pub mod checks;
-mod probe;
+pub(crate) mod probe;
 #[cfg(test)]
 mod tests;
 
@@ -179,6 +179,16 @@ pub fn run(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<ExitCode,
         floors.push(("the audit log's last entry", t));
     }
     report.push(checks::clock(chrono::Utc::now(), &floors));
+    // An unknown zone is the config check's FAIL already.
+    if cfg.scheduler.enabled
+        && let Ok(zone) = silas_actors::scheduler::parse_timezone(&cfg.scheduler.timezone)
+    {
+        report.push(checks::timezone(
+            cfg.scheduler.timezone.trim(),
+            zone.name(),
+            probe::unread_tz(&cfg).as_deref(),
+        ));
+    }
     print(&report);
     Ok(if checks::any_failed(&report) {
         ExitCode::from(1)

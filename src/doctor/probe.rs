@@ -359,3 +359,16 @@ pub fn open_files() -> (u64, Option<u64>) {
     let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     (l.current.unwrap_or(u64::MAX), l.maximum)
 }
+
+/// The host's `TZ`, when `scheduler.timezone` is `local` and Silas cannot
+/// read it (cron times then follow another zone than the host's clock).
+pub fn unread_tz(cfg: &Config) -> Option<String> {
+    let local = cfg
+        .scheduler
+        .timezone
+        .trim()
+        .eq_ignore_ascii_case(silas_actors::scheduler::cron_expr::LOCAL_TIMEZONE);
+    local
+        .then(|| silas_actors::scheduler::unread_tz(std::env::var("TZ").ok().as_deref()))
+        .flatten()
+}

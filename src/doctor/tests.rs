@@ -339,6 +339,29 @@ fn clock_before_a_known_time_fails() {
 }
 
 #[test]
+fn a_tz_silas_cannot_read_is_a_warning_naming_the_zone_used() {
+    let ok = timezone("local", "Europe/Vienna", None);
+    assert_eq!(ok.status, Status::Pass);
+    assert_eq!(
+        ok.detail,
+        "cron times are in Europe/Vienna (scheduler.timezone: local)"
+    );
+    let unread = timezone("local", "UTC", Some("CET-1CEST"));
+    assert_eq!(unread.status, Status::Warn);
+    assert!(
+        unread.detail.contains("TZ=\"CET-1CEST\""),
+        "{}",
+        unread.detail
+    );
+    assert!(unread.detail.ends_with("cron times are in UTC instead"));
+    assert!(
+        unread.line().contains("scheduler.timezone"),
+        "{}",
+        unread.line()
+    );
+}
+
+#[test]
 fn any_fail_sets_the_exit_code() {
     let pass = Check::pass("a", "ok");
     let warn = Check::warn("b", "hm", "do x");

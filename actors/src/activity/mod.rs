@@ -13,7 +13,12 @@
 //! its treatment, and the tests check each one; an event added later
 //! without a sentence still shows as "Recorded: …" rather than vanishing.
 
+mod known;
+mod memory;
+pub(crate) mod outside;
 mod skills;
+
+pub use known::KNOWN_EVENTS;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,130 +53,6 @@ pub enum Treatment {
     Hidden,
 }
 
-/// Every audit event name the runtime emits today, and its treatment.
-pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
-    ("daemon.started", Treatment::Shown),
-    ("daemon.stopped", Treatment::Shown),
-    ("stream_started", Treatment::Hidden),
-    ("turn_completed", Treatment::Hidden),
-    ("turn_routed", Treatment::Hidden),
-    ("turn_processor_restarted", Treatment::Shown),
-    ("turn_quarantined", Treatment::Shown),
-    ("plan_proposed", Treatment::Shown),
-    ("plan_declined", Treatment::Shown),
-    ("plan_card_expired", Treatment::Shown),
-    ("plan_parse_failed", Treatment::Shown),
-    ("needs_approval_overridden", Treatment::Shown),
-    ("approval.issued", Treatment::Shown),
-    ("approval.verified", Treatment::Hidden),
-    ("approval.denied", Treatment::Shown),
-    ("work_dispatched", Treatment::Shown),
-    ("work_status", Treatment::Hidden),
-    ("work_item.done", Treatment::Shown),
-    ("work_item.failed", Treatment::Shown),
-    ("work_item.stuck", Treatment::Shown),
-    ("work_item.blocked", Treatment::Shown),
-    ("work_item.running", Treatment::Hidden),
-    ("work_item.pending", Treatment::Hidden),
-    ("work_run_crashed", Treatment::Shown),
-    ("verification_completed", Treatment::Shown),
-    ("planner_consulted", Treatment::Shown),
-    ("execution_blocked_no_approval", Treatment::Shown),
-    ("execution_blocked_linkage", Treatment::Shown),
-    ("artifact_ref_mismatch", Treatment::Shown),
-    ("artifact_refused", Treatment::Shown),
-    ("goal_cycle_checks", Treatment::Shown),
-    ("workspace_copied", Treatment::Shown),
-    ("workspace_changes", Treatment::Shown),
-    ("workspace_checks_restored", Treatment::Shown),
-    ("workspace_apply_offered", Treatment::Shown),
-    ("workspace_changes_approved", Treatment::Hidden),
-    ("workspace_changes_declined", Treatment::Hidden),
-    ("workspace_applied", Treatment::Shown),
-    ("workspace_apply_declined", Treatment::Shown),
-    ("workspace_apply_refused", Treatment::Shown),
-    ("workspace_commit_failed", Treatment::Shown),
-    ("workspace_undone", Treatment::Shown),
-    ("workspace_undo_declined", Treatment::Shown),
-    ("workspace_undo_refused", Treatment::Shown),
-    ("workspace_apply_recovered", Treatment::Shown),
-    ("workspace_apply_recovery_failed", Treatment::Shown),
-    ("goal_spawned_task", Treatment::Shown),
-    ("goal_budget_exhausted", Treatment::Shown),
-    ("goal_fix_skipped", Treatment::Shown),
-    ("task_nothing_ran", Treatment::Shown),
-    ("spawned_task_needs_approval", Treatment::Shown),
-    ("batch_executed", Treatment::Shown),
-    ("gate_evaluated", Treatment::Hidden),
-    ("gate_model_call", Treatment::Hidden),
-    ("gate_blocked", Treatment::Shown),
-    ("gate_block_additional", Treatment::Hidden),
-    ("gate_block_reported", Treatment::Shown),
-    ("gate_mutation", Treatment::Hidden),
-    ("gate_set_invalid", Treatment::Shown),
-    ("gate_approval_unavailable", Treatment::Shown),
-    ("gate_eval_cap_reached", Treatment::Shown),
-    ("rejected_mutation", Treatment::Shown),
-    ("quality_lane_violation", Treatment::Shown),
-    ("quality_llm_error", Treatment::Hidden),
-    ("quality_gate_input", Treatment::Hidden),
-    ("quality_gate_output", Treatment::Hidden),
-    ("escalation_unknown", Treatment::Shown),
-    ("escalation_cycle", Treatment::Shown),
-    ("access_transition", Treatment::Shown),
-    ("access_customer_context_refused", Treatment::Shown),
-    ("memory_op_blocked", Treatment::Shown),
-    ("memory_ops_truncated", Treatment::Hidden),
-    ("security_rate_limited", Treatment::Shown),
-    ("backpressure_busy_retry", Treatment::Shown),
-    ("message.bad_signature", Treatment::Shown),
-    ("replay_attempt", Treatment::Shown),
-    ("chronicle.pruned", Treatment::Shown),
-    ("card_opened", Treatment::Hidden),
-    ("card_answered", Treatment::Shown),
-    ("card_timed_out", Treatment::Shown),
-    ("card_declined_disconnected", Treatment::Shown),
-    ("card_declined_shutdown", Treatment::Shown),
-    ("secret_stored", Treatment::Shown),
-    ("secure_input_completed", Treatment::Hidden),
-    ("secret_redacted_inbound", Treatment::Shown),
-    ("secret_redacted_outbound", Treatment::Shown),
-    ("gate_runner_fault", Treatment::Shown),
-    ("delivery_no_connection", Treatment::Hidden),
-    ("plan_card_refused", Treatment::Shown),
-    ("plan_refused_workspace", Treatment::Shown),
-    ("workspace_added", Treatment::Shown),
-    ("workspace_removed", Treatment::Shown),
-    ("plan_id_collision", Treatment::Shown),
-    ("plan_id_replaced", Treatment::Hidden),
-    ("plan_refused_review_full", Treatment::Shown),
-    ("memory_op_refused", Treatment::Shown),
-    ("memory_op_applied", Treatment::Shown),
-    ("tool_call_approved", Treatment::Shown),
-    ("skill_install_offered", Treatment::Shown),
-    ("skill_install_refused", Treatment::Shown),
-    ("skill_install_declined", Treatment::Shown),
-    ("skill_installed", Treatment::Shown),
-    ("skill_dry_run_failed", Treatment::Shown),
-    ("skill_use_refused", Treatment::Shown),
-    ("skill_script_run", Treatment::Shown),
-    ("skill_imported", Treatment::Shown),
-    ("tool_call_declined", Treatment::Shown),
-    ("tool_call_refused", Treatment::Shown),
-    ("tool_call_resumed_approved", Treatment::Hidden),
-    ("tool_call_resumed_declined", Treatment::Hidden),
-    ("tool_call_approval_lost", Treatment::Shown),
-    ("scheduler.heartbeat", Treatment::Hidden),
-    ("scheduler.job_ran", Treatment::Hidden),
-    ("scheduler.missed", Treatment::Shown),
-    ("scheduler.job_dropped", Treatment::Shown),
-    ("scheduler.dispatch_failed", Treatment::Shown),
-    ("connection.registered", Treatment::Shown),
-    ("connection.refreshed", Treatment::Hidden),
-    ("connection.recovered", Treatment::Shown),
-    ("connection.failed", Treatment::Shown),
-];
-
 fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
     data.get(key).and_then(Value::as_str)
 }
@@ -192,6 +73,15 @@ fn card_name(card_type: &str) -> String {
         other => return format!("{} card", other.replace('_', " ")),
     };
     format!("{name} card")
+}
+
+/// `text` with its first letter upper case ("a task" starts a sentence).
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn plural(count: u64, one: &str) -> String {
@@ -503,7 +393,6 @@ pub fn describe(
             "security",
             "Refused to load customer details from an unsafe place".to_string(),
         ),
-        "memory_op_blocked" => ("security", "Blocked a memory change".to_string()),
         // §18.5: one event for every limit; `limit` says which.
         "security_rate_limited" => (
             "security",
@@ -642,36 +531,6 @@ pub fn describe(
             "security",
             "A proposed plan reused the name of existing work; it was filed separately".to_string(),
         ),
-        "memory_op_refused" => (
-            "security",
-            match s(data, "reason") {
-                Some("too_long") => "Refused to keep a memory the size of a page".to_string(),
-                Some("not_found") => {
-                    "Refused a change to a memory that is not this conversation's".to_string()
-                }
-                Some("not_supported") => "Did not link memories (not supported)".to_string(),
-                _ => "Refused a change to a protected (constitutional) memory".to_string(),
-            },
-        ),
-        "memory_op_applied" => ("system", {
-            let from = match s(data, "taint") {
-                Some("owner") => "from you",
-                Some("auth") => "from a verified sender",
-                _ => "from untrusted input",
-            };
-            let whose = match s(data, "scope_id") {
-                Some("owner") | None => String::new(),
-                Some(scope) => format!(" in conversation {scope}"),
-            };
-            match s(data, "op") {
-                Some("store") => format!(
-                    "Remembered a {} {from}{whose}",
-                    s(data, "memory_type").unwrap_or("memory")
-                ),
-                Some("delete") => format!("Forgot a memory {from}{whose}"),
-                _ => format!("Changed a memory {from}{whose}"),
-            }
-        }),
         "tool_call_approved" => (
             "approval",
             format!(
@@ -713,27 +572,55 @@ pub fn describe(
         "scheduler.dispatch_failed" => {
             ("system", format!("Could not start scheduled work {title}"))
         }
-        "connection.registered" => ("system", "Added a connection".to_string()),
-        "connection.recovered" => ("system", "A connection recovered".to_string()),
-        "connection.failed" => (
-            "system",
-            "A connection failed and needs your attention".to_string(),
+        "plan_sent_for_review" => (
+            "approval",
+            match s(data, "scope_id") {
+                Some(scope) => {
+                    format!("A customer's request ({scope}) was sent to your Review: {title}")
+                }
+                None => format!("A customer's request was sent to your Review: {title}"),
+            },
         ),
-        other if other.starts_with("skill_") && skills::describe(other, data).is_some() => {
-            skills::describe(other, data).unwrap_or_default()
-        }
+        "plan_reference_refused" => (
+            "security",
+            "Refused a plan that used something belonging to another conversation — nothing ran"
+                .to_string(),
+        ),
+        "plan_refused_budget" => (
+            "security",
+            "Refused a plan that asked for more than its budget allows — nothing ran".to_string(),
+        ),
+        "plan_refused_skill" => (
+            "security",
+            "Refused a plan that named a skill that is not installed as approved — nothing ran"
+                .to_string(),
+        ),
+        "work_item.paused" => (
+            "approval",
+            format!(
+                "{} paused: its {} call waits for your approval",
+                capitalised(&title),
+                s(data, "tool_name").unwrap_or("tool")
+            ),
+        ),
+        "work_item.cancelled" => ("work", format!("You cancelled {title}")),
         other => {
-            if KNOWN_EVENTS
+            let hidden = KNOWN_EVENTS
                 .iter()
                 .any(|(e, t)| *e == other && *t == Treatment::Hidden)
-                || other.starts_with("work_item.")
-            {
+                || other.starts_with("work_item.");
+            if hidden {
                 return None;
             }
-            (
-                "other",
-                format!("Recorded: {}", other.replace(['_', '.'], " ")),
-            )
+            skills::describe(other, data)
+                .or_else(|| outside::describe(other, data))
+                .or_else(|| memory::describe(other, data))
+                .unwrap_or_else(|| {
+                    (
+                        "other",
+                        format!("Recorded: {}", other.replace(['_', '.'], " ")),
+                    )
+                })
         }
     };
     Some(ActivityItem {

@@ -300,3 +300,87 @@ fn a_refused_memory_change_says_why() {
         assert_eq!(t.text, want);
     }
 }
+
+/// Every event name the sources hand to the audit log (`audit(…, "name"`,
+/// `.log("name"`, `.record("name"`, a turn's `self.push("name"`) is in
+/// [`KNOWN_EVENTS`]: an event added without a treatment shows as
+/// "Recorded: …", which this catches when the event is written.
+#[test]
+fn every_event_the_sources_emit_is_known() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root");
+    let emitted = regex::Regex::new(
+        r#"(?:\baudit|\.log|\.record|self\.push)\s*\(\s*(?:[A-Za-z_&.]+\s*,\s*)?"([a-z][a-z0-9_]*[._][a-z0-9_.]+)""#,
+    )
+    .expect("pattern");
+    let mut files = Vec::new();
+    // The binary's `src/` and every member crate's.
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root)
+        .expect("workspace root")
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .chain([root.join("src")])
+        .filter(|p| p.is_dir())
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("source dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    dirs.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() > 100, "found {} source files", files.len());
+    let mut unknown = Vec::new();
+    let mut seen = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for name in emitted.captures_iter(code).filter_map(|c| c.get(1)) {
+            seen += 1;
+            if !KNOWN_EVENTS.iter().any(|(e, _)| *e == name.as_str()) {
+                unknown.push(format!("{} in {}", name.as_str(), file.display()));
+            }
+        }
+    }
+    assert!(seen > 100, "the pattern found only {seen} emitted names");
+    assert!(
+        unknown.is_empty(),
+        "emitted but not in KNOWN_EVENTS (add each with its treatment and sentence):\n{}",
+        unknown.join("\n")
+    );
+}
+
+#[test]
+fn the_events_added_with_the_source_check_read_as_sentences() {
+    let d = obj(json!({"work_item_id": "w1", "tool_name": "shell_exec", "by": "owner"}));
+    let text = |e: &str| describe(1, "t", e, &d, &facts).map(|i| i.text);
+    assert_eq!(
+        text("work_item.paused").as_deref(),
+        Some("'Create notes.txt' paused: its shell_exec call waits for your approval")
+    );
+    assert_eq!(
+        text("work_item.cancelled").as_deref(),
+        Some("You cancelled 'Create notes.txt'")
+    );
+    // Other work_item.* bookkeeping stays hidden; a name nobody knows
+    // still shows rather than vanishing.
+    assert_eq!(text("work_item.retrying"), None);
+    assert_eq!(
+        text("brand_new.event").as_deref(),
+        Some("Recorded: brand new event")
+    );
+    let none = obj(json!({}));
+    let paused = describe(1, "t", "work_item.paused", &none, &facts).map(|i| i.text);
+    assert_eq!(
+        paused.as_deref(),
+        Some("A task paused: its tool call waits for your approval")
+    );
+}

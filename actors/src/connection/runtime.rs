@@ -91,10 +91,17 @@ pub enum ConnectionSetupError {
     Invalid(String),
     #[error("{0}")]
     Unavailable(String),
-    /// The setup ran and did not complete (the kind only: a script's own
-    /// message may quote service text).
-    #[error("connection setup did not complete: {0}")]
-    NotCompleted(&'static str),
+    /// The setup ran and did not complete: its kind, and the daemon's own
+    /// account of a protocol or sandbox failure (which line, what is wrong
+    /// with it), which is audited. `said` is the script's own error
+    /// message, for the owner's notice only (like its progress lines; it
+    /// may quote service text, so it stays out of the audit log).
+    #[error("connection setup did not complete: {kind}{}", detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    NotCompleted {
+        kind: &'static str,
+        detail: Option<String>,
+        said: Option<String>,
+    },
 }
 
 impl Coded for ConnectionSetupError {
@@ -103,8 +110,31 @@ impl Coded for ConnectionSetupError {
             ConnectionSetupError::Skill(e) => e.code(),
             ConnectionSetupError::Invalid(_) => ErrorCode::ECfgInvalid,
             ConnectionSetupError::Unavailable(_) => ErrorCode::ESandboxUnavailable,
-            ConnectionSetupError::NotCompleted(_) => ErrorCode::ESandboxFailed,
+            ConnectionSetupError::NotCompleted { .. } => ErrorCode::ESandboxFailed,
         }
+    }
+}
+
+/// The most of a script's own error message the owner's notice repeats.
+const SAID_MAX: usize = 300;
+
+/// What the owner is told of a failed setup: its kind, and the detail the
+/// daemon itself wrote (a protocol breach names its line; the sandbox says
+/// why it could not run the script).
+fn not_completed(e: &SetupError) -> ConnectionSetupError {
+    let detail = match e {
+        SetupError::Protocol(d) => Some(d.clone()),
+        SetupError::Sandbox(s) => Some(s.to_string()),
+        _ => None,
+    };
+    let said = match e {
+        SetupError::Failed(m) => Some(m.chars().take(SAID_MAX).collect()),
+        _ => None,
+    };
+    ConnectionSetupError::NotCompleted {
+        kind: setup_failure_kind(e),
+        detail,
+        said,
     }
 }
 
@@ -444,5 +474,23 @@ mod tests {
             "failed"
         );
         assert_eq!(setup_failure_kind(&SetupError::Cancelled), "cancelled");
+        // The script's own message stays out; the daemon's account of a
+        // protocol breach is the owner's to read.
+        let failed = not_completed(&SetupError::Failed("token=CANARY".into()));
+        assert_eq!(
+            failed.to_string(),
+            "connection setup did not complete: failed"
+        );
+        let ConnectionSetupError::NotCompleted { said, detail, .. } = failed else {
+            unreachable!()
+        };
+        assert_eq!((said.as_deref(), detail), (Some("token=CANARY"), None));
+        let protocol = not_completed(&SetupError::Protocol(
+            "line 2: missing field `user_code`".into(),
+        ));
+        assert_eq!(
+            protocol.to_string(),
+            "connection setup did not complete: protocol (line 2: missing field `user_code`)"
+        );
     }
 }

@@ -75,14 +75,8 @@ pub fn host_timezone(
     etc_timezone: Option<&str>,
     localtime_link: Option<&std::path::Path>,
 ) -> Tz {
-    // `/usr/share/zoneinfo/Asia/Tokyo` → `Asia/Tokyo` (glibc takes a path).
-    let zone_of = |s: &str| -> String {
-        s.find("zoneinfo/")
-            .map_or(s, |i| &s[i + "zoneinfo/".len()..])
-            .to_owned()
-    };
     let from_link = localtime_link.and_then(|p| Some(zone_of(p.to_str()?)));
-    let from_env = tz_env.map(|t| zone_of(t.trim().trim_start_matches(':')));
+    let from_env = tz_env.map(zone_in_tz);
     [
         from_env.as_deref(),
         etc_timezone.map(str::trim),
@@ -92,6 +86,35 @@ pub fn host_timezone(
     .flatten()
     .find_map(|name| Tz::from_str(name).ok())
     .unwrap_or(Tz::UTC)
+}
+
+/// `/usr/share/zoneinfo/Asia/Tokyo` → `Asia/Tokyo` (glibc takes a path).
+fn zone_of(s: &str) -> String {
+    s.find("zoneinfo/")
+        .map_or(s, |i| &s[i + "zoneinfo/".len()..])
+        .to_owned()
+}
+
+/// The zone name a `TZ` value gives (`:Asia/Tokyo`, a zoneinfo path).
+fn zone_in_tz(tz: &str) -> String {
+    zone_of(tz.trim().trim_start_matches(':'))
+}
+
+/// The `TZ` value when it is set and names no zone Silas reads — a POSIX
+/// rule (`CET-1CEST`) or a typo (`Europe/Viena`). The C library may still
+/// honour it, so the host's clock and Silas's schedules would disagree
+/// without a word: `silas start` and `silas doctor` say so.
+pub fn unread_tz(tz_env: Option<&str>) -> Option<String> {
+    let tz = tz_env?.trim();
+    (!tz.is_empty() && Tz::from_str(&zone_in_tz(tz)).is_err()).then(|| tz.to_owned())
+}
+
+/// What to say when `scheduler.timezone` is `local` and `TZ` is not read:
+/// the zone cron times use instead, and how to name one.
+pub fn unread_tz_warning(tz: &str, used: &str) -> String {
+    format!(
+        "TZ={tz:?} is not a time zone name Silas reads (an IANA name such as Europe/Vienna), so cron times are in {used} instead"
+    )
 }
 
 /// The configuration keys only the scheduler's parsers (the time zone
@@ -623,5 +646,28 @@ mod tests {
             Tz::UTC
         );
         assert_eq!(host_timezone(None, None, None), Tz::UTC);
+    }
+
+    #[test]
+    fn a_tz_silas_cannot_read_is_named() {
+        for read in [
+            None,
+            Some(""),
+            Some("Asia/Tokyo"),
+            Some(":Europe/Vienna"),
+            Some(":/usr/share/zoneinfo/Asia/Tokyo"),
+            Some("UTC"),
+        ] {
+            assert_eq!(unread_tz(read), None, "{read:?}");
+        }
+        assert_eq!(unread_tz(Some("CET-1CEST")).as_deref(), Some("CET-1CEST"));
+        assert_eq!(
+            unread_tz(Some(" Europe/Viena ")).as_deref(),
+            Some("Europe/Viena")
+        );
+        assert_eq!(
+            unread_tz_warning("Europe/Viena", "UTC"),
+            "TZ=\"Europe/Viena\" is not a time zone name Silas reads (an IANA name such as Europe/Vienna), so cron times are in UTC instead"
+        );
     }
 }

@@ -73,7 +73,9 @@ use silas_storage::{ScheduledJob, Store, StoreError};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
-pub use cron_expr::{CronError, CronExpr, config_errors, parse_timezone};
+pub use cron_expr::{
+    CronError, CronExpr, config_errors, parse_timezone, unread_tz, unread_tz_warning,
+};
 pub use policy::{MissedRunPolicy, StartupPlan, Trigger, plan_on_start};
 
 use crate::housekeeper::{HousekeeperMsg, HousekeepingJob};

@@ -30,6 +30,13 @@ impl StreamHandle {
         });
     }
 
+    /// A notice on the owner's channels from outside a turn (a connection
+    /// setup that ended in the background). Best effort, like every
+    /// notice: nobody connected is not an error.
+    pub fn notify_owner(&self, text: String) {
+        let _ = self.actor.cast(StreamMsg::OwnerNotice { text });
+    }
+
     pub async fn submit(&self, m: InboundMessage) -> Result<SubmitOutcome, TurnError> {
         ractor::call_t!(self.actor, StreamMsg::Submit, STREAM_RPC_TIMEOUT_MS, m)
             .map_err(unavailable)?

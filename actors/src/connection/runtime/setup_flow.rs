@@ -18,8 +18,7 @@ use silas_storage::{CardAudience, PendingCard};
 use tokio::sync::{mpsc, watch};
 
 use super::{
-    ConnectionRuntime, ConnectionSetupError, SETUP_SCRIPT, connection_id_for, obj,
-    setup_failure_kind,
+    ConnectionRuntime, ConnectionSetupError, SETUP_SCRIPT, connection_id_for, not_completed, obj,
 };
 use crate::connection::ConnectionMsg;
 use crate::stream::StreamHandle;
@@ -142,9 +141,11 @@ impl ConnectionRuntime {
                 Ok(())
             }
             Err(e) => {
-                let reason = match &e {
-                    ConnectionSetupError::NotCompleted(k) => *k,
-                    _ => "refused",
+                let (reason, detail, said) = match &e {
+                    ConnectionSetupError::NotCompleted { kind, detail, said } => {
+                        (*kind, detail.clone(), said.clone())
+                    }
+                    _ => ("refused", None, None),
                 };
                 if incremental_scopes.is_empty() {
                     conn.status = ConnectionStatus::Proposed;
@@ -153,8 +154,20 @@ impl ConnectionRuntime {
                 self.audit(
                     "connection.setup_failed",
                     json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
-                           "reason": reason, "code": e.code().as_str()}),
+                           "reason": reason, "detail": detail, "code": e.code().as_str()}),
                 );
+                // The setup ran in the background: without this the owner
+                // saw its cards stop and nothing else.
+                let told = detail.or(said.map(|s| format!("it said: {s}")));
+                stream.notify_owner(format!(
+                    "{}. No token was kept; `silas connection add {}` starts it again.",
+                    crate::activity::outside::setup_failed_text(
+                        &conn.skill_name,
+                        Some(reason),
+                        told.as_deref()
+                    ),
+                    conn.skill_name
+                ));
                 Err(e)
             }
         }
@@ -227,7 +240,7 @@ impl ConnectionRuntime {
         .await;
         watchdog.abort();
         owner.abort();
-        result.map_err(|e| ConnectionSetupError::NotCompleted(setup_failure_kind(&e)))
+        result.map_err(|e| not_completed(&e))
     }
 
     fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
