@@ -739,6 +739,7 @@ fn work_engine(
             rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
                 &cfg.limits,
             )),
+            schedule_zone: silas_actors::scheduler::zone_name(&cfg.scheduler.timezone),
         },
         events,
         skills: None,

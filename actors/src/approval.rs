@@ -448,6 +448,14 @@ impl ApprovalService {
         self.policy.default_ttl_minutes
     }
 
+    /// What a standing (goal) approval issued now would cover, for its card.
+    pub fn standing_limits(&self) -> silas_core::goal_terms::StandingLimits {
+        silas_core::goal_terms::StandingLimits {
+            ttl_minutes: self.policy.standing_ttl_minutes,
+            max_executions: self.policy.max_standing_executions,
+        }
+    }
+
     /// Taint of an inbound message (§3.1, §5.1 step 2). Records the message
     /// nonce only for a valid, fresh signature; audits replay attempts.
     pub fn classify_message(

@@ -54,3 +54,40 @@ async fn a_goal_schedule_the_scheduler_would_not_run_gets_no_card() {
     rt.stop().await;
     f.assert_chain_ok();
 }
+
+/// A goal's card says what approving it commits to beyond the plan: how
+/// long the standing approval lasts and how many fix tasks it covers (from
+/// the configuration), that its checks run once at approval, and the zone
+/// its cron schedule is read in — the owner of a "0 9 * * *" goal learns
+/// which 9 o'clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_card_names_its_zone_and_what_the_standing_approval_covers() {
+    let f = Fx::hostile_with(|c| {
+        c.scheduler.timezone = "Asia/Tokyo".into();
+        c.approval.standing_ttl_minutes = 7 * 24 * 60;
+        c.autonomy.max_standing_executions = 5;
+    })
+    .await;
+    f.fake
+        .push(to_planner())
+        .push(planner_reply(true, &goal("g-tokyo", "\"0 9 * * *\"")));
+    let rt = f.runtime().await;
+    rt.turn("owner", "watch g-tokyo").await;
+    let cards = rt.cards();
+    let card = cards
+        .iter()
+        .find(|c| c.card.work_item_id() == Some("g-tokyo"))
+        .unwrap_or_else(|| panic!("no card: {cards:?}"));
+    let silas_core::cards::CardPayload::Plan(plan) = &card.card else {
+        panic!("{card:?}");
+    };
+    assert_eq!(
+        plan.plan.terms.as_deref(),
+        Some(
+            "standing for 7 days from your answer, covering at most 5 fix tasks; its checks \
+             run once when you approve, then on `0 9 * * *` in Asia/Tokyo time"
+        )
+    );
+    rt.stop().await;
+    f.assert_chain_ok();
+}

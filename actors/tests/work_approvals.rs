@@ -555,6 +555,15 @@ async fn goal_with_expired_standing_token_is_stopped_and_renewed_by_its_card() {
         common::payload_of(&card)["plan_hash"],
         json!(silas_core::projections::plan_hash(&g).unwrap())
     );
+    // The renewal says what approving it again commits to (the fixture's
+    // zone; the default standing limits).
+    let terms = common::payload_of(&card)["plan"]["terms"].clone();
+    assert!(
+        terms.as_str().is_some_and(|t| t.starts_with(
+            "standing for 30 days from your answer, covering at most 100 fix tasks; its checks run once when you approve"
+        ) && t.ends_with("in Europe/Vienna time")),
+        "{terms}"
+    );
     let ev = f.drain();
     assert!(ev.iter().any(|e| e.work_item_id == "goal-1"
         && e.status == WorkStatusKind::Blocked

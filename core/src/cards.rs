@@ -732,6 +732,27 @@ pub fn renewal_card(goal: &WorkItem, plan_hash: &str, reason: &str) -> CardPaylo
     })
 }
 
+/// A goal's plan card with its terms (`goal_terms`): what the standing
+/// approval covers and the zone its schedule is read in. Other cards are
+/// returned as they are.
+pub fn with_goal_terms(
+    card: CardPayload,
+    zone: &str,
+    limits: crate::goal_terms::StandingLimits,
+) -> CardPayload {
+    match card {
+        CardPayload::Plan(mut p) if p.plan.standing => {
+            p.plan.terms = Some(crate::goal_terms::goal_terms(
+                p.plan.schedule.as_deref(),
+                zone,
+                limits,
+            ));
+            CardPayload::Plan(p)
+        }
+        other => other,
+    }
+}
+
 /// The call a tool card asks about.
 pub struct ToolCall<'a> {
     pub tool_name: &'a str,

@@ -14,6 +14,7 @@ pub mod canonical;
 pub mod cards;
 pub mod config;
 pub mod error;
+pub mod goal_terms;
 pub mod model;
 pub mod never_log;
 pub mod patterns;

@@ -468,6 +468,11 @@ pub struct PlanView {
     /// have none).
     #[serde(default)]
     pub workspace: Option<WorkspaceView>,
+    /// For a goal: what approving it commits to beyond the plan — how long
+    /// the standing approval lasts, how many fix tasks it covers, when it
+    /// runs and in which zone (`goal_terms`; the daemon fills it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<String>,
 }
 
 impl PlanView {
@@ -521,6 +526,7 @@ impl PlanView {
             standing: item.kind == WorkItemType::Goal,
             risk: plan_risk(item),
             workspace: item.workspace.as_ref().map(WorkspaceView::of),
+            terms: None,
         }
     }
 }

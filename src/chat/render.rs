@@ -84,6 +84,7 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
         }
     }
     field("schedule", p.schedule.clone().unwrap_or_default());
+    field("approval", p.terms.clone().unwrap_or_default());
     field("tasks", p.tasks.join(", "));
     field("depends on", p.depends_on.join(", "));
     field("part of", p.parent.clone().unwrap_or_default());
@@ -240,9 +241,12 @@ mod tests {
             commit_message: Some("chore: notes".into()),
             ..silas_core::model::workspace::WorkspaceUse::read("notes")
         });
-        let lines = render_plan(&silas_core::risk::PlanView::of(&w)).join("\n");
+        let mut view = silas_core::risk::PlanView::of(&w);
+        view.terms = Some("standing for 30 days from your answer".into());
+        let lines = render_plan(&view).join("\n");
         for want in [
             "workspace: notes (path not looked up) — read",
+            "approval: standing for 30 days from your answer",
             "workspace: Commits locally: chore: notes",
             "kind: goal (standing approval: every cycle)",
             "schedule: 0 9 * * *",

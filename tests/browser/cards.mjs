@@ -162,6 +162,8 @@ try {
   await activeCard('plan-1', 'approval_request', 'medium');
   check(/2 checks/.test(await card.locator('.card-facts').textContent()), 'plan card lacks its checks');
   check(/\$0\.50/.test(await card.locator('.card-facts').textContent()), 'plan card lacks its budget');
+  const planFacts = await card.locator('.card-facts').textContent();
+  check(/standing for 30 days from your answer, covering at most 100 fix tasks/.test(planFacts) && /in Europe\/Vienna time/.test(planFacts), 'goal card lacks its approval terms: ' + planFacts);
   const planBody = await card.locator('.card-body').textContent();
   check(planBody.includes('\\u{202e}txt.seton') && !planBody.includes('\u202e'), 'bidi override not made visible: ' + JSON.stringify(planBody));
   await shot('03-approval_request.png');

@@ -793,6 +793,7 @@
           if (w.commit_message) fact(dl, 'Commit', str(w.commit_message));
         }
         if (plan.schedule) fact(dl, 'Schedule', str(plan.schedule));
+        if (plan.terms) fact(dl, 'Approval', str(plan.terms));
         if (plan.follow_up_of) fact(dl, 'Continues', str(plan.follow_up_of) + (arr(plan.input_artifacts_from).length ? ' (uses ' + arr(plan.input_artifacts_from).join(', ') + ')' : ''));
         if (arr(plan.tasks).length) fact(dl, 'Tasks', arr(plan.tasks).join(', '));
         if (arr(plan.depends_on).length) fact(dl, 'Depends on', arr(plan.depends_on).join(', '));

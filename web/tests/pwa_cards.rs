@@ -114,6 +114,29 @@ fn frame(mut v: Value) -> ServerFrame {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("bad gallery frame {v}: {e}"))
 }
 
+/// What the card's facts show of the plan: a goal, with the terms the
+/// daemon adds (how long, how many fix tasks, the zone of its schedule).
+fn goal_view() -> Value {
+    let mut goal = silas_core::model::work::WorkItem::new(
+        "g-1",
+        silas_core::model::work::WorkItemType::Goal,
+        "Create notes.txt containing hello",
+    );
+    goal.schedule = Some("0 9 * * *".into());
+    let card = silas_core::cards::with_goal_terms(
+        silas_core::cards::CardPayload::Plan(silas_core::cards::plan_card(&goal, "h")),
+        "Europe/Vienna",
+        silas_core::goal_terms::StandingLimits {
+            ttl_minutes: 30 * 24 * 60,
+            max_executions: 100,
+        },
+    );
+    match card {
+        silas_core::cards::CardPayload::Plan(p) => serde_json::to_value(&p.plan).unwrap(),
+        _ => unreachable!(),
+    }
+}
+
 /// One server frame per card type, in the order the UI will show them.
 fn gallery() -> Vec<ServerFrame> {
     let expires = Timestamp::from_micros(Timestamp::now().as_micros() + 300_000_000)
@@ -137,7 +160,8 @@ fn gallery() -> Vec<ServerFrame> {
             "verify": [{"name": "file exists", "run": "test -f notes.txt", "expect": {"exit_code": 0}},
                        {"name": "content", "run": "cat notes.txt", "expect": {"contains": "hello"}}],
             "risk_level": "medium",
-            "risk_reasons": ["runs commands in the sandbox; checked by verification"]})),
+            "risk_reasons": ["runs commands in the sandbox; checked by verification"],
+            "plan": goal_view()})),
         frame(
             json!({"type": "gate_approval", "request_id": "gate-1", "gate_name": "spend_limit",
             "value": 42.5, "context": "This turn would spend $42.50, over your $20 per-turn limit."}),

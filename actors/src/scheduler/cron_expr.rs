@@ -66,6 +66,13 @@ pub fn parse_timezone(name: &str) -> Result<Tz, CronError> {
     Tz::from_str(name).map_err(|_| CronError::TimeZone(name.to_owned()))
 }
 
+/// The name of the zone `scheduler.timezone` resolves to (`local`
+/// resolved), for cards; UTC for a name that does not resolve (the config
+/// check refuses it before the daemon starts).
+pub fn zone_name(setting: &str) -> String {
+    parse_timezone(setting).map_or_else(|_| "UTC".to_owned(), |z| z.name().to_owned())
+}
+
 /// The host's zone, as the C library would pick it: `TZ` (an IANA name,
 /// with or without the leading `:`), else `/etc/timezone` (Debian), else
 /// the zone `/etc/localtime` links to; UTC when none names a known zone

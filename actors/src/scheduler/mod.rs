@@ -74,7 +74,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use cron_expr::{
-    CronError, CronExpr, config_errors, parse_timezone, unread_tz, unread_tz_warning,
+    CronError, CronExpr, config_errors, parse_timezone, unread_tz, unread_tz_warning, zone_name,
 };
 pub use policy::{MissedRunPolicy, StartupPlan, Trigger, plan_on_start};
 

@@ -238,12 +238,16 @@ impl Turn<'_> {
         let card = PendingCard {
             request_id,
             scope_id: crate::turn::OWNER_SCOPE.to_string(),
-            card: silas_core::cards::proposed_plan_card(
-                &work,
-                &plan_hash,
-                &self.record.inbox_id,
-                &self.scope.scope_id,
-                crate::turn::OWNER_SCOPE,
+            card: silas_core::cards::with_goal_terms(
+                silas_core::cards::proposed_plan_card(
+                    &work,
+                    &plan_hash,
+                    &self.record.inbox_id,
+                    &self.scope.scope_id,
+                    crate::turn::OWNER_SCOPE,
+                ),
+                &crate::scheduler::zone_name(&self.deps.config.scheduler.timezone),
+                self.deps.approvals.standing_limits(),
             ),
             created_at: now,
             expires_at: now.plus(ttl),

@@ -101,9 +101,14 @@ pub fn renewal_card(
     scope_id: &str,
     now: Timestamp,
     ttl_minutes: u32,
+    terms: (&str, silas_core::goal_terms::StandingLimits),
 ) -> PendingCard {
     owner_card(
-        model::renewal_card(goal, plan_hash, reason),
+        model::with_goal_terms(
+            model::renewal_card(goal, plan_hash, reason),
+            terms.0,
+            terms.1,
+        ),
         renewal_card_id(&goal.id),
         scope_id,
         now,

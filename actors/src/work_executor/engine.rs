@@ -105,6 +105,9 @@ pub struct WorkConfig {
     /// the global cap (each executor attempt, resumption and planner
     /// consultation is one call) and `web_search` calls per scope.
     pub rate_limits: Arc<crate::limits::RuntimeLimits>,
+    /// The zone goal schedules are read in (`scheduler.timezone`
+    /// resolved), named on a goal's renewal card.
+    pub schedule_zone: String,
 }
 
 /// Everything the executor sequences.

@@ -237,6 +237,7 @@ impl WorkEngine {
             scope,
             Timestamp::now(),
             self.approvals.default_ttl_minutes(),
+            (&self.config.schedule_zone, self.approvals.standing_limits()),
         );
         self.block_with_card(
             &goal,

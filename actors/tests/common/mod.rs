@@ -224,6 +224,7 @@ impl Fx {
                 undo_window: std::time::Duration::from_secs(300),
                 tool_limits: ToolLimits::default(),
                 rate_limits: Arc::new(RuntimeLimits::from_config(&Default::default())),
+                schedule_zone: "Europe/Vienna".into(),
             },
             events: tx,
             skills: None,

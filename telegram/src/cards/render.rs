@@ -309,6 +309,9 @@ fn plan_text(doc: &mut Doc, p: &PlanCard) {
         kind.push_str(" · standing approval");
     }
     doc.line(kind);
+    if let Some(terms) = &p.plan.terms {
+        doc.line(format!("Approval: {terms}"));
+    }
     if let Some(ws) = &p.plan.workspace {
         doc.line(ws.line());
         for l in ws.detail_lines() {

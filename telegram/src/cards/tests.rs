@@ -428,6 +428,23 @@ fn a_plan_above_the_limit_gets_no_approve_button_and_a_review_link() {
     // Raising the limit brings the button back.
     let r = render("req-1", &goal, &ctx(&s, RiskLevel::High, Some(WEB))).unwrap();
     assert_eq!(actions(&s, &r), vec!["ok", "no"]);
+    // A goal's terms (how long, how many fix tasks, which zone) are shown.
+    let terms = silas_core::cards::with_goal_terms(
+        goal,
+        "Europe/Vienna",
+        silas_core::goal_terms::StandingLimits {
+            ttl_minutes: 1440,
+            max_executions: 3,
+        },
+    );
+    let r = render("req-1", &terms, &ctx(&s, RiskLevel::High, Some(WEB))).unwrap();
+    let text = text_of(&r);
+    assert!(
+        text.contains(
+            "Approval: standing for 1 day from your answer, covering at most 3 fix tasks"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
