@@ -290,6 +290,20 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let conn = checked.unwrap_or_else(|| panic!("no healthy connection: {:?}", connections(d)));
+    // The setup is over: its device-code card is withdrawn, not shown again
+    // on every reconnect with a fresh countdown.
+    let mut withdrawn = false;
+    for _ in 0..40 {
+        let audit = audit_json(d);
+        if audit.contains("\"card_withdrawn\"")
+            && audit.contains(step["request_id"].as_str().unwrap_or("?"))
+        {
+            withdrawn = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(withdrawn, "the setup's card was not withdrawn");
     assert_eq!(conn["connection_id"], format!("conn-{SKILL}"));
     assert_eq!(conn["permissions_granted"], json!(["profile.read"]));
 

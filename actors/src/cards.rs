@@ -145,6 +145,9 @@ pub enum Resolution {
     Disconnected,
     /// Shutdown closed card intake: safe default.
     Shutdown,
+    /// What asked no longer needs an answer (a connection setup that
+    /// ended): safe default, and it is not shown again.
+    Withdrawn,
 }
 
 impl Resolution {
@@ -154,6 +157,7 @@ impl Resolution {
             Resolution::TimedOut => "card_timed_out",
             Resolution::Disconnected => "card_declined_disconnected",
             Resolution::Shutdown => "card_declined_shutdown",
+            Resolution::Withdrawn => "card_withdrawn",
         }
     }
 }

@@ -197,6 +197,11 @@ pub enum StreamMsg {
         scope_id: String,
         filter: crate::forget::HistoryFilter,
     },
+    /// Cards whose asker no longer needs an answer: resolved to their safe
+    /// default (`Resolution::Withdrawn`), so no reconnect shows them again.
+    WithdrawCards {
+        request_ids: Vec<String>,
+    },
     /// A notice for the owner's channels ([`StreamHandle::notify_owner`]).
     OwnerNotice {
         text: String,
@@ -561,6 +566,14 @@ impl Actor for Stream {
                 // never-started scope rehydrates from the purged history.
                 if let Some(p) = state.processors.get(&scope_id) {
                     let _ = p.cast(TurnMsg::ForgetHistory(filter));
+                }
+            }
+            StreamMsg::WithdrawCards { request_ids } => {
+                let cards = state.args.deps.store.records::<PendingCard>();
+                for id in request_ids {
+                    if let Some(card) = cards.get(&id)? {
+                        state.resolve_default(card, Resolution::Withdrawn).await?;
+                    }
                 }
             }
             StreamMsg::OwnerNotice { text } => {

@@ -29,6 +29,52 @@ use tokio::sync::{mpsc, watch};
 
 /// Longest protocol line accepted from a script.
 const MAX_LINE: usize = 64 * 1024;
+/// Most cards (sign-in links, codes, secure inputs) one setup may show the
+/// owner; progress lines are not cards and not counted.
+pub const MAX_STEPS: usize = 16;
+
+/// One line read by [`next_line`].
+enum Line {
+    Text(String),
+    TooLong,
+    End,
+}
+
+/// The next line of `reader` without its newline. `pending` holds what was
+/// read of it so far, so a cancelled call loses nothing (the select in
+/// [`run_setup`] drops it whenever another branch wins); past `max` bytes
+/// without a newline the line is refused at once, whatever follows.
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    pending: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            if pending.is_empty() {
+                return Ok(Line::End);
+            }
+            let text = String::from_utf8_lossy(pending).into_owned();
+            pending.clear();
+            return Ok(Line::Text(text));
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, Some(i + 1)),
+            None => (available.len(), None),
+        };
+        if pending.len() + take > max {
+            return Ok(Line::TooLong);
+        }
+        pending.extend_from_slice(&available[..take]);
+        reader.consume(done.unwrap_or(take));
+        if done.is_some() {
+            let text = String::from_utf8_lossy(pending).into_owned();
+            pending.clear();
+            return Ok(Line::Text(text));
+        }
+    }
+}
 
 /// One line from the setup script.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,16 +281,20 @@ pub async fn run_setup(
     let (Some(mut stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
         return Err(SetupError::Protocol("no pipes".into()));
     };
-    let mut lines = BufReader::new(stdout).lines();
+    let mut reader = BufReader::new(stdout);
+    // The line being read: kept across the select's other branches.
+    let mut pending = Vec::new();
     // Lines read, for errors that name the line at fault.
     let mut number = 0usize;
+    // Steps shown to the owner: each is a card.
+    let mut shown = 0usize;
     let mut stored: Vec<String> = Vec::new();
     // Every secret value this setup has seen (tokens handed over, the
     // owner's secure answers): never shown again on a later step's card.
     let mut known: Vec<zeroize::Zeroizing<String>> = Vec::new();
     let outcome = loop {
         let line = tokio::select! {
-            l = lines.next_line() => l,
+            l = next_line(&mut reader, &mut pending, MAX_LINE) => l,
             // The guard `wait_for` returns is dropped inside, so the setup
             // future stays `Send` (the daemon spawns it).
             _ = async { let _ = cancel.wait_for(|c| *c).await; } => break Err(SetupError::Cancelled),
@@ -263,18 +313,22 @@ pub async fn run_setup(
                 continue;
             }
         };
+        number += 1;
         let line = match line {
-            Ok(Some(l)) => l,
-            Ok(None) => break Err(SetupError::Protocol("the script ended without done".into())),
+            Ok(Line::Text(l)) => l,
+            Ok(Line::End) => {
+                break Err(SetupError::Protocol("the script ended without done".into()));
+            }
+            // Refused as soon as it is too long, not when it ends: a script
+            // that never ends its line held the daemon's memory (310 MB).
+            Ok(Line::TooLong) => {
+                break Err(SetupError::Protocol(format!(
+                    "line {number} is longer than {} KiB",
+                    MAX_LINE / 1024
+                )));
+            }
             Err(e) => break Err(SetupError::Protocol(e.to_string())),
         };
-        number += 1;
-        if line.len() > MAX_LINE {
-            break Err(SetupError::Protocol(format!(
-                "line {number} is longer than {} KiB",
-                MAX_LINE / 1024
-            )));
-        }
         if line.trim().is_empty() {
             continue;
         }
@@ -320,6 +374,16 @@ pub async fn run_setup(
                 break Err(SetupError::Failed(scrubbed(message, &known)));
             }
         };
+        // Each step but a progress line is a card in the owner's Review: a
+        // script writing thousands filled it.
+        if !matches!(step, SetupStep::Progress { .. }) {
+            shown += 1;
+        }
+        if shown > MAX_STEPS {
+            break Err(SetupError::Protocol(format!(
+                "line {number}: more than {MAX_STEPS} cards for the owner"
+            )));
+        }
         if steps.send(scrub(step, &known)).await.is_err() {
             break Err(SetupError::Cancelled);
         }
@@ -538,15 +602,21 @@ pub async fn run_one_shot(
     let out = sandbox.run(&spec).await?;
     let mut result = None;
     let mut stored = Vec::new();
+    // What the script was given and what it handed over: never in the
+    // result, whose text reaches the owner (a health check's `error`
+    // became a `connection_failure` card's message, token and all).
+    let mut known: Vec<zeroize::Zeroizing<String>> =
+        secret_env.iter().map(|(_, v)| v.clone()).collect();
     for line in out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
         match serde_json::from_str::<SetupMessage>(line) {
             Ok(SetupMessage::Token { secret_ref, value }) => {
                 let ref_id = connection_secret_ref(&launch.skill, &secret_ref)
-                    .ok_or_else(|| SetupError::Protocol("invalid secret_ref".into()))?;
+                    .ok_or_else(|| SetupError::Protocol(BAD_SECRET_REF.into()))?;
                 secrets.remove(&ref_id);
                 secrets
                     .put(&ref_id, value.as_bytes())
                     .map_err(SetupError::Store)?;
+                known.push(zeroize::Zeroizing::new(value));
                 stored.push(ref_id);
             }
             _ => result = Some(line.to_string()),
@@ -554,7 +624,7 @@ pub async fn run_one_shot(
     }
     Ok(OneShot {
         exit_ok: out.success(),
-        result,
+        result: result.map(|r| scrubbed(r, &known)),
         stored,
     })
 }
@@ -689,6 +759,29 @@ mod tests {
             let got = what_is_wrong(&format!("{{\"type\":\"{kind}\"}}"));
             assert!(!got.starts_with("unknown type"), "{kind}: {got}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_line_too_long_is_refused_before_it_ends() {
+        let text = |l: Line| match l {
+            Line::Text(t) => t,
+            Line::TooLong => "<too long>".into(),
+            Line::End => "<end>".into(),
+        };
+        let mut pending = Vec::new();
+        let mut r: &[u8] = b"a\nbb\ntail";
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(text(next_line(&mut r, &mut pending, 8).await.unwrap()));
+        }
+        assert_eq!(got, ["a", "bb", "tail", "<end>"]);
+        // Nine bytes and no newline yet: refused, the rest never read.
+        let mut r: &[u8] = b"123456789 and on and on";
+        assert!(matches!(
+            next_line(&mut r, &mut pending, 8).await.unwrap(),
+            Line::TooLong
+        ));
+        assert!(pending.len() <= 8);
     }
 
     #[test]

@@ -239,6 +239,17 @@ impl VerificationRunner {
         Self::report(results)
     }
 
+    /// A report of `checks` that were not run because their verdict could
+    /// not be trusted: each failed with `reason`.
+    pub fn refused(checks: &[VerificationCheck], reason: &str) -> VerificationReport {
+        Self::report(
+            checks
+                .iter()
+                .map(|c| Self::fail(c, reason.to_owned()))
+                .collect(),
+        )
+    }
+
     fn report(results: Vec<VerificationResult>) -> VerificationReport {
         let failed: Vec<String> = results
             .iter()

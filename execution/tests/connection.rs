@@ -382,3 +382,108 @@ async fn a_broken_line_is_named_by_number_and_fault_without_its_values() {
     assert!(!why.contains(CANARY), "{why}");
     assert!(secrets.0.lock().unwrap().is_empty(), "its token was kept");
 }
+
+/// A health check that puts its token into its `error` (an HTTP library
+/// quoting the Authorization header, or a hostile script): the result the
+/// daemon turns into the owner's `connection_failure` card carries no
+/// token — neither the one injected nor one the script hands over.
+#[tokio::test]
+async fn a_scripts_result_never_carries_the_token() {
+    let skills = tempfile::tempdir().unwrap();
+    let scripted = skills.path().join("echo");
+    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
+    std::fs::write(
+        scripted.join("scripts/health_check.sh"),
+        "echo '{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"NEW-CANARY-51ab\"}'\n\
+         echo \"{\\\"healthy\\\": false, \\\"error\\\": \\\"token is $CONNECTION_TOKEN, next NEW-CANARY-51ab\\\"}\"\n\
+         exit 1\n",
+    )
+    .unwrap();
+    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    let secrets = MemorySecrets::default();
+    let work = sandbox.fresh_work_dir(base.path(), "health-2").unwrap();
+    let l = launch(&skill_dir, work, "scripts/health_check.sh", "http://unused");
+    let out = silas_execution::connection_setup::run_one_shot(
+        &sandbox,
+        &l,
+        vec![(
+            "CONNECTION_TOKEN".into(),
+            zeroize::Zeroizing::new(CANARY.to_string()),
+        )],
+        &secrets,
+    )
+    .await
+    .unwrap();
+    assert!(!out.exit_ok);
+    let result = out.result.unwrap();
+    assert_eq!(
+        result,
+        "{\"healthy\": false, \"error\": \"token is [REDACTED], next [REDACTED]\"}"
+    );
+}
+
+/// A script that writes card after card (3,000 device codes filled the
+/// owner's Review) is stopped at the cap, and one that never ends its line
+/// is stopped once the line is too long rather than held in memory.
+#[tokio::test]
+async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
+    let skills = tempfile::tempdir().unwrap();
+    let scripted = skills.path().join("flood");
+    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
+    std::fs::write(
+        scripted.join("scripts/setup.sh"),
+        "i=0; while [ $i -lt 40 ]; do \
+         echo '{\"type\":\"progress\",\"message\":\"waiting\"}'; \
+         echo '{\"type\":\"device_code\",\"verification_uri\":\"http://x/device\",\"user_code\":\"AB\"}'; \
+         i=$((i+1)); done; sleep 300\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scripted.join("scripts/endless.sh"),
+        "head -c 2000000 /dev/zero | tr '\\0' A; sleep 300\n",
+    )
+    .unwrap();
+    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let base = tempfile::tempdir().unwrap();
+    let sandbox = common::sandbox();
+    for (script, want) in [
+        (
+            "scripts/setup.sh",
+            "line 34: more than 16 cards for the owner",
+        ),
+        ("scripts/endless.sh", "line 1 is longer than 64 KiB"),
+    ] {
+        let secrets = MemorySecrets::default();
+        let (step_tx, mut step_rx) = mpsc::channel(64);
+        let (_answer_tx, answer_rx) = mpsc::channel(1);
+        let (_cancel, cancel_rx) = watch::channel(false);
+        let work = sandbox
+            .fresh_work_dir(base.path(), &format!("flood-{}", want.len()))
+            .unwrap();
+        let l = launch(&skill_dir, work, script, "http://unused");
+        let owner = async move {
+            let mut cards = 0;
+            while let Some(step) = step_rx.recv().await {
+                if !matches!(step, SetupStep::Progress { .. }) {
+                    cards += 1;
+                }
+            }
+            cards
+        };
+        let (result, cards) = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::join!(
+                run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
+                owner
+            )
+        })
+        .await
+        .unwrap();
+        let Err(SetupError::Protocol(why)) = result else {
+            panic!("{script}: {result:?}");
+        };
+        assert_eq!(why, want, "{script}");
+        assert!(cards <= 16, "{script}: {cards} cards");
+    }
+}

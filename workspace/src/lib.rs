@@ -23,6 +23,7 @@ mod fsutil;
 mod gitcopy;
 mod journal;
 pub mod protect;
+pub mod reach;
 pub mod shadow;
 
 use std::collections::BTreeMap;

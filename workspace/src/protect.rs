@@ -283,7 +283,7 @@ fn sourced_paths(text: &str) -> Vec<String> {
 /// Every entry (files and links) under `root`, `.git` excluded. No
 /// `.gitignore` is honoured: an executor could use one to hide a planted
 /// `conftest.py`.
-fn entries(root: &Path) -> BTreeSet<String> {
+pub(crate) fn entries(root: &Path) -> BTreeSet<String> {
     walkdir::WalkDir::new(root)
         .follow_links(false)
         .into_iter()

@@ -251,6 +251,20 @@ pub fn describe(
                     .unwrap_or_default(),
             ),
         ),
+        "workspace_checks_refused" => (
+            "security",
+            format!(
+                "Did not run the checks of {title}: its change makes code under test reach into the test runner ({})",
+                data.get("files")
+                    .and_then(Value::as_array)
+                    .map(|f| f
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default()
+            ),
+        ),
         "workspace_checks_restored" => (
             "security",
             format!(
@@ -444,6 +458,10 @@ pub fn describe(
         "card_declined_disconnected" => (
             "card",
             format!("A {card} was declined because you disconnected — nothing changed"),
+        ),
+        "card_withdrawn" => (
+            "card",
+            format!("A {card} was withdrawn: what asked no longer needs an answer"),
         ),
         "card_declined_shutdown" => (
             "card",

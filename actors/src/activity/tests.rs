@@ -125,6 +125,7 @@ fn the_gate_crate_event_names_are_all_known() {
         crate::cards::Resolution::TimedOut,
         crate::cards::Resolution::Disconnected,
         crate::cards::Resolution::Shutdown,
+        crate::cards::Resolution::Withdrawn,
     ] {
         assert!(KNOWN_EVENTS.iter().any(|(e, _)| *e == r.audit_event()));
     }

@@ -30,6 +30,15 @@ impl StreamHandle {
         });
     }
 
+    /// Withdraws cards their asker no longer needs answered (they resolve
+    /// to their safe default, audited `card_withdrawn`). No reply: a card
+    /// already answered or gone is skipped.
+    pub fn withdraw_cards(&self, request_ids: Vec<String>) {
+        if !request_ids.is_empty() {
+            let _ = self.actor.cast(StreamMsg::WithdrawCards { request_ids });
+        }
+    }
+
     /// A notice on the owner's channels from outside a turn (a connection
     /// setup that ended in the background). Best effort, like every
     /// notice: nobody connected is not an error.

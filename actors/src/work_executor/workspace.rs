@@ -24,7 +24,7 @@ use serde_json::json;
 use silas_core::model::work::{WorkItem, WorkItemStatus};
 use silas_core::model::workspace::WorkspaceUse;
 use silas_execution::executors::ProjectDir;
-use silas_execution::verification::VerificationReport;
+use silas_execution::verification::{VerificationReport, VerificationRunner};
 use silas_workspace::{ChangeSet, CopyLimits, Protected, Snapshot, copy, diff, protect};
 
 use super::engine::{WorkEngine, WorkError};
@@ -143,6 +143,29 @@ impl WorkEngine {
                 "workspace_checks_restored",
                 json!({"work_item_id": item.id, "attempt": item.attempts, "files": restored}),
             )?;
+        }
+        // Code under test that reaches into the test runner could forge the
+        // verdict: not run, failed with the files named (unless the plan
+        // lets the work edit the checks' own files, which forges it anyway).
+        let reach = match protected {
+            Some(_) => silas_workspace::reach::into_test_runner(&run.base(), &verify),
+            None => Vec::new(),
+        };
+        if !reach.is_empty() {
+            silas_execution::cleanup::remove_tree(&verify);
+            let named: Vec<String> = reach.iter().map(ToString::to_string).collect();
+            self.audit(
+                "workspace_checks_refused",
+                json!({"work_item_id": item.id, "attempt": item.attempts,
+                       "files": reach.iter().map(|r| r.path.as_str()).collect::<Vec<_>>()}),
+            )?;
+            return Ok(VerificationRunner::refused(
+                &item.verify,
+                &format!(
+                    "not run: code under test may not reach into the test runner ({})",
+                    named.join("; ")
+                ),
+            ));
         }
         let report = match self.registry.sandbox().hand_over_tree(&verify) {
             Ok(()) => {

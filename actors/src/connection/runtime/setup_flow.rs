@@ -195,15 +195,22 @@ impl ConnectionRuntime {
         let (answer_tx, answer_rx) = mpsc::channel::<SecureAnswer>(4);
         let (cancel_tx, cancel_rx) = watch::channel(false);
         let cancel_tx = Arc::new(cancel_tx);
-        // The owner's side: each step becomes a card, answered on its own task.
+        // The owner's side: each step becomes a card, answered on its own
+        // task; their ids, to withdraw what is still open when it ends.
+        let shown: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let owner = {
             let this = self.clone();
             let stream = stream.clone();
             let cancel = cancel_tx.clone();
             let service = conn.name.clone();
+            let shown = shown.clone();
             tokio::spawn(async move {
                 while let Some(step) = step_rx.recv().await {
-                    this.show_step(step, &service, &stream, &cancel, &answer_tx);
+                    if let Some(id) = this.show_step(step, &service, &stream, &cancel, &answer_tx)
+                        && let Ok(mut ids) = shown.lock()
+                    {
+                        ids.push(id);
+                    }
                 }
             })
         };
@@ -240,6 +247,11 @@ impl ConnectionRuntime {
         .await;
         watchdog.abort();
         owner.abort();
+        // Done, failed, timed out or cancelled: its steps no longer need
+        // answers (before, a device-code card was shown again, with a
+        // fresh countdown, on every reconnect until a restart).
+        let open = shown.lock().map(|ids| ids.clone()).unwrap_or_default();
+        stream.withdraw_cards(open);
         result.map_err(|e| not_completed(&e))
     }
 
@@ -266,10 +278,10 @@ impl ConnectionRuntime {
         stream: &StreamHandle,
         cancel: &Arc<watch::Sender<bool>>,
         answers: &mpsc::Sender<SecureAnswer>,
-    ) {
+    ) -> Option<String> {
         let Ok(id) = crate::approval::random_id() else {
             let _ = cancel.send(true);
-            return;
+            return None;
         };
         let (step_type, fields) = match step {
             SetupStep::DeviceCode {
@@ -286,23 +298,19 @@ impl ConnectionRuntime {
                 json!({"auth_url": url, "listening_on": "", "service": service}),
             ),
             SetupStep::SecureInput { field, prompt } => {
-                return self.ask_secret(
-                    format!("sec-{id}"),
-                    field,
-                    prompt,
-                    stream,
-                    cancel,
-                    answers,
-                );
+                let request_id = format!("sec-{id}");
+                self.ask_secret(request_id.clone(), field, prompt, stream, cancel, answers);
+                return Some(request_id);
             }
             SetupStep::Progress { .. } => {
                 // Script text: not logged (it may quote service output).
                 tracing::debug!(%service, "connection setup progress");
-                return;
+                return None;
             }
         };
+        let request_id = format!("conn-step-{id}");
         let card = self.card(
-            format!("conn-step-{id}"),
+            request_id.clone(),
             CardPayload::ConnectionSetup(ConnectionSetupCard {
                 step_type: step_type.into(),
                 fields: obj(fields),
@@ -323,6 +331,7 @@ impl ConnectionRuntime {
                 let _ = cancel.send(true);
             }
         });
+        Some(request_id)
     }
 
     /// A secure input step: the owner stores the value through
