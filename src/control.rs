@@ -47,6 +47,9 @@ pub struct DaemonControl {
     pub auth: Arc<OwnerAuth>,
     pub health: Arc<HealthState>,
     pub web: Arc<dyn WebBackend>,
+    /// Whether an owner card would reach someone now (an owner connection
+    /// is open, or Telegram shows the owner's cards).
+    pub owner_sees_cards: Arc<dyn Fn() -> bool + Send + Sync>,
     pub seal: OwnerSeal,
     /// The web channel's base URL, as pairing links use it.
     pub base_url: String,
@@ -283,6 +286,15 @@ impl DaemonControl {
             }
             Request::ConnectionAdd { skill, settings } => {
                 let rt = self.connections()?;
+                // Its steps are cards: with nobody to show them to, the first
+                // was declined at once and the setup failed unseen while the
+                // CLI said it had started.
+                if !(self.owner_sees_cards)() {
+                    return Err(Response::error(
+                        ErrorCode::EChannelDisconnected,
+                        "no owner client is connected to show the setup's sign-in steps: open the web app (or `silas chat`, which shows a device code), then run this again".to_string(),
+                    ));
+                }
                 Response::ConnectionSetupStarted {
                     connection_id: rt.start_setup(&skill, settings).await.map_err(refused)?,
                 }

@@ -305,6 +305,10 @@ async fn run(
             auth: owner_auth.clone(),
             health: health.clone(),
             web: bridge.clone(),
+            owner_sees_cards: {
+                let bridge = bridge.clone();
+                Arc::new(move || bridge.owner_can_see_cards())
+            },
             seal: seal.clone(),
             base_url,
             memory: memory.clone(),

@@ -42,17 +42,17 @@ use silas_actors::cards::{CardRejection, CardResponse, CardTimeouts};
 use silas_actors::channel::{ChannelError, ChannelSink, Outbound};
 use silas_actors::stream::{InboundMessage, StreamHandle, SubmitOutcome, scope_for};
 use silas_actors::turn::OWNER_SCOPE;
-use silas_core::cards::CardPayload;
 use silas_core::model::approval::{ApprovalDecision, ApprovalStrength};
 use silas_core::{Coded, ErrorCode, Timestamp};
-use silas_keys::secrets::{SecretError, SecretStore, valid_ref};
 use silas_storage::{AckOutcome, CardAudience, PendingCard, ReplyAck, Store};
 use silas_web::cards::CardAnswerFrame;
 use silas_web::protocol::{ActivityItem, ClientFrame, ProtocolError, ServerFrame};
-use silas_web::ws::{
-    BoxFuture, ConnectionInfo, QueuePressure, SecretSink, SecretStoreError, WebBackend,
-};
+use silas_web::ws::{BoxFuture, ConnectionInfo, QueuePressure, WebBackend};
 use tokio::sync::mpsc;
+
+mod secret_vault;
+
+pub use secret_vault::SecretVault;
 
 /// Items in the `activity` frame sent after `auth_ok`.
 pub const ACTIVITY_INITIAL_ITEMS: usize = 50;
@@ -146,6 +146,14 @@ impl WebBridge {
     pub fn set_owner_reachable_elsewhere(&self, yes: bool) {
         self.owner_reachable_elsewhere
             .store(yes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether an owner card would reach someone now: an owner connection
+    /// is open, or Telegram shows the owner's cards.
+    pub fn owner_can_see_cards(&self) -> bool {
+        self.owner_reachable_elsewhere
+            .load(std::sync::atomic::Ordering::Relaxed)
+            || !self.owner_targets().is_empty()
     }
 
     /// Connections a card may be shown on: its scope's, and for an
@@ -711,83 +719,6 @@ impl ChannelSink for WebBridge {
             }
             Ok(())
         })
-    }
-}
-
-/// The `SecretSink` of `POST /secrets/{ref_id}`: accepts a value only for a
-/// pending `secure_input_request` card that is not past its deadline,
-/// stores it encrypted (`SecretStore`), audits `secret_stored` with the ref
-/// and label only. Never logs, echoes or keeps the value.
-pub struct SecretVault {
-    store: Store,
-    secrets: Arc<SecretStore>,
-    timeouts: CardTimeouts,
-}
-
-impl SecretVault {
-    pub fn new(store: Store, secrets: Arc<SecretStore>, timeouts: CardTimeouts) -> SecretVault {
-        SecretVault {
-            store,
-            secrets,
-            timeouts,
-        }
-    }
-
-    /// Whether a value was stored under `ref_id`.
-    pub fn fulfilled(&self, ref_id: &str) -> bool {
-        self.secrets.contains(ref_id)
-    }
-
-    pub fn describe(&self) -> String {
-        self.secrets.describe()
-    }
-}
-
-impl SecretSink for SecretVault {
-    fn store(
-        &self,
-        ref_id: &str,
-        value: zeroize::Zeroizing<String>,
-    ) -> Result<(), SecretStoreError> {
-        if !valid_ref(ref_id) {
-            return Err(SecretStoreError::UnknownRef);
-        }
-        if self.secrets.contains(ref_id) {
-            return Err(SecretStoreError::AlreadyFulfilled);
-        }
-        let card = match self.store.records::<PendingCard>().get(ref_id) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(code = %e.code(), "secure input: cannot read pending cards: {e}");
-                return Err(SecretStoreError::Failed);
-            }
-        };
-        let Some(card) = card.filter(|c| {
-            matches!(c.card, CardPayload::SecureInput(_))
-                && !silas_actors::cards::is_expired(c, &self.timeouts, Timestamp::now())
-        }) else {
-            return Err(SecretStoreError::UnknownRef);
-        };
-        match self.secrets.put(ref_id, value.as_bytes()) {
-            Ok(()) => {}
-            Err(SecretError::Exists(_)) => return Err(SecretStoreError::AlreadyFulfilled),
-            Err(e) => {
-                // The error names the ref and path only, never the value.
-                tracing::error!(code = %e.code(), "secure input: not stored: {e}");
-                return Err(SecretStoreError::Failed);
-            }
-        }
-        let label = match &card.card {
-            CardPayload::SecureInput(s) => s.label.as_str(),
-            _ => "",
-        };
-        let mut data = silas_core::model::JsonObject::new();
-        data.insert("ref_id".into(), Value::from(ref_id));
-        data.insert("label".into(), Value::from(label));
-        if let Err(e) = self.store.audit().log("secret_stored", data) {
-            tracing::error!(code = %e.code(), "audit write failed: {e}");
-        }
-        Ok(())
     }
 }
 

@@ -165,6 +165,18 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
     .env("SILAS__APPROVAL__PLAN_CARD_TIMEOUT_SECONDS", "120");
     let (daemon, addr, _) =
         start_daemon(cmd, Stdio::from(std::fs::File::create(&log_path).unwrap()));
+    // Nobody to show the sign-in steps to: refused, not "started" (its
+    // first card was declined at once and the setup failed unseen).
+    let out = silas(d)
+        .args(["connection", "add", SKILL])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("E_CHANNEL_DISCONNECTED") && err.contains("no owner client is connected"),
+        "{err}"
+    );
     let (mut ws, _) = support::connect(&addr, Duration::from_secs(10)).await;
     let mut frames = Vec::new();
 

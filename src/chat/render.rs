@@ -125,9 +125,36 @@ pub(super) fn render_plan(p: &silas_core::risk::PlanView) -> Vec<String> {
 /// (activity, …) are not chat and are skipped.
 pub(super) fn other_frame(kind: &str, raw: &Value) {
     if raw.get("request_id").is_some_and(|r| !r.is_null()) {
+        if let Some(step) = setup_step_text(kind, raw) {
+            out(step);
+        }
         out(format!(
             "({kind} card received: answer it in the web app; the text channel answers plan approvals only)"
         ));
+    }
+}
+
+/// What a connection setup step asks the owner to do, for the text
+/// channel: a device code is useless unless it is seen (before, `silas
+/// chat` showed only that a card had come). Nothing to answer here: the
+/// setup goes on by itself once the owner has signed in.
+pub(super) fn setup_step_text(kind: &str, raw: &Value) -> Option<String> {
+    if kind != "connection_setup_step" {
+        return None;
+    }
+    let s = |k: &str| raw.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
+    let service = s("service").unwrap_or("the service");
+    match s("step_type")? {
+        "device_code" => Some(format!(
+            "To connect {service}: open {} and enter the code {}. The setup goes on by itself once you have.",
+            s("verification_url")?,
+            s("user_code")?
+        )),
+        "browser_redirect" => Some(format!(
+            "To connect {service}: open {} and sign in. The setup goes on by itself once you have.",
+            s("auth_url")?
+        )),
+        _ => None,
     }
 }
 
@@ -216,6 +243,27 @@ mod tests {
         assert_eq!(render_checks(&json!([])), vec!["  checks: (none)"]);
         let c = render_checks(&json!([{"name": "fetch", "run": "curl x", "network": true}]));
         assert_eq!(c, vec!["  checks:", "    - fetch [network]: curl x"]);
+    }
+
+    #[test]
+    fn a_setup_step_shows_the_code_and_where_to_enter_it() {
+        let step = json!({"type": "connection_setup_step", "request_id": "conn-step-1",
+            "step_type": "device_code", "verification_url": "https://example.org/device",
+            "user_code": "WDJB-MJHT", "service": "Example"});
+        assert_eq!(
+            setup_step_text("connection_setup_step", &step).as_deref(),
+            Some(
+                "To connect Example: open https://example.org/device and enter the code \
+                 WDJB-MJHT. The setup goes on by itself once you have."
+            )
+        );
+        let redirect =
+            json!({"step_type": "browser_redirect", "auth_url": "https://example.org/login"});
+        assert!(
+            setup_step_text("connection_setup_step", &redirect)
+                .is_some_and(|t| t.contains("open https://example.org/login and sign in"))
+        );
+        assert_eq!(setup_step_text("gate_approval", &step), None);
     }
 
     #[test]
