@@ -247,6 +247,8 @@ async fn unhealthy_connection_recovers_in_order_then_surfaces_once() {
     assert_eq!(f.calls(), ["health:c2", "refresh:c2", "recover:c2"]);
     let stored = f.store.records::<Connection>().get("c2").unwrap().unwrap();
     assert_eq!(stored.status, ConnectionStatus::Failed);
+    // The failed check is recorded as the last one (the list said "never").
+    assert!(stored.last_health_check.is_some());
     assert!(f.audit().contains(&"connection.failed".to_string()));
     let failure = loop {
         if let ConnectionEvent::Failure { failure, .. } = events.recv().await.unwrap() {

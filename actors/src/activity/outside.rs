@@ -18,7 +18,8 @@ fn n(data: &JsonObject, key: &str) -> u64 {
 /// Why a setup did not complete, from the kind the runtime records.
 fn setup_reason(reason: Option<&str>) -> &'static str {
     match reason {
-        Some("cancelled") => "it was cancelled or timed out",
+        Some("cancelled") => "it was cancelled",
+        Some("timed_out") => "it took longer than connections.setup_timeout_seconds",
         Some("failed") => "its script reported a failure",
         Some("protocol") => "its script broke the setup protocol",
         Some("sandbox") => "its script could not run in the sandbox",
@@ -212,6 +213,12 @@ mod tests {
             text,
             "Setting up the connection of skill 'mail' did not complete: its script broke the \
              setup protocol (line 2: unknown field `usercode`)"
+        );
+        let d = obj(json!({"skill": "mail", "reason": "timed_out"}));
+        let (_, text) = describe("connection.setup_failed", &d).unwrap();
+        assert!(
+            text.ends_with("took longer than connections.setup_timeout_seconds"),
+            "{text}"
         );
         let d = obj(json!({"skill": "mail", "tool": "mcp__mail__send", "is_error": true}));
         let (_, text) = describe("mcp_tool_called", &d).unwrap();

@@ -280,8 +280,10 @@ impl ConnectionState {
                 warnings: Vec::new(),
             },
         };
+        // A failed check is a check too: `connection list` said "last health
+        // check never" beside a connection that had just failed one.
+        conn.last_health_check = Some(now);
         if health.healthy {
-            conn.last_health_check = Some(now);
             conn.token_expires_at = health.token_expires_at;
             conn.refresh_token_expires_at = health.refresh_token_expires_at;
             self.save(&conn)?;
@@ -300,6 +302,7 @@ impl ConnectionState {
                 self.schedule_refresh(id, at).await;
             }
         } else {
+            self.save(&conn)?;
             self.recover(&mut conn, &health).await?;
         }
         let _ = self.args.events.send(ConnectionEvent::Checked {

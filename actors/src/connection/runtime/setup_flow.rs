@@ -215,10 +215,14 @@ impl ConnectionRuntime {
             })
         };
         // The daemon stopping or the setup timeout cancels.
+        // Set when the watchdog's cancel is the setup timeout (the owner is
+        // told it timed out, not that it was cancelled).
+        let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watchdog = {
             let mut stop = self.args.stop.clone();
             let cancel = cancel_tx.clone();
             let timeout = self.args.setup_timeout;
+            let timed_out = timed_out.clone();
             tokio::spawn(async move {
                 let stopped = async {
                     // A dropped sender is no stop signal (the guard is
@@ -230,7 +234,9 @@ impl ConnectionRuntime {
                 };
                 tokio::select! {
                     _ = stopped => {}
-                    _ = tokio::time::sleep(timeout) => {}
+                    _ = tokio::time::sleep(timeout) => {
+                        timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
                 }
                 let _ = cancel.send(true);
             })
@@ -252,7 +258,20 @@ impl ConnectionRuntime {
         // fresh countdown, on every reconnect until a restart).
         let open = shown.lock().map(|ids| ids.clone()).unwrap_or_default();
         stream.withdraw_cards(open);
-        result.map_err(|e| not_completed(&e))
+        result.map_err(|e| match not_completed(&e) {
+            ConnectionSetupError::NotCompleted {
+                kind: "cancelled",
+                detail,
+                said,
+            } if timed_out.load(std::sync::atomic::Ordering::SeqCst) => {
+                ConnectionSetupError::NotCompleted {
+                    kind: "timed_out",
+                    detail,
+                    said,
+                }
+            }
+            other => other,
+        })
     }
 
     fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
