@@ -390,6 +390,7 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         "connection.setup_started",
         "connection.setup_completed",
         "connection.setup_failed",
+        "connection.egress_refused",
         "connection.script_run",
         "connection.failed",
         "skill_use_refused",

@@ -135,6 +135,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("connection.permission_escalation", Treatment::Shown),
     ("connection_failure_answered", Treatment::Shown),
     ("connection.egress_configured", Treatment::Shown),
+    ("connection.egress_refused", Treatment::Shown),
     ("mcp_tool_called", Treatment::Shown),
     ("mcp_tool_refused", Treatment::Shown),
     ("mcp_server_refused", Treatment::Shown),

@@ -104,6 +104,20 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
             "Connections may reach the hosts and private networks named in the configuration"
                 .to_string(),
         ),
+        "connection.egress_refused" => (
+            "security",
+            format!(
+                "Refused {} of connection {connection}'s {} to reach where it may not",
+                super::plural(
+                    data.get("refused")
+                        .and_then(Value::as_array)
+                        .map_or(0, |r| r.len() as u64)
+                        + n(data, "not_listed"),
+                    "attempt"
+                ),
+                s(data, "script").unwrap_or("script")
+            ),
+        ),
         "mcp_tool_called" => (
             "work",
             format!(

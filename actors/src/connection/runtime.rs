@@ -339,7 +339,7 @@ impl ConnectionRuntime {
         let staged = self.stage(&conn.skill_name, "run").map_err(unavailable)?;
         let mut env = Self::settings_env(&staged.skill, &conn.settings).map_err(unavailable)?;
         env.push(("CONNECTION_ID".into(), conn.connection_id.clone()));
-        let (launch, _proxy) = self
+        let (launch, proxy) = self
             .launch(&staged, script, env, SCRIPT_TIMEOUT)
             .await
             .map_err(unavailable)?;
@@ -353,9 +353,9 @@ impl ConnectionRuntime {
             ));
         }
         let secrets: &dyn SecretSink = &*self.args.secrets;
-        let out = setup::run_one_shot(&self.args.sandbox, &launch, secret_env, secrets)
-            .await
-            .map_err(|e| ScriptError::Unavailable(e.to_string()))?;
+        let out = setup::run_one_shot(&self.args.sandbox, &launch, secret_env, secrets).await;
+        self.audit_refused_egress(conn, script, proxy.as_ref());
+        let out = out.map_err(|e| ScriptError::Unavailable(e.to_string()))?;
         self.audit(
             "connection.script_run",
             json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
@@ -363,6 +363,26 @@ impl ConnectionRuntime {
                    "success": out.exit_ok, "secrets_replaced": out.stored.len()}),
         );
         Ok(out)
+    }
+
+    /// What a connection script's egress proxy refused (an undeclared
+    /// host, a private address), on the record like a check's.
+    fn audit_refused_egress(
+        &self,
+        conn: &Connection,
+        script: &str,
+        proxy: Option<&silas_netguard::EgressProxy>,
+    ) {
+        let Some((refused, dropped)) = proxy.map(|p| p.take_refusals()) else {
+            return;
+        };
+        if !refused.is_empty() || dropped > 0 {
+            self.audit(
+                "connection.egress_refused",
+                json!({"connection_id": conn.connection_id, "skill": conn.skill_name,
+                       "script": script, "refused": refused, "not_listed": dropped}),
+            );
+        }
     }
 
     pub fn store(&self) -> &Store {

@@ -188,7 +188,7 @@ impl ConnectionRuntime {
                 incremental_scopes.join(" "),
             ));
         }
-        let (launch, _proxy) = self
+        let (launch, proxy) = self
             .launch(&staged, SETUP_SCRIPT, env, self.args.setup_timeout)
             .await?;
         let (step_tx, mut step_rx) = mpsc::channel::<SetupStep>(8);
@@ -253,6 +253,7 @@ impl ConnectionRuntime {
         .await;
         watchdog.abort();
         owner.abort();
+        self.audit_refused_egress(conn, SETUP_SCRIPT, proxy.as_ref());
         // Done, failed, timed out or cancelled: its steps no longer need
         // answers (before, a device-code card was shown again, with a
         // fresh countdown, on every reconnect until a restart).
