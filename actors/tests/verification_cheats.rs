@@ -36,9 +36,14 @@ fn project(f: &Fx, extra: &[(&str, &str)]) -> std::path::PathBuf {
     root
 }
 
-/// Runs one task whose executor does `cheat` instead of the fix; returns
-/// the files the verifier put back or removed.
-async fn cheat(check: &str, extra: &[(&str, &str)], cheat: &str) -> Vec<String> {
+/// Runs one task whose executor does `cheat` instead of the fix, and
+/// checks it did not pass and the owner's project is untouched; returns the
+/// fixture and the task as stored.
+async fn run_cheat(
+    check: &str,
+    extra: &[(&str, &str)],
+    cheat: &str,
+) -> (Fx, silas_core::model::work::WorkItem) {
     let f = Fx::new().await;
     let real = project(&f, extra);
     let mut t = item(json!({
@@ -63,6 +68,12 @@ async fn cheat(check: &str, extra: &[(&str, &str)], cheat: &str) -> Vec<String> 
         std::fs::read_to_string(real.join("clock.py")).unwrap(),
         BUGGY
     );
+    (f, stored)
+}
+
+/// [`run_cheat`]; returns the files the verifier put back or removed.
+async fn cheat(check: &str, extra: &[(&str, &str)], cheat: &str) -> Vec<String> {
+    let (f, _) = run_cheat(check, extra, cheat).await;
     let restored = common::audit_data(&f.store, "workspace_checks_restored");
     assert_eq!(restored.len(), 1, "{cheat}: {restored:?}");
     restored[0]["files"]
@@ -179,23 +190,12 @@ async fn code_under_test_patching_the_test_runner_does_not_pass() {
     if !python_has("pytest") && skip("no pytest for /usr/bin/python3") {
         return;
     }
-    let f = Fx::new().await;
-    let real = project(&f, &[]);
-    let mut t = item(json!({
-        "id": "t-patch", "type": "task", "title": "Fix the timezone bug",
-        "body": "Make tests/test_clock.py pass.",
-        "workspace": {"name": "clock", "access": "write"},
-        "verify": [{"name": "tests", "run": PYTEST, "expect": {"exit_code": 0}, "timeout": 60}],
-        "budget": {"max_attempts": 1},
-    }));
-    f.approve(&mut t);
-    f.fake.push(shell(
+    let (f, stored) = run_cheat(
+        PYTEST,
+        &[],
         r#"printf 'import _pytest.python as p\np.Function.runtest = lambda self: None\n' >> clock.py"#,
-    ));
-    f.fake.push(output("the tests pass now"));
-    let r = f.engine.run_task("t-patch", "owner").await.unwrap();
-    assert_ne!(r.status, WorkItemStatus::Done, "{r:?}");
-    let stored = f.get("t-patch");
+    )
+    .await;
     let result = &stored.verification_results[0];
     assert_eq!(result["passed"], json!(false), "{result:?}");
     assert_eq!(
@@ -207,8 +207,4 @@ async fn code_under_test_patching_the_test_runner_does_not_pass() {
     let refused = common::audit_data(&f.store, "workspace_checks_refused");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["files"], json!(["clock.py"]));
-    assert_eq!(
-        std::fs::read_to_string(real.join("clock.py")).unwrap(),
-        BUGGY
-    );
 }

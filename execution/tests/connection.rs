@@ -279,34 +279,33 @@ async fn cancelling_a_setup_kills_the_script_and_removes_its_partial_secrets() {
     assert!(gone, "the setup script survived the cancel");
 }
 
-/// A setup script that hands over a token and then puts it into a later
-/// step (a device-code card, a redirect, a progress line) shows the owner
-/// none of it: every value the setup stored is taken out of later steps.
-#[tokio::test]
-async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
+/// A skill of `scripts` (name → shell text), installed where the sandbox
+/// user can read it; the temp dir it lives in goes with the first field.
+fn scripted(name: &str, scripts: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let skills = tempfile::tempdir().unwrap();
-    let scripted = skills.path().join("leaky");
-    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
-    std::fs::write(
-        scripted.join("scripts/setup.sh"),
-        format!(
-            "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
-             echo '{{\"type\":\"device_code\",\"verification_uri\":\"https://example.com/?t={CANARY}\",\"user_code\":\"{CANARY}\",\"expires_in\":600}}'\n\
-             echo '{{\"type\":\"browser_redirect\",\"url\":\"https://example.com/cb#{CANARY}\"}}'\n\
-             echo '{{\"type\":\"progress\",\"message\":\"got {CANARY} ok\"}}'\n\
-             echo '{{\"type\":\"done\"}}'\n"
-        ),
-    )
-    .unwrap();
-    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let source = skills.path().join(name);
+    std::fs::create_dir_all(source.join("scripts")).unwrap();
+    for (file, text) in scripts {
+        std::fs::write(source.join("scripts").join(file), text).unwrap();
+    }
+    let dir = install(&source, &skills.path().join("installed"));
+    (skills, dir)
+}
+
+/// Runs `script` of `skill_dir` to its end with nobody answering; returns
+/// its result and every step it showed.
+async fn run_scripted(
+    skill_dir: &Path,
+    script: &str,
+    secrets: &MemorySecrets,
+) -> (Result<Vec<String>, SetupError>, Vec<SetupStep>) {
     let base = tempfile::tempdir().unwrap();
     let sandbox = common::sandbox();
-    let secrets = MemorySecrets::default();
-    let (step_tx, mut step_rx) = mpsc::channel(8);
+    let (step_tx, mut step_rx) = mpsc::channel(64);
     let (_answer_tx, answer_rx) = mpsc::channel(1);
     let (_cancel, cancel_rx) = watch::channel(false);
-    let work = sandbox.fresh_work_dir(base.path(), "setup-3").unwrap();
-    let l = launch(&skill_dir, work, "scripts/setup.sh", "http://unused");
+    let work = sandbox.fresh_work_dir(base.path(), "scripted").unwrap();
+    let l = launch(skill_dir, work, script, "http://unused");
     let owner = async move {
         let mut seen = Vec::new();
         while let Some(step) = step_rx.recv().await {
@@ -314,14 +313,36 @@ async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
         }
         seen
     };
-    let (stored, seen) = tokio::time::timeout(Duration::from_secs(30), async {
+    tokio::time::timeout(Duration::from_secs(30), async {
         tokio::join!(
-            run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
+            run_setup(&sandbox, &l, secrets, step_tx, answer_rx, cancel_rx),
             owner
         )
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// A setup script that hands over a token and then puts it into a later
+/// step (a device-code card, a redirect, a progress line) shows the owner
+/// none of it: every value the setup stored is taken out of later steps.
+#[tokio::test]
+async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
+    let (_skills, skill_dir) = scripted(
+        "leaky",
+        &[(
+            "setup.sh",
+            &format!(
+                "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
+             echo '{{\"type\":\"device_code\",\"verification_uri\":\"https://example.com/?t={CANARY}\",\"user_code\":\"{CANARY}\",\"expires_in\":600}}'\n\
+             echo '{{\"type\":\"browser_redirect\",\"url\":\"https://example.com/cb#{CANARY}\"}}'\n\
+             echo '{{\"type\":\"progress\",\"message\":\"got {CANARY} ok\"}}'\n\
+             echo '{{\"type\":\"done\"}}'\n"
+            ),
+        )],
+    );
+    let secrets = MemorySecrets::default();
+    let (stored, seen) = run_scripted(&skill_dir, "scripts/setup.sh", &secrets).await;
     assert_eq!(stored.unwrap().len(), 1);
     assert_eq!(seen.len(), 3, "{seen:?}");
     let shown = format!("{seen:?}");
@@ -339,37 +360,20 @@ async fn a_token_the_script_handed_over_never_reaches_a_later_step() {
 /// line is not a setup message" and its author had nothing to go on.
 #[tokio::test]
 async fn a_broken_line_is_named_by_number_and_fault_without_its_values() {
-    let skills = tempfile::tempdir().unwrap();
-    let scripted = skills.path().join("typo");
-    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
-    std::fs::write(
-        scripted.join("scripts/setup.sh"),
-        format!(
-            "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
+    let (_skills, skill_dir) = scripted(
+        "typo",
+        &[(
+            "setup.sh",
+            &format!(
+                "echo '{{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"{CANARY}\"}}'\n\
              echo '{{\"type\":\"progress\",\"message\":\"asking\"}}'\n\
              echo '{{\"type\":\"device_code\",\"verification_uri\":\"http://x/{CANARY}\",\"usercode\":\"{CANARY}\"}}'\n\
              sleep 300\n"
-        ),
-    )
-    .unwrap();
-    let skill_dir = install(&scripted, &skills.path().join("installed"));
-    let base = tempfile::tempdir().unwrap();
-    let sandbox = common::sandbox();
+            ),
+        )],
+    );
     let secrets = MemorySecrets::default();
-    let (step_tx, mut step_rx) = mpsc::channel(8);
-    let (_answer_tx, answer_rx) = mpsc::channel(1);
-    let (_cancel, cancel_rx) = watch::channel(false);
-    let work = sandbox.fresh_work_dir(base.path(), "setup-3").unwrap();
-    let l = launch(&skill_dir, work, "scripts/setup.sh", "http://unused");
-    let owner = async move { while step_rx.recv().await.is_some() {} };
-    let (result, ()) = tokio::time::timeout(Duration::from_secs(30), async {
-        tokio::join!(
-            run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
-            owner
-        )
-    })
-    .await
-    .unwrap();
+    let (result, _) = run_scripted(&skill_dir, "scripts/setup.sh", &secrets).await;
     let Err(SetupError::Protocol(why)) = result else {
         panic!("{result:?}");
     };
@@ -389,17 +393,15 @@ async fn a_broken_line_is_named_by_number_and_fault_without_its_values() {
 /// token — neither the one injected nor one the script hands over.
 #[tokio::test]
 async fn a_scripts_result_never_carries_the_token() {
-    let skills = tempfile::tempdir().unwrap();
-    let scripted = skills.path().join("echo");
-    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
-    std::fs::write(
-        scripted.join("scripts/health_check.sh"),
-        "echo '{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"NEW-CANARY-51ab\"}'\n\
-         echo \"{\\\"healthy\\\": false, \\\"error\\\": \\\"token is $CONNECTION_TOKEN, next NEW-CANARY-51ab\\\"}\"\n\
-         exit 1\n",
-    )
-    .unwrap();
-    let skill_dir = install(&scripted, &skills.path().join("installed"));
+    let (_skills, skill_dir) = scripted(
+        "echo",
+        &[(
+            "health_check.sh",
+            "echo '{\"type\":\"token\",\"secret_ref\":\"access\",\"value\":\"NEW-CANARY-51ab\"}'\n\
+             echo \"{\\\"healthy\\\": false, \\\"error\\\": \\\"token is $CONNECTION_TOKEN, next NEW-CANARY-51ab\\\"}\"\n\
+             exit 1\n",
+        )],
+    );
     let base = tempfile::tempdir().unwrap();
     let sandbox = common::sandbox();
     let secrets = MemorySecrets::default();
@@ -429,25 +431,22 @@ async fn a_scripts_result_never_carries_the_token() {
 /// is stopped once the line is too long rather than held in memory.
 #[tokio::test]
 async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
-    let skills = tempfile::tempdir().unwrap();
-    let scripted = skills.path().join("flood");
-    std::fs::create_dir_all(scripted.join("scripts")).unwrap();
-    std::fs::write(
-        scripted.join("scripts/setup.sh"),
-        "i=0; while [ $i -lt 40 ]; do \
-         echo '{\"type\":\"progress\",\"message\":\"waiting\"}'; \
-         echo '{\"type\":\"device_code\",\"verification_uri\":\"http://x/device\",\"user_code\":\"AB\"}'; \
-         i=$((i+1)); done; sleep 300\n",
-    )
-    .unwrap();
-    std::fs::write(
-        scripted.join("scripts/endless.sh"),
-        "head -c 2000000 /dev/zero | tr '\\0' A; sleep 300\n",
-    )
-    .unwrap();
-    let skill_dir = install(&scripted, &skills.path().join("installed"));
-    let base = tempfile::tempdir().unwrap();
-    let sandbox = common::sandbox();
+    let (_skills, skill_dir) = scripted(
+        "flood",
+        &[
+            (
+                "setup.sh",
+                "i=0; while [ $i -lt 40 ]; do \
+                 echo '{\"type\":\"progress\",\"message\":\"waiting\"}'; \
+                 echo '{\"type\":\"device_code\",\"verification_uri\":\"http://x/device\",\"user_code\":\"AB\"}'; \
+                 i=$((i+1)); done; sleep 300\n",
+            ),
+            (
+                "endless.sh",
+                "head -c 2000000 /dev/zero | tr '\\0' A; sleep 300\n",
+            ),
+        ],
+    );
     for (script, want) in [
         (
             "scripts/setup.sh",
@@ -456,30 +455,11 @@ async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
         ("scripts/endless.sh", "line 1 is longer than 64 KiB"),
     ] {
         let secrets = MemorySecrets::default();
-        let (step_tx, mut step_rx) = mpsc::channel(64);
-        let (_answer_tx, answer_rx) = mpsc::channel(1);
-        let (_cancel, cancel_rx) = watch::channel(false);
-        let work = sandbox
-            .fresh_work_dir(base.path(), &format!("flood-{}", want.len()))
-            .unwrap();
-        let l = launch(&skill_dir, work, script, "http://unused");
-        let owner = async move {
-            let mut cards = 0;
-            while let Some(step) = step_rx.recv().await {
-                if !matches!(step, SetupStep::Progress { .. }) {
-                    cards += 1;
-                }
-            }
-            cards
-        };
-        let (result, cards) = tokio::time::timeout(Duration::from_secs(30), async {
-            tokio::join!(
-                run_setup(&sandbox, &l, &secrets, step_tx, answer_rx, cancel_rx),
-                owner
-            )
-        })
-        .await
-        .unwrap();
+        let (result, seen) = run_scripted(&skill_dir, script, &secrets).await;
+        let cards = seen
+            .iter()
+            .filter(|s| !matches!(s, SetupStep::Progress { .. }))
+            .count();
         let Err(SetupError::Protocol(why)) = result else {
             panic!("{script}: {result:?}");
         };
