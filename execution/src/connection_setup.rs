@@ -341,6 +341,22 @@ pub async fn run_setup(
                 )));
             }
         };
+        // A link the owner is asked to open is a web address: a
+        // `javascript:` or `file:` one is no sign-in page.
+        let link = match &message {
+            SetupMessage::DeviceCode {
+                verification_uri, ..
+            } => Some(("verification_uri", verification_uri)),
+            SetupMessage::BrowserRedirect { url } => Some(("url", url)),
+            _ => None,
+        };
+        if let Some((field, url)) = link
+            && !is_web_address(url)
+        {
+            break Err(SetupError::Protocol(format!(
+                "line {number}: `{field}` must be an http:// or https:// address"
+            )));
+        }
         let step = match message {
             SetupMessage::DeviceCode {
                 verification_uri,
@@ -482,6 +498,19 @@ pub fn what_is_wrong(line: &str) -> String {
         );
     }
     "not a setup message".into()
+}
+
+/// `https://…` or `http://…` with a host and no whitespace or control
+/// characters.
+fn is_web_address(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        !r.is_empty()
+            && !r.starts_with('/')
+            && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+    })
 }
 
 /// `name` in backquotes when it reads like a field or type name (lower
@@ -758,6 +787,27 @@ mod tests {
         for kind in MESSAGE_TYPES {
             let got = what_is_wrong(&format!("{{\"type\":\"{kind}\"}}"));
             assert!(!got.starts_with("unknown type"), "{kind}: {got}");
+        }
+    }
+
+    #[test]
+    fn only_web_addresses_are_links() {
+        for ok in [
+            "https://example.org/device",
+            "http://oauth.example.com:9101/x?a=b",
+        ] {
+            assert!(is_web_address(ok), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://",
+            "https:///path",
+            "https://example.org/a b",
+            "data:text/html,x",
+            "HTTPS://example.org",
+        ] {
+            assert!(!is_web_address(bad), "{bad}");
         }
     }
 

@@ -427,8 +427,9 @@ async fn a_scripts_result_never_carries_the_token() {
 }
 
 /// A script that writes card after card (3,000 device codes filled the
-/// owner's Review) is stopped at the cap, and one that never ends its line
-/// is stopped once the line is too long rather than held in memory.
+/// owner's Review) is stopped at the cap, one that never ends its line is
+/// stopped once the line is too long rather than held in memory, and a
+/// sign-in "link" that is no web address is refused.
 #[tokio::test]
 async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
     let (_skills, skill_dir) = scripted(
@@ -442,6 +443,10 @@ async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
                  i=$((i+1)); done; sleep 300\n",
             ),
             (
+                "js.sh",
+                "echo '{\"type\":\"browser_redirect\",\"url\":\"javascript:alert(1)\"}'; sleep 300\n",
+            ),
+            (
                 "endless.sh",
                 "head -c 2000000 /dev/zero | tr '\\0' A; sleep 300\n",
             ),
@@ -453,6 +458,10 @@ async fn a_flood_of_steps_or_an_endless_line_ends_the_setup() {
             "line 34: more than 16 cards for the owner",
         ),
         ("scripts/endless.sh", "line 1 is longer than 64 KiB"),
+        (
+            "scripts/js.sh",
+            "line 1: `url` must be an http:// or https:// address",
+        ),
     ] {
         let secrets = MemorySecrets::default();
         let (result, seen) = run_scripted(&skill_dir, script, &secrets).await;
