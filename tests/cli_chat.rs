@@ -319,6 +319,67 @@ fn piped_chat_answers_the_card_with_the_queued_line() {
     assert_eq!(count("work_dispatched"), 1);
 }
 
+/// A card already waiting when a script connects (another client's, or
+/// one re-sent after a restart) is not the script's to answer: before, the
+/// script's first line declined it and a `y` meant for its own plan
+/// approved it. It is shown and left open; the script's own card is
+/// answered as usual.
+#[test]
+fn a_piped_session_leaves_cards_it_did_not_raise() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut frames = Vec::new();
+    let (mut web, _) = rt.block_on(support::connect(&addr, Duration::from_secs(10)));
+    rt.block_on(support::send(
+        &mut web,
+        serde_json::json!({"type": "message", "text": "create a file other.txt containing web"}),
+    ));
+    let other = rt.block_on(support::frame_of_type(
+        &mut web,
+        "approval_request",
+        Duration::from_secs(60),
+        &mut frames,
+    ));
+    // The web client stays connected, so its card stays open.
+    let lines = piped_chat(
+        dir.path(),
+        &addr,
+        "create a file notes.txt containing hi\ny\n",
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("(left open: this card was waiting")),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| *l == "approved.").count(),
+        1,
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[work ") && l.contains(" done:")),
+        "{lines:#?}"
+    );
+    // Stopped with the web client still there: its card stays stored, so
+    // any decline of it would be the script's.
+    daemon.stop_blocking();
+    drop(web);
+    let events = audit_events(dir.path());
+    let issued: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"] == "approval.issued")
+        .collect();
+    assert_eq!(issued.len(), 1, "{issued:#?}");
+    let declined = events
+        .iter()
+        .any(|e| e["event"] == "plan_declined" && e["data"]["request_id"] == other["request_id"]);
+    assert!(!declined, "the script declined another client's card");
+}
+
 /// A high-risk card (a standing goal) in a piped session is declined,
 /// saying why; the queued `y` approves nothing and is not sent on.
 #[test]
