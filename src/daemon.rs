@@ -598,11 +598,26 @@ async fn run(
     // and let in-flight turns finish while their sockets can still take the
     // replies; what is left stays in the inbox and is replayed on the next
     // start. Then the WebSockets close with 1001.
-    if let Some(stream) = silas_actors::stream::StreamHandle::find() {
-        let _ = stream.drain(grace).await;
+    // Turns still running at the end of the grace are cut off (replayed at
+    // the next start): `drained` says so, and the log names the count.
+    let turns_drained = match silas_actors::stream::StreamHandle::find() {
+        Some(stream) => match stream.drain(grace).await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!("shutdown: the turn drain did not answer: {e}");
+                false
+            }
+        },
+        None => true,
+    };
+    if !turns_drained {
+        tracing::warn!(
+            grace_seconds = grace.as_secs(),
+            "shutdown: turns still running after the grace period were cut off; they are replayed at the next start"
+        );
     }
     let _ = stop_tx.send(true);
-    let drained = tokio::time::timeout(grace, server_task).await.is_ok();
+    let drained = tokio::time::timeout(grace, server_task).await.is_ok() && turns_drained;
     // Stopped with the web server (same signal); it removes its socket.
     let _ = tokio::time::timeout(Duration::from_secs(2), control_task).await;
     activity_feed.abort();

@@ -131,3 +131,41 @@ async fn the_prompt_is_fitted_to_the_providers_context_window() {
         }
     }
 }
+
+/// A stop that gives up on a turn still waiting for the model says so: the
+/// audit's `daemon.stopped` is `drained: false` (it said `true`) and the
+/// log names the cut-off turns; the message is replayed at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_that_cuts_a_turn_off_is_not_a_clean_drain() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(direct("far too late").delayed(Duration::from_millis(15_000)));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
+    let log = tmp.path().join("daemon.log");
+    let mut cmd = silas(tmp.path());
+    cmd.arg("--config")
+        .arg(tmp.path().join("silas.yaml"))
+        .env("SILAS__BACKPRESSURE__SHUTDOWN_GRACE_SECONDS", "1");
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::from(std::fs::File::create(&log).unwrap()));
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    send(&mut ws, json!({"type": "message", "text": "think hard"})).await;
+    // Accepted, and the model call under way.
+    loop {
+        let f = next_frame(&mut ws, Duration::from_secs(10))
+            .await
+            .expect("accepted");
+        if f["type"] == "accepted" {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    daemon.stop().await;
+    let stopped: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "daemon.stopped")
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(stopped[0]["data"]["drained"], json!(false), "{stopped:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("were cut off"), "{text}");
+}
