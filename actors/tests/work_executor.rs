@@ -660,6 +660,10 @@ async fn restart_resumes_running_items_without_reverifying() {
     let stored = f.get("t-resume");
     assert_eq!(stored.status, WorkItemStatus::Done);
     assert_eq!(stored.attempts, 2, "the interrupted attempt counts");
+    // ... and is on the record: the owner learns why its commands ran again.
+    let cut = common::audit_data(&f.store, "work_attempt_interrupted");
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert_eq!(cut[0]["attempt"], json!(1));
     assert_eq!(f.store.nonces().len().unwrap(), 1, "no second nonce");
     assert_eq!(
         f.store

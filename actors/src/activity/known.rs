@@ -30,6 +30,7 @@ pub const KNOWN_EVENTS: &[(&str, Treatment)] = &[
     ("work_item.running", Treatment::Hidden),
     ("work_item.pending", Treatment::Hidden),
     ("work_run_crashed", Treatment::Shown),
+    ("work_attempt_interrupted", Treatment::Shown),
     ("verification_completed", Treatment::Shown),
     ("planner_consulted", Treatment::Shown),
     ("execution_blocked_no_approval", Treatment::Shown),

@@ -622,6 +622,13 @@ pub fn describe(
             ),
         ),
         "work_item.cancelled" => ("work", format!("You cancelled {title}")),
+        "work_attempt_interrupted" => (
+            "work",
+            format!(
+                "Attempt {} of {title} was cut off when Silas stopped; attempts are not resumed midway, so its commands run again if an attempt is left",
+                n(data, "attempt").unwrap_or(1)
+            ),
+        ),
         other => {
             let hidden = KNOWN_EVENTS
                 .iter()

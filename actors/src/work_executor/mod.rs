@@ -25,7 +25,8 @@
 //! non-consuming `check` passes because the item's single-use token was
 //! already verified (its execution nonce is on record) — nothing is
 //! verified or consumed again. Attempts continue from the persisted count
-//! (an attempt interrupted by the crash counts as spent), so a resumed item
+//! (an attempt interrupted by the crash counts as spent; audited
+//! `work_attempt_interrupted` and named as the last failure), so a resumed item
 //! still ends deterministically within `max_attempts`. A token that has
 //! expired meanwhile ends the item `blocked`. Projects resume skipping their
 //! `done` tasks. Items in a terminal state are never re-run, whoever

@@ -109,6 +109,22 @@ impl WorkEngine {
             Arc::new(ApprovalByName::new(Vec::<String>::new())),
         );
         let mut failure: Option<String> = None;
+        // Persisted `running` and not a paused run going on: the last
+        // attempt was cut off (Silas stopped, or the run crashed). It counts
+        // as spent; the owner is told, in the record and in Activity, rather
+        // than finding the item `stuck` (one attempt) or its commands run
+        // again (more) with no word why.
+        if resume.is_none() && item.status == WorkItemStatus::Running && item.attempts > 0 {
+            let note = format!(
+                "attempt {} was cut off before it finished (Silas stopped or the run crashed);                  an attempt is not resumed midway, so its commands run again in the next one",
+                item.attempts
+            );
+            self.audit(
+                "work_attempt_interrupted",
+                json!({"work_item_id": item.id, "attempt": item.attempts}),
+            )?;
+            failure = Some(note);
+        }
         let mut guidance: Option<String> = None;
         let mut last_report: Option<VerificationReport> = None;
         // Issue #15: a workspace task works on a copy (made once, reused
