@@ -736,6 +736,11 @@ fn work_engine(
             Err(e) => tracing::warn!(error = %e, "web_search not registered"),
         }
     }
+    // Checks a `kill -9` cut off left their directories; nothing runs yet.
+    let swept = silas_execution::verification::sweep_leftovers(&cfg.verify_dir());
+    if swept > 0 {
+        tracing::info!(swept, "removed check directories a stop left behind");
+    }
     Ok(silas_actors::work_executor::WorkEngine {
         store: store.clone(),
         approvals: approvals.clone(),

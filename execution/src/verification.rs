@@ -394,3 +394,50 @@ impl Drop for RemoveOnDrop {
         crate::cleanup::remove_tree(&self.0);
     }
 }
+
+/// Removes what checks cut off by the daemon's end (`kill -9`) left in
+/// `verify_dir`: their `verify-*` working directories, which a finished
+/// check removes itself and nothing else ever would. Called once at start,
+/// before any check runs; returns how many went.
+pub fn sweep_leftovers(verify_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(verify_dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let stale = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("verify-"))
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if stale {
+            crate::cleanup::remove_tree(&entry.path());
+            removed += usize::from(!entry.path().exists());
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn only_check_dirs_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["verify-1a2b/sub", "verify-ff", "keep-me"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        std::fs::write(dir.path().join("verify-1a2b/sub/out.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("verify-file"), "not a dir").unwrap();
+        assert_eq!(sweep_leftovers(dir.path()), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["keep-me", "verify-file"]);
+        assert_eq!(sweep_leftovers(&dir.path().join("absent")), 0);
+    }
+}
