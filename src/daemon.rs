@@ -426,6 +426,7 @@ async fn run(
         &agents,
         status_tx.clone(),
         mcp.clone(),
+        timezone.name(),
     )?;
     // Background work runs the skills its approved plan bound (issue #17).
     work_engine.skills = Some(skills.clone());
@@ -715,6 +716,7 @@ fn work_engine(
     agents: &silas_llm::Agents,
     events: tokio::sync::broadcast::Sender<silas_actors::work::WorkStatusEvent>,
     mcp: Arc<silas_actors::skills_mcp::McpSkills>,
+    schedule_zone: &str,
 ) -> Result<silas_actors::work_executor::WorkEngine, CliError> {
     let launcher = silas_sandbox::Launcher::current_exe()
         .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
@@ -763,7 +765,7 @@ fn work_engine(
             rate_limits: Arc::new(silas_actors::limits::RuntimeLimits::from_config(
                 &cfg.limits,
             )),
-            schedule_zone: silas_actors::scheduler::zone_name(&cfg.scheduler.timezone),
+            schedule_zone: schedule_zone.to_owned(),
         },
         events,
         skills: None,

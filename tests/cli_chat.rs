@@ -259,6 +259,13 @@ fn piped_chat(dir: &std::path::Path, addr: &str, script: &str) -> Vec<String> {
     lines
 }
 
+/// The session printed an approved item's work ending `done`.
+fn work_done(lines: &[String]) -> bool {
+    lines
+        .iter()
+        .any(|l| l.starts_with("[work ") && l.contains(" done:"))
+}
+
 /// A direct reply from the fake model's proxy.
 fn direct(text: &str) -> silas_testkit::Reply {
     silas_testkit::Reply::json(&serde_json::json!({
@@ -305,12 +312,7 @@ fn piped_chat_answers_the_card_with_the_queued_line() {
     let prompt = pos(&|l| is_prompt(l)).expect("prompt");
     let approved = pos(&|l| l == "approved.").unwrap_or_else(|| panic!("{lines:#?}"));
     assert!(card < prompt && prompt < approved, "{lines:#?}");
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("[work ") && l.contains(" done:")),
-        "{lines:#?}"
-    );
+    assert!(work_done(&lines), "{lines:#?}");
     // The `y` was an answer, never a chat message.
     daemon.stop_blocking();
     let events = audit_events(dir.path());
@@ -358,12 +360,7 @@ fn a_piped_session_leaves_cards_it_did_not_raise() {
         1,
         "{lines:#?}"
     );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("[work ") && l.contains(" done:")),
-        "{lines:#?}"
-    );
+    assert!(work_done(&lines), "{lines:#?}");
     // Stopped with the web client still there: its card stays stored, so
     // any decline of it would be the script's.
     daemon.stop_blocking();

@@ -3,16 +3,9 @@
 //! consolidate, promotion cards). Audit data carries ids and counts; a
 //! memory's text is never in it.
 
-use serde_json::Value;
 use silas_core::model::JsonObject;
 
-fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
-    data.get(key).and_then(Value::as_str)
-}
-
-fn n(data: &JsonObject, key: &str) -> u64 {
-    data.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
+use super::{count, s};
 
 /// `(kind, sentence)` for a memory event, or `None` for another event.
 pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, String)> {
@@ -50,12 +43,12 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
             }
         }),
         "memory_forgotten" => {
-            let turns = n(data, "turns");
+            let turns = count(data, "turns");
             (
                 "system",
                 format!(
                     "Forgot {}{} at your request",
-                    match n(data, "count") {
+                    match count(data, "count") {
                         1 => "1 memory".to_string(),
                         count => format!("{count} memories"),
                     },
@@ -69,13 +62,16 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
         }
         "memory_exported" => (
             "system",
-            format!("Exported {}", plural(n(data, "records"), "memory record")),
+            format!(
+                "Exported {}",
+                plural(count(data, "records"), "memory record")
+            ),
         ),
         "memory_imported" => (
             "system",
             format!(
                 "Imported {} ({})",
-                plural(n(data, "records"), "memory record"),
+                plural(count(data, "records"), "memory record"),
                 s(data, "mode").unwrap_or("merge")
             ),
         ),
@@ -83,8 +79,8 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
             "system",
             format!(
                 "Consolidated memories: {} merged, {} pruned",
-                n(data, "merged"),
-                n(data, "pruned")
+                count(data, "merged"),
+                count(data, "pruned")
             ),
         ),
         "memory_promotion" => (
@@ -104,7 +100,7 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn the_owners_memory_commands_read_with_their_counts() {

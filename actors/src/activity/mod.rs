@@ -61,6 +61,11 @@ fn n(data: &JsonObject, key: &str) -> Option<u64> {
     data.get(key).and_then(Value::as_u64)
 }
 
+/// A count in the event's data; 0 when absent.
+fn count(data: &JsonObject, key: &str) -> u64 {
+    n(data, key).unwrap_or(0)
+}
+
 /// "a gate approval" from `gate_approval`, "a plan approval" from
 /// `approval_request`.
 fn card_name(card_type: &str) -> String {

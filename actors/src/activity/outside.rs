@@ -7,13 +7,7 @@
 use serde_json::Value;
 use silas_core::model::JsonObject;
 
-fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
-    data.get(key).and_then(Value::as_str)
-}
-
-fn n(data: &JsonObject, key: &str) -> u64 {
-    data.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
+use super::{count, s};
 
 /// Why a setup did not complete, from the kind the runtime records.
 fn setup_reason(reason: Option<&str>) -> &'static str {
@@ -62,7 +56,7 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
             "system",
             format!(
                 "Connected skill '{skill}' ({} stored in the secret store)",
-                super::plural(n(data, "secrets_stored"), "secret")
+                super::plural(count(data, "secrets_stored"), "secret")
             ),
         ),
         "connection.setup_failed" => (
@@ -112,7 +106,7 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
                     data.get("refused")
                         .and_then(Value::as_array)
                         .map_or(0, |r| r.len() as u64)
-                        + n(data, "not_listed"),
+                        + count(data, "not_listed"),
                     "attempt"
                 ),
                 s(data, "script").unwrap_or("script")
@@ -179,7 +173,7 @@ pub(super) fn describe(event: &str, data: &JsonObject) -> Option<(&'static str, 
             "system",
             format!(
                 "Gave up on a Telegram update after {}",
-                super::plural(n(data, "attempts"), "attempt")
+                super::plural(count(data, "attempts"), "attempt")
             ),
         ),
         "approval.refused_not_owner" => (

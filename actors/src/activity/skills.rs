@@ -4,10 +4,7 @@
 
 use silas_core::model::JsonObject;
 
-/// A text field of the event's data.
-fn s<'a>(data: &'a JsonObject, key: &str) -> Option<&'a str> {
-    data.get(key).and_then(serde_json::Value::as_str)
-}
+use super::s;
 
 fn short(hash: Option<&str>) -> String {
     hash.map(|h| h.chars().take(12).collect::<String>())

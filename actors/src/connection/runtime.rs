@@ -120,8 +120,9 @@ const SAID_MAX: usize = 300;
 
 /// What the owner is told of a failed setup: its kind, and the detail the
 /// daemon itself wrote (a protocol breach names its line; the sandbox says
-/// why it could not run the script).
-fn not_completed(e: &SetupError) -> ConnectionSetupError {
+/// why it could not run the script). `timed_out`: the cancel was the setup
+/// timeout's, not the owner's or the daemon's stop.
+fn not_completed(e: &SetupError, timed_out: bool) -> ConnectionSetupError {
     let detail = match e {
         SetupError::Protocol(d) => Some(d.clone()),
         SetupError::Sandbox(s) => Some(s.to_string()),
@@ -131,11 +132,11 @@ fn not_completed(e: &SetupError) -> ConnectionSetupError {
         SetupError::Failed(m) => Some(m.chars().take(SAID_MAX).collect()),
         _ => None,
     };
-    ConnectionSetupError::NotCompleted {
-        kind: setup_failure_kind(e),
-        detail,
-        said,
-    }
+    let kind = match e {
+        SetupError::Cancelled if timed_out => "timed_out",
+        _ => setup_failure_kind(e),
+    };
+    ConnectionSetupError::NotCompleted { kind, detail, said }
 }
 
 fn setup_failure_kind(e: &SetupError) -> &'static str {
@@ -496,7 +497,7 @@ mod tests {
         assert_eq!(setup_failure_kind(&SetupError::Cancelled), "cancelled");
         // The script's own message stays out; the daemon's account of a
         // protocol breach is the owner's to read.
-        let failed = not_completed(&SetupError::Failed("token=CANARY".into()));
+        let failed = not_completed(&SetupError::Failed("token=CANARY".into()), false);
         assert_eq!(
             failed.to_string(),
             "connection setup did not complete: failed"
@@ -505,9 +506,10 @@ mod tests {
             unreachable!()
         };
         assert_eq!((said.as_deref(), detail), (Some("token=CANARY"), None));
-        let protocol = not_completed(&SetupError::Protocol(
-            "line 2: missing field `user_code`".into(),
-        ));
+        let protocol = not_completed(
+            &SetupError::Protocol("line 2: missing field `user_code`".into()),
+            false,
+        );
         assert_eq!(
             protocol.to_string(),
             "connection setup did not complete: protocol (line 2: missing field `user_code`)"

@@ -259,20 +259,8 @@ impl ConnectionRuntime {
         // fresh countdown, on every reconnect until a restart).
         let open = shown.lock().map(|ids| ids.clone()).unwrap_or_default();
         stream.withdraw_cards(open);
-        result.map_err(|e| match not_completed(&e) {
-            ConnectionSetupError::NotCompleted {
-                kind: "cancelled",
-                detail,
-                said,
-            } if timed_out.load(std::sync::atomic::Ordering::SeqCst) => {
-                ConnectionSetupError::NotCompleted {
-                    kind: "timed_out",
-                    detail,
-                    said,
-                }
-            }
-            other => other,
-        })
+        let timed_out = timed_out.load(std::sync::atomic::Ordering::SeqCst);
+        result.map_err(|e| not_completed(&e, timed_out))
     }
 
     fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
