@@ -79,6 +79,42 @@ async fn owner_approves_a_plan_card_and_the_work_runs() {
     support::assert_audit_verifies(dir.path());
 }
 
+/// 1b. A press that arrives before `sendMessage` has returned the card's
+///     message id (a slow Bot API, a quick owner) is not refused as a stale
+///     button: it waits for the render to be recorded and approves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_before_the_card_is_recorded_still_approves() {
+    let bot = FakeBotApi::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &bot, None, OwnerAt::Private);
+    let (daemon, _) = start(dir.path(), false);
+
+    bot.delay("sendMessage", Duration::from_millis(1500));
+    bot.push_update(message(1, OWNER, OWNER, 10, PLAN_REQUEST));
+    // The card is seen as soon as it is sent; its reply is still held.
+    let card = card(&bot, OWNER, Duration::from_secs(30)).await;
+    let approve = button_data(&card, "Approve");
+    owner_approves(
+        &bot,
+        2,
+        "cb-early",
+        OWNER,
+        card.message_id.unwrap(),
+        &approve,
+    )
+    .await;
+    work_ran(&bot, OWNER).await;
+
+    daemon.stop().await;
+    let events = audit_events(dir.path());
+    assert_eq!(count(&events, "work_dispatched"), 1);
+    assert!(
+        with_event(&events, "telegram.callback_refused").is_empty(),
+        "{:?}",
+        with_event(&events, "telegram.callback_refused")
+    );
+}
+
 /// 2. A stranger gets one refusal, however often they write; each message
 ///    is audited as refused and none of their text reaches the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

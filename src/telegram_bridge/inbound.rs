@@ -363,13 +363,7 @@ impl TelegramBridge {
         let Ok(payload) = self.args.signer.decode(chat_id, data) else {
             return refuse("bad_mac", "This button is not valid.");
         };
-        let render = self
-            .args
-            .store
-            .records::<TelegramCardMessage>()
-            .get(&payload.card_id)
-            .ok()
-            .flatten();
+        let render = self.render_of(&payload.card_id).await;
         let Some(render) = render.filter(|r| {
             r.chat_id == chat_id && r.message_id == message.message_id && r.nonce == payload.nonce
         }) else {

@@ -68,7 +68,30 @@ pub struct TelegramBridge {
     /// card before the render is closed, and the sweeper would otherwise
     /// close it first as "answered elsewhere".
     answering: Mutex<HashSet<String>>,
+    /// Card renders on their way to the chat: the press on a button can
+    /// arrive before `sendMessage` returns the message id the render is
+    /// recorded with, and waits here rather than reading as stale.
+    sending: Mutex<HashSet<String>>,
+    sent: tokio::sync::Notify,
 }
+
+/// Marks a render handle as being sent until dropped (recorded or failed).
+struct Sending<'a> {
+    bridge: &'a TelegramBridge,
+    handle: String,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut set) = self.bridge.sending.lock() {
+            set.remove(&self.handle);
+        }
+        self.bridge.sent.notify_waiters();
+    }
+}
+
+/// How long a press waits for its card's render to be recorded.
+const RENDER_WAIT: Duration = Duration::from_secs(10);
 
 /// Marks a card as being answered here until dropped.
 pub(crate) struct Answering<'a> {
@@ -132,7 +155,43 @@ impl TelegramBridge {
             args,
             delivered: Mutex::new(VecDeque::new()),
             answering: Mutex::new(HashSet::new()),
+            sending: Mutex::new(HashSet::new()),
+            sent: tokio::sync::Notify::new(),
         })
+    }
+
+    fn is_sending(&self, handle: &str) -> bool {
+        self.sending.lock().is_ok_and(|set| set.contains(handle))
+    }
+
+    /// The recorded render `handle` names; a render still being sent is
+    /// waited for (up to [`RENDER_WAIT`]).
+    pub(crate) async fn render_of(&self, handle: &str) -> Option<TelegramCardMessage> {
+        let read = || {
+            self.args
+                .store
+                .records::<TelegramCardMessage>()
+                .get(handle)
+                .ok()
+                .flatten()
+        };
+        let waited = tokio::time::timeout(RENDER_WAIT, async {
+            loop {
+                // Registered before the check, so a send finishing in
+                // between still wakes this wait.
+                let sent = self.sent.notified();
+                tokio::pin!(sent);
+                sent.as_mut().enable();
+                if let Some(render) = read() {
+                    return Some(render);
+                }
+                if !self.is_sending(handle) {
+                    return None;
+                }
+                sent.await;
+            }
+        });
+        waited.await.ok().flatten()
     }
 
     /// Holds `request_id` as being answered here (see `answering`).
@@ -281,6 +340,13 @@ impl TelegramBridge {
             return Ok(());
         }
         let handle = random_handle()?;
+        if let Ok(mut set) = self.sending.lock() {
+            set.insert(handle.clone());
+        }
+        let _sending = Sending {
+            bridge: self,
+            handle: handle.clone(),
+        };
         let nonce = silas_telegram::policy::callback::fresh_nonce()
             .map_err(|e| ChannelError::Disconnected(e.to_string()))?;
         let rendered = render(

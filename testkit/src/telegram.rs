@@ -56,6 +56,9 @@ struct State {
     /// Offsets from here on belong to a sequence Telegram has left behind
     /// ([`FakeBotApi::restart_sequence`]): they filter nothing.
     old_offsets_from: Option<u64>,
+    /// Replies to these methods wait this long after the call is recorded
+    /// (a slow Bot API: the client sees its message late).
+    delays: HashMap<String, Duration>,
 }
 
 struct Shared {
@@ -148,6 +151,13 @@ impl FakeBotApi {
         self
     }
 
+    /// Answer every later call of `method` only after `delay` (the call is
+    /// recorded, and visible to [`FakeBotApi::calls`], at once).
+    pub fn delay(&self, method: &str, delay: Duration) -> &Self {
+        self.shared.lock().delays.insert(method.to_string(), delay);
+        self
+    }
+
     /// Every call so far, in arrival order.
     pub fn calls(&self) -> Vec<BotCall> {
         self.shared.lock().calls.clone()
@@ -178,8 +188,9 @@ async fn handle(shared: &Shared, bot: &str, method: &str, bytes: &[u8]) -> warp:
             description: "Not Found".into(),
         });
     };
-    let (scripted, message_id) = {
+    let (scripted, message_id, delay) = {
         let mut st = shared.lock();
+        let delay = st.delays.get(method).copied();
         let scripted = st.scripted.get_mut(method).and_then(VecDeque::pop_front);
         // Assigned under the same lock as the call is recorded, so ids follow
         // the recorded order even when calls race.
@@ -199,8 +210,11 @@ async fn handle(shared: &Shared, bot: &str, method: &str, bytes: &[u8]) -> warp:
             at: std::time::Instant::now(),
             message_id,
         });
-        (scripted, message_id)
+        (scripted, message_id, delay)
     };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
     if let Some(reply) = scripted {
         return respond(&reply);
     }
