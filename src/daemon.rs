@@ -168,7 +168,7 @@ async fn run(
     println!("{}", model.startup_line(&cfg));
     // Handlers first: once the readiness line is printed, a signal must
     // always mean an orderly shutdown.
-    let signals = shutdown_signals()?;
+    let mut signals = shutdown_signals()?;
     let health = Arc::new(HealthState::default());
     let settings = WebSettings {
         host: cfg.channels.web.host.clone(),
@@ -588,7 +588,7 @@ async fn run(
     // (restart intensity exceeded): both end in an orderly shutdown, the
     // latter with a non-zero exit code.
     let (reason, escalated) = tokio::select! {
-        signal = signals => (signal.to_string(), false),
+        signal = signals.next() => (signal.to_string(), false),
         Some(by) = stop_requests.recv() => (format!("silas stop by {by}"), false),
         _ = &mut root_join => ("supervisor escalation".to_string(), true),
     };
@@ -601,22 +601,36 @@ async fn run(
     // start. Then the WebSockets close with 1001.
     // Turns still running at the end of the grace are cut off (replayed at
     // the next start): `drained` says so, and the log names the count.
+    let mut hurried = false;
     let turns_drained = match silas_actors::stream::StreamHandle::find() {
-        Some(stream) => match stream.drain(grace).await {
-            Ok(all) => all,
-            Err(e) => {
-                tracing::warn!("shutdown: the turn drain did not answer: {e}");
+        Some(stream) => tokio::select! {
+            drained = stream.drain(grace) => match drained {
+                Ok(all) => all,
+                Err(e) => {
+                    tracing::warn!("shutdown: the turn drain did not answer: {e}");
+                    false
+                }
+            },
+            signal = signals.next() => {
+                hurried = true;
+                tracing::warn!(signal, "shutdown: asked again, stopping now without waiting for running turns; they are replayed at the next start");
                 false
             }
         },
         None => true,
     };
-    if !turns_drained {
+    if !turns_drained && !hurried {
         tracing::warn!(
             grace_seconds = grace.as_secs(),
             "shutdown: turns still running after the grace period were cut off; they are replayed at the next start"
         );
     }
+    // Hurried: what is left gets a moment, not the whole grace again.
+    let grace = if hurried {
+        grace.min(HURRIED_GRACE)
+    } else {
+        grace
+    };
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(grace, server_task).await.is_ok() && turns_drained;
     // Stopped with the web server (same signal); it removes its socket.
@@ -628,6 +642,18 @@ async fn run(
     if !escalated {
         root.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(grace, root_join).await;
+        // Cut off by this stop, not crashed: the attempt is not charged
+        // toward setting the message aside (it is replayed at the next start).
+        match store.inbox().refund_cut_off().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                messages = n,
+                "shutdown: cut-off messages are replayed at the next start"
+            ),
+            Err(e) => {
+                tracing::warn!(code = %silas_core::Coded::code(&e), "shutdown: cut-off attempts not refunded: {e}")
+            }
+        }
     }
     // No skill's MCP server outlives the daemon.
     mcp.registry().shutdown().await;
@@ -642,7 +668,7 @@ async fn run(
     audit_event(
         &store,
         "daemon.stopped",
-        json!({"reason": reason, "drained": drained, "escalated": escalated}),
+        json!({"reason": reason, "drained": drained, "hurried": hurried, "escalated": escalated}),
     );
     let checkpoint = store.audit().write_checkpoint(&seal)?;
     tracing::info!(%checkpoint, "audit checkpoint written; bye");
@@ -774,12 +800,34 @@ fn work_engine(
     })
 }
 
-/// A future resolving to the name of the first SIGTERM/SIGINT/SIGHUP
-/// received. SIGHUP is a closed terminal (an SSH session ending under a
-/// foreground `silas start`): its default action killed the daemon on the
-/// spot, with no drain and no audit checkpoint; it now shuts down cleanly
-/// like the others (the configuration is not reloaded: restart for that).
-fn shutdown_signals() -> Result<impl std::future::Future<Output = &'static str>, CliError> {
+/// How long each remaining shutdown step waits once a second signal has
+/// hurried the stop.
+const HURRIED_GRACE: Duration = Duration::from_secs(2);
+
+/// SIGTERM, SIGINT and SIGHUP, by name. SIGHUP is a closed terminal (an
+/// SSH session ending under a foreground `silas start`): its default action
+/// killed the daemon on the spot, with no drain and no audit checkpoint; it
+/// now shuts down cleanly like the others (the configuration is not
+/// reloaded: restart for that). A second signal while stopping hurries the
+/// stop: running turns are not waited for (they are replayed at the next
+/// start), the audit checkpoint is still written.
+struct ShutdownSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+            _ = self.hup.recv() => "SIGHUP",
+        }
+    }
+}
+
+fn shutdown_signals() -> Result<ShutdownSignals, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let install = |kind: SignalKind, name: &str| {
         signal(kind).map_err(|e| {
@@ -789,14 +837,9 @@ fn shutdown_signals() -> Result<impl std::future::Future<Output = &'static str>,
             )
         })
     };
-    let mut term = install(SignalKind::terminate(), "SIGTERM")?;
-    let mut int = install(SignalKind::interrupt(), "SIGINT")?;
-    let mut hup = install(SignalKind::hangup(), "SIGHUP")?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-            _ = hup.recv() => "SIGHUP",
-        }
+    Ok(ShutdownSignals {
+        term: install(SignalKind::terminate(), "SIGTERM")?,
+        int: install(SignalKind::interrupt(), "SIGINT")?,
+        hup: install(SignalKind::hangup(), "SIGHUP")?,
     })
 }

@@ -169,3 +169,113 @@ async fn a_stop_that_cuts_a_turn_off_is_not_a_clean_drain() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("were cut off"), "{text}");
 }
+
+/// Asked twice, a stop does not wait out the grace for a turn still with
+/// the model (Ctrl-C, then Ctrl-C again): it exits at once, cleanly, with
+/// the audit checkpoint written and `hurried: true`. A message cut off this
+/// way by three stops in a row is still answered after the fourth start:
+/// an orderly stop does not count toward setting a message aside (it was
+/// quarantined as "an internal error" after three restarts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_stops_at_once_and_restarts_never_set_the_message_aside() {
+    const CUT_OFFS: usize = 3;
+    let fake = FakeLlm::start().await.unwrap();
+    for _ in 0..CUT_OFFS {
+        fake.push(direct("far too late").delayed(Duration::from_millis(40_000)));
+    }
+    fake.push(direct("Answered after the restarts."));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 60");
+    let daemon_cmd = || {
+        let mut cmd = silas(tmp.path());
+        cmd.arg("--config").arg(tmp.path().join("silas.yaml"));
+        cmd
+    };
+    for round in 0..CUT_OFFS {
+        let (mut daemon, addr, _) = start_daemon(daemon_cmd(), Stdio::null());
+        let mut ws = None;
+        if round == 0 {
+            let (mut socket, _) = support::connect(&addr, Duration::from_secs(5)).await;
+            send(
+                &mut socket,
+                json!({"type": "message", "text": "think hard"}),
+            )
+            .await;
+            ws = Some(socket);
+        }
+        // The turn (the first, or the replay) is with the model.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while fake.requests().len() <= round {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: no model call"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pid = daemon.child.id().to_string();
+        let int = || {
+            assert!(
+                std::process::Command::new("kill")
+                    .args(["-INT", &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        };
+        int();
+        // The default grace is 30 s: the first signal alone waits for the turn.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert!(
+            daemon.child.try_wait().unwrap().is_none(),
+            "gone on the first signal"
+        );
+        let asked_again = std::time::Instant::now();
+        int();
+        let status = loop {
+            if let Some(s) = daemon.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                asked_again.elapsed() < Duration::from_secs(10),
+                "still running 10 s after the second signal"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "{status:?}");
+        drop(ws);
+        drop(daemon);
+    }
+    let stopped: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "daemon.stopped")
+        .collect();
+    assert_eq!(stopped.len(), CUT_OFFS, "{stopped:?}");
+    for s in &stopped {
+        assert_eq!(s["data"]["hurried"], json!(true), "{s}");
+        assert_eq!(s["data"]["drained"], json!(false), "{s}");
+    }
+    support::assert_audit_verifies(tmp.path());
+
+    // Replayed once more, and answered: not set aside.
+    let (daemon, addr, _) = start_daemon(daemon_cmd(), Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let f = next_frame(
+            &mut ws,
+            deadline.saturating_duration_since(std::time::Instant::now()),
+        )
+        .await
+        .expect("the replayed reply");
+        if f["type"] == "message" {
+            assert_eq!(f["text"], "Answered after the restarts.", "{f}");
+            break;
+        }
+    }
+    daemon.stop().await;
+    let events = support::audit_events(tmp.path());
+    assert!(
+        !events.iter().any(|e| e["event"] == "turn_quarantined"),
+        "set aside"
+    );
+}

@@ -127,10 +127,19 @@ pub struct InboxRecord {
     pub attempts: u32,
 }
 
-/// Ids of records accepted by this process whose first attempt was counted
-/// at acceptance and not started yet (see [`InboxStore::begin_attempt`]).
-/// In memory only: after a restart every attempt is counted again.
-pub(crate) type FirstAttempts = Arc<Mutex<HashSet<String>>>;
+/// This process's attempts, in memory only (after a restart every attempt
+/// is counted again).
+#[derive(Default)]
+pub(crate) struct AttemptBook {
+    /// Records accepted here whose first attempt was counted at acceptance
+    /// and not started yet (see [`InboxStore::begin_attempt`]).
+    unstarted: HashSet<String>,
+    /// Records whose attempt started here and that are not delivered yet:
+    /// the attempts an orderly stop cuts off ([`InboxStore::refund_cut_off`]).
+    running: HashSet<String>,
+}
+
+pub(crate) type FirstAttempts = Arc<Mutex<AttemptBook>>;
 
 #[derive(Clone)]
 pub struct InboxStore {
@@ -396,16 +405,67 @@ impl InboxStore {
     /// A record this process accepted fresh: its first attempt was counted
     /// by the acceptance itself (see [`Self::begin_attempt`]).
     fn note_first_attempt(&self, record: &InboxRecord, fresh: bool) {
-        if fresh && let Ok(mut set) = self.first_attempts.lock() {
-            set.insert(record.inbox_id.clone());
+        if fresh && let Ok(mut book) = self.first_attempts.lock() {
+            book.unstarted.insert(record.inbox_id.clone());
         }
     }
 
+    /// An attempt at `inbox_id` starts: whether its count was already made
+    /// at acceptance.
     fn take_first_attempt(&self, inbox_id: &str) -> bool {
         self.first_attempts
             .lock()
-            .map(|mut set| set.remove(inbox_id))
+            .map(|mut book| {
+                book.running.insert(inbox_id.to_string());
+                book.unstarted.remove(inbox_id)
+            })
             .unwrap_or(false)
+    }
+
+    /// `inbox_id` is delivered: no attempt of it is left to count or refund.
+    fn forget_attempts(&self, inbox_id: &str) {
+        if let Ok(mut book) = self.first_attempts.lock() {
+            book.unstarted.remove(inbox_id);
+            book.running.remove(inbox_id);
+        }
+    }
+
+    /// An orderly stop cut these messages off (a turn still running at the
+    /// end of the drain, a message counted at acceptance and never
+    /// started): the attempt they were charged is given back, so restarting
+    /// the daemon never sets a healthy message aside as a poison one (only
+    /// crashes count toward the turn's attempt limit). Call once the turn
+    /// processors are stopped; returns how many were refunded.
+    pub async fn refund_cut_off(&self) -> StoreResult<usize> {
+        let ids: Vec<String> = match self.first_attempts.lock() {
+            Ok(mut book) => {
+                let running = std::mem::take(&mut book.running);
+                let unstarted = std::mem::take(&mut book.unstarted);
+                running.into_iter().chain(unstarted).collect()
+            }
+            Err(_) => return Ok(0),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let op: Op<usize> = Box::new(move |txn| {
+            let mut refunded = 0;
+            for id in &ids {
+                let mut record = match get_in(txn, id) {
+                    Ok(r) => r,
+                    Err(StoreError::NotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
+                if record.stage >= InboxStage::Delivered || record.attempts == 0 {
+                    continue;
+                }
+                record.attempts -= 1;
+                put_in(txn, &record)?;
+                refunded += 1;
+            }
+            Ok(refunded)
+        });
+        self.writer.write(Wait::Durable, op).await
     }
 
     /// Durably record an inbound message (one transaction); only after this
@@ -543,6 +603,7 @@ impl InboxStore {
     }
 
     fn first_attempt(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
+        // Either way the attempt is running from here (see `running`).
         if !self.take_first_attempt(inbox_id) {
             return Ok(None);
         }
@@ -614,7 +675,7 @@ impl InboxStore {
     ) -> StoreResult<InboxRecord> {
         if outcome.marks().is_some() {
             // Delivered with this commit: no later attempt to count.
-            self.take_first_attempt(inbox_id);
+            self.forget_attempts(inbox_id);
         }
         self.writer
             .write(Wait::Durable, outcome_op(inbox_id, outcome))
@@ -704,7 +765,7 @@ impl InboxStore {
     /// ([`ReplyAck::Client`]) is kept as unacknowledged until it does
     /// ([`Self::acknowledge`]). Durable when it returns.
     pub fn mark_delivered(&self, inbox_id: &str, ack: ReplyAck) -> StoreResult<InboxRecord> {
-        self.take_first_attempt(inbox_id);
+        self.forget_attempts(inbox_id);
         self.writer
             .write_blocking(Wait::Durable, delivered_op(inbox_id, ack))
     }
@@ -720,7 +781,7 @@ impl InboxStore {
         inbox_id: &str,
         ack: ReplyAck,
     ) -> StoreResult<InboxRecord> {
-        self.take_first_attempt(inbox_id);
+        self.forget_attempts(inbox_id);
         self.writer
             .write(ack.mark_wait(), delivered_op(inbox_id, ack))
             .await

@@ -373,3 +373,38 @@ fn delivered_words_go_at_retention_and_forget() {
         "recent words"
     );
 }
+
+/// An orderly stop gives back the attempt it cut off — a running turn's
+/// and a queued message's counted at acceptance — and nothing else: a
+/// crashed attempt before it still counts, a delivered record is left as
+/// it is, and a second refund finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orderly_stop_refunds_only_the_attempts_it_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (running, queued, done) = {
+        let store = Store::open_in(dir.path()).unwrap();
+        let inbox = store.inbox();
+        let running = inbox.accept(msg("s1", "a"), Timestamp::now()).unwrap();
+        let queued = inbox.accept(msg("s1", "b"), Timestamp::now()).unwrap();
+        let done = inbox.accept(msg("s2", "c"), Timestamp::now()).unwrap();
+        // `running`: one crashed attempt, then the one the stop cuts off.
+        inbox.begin_attempt(&running.inbox_id).unwrap();
+        assert_eq!(inbox.begin_attempt(&running.inbox_id).unwrap().attempts, 2);
+        inbox.begin_attempt(&done.inbox_id).unwrap();
+        inbox
+            .mark_delivered(&done.inbox_id, ReplyAck::Channel)
+            .unwrap();
+        assert_eq!(inbox.refund_cut_off().await.unwrap(), 2);
+        assert_eq!(inbox.refund_cut_off().await.unwrap(), 0);
+        (running, queued, done)
+    };
+    let store = Store::open_in(dir.path()).unwrap();
+    let inbox = store.inbox();
+    let attempts = |id: &str| inbox.get(id).unwrap().unwrap().attempts;
+    assert_eq!(attempts(&running.inbox_id), 1);
+    assert_eq!(attempts(&queued.inbox_id), 0);
+    assert_eq!(attempts(&done.inbox_id), 1);
+    // The next start counts them again from there.
+    assert_eq!(inbox.begin_attempt(&running.inbox_id).unwrap().attempts, 2);
+    assert_eq!(inbox.begin_attempt(&queued.inbox_id).unwrap().attempts, 1);
+}

@@ -120,6 +120,8 @@ pub fn describe(
             "system",
             if data.get("escalated").and_then(Value::as_bool) == Some(true) {
                 "Silas stopped after a component kept failing".to_string()
+            } else if data.get("hurried").and_then(Value::as_bool) == Some(true) {
+                "Silas stopped at once (asked twice); conversations it cut off resume at the next start".to_string()
             } else {
                 "Silas stopped".to_string()
             },
