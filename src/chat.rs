@@ -477,6 +477,7 @@ impl Session {
         self.send(&ClientFrame::Message {
             text: text.to_string(),
             sender_id: None,
+            client_id: None,
         })
         .await
     }

@@ -98,6 +98,12 @@ fn may_see(card: &PendingCard, owner: bool) -> bool {
     owner || card.audience == CardAudience::Customer
 }
 
+/// The inbox's once-only key for a web message the client named `client_id`
+/// in `scope_id`.
+fn web_dedup_key(scope_id: &str, client_id: &str) -> String {
+    format!("web:{scope_id}:{client_id}")
+}
+
 fn rejection(e: CardRejection) -> ProtocolError {
     let rid = e.request_id().map(str::to_string);
     ProtocolError::new(e.code().as_str(), e.to_string(), rid)
@@ -523,7 +529,9 @@ impl WebBackend for WebBridge {
                     self.request_secret(stream, scope_id, label);
                     Ok(())
                 }
-                ClientFrame::Message { text, .. } => {
+                ClientFrame::Message {
+                    text, client_id, ..
+                } => {
                     // Identity is the server's: the frame's `sender_id` is
                     // ignored (the Stream re-derives owner-ness too).
                     let sender_id = if owner {
@@ -532,6 +540,7 @@ impl WebBackend for WebBridge {
                         format!("customer:{connection_id}")
                     };
                     let sender = self.targets(&scope_id, Some(&connection_id));
+                    let m_scope = scope_id.clone();
                     let m = InboundMessage {
                         scope_id,
                         channel: WEB_CHANNEL.into(),
@@ -540,30 +549,44 @@ impl WebBackend for WebBridge {
                         signed: None,
                         connection_id,
                         ip,
-                        dedup_key: None,
+                        // Bound to the scope: one visitor's id never
+                        // answers for another's message.
+                        dedup_key: client_id.as_ref().map(|id| web_dedup_key(&m_scope, id)),
                     };
                     match stream.submit(m).await {
                         Ok(SubmitOutcome::Accepted { inbox_id }) => {
                             // Only to the connection that sent it.
                             if let [one] = sender.as_slice() {
-                                let _ = one.send(ServerFrame::Accepted { id: inbox_id }).await;
+                                let _ = one
+                                    .send(ServerFrame::Accepted {
+                                        id: inbox_id,
+                                        client_id,
+                                    })
+                                    .await;
                             }
                             Ok(())
                         }
+                        // Refused, not recorded: the error names the
+                        // message by its client_id (as `request_id`), so
+                        // the client knows which one to offer again.
                         Ok(SubmitOutcome::BusyRetry { retry_after_ms }) => Err(ProtocolError::new(
                             "busy_retry",
                             format!("busy, retry in {retry_after_ms} ms"),
-                            None,
+                            client_id,
                         )),
                         Ok(SubmitOutcome::RateLimited { message }) => {
-                            Err(ProtocolError::new("rate_limited", message, None))
+                            Err(ProtocolError::new("rate_limited", message, client_id))
                         }
                         Ok(SubmitOutcome::ShuttingDown) => Err(ProtocolError::new(
                             "E_CHANNEL_UNAVAILABLE",
                             "shutting down",
-                            None,
+                            client_id,
                         )),
-                        Err(e) => Err(ProtocolError::new(e.code().as_str(), e.to_string(), None)),
+                        Err(e) => Err(ProtocolError::new(
+                            e.code().as_str(),
+                            e.to_string(),
+                            client_id,
+                        )),
                     }
                 }
                 other => match silas_web::cards::answer(other)? {

@@ -210,3 +210,74 @@ async fn an_ack_for_another_conversations_reply_or_none_is_refused_and_changes_n
         .collect();
     assert_eq!(waiting, vec![owners]);
 }
+
+/// The `accepted` frame for the next message, within `within`.
+async fn next_accepted(ws: &mut Ws, within: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let f = next_frame_no_ack(ws, left).await.expect("accepted");
+        if f["type"] == "accepted" {
+            return f;
+        }
+        assert_ne!(f["type"], "error", "{f}");
+    }
+}
+
+/// A message sent again under its `client_id` — a web app resending what
+/// it never saw `accepted` for, on the same or a new connection — is
+/// recorded once and answered once; `accepted` echoes the id. In a chatbot
+/// deployment the id is the visitor's own: another visitor (or a hostile
+/// one guessing it) sending the same `client_id` gets a message of its own,
+/// not the first visitor's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_resent_under_its_client_id_is_recorded_and_answered_once() {
+    let fake = fake_model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path(), &fake, true);
+
+    let mut ws = connect(&addr).await;
+    let frame = json!({"type": "message", "text": "hello", "client_id": "m-1"});
+    send(&mut ws, frame.clone()).await;
+    let first = next_accepted(&mut ws, WITHIN).await;
+    assert_eq!(first["client_id"], "m-1", "{first}");
+    let reply = next_reply(&mut ws, WITHIN).await.expect("a reply");
+    assert_eq!(reply["id"], first["id"]);
+    // Again on this connection, and again on a new one (the reconnect).
+    send(&mut ws, frame.clone()).await;
+    assert_eq!(next_accepted(&mut ws, WITHIN).await["id"], first["id"]);
+    assert_eq!(ack(&mut ws, first["id"].as_str().unwrap()).await, None);
+    drop(ws);
+    let mut ws = connect(&addr).await;
+    send(&mut ws, frame.clone()).await;
+    assert_eq!(next_accepted(&mut ws, WITHIN).await["id"], first["id"]);
+    assert!(next_reply(&mut ws, QUIET).await.is_none(), "answered twice");
+    // Customers: the same client_id is theirs alone.
+    let (mut a, _) = support::connect_anonymous(&addr, WITHIN).await;
+    let (mut b, _) = support::connect_anonymous(&addr, WITHIN).await;
+    send(&mut a, frame.clone()).await;
+    let a_id = next_accepted(&mut a, WITHIN).await["id"].clone();
+    send(&mut b, frame.clone()).await;
+    let b_id = next_accepted(&mut b, WITHIN).await["id"].clone();
+    assert_ne!(a_id, first["id"]);
+    assert_ne!(a_id, b_id);
+    assert_eq!(
+        next_reply(&mut b, WITHIN).await.expect("b's reply")["id"],
+        b_id
+    );
+    // A malformed id: a typed error, the connection kept.
+    send(
+        &mut ws,
+        json!({"type": "message", "text": "x", "client_id": "a b"}),
+    )
+    .await;
+    let e = next_error(&mut ws, WITHIN).await;
+    assert_eq!(e["code"], "E_CHANNEL_PROTOCOL", "{e}");
+    drop((ws, a, b));
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    let owners: Vec<_> = store.inbox().of_scope("owner").unwrap();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+}

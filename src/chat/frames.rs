@@ -219,7 +219,7 @@ impl Session {
             }
             // Shown, not counted: the reply it announces is still due.
             ServerFrame::Progress { text, .. } => out(format!("… {text}")),
-            ServerFrame::Accepted { id } => {
+            ServerFrame::Accepted { id, .. } => {
                 if self.replies.accepted(id) {
                     self.outstanding.replies = self.outstanding.replies.saturating_sub(1);
                 }

@@ -45,6 +45,20 @@ try {
   page.on('request', (r) => { if (new URL(r.url()).host !== daemon.host) foreign.push(r.method() + ' ' + r.url()); });
   page.on('websocket', (ws) => { if (new URL(ws.url()).host !== daemon.host) foreign.push('WS ' + ws.url()); });
 
+  // A connection that dies right after a message leaves (before its
+  // `accepted`): the app must send it again, and the daemon answer it once.
+  await page.addInitScript(() => {
+    const original = WebSocket.prototype.send;
+    let cut = false;
+    WebSocket.prototype.send = function (data) {
+      original.call(this, data);
+      if (!cut && typeof data === 'string' && data.includes('cut off mid-send')) {
+        cut = true;
+        this.close();
+      }
+    };
+  });
+
   step = 'open the pairing link';
   const resp = await page.goto(pairLink, { waitUntil: 'load' });
   if (!resp || resp.status() !== 200) throw new Error('GET / answered ' + (resp && resp.status()));
@@ -123,6 +137,19 @@ try {
   if ((await result.locator('.undo-btn').count()) !== 0) throw new Error('undo shown without an undo_offer');
   await result.scrollIntoViewIfNeeded();
   await page.screenshot({ path: join(shots, '3b-result.png') });
+
+  step = 'a message whose connection died before accepted is sent again and answered once';
+  const repliesBefore = await page.locator('#stream .msg-silas').count();
+  await page.getByLabel('Message to Silas').fill('hello, cut off mid-send');
+  await page.getByRole('button', { name: 'Send message' }).click();
+  const mine = page.locator('.msg-user', { hasText: 'cut off mid-send' });
+  await page.locator('.msg-user[data-delivery="accepted"]', { hasText: 'cut off mid-send' }).waitFor({ timeout: 20000 });
+  await page.waitForFunction((n) => document.querySelectorAll('#stream .msg-silas').length > n, repliesBefore, { timeout: 20000 });
+  await page.waitForTimeout(1500);
+  if ((await mine.count()) !== 1) throw new Error('the message is shown ' + (await mine.count()) + ' times');
+  const repliesAfter = await page.locator('#stream .msg-silas').count();
+  if (repliesAfter !== repliesBefore + 1) throw new Error((repliesAfter - repliesBefore) + ' replies to one message');
+  await page.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
 
   step = 'desktop split layout';
   await page.setViewportSize({ width: 1280, height: 800 });

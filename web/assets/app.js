@@ -347,6 +347,7 @@
     li.appendChild(el('span', 'msg-meta', (who === 'user' ? 'You' : 'Silas') + ' · ' + clock(timestamp)));
     li.appendChild(el('p', 'msg-text', text));
     appendToStream(li);
+    return li;
   }
 
   // One line that a slow model's progress updates in place; the reply
@@ -379,16 +380,70 @@
     appendToStream(li);
   }
 
+  // ---- outbox ----------------------------------------------------------
+  // A message stays here, under its own client_id, until the daemon says
+  // `accepted` (it is then durable). One sent while offline, or whose
+  // connection died before `accepted` came, is sent again after the next
+  // sign-in; the daemon records a client_id once, so a message that did
+  // arrive is not answered twice.
+  const outbox = new Map();
+  function newClientId() {
+    const b = new Uint8Array(12);
+    crypto.getRandomValues(b); // also on plain-http LAN addresses (randomUUID is not)
+    return 'w' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  }
+  function outboxStatus(entry, text, state) {
+    let s = entry.li.querySelector('.msg-status');
+    if (!s) {
+      s = el('span', 'msg-status');
+      entry.li.appendChild(s);
+    }
+    entry.li.dataset.delivery = state;
+    s.textContent = text;
+  }
+  function sendQueued(id) {
+    const entry = outbox.get(id);
+    if (!entry) return;
+    if (send({ type: 'message', text: entry.text, client_id: id })) {
+      outboxStatus(entry, 'Sending…', 'sending');
+    } else {
+      outboxStatus(entry, 'Waiting for the connection — sent when Silas is back.', 'waiting');
+    }
+  }
+  function onAccepted(f) {
+    const entry = typeof f.client_id === 'string' ? outbox.get(f.client_id) : null;
+    if (!entry) return;
+    outbox.delete(f.client_id);
+    const s = entry.li.querySelector('.msg-status');
+    if (s) s.remove();
+    entry.li.dataset.delivery = 'accepted';
+  }
+  // A refusal (busy, rate limited) names the message by its client_id: it
+  // was not recorded, and the owner decides whether to send it again.
+  function onMessageRefused(f) {
+    const entry = outbox.get(f.request_id);
+    if (!entry) return false;
+    outbox.delete(f.request_id);
+    outboxStatus(entry, 'Not sent: ' + str(f.message), 'refused');
+    const again = el('button', 'btn btn-chip', 'Send again');
+    again.type = 'button';
+    again.addEventListener('click', () => {
+      again.remove();
+      outbox.set(f.request_id, entry);
+      sendQueued(f.request_id);
+    });
+    entry.li.appendChild(again);
+    return true;
+  }
+
   const input = $('composer-input');
   $('composer').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const text = input.value.trim();
     if (!text) return;
-    if (!send({ type: 'message', text })) {
-      systemNote('Not connected yet — your message is still in the box.');
-      return;
-    }
-    bubble('user', text);
+    const id = newClientId();
+    outbox.set(id, { text, li: bubble('user', text) });
+    sendQueued(id);
     input.value = '';
     autosize();
   });
@@ -1663,6 +1718,7 @@
         // the list is asked for when the section is opened.
         $('workspaces').hidden = f.scope_id !== 'owner';
         $('memories').hidden = f.scope_id !== 'owner';
+        for (const id of Array.from(outbox.keys())) sendQueued(id);
         break;
       case 'workspaces':
         onWorkspaces(f);
@@ -1684,7 +1740,7 @@
         bubble('silas', str(f.text), f.timestamp);
         break;
       case 'accepted':
-        // The app shows a reply when it arrives; the id matters to scripts.
+        onAccepted(f);
         break;
       case 'progress':
         showProgress(str(f.text));
@@ -1701,6 +1757,7 @@
       case 'error': {
         // A stored token sent to a server that needs none is answered like this.
         if (authSent && f.message === 'already authenticated') return;
+        if (f.request_id && onMessageRefused(f)) break;
         const msg = f.message ? String(f.message) : 'unknown error';
         systemNote('Silas could not do that: ' + msg + (f.request_id ? ' (decision ' + f.request_id + ')' : ''));
         break;

@@ -28,6 +28,12 @@ pub enum ClientFrame {
         text: String,
         #[serde(default)]
         sender_id: Option<String>,
+        /// The client's own id for this message ([`MAX_CLIENT_ID`] letters,
+        /// digits, `-` or `_`): a message sent again under the same id (a
+        /// reconnect before `accepted` arrived) is recorded once and
+        /// answered once. Echoed on `accepted`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
     },
     ApprovalResponse {
         request_id: String,
@@ -217,7 +223,12 @@ pub enum ServerFrame {
     /// The message this connection just sent was durably recorded as
     /// `id`; the reply that answers it carries the same `id`. A scripted
     /// client tells its own replies from earlier sessions' by it.
-    Accepted { id: String },
+    Accepted {
+        id: String,
+        /// The message's `client_id`, when it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
+    },
     /// The answer to the message `reply_to` is still being worked on (a
     /// slow model); replaced by the `message` that answers it.
     Progress {
@@ -581,6 +592,16 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, ProtocolError> {
     Ok(frame)
 }
 
+/// The longest `client_id` a message may carry.
+pub const MAX_CLIENT_ID: usize = 64;
+
+fn valid_client_id(id: &str) -> bool {
+    (1..=MAX_CLIENT_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 fn validate(frame: &ClientFrame) -> Result<(), String> {
     match frame {
         ClientFrame::BatchReviewResponse {
@@ -615,6 +636,12 @@ fn validate(frame: &ClientFrame) -> Result<(), String> {
             other => Err(format!("unknown permission verdict {other:?}")),
         },
         ClientFrame::Message { text, .. } if text.trim().is_empty() => Err("empty message".into()),
+        ClientFrame::Message {
+            client_id: Some(id),
+            ..
+        } if !valid_client_id(id) => Err(format!(
+            "client_id must be 1 to {MAX_CLIENT_ID} letters, digits, - or _"
+        )),
         _ => Ok(()),
     }
 }

@@ -253,3 +253,43 @@ fn a_frame_with_a_repeated_key_is_refused() {
     // The same frames with each key once parse.
     assert!(parse_client_frame(r#"{"type":"message","text":"a"}"#).is_ok());
 }
+
+#[test]
+fn a_message_may_name_itself_and_accepted_echoes_it() {
+    let f = parse_client_frame(r#"{"type":"message","text":"hi","client_id":"a1-B_2"}"#).unwrap();
+    assert!(matches!(f, ClientFrame::Message { client_id: Some(ref id), .. } if id == "a1-B_2"));
+    let f = parse_client_frame(r#"{"type":"message","text":"hi"}"#).unwrap();
+    assert!(matches!(
+        f,
+        ClientFrame::Message {
+            client_id: None,
+            ..
+        }
+    ));
+    let long = "x".repeat(MAX_CLIENT_ID + 1);
+    for bad in ["", "a b", "a/b", "é", long.as_str()] {
+        let text =
+            serde_json::json!({"type": "message", "text": "hi", "client_id": bad}).to_string();
+        let e = parse_client_frame(&text).unwrap_err();
+        assert_eq!(e.code, "E_CHANNEL_PROTOCOL", "{bad:?}");
+        assert!(e.message.contains("client_id"), "{}", e.message);
+    }
+    let ok = "y".repeat(MAX_CLIENT_ID);
+    let text = serde_json::json!({"type": "message", "text": "hi", "client_id": ok}).to_string();
+    assert!(parse_client_frame(&text).is_ok());
+    let accepted = serde_json::to_value(ServerFrame::Accepted {
+        id: "00000000000000000001".into(),
+        client_id: Some("c1".into()),
+    })
+    .unwrap();
+    assert_eq!(
+        accepted,
+        serde_json::json!({"type": "accepted", "id": "00000000000000000001", "client_id": "c1"})
+    );
+    let plain = serde_json::to_value(ServerFrame::Accepted {
+        id: "00000000000000000001".into(),
+        client_id: None,
+    })
+    .unwrap();
+    assert!(plain.get("client_id").is_none());
+}
