@@ -218,6 +218,24 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
         .unwrap();
     assert!(!out.status.success());
 
+    // A key typed as a setting is refused before anything is stored: the
+    // connection's record keeps settings in plain text.
+    const SET_CANARY: &str = "ghp_CanaryCanaryCanaryCanaryCanary012345";
+    let out = silas(d)
+        .args(["connection", "add", SKILL, "--set"])
+        .arg(format!(
+            "OAUTH_BASE=https://x:{SET_CANARY}@oauth.example.com"
+        ))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("setting OAUTH_BASE looks like a secret") && said.contains("secure input"),
+        "{said}"
+    );
+    assert!(!said.contains(SET_CANARY), "{said}");
+
     // A setup that fails in the background (the script's host is not one
     // it declared: the egress proxy refuses it) reaches the owner as a
     // notice saying why, and the connection can be set up again.
@@ -405,6 +423,13 @@ async fn a_device_code_connection_is_set_up_checked_and_its_failure_reaches_the_
     assert!(!log.contains(CANARY), "canary in the daemon log");
     let redb = std::fs::read(d.join("data").join("silas.redb")).unwrap();
     assert!(!contains(&redb, CANARY), "canary in the redb file");
+    for (what, text) in [
+        ("redb file", &String::from_utf8_lossy(&redb).into_owned()),
+        ("audit", &audit),
+        ("log", &log),
+    ] {
+        assert!(!text.contains(SET_CANARY), "refused setting in the {what}");
+    }
     let requests = fake.requests();
     assert!(!requests.is_empty(), "no model request was made");
     for r in &requests {

@@ -33,6 +33,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use silas_core::model::connections::{Connection, ConnectionFailure, HealthCheckResult};
+use silas_core::secrets::Confidence;
 use silas_core::{Coded, ErrorCode, Timestamp};
 use silas_execution::connection_setup::{
     self as setup, ConnectionEgress, SecretSink, SetupError, SetupLaunch, connection_secret_ref,
@@ -281,6 +282,17 @@ impl ConnectionRuntime {
                     return Err(ConnectionSetupError::Invalid(format!(
                         "setting {k} is not an environment variable skill {} declares",
                         skill.name
+                    )));
+                }
+                // Settings are kept in the connection's record as they are:
+                // a key typed here would sit in the store in plain text.
+                if let Some(found) = silas_core::secrets::scan(&format!("{k}={v}"))
+                    .into_iter()
+                    .find(|f| f.confidence >= Confidence::Probable)
+                {
+                    return Err(ConnectionSetupError::Invalid(format!(
+                        "setting {k} looks like a secret ({}): settings are stored in plain text, so a connection's keys and passwords are entered through its setup's secure input (or sign-in), never with --set",
+                        found.kind
                     )));
                 }
                 Ok((k.clone(), v.clone()))
