@@ -184,6 +184,8 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
     assert!(!start_out.status.success());
     let err = String::from_utf8_lossy(&start_out.stderr);
     assert!(err.contains("FAIL port:") && err.contains("fix:"), "{err}");
+    // A start-up refusal (§18.1: `E_CFG_*`, refuse start), not a protocol error.
+    assert!(err.starts_with("error[E_CFG_INVALID]"), "{err}");
     drop(holder);
 
     // Our own daemon on its port: the port and the store lock are its.
@@ -200,6 +202,19 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
         "{lines:#?}"
     );
     assert!(line(&lines, "cli-credential").starts_with("PASS"));
+    // A second `silas start` beside it is refused the same way, naming it.
+    let again = silas(dir.path())
+        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
+        .arg("start")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        err.starts_with("error[E_CFG_INVALID]: FAIL port: a Silas daemon is already running"),
+        "{err}"
+    );
     // Asked without the port the daemon was started with (another port is
     // free): the daemon still answers on its control socket, so the lock
     // is its own, not a foreign process's.

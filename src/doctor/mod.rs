@@ -220,7 +220,9 @@ pub fn port_preflight(cfg: &Config) -> Result<(), CliError> {
     let port = runtime.block_on(probe::port_state(cfg));
     fail_with(
         checks::port(&probe::web_addr(cfg), &port, true),
-        ErrorCode::EChannelProtocol,
+        // A refused start (§18.1 `E_CFG_*`): the fix is `channels.web.port`
+        // or stopping the other daemon.
+        ErrorCode::ECfgInvalid,
     )
 }
 
