@@ -61,16 +61,25 @@ async fn next_reply(ws: &mut Ws, within: Duration) -> Option<Value> {
     }
 }
 
-/// The next `error` frame within `within` (other frames skipped).
-async fn next_error(ws: &mut Ws, within: Duration) -> Value {
+/// The next frame of type `kind` within `within` (other frames skipped;
+/// an `error` while waiting for anything else fails the test).
+async fn next_of(ws: &mut Ws, kind: &str, within: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let f = next_frame_no_ack(ws, left).await.expect("an error frame");
-        if f["type"] == "error" {
+        let f = next_frame_no_ack(ws, left)
+            .await
+            .unwrap_or_else(|| panic!("no {kind} frame"));
+        if f["type"] == kind {
             return f;
         }
+        assert_ne!(f["type"], "error", "{f}");
     }
+}
+
+/// The next `error` frame within `within` (other frames skipped).
+async fn next_error(ws: &mut Ws, within: Duration) -> Value {
+    next_of(ws, "error", within).await
 }
 
 /// Sends `ack` for `id`, then a probe the session refuses: the session
@@ -213,15 +222,7 @@ async fn an_ack_for_another_conversations_reply_or_none_is_refused_and_changes_n
 
 /// The `accepted` frame for the next message, within `within`.
 async fn next_accepted(ws: &mut Ws, within: Duration) -> Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let f = next_frame_no_ack(ws, left).await.expect("accepted");
-        if f["type"] == "accepted" {
-            return f;
-        }
-        assert_ne!(f["type"], "error", "{f}");
-    }
+    next_of(ws, "accepted", within).await
 }
 
 /// A message sent again under its `client_id` — a web app resending what
