@@ -73,6 +73,11 @@ pub struct WebBridge {
     vault: Arc<SecretVault>,
     timeouts: CardTimeouts,
     connections: Mutex<HashMap<String, Conn>>,
+    /// Messages sent again (same `client_id`) on another connection than
+    /// the one that first sent them, by inbox id: their progress and reply
+    /// go to the connection that asked last — the first may be a dead
+    /// socket not yet noticed (a phone that changed networks).
+    answer_on: Mutex<HashMap<String, String>>,
     /// Where this channel reports owner-authenticated connections to the
     /// ApprovalEngine (and withdraws them when they close).
     owners: OwnerSessions,
@@ -122,6 +127,7 @@ impl WebBridge {
             vault,
             timeouts,
             connections: Mutex::new(HashMap::new()),
+            answer_on: Mutex::new(HashMap::new()),
             owners,
             owner_reachable_elsewhere: std::sync::atomic::AtomicBool::new(false),
             workspace_reserved,
@@ -191,6 +197,21 @@ impl WebBridge {
             .filter(|c| c.scope_id == scope_id)
             .map(|c| c.outbound.clone())
             .collect()
+    }
+
+    /// The connection the answer to `inbox_id` goes to: the one that sent
+    /// it last (see `answer_on`), else `first`'s. `done`: the reply, after
+    /// which nothing more is sent for it.
+    fn answer_connection(&self, inbox_id: &str, first: &str, done: bool) -> String {
+        let Ok(mut answer_on) = self.answer_on.lock() else {
+            return first.to_string();
+        };
+        let last = if done {
+            answer_on.remove(inbox_id)
+        } else {
+            answer_on.get(inbox_id).cloned()
+        };
+        last.unwrap_or_else(|| first.to_string())
     }
 
     fn owner_targets(&self) -> Vec<mpsc::Sender<ServerFrame>> {
@@ -506,11 +527,12 @@ impl WebBackend for WebBridge {
                 )
             })?;
             match frame {
-                ClientFrame::Message { text, .. }
-                    if owner
-                        && scope_id == OWNER_SCOPE
-                        && (text.trim() == SECRET_COMMAND
-                            || text.trim_start().starts_with("/secret ")) =>
+                ClientFrame::Message {
+                    text, client_id, ..
+                } if owner
+                    && scope_id == OWNER_SCOPE
+                    && (text.trim() == SECRET_COMMAND
+                        || text.trim_start().starts_with("/secret ")) =>
                 {
                     let label = text
                         .trim()
@@ -523,7 +545,7 @@ impl WebBackend for WebBridge {
                         return Err(ProtocolError::new(
                             "E_CHANNEL_PROTOCOL",
                             "usage: /secret <what it is, e.g. GitHub token>",
-                            None,
+                            client_id,
                         ));
                     }
                     self.request_secret(stream, scope_id, label);
@@ -540,7 +562,13 @@ impl WebBackend for WebBridge {
                         format!("customer:{connection_id}")
                     };
                     let sender = self.targets(&scope_id, Some(&connection_id));
-                    let m_scope = scope_id.clone();
+                    let dedup_key = client_id.as_ref().map(|id| web_dedup_key(&scope_id, id));
+                    if let Some(key) = &dedup_key
+                        && let Ok(Some(inbox_id)) = self.store.inbox().accepted_as(key)
+                        && let Ok(mut answer_on) = self.answer_on.lock()
+                    {
+                        answer_on.insert(inbox_id, connection_id.clone());
+                    }
                     let m = InboundMessage {
                         scope_id,
                         channel: WEB_CHANNEL.into(),
@@ -551,7 +579,7 @@ impl WebBackend for WebBridge {
                         ip,
                         // Bound to the scope: one visitor's id never
                         // answers for another's message.
-                        dedup_key: client_id.as_ref().map(|id| web_dedup_key(&m_scope, id)),
+                        dedup_key,
                     };
                     match stream.submit(m).await {
                         Ok(SubmitOutcome::Accepted { inbox_id }) => {
@@ -645,6 +673,9 @@ impl WebBackend for WebBridge {
     }
 
     fn disconnected(&self, connection_id: &str) -> BoxFuture<'_, ()> {
+        if let Ok(mut answer_on) = self.answer_on.lock() {
+            answer_on.retain(|_, c| c != connection_id);
+        }
         let orphaned = self.connections.lock().ok().and_then(|mut conns| {
             let gone = conns.remove(connection_id)?;
             self.owners.closed(WEB_CHANNEL, connection_id);
@@ -717,8 +748,16 @@ impl ChannelSink for WebBridge {
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let connection = match &out {
-                Outbound::Reply { connection_id, .. }
-                | Outbound::Progress { connection_id, .. } => Some(connection_id.clone()),
+                Outbound::Reply {
+                    connection_id,
+                    reply_to,
+                    ..
+                } => Some(self.answer_connection(reply_to, connection_id, true)),
+                Outbound::Progress {
+                    connection_id,
+                    reply_to,
+                    ..
+                } => Some(self.answer_connection(reply_to, connection_id, false)),
                 _ => None,
             };
             let targets = match &out {

@@ -282,3 +282,59 @@ async fn a_message_resent_under_its_client_id_is_recorded_and_answered_once() {
     let owners: Vec<_> = store.inbox().of_scope("owner").unwrap();
     assert_eq!(owners.len(), 1, "{owners:?}");
 }
+
+/// A message sent again on a new connection while its turn is still
+/// running (the first connection may be a dead socket not yet noticed — a
+/// phone that changed networks) is answered there, not on the first; and a
+/// resend is never refused: rate limits and queues are for new messages,
+/// so a burst of resends is accepted, under the first id, and costs the
+/// scope no allowance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_message_is_answered_where_it_was_sent_last_and_never_refused() {
+    let fake = fake_model().await;
+    fake.push(
+        Reply::json(&json!({"route": "direct", "reason": "greeting",
+            "response": {"message": "Slow hello."}, "interaction_register": "status",
+            "interaction_mode": "default_and_offer", "context_profile": "conversation"}))
+        .delayed(Duration::from_secs(3)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path(), &fake, false);
+
+    let frame = json!({"type": "message", "text": "take your time", "client_id": "slow-1"});
+    let mut first = connect(&addr).await;
+    send(&mut first, frame.clone()).await;
+    let id = next_accepted(&mut first, WITHIN).await["id"].clone();
+    // `first` stays open but never hears of it again (a half-open socket).
+    let mut again = connect(&addr).await;
+    send(&mut again, frame.clone()).await;
+    assert_eq!(next_accepted(&mut again, WITHIN).await["id"], id);
+    // A burst of resends, past the scope's 60 messages a minute: each
+    // accepted as the same message, none refused.
+    for _ in 0..70 {
+        send(&mut again, frame.clone()).await;
+    }
+    for n in 0..70 {
+        let f = next_of(&mut again, "accepted", WITHIN).await;
+        assert_eq!(f["id"], id, "resend {n}: {f}");
+    }
+    let reply = next_reply(&mut again, WITHIN).await.expect("the reply");
+    assert_eq!((&reply["id"], &reply["text"]), (&id, &json!("Slow hello.")));
+    assert!(
+        next_reply(&mut first, QUIET).await.is_none(),
+        "answered on the connection it was sent from first"
+    );
+    // The resends used none of the scope's allowance.
+    send(
+        &mut again,
+        json!({"type": "message", "text": "and now", "client_id": "fresh-1"}),
+    )
+    .await;
+    let fresh = next_accepted(&mut again, WITHIN).await;
+    assert_ne!(fresh["id"], id, "{fresh}");
+    drop((first, again));
+    daemon.stop().await;
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    assert_eq!(store.inbox().of_scope("owner").unwrap().len(), 2);
+}

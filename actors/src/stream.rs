@@ -472,6 +472,9 @@ impl Actor for Stream {
                     let _ = reply.send(Ok(out));
                 }
                 Admit::Accepting(a) => a.spawn(&state.args.deps.store, myself.clone(), reply),
+                Admit::Known { inbox_id } => {
+                    Admit::answer_known(&state.args.deps.store, inbox_id, reply)
+                }
             },
             StreamMsg::AdmissionReleased { scope_id } => state.queues.pop(&scope_id),
             StreamMsg::AdmissionFailed { scope_id, error } => {

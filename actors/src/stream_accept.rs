@@ -30,6 +30,29 @@ pub(crate) enum Admit {
     /// Admitted: the record is being made durable (boxed: the message is
     /// much larger than an outcome).
     Accepting(Box<Accepting>),
+    /// Its dedup key was recorded before, as `inbox_id`: accepted as that
+    /// once the earlier acceptance is durable ([`Admit::answer_known`]).
+    Known { inbox_id: String },
+}
+
+impl Admit {
+    /// Answers a message already recorded as `inbox_id`: after a durable
+    /// barrier, since the read that found it may have seen the first
+    /// acceptance before its fsync (durable before acknowledged, again).
+    pub(crate) fn answer_known(
+        store: &Store,
+        inbox_id: String,
+        reply: RpcReplyPort<Result<SubmitOutcome, TurnError>>,
+    ) {
+        let inbox = store.inbox();
+        tokio::spawn(async move {
+            let out = match inbox.durable_barrier().await {
+                Ok(()) => Ok(SubmitOutcome::Accepted { inbox_id }),
+                Err(e) => Err(TurnError::Store(e)),
+            };
+            let _ = reply.send(out);
+        });
+    }
 }
 
 impl From<SubmitOutcome> for Admit {

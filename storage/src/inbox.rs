@@ -522,6 +522,22 @@ impl InboxStore {
         Ok((record, fresh, ticket))
     }
 
+    /// The record a channel's dedup key was accepted as, if any (a plain
+    /// read: the acceptance may still be on its way to disk — see
+    /// [`Self::durable_barrier`]).
+    pub fn accepted_as(&self, dedup_key: &str) -> StoreResult<Option<String>> {
+        let txn = self.db.begin_read()?;
+        let keys = txn.open_table(INBOX_KEYS)?;
+        Ok(keys.get(dedup_key)?.map(|v| v.value().to_string()))
+    }
+
+    /// Returns once everything committed before the call is durable (a
+    /// write of nothing, carried by the next durable group commit).
+    pub async fn durable_barrier(&self) -> StoreResult<()> {
+        let op: Op<()> = Box::new(|_| Ok(()));
+        self.writer.write(Wait::Durable, op).await
+    }
+
     pub fn get(&self, inbox_id: &str) -> StoreResult<Option<InboxRecord>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(INBOX)?;

@@ -50,7 +50,11 @@ try {
   await page.addInitScript(() => {
     const original = WebSocket.prototype.send;
     let cut = false;
+    window.__sockets = [];
+    window.__secretSends = 0;
     WebSocket.prototype.send = function (data) {
+      if (!window.__sockets.includes(this)) window.__sockets.push(this);
+      if (typeof data === 'string' && data.includes('/secret ')) window.__secretSends += 1;
       original.call(this, data);
       if (!cut && typeof data === 'string' && data.includes('cut off mid-send')) {
         cut = true;
@@ -150,6 +154,17 @@ try {
   const repliesAfter = await page.locator('#stream .msg-silas').count();
   if (repliesAfter !== repliesBefore + 1) throw new Error((repliesAfter - repliesBefore) + ' replies to one message');
   await page.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
+
+  step = 'a /secret request is sent once, not again after a reconnect';
+  await page.getByLabel('Message to Silas').fill('/secret Probe token');
+  await page.getByRole('button', { name: 'Send message' }).click();
+  await page.waitForFunction(() => window.__secretSends === 1, null, { timeout: 5000 });
+  await page.evaluate(() => window.__sockets[window.__sockets.length - 1].close());
+  await page.waitForSelector('#conn:not([data-state="connected"])', { timeout: 5000 });
+  await page.waitForSelector('#conn[data-state="connected"]', { timeout: 15000 });
+  await page.waitForTimeout(1000);
+  const secretSends = await page.evaluate(() => window.__secretSends);
+  if (secretSends !== 1) throw new Error('/secret sent ' + secretSends + ' times');
 
   step = 'desktop split layout';
   await page.setViewportSize({ width: 1280, height: 800 });

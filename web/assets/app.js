@@ -441,9 +441,20 @@
     ev.preventDefault();
     const text = input.value.trim();
     if (!text) return;
-    const id = newClientId();
-    outbox.set(id, { text, li: bubble('user', text) });
-    sendQueued(id);
+    // `/secret LABEL` opens a secure-input card at once and is no message
+    // (nothing is recorded, no `accepted` comes): sent now or not at all,
+    // never from the outbox, which would open a fresh card on every reconnect.
+    if (/^\/secret(\s|$)/.test(text)) {
+      if (!send({ type: 'message', text })) {
+        systemNote('Not connected yet — your message is still in the box.');
+        return;
+      }
+      bubble('user', text);
+    } else {
+      const id = newClientId();
+      outbox.set(id, { text, li: bubble('user', text) });
+      sendQueued(id);
+    }
     input.value = '';
     autosize();
   });

@@ -15,6 +15,16 @@ impl StreamState {
         m: InboundMessage,
     ) -> Result<Admit, ActorProcessingErr> {
         let deps = self.args.deps.clone();
+        // Sent again under a key already recorded (a web client resending
+        // what it never saw `accepted` for, a channel's redelivery): it is
+        // accepted as it was, whatever the limits, the queues or a drain
+        // say now — a refusal would read as "not sent" for a message that
+        // will be answered — and it costs no allowance.
+        if let Some(key) = &m.dedup_key
+            && let Ok(Some(inbox_id)) = deps.store.inbox().accepted_as(key)
+        {
+            return Ok(Admit::Known { inbox_id });
+        }
         if !self.accepting {
             return Ok(SubmitOutcome::ShuttingDown.into());
         }
