@@ -3,6 +3,7 @@
 //! let in-flight requests finish within the grace period, audit, checkpoint).
 
 mod banner;
+mod signals;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,7 +169,7 @@ async fn run(
     println!("{}", model.startup_line(&cfg));
     // Handlers first: once the readiness line is printed, a signal must
     // always mean an orderly shutdown.
-    let mut signals = shutdown_signals()?;
+    let mut signals = signals::ShutdownSignals::install()?;
     let health = Arc::new(HealthState::default());
     let settings = WebSettings {
         host: cfg.channels.web.host.clone(),
@@ -627,7 +628,7 @@ async fn run(
     }
     // Hurried: what is left gets a moment, not the whole grace again.
     let grace = if hurried {
-        grace.min(HURRIED_GRACE)
+        grace.min(signals::HURRIED_GRACE)
     } else {
         grace
     };
@@ -797,49 +798,5 @@ fn work_engine(
         skills: None,
         mcp: Some(mcp),
         connections: None,
-    })
-}
-
-/// How long each remaining shutdown step waits once a second signal has
-/// hurried the stop.
-const HURRIED_GRACE: Duration = Duration::from_secs(2);
-
-/// SIGTERM, SIGINT and SIGHUP, by name. SIGHUP is a closed terminal (an
-/// SSH session ending under a foreground `silas start`): its default action
-/// killed the daemon on the spot, with no drain and no audit checkpoint; it
-/// now shuts down cleanly like the others (the configuration is not
-/// reloaded: restart for that). A second signal while stopping hurries the
-/// stop: running turns are not waited for (they are replayed at the next
-/// start), the audit checkpoint is still written.
-struct ShutdownSignals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl ShutdownSignals {
-    async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-            _ = self.hup.recv() => "SIGHUP",
-        }
-    }
-}
-
-fn shutdown_signals() -> Result<ShutdownSignals, CliError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let install = |kind: SignalKind, name: &str| {
-        signal(kind).map_err(|e| {
-            CliError::new(
-                ErrorCode::ECfgIo,
-                format!("cannot install {name} handler: {e}"),
-            )
-        })
-    };
-    Ok(ShutdownSignals {
-        term: install(SignalKind::terminate(), "SIGTERM")?,
-        int: install(SignalKind::interrupt(), "SIGINT")?,
-        hup: install(SignalKind::hangup(), "SIGHUP")?,
     })
 }
