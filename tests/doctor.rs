@@ -159,6 +159,18 @@ fn a_memory_index_open_to_others_fails_with_the_chmod_fix() {
     );
 }
 
+/// `silas start` over `dir` on `port`, which must refuse: its stderr.
+fn refused_start(dir: &std::path::Path, port: u16) -> String {
+    let out = silas(dir)
+        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
+        .arg("start")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
     let dir = scratch();
@@ -175,14 +187,7 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
     );
 
     // `silas start` runs the same check first and stops with that line.
-    let start_out = silas(dir.path())
-        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
-        .arg("start")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!start_out.status.success());
-    let err = String::from_utf8_lossy(&start_out.stderr);
+    let err = refused_start(dir.path(), port);
     assert!(err.contains("FAIL port:") && err.contains("fix:"), "{err}");
     // A start-up refusal (§18.1: `E_CFG_*`, refuse start), not a protocol error.
     assert!(err.starts_with("error[E_CFG_INVALID]"), "{err}");
@@ -203,14 +208,7 @@ fn a_foreign_port_holder_fails_and_our_own_daemon_passes() {
     );
     assert!(line(&lines, "cli-credential").starts_with("PASS"));
     // A second `silas start` beside it is refused the same way, naming it.
-    let again = silas(dir.path())
-        .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
-        .arg("start")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!again.status.success());
-    let err = String::from_utf8_lossy(&again.stderr);
+    let err = refused_start(dir.path(), port);
     assert!(
         err.starts_with("error[E_CFG_INVALID]: FAIL port: a Silas daemon is already running"),
         "{err}"

@@ -139,13 +139,13 @@ pub(crate) struct AttemptBook {
     running: HashSet<String>,
 }
 
-pub(crate) type FirstAttempts = Arc<Mutex<AttemptBook>>;
+pub(crate) type SharedAttemptBook = Arc<Mutex<AttemptBook>>;
 
 #[derive(Clone)]
 pub struct InboxStore {
     pub(crate) db: Arc<Database>,
     pub(crate) writer: Arc<GroupCommit>,
-    first_attempts: FirstAttempts,
+    attempt_book: SharedAttemptBook,
 }
 
 pub(crate) fn get_in(txn: &WriteTransaction, id: &str) -> StoreResult<InboxRecord> {
@@ -393,19 +393,19 @@ impl InboxStore {
     pub(crate) fn new(
         db: Arc<Database>,
         writer: Arc<GroupCommit>,
-        first_attempts: FirstAttempts,
+        attempt_book: SharedAttemptBook,
     ) -> Self {
         InboxStore {
             db,
             writer,
-            first_attempts,
+            attempt_book,
         }
     }
 
     /// A record this process accepted fresh: its first attempt was counted
     /// by the acceptance itself (see [`Self::begin_attempt`]).
     fn note_first_attempt(&self, record: &InboxRecord, fresh: bool) {
-        if fresh && let Ok(mut book) = self.first_attempts.lock() {
+        if fresh && let Ok(mut book) = self.attempt_book.lock() {
             book.unstarted.insert(record.inbox_id.clone());
         }
     }
@@ -413,7 +413,7 @@ impl InboxStore {
     /// An attempt at `inbox_id` starts: whether its count was already made
     /// at acceptance.
     fn take_first_attempt(&self, inbox_id: &str) -> bool {
-        self.first_attempts
+        self.attempt_book
             .lock()
             .map(|mut book| {
                 book.running.insert(inbox_id.to_string());
@@ -424,7 +424,7 @@ impl InboxStore {
 
     /// `inbox_id` is delivered: no attempt of it is left to count or refund.
     fn forget_attempts(&self, inbox_id: &str) {
-        if let Ok(mut book) = self.first_attempts.lock() {
+        if let Ok(mut book) = self.attempt_book.lock() {
             book.unstarted.remove(inbox_id);
             book.running.remove(inbox_id);
         }
@@ -437,7 +437,7 @@ impl InboxStore {
     /// crashes count toward the turn's attempt limit). Call once the turn
     /// processors are stopped; returns how many were refunded.
     pub async fn refund_cut_off(&self) -> StoreResult<usize> {
-        let ids: Vec<String> = match self.first_attempts.lock() {
+        let ids: Vec<String> = match self.attempt_book.lock() {
             Ok(mut book) => {
                 let running = std::mem::take(&mut book.running);
                 let unstarted = std::mem::take(&mut book.unstarted);

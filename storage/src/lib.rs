@@ -96,7 +96,7 @@ pub struct Store {
     writer: Arc<group_commit::GroupCommit>,
     /// Inbox records whose first attempt was counted at acceptance by this
     /// process (see [`InboxStore::begin_attempt`]).
-    first_attempts: inbox::FirstAttempts,
+    attempt_book: inbox::SharedAttemptBook,
     /// Removals per keyed table (see [`records::Removals`]).
     removals: Arc<records::Removals>,
     path: PathBuf,
@@ -173,7 +173,7 @@ impl Store {
         Ok(Store {
             db,
             writer,
-            first_attempts: Default::default(),
+            attempt_book: Default::default(),
             removals: Default::default(),
             path,
         })
@@ -204,7 +204,7 @@ impl Store {
         InboxStore::new(
             self.db.clone(),
             self.writer.clone(),
-            self.first_attempts.clone(),
+            self.attempt_book.clone(),
         )
     }
 
