@@ -338,3 +338,95 @@ async fn a_resent_message_is_answered_where_it_was_sent_last_and_never_refused()
         .unwrap();
     assert_eq!(store.inbox().of_scope("owner").unwrap().len(), 2);
 }
+
+/// A chatbot visitor learns nothing of anyone else's traffic from the ids it
+/// is shown (red-team F7): inbox ids come from one counter over every
+/// conversation, and a customer scope is named after its connection. So a
+/// customer sees opaque aliases (`m-` + 16 hex digits) for its messages and
+/// replies, a random scope id, and cannot probe the counter by acknowledging
+/// raw ids — not even its own message's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chatbot_customer_sees_no_counter_of_anyones_messages_or_visits() {
+    let fake = fake_model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start(dir.path(), &fake, true);
+
+    // The owner's message: the owner sees real ids (its audit log names them).
+    let mut owner = connect(&addr).await;
+    let owners = say(&mut owner, "hello").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(owners.bytes().all(|b| b.is_ascii_digit()), "{owners}");
+    let first: u64 = owners.parse().unwrap();
+
+    let is_alias = |s: &str| {
+        s.len() == 18 && s.starts_with("m-") && s[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    let (mut a, auth_a) = support::connect_anonymous(&addr, WITHIN).await;
+    let (b, auth_b) = support::connect_anonymous(&addr, WITHIN).await;
+    // Scope ids: no visit counter in them.
+    for auth in [&auth_a, &auth_b] {
+        let scope = auth["scope_id"].as_str().unwrap();
+        let tail = scope.rsplit('-').next().unwrap();
+        assert!(
+            tail.len() == 16 && tail.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{scope}"
+        );
+    }
+    assert_ne!(auth_a["scope_id"], auth_b["scope_id"]);
+
+    let mut seen = Vec::new();
+    let mut aliases = Vec::new();
+    for text in ["first question", "second question"] {
+        send(
+            &mut a,
+            json!({"type": "message", "text": text, "client_id": format!("c-{}", text.len())}),
+        )
+        .await;
+        let accepted = next_accepted(&mut a, WITHIN).await;
+        let reply = next_reply(&mut a, WITHIN).await.expect("a reply");
+        let id = accepted["id"].as_str().unwrap().to_string();
+        assert!(is_alias(&id), "{accepted}");
+        assert_eq!(
+            reply["id"],
+            id.as_str(),
+            "a reply carries its message's alias"
+        );
+        seen.push(accepted.to_string());
+        seen.push(reply.to_string());
+        aliases.push(id);
+    }
+    assert_ne!(aliases[0], aliases[1]);
+    // The visitor's own messages are the next two on the counter; it may
+    // guess them, but an ack under a raw id — its own or the owner's — is
+    // refused alike, so the guess is never confirmed.
+    let own_raw = [first + 1, first + 2].map(|n| format!("{n:020}"));
+    for raw in own_raw.iter().chain([&owners]) {
+        for frame in &seen {
+            assert!(!frame.contains(raw.as_str()), "{raw} shown: {frame}");
+        }
+        let e = ack(&mut a, raw).await.expect("refused");
+        assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+        assert!(!e.to_string().contains(raw.as_str()), "{e}");
+    }
+    // Its aliases acknowledge its replies; another visitor's connection
+    // does not know them.
+    assert_eq!(ack(&mut a, &aliases[0]).await, None);
+    let mut b = b;
+    let e = ack(&mut b, &aliases[1]).await.expect("refused");
+    assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+    let scope_a = auth_a["scope_id"].as_str().unwrap().to_string();
+    drop((a, b, owner));
+    daemon.stop().await;
+
+    // The guesses were right: those raw ids are the visitor's messages.
+    let store = silas_storage::Store::open(dir.path().join("data").join(silas_storage::STORE_FILE))
+        .unwrap();
+    for raw in &own_raw {
+        let r = store.inbox().get(raw).unwrap().expect("recorded");
+        assert_eq!(r.message.scope_id, scope_a);
+    }
+    let acked = store.inbox().get(&own_raw[0]).unwrap().unwrap();
+    assert_eq!(acked.stage, silas_storage::InboxStage::Delivered);
+}

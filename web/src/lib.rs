@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 use warp::http::StatusCode;
 use warp::{Filter, Reply};
 
+pub mod aliases;
 pub mod assets;
 pub mod auth;
 mod body;

@@ -175,6 +175,39 @@ impl ClientFrame {
     }
 }
 
+impl ClientFrame {
+    /// The server-issued id this frame refers to (a card's `request_id`, an
+    /// acknowledged reply's `id`), for rewriting a customer's opaque alias
+    /// back into it ([`crate::aliases`]).
+    pub fn referenced_id_mut(&mut self) -> Option<&mut String> {
+        use ClientFrame::*;
+        match self {
+            ApprovalResponse { request_id, .. }
+            | GateResponse { request_id, .. }
+            | Checkpoint { request_id, .. }
+            | BatchReviewResponse { request_id, .. }
+            | DraftReviewResponse { request_id, .. }
+            | DecisionResponse { request_id, .. }
+            | SuggestionResponse { request_id, .. }
+            | AutonomyThresholdResponse { request_id, .. }
+            | ConnectionSetupResponse { request_id, .. }
+            | PermissionEscalationResponse { request_id, .. }
+            | ConnectionFailureResponse { request_id, .. } => Some(request_id),
+            Ack { id } => Some(id),
+            // A secure input's ref is posted to `/secrets/{ref_id}` as
+            // issued: never aliased (only the owner is sent one).
+            Auth { .. }
+            | SecureInputCompleted { .. }
+            | Message { .. }
+            | WorkspaceList
+            | WorkspaceAdd { .. }
+            | WorkspaceRemove { .. }
+            | MemoryList { .. }
+            | MemoryForget { .. } => None,
+        }
+    }
+}
+
 /// One memory as the owner's Memory panel shows it: a bounded preview,
 /// never more.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -222,7 +255,8 @@ pub enum ServerFrame {
     },
     /// The message this connection just sent was durably recorded as
     /// `id`; the reply that answers it carries the same `id`. A scripted
-    /// client tells its own replies from earlier sessions' by it.
+    /// client tells its own replies from earlier sessions' by it. A chatbot
+    /// customer is shown an opaque alias for it ([`crate::aliases`]).
     Accepted {
         id: String,
         /// The message's `client_id`, when it had one.
@@ -445,6 +479,44 @@ pub enum ServerFrame {
         initial: bool,
         items: Vec<ActivityItem>,
     },
+}
+
+impl ServerFrame {
+    /// The server-issued id a client answers or acknowledges this frame by
+    /// (a reply's `id`, `accepted`'s `id`, progress's `reply_to`, a card's
+    /// `request_id`; not a secure input's `ref_id`, which the client posts
+    /// to `/secrets/` as issued), for showing a customer an
+    /// opaque alias instead ([`crate::aliases`]). An `error`'s `request_id`
+    /// is not one: it quotes what the client sent.
+    pub fn issued_id_mut(&mut self) -> Option<&mut String> {
+        use ServerFrame::*;
+        match self {
+            Message { id, .. } => id.as_mut(),
+            Accepted { id, .. } => Some(id),
+            Progress { reply_to, .. } => Some(reply_to),
+            ApprovalRequest { request_id, .. }
+            | ApplyChanges { request_id, .. }
+            | SkillInstall { request_id, .. }
+            | GateApproval { request_id, .. }
+            | Checkpoint { request_id, .. }
+            | BatchReview { request_id, .. }
+            | DraftReview { request_id, .. }
+            | Decision { request_id, .. }
+            | Suggestion { request_id, .. }
+            | AutonomyThresholdReview { request_id, .. }
+            | ConnectionSetupStep { request_id, .. }
+            | PermissionEscalation { request_id, .. }
+            | ConnectionFailure { request_id, .. }
+            | UndoOffer { request_id, .. } => Some(request_id),
+            Workspaces { .. }
+            | SecureInputRequest { .. }
+            | Memories { .. }
+            | AuthOk { .. }
+            | WorkStatus { .. }
+            | Error { .. }
+            | Activity { .. } => None,
+        }
+    }
 }
 
 /// One line of the Activity timeline (see [`ServerFrame::Activity`]).

@@ -23,7 +23,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -217,12 +216,15 @@ pub struct WebState {
     /// restart would otherwise be handed an earlier visitor's conversation
     /// and memories under the same `ws-N`.
     boot: String,
-    next_id: AtomicU64,
 }
 
 /// 64 random bits as hex. Without the OS generator (never expected) the
 /// clock's nanoseconds and the pid still differ from one start to the next.
 fn boot_id() -> String {
+    random_hex()
+}
+
+fn random_hex() -> String {
     let n = getrandom::u64().unwrap_or_else(|_| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -254,7 +256,6 @@ impl WebState {
             base_url: String::new(),
             customers: crate::customers::CustomerConnections::with_defaults(),
             boot: boot_id(),
-            next_id: AtomicU64::new(1),
         }
     }
 }
@@ -545,9 +546,11 @@ pub async fn session<S>(
         revocations = None;
     }
 
-    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    // Random, not a counter: a customer's scope id is its connection id and
+    // is shown to it, and a counter would tell every visitor how many came
+    // before. The boot part keeps one run's ids apart from an earlier one's.
     let conn = ConnectionInfo {
-        connection_id: format!("ws-{}-{id}", state.boot),
+        connection_id: format!("ws-{}-{}", state.boot, random_hex()),
         remote_ip,
         owner: credential.is_some(),
         device_id: device_id.clone(),
@@ -576,6 +579,9 @@ pub async fn session<S>(
         scope_id,
         model: conn.owner.then(|| state.model.clone()).flatten(),
     });
+    // A customer sees opaque aliases for the server's ids (`aliases`).
+    let aliases = (!conn.owner).then(|| Arc::new(crate::aliases::IdAliases::new()));
+    let writer_aliases = aliases.clone();
     let writer = tokio::spawn(async move {
         if sink.send(auth_ok).await.is_err() {
             let _ = sink.close().await;
@@ -593,7 +599,12 @@ pub async fn session<S>(
                     break;
                 }
                 frame = rx.recv() => match frame {
-                    Some(f) => if sink.send(frame_message(&f)).await.is_err() { break },
+                    Some(mut f) => {
+                        if let Some(a) = &writer_aliases {
+                            a.outbound(&mut f);
+                        }
+                        if sink.send(frame_message(&f)).await.is_err() { break }
+                    }
                     None => break,
                 },
                 _ = async { let _ = writer_shutdown.wait_for(|s| *s).await; } => {
@@ -644,7 +655,17 @@ pub async fn session<S>(
                 "already authenticated",
                 None,
             )),
-            Ok(frame) => state.backend.frame(&conn.connection_id, frame).await,
+            Ok(mut frame) => match aliases.as_ref().map(|a| a.inbound(&mut frame)) {
+                Some(Err(e)) => Err(e),
+                Some(Ok(Some(referred))) => {
+                    let result = state.backend.frame(&conn.connection_id, frame).await;
+                    result.map_err(|mut e| {
+                        referred.restore(&mut e);
+                        e
+                    })
+                }
+                _ => state.backend.frame(&conn.connection_id, frame).await,
+            },
             Err(e) => Err(e),
         };
         if let Err(e) = result {
