@@ -602,11 +602,21 @@ async fn run(
     // start. Then the WebSockets close with 1001.
     // Turns still running at the end of the grace are cut off (replayed at
     // the next start): `drained` says so, and the log names the count.
+    // Queued turns do not start during the drain (a turn the grace cut off
+    // would pay its model call again at the restart): they stay in the
+    // inbox, unattempted, and `left_queued` counts them.
     let mut hurried = false;
+    let mut left_queued = 0;
     let turns_drained = match silas_actors::stream::StreamHandle::find() {
         Some(stream) => tokio::select! {
             drained = stream.drain(grace) => match drained {
-                Ok(all) => all,
+                Ok(d) => {
+                    left_queued = d.left_queued;
+                    if d.left_queued > 0 {
+                        tracing::info!(messages = d.left_queued, "shutdown: queued messages were not started; they are answered at the next start");
+                    }
+                    d.finished()
+                }
                 Err(e) => {
                     tracing::warn!("shutdown: the turn drain did not answer: {e}");
                     false
@@ -669,7 +679,8 @@ async fn run(
     audit_event(
         &store,
         "daemon.stopped",
-        json!({"reason": reason, "drained": drained, "hurried": hurried, "escalated": escalated}),
+        json!({"reason": reason, "drained": drained, "hurried": hurried, "escalated": escalated,
+               "left_queued": left_queued}),
     );
     let checkpoint = store.audit().write_checkpoint(&seal)?;
     tracing::info!(%checkpoint, "audit checkpoint written; bye");

@@ -279,3 +279,59 @@ async fn a_second_signal_stops_at_once_and_restarts_never_set_the_message_aside(
         "set aside"
     );
 }
+
+/// A stop lets the turn that is with the model finish, but does not start
+/// the one queued behind it (§18.2 "in-flight turns"): a model call begun
+/// during the drain could be cut off at the grace and paid again after the
+/// restart. The queued message is answered at the next start, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_finishes_the_running_turn_and_starts_no_queued_one() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(direct("The first answer.").delayed(Duration::from_millis(2_000)));
+    fake.push(direct("The second answer."));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
+    let daemon_cmd = || {
+        let mut cmd = silas(tmp.path());
+        cmd.arg("--config").arg(tmp.path().join("silas.yaml"));
+        cmd
+    };
+    let (daemon, addr, _) = start_daemon(daemon_cmd(), Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    for text in ["first", "second"] {
+        send(&mut ws, json!({"type": "message", "text": text})).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.stop().await;
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "a queued turn started during the drain"
+    );
+    let stopped: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "daemon.stopped")
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(stopped[0]["data"]["drained"], json!(true), "{stopped:?}");
+    assert_eq!(stopped[0]["data"]["left_queued"], json!(1), "{stopped:?}");
+    let (_, first) = until_reply(&mut ws).await;
+    assert_eq!(first, "The first answer.");
+    drop(ws);
+
+    let (daemon, addr, _) = start_daemon(daemon_cmd(), Stdio::null());
+    let (mut ws, _) = support::connect(&addr, Duration::from_secs(5)).await;
+    // The first reply comes again first (its ack never reached the
+    // stopped daemon), then the second message's.
+    let mut replies = Vec::new();
+    while replies.last().map(String::as_str) != Some("The second answer.") {
+        replies.push(until_reply(&mut ws).await.1);
+        assert!(replies.len() <= 2, "{replies:?}");
+    }
+    daemon.stop().await;
+    assert_eq!(fake.requests().len(), 2, "each message cost one model call");
+}

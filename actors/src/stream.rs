@@ -55,7 +55,7 @@ use crate::scope_release::IdleScopes;
 use crate::stream_accept::{Accepting, Admit};
 use crate::turn::approval_flow::{self, DecideOutcome};
 use crate::turn::pipeline::{TurnDeps, TurnError};
-use crate::turn::{OWNER_SCOPE, TurnArgs, TurnDone, TurnMsg, TurnProcessor};
+use crate::turn::{OWNER_SCOPE, TurnArgs, TurnDone, TurnMsg, TurnProcessor, TurnStarts};
 use crate::work::{DispatchRequest, WorkStatusEvent};
 
 /// Timeout of every RPC to the Stream.
@@ -122,6 +122,8 @@ pub struct StreamStatus {
     pub scope_depths: Vec<(String, u32)>,
     /// Cards waiting for an answer.
     pub pending_cards: usize,
+    /// Turns running now (a queued turn is not running).
+    pub running_turns: u32,
 }
 
 /// How often the card sweep looks for cards past their deadline.
@@ -229,6 +231,8 @@ pub struct StreamState {
     /// §18.5 card answers per scope; suggestion / autonomy cards opened.
     card_limits: CardLimits,
     accepting: bool,
+    /// Closed with intake: queued turns do not start during the drain.
+    starts: Arc<TurnStarts>,
     tracker: RestartTracker,
     restarts: u32,
     status_task: Option<JoinHandle<()>>,
@@ -293,6 +297,7 @@ impl StreamState {
                 scope_id: scope_id.to_string(),
                 deps: self.args.deps.clone(),
                 on_done: Arc::new(on_done),
+                starts: self.starts.clone(),
             },
             myself.get_cell(),
         )
@@ -401,6 +406,7 @@ impl Actor for Stream {
             card_limits: CardLimits::from_config(&cfg.limits),
             refusals: RefusalAudit::default(),
             accepting: true,
+            starts: Arc::new(TurnStarts::default()),
             tracker: RestartTracker::new(args.restart_policy),
             restarts: 0,
             processors: HashMap::new(),
@@ -630,7 +636,8 @@ impl Actor for Stream {
                     }
                 }
                 state.accepting = false;
-                let _ = reply.send(state.queues.total());
+                state.starts.close();
+                let _ = reply.send(state.starts.running());
             }
             StreamMsg::Status(reply) => {
                 let mut scope_depths: Vec<(String, u32)> = state
@@ -642,6 +649,7 @@ impl Actor for Stream {
                 scope_depths.truncate(20);
                 let _ = reply.send(StreamStatus {
                     accepting: state.accepting,
+                    running_turns: state.starts.running(),
                     pending_total: state.queues.total(),
                     active_scopes: state.processors.len(),
                     processor_restarts: state.restarts,
@@ -743,4 +751,4 @@ mod card_flow;
 mod handle;
 mod work_status;
 
-pub use handle::StreamHandle;
+pub use handle::{Drained, StreamHandle};

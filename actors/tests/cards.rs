@@ -264,7 +264,13 @@ async fn disconnect_no_connection_and_shutdown_resolve_to_safe_defaults() {
             .await
     });
     wait_for_card(&rt.sink, "s1").await;
-    assert!(rt.stream.drain(Duration::from_secs(2)).await.unwrap());
+    assert!(
+        rt.stream
+            .drain(Duration::from_secs(2))
+            .await
+            .unwrap()
+            .finished()
+    );
     let got = ask.await.unwrap().unwrap();
     assert_eq!(got.resolution, Resolution::Shutdown);
     assert_eq!(

@@ -136,16 +136,61 @@ async fn input_gate_block_escalates_with_polite_redirect_and_no_llm_call() {
     rt.stop().await;
 }
 
+/// §18.2: the drain closes intake and lets the running turn finish, but a
+/// turn queued behind it does not start — a model call spent on it could be
+/// cut off at the grace and paid again at the restart. It stays in the
+/// inbox, unattempted, and the next start answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_drain_closes_intake() {
+async fn graceful_drain_finishes_running_turns_and_starts_no_queued_one() {
     let (_d, store) = store();
     let rt = start(&store, Opts::default()).await;
-    accept(&rt, "owner", "hello").await;
-    assert!(rt.stream.drain(Duration::from_secs(5)).await.unwrap());
+    accept(&rt, "owner", "please wait for me").await;
+    let queued = accept(&rt, "owner", "hello again").await;
+    wait_for("the first turn's model call", || {
+        rt.llm.calls.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    let stream = rt.stream.clone();
+    let drain = tokio::spawn(async move { stream.drain(Duration::from_secs(10)).await });
+    // The drain is waiting on the running turn; then it is let through.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !drain.is_finished(),
+        "the drain did not wait for the running turn"
+    );
+    rt.llm.gate.add_permits(10);
+    let drained = drain.await.unwrap().unwrap();
+    assert_eq!(
+        drained,
+        silas_actors::stream::Drained {
+            cut_off: 0,
+            left_queued: 1
+        }
+    );
+    assert!(drained.finished());
+    let calls = rt.llm.calls.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rt.sink.replies().len(), 1, "only the running turn answered");
+    assert_eq!(
+        rt.llm.calls.load(Ordering::SeqCst),
+        calls,
+        "no model call after the drain"
+    );
+    let left = store.inbox().get(&queued).unwrap().unwrap();
+    assert_eq!(left.stage, silas_storage::InboxStage::Accepted);
     assert_eq!(
         rt.stream.submit(msg("owner", "hello")).await.unwrap(),
         SubmitOutcome::ShuttingDown
     );
+    rt.stop().await;
+    // As the daemon does once its processors are stopped: the attempt
+    // charged at acceptance is given back (it never started).
+    assert_eq!(store.inbox().refund_cut_off().await.unwrap(), 1);
+    assert_eq!(store.inbox().get(&queued).unwrap().unwrap().attempts, 0);
+
+    // The next start answers it.
+    let rt = start(&store, Opts::default()).await;
+    all_delivered(&store, "the queued message answered after the restart").await;
     assert_eq!(rt.sink.replies().len(), 1);
     rt.stop().await;
 }

@@ -214,19 +214,42 @@ impl StreamHandle {
         ractor::call_t!(self.actor, StreamMsg::Status, STREAM_RPC_TIMEOUT_MS).map_err(unavailable)
     }
 
-    /// §18.2 steps 1–3: close intake, then wait up to `grace` for in-flight
-    /// turns. Returns whether everything pending was delivered; what is left
-    /// stays in the inbox and is replayed on the next start.
-    pub async fn drain(&self, grace: Duration) -> Result<bool, TurnError> {
-        let mut pending =
+    /// §18.2 steps 1–3: close intake, then wait up to `grace` for the
+    /// turns running now. Queued turns do not start (`TurnStarts`); with
+    /// anything cut off at the grace they stay in the inbox and are taken
+    /// at the next start. Returns what the drain left.
+    pub async fn drain(&self, grace: Duration) -> Result<Drained, TurnError> {
+        let mut running =
             ractor::call_t!(self.actor, StreamMsg::CloseIntake, STREAM_RPC_TIMEOUT_MS)
                 .map_err(unavailable)?;
         let deadline = Instant::now() + grace;
-        while pending > 0 && Instant::now() < deadline {
+        let mut status = self.status().await?;
+        while running > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            pending = self.status().await?.pending_total;
+            status = self.status().await?;
+            running = status.running_turns;
         }
-        Ok(pending == 0)
+        Ok(Drained {
+            cut_off: running,
+            // Queued turns include the ones still running.
+            left_queued: status.pending_total.saturating_sub(running),
+        })
+    }
+}
+
+/// What a shutdown drain left in the inbox for the next start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Turns still running when the grace ended (cut off).
+    pub cut_off: u32,
+    /// Turns queued and never started.
+    pub left_queued: u32,
+}
+
+impl Drained {
+    /// Every turn that started finished.
+    pub fn finished(&self) -> bool {
+        self.cut_off == 0
     }
 }
 

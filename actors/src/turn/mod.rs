@@ -35,6 +35,7 @@ pub mod skill_context;
 pub mod subscribe;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
@@ -72,12 +73,57 @@ pub struct TurnArgs {
     pub deps: Arc<TurnDeps>,
     /// Called with `(scope_id, inbox_id)` after a turn is delivered.
     pub on_done: Arc<TurnDone>,
+    /// Shared by every processor of the Stream: closed at shutdown.
+    pub starts: Arc<TurnStarts>,
+}
+
+/// Whether turns may start, and how many are running (§18.2). At shutdown
+/// the Stream closes it: turns already running finish within the grace,
+/// and queued ones do not start — they stay in the inbox, unattempted, and
+/// are taken at the next start. Starting them would spend a model call on
+/// a turn the grace may cut off and the restart then pays again.
+#[derive(Debug, Default)]
+pub struct TurnStarts {
+    closed: std::sync::atomic::AtomicBool,
+    running: std::sync::atomic::AtomicU32,
+}
+
+/// One running turn; dropping it (done, failed or panicked) ends it.
+pub struct RunningTurn(Arc<TurnStarts>);
+
+impl Drop for RunningTurn {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, SeqCst);
+    }
+}
+
+impl TurnStarts {
+    /// A turn starting, unless closed. Counted before the check, and
+    /// `close` sets the flag before reading the count (both sequentially
+    /// consistent): either the turn sees the close, or the drain sees it
+    /// running — never neither.
+    pub fn start(self: &Arc<Self>) -> Option<RunningTurn> {
+        self.running.fetch_add(1, SeqCst);
+        let turn = RunningTurn(self.clone());
+        (!self.closed.load(SeqCst)).then_some(turn)
+    }
+
+    /// No turn starts from now on.
+    pub fn close(&self) {
+        self.closed.store(true, SeqCst);
+    }
+
+    /// Turns running now.
+    pub fn running(&self) -> u32 {
+        self.running.load(SeqCst)
+    }
 }
 
 pub struct TurnState {
     deps: Arc<TurnDeps>,
     scope: ScopeState,
     on_done: Arc<TurnDone>,
+    starts: Arc<TurnStarts>,
     /// The rehydration notice not yet shown (once per rehydration, before
     /// this processor's first reply).
     notice: Option<&'static str>,
@@ -101,6 +147,7 @@ impl Actor for TurnProcessor {
             deps: args.deps,
             scope,
             on_done: args.on_done,
+            starts: args.starts,
             // Only the owner hears about restarts: a chatbot customer
             // returning after an idle release would otherwise be told of a
             // "restart" that is the daemon's business, not theirs.
@@ -130,6 +177,10 @@ impl Actor for TurnProcessor {
                     .pending_for_scope(&state.scope.scope_id)?;
                 let mut pending = pending.into_iter();
                 let Some(record) = pending.next() else {
+                    return Ok(());
+                };
+                // Shutting down: left in the inbox for the next start.
+                let Some(_running) = state.starts.start() else {
                     return Ok(());
                 };
                 let inbox_id = record.inbox_id.clone();
