@@ -3,6 +3,7 @@
 //! let in-flight requests finish within the grace period, audit, checkpoint).
 
 mod banner;
+mod drain;
 mod signals;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -595,47 +596,11 @@ async fn run(
     };
     tracing::info!(reason, "shutting down");
     let grace = Duration::from_secs(cfg.backpressure.shutdown_grace_seconds);
-    // §18.2 steps 1–3 before step 5: close turn/card intake (prompts with a
-    // waiter resolve to their safe default; plan cards stay for the restart)
-    // and let in-flight turns finish while their sockets can still take the
-    // replies; what is left stays in the inbox and is replayed on the next
-    // start. Then the WebSockets close with 1001.
-    // Turns still running at the end of the grace are cut off (replayed at
-    // the next start): `drained` says so, and the log names the count.
-    // Queued turns do not start during the drain (a turn the grace cut off
-    // would pay its model call again at the restart): they stay in the
-    // inbox, unattempted, and `left_queued` counts them.
-    let mut hurried = false;
-    let mut left_queued = 0;
-    let turns_drained = match silas_actors::stream::StreamHandle::find() {
-        Some(stream) => tokio::select! {
-            drained = stream.drain(grace) => match drained {
-                Ok(d) => {
-                    left_queued = d.left_queued;
-                    if d.left_queued > 0 {
-                        tracing::info!(messages = d.left_queued, "shutdown: queued messages were not started; they are answered at the next start");
-                    }
-                    d.finished()
-                }
-                Err(e) => {
-                    tracing::warn!("shutdown: the turn drain did not answer: {e}");
-                    false
-                }
-            },
-            signal = signals.next() => {
-                hurried = true;
-                tracing::warn!(signal, "shutdown: asked again, stopping now without waiting for running turns; they are replayed at the next start");
-                false
-            }
-        },
-        None => true,
-    };
-    if !turns_drained && !hurried {
-        tracing::warn!(
-            grace_seconds = grace.as_secs(),
-            "shutdown: turns still running after the grace period were cut off; they are replayed at the next start"
-        );
-    }
+    let drain::TurnDrain {
+        finished: turns_drained,
+        hurried,
+        left_queued,
+    } = drain::drain_turns(grace, &mut signals).await;
     // Hurried: what is left gets a moment, not the whole grace again.
     let grace = if hurried {
         grace.min(signals::HURRIED_GRACE)
