@@ -48,7 +48,7 @@ const FRONT: &str = "---\nname: notes-conn\ndescription: Use when the owner want
 const APPEND: &str = "import sys\nargs = sys.argv[1:]\nif args == ['--help'] or not args:\n    print('usage: append.py --text TEXT')\n    sys.exit(0)\nprint('appended:', args[args.index('--text') + 1])\n";
 const HEALTH: &str = "import json\nprint(json.dumps({'healthy': True, 'latency_ms': 1}))\n";
 // The setup and the re-authorisation: the provider grants what is asked.
-const SETUP: &str = "import json, sys\nif sys.argv[1:] == ['--help']:\n    print('usage: setup.py')\n    sys.exit(0)\nprint(json.dumps({'type': 'done'}), flush=True)\n";
+const SETUP: &str = "import json, sys\nif sys.argv[1:] == ['--help']:\n    print('usage: setup.py')\n    sys.exit(0)\nprint(json.dumps({'type': 'token', 'secret_ref': 'access', 'value': 'tok-escalation'}), flush=True)\nprint(json.dumps({'type': 'done'}), flush=True)\n";
 
 fn write_skill(root: &Path) -> std::path::PathBuf {
     let dir = root.join(SKILL);

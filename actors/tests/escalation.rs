@@ -112,6 +112,7 @@ struct Rig {
     turns: Turns,
     sink: MemorySink,
     host: Arc<SkillHost>,
+    rt: Arc<ConnectionRuntime>,
     _stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -206,12 +207,13 @@ async fn rig(manager: &str) -> Rig {
         manager: manager.into(),
     });
     f.engine.skills = Some(host.clone());
-    f.engine.connections = Some(Arc::new(rt) as Arc<dyn PermissionEscalator>);
+    f.engine.connections = Some(Arc::new(rt.clone()) as Arc<dyn PermissionEscalator>);
     Rig {
         f,
         turns,
         sink,
         host,
+        rt,
         _stop: stop,
     }
 }
@@ -572,4 +574,73 @@ async fn only_the_owner_answers_an_escalation_card_once() {
             .iter()
             .any(|d| d["scope"] == "connection_act" || d["scope"] == "connection_manage")
     );
+}
+
+/// A first setup whose script says `done` without handing over a credential
+/// does not make the connection active (every call would then fail with no
+/// token): it goes back to `proposed`, audited as `no_credential`, and the
+/// owner is told. (With the token handed over it completes:
+/// `connections::a_device_code_connection_…`, `e2e_escalation`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_setup_without_a_credential_is_not_active() {
+    let rig = rig("conn-manager-no-credential").await;
+    rig.f.store.records::<Connection>().delete(CONN).unwrap();
+    let status = |rig: &Rig| {
+        rig.f
+            .store
+            .records::<Connection>()
+            .get(CONN)
+            .unwrap()
+            .map(|c| c.status)
+    };
+    let setup_ended = |rig: &Rig, event: &str| {
+        rig.f
+            .store
+            .audit()
+            .tail(1000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event == event)
+            .count()
+    };
+    let id = rig.rt.start_setup(SKILL, Default::default()).await.unwrap();
+    assert_eq!(id, CONN);
+    for _ in 0..200 {
+        if setup_ended(&rig, "connection.setup_failed")
+            + setup_ended(&rig, "connection.setup_completed")
+            > 0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failed: Vec<_> = rig
+        .f
+        .store
+        .audit()
+        .tail(1000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "connection.setup_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(
+        failed[0].data["reason"], "no_credential",
+        "{:?}",
+        failed[0].data
+    );
+    assert_eq!(status(&rig), Some(ConnectionStatus::Proposed));
+    let told = || {
+        rig.sink.sent().iter().any(|o| {
+            matches!(o, silas_actors::channel::Outbound::OwnerNotice { text, .. }
+                if text.contains("without handing over a credential"))
+        })
+    };
+    for _ in 0..100 {
+        if told() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(told(), "{:?}", rig.sink.sent());
 }

@@ -15,9 +15,11 @@ use std::sync::Mutex;
 
 use crate::protocol::{ClientFrame, ProtocolError, ServerFrame};
 
-/// Aliases one connection remembers; the oldest is forgotten past this.
-/// A customer's rate limit keeps far fewer ids in flight.
-pub const MAX_ALIASES: usize = 1024;
+/// Aliases one connection remembers; the oldest is forgotten past this
+/// (its `ack` is then refused; a customer's reply is not sent again
+/// anyway). A client acknowledges a reply as it shows it, so a handful are
+/// in flight; the bound keeps a patient visitor's book at a few tens of KiB.
+pub const MAX_ALIASES: usize = 256;
 
 #[derive(Default)]
 struct Book {

@@ -18,6 +18,7 @@ fn setup_reason(reason: Option<&str>) -> &'static str {
         Some("protocol") => "its script broke the setup protocol",
         Some("sandbox") => "its script could not run in the sandbox",
         Some("secret_store") => "its token could not be stored",
+        Some("no_credential") => "its script finished without handing over a credential",
         _ => "it was refused",
     }
 }

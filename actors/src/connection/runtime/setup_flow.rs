@@ -260,7 +260,25 @@ impl ConnectionRuntime {
         let open = shown.lock().map(|ids| ids.clone()).unwrap_or_default();
         stream.withdraw_cards(open);
         let timed_out = timed_out.load(std::sync::atomic::Ordering::SeqCst);
-        result.map_err(|e| not_completed(&e, timed_out))
+        let stored = result.map_err(|e| not_completed(&e, timed_out))?;
+        // Every auth strategy hands over a credential: a first setup that
+        // says `done` without one would be an active connection whose every
+        // call fails. A re-authorisation (more scopes) may keep the token
+        // it has.
+        if stored.is_empty() && incremental_scopes.is_empty() && !self.has_token(conn) {
+            return Err(ConnectionSetupError::NotCompleted {
+                kind: "no_credential",
+                detail: Some("its script said done without handing over a credential".into()),
+                said: None,
+            });
+        }
+        Ok(stored)
+    }
+
+    /// Whether `conn`'s skill has its access token in the secret store.
+    fn has_token(&self, conn: &Connection) -> bool {
+        super::connection_secret_ref(&conn.skill_name, super::TOKEN_REF)
+            .is_some_and(|r| self.args.secrets.get(&r).is_ok())
     }
 
     fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
