@@ -132,6 +132,10 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
     )
     .await;
     assert_eq!(err["request_id"], json!(request_id), "{err}");
+    // Refused at the channel, before the runtime: a customer may only name
+    // ids it was shown, and its refusal costs the same whether the card
+    // exists or not (no timing oracle on the inbox counter).
+    assert_eq!(err["code"], "E_CHANNEL_AUTH", "{err}");
     // The owner's own message, for the taint comparison below.
     send(
         &mut owner,
@@ -161,9 +165,8 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
     assert!(!has("work_dispatched"), "work was dispatched");
     assert!(has("plan_sent_for_review"));
     assert!(
-        audit.iter().any(|e| e.event == "card_answer_refused"
-            && e.data.get("request_id") == Some(&json!(request_id))),
-        "the customer's answer was not refused on the record"
+        !audit.iter().any(|e| e.event == "card_answer_refused"),
+        "the customer's answer reached the runtime"
     );
     // Identity from the server: the forged sender_id changed nothing.
     let customer_msgs = store.chronicle().get_recent(&customer_scope, 20).unwrap();

@@ -335,3 +335,51 @@ async fn a_stop_finishes_the_running_turn_and_starts_no_queued_one() {
     daemon.stop().await;
     assert_eq!(fake.requests().len(), 2, "each message cost one model call");
 }
+
+/// A chatbot visitor's conversation ends with its connection (its scope is
+/// the connection; a reply is sent once and never kept), so at a stop its
+/// queued turns still run while its socket is open: left for the restart,
+/// they could never be answered (red-team F5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_still_answers_a_visitors_queued_messages() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(direct("The first answer.").delayed(Duration::from_millis(1_500)));
+    fake.push(direct("The second answer."));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
+    let goal = tmp.path().join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(tmp.path());
+    cmd.arg("--config")
+        .arg(tmp.path().join("silas.yaml"))
+        .env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    for text in ["first", "second"] {
+        send(&mut ws, json!({"type": "message", "text": text})).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let replies = tokio::spawn(async move {
+        let mut texts = Vec::new();
+        while texts.len() < 2 {
+            texts.push(until_reply(&mut ws).await.1);
+        }
+        texts
+    });
+    daemon.stop().await;
+    let texts = tokio::time::timeout(Duration::from_secs(5), replies)
+        .await
+        .expect("both replies before the stop")
+        .unwrap();
+    assert_eq!(texts, ["The first answer.", "The second answer."]);
+    let stopped: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "daemon.stopped")
+        .collect();
+    assert_eq!(stopped[0]["data"]["left_queued"], json!(0), "{stopped:?}");
+    assert_eq!(stopped[0]["data"]["drained"], json!(true), "{stopped:?}");
+}

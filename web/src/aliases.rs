@@ -6,9 +6,9 @@
 //! messages — e.g. to tell when the owner is active. A customer connection
 //! therefore sees a random alias (`m-` and 16 hex digits) for every id the
 //! server issues it (`accepted`, a reply's `id`, `progress`, a card's
-//! `request_id`), the same alias for the same id on that connection, and its
+//! `request_id`), the same alias for the same id on that connection; its
 //! frames' aliases are turned back into the real ids before the runtime sees
-//! them. The owner sees the real ids (its own audit log names them).
+//! them, and any other id it names is refused here. The owner sees the real ids (its own audit log names them).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -87,13 +87,14 @@ impl IdAliases {
         }
     }
 
-    /// Rewrites the alias a client frame refers to into the real id. An
-    /// `ack` of an id this connection was never given is refused here, as
-    /// the runtime refuses another conversation's: passed on, a raw id of
-    /// the visitor's own reply would be acknowledged, and the difference
-    /// would tell it the counter. A card answer under an unknown id goes on
-    /// as sent, so the runtime refuses it on the record (`card_answer_refused`):
-    /// no card a customer can answer has a real id it was shown.
+    /// Rewrites the alias a client frame refers to into the real id. An id
+    /// this connection was never given is refused here, before the runtime
+    /// sees it, the same for every such id: passed on, a raw id of the
+    /// visitor's own reply would be acknowledged, and a card answer would
+    /// take longer for a card that exists (its refusal is audited) than for
+    /// one that does not — either way the visitor could probe the counter.
+    /// Refused here it also costs the store nothing (one connection per
+    /// visitor made the per-scope answer limit no limit).
     pub fn inbound(&self, frame: &mut ClientFrame) -> Result<Option<Referred>, ProtocolError> {
         let is_ack = matches!(frame, ClientFrame::Ack { .. });
         let Some(id) = frame.referenced_id_mut() else {
@@ -109,7 +110,11 @@ impl IdAliases {
                 "no reply of this conversation has that id",
                 None,
             )),
-            None => Ok(None),
+            None => Err(ProtocolError::new(
+                "E_CHANNEL_AUTH",
+                "no card of this conversation has that id",
+                Some(id.clone()),
+            )),
         }
     }
 }
@@ -223,14 +228,14 @@ mod tests {
         };
         a.inbound(&mut answer).unwrap();
         assert_eq!(answer.request_id(), Some("card-00000000000000000017"));
-        // A card answer under an id it was never given goes on as sent (the
-        // runtime refuses it on the record).
+        // A card answer under an id it was never given is refused alike.
         let mut forged = ClientFrame::Checkpoint {
             request_id: "card-00000000000000000003".into(),
             verdict: "a".into(),
         };
-        assert!(a.inbound(&mut forged).unwrap().is_none());
-        assert_eq!(forged.request_id(), Some("card-00000000000000000003"));
+        let e = a.inbound(&mut forged).unwrap_err();
+        assert_eq!(e.code, "E_CHANNEL_AUTH");
+        assert_eq!(e.request_id.as_deref(), Some("card-00000000000000000003"));
         // A refusal of the real id comes back under the alias, message too.
         let mut answer = ClientFrame::Checkpoint {
             request_id: card_alias.clone(),

@@ -79,9 +79,13 @@ pub struct TurnArgs {
 
 /// Whether turns may start, and how many are running (§18.2). At shutdown
 /// the Stream closes it: turns already running finish within the grace,
-/// and queued ones do not start — they stay in the inbox, unattempted, and
-/// are taken at the next start. Starting them would spend a model call on
-/// a turn the grace may cut off and the restart then pays again.
+/// and queued ones of a conversation that outlives its connection (the
+/// owner's, a Telegram chat's) do not start — they stay in the inbox,
+/// unattempted, and are taken at the next start. Starting them would spend
+/// a model call on a turn the grace may cut off and the restart then pays
+/// again. A web visitor's conversation ends with its connection (its reply
+/// is sent once, never kept: nobody can come back for it after a restart),
+/// so its queued turns still start while its socket is open.
 #[derive(Debug, Default)]
 pub struct TurnStarts {
     closed: std::sync::atomic::AtomicBool,
@@ -102,10 +106,12 @@ impl TurnStarts {
     /// `close` sets the flag before reading the count (both sequentially
     /// consistent): either the turn sees the close, or the drain sees it
     /// running — never neither.
-    pub fn start(self: &Arc<Self>) -> Option<RunningTurn> {
+    /// `can_wait`: the conversation outlives its connection, so a queued
+    /// turn of it can wait for the next start.
+    pub fn start(self: &Arc<Self>, can_wait: bool) -> Option<RunningTurn> {
         self.running.fetch_add(1, SeqCst);
         let turn = RunningTurn(self.clone());
-        (!self.closed.load(SeqCst)).then_some(turn)
+        (!can_wait || !self.closed.load(SeqCst)).then_some(turn)
     }
 
     /// No turn starts from now on.
@@ -179,8 +185,12 @@ impl Actor for TurnProcessor {
                 let Some(record) = pending.next() else {
                     return Ok(());
                 };
-                // Shutting down: left in the inbox for the next start.
-                let Some(_running) = state.starts.start() else {
+                // Shutting down: left in the inbox for the next start,
+                // unless nobody could be answered then.
+                let Some(_running) = state
+                    .starts
+                    .start(outlives_connection(&state.deps, &record))
+                else {
                     return Ok(());
                 };
                 let inbox_id = record.inbox_id.clone();
@@ -209,6 +219,20 @@ impl Actor for TurnProcessor {
         }
         Ok(())
     }
+}
+
+/// Whether `record`'s conversation outlives the connection it came on: its
+/// reply can be delivered after a restart (kept until acknowledged, or sent
+/// by a channel that reaches the sender any time). A web visitor's reply is
+/// sent once to its connection, which no restart brings back.
+fn outlives_connection(deps: &TurnDeps, record: &InboxRecord) -> bool {
+    let reply = Outbound::Reply {
+        scope_id: record.message.scope_id.clone(),
+        connection_id: record.message.connection_id.clone(),
+        reply_to: record.inbox_id.clone(),
+        text: String::new(),
+    };
+    deps.sink.reply_ack(&reply) != ReplyAck::ClientOnce
 }
 
 /// Shows the rehydration notice on the scope's channel. Best effort: the
