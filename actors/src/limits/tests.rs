@@ -427,3 +427,23 @@ fn prune_trims_an_active_keys_window_after_a_burst() {
     assert!(q.capacity() <= 4 * MIN_EVENTS, "capacity {}", q.capacity());
     assert_eq!(l.remaining("busy", later), 99_999);
 }
+
+/// One address (its visitors' messages, each at least one model call)
+/// cannot take the whole share of the global model-call window visitors
+/// may use: with 240 per address against 240 for all visitors, eight
+/// connections from one address shut every other visitor out in 0.4 s
+/// (red-team, session 40).
+#[test]
+fn by_default_one_address_gets_at_most_half_the_visitors_model_calls() {
+    let cfg = silas_core::config::LimitsConfig::default();
+    let llm = ScopedWithGlobal::new(
+        RateLimiter::per_minute(cfg.llm_calls_per_minute_per_scope),
+        RateLimiter::per_minute(cfg.llm_calls_per_minute_global),
+    );
+    let visitors_share = cfg.llm_calls_per_minute_global - llm.owner_reserve();
+    assert!(
+        cfg.ws_messages_per_minute_per_ip * 2 <= visitors_share,
+        "{} per address against {visitors_share} for all visitors",
+        cfg.ws_messages_per_minute_per_ip
+    );
+}

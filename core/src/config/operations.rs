@@ -161,7 +161,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
             ws_messages_per_minute_per_scope: 60,
-            ws_messages_per_minute_per_ip: 240,
+            ws_messages_per_minute_per_ip: 120,
             card_submissions_per_minute_per_scope: 30,
             llm_calls_per_minute_per_scope: 30,
             llm_calls_per_minute_global: 300,
