@@ -416,6 +416,16 @@ async fn a_chatbot_customer_sees_no_counter_of_anyones_messages_or_visits() {
     let mut b = b;
     let e = ack(&mut b, &aliases[1]).await.expect("refused");
     assert_eq!(e["code"], "E_CHANNEL_AUTH", "{e}");
+    // `/health` is public in a chatbot deployment: liveness only, unless
+    // the owner's credential comes with it (the counts told a visitor when
+    // the owner connected, how long the review queue is, which provider).
+    let anonymous = health(&addr, None);
+    assert_eq!(anonymous, json!({"status": "ok", "service": "silas"}));
+    let wrong = health(&addr, Some("not-the-owner"));
+    assert_eq!(wrong, anonymous);
+    let owners_view = health(&addr, Some(&support::owner_token_for(&addr)));
+    assert_eq!(owners_view["connections"], 3, "{owners_view}");
+    assert!(owners_view["queue"].is_object(), "{owners_view}");
     let scope_a = auth_a["scope_id"].as_str().unwrap().to_string();
     drop((a, b, owner));
     daemon.stop().await;
@@ -429,4 +439,24 @@ async fn a_chatbot_customer_sees_no_counter_of_anyones_messages_or_visits() {
     }
     let acked = store.inbox().get(&own_raw[0]).unwrap().unwrap();
     assert_eq!(acked.stage, silas_storage::InboxStage::Delivered);
+}
+
+/// `GET /health` with the right `Host`, and `token` as the bearer.
+fn health(addr: &str, token: Option<&str>) -> Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let (a, b) = (body.find('{').unwrap(), body.rfind('}').unwrap());
+    serde_json::from_str(&body[a..=b]).unwrap()
 }

@@ -163,8 +163,12 @@ pub fn web_addr(cfg: &Config) -> String {
 #[derive(Deserialize)]
 struct Health {
     status: String,
-    #[serde(rename = "connections")]
-    _connections: u64,
+    /// Present on every answer of this version, with or without the counts.
+    #[serde(default)]
+    service: Option<String>,
+    /// The counts: what an earlier version's answer is known by.
+    #[serde(default)]
+    connections: Option<u64>,
 }
 
 /// Free (we can bind it), held by a Silas daemon (its `/health` answers as
@@ -208,7 +212,12 @@ async fn health_is_silas(addr: &str) -> Result<(), String> {
         ));
     }
     match resp.json::<Health>().await {
-        Ok(h) if h.status == "ok" => Ok(()),
+        Ok(h)
+            if h.status == "ok"
+                && (h.service.as_deref() == Some("silas") || h.connections.is_some()) =>
+        {
+            Ok(())
+        }
         _ => Err("GET /health does not answer as Silas".into()),
     }
 }

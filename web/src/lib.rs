@@ -102,6 +102,9 @@ impl HealthState {
 #[derive(Serialize)]
 struct HealthBody {
     status: &'static str,
+    /// Names the server (`silas doctor` tells a port held by a Silas daemon
+    /// from one held by something else, without a credential).
+    service: &'static str,
     connections: usize,
     /// Turn-queue pressure (§18.6); absent until a runtime is attached.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -526,25 +529,52 @@ fn routes(
     // Liveness for anyone; the counts only when `Host` names this server: a
     // page on another site that rebinds its name to this address (DNS
     // rebinding) could otherwise read how many connections, queued turns
-    // and failing providers the owner has.
+    // and failing providers the owner has. In a chatbot deployment the
+    // server is public, so the counts also need the owner's credential
+    // (`Authorization: Bearer`): a visitor could read the owner's comings
+    // and goings, the review queue and the model provider from them.
     let health = warp::path("health")
         .and(warp::path::end())
         .and(warp::get())
         .and(warp::header::optional::<String>("host"))
+        .and(warp::header::optional::<String>("authorization"))
+        .and(server::client_addr())
         .and(with_state.clone())
-        .then(|host: Option<String>, state: Arc<WebState>| async move {
-            if ws::request_allowed(&state.own_hosts, host.as_deref(), None).is_err() {
-                return warp::reply::json(&serde_json::json!({"status": "ok"}));
-            }
-            let queue = state.backend.queue_pressure().await;
-            warp::reply::json(&HealthBody {
-                status: "ok",
-                connections: state.health.connections(),
-                queue,
-                providers: state.backend.providers(),
-                channels: state.backend.channels(),
-            })
-        });
+        .then(
+            |host: Option<String>,
+             authorization: Option<String>,
+             remote: Option<SocketAddr>,
+             state: Arc<WebState>| async move {
+                let liveness =
+                    || warp::reply::json(&serde_json::json!({"status": "ok", "service": "silas"}));
+                if ws::request_allowed(&state.own_hosts, host.as_deref(), None).is_err() {
+                    return liveness();
+                }
+                if state.customer_scopes {
+                    // No header, no check: a liveness probe is not a failed sign-in.
+                    let token = authorization
+                        .as_deref()
+                        .and_then(|a| a.strip_prefix("Bearer "));
+                    let owner = token.is_some()
+                        && matches!(
+                            state.auth.check(remote.map(|r| r.ip()), token, "health"),
+                            AuthOutcome::Owner(_)
+                        );
+                    if !owner {
+                        return liveness();
+                    }
+                }
+                let queue = state.backend.queue_pressure().await;
+                warp::reply::json(&HealthBody {
+                    status: "ok",
+                    service: "silas",
+                    connections: state.health.connections(),
+                    queue,
+                    providers: state.backend.providers(),
+                    channels: state.backend.channels(),
+                })
+            },
+        );
 
     let ws = warp::path("ws")
         .and(warp::path::end())
