@@ -28,6 +28,13 @@ impl ChannelSink for Channels {
         }
     }
 
+    fn reaches(&self, out: &Outbound) -> bool {
+        match self.telegram.as_ref() {
+            Some(tg) if tg.serves(out) => true,
+            _ => self.web.reaches(out),
+        }
+    }
+
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let Some(tg) = self.telegram.as_ref().filter(|t| t.serves(&out)) else {

@@ -745,6 +745,18 @@ impl ChannelSink for WebBridge {
         }
     }
 
+    /// A visitor's reply reaches it only while its connection is open (its
+    /// scope is that connection); the owner's waits for the next one.
+    fn reaches(&self, out: &Outbound) -> bool {
+        if self.reply_ack(out) != ReplyAck::ClientOnce {
+            return true;
+        }
+        self.connections
+            .lock()
+            .map(|c| c.values().any(|c| c.scope_id == out.scope_id()))
+            .unwrap_or(true)
+    }
+
     fn send(&self, out: Outbound) -> BoxFuture<'_, Result<(), ChannelError>> {
         Box::pin(async move {
             let connection = match &out {

@@ -200,7 +200,8 @@ async fn a_skill_made_on_request_waits_for_the_owners_approval_then_runs() {
         )
         .await;
         assert_eq!(err["request_id"], card["request_id"], "{err}");
-        assert_eq!(err["code"], "E_CHANNEL_PROTOCOL", "{err}");
+        // Refused at the channel: a customer may only name ids it was shown.
+        assert_eq!(err["code"], "E_CHANNEL_AUTH", "{err}");
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(

@@ -383,3 +383,63 @@ async fn a_stop_still_answers_a_visitors_queued_messages() {
     assert_eq!(stopped[0]["data"]["left_queued"], json!(0), "{stopped:?}");
     assert_eq!(stopped[0]["data"]["drained"], json!(true), "{stopped:?}");
 }
+
+/// A visitor who leaves with messages still queued costs no model call for
+/// them: its conversation ended with its connection, so nobody could read
+/// their replies (a flood-and-leave visitor ran up the owner's model bill).
+/// They are closed unanswered, audited `turn_abandoned`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_who_leaves_costs_no_model_call_for_its_queued_messages() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(direct("The first answer.").delayed(Duration::from_millis(1_500)));
+    fake.set_fallback(direct("Another answer."));
+    let tmp = tempfile::tempdir().unwrap();
+    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
+    let goal = tmp.path().join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(tmp.path());
+    cmd.arg("--config")
+        .arg(tmp.path().join("silas.yaml"))
+        .env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (mut ws, _) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    for text in ["first", "second", "third"] {
+        send(&mut ws, json!({"type": "message", "text": text})).await;
+    }
+    let mut accepted = 0;
+    while accepted < 3 {
+        let f = next_frame(&mut ws, Duration::from_secs(10))
+            .await
+            .expect("accepted");
+        accepted += usize::from(f["type"] == "accepted");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(ws);
+    // The first turn finishes (its reply finds nobody); the others end.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "a model call for a visitor who left"
+    );
+    daemon.stop().await;
+    let abandoned: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "turn_abandoned")
+        .collect();
+    assert_eq!(abandoned.len(), 2, "{abandoned:?}");
+    assert!(
+        abandoned
+            .iter()
+            .all(|e| e["data"]["reason"] == "visitor_gone")
+    );
+    let stopped: Vec<Value> = support::audit_events(tmp.path())
+        .into_iter()
+        .filter(|e| e["event"] == "daemon.stopped")
+        .collect();
+    assert_eq!(stopped[0]["data"]["left_queued"], json!(0), "{stopped:?}");
+}

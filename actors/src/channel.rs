@@ -100,6 +100,14 @@ pub trait ChannelSink: Send + Sync {
     fn reply_ack(&self, _out: &Outbound) -> ReplyAck {
         ReplyAck::Channel
     }
+
+    /// Whether the reply `out` could reach its reader, now or later. Only a
+    /// conversation that ends with its connection ([`ReplyAck::ClientOnce`])
+    /// can become unreachable: its visitor left. A turn whose reply nobody
+    /// can read is not run (its model call would be spent for nothing).
+    fn reaches(&self, _out: &Outbound) -> bool {
+        true
+    }
 }
 
 /// Keeps every delivery in memory, dropping a reply whose `reply_to` was

@@ -30,7 +30,10 @@ async fn health_reports_ok_and_connection_count() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "application/json");
     let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body, serde_json::json!({"status": "ok", "connections": 0}));
+    assert_eq!(
+        body,
+        serde_json::json!({"status": "ok", "service": "silas", "connections": 0})
+    );
 
     health.connection_opened();
     let body: serde_json::Value = client.get(&url).send().await.unwrap().json().await.unwrap();

@@ -185,12 +185,12 @@ impl Actor for TurnProcessor {
                 let Some(record) = pending.next() else {
                     return Ok(());
                 };
+                let reply = reply_probe(&record);
+                let ends_with_connection =
+                    state.deps.sink.reply_ack(&reply) == ReplyAck::ClientOnce;
                 // Shutting down: left in the inbox for the next start,
                 // unless nobody could be answered then.
-                let Some(_running) = state
-                    .starts
-                    .start(outlives_connection(&state.deps, &record))
-                else {
+                let Some(_running) = state.starts.start(!ends_with_connection) else {
                     return Ok(());
                 };
                 let inbox_id = record.inbox_id.clone();
@@ -199,6 +199,11 @@ impl Actor for TurnProcessor {
                 }
                 if record.attempts >= MAX_TURN_ATTEMPTS {
                     quarantine(&state.deps, &mut state.scope, record).await?;
+                } else if ends_with_connection
+                    && record.stage < InboxStage::Responded
+                    && !state.deps.sink.reaches(&reply)
+                {
+                    abandon(&state.deps, record).await?;
                 } else {
                     // Counted before it starts: a crash still counts.
                     let record = state
@@ -221,18 +226,47 @@ impl Actor for TurnProcessor {
     }
 }
 
-/// Whether `record`'s conversation outlives the connection it came on: its
-/// reply can be delivered after a restart (kept until acknowledged, or sent
-/// by a channel that reaches the sender any time). A web visitor's reply is
-/// sent once to its connection, which no restart brings back.
-fn outlives_connection(deps: &TurnDeps, record: &InboxRecord) -> bool {
-    let reply = Outbound::Reply {
+/// The reply `record`'s turn would send (empty), for asking the channel
+/// how it would deliver it.
+fn reply_probe(record: &InboxRecord) -> Outbound {
+    Outbound::Reply {
         scope_id: record.message.scope_id.clone(),
         connection_id: record.message.connection_id.clone(),
         reply_to: record.inbox_id.clone(),
         text: String::new(),
-    };
-    deps.sink.reply_ack(&reply) != ReplyAck::ClientOnce
+    }
+}
+
+/// A web visitor's message whose visitor has left (its conversation ended
+/// with its connection, and a restart never brings that back): closed
+/// without a turn — no model call, nothing filed for review from a
+/// conversation nobody is in — and audited `turn_abandoned` (ids only).
+async fn abandon(deps: &TurnDeps, record: InboxRecord) -> Result<(), ActorProcessingErr> {
+    tracing::info!(
+        scope_id = %record.message.scope_id,
+        inbox_id = %record.inbox_id,
+        "a visitor's message is not answered: the visitor has left"
+    );
+    let event = (
+        "turn_abandoned".to_string(),
+        obj(
+            json!({"scope_id": record.message.scope_id, "inbox_id": record.inbox_id,
+                   "reason": "visitor_gone"}),
+        ),
+    );
+    deps.store
+        .inbox()
+        .record_outcome_async(
+            &record.inbox_id,
+            silas_storage::TurnOutcome {
+                reply: String::new(),
+                audit: vec![event],
+                delivered: Some(ReplyAck::ClientOnce),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(())
 }
 
 /// Shows the rehydration notice on the scope's channel. Best effort: the
