@@ -301,11 +301,7 @@ async fn a_stop_finishes_the_running_turn_and_starts_no_queued_one() {
     for text in ["first", "second"] {
         send(&mut ws, json!({"type": "message", "text": text})).await;
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while fake.requests().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no model call");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    first_model_call(&fake).await;
     daemon.stop().await;
     assert_eq!(
         fake.requests().len(),
@@ -346,23 +342,11 @@ async fn a_stop_still_answers_a_visitors_queued_messages() {
     fake.push(direct("The first answer.").delayed(Duration::from_millis(1_500)));
     fake.push(direct("The second answer."));
     let tmp = tempfile::tempdir().unwrap();
-    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
-    let goal = tmp.path().join("goal.md");
-    std::fs::write(&goal, "customer support goal\n").unwrap();
-    let mut cmd = silas(tmp.path());
-    cmd.arg("--config")
-        .arg(tmp.path().join("silas.yaml"))
-        .env("SILAS__ACTIVE_GOAL", &goal);
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
-    let (mut ws, _) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    let (daemon, mut ws) = chatbot_visitor(tmp.path(), &fake).await;
     for text in ["first", "second"] {
         send(&mut ws, json!({"type": "message", "text": text})).await;
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while fake.requests().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no model call");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    first_model_call(&fake).await;
     let replies = tokio::spawn(async move {
         let mut texts = Vec::new();
         while texts.len() < 2 {
@@ -394,15 +378,7 @@ async fn a_visitor_who_leaves_costs_no_model_call_for_its_queued_messages() {
     fake.push(direct("The first answer.").delayed(Duration::from_millis(1_500)));
     fake.set_fallback(direct("Another answer."));
     let tmp = tempfile::tempdir().unwrap();
-    write_config(tmp.path(), &fake, ", timeout_seconds: 30");
-    let goal = tmp.path().join("goal.md");
-    std::fs::write(&goal, "customer support goal\n").unwrap();
-    let mut cmd = silas(tmp.path());
-    cmd.arg("--config")
-        .arg(tmp.path().join("silas.yaml"))
-        .env("SILAS__ACTIVE_GOAL", &goal);
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
-    let (mut ws, _) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    let (daemon, mut ws) = chatbot_visitor(tmp.path(), &fake).await;
     for text in ["first", "second", "third"] {
         send(&mut ws, json!({"type": "message", "text": text})).await;
     }
@@ -413,11 +389,7 @@ async fn a_visitor_who_leaves_costs_no_model_call_for_its_queued_messages() {
             .expect("accepted");
         accepted += usize::from(f["type"] == "accepted");
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while fake.requests().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no model call");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    first_model_call(&fake).await;
     drop(ws);
     // The first turn finishes (its reply finds nobody); the others end.
     tokio::time::sleep(Duration::from_millis(3_000)).await;
@@ -442,4 +414,28 @@ async fn a_visitor_who_leaves_costs_no_model_call_for_its_queued_messages() {
         .filter(|e| e["event"] == "daemon.stopped")
         .collect();
     assert_eq!(stopped[0]["data"]["left_queued"], json!(0), "{stopped:?}");
+}
+
+/// A chatbot deployment over `dir` on `fake` (the provider's timeout 30 s)
+/// and one visitor's connection to it.
+async fn chatbot_visitor(dir: &Path, fake: &FakeLlm) -> (support::Daemon, support::Ws) {
+    write_config(dir, fake, ", timeout_seconds: 30");
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(dir);
+    cmd.arg("--config")
+        .arg(dir.join("silas.yaml"))
+        .env("SILAS__ACTIVE_GOAL", &goal);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (ws, _) = support::connect_anonymous(&addr, Duration::from_secs(5)).await;
+    (daemon, ws)
+}
+
+/// Until `fake` has seen a request (at most 20 s).
+async fn first_model_call(fake: &FakeLlm) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
