@@ -655,16 +655,17 @@ pub async fn session<S>(
                 "already authenticated",
                 None,
             )),
-            Ok(mut frame) => match aliases.as_ref().map(|a| a.inbound(&mut frame)) {
-                Some(Err(e)) => Err(e),
-                Some(Ok(Some(referred))) => {
+            Ok(mut frame) => match aliases.as_ref().map(|a| a.inbound(&mut frame)).transpose() {
+                Err(e) => Err(e),
+                Ok(referred) => {
                     let result = state.backend.frame(&conn.connection_id, frame).await;
                     result.map_err(|mut e| {
-                        referred.restore(&mut e);
+                        if let Some(r) = referred.flatten() {
+                            r.restore(&mut e);
+                        }
                         e
                     })
                 }
-                _ => state.backend.frame(&conn.connection_id, frame).await,
             },
             Err(e) => Err(e),
         };

@@ -342,6 +342,12 @@ impl ConnectionRuntime {
         Ok((launch, proxy))
     }
 
+    /// `conn`'s access token, as its setup stored it.
+    fn access_token(&self, conn: &Connection) -> Option<Zeroizing<Vec<u8>>> {
+        let r = connection_secret_ref(&conn.skill_name, TOKEN_REF)?;
+        self.args.secrets.get(&r).ok()
+    }
+
     /// One run of a one-shot script of `conn`'s skill; its last line.
     async fn one_shot(
         &self,
@@ -357,9 +363,7 @@ impl ConnectionRuntime {
             .await
             .map_err(unavailable)?;
         let mut secret_env = Vec::new();
-        if let Some(r) = connection_secret_ref(&conn.skill_name, TOKEN_REF)
-            && let Ok(v) = self.args.secrets.get(&r)
-        {
+        if let Some(v) = self.access_token(conn) {
             secret_env.push((
                 "CONNECTION_TOKEN".to_string(),
                 Zeroizing::new(String::from_utf8_lossy(&v).into_owned()),

@@ -265,7 +265,7 @@ impl ConnectionRuntime {
         // says `done` without one would be an active connection whose every
         // call fails. A re-authorisation (more scopes) may keep the token
         // it has.
-        if stored.is_empty() && incremental_scopes.is_empty() && !self.has_token(conn) {
+        if stored.is_empty() && incremental_scopes.is_empty() && self.access_token(conn).is_none() {
             return Err(ConnectionSetupError::NotCompleted {
                 kind: "no_credential",
                 detail: Some("its script said done without handing over a credential".into()),
@@ -273,12 +273,6 @@ impl ConnectionRuntime {
             });
         }
         Ok(stored)
-    }
-
-    /// Whether `conn`'s skill has its access token in the secret store.
-    fn has_token(&self, conn: &Connection) -> bool {
-        super::connection_secret_ref(&conn.skill_name, super::TOKEN_REF)
-            .is_some_and(|r| self.args.secrets.get(&r).is_ok())
     }
 
     fn card(&self, request_id: String, payload: CardPayload) -> PendingCard {
