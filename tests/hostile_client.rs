@@ -61,12 +61,7 @@ async fn drain(ws: &mut Ws, within: Duration) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
     let dir = tempfile::tempdir().unwrap();
-    let goal = dir.path().join("goal.md");
-    std::fs::write(&goal, "customer support goal\n").unwrap();
-    let mut cmd = silas(dir.path());
-    cmd.env("SILAS__ACTIVE_GOAL", &goal)
-        .env("SILAS__CHANNELS__WEB__AUTH_TOKEN", OWNER_TOKEN);
-    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    let (daemon, addr) = start_chatbot(dir.path());
 
     let (mut owner, owner_auth) = open(&addr, Some(OWNER_TOKEN)).await;
     assert_eq!(owner_auth["scope_id"], "owner");
@@ -201,6 +196,18 @@ async fn a_chatbot_customer_never_sees_or_approves_the_plan_it_caused() {
         .find(|w| w.scope_id.as_deref() == Some(customer_scope.as_str()))
         .expect("the customer's plan is stored under its scope");
     assert!(item.approval_token.is_none());
+}
+
+/// The daemon as a chatbot deployment runs it: the default (offline)
+/// model, a customer-support goal, the owner token.
+fn start_chatbot(dir: &std::path::Path) -> (support::Daemon, String) {
+    let goal = dir.join("goal.md");
+    std::fs::write(&goal, "customer support goal\n").unwrap();
+    let mut cmd = silas(dir);
+    cmd.env("SILAS__ACTIVE_GOAL", &goal)
+        .env("SILAS__CHANNELS__WEB__AUTH_TOKEN", OWNER_TOKEN);
+    let (daemon, addr, _) = start_daemon(cmd, Stdio::null());
+    (daemon, addr)
 }
 
 /// A daemon whose every agent is the scripted fake model, in chatbot mode
@@ -426,4 +433,109 @@ async fn an_approved_goal_is_scheduled_at_once() {
         ("goal_cycle", "goal", "*/5 * * * *"),
         "{job:?}"
     );
+}
+
+/// Opens `/ws` as a customer from the loopback address `from` (Linux
+/// routes all of 127/8 to `lo`, so each is an address of its own).
+async fn open_from(addr: &str, from: std::net::Ipv4Addr) -> Ws {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((from, 0).into()).unwrap();
+    let stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let req = format!("ws://{addr}/ws").into_client_request().unwrap();
+    let (mut ws, _) =
+        tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(stream))
+            .await
+            .unwrap();
+    let auth = next_frame(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(auth["type"], "auth_ok", "{auth}");
+    ws
+}
+
+/// Red-team F4, from outside: 30 visitors from 30 addresses asked for work
+/// at the same moment, and 22–23 plan cards reached the owner's Review
+/// against its cap of 20 (the count and the filing were apart, and every
+/// visitor has a turn processor of its own). Counted and filed under one
+/// lock, exactly 20 are filed and the rest are told the Review is full;
+/// then one address's visitors file only their share of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_visitors_file_no_more_plans_than_the_review_holds() {
+    use silas_core::cards::CardPayload;
+    const VISITORS: u8 = 30;
+    const CAP: usize = 20;
+    const PER_ADDRESS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start_chatbot(dir.path());
+
+    let mut visitors = Vec::new();
+    for i in 0..VISITORS {
+        visitors.push(open_from(&addr, std::net::Ipv4Addr::new(127, 0, 1, i + 1)).await);
+    }
+    let ask = |mut ws: Ws| async move {
+        send(
+            &mut ws,
+            json!({"type": "message", "text": "create a file notes.txt containing hi"}),
+        )
+        .await;
+        let mut seen = Vec::new();
+        let reply = frame_of_type(&mut ws, "message", Duration::from_secs(90), &mut seen).await;
+        (ws, reply["text"].as_str().unwrap_or_default().to_string())
+    };
+    let answers = futures_util::future::join_all(visitors.into_iter().map(ask)).await;
+    let sent = answers
+        .iter()
+        .filter(|(_, t)| t.contains("sent for review"))
+        .count();
+    let full = answers
+        .iter()
+        .filter(|(_, t)| t.contains("too many requests are waiting"))
+        .count();
+    assert_eq!(
+        (sent, full),
+        (CAP, usize::from(VISITORS) - CAP),
+        "{:?}",
+        answers.iter().map(|(_, t)| t).collect::<Vec<_>>()
+    );
+    drop(answers);
+    daemon.stop().await;
+
+    let store = silas_storage::Store::open_in(dir.path().join("data")).unwrap();
+    let waiting = store
+        .records::<silas_storage::PendingCard>()
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter(|c| matches!(&c.card, CardPayload::Plan(p) if p.from_scope.is_some()))
+        .count();
+    assert_eq!(waiting, CAP, "customer cards in the owner's Review");
+    let refused = store
+        .audit()
+        .tail(100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "plan_refused_review_full")
+        .count();
+    assert_eq!(refused, usize::from(VISITORS) - CAP);
+    drop(store);
+
+    // A fresh Review: one address's visitors, however many connections
+    // they open, get only their share.
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr) = start_chatbot(dir.path());
+    let host = std::net::Ipv4Addr::new(127, 0, 2, 1);
+    let mut same = Vec::new();
+    for _ in 0..PER_ADDRESS + 2 {
+        same.push(open_from(&addr, host).await);
+    }
+    let answers = futures_util::future::join_all(same.into_iter().map(ask)).await;
+    let sent = answers
+        .iter()
+        .filter(|(_, t)| t.contains("sent for review"))
+        .count();
+    assert_eq!(sent, PER_ADDRESS, "one address's share");
+    let other = open_from(&addr, std::net::Ipv4Addr::new(127, 0, 2, 2)).await;
+    let (_other, text) = ask(other).await;
+    assert!(text.contains("sent for review"), "{text}");
+    drop(answers);
+    daemon.stop().await;
 }

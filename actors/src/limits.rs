@@ -352,6 +352,11 @@ impl Shared {
 #[derive(Debug)]
 pub struct RuntimeLimits {
     shared: Mutex<Shared>,
+    /// Held while a customer's plan card is counted against the cap of
+    /// waiting customer cards and filed: every scope has a TurnProcessor
+    /// of its own, and a count and a put apart let concurrent turns past
+    /// the cap (22–23 of 20 got in).
+    customer_cards: Mutex<()>,
     /// How long background work waits for a model-call slot before it ends
     /// the attempt (see [`RuntimeLimits::work_wait_max`]).
     work_wait_max: Duration,
@@ -372,6 +377,7 @@ impl RuntimeLimits {
                 memory_ops: RateLimiter::per_minute(limits.memory_ops_per_minute_per_scope),
                 takes: 0,
             }),
+            customer_cards: Mutex::new(()),
             work_wait_max: WORK_LLM_WAIT_MAX,
         }
     }
@@ -390,6 +396,15 @@ impl RuntimeLimits {
     /// item still ends deterministically within `max_attempts`.
     pub fn work_wait_max(&self) -> Duration {
         self.work_wait_max
+    }
+
+    /// The filing of one customer plan card: count, check, save and file
+    /// while it is held. Only customers' plans take it (a handful, each
+    /// held for one durable write); a poisoned lock is recovered.
+    pub fn customer_card_filing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.customer_cards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Shared) -> T) -> T {

@@ -258,7 +258,9 @@ async fn customers_cannot_flood_the_owners_review() {
     for i in 0..=MAX_CUSTOMER_CARDS {
         let md = plan_markdown(&format!("t-flood-{i}"), "needs_approval: true", "Say hi.");
         f.fake.push(to_planner()).push(planner_reply(true, &md));
-        let reply = rt.turn(&format!("ws-flood-{i}"), "please").await;
+        let reply = rt
+            .turn_from(&format!("ws-flood-{i}"), "please", &format!("10.0.0.{i}"))
+            .await;
         if i < MAX_CUSTOMER_CARDS {
             assert_eq!(reply, silas_actors::turn::pipeline::SENT_FOR_REVIEW, "{i}");
         } else {
@@ -283,6 +285,51 @@ async fn customers_cannot_flood_the_owners_review() {
             .iter()
             .any(|e| e.event == "plan_refused_review_full")
     );
+    f.assert_chain_ok();
+}
+
+/// Red-team F4: one host held every slot of the customers' Review (and,
+/// by filling it, counted how many others waited). One address (an IPv6
+/// /64, whichever address of it each connection comes from) files at most
+/// `MAX_CUSTOMER_CARDS_PER_ADDRESS`; the next is told the Review is full,
+/// in the same words as when it is full for everyone, while a visitor from
+/// another address still files its plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_only_its_share_of_the_owners_review() {
+    use silas_actors::turn::pipeline::{
+        MAX_CUSTOMER_CARDS_PER_ADDRESS, REVIEW_FULL, SENT_FOR_REVIEW,
+    };
+    let f = Fx::hostile().await;
+    let rt = f.runtime().await;
+    for i in 0..=MAX_CUSTOMER_CARDS_PER_ADDRESS {
+        let md = plan_markdown(&format!("t-host-{i}"), "needs_approval: true", "Say hi.");
+        f.fake.push(to_planner()).push(planner_reply(true, &md));
+        let ip = format!("2001:db8:5:5::{}", i + 1);
+        let reply = rt.turn_from(&format!("ws-host-{i}"), "please", &ip).await;
+        if i < MAX_CUSTOMER_CARDS_PER_ADDRESS {
+            assert_eq!(reply, SENT_FOR_REVIEW, "{i}");
+        } else {
+            assert_eq!(reply, REVIEW_FULL, "{i}");
+        }
+    }
+    let md = plan_markdown("t-other", "needs_approval: true", "Say hi.");
+    f.fake.push(to_planner()).push(planner_reply(true, &md));
+    let reply = rt.turn_from("ws-other", "please", "2001:db8:5:6::1").await;
+    assert_eq!(reply, SENT_FOR_REVIEW);
+    wait_for("cards", || {
+        rt.cards().len() > MAX_CUSTOMER_CARDS_PER_ADDRESS
+    })
+    .await;
+    rt.stop().await;
+    let refused: Vec<_> = f
+        .audit()
+        .into_iter()
+        .filter(|e| e.event == "plan_refused_review_full")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].data["limit"], "address");
+    let host = format!("t-host-{MAX_CUSTOMER_CARDS_PER_ADDRESS}");
+    assert!(f.store.work_items().get(&host).unwrap().is_none());
     f.assert_chain_ok();
 }
 

@@ -82,6 +82,80 @@ async fn customers_on_the_owners_address_cannot_use_up_its_allowance() {
     rt.stop().await;
 }
 
+/// A host holds a whole IPv6 /64, and each of its connections may come
+/// from another address of it: the per-address message limit counts the
+/// /64 (as the connection caps do), or one host gets it once per
+/// connection. An IPv4-mapped address counts as its IPv4 one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_rotating_through_its_ipv6_prefix_is_one_address() {
+    let (_d, store) = store();
+    let mut cfg = Config::default();
+    cfg.limits.ws_messages_per_minute_per_ip = 3;
+    let rt = start(
+        &store,
+        Opts {
+            cfg,
+            crash_once: false,
+            ..Opts::default()
+        },
+    )
+    .await;
+    let from = |scope: &str, ip: &str| {
+        let mut m = msg(scope, "hello");
+        m.ip = Some(ip.into());
+        m
+    };
+    for (i, ip) in ["2001:db8:7:7::1", "2001:db8:7:7::2", "2001:db8:7:7:ffff::3"]
+        .iter()
+        .enumerate()
+    {
+        let out = rt
+            .stream
+            .submit(from(&format!("v6-{i}"), ip))
+            .await
+            .unwrap();
+        assert!(matches!(out, SubmitOutcome::Accepted { .. }), "{out:?}");
+    }
+    let fourth = rt
+        .stream
+        .submit(from("v6-3", "2001:db8:7:7::4"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(fourth, SubmitOutcome::RateLimited { .. }),
+        "{fourth:?}"
+    );
+    // Another /64 has an allowance of its own.
+    let other = rt
+        .stream
+        .submit(from("v6-4", "2001:db8:7:8::1"))
+        .await
+        .unwrap();
+    assert!(matches!(other, SubmitOutcome::Accepted { .. }), "{other:?}");
+    for (i, ip) in ["192.0.2.9", "::ffff:192.0.2.9", "192.0.2.9"]
+        .iter()
+        .enumerate()
+    {
+        let out = rt
+            .stream
+            .submit(from(&format!("v4-{i}"), ip))
+            .await
+            .unwrap();
+        assert!(matches!(out, SubmitOutcome::Accepted { .. }), "{out:?}");
+    }
+    let mapped = rt
+        .stream
+        .submit(from("v4-3", "::ffff:192.0.2.9"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(mapped, SubmitOutcome::RateLimited { .. }),
+        "{mapped:?}"
+    );
+    wait_for("seven replies", || rt.sink.replies().len() == 7).await;
+    rt.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_refusal_is_deterministic_and_audited() {
     let (_d, store) = store();

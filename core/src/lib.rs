@@ -8,6 +8,7 @@
 // Tests may unwrap: a panic there is a test failure, which is what we want.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod address;
 pub mod approval;
 pub mod b64;
 pub mod canonical;

@@ -44,19 +44,9 @@ pub struct CustomerConnections {
     counts: Mutex<Counts>,
 }
 
-/// The address a connection counts under: IPv6 by its /64 (an IPv4-mapped
-/// address as the IPv4 one).
+/// The address a connection counts under (`silas_core::address`).
 pub(crate) fn counted_as(ip: Option<IpAddr>) -> Option<IpAddr> {
-    match ip? {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => Some(IpAddr::V4(v4)),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                Some(IpAddr::V6(prefix.into()))
-            }
-        },
-        v4 => Some(v4),
-    }
+    ip.map(silas_core::address::counted_as)
 }
 
 impl CustomerConnections {

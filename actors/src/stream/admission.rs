@@ -33,11 +33,12 @@ impl StreamState {
         let is_owner = m.scope_id == OWNER_SCOPE;
         // The owner's messages are bounded per scope only: behind a reverse
         // proxy the owner shares an address with every customer, whose
-        // messages would otherwise use up the owner's allowance.
-        let ip_key = if is_owner {
-            String::new()
-        } else {
-            m.ip.clone().unwrap_or_default()
+        // messages would otherwise use up the owner's allowance. A
+        // customer's count under its /64: each of a host's connections may
+        // come from another address of it.
+        let ip_key = match &m.ip {
+            Some(ip) if !is_owner => silas_core::address::counted_key(ip),
+            _ => String::new(),
         };
         let scope_ok = self.per_scope.would_allow(&m.scope_id, now);
         let ip_ok = ip_key.is_empty() || self.per_ip.would_allow(&ip_key, now);

@@ -81,7 +81,7 @@ mod gates_step;
 #[path = "pipeline_memory.rs"]
 mod memory_step;
 pub use memory_step::MAX_MEMORY_CONTENT_CHARS;
-pub use plan_step::{MAX_CUSTOMER_CARDS, REVIEW_FULL};
+pub use plan_step::{MAX_CUSTOMER_CARDS, MAX_CUSTOMER_CARDS_PER_ADDRESS, REVIEW_FULL};
 #[path = "pipeline_plan.rs"]
 mod plan_step;
 #[path = "pipeline_send.rs"]

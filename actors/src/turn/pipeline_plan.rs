@@ -204,16 +204,23 @@ impl Turn<'_> {
         };
         // Every customer web connection is a scope of its own, so per-scope
         // limits do not bound how many cards strangers open in the owner's
-        // Review: at most this many wait at once; more are not filed.
-        if self.scope.scope_id != crate::turn::OWNER_SCOPE
-            && customer_cards_waiting(&self.deps.store)? >= MAX_CUSTOMER_CARDS
-        {
-            self.push(
-                "plan_refused_review_full",
-                json!({"scope_id": self.scope.scope_id, "waiting": MAX_CUSTOMER_CARDS}),
-            );
-            self.reply = Some(REVIEW_FULL.to_string());
-            return Ok(());
+        // Review: at most this many wait at once, a share of them per
+        // address; more are not filed. Counted and filed under one lock
+        // (the guard lives to the end of this step).
+        let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
+        let limits = self.deps.limits.clone();
+        let _filing = from_customer.then(|| limits.customer_card_filing());
+        if from_customer {
+            let address = self.record.message.ip.as_deref();
+            let waiting = customer_cards_waiting(&self.deps.store, address)?;
+            if let Some(limit) = waiting.refusal() {
+                self.push(
+                    "plan_refused_review_full",
+                    json!({"scope_id": self.scope.scope_id, "limit": limit}),
+                );
+                self.reply = Some(REVIEW_FULL.to_string());
+                return Ok(());
+            }
         }
         self.deps.store.work_items().save(&work)?;
         self.scope.context.add(item(
@@ -232,7 +239,6 @@ impl Turn<'_> {
         // Only the owner approves: a plan from a chatbot customer's scope
         // goes to the owner's Review (the owner scope), never back to the
         // customer, who is told only that it was sent for review.
-        let from_customer = self.scope.scope_id != crate::turn::OWNER_SCOPE;
         // The plan hash binds the card to the plan as shown: an edit after
         // the card makes the approval fail (`decide_card`).
         let card = PendingCard {
@@ -288,17 +294,92 @@ impl Turn<'_> {
 /// The most chatbot customers' plan cards waiting for the owner at once.
 pub const MAX_CUSTOMER_CARDS: usize = 20;
 
-/// What a customer is told when the owner's Review is full.
+/// Of those, the most from one address (an IPv6 /64): one host cannot hold
+/// the whole Review, and a visitor refused before its own share is used
+/// learns only that at least `MAX_CUSTOMER_CARDS - MAX_CUSTOMER_CARDS_PER_ADDRESS`
+/// others wait — not how many.
+pub const MAX_CUSTOMER_CARDS_PER_ADDRESS: usize = 4;
+
+// One address never holds more than a fifth of the Review.
+const _: () = assert!(MAX_CUSTOMER_CARDS_PER_ADDRESS * 5 <= MAX_CUSTOMER_CARDS);
+
+/// What a customer is told when the owner's Review is full (for everyone
+/// or for its address: the same words, so neither is told apart).
 pub const REVIEW_FULL: &str = "Thanks — your request needs a person's review, and too many requests are waiting for one right now. Nothing was done; please ask again later.";
 
-/// Plan cards from customers' conversations still waiting for the owner.
-fn customer_cards_waiting(store: &silas_storage::Store) -> Result<usize, TurnError> {
-    Ok(store
-        .records::<PendingCard>()
-        .list()?
-        .iter()
-        .filter(|c| {
-            matches!(&c.card, silas_core::cards::CardPayload::Plan(p) if p.from_scope.is_some())
-        })
-        .count())
+/// Customers' plan cards waiting for the owner: in all, and from the
+/// address of the turn at hand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CustomerCardsWaiting {
+    pub total: usize,
+    pub same_address: usize,
+}
+
+impl CustomerCardsWaiting {
+    /// The cap another card would pass (`"total"` or `"address"`), if any.
+    pub(crate) fn refusal(self) -> Option<&'static str> {
+        if self.total >= MAX_CUSTOMER_CARDS {
+            Some("total")
+        } else if self.same_address >= MAX_CUSTOMER_CARDS_PER_ADDRESS {
+            Some("address")
+        } else {
+            None
+        }
+    }
+}
+
+/// Counts the customers' cards waiting, reading each one's address from
+/// the message that asked for it. A card whose message is gone counts in
+/// the total only.
+fn customer_cards_waiting(
+    store: &silas_storage::Store,
+    address: Option<&str>,
+) -> Result<CustomerCardsWaiting, TurnError> {
+    let address = address.map(silas_core::address::counted_key);
+    let mut waiting = CustomerCardsWaiting::default();
+    for card in store.records::<PendingCard>().list()? {
+        let silas_core::cards::CardPayload::Plan(plan) = &card.card else {
+            continue;
+        };
+        if plan.from_scope.is_none() {
+            continue;
+        }
+        waiting.total += 1;
+        let Some(inbox_id) = plan.inbox_id.as_deref() else {
+            continue;
+        };
+        let asked_from = store
+            .inbox()
+            .get(inbox_id)?
+            .and_then(|r| r.message.ip)
+            .map(|ip| silas_core::address::counted_key(&ip));
+        if asked_from.is_some() && asked_from == address {
+            waiting.same_address += 1;
+        }
+    }
+    Ok(waiting)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_card_is_refused_at_either_cap() {
+        let w = |total, same_address| CustomerCardsWaiting {
+            total,
+            same_address,
+        };
+        assert_eq!(w(0, 0).refusal(), None);
+        assert_eq!(
+            w(MAX_CUSTOMER_CARDS - 1, MAX_CUSTOMER_CARDS_PER_ADDRESS - 1).refusal(),
+            None
+        );
+        assert_eq!(w(MAX_CUSTOMER_CARDS, 0).refusal(), Some("total"));
+        assert_eq!(w(MAX_CUSTOMER_CARDS + 3, 9).refusal(), Some("total"));
+        assert_eq!(
+            w(5, MAX_CUSTOMER_CARDS_PER_ADDRESS).refusal(),
+            Some("address")
+        );
+    }
 }

@@ -515,9 +515,14 @@ impl Turns {
     /// Sends one message from `scope` and waits until its reply is out on
     /// `sink`.
     pub async fn turn(&self, sink: &MemorySink, scope: &str, text: &str) -> String {
+        self.turn_of(sink, inbound(scope, text)).await
+    }
+
+    /// Like [`Self::turn`], for a message built by the test (its address,
+    /// its channel).
+    pub async fn turn_of(&self, sink: &MemorySink, message: InboundMessage) -> String {
         let before = sink.replies().len();
-        let SubmitOutcome::Accepted { inbox_id } =
-            self.stream.submit(inbound(scope, text)).await.unwrap()
+        let SubmitOutcome::Accepted { inbox_id } = self.stream.submit(message).await.unwrap()
         else {
             panic!("message not accepted")
         };

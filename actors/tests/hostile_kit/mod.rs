@@ -98,6 +98,13 @@ impl Rt {
         self.turns.turn(&self.sink, scope, text).await
     }
 
+    /// Like [`Self::turn`], from the address `ip`.
+    pub(crate) async fn turn_from(&self, scope: &str, text: &str, ip: &str) -> String {
+        let mut message = crate::common::inbound(scope, text);
+        message.ip = Some(ip.into());
+        self.turns.turn_of(&self.sink, message).await
+    }
+
     pub(crate) fn cards(&self) -> Vec<PendingCard> {
         self.sink
             .sent()
