@@ -365,16 +365,20 @@ async fn a_chatbot_customer_sees_no_counter_of_anyones_messages_or_visits() {
     };
     let (mut a, auth_a) = support::connect_anonymous(&addr, WITHIN).await;
     let (b, auth_b) = support::connect_anonymous(&addr, WITHIN).await;
-    // Scope ids: no visit counter in them.
-    for auth in [&auth_a, &auth_b] {
-        let scope = auth["scope_id"].as_str().unwrap();
-        let tail = scope.rsplit('-').next().unwrap();
+    // Scope ids: no visit counter in them, and no part shared by one run's
+    // visitors (a per-start part told a visitor when the daemon restarted).
+    let random_part = |auth: &serde_json::Value| {
+        let scope = auth["scope_id"].as_str().unwrap().to_string();
+        let tail = scope.strip_prefix("ws-").unwrap().to_string();
         assert!(
-            tail.len() == 16 && tail.bytes().all(|c| c.is_ascii_hexdigit()),
+            tail.len() == 32 && tail.bytes().all(|c| c.is_ascii_hexdigit()),
             "{scope}"
         );
-    }
-    assert_ne!(auth_a["scope_id"], auth_b["scope_id"]);
+        tail
+    };
+    let (part_a, part_b) = (random_part(&auth_a), random_part(&auth_b));
+    assert_ne!(part_a[..16], part_b[..16], "a per-start part");
+    assert_ne!(part_a[16..], part_b[16..]);
 
     let mut seen = Vec::new();
     let mut aliases = Vec::new();

@@ -211,19 +211,10 @@ pub struct WebState {
     pub base_url: String,
     /// Open chatbot customer connections and their caps.
     pub customers: Arc<crate::customers::CustomerConnections>,
-    /// Random per start: a customer's scope is its connection id, so the ids
-    /// of one run must never be those of an earlier one — a visitor after a
-    /// restart would otherwise be handed an earlier visitor's conversation
-    /// and memories under the same `ws-N`.
-    boot: String,
 }
 
 /// 64 random bits as hex. Without the OS generator (never expected) the
-/// clock's nanoseconds and the pid still differ from one start to the next.
-fn boot_id() -> String {
-    random_hex()
-}
-
+/// clock's nanoseconds and the pid still differ from one call to the next.
 fn random_hex() -> String {
     let n = getrandom::u64().unwrap_or_else(|_| {
         let nanos = std::time::SystemTime::now()
@@ -255,7 +246,6 @@ impl WebState {
             customer_scopes: false,
             base_url: String::new(),
             customers: crate::customers::CustomerConnections::with_defaults(),
-            boot: boot_id(),
         }
     }
 }
@@ -548,9 +538,12 @@ pub async fn session<S>(
 
     // Random, not a counter: a customer's scope id is its connection id and
     // is shown to it, and a counter would tell every visitor how many came
-    // before. The boot part keeps one run's ids apart from an earlier one's.
+    // before. 128 random bits, unique across restarts too (a visitor after
+    // a restart must never be handed an earlier visitor's conversation),
+    // with no per-start part: one shared by every id of a run would tell a
+    // visitor when the daemon restarted.
     let conn = ConnectionInfo {
-        connection_id: format!("ws-{}-{}", state.boot, random_hex()),
+        connection_id: format!("ws-{}{}", random_hex(), random_hex()),
         remote_ip,
         owner: credential.is_some(),
         device_id: device_id.clone(),
