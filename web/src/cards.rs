@@ -214,7 +214,7 @@ pub fn answer(frame: ClientFrame) -> Result<Option<CardAnswerFrame>, ProtocolErr
     match frame {
         ClientFrame::Auth { .. }
         | ClientFrame::Message { .. }
-        | ClientFrame::WorkspaceList
+        | ClientFrame::WorkspaceList {}
         | ClientFrame::WorkspaceAdd { .. }
         | ClientFrame::WorkspaceRemove { .. }
         | ClientFrame::MemoryList { .. }

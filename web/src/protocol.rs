@@ -96,7 +96,9 @@ pub enum ClientFrame {
     },
     /// Owner only (issue #15): the registered workspaces, answered with a
     /// `workspaces` frame. Anyone else gets an `E_CHANNEL_AUTH` error frame.
-    WorkspaceList,
+    /// Braced, so `deny_unknown_fields` applies (a unit variant of a tagged
+    /// enum takes any fields).
+    WorkspaceList {},
     /// Owner only: register `path` (absolute) as `name`.
     WorkspaceAdd {
         name: String,
@@ -141,7 +143,7 @@ impl ClientFrame {
     pub fn is_workspace_op(&self) -> bool {
         matches!(
             self,
-            ClientFrame::WorkspaceList
+            ClientFrame::WorkspaceList {}
                 | ClientFrame::WorkspaceAdd { .. }
                 | ClientFrame::WorkspaceRemove { .. }
         )
@@ -165,7 +167,7 @@ impl ClientFrame {
             Auth { .. }
             | Message { .. }
             | SecureInputCompleted { .. }
-            | WorkspaceList
+            | WorkspaceList {}
             | WorkspaceAdd { .. }
             | WorkspaceRemove { .. }
             | MemoryList { .. }
@@ -199,7 +201,7 @@ impl ClientFrame {
             Auth { .. }
             | SecureInputCompleted { .. }
             | Message { .. }
-            | WorkspaceList
+            | WorkspaceList {}
             | WorkspaceAdd { .. }
             | WorkspaceRemove { .. }
             | MemoryList { .. }

@@ -104,6 +104,8 @@ fn invalid_frames_are_typed_errors_with_request_id() {
             Some("r5"),
         ),
         (r#"{"type":"teleport"}"#, None),
+        // A frame with no fields takes none either.
+        (r#"{"type":"workspace_list","path":"/"}"#, None),
         (r#"{"text":"no type"}"#, None),
         (r#"not json"#, None),
         (r#"{"type":"message","text":"   "}"#, None),
