@@ -13,7 +13,7 @@
 //! argument so they are unit-tested without waiting.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -162,8 +162,15 @@ impl From<IpAddr> for Peer {
     /// An IPv6 address counts as its /64 (one host usually holds the whole
     /// prefix: per address it had 50 guesses a minute from each of 2^64),
     /// an IPv4-mapped one as the IPv4 address, as the customer caps count.
+    /// Every IPv4 loopback address is one peer here: a local process may
+    /// send from any of 127/8, and one rotating through them wrote 10,000
+    /// failed sign-ins to the owner's audit log in 9 s (red-team F5). The
+    /// customer caps, bounded by their totals, count them apart.
     fn from(ip: IpAddr) -> Self {
-        Peer::Ip(crate::customers::counted_as(Some(ip)).unwrap_or(ip))
+        match silas_core::address::counted_as(ip) {
+            IpAddr::V4(v4) if v4.is_loopback() => Peer::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            counted => Peer::Ip(counted),
+        }
     }
 }
 
@@ -506,6 +513,17 @@ impl OwnerAuth {
                     self.touch(id);
                 }
                 AuthOutcome::Owner(c)
+            }
+            // A request over the network without any credential is not a
+            // guess: neither counted nor audited. A browser sends one from
+            // any page that embeds the URL (an `<img>` needs no CORS), so
+            // counting it let any page the owner visited lock the address
+            // out of pairing and `auth_token` sign-in, and auditing it let
+            // anyone fill the owner's log and Activity. A local process on
+            // the control socket is one uid, throttled like a guess.
+            None if token.is_none_or(str::is_empty) && matches!(peer, Some(Peer::Ip(_)) | None) => {
+                tracing::debug!(channel, "request without a credential refused");
+                AuthOutcome::Refused
             }
             None => {
                 let reason = if token.is_some_and(|t| !t.is_empty()) {

@@ -74,14 +74,14 @@ fn throttled_refusals_are_audited_once_per_window_with_the_count_between() {
 fn throttle_refuses_the_51st_attempt_per_address_within_a_minute() {
     let t0 = Instant::now();
     let mut th = Throttle::default();
-    let a = ip("127.0.0.1");
+    let a = ip("10.0.0.1");
     for i in 0..FAILED_AUTH_LIMIT {
         assert!(th.allowed(a, t0), "attempt {}", i + 1);
         th.record_failure(a, t0 + Duration::from_millis(i as u64));
     }
     assert!(!th.allowed(a, t0 + Duration::from_secs(1)));
     // Another address is unaffected.
-    assert!(th.allowed(ip("127.0.0.2"), t0));
+    assert!(th.allowed(ip("10.0.0.2"), t0));
     // The window slides: a minute after the failures, attempts resume.
     assert!(th.allowed(a, t0 + FAILED_AUTH_WINDOW + Duration::from_millis(60)));
 }
@@ -239,4 +239,77 @@ fn unauthenticated_slots_are_capped_per_address_and_in_all_and_released() {
     assert!(auth.unauthenticated_slot(one).is_ok());
     drop(others);
     assert_eq!(auth.unauthenticated_open(), 0);
+}
+
+/// A pairing attempt from a locked-out address is refused before its code
+/// is looked at: the code stays good for the owner elsewhere.
+#[test]
+fn a_throttled_pairing_attempt_does_not_use_up_its_code() {
+    let auth = OwnerAuth::ephemeral(None);
+    let code = auth.issue_pairing_code().unwrap();
+    let locked = Some(ip("10.0.0.9"));
+    for _ in 0..FAILED_AUTH_LIMIT {
+        auth.check(locked, Some("guess"), "ws");
+    }
+    assert!(matches!(
+        auth.redeem(locked, &code, "phone"),
+        Err(RedeemError::Throttled)
+    ));
+    assert!(auth.redeem(Some(ip("10.0.0.10")), &code, "phone").is_ok());
+}
+
+/// Red-team F4/F5: a request without any credential is no guess. Browsers
+/// send one from any page that embeds the URL (`<img src=…/devices>`), so
+/// counting it let a web page lock the owner's address out of pairing and
+/// `auth_token` sign-in; auditing it let anyone fill the owner's log. And
+/// every loopback address is one host: rotating through 127/8 is one
+/// address's 50 guesses.
+#[test]
+fn no_credential_is_neither_counted_nor_audited_and_loopback_is_one_address() {
+    struct Rec(Mutex<Vec<String>>);
+    impl AuthAudit for Rec {
+        fn record(&self, e: &str, _: serde_json::Value) {
+            self.0.lock().unwrap().push(e.into());
+        }
+    }
+    let rec = Arc::new(Rec(Mutex::new(Vec::new())));
+    let auth = OwnerAuth::new(
+        Some("owner-chosen".into()),
+        Arc::new(EphemeralDevices),
+        rec.clone(),
+    )
+    .unwrap();
+    let home = Some(ip("127.0.0.1"));
+    for _ in 0..(FAILED_AUTH_LIMIT * 4) {
+        assert_eq!(auth.check(home, None, "http"), AuthOutcome::Refused);
+        assert_eq!(auth.check(home, Some(""), "http"), AuthOutcome::Refused);
+    }
+    assert!(
+        rec.0.lock().unwrap().is_empty(),
+        "{:?}",
+        rec.0.lock().unwrap()
+    );
+    assert_eq!(
+        auth.check(home, Some("owner-chosen"), "ws"),
+        AuthOutcome::Owner(Credential::ConfigToken)
+    );
+    for i in 0..FAILED_AUTH_LIMIT {
+        let from = ip(&format!("127.9.{}.{}", i / 200, i % 200 + 1));
+        assert_eq!(
+            auth.check(Some(from), Some("guess"), "ws"),
+            AuthOutcome::Refused
+        );
+    }
+    assert_eq!(
+        auth.check(Some(ip("127.0.0.2")), Some("owner-chosen"), "ws"),
+        AuthOutcome::Throttled
+    );
+    let failed = rec
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| *e == "web.auth_failed")
+        .count();
+    assert_eq!(failed, FAILED_AUTH_LIMIT);
 }

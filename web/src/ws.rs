@@ -509,7 +509,16 @@ pub async fn session<S>(
                             ClientFrame::Auth { token } => Some(token),
                             _ => None,
                         });
-                    owner_of(auth.check(remote_ip, token.as_deref(), "ws"))
+                    match token {
+                        Some(token) => owner_of(auth.check(remote_ip, Some(&token), "ws")),
+                        // A socket that took an unauthenticated slot and
+                        // spoke without a credential is no browser page (the
+                        // Origin check refused those): counted and audited.
+                        None => {
+                            auth.failed(remote_ip, "ws", "no_auth_frame");
+                            None
+                        }
+                    }
                 }
                 _ => {
                     auth.failed(remote_ip, "ws", "no_auth_frame");
