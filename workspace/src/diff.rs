@@ -76,8 +76,9 @@ pub enum RefusalReason {
     /// `.svn`, `.bzr`, `_darcs`, `.jj`): its config can name hooks that run
     /// on the owner's next command there, outside any sandbox.
     VcsMetadata,
-    /// Compiled Python (`__pycache__/`, `*.pyc`, `*.pyo`): bytecode no diff
-    /// shows, which Python may run in place of the reviewed source.
+    /// Compiled Python (`__pycache__/`, `*.pyc`, `*.pyo`, extension modules
+    /// `*.so`/`*.pyd`): code no diff shows, which Python may run in place
+    /// of the reviewed source.
     CompiledPython,
 }
 

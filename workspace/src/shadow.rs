@@ -275,10 +275,18 @@ pub fn shadows(rel: &str, also: &BTreeSet<String>, base_has: impl Fn(&str) -> bo
     })
 }
 
-/// Compiled Python: anything under `__pycache__/`, and `*.pyc`/`*.pyo`.
+/// Compiled Python: anything under `__pycache__/`, bytecode (`*.pyc`,
+/// `*.pyo`) and extension modules (`*.so`, `NAME.<abi>.so`, `*.pyd`).
+/// Python imports an extension module in preference to the `.py` beside
+/// it, so a planted `calc.cpython-311-x86_64-linux-gnu.so` passed the
+/// restored tests with the reviewed `calc.py` still wrong, and then ran
+/// native code, unsandboxed, when the owner ran the project (red-team).
 pub fn is_compiled_python(rel: &str) -> bool {
     let (dirs, file) = rel.rsplit_once('/').unwrap_or(("", rel));
-    dirs.split('/').any(|d| d == "__pycache__") || file.ends_with(".pyc") || file.ends_with(".pyo")
+    dirs.split('/').any(|d| d == "__pycache__")
+        || [".pyc", ".pyo", ".so", ".pyd"]
+            .iter()
+            .any(|ext| file.len() > ext.len() && file.ends_with(ext))
 }
 
 /// Where the host's Pythons keep their standard library and packages: the
@@ -379,10 +387,22 @@ mod tests {
             "__pycache__/x",
             "a.pyc",
             "b/c.pyo",
+            "calc.cpython-311-x86_64-linux-gnu.so",
+            "pkg/_speedups.abi3.so",
+            "lib/native.so",
+            "win/calc.cp311-win_amd64.pyd",
         ] {
             assert!(is_compiled_python(yes), "{yes}");
         }
-        for no in ["calc/add.py", "pyc", "notes/pycache.md", "x.pyc.txt"] {
+        for no in [
+            "calc/add.py",
+            "pyc",
+            "notes/pycache.md",
+            "x.pyc.txt",
+            "libfoo.so.1",
+            "docs/so",
+            ".so",
+        ] {
             assert!(!is_compiled_python(no), "{no}");
         }
     }

@@ -406,6 +406,7 @@ fn bytecode_and_vcs_metadata_are_never_applied() {
         b"\x6f\x0d\x0d\x0a",
     );
     write(&result, "legacy.pyc", b"\x6f\x0d\x0d\x0a");
+    write(&result, "calc.cpython-311-x86_64-linux-gnu.so", b"\x7fELF");
     write(
         &result,
         ".hg/hgrc",
@@ -426,6 +427,11 @@ fn bytecode_and_vcs_metadata_are_never_applied() {
         RefusalReason::CompiledPython
     ));
     assert!(refused("legacy.pyc", RefusalReason::CompiledPython));
+    // An extension module: Python imports it in place of `calc.py`.
+    assert!(refused(
+        "calc.cpython-311-x86_64-linux-gnu.so",
+        RefusalReason::CompiledPython
+    ));
     assert!(refused(".hg/hgrc", RefusalReason::VcsMetadata));
     assert!(refused(".bzr/branch.conf", RefusalReason::VcsMetadata));
     assert!(
@@ -447,8 +453,20 @@ fn added_bytecode_is_dropped_for_the_checks() {
     write(&result, "src/__pycache__/kept.pyc", b"owner's");
     write(&result, "src/__pycache__/app.cpython-311.pyc", b"planted");
     write(&result, "app.pyc", b"planted");
+    write(
+        &result,
+        "src/app.cpython-311-x86_64-linux-gnu.so",
+        b"\x7fELF planted",
+    );
     let dropped = protect::drop_compiled(&base, &result).unwrap();
-    assert_eq!(dropped, ["app.pyc", "src/__pycache__/app.cpython-311.pyc"]);
+    assert_eq!(
+        dropped,
+        [
+            "app.pyc",
+            "src/__pycache__/app.cpython-311.pyc",
+            "src/app.cpython-311-x86_64-linux-gnu.so"
+        ]
+    );
     assert!(result.join("src/__pycache__/kept.pyc").exists());
     assert!(!result.join("app.pyc").exists());
 

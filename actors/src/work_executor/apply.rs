@@ -140,7 +140,10 @@ fn refusal_words(r: &silas_workspace::RefusalReason) -> String {
             "version-control metadata (its hooks would run outside the sandbox); never written"
                 .into()
         }
-        R::CompiledPython => "compiled Python bytecode (no diff shows it); never written".into(),
+        R::CompiledPython => {
+            "compiled Python, bytecode or an extension module (no diff shows it); never written"
+                .into()
+        }
     }
 }
 
