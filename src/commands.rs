@@ -185,20 +185,40 @@ pub fn load_unvalidated(
 }
 
 /// No sandboxed command this process runs may read the data dir (owner
-/// key, CLI token, store, secret store key), a keystore kept elsewhere, or
-/// the configuration file — not even where they sit inside a system
-/// directory every command may read (`/opt/silas/data`).
+/// key, CLI token, store, secret store key), a keystore kept elsewhere, the
+/// configuration file, or the service's own files (`silas service
+/// install`: the environment file with the provider's API key and the
+/// key-encryption key, in `/etc/silas` or `~/.config/silas`) — not even
+/// where they sit inside a system directory every command may read
+/// (`/opt/silas/data`, `/etc`). Without the last, a command of an
+/// unprivileged daemon (it runs as the daemon's user) read the API key
+/// from `/etc/silas/env` and printed it past the redaction, reversed.
 fn hide_from_commands(cfg: &Config, path: Option<&Path>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    silas_sandbox::hide_from_commands(hidden_paths(cfg, path, home.as_deref()));
+}
+
+/// What [`hide_from_commands`] hides.
+fn hidden_paths(cfg: &Config, path: Option<&Path>, home: Option<&Path>) -> Vec<PathBuf> {
     let file = path
         .map(Path::to_path_buf)
         .or_else(|| Some(PathBuf::from(silas_core::config::DEFAULT_CONFIG_PATH)))
         .filter(|p| p.is_file())
         .and_then(|p| std::path::absolute(p).ok());
-    silas_sandbox::hide_from_commands(
-        [cfg.data_dir.clone(), cfg.keystore_path()]
-            .into_iter()
-            .chain(file),
-    );
+    let service_files = [
+        crate::service::SYSTEM_ENV_FILE,
+        crate::service::SYSTEM_KEK_FILE,
+    ]
+    .into_iter()
+    .filter_map(|f| Path::new(f).parent().map(Path::to_path_buf))
+    .chain(home.map(|h| h.join(crate::service::USER_FILES_DIR)));
+    let mut out: Vec<PathBuf> = [cfg.data_dir.clone(), cfg.keystore_path()]
+        .into_iter()
+        .chain(file)
+        .chain(service_files)
+        .collect();
+    out.dedup();
+    out
 }
 
 /// [`load_unvalidated`] with relative paths meaning `cwd`.
@@ -666,4 +686,27 @@ pub fn seal_report_lines(r: &silas_storage::SealReport) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod hidden_tests {
+    use super::*;
+
+    #[test]
+    fn the_service_files_with_the_api_key_are_hidden_from_commands() {
+        let cfg = Config::default();
+        let hidden = hidden_paths(&cfg, None, Some(Path::new("/home/owner")));
+        for secret in [
+            crate::service::SYSTEM_ENV_FILE,
+            crate::service::SYSTEM_KEK_FILE,
+            "/home/owner/.config/silas/env",
+            "/home/owner/.config/silas/kek",
+        ] {
+            assert!(
+                hidden.iter().any(|h| Path::new(secret).starts_with(h)),
+                "{secret} readable by commands: {hidden:?}"
+            );
+        }
+        assert!(hidden.contains(&cfg.data_dir));
+    }
 }

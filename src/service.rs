@@ -27,6 +27,8 @@ pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
 pub const SYSTEM_KEK_FILE: &str = "/etc/silas/kek";
 /// Default environment file with the API keys (system unit).
 pub const SYSTEM_ENV_FILE: &str = "/etc/silas/env";
+/// Where a user unit's host files (`env`, `kek`) live, under `$HOME`.
+pub const USER_FILES_DIR: &str = ".config/silas";
 
 /// The variables the configured models' providers (fallbacks included) read
 /// their API keys from, each once.
@@ -345,7 +347,7 @@ pub fn install(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     // A user unit's files live in ~/.config/silas, the system unit's in /etc/silas.
     let host_file = |name: &str, system: &str| match (user_mode, home.as_deref()) {
-        (true, Some(h)) => h.join(".config/silas").join(name),
+        (true, Some(h)) => h.join(USER_FILES_DIR).join(name),
         _ => PathBuf::from(system),
     };
     let kek = match cfg.keystore.backend {
@@ -438,10 +440,13 @@ pub fn next_steps(spec: &UnitSpec) -> Vec<String> {
         out.push(format!(
             "put the API key in {} (mode 0600{}): {}",
             spec.env_file.display(),
+            // systemd reads `EnvironmentFile=` as root, before it drops to
+            // the service user: that user (and so no command the daemon
+            // runs as it) needs to read the file.
             if spec.user_mode {
                 String::new()
             } else {
-                format!(", owned by {SERVICE_USER}")
+                ", owned by root".to_string()
             },
             lines.join(" / ")
         ));
