@@ -22,7 +22,10 @@
 //!
 //! This client holds no store or key: the daemon owns the redb file (its lock
 //! would refuse a second opener), so with no daemon listening `silas chat`
-//! says so in one line and tells the user to run `silas start`.
+//! says so in one line and tells the user to run `silas start`. Without
+//! `--url` it connects only where the data dir's control socket says the
+//! daemon listens, so its credential never goes to whatever holds the
+//! configured port while the daemon is down.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
@@ -91,11 +94,10 @@ fn is_answer(line: &str) -> bool {
 }
 
 pub fn run(cfg: &Config, args: ChatArgs) -> Result<ExitCode, CliError> {
-    let url = args
-        .url
-        .as_deref()
-        .map(socket_url)
-        .unwrap_or_else(|| running_url(cfg).unwrap_or_else(|| default_url(cfg)));
+    let url = match args.url.as_deref() {
+        Some(given) => socket_url(given),
+        None => socket_url(&crate::remote::running_web_url(cfg)?),
+    };
     let (token, credential) = credential(cfg, &args)?;
     let runtime = crate::error::runtime(&mut tokio::runtime::Builder::new_current_thread())?;
     runtime.block_on(chat(&url, token.as_deref(), &credential, &args))
@@ -138,16 +140,6 @@ pub(crate) fn socket_url(given: &str) -> String {
     // Only the authority counts: a page's path or query is not the socket.
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
     format!("{scheme}://{authority}/ws")
-}
-
-/// The socket of the daemon running on this data dir, as it listens: the
-/// config file may name another port since it started (or an environment
-/// override this shell lacks). `None` when none answers.
-fn running_url(cfg: &Config) -> Option<String> {
-    match crate::remote::ask(cfg, silas_web::control::Request::Status) {
-        Ok(Some(silas_web::control::Response::Status(r))) => Some(socket_url(&r.web_url)),
-        _ => None,
-    }
 }
 
 /// `ws://host:port/ws` from `channels.web`; a wildcard bind is reached over

@@ -183,18 +183,20 @@ pub fn pairing_banner(link: &str) -> String {
     out
 }
 
-/// `http://host:port` of the daemon from `channels.web` (a wildcard bind
-/// is reached over loopback).
-fn default_base(cfg: &Config) -> String {
-    let ws = crate::chat::default_url(cfg);
-    let base = ws.trim_end_matches("/ws").trim_start_matches("ws://");
-    format!("http://{base}")
+/// Where the device API is: `--url` as given, else where the data dir's
+/// control socket says the daemon listens (never just the configured port:
+/// see [`crate::remote::running_web_url`]).
+fn base_of(cfg: &Config, url: Option<&str>) -> Result<String, CliError> {
+    match url {
+        Some(u) => Ok(u.trim_end_matches('/').to_string()),
+        None => crate::remote::running_web_url(cfg),
+    }
 }
 
 /// One authenticated request to the running daemon's device API.
 async fn call(
     cfg: &Config,
-    url: Option<&str>,
+    base: &str,
     method: reqwest::Method,
     path: &str,
 ) -> Result<serde_json::Value, CliError> {
@@ -207,9 +209,6 @@ async fn call(
             ),
         )
     })?;
-    let base = url
-        .map(|u| u.trim_end_matches('/').to_string())
-        .unwrap_or_else(|| default_base(cfg));
     let client = reqwest::Client::builder()
         .no_proxy()
         .timeout(std::time::Duration::from_secs(10))
@@ -249,7 +248,8 @@ fn block_on<T>(fut: impl std::future::Future<Output = Result<T, CliError>>) -> R
 
 /// `silas pair`: a fresh one-time pairing link for another device.
 pub fn pair(cfg: &Config, url: Option<&str>) -> Result<ExitCode, CliError> {
-    let body = block_on(call(cfg, url, reqwest::Method::POST, "/devices/pair"))?;
+    let base = base_of(cfg, url)?;
+    let body = block_on(call(cfg, &base, reqwest::Method::POST, "/devices/pair"))?;
     let link = body["link"].as_str().ok_or_else(|| {
         CliError::new(
             ErrorCode::EChannelProtocol,
@@ -264,7 +264,8 @@ pub fn pair(cfg: &Config, url: Option<&str>) -> Result<ExitCode, CliError> {
 pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> {
     match cmd {
         DevicesCommand::List { url, json } => {
-            let body = block_on(call(cfg, url.as_deref(), reqwest::Method::GET, "/devices"))?;
+            let base = base_of(cfg, url.as_deref())?;
+            let body = block_on(call(cfg, &base, reqwest::Method::GET, "/devices"))?;
             let list = body["devices"].as_array().cloned().unwrap_or_default();
             if json {
                 for d in &list {
@@ -304,9 +305,10 @@ pub fn devices(cfg: &Config, cmd: DevicesCommand) -> Result<ExitCode, CliError> 
                     format!("not a device id: {device_id:?} (see `silas devices list`)"),
                 ));
             }
+            let base = base_of(cfg, url.as_deref())?;
             let answer = block_on(call(
                 cfg,
-                url.as_deref(),
+                &base,
                 reqwest::Method::POST,
                 &format!("/devices/{device_id}/revoke"),
             ))?;

@@ -91,6 +91,28 @@ pub(crate) fn ask(cfg: &Config, req: Request) -> Result<Option<Response>, CliErr
     })
 }
 
+/// The running daemon's web address (`http://host:port`), as its control
+/// socket reports it: the only address the CLI hands its owner credential
+/// to unless the owner names one (`--url`). The configured port alone is
+/// not enough: while the daemon is down any local process may listen
+/// there, and `silas chat` sent it the CLI's credential, which then worked
+/// on the real daemon (red-team F2).
+pub(crate) fn running_web_url(cfg: &Config) -> Result<String, CliError> {
+    match ask(cfg, Request::Status) {
+        Ok(Some(Response::Status(r))) => Ok(r.web_url.trim_end_matches('/').to_string()),
+        _ => Err(CliError::new(
+            ErrorCode::EChannelDisconnected,
+            format!(
+                "no Silas daemon runs on {} (its control socket does not answer), so no \
+                 credential was sent: start it with `silas start`, or pass --url to reach one \
+                 elsewhere{}",
+                cfg.data_dir.display(),
+                elsewhere_hint(cfg)
+            ),
+        )),
+    }
+}
+
 /// A request only the running daemon can answer.
 pub(crate) fn ask_daemon(cfg: &Config, req: Request, what: &str) -> Result<Response, CliError> {
     ask(cfg, req)?.ok_or_else(|| {

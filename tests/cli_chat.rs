@@ -212,10 +212,65 @@ fn chat_without_a_daemon_says_to_start_one() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error[E_CHANNEL_DISCONNECTED]"), "{err}");
-    assert!(err.contains(&format!("ws://127.0.0.1:{port}/ws")), "{err}");
+    assert!(err.contains("no Silas daemon runs on"), "{err}");
     assert!(err.contains("silas start"), "{err}");
+}
+
+/// Red-team F2: with the daemon stopped, any local process may listen on
+/// its port, and `silas chat` handed it the CLI's owner credential (which
+/// then worked on the real daemon). Without `--url` the CLI connects only
+/// where the data dir's control socket says the daemon listens: with none
+/// answering, nothing is sent — nor by `silas pair` or `silas devices`.
+#[test]
+fn with_the_daemon_stopped_no_cli_command_sends_its_credential_to_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _) = start(dir.path());
+    daemon.stop_blocking();
+    let token = support::owner_token(&dir.path().join("data"));
+    // Someone else now holds the port the configuration names.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    squatter.set_nonblocking(true).unwrap();
+    let port = squatter.local_addr().unwrap().port();
+    for args in [&["chat"][..], &["pair"], &["devices", "list"]] {
+        let child = silas(dir.path())
+            .env("SILAS__CHANNELS__WEB__PORT", port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // One that talked to the squatter would wait for its answer.
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(child.wait_with_output());
+        });
+        let out = finished
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{args:?} is waiting on the squatter"))
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error[E_CHANNEL_DISCONNECTED]") && err.contains("silas start"),
+            "{args:?}: {err}"
+        );
+    }
+    match squatter.accept() {
+        Ok((mut conn, _)) => {
+            use std::io::Read;
+            let mut got = Vec::new();
+            conn.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let _ = conn.read_to_end(&mut got);
+            let got = String::from_utf8_lossy(&got);
+            panic!(
+                "a CLI command connected to the squatter (token sent: {}): {got}",
+                got.contains(&token)
+            );
+        }
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock),
+    }
 }
 
 /// Runs `silas chat` with all of `script` piped on stdin at once (then
