@@ -141,7 +141,10 @@ impl DaemonControl {
                 )
             }
             Request::Pair => {
-                let code = self.auth.issue_pairing_code().map_err(refused)?;
+                let code = self
+                    .auth
+                    .issue_pairing_code(Some(caller))
+                    .map_err(refused)?;
                 Response::PairingLink {
                     link: silas_web::pairing_link(&self.base_url, &code),
                 }

@@ -199,7 +199,7 @@ async fn run(
     let base_url = server.base_url();
     let pairing_link = if paired == 0 {
         let code = owner_auth
-            .issue_pairing_code()
+            .issue_pairing_code(None)
             .map_err(|e| CliError::new(silas_core::Coded::code(&e), e.to_string()))?;
         Some(silas_web::pairing_link(&base_url, &code))
     } else {

@@ -155,6 +155,7 @@ pub fn ensure_cli_device(auth: &OwnerAuth, data_dir: &Path) -> Result<(), CliErr
             device.device_id
         }
     };
+    auth.set_local_device(&keep);
     for d in auth.list() {
         if d.label == CLI_DEVICE_LABEL && !d.revoked && d.device_id != keep {
             auth.revoke(&d.device_id)

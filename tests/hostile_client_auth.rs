@@ -266,6 +266,60 @@ async fn a_pairing_code_works_once_and_wrong_codes_get_401() {
     );
 }
 
+/// Red-team F6: a paired browser's credential revoked the local CLI's
+/// device over the web API, and `silas status`, `devices` and `stop` failed
+/// until a restart — with a stolen browser token, the administrator lost
+/// the CLI. The web API refuses it; the browser's own device it revokes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_cannot_revoke_the_local_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, addr, banner) = start(dir.path());
+    let token = pair(&addr, &code_of(&pairing_link(&banner)))
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let client = http(None);
+    let devices: Value = client
+        .get(format!("http://{addr}/devices"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id_of = |local: bool| {
+        devices["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| (d["label"] == "local CLI") == local)
+            .unwrap()["device_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let revoke = |id: String| {
+        client
+            .post(format!("http://{addr}/devices/{id}/revoke"))
+            .bearer_auth(&token)
+            .send()
+    };
+    assert_eq!(revoke(id_of(true)).await.unwrap().status(), 403);
+    let status = silas(dir.path()).arg("status").output().unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert_eq!(revoke(id_of(false)).await.unwrap().status(), 200);
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_device_is_disconnected_and_refused() {
     let dir = tempfile::tempdir().unwrap();

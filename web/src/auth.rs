@@ -120,32 +120,48 @@ impl PairRefusal {
 /// Outstanding pairing codes, by hash, with their expiry.
 #[derive(Debug, Default)]
 pub struct PairingCodes {
-    codes: HashMap<String, Instant>,
+    /// Code hash → (expiry, the device whose credential asked for it;
+    /// `None` for the config token or the daemon's first start).
+    codes: HashMap<String, (Instant, Option<String>)>,
 }
 
 impl PairingCodes {
-    pub fn insert(&mut self, code: &str, now: Instant) {
-        self.codes.retain(|_, exp| *exp > now);
+    pub fn insert(&mut self, code: &str, issuer: Option<&str>, now: Instant) {
+        self.codes.retain(|_, (exp, _)| *exp > now);
         if self.codes.len() >= MAX_PAIRING_CODES
             && let Some(oldest) = self
                 .codes
                 .iter()
-                .min_by_key(|(_, exp)| **exp)
+                .min_by_key(|(_, (exp, _))| *exp)
                 .map(|(k, _)| k.clone())
         {
             self.codes.remove(&oldest);
         }
-        self.codes.insert(secret_hash(code), now + PAIRING_CODE_TTL);
+        self.codes.insert(
+            secret_hash(code),
+            (now + PAIRING_CODE_TTL, issuer.map(str::to_string)),
+        );
     }
 
-    /// Consume `code`: valid once, before its expiry.
-    pub fn redeem(&mut self, code: &str, now: Instant) -> Result<(), PairRefusal> {
+    /// Consume `code`: valid once, before its expiry. The device that
+    /// asked for it, if one did.
+    pub fn redeem(&mut self, code: &str, now: Instant) -> Result<Option<String>, PairRefusal> {
         // Removed whatever the outcome: an expired code never comes back.
         match self.codes.remove(&secret_hash(code)) {
             None => Err(PairRefusal::Unknown),
-            Some(exp) if exp <= now => Err(PairRefusal::Expired),
-            Some(_) => Ok(()),
+            Some((exp, _)) if exp <= now => Err(PairRefusal::Expired),
+            Some((_, issuer)) => Ok(issuer),
         }
+    }
+
+    /// Drops every code `device_id` asked for; how many. A revoked
+    /// device's codes must not outlive it: a stolen device's holder asked
+    /// for one, was revoked, and paired again with it.
+    pub fn forget_issued_by(&mut self, device_id: &str) -> usize {
+        let before = self.codes.len();
+        self.codes
+            .retain(|_, (_, issuer)| issuer.as_deref() != Some(device_id));
+        before - self.codes.len()
     }
 }
 
@@ -338,6 +354,8 @@ pub struct OwnerAuth {
     store: Arc<dyn DeviceStore>,
     audit: Arc<dyn AuthAudit>,
     codes: Mutex<PairingCodes>,
+    /// The local CLI's device (`set_local_device`).
+    local_device: Mutex<Option<String>>,
     throttle: Mutex<Throttle>,
     revoked: broadcast::Sender<String>,
     /// Sockets waiting for an in-band `auth` frame: counted per address
@@ -377,6 +395,7 @@ impl OwnerAuth {
             store,
             audit,
             codes: Mutex::new(PairingCodes::default()),
+            local_device: Mutex::new(None),
             throttle: Mutex::new(Throttle::default()),
             revoked: broadcast::channel(16).0,
             unauthenticated: unauthenticated_caps(),
@@ -391,6 +410,7 @@ impl OwnerAuth {
             store: Arc::new(EphemeralDevices),
             audit: Arc::new(LogAudit),
             codes: Mutex::new(PairingCodes::default()),
+            local_device: Mutex::new(None),
             throttle: Mutex::new(Throttle::default()),
             revoked: broadcast::channel(16).0,
             unauthenticated: unauthenticated_caps(),
@@ -577,11 +597,25 @@ impl OwnerAuth {
     }
 
     /// A fresh pairing code (valid [`PAIRING_CODE_TTL`], once).
-    pub fn issue_pairing_code(&self) -> Result<String, AuthError> {
+    pub fn issue_pairing_code(&self, issuer: Option<&Credential>) -> Result<String, AuthError> {
         let code = new_secret()?;
-        lock(&self.codes).insert(&code, Instant::now());
-        self.audit.record("web.pairing_code_issued", json!({}));
+        let by = issuer.and_then(Credential::device_id);
+        lock(&self.codes).insert(&code, by, Instant::now());
+        self.audit
+            .record("web.pairing_code_issued", json!({"issued_by": by}));
         Ok(code)
+    }
+
+    /// Pins the local CLI's device: the web API never revokes it (a stolen
+    /// browser token revoked it, and `silas stop`/`status` failed until a
+    /// restart). It is replaced with `cli.token` at the daemon's start.
+    pub fn set_local_device(&self, device_id: &str) {
+        *lock(&self.local_device) = Some(device_id.to_string());
+    }
+
+    /// Whether `device_id` is the pinned local CLI device.
+    pub fn is_local_device(&self, device_id: &str) -> bool {
+        lock(&self.local_device).as_deref() == Some(device_id)
     }
 
     /// Exchange a pairing code for a new device credential.
@@ -595,11 +629,19 @@ impl OwnerAuth {
             return Err(RedeemError::Throttled);
         }
         let outcome = lock(&self.codes).redeem(code, Instant::now());
-        if let Err(why) = outcome {
-            self.failed(ip, "pair", why.as_str());
-            return Err(RedeemError::Refused(why));
-        }
-        self.create_device(label).map_err(RedeemError::Internal)
+        let issuer = match outcome {
+            Ok(issuer) => issuer,
+            Err(why) => {
+                self.failed(ip, "pair", why.as_str());
+                return Err(RedeemError::Refused(why));
+            }
+        };
+        let (device, token) = self.create_device(label).map_err(RedeemError::Internal)?;
+        self.audit.record(
+            "web.device_paired",
+            json!({"device_id": device.device_id, "paired_by": issuer}),
+        );
+        Ok((device, token))
     }
 
     /// Every device, oldest first.
@@ -627,8 +669,11 @@ impl OwnerAuth {
         let device = updated;
         self.store.save(&device).map_err(AuthError::Store)?;
         lock(&self.devices).insert(device.device_id.clone(), device);
-        self.audit
-            .record("web.device_revoked", json!({"device_id": device_id}));
+        let codes_dropped = lock(&self.codes).forget_issued_by(device_id);
+        self.audit.record(
+            "web.device_revoked",
+            json!({"device_id": device_id, "pairing_codes_dropped": codes_dropped}),
+        );
         // No receiver simply means no open socket.
         let _ = self.revoked.send(device_id.to_string());
         Ok(Revocation::Revoked)

@@ -8,12 +8,12 @@ fn ip(s: &str) -> IpAddr {
 fn pairing_code_is_single_use_and_expires() {
     let t0 = Instant::now();
     let mut codes = PairingCodes::default();
-    codes.insert("code-a", t0);
-    codes.insert("code-b", t0);
+    codes.insert("code-a", None, t0);
+    codes.insert("code-b", None, t0);
     assert_eq!(codes.redeem("wrong", t0), Err(PairRefusal::Unknown));
     assert_eq!(
         codes.redeem("code-a", t0 + Duration::from_secs(599)),
-        Ok(())
+        Ok(None)
     );
     assert_eq!(codes.redeem("code-a", t0), Err(PairRefusal::Unknown));
     assert_eq!(
@@ -29,12 +29,12 @@ fn pairing_codes_are_bounded() {
     let t0 = Instant::now();
     let mut codes = PairingCodes::default();
     for i in 0..(MAX_PAIRING_CODES + 5) {
-        codes.insert(&format!("c{i}"), t0 + Duration::from_millis(i as u64));
+        codes.insert(&format!("c{i}"), None, t0 + Duration::from_millis(i as u64));
     }
     assert_eq!(codes.codes.len(), MAX_PAIRING_CODES);
     assert_eq!(codes.redeem("c0", t0), Err(PairRefusal::Unknown));
     let last = format!("c{}", MAX_PAIRING_CODES + 4);
-    assert_eq!(codes.redeem(&last, t0), Ok(()));
+    assert_eq!(codes.redeem(&last, t0), Ok(None));
 }
 
 #[test]
@@ -246,7 +246,7 @@ fn unauthenticated_slots_are_capped_per_address_and_in_all_and_released() {
 #[test]
 fn a_throttled_pairing_attempt_does_not_use_up_its_code() {
     let auth = OwnerAuth::ephemeral(None);
-    let code = auth.issue_pairing_code().unwrap();
+    let code = auth.issue_pairing_code(None).unwrap();
     let locked = Some(ip("10.0.0.9"));
     for _ in 0..FAILED_AUTH_LIMIT {
         auth.check(locked, Some("guess"), "ws");
@@ -312,4 +312,53 @@ fn no_credential_is_neither_counted_nor_audited_and_loopback_is_one_address() {
         .filter(|e| *e == "web.auth_failed")
         .count();
     assert_eq!(failed, FAILED_AUTH_LIMIT);
+}
+
+/// Red-team F3: a stolen device's holder asked for pairing codes, was
+/// revoked, and paired a fresh device with one. A revoked device's codes go
+/// with it, and the audit names who asked for a code and who paired.
+#[test]
+fn a_revoked_devices_pairing_codes_go_with_it() {
+    struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
+    impl AuthAudit for Rec {
+        fn record(&self, e: &str, d: serde_json::Value) {
+            self.0.lock().unwrap().push((e.into(), d));
+        }
+    }
+    let rec = Arc::new(Rec(Mutex::new(Vec::new())));
+    let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
+    let (stolen, _) = auth.create_device("laptop").unwrap();
+    let (kept, _) = auth.create_device("phone").unwrap();
+    let by = |d: &OwnerDevice| Credential::Device(d.device_id.clone());
+    let thiefs = auth.issue_pairing_code(Some(&by(&stolen))).unwrap();
+    let owners = auth.issue_pairing_code(Some(&by(&kept))).unwrap();
+    let first_start = auth.issue_pairing_code(None).unwrap();
+    assert_eq!(auth.revoke(&stolen.device_id).unwrap(), Revocation::Revoked);
+    let from = Some(ip("10.0.0.3"));
+    assert!(matches!(
+        auth.redeem(from, &thiefs, "browser"),
+        Err(RedeemError::Refused(PairRefusal::Unknown))
+    ));
+    let (paired, _) = auth.redeem(from, &owners, "tablet").unwrap();
+    assert!(auth.redeem(from, &first_start, "desktop").is_ok());
+    let log = rec.0.lock().unwrap();
+    let issued: Vec<_> = log
+        .iter()
+        .filter(|(e, _)| e == "web.pairing_code_issued")
+        .map(|(_, d)| d["issued_by"].clone())
+        .collect();
+    assert_eq!(
+        issued,
+        [
+            serde_json::json!(stolen.device_id),
+            serde_json::json!(kept.device_id),
+            serde_json::Value::Null
+        ]
+    );
+    assert!(log.iter().any(|(e, d)| e == "web.device_revoked"
+        && d["device_id"] == stolen.device_id.as_str()
+        && d["pairing_codes_dropped"] == 1));
+    assert!(log.iter().any(|(e, d)| e == "web.device_paired"
+        && d["device_id"] == paired.device_id.as_str()
+        && d["paired_by"] == kept.device_id.as_str()));
 }

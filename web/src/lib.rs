@@ -460,10 +460,11 @@ fn device_routes(
         .and(guard.clone())
         .and(with_state.clone())
         .map(|host, origin, authz, remote, state: Arc<WebState>| {
-            if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
-                return reply;
-            }
-            match state.auth.issue_pairing_code() {
+            let credential = match owner_http(&state, host, origin, authz, remote, "devices") {
+                Ok(c) => c,
+                Err(reply) => return reply,
+            };
+            match state.auth.issue_pairing_code(Some(&credential)) {
                 Ok(code) => json_status(
                     StatusCode::OK,
                     serde_json::json!({
@@ -488,6 +489,14 @@ fn device_routes(
             |device_id: String, host, origin, authz, remote, state: Arc<WebState>| {
                 if let Err(reply) = owner_http(&state, host, origin, authz, remote, "devices") {
                     return reply;
+                }
+                if state.auth.is_local_device(&device_id) {
+                    return json_status(
+                        StatusCode::FORBIDDEN,
+                        serde_json::json!({"error": "the local CLI's credential is not revoked \
+                            over the web: remove cli.token from the data dir and restart the \
+                            daemon to replace it"}),
+                    );
                 }
                 match state.auth.revoke(&device_id) {
                     Ok(r @ (auth::Revocation::Revoked | auth::Revocation::AlreadyRevoked)) => {
