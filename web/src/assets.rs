@@ -66,6 +66,10 @@ pub const SECURITY_HEADERS: &[(&str, &str)] = &[
     ),
     ("x-content-type-options", "nosniff"),
     ("referrer-policy", "no-referrer"),
+    // No other site may embed a response (`<img src=…/icon.svg>`,
+    // `<script src=…/app.js>`): a page could tell from its loading that
+    // Silas runs on this port.
+    ("cross-origin-resource-policy", "same-origin"),
 ];
 
 /// The embedded asset served at `path`, if any.

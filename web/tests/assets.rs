@@ -14,6 +14,7 @@ fn assert_security_headers(resp: &reqwest::Response, what: &str) {
     assert_eq!(h["content-security-policy"], CSP, "{what}");
     assert_eq!(h["x-content-type-options"], "nosniff", "{what}");
     assert_eq!(h["referrer-policy"], "no-referrer", "{what}");
+    assert_eq!(h["cross-origin-resource-policy"], "same-origin", "{what}");
 }
 
 #[tokio::test]
