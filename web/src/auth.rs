@@ -577,6 +577,16 @@ impl OwnerAuth {
     /// `label` comes from the pairing client and is later printed by
     /// `silas devices list`: see [`printable_label`].
     pub fn create_device(&self, label: &str) -> Result<(OwnerDevice, String), AuthError> {
+        self.add_device(label, None)
+    }
+
+    /// [`Self::create_device`], audited with the device whose pairing code
+    /// it redeemed (`paired_by`), if one asked for it.
+    fn add_device(
+        &self,
+        label: &str,
+        paired_by: Option<&str>,
+    ) -> Result<(OwnerDevice, String), AuthError> {
         let token = new_secret()?;
         let id = new_secret()?;
         let device = OwnerDevice {
@@ -591,7 +601,8 @@ impl OwnerAuth {
         lock(&self.devices).insert(device.device_id.clone(), device.clone());
         self.audit.record(
             "web.device_added",
-            json!({"device_id": device.device_id, "label": device.label}),
+            json!({"device_id": device.device_id, "label": device.label,
+                   "paired_by": paired_by}),
         );
         Ok((device, token))
     }
@@ -636,12 +647,8 @@ impl OwnerAuth {
                 return Err(RedeemError::Refused(why));
             }
         };
-        let (device, token) = self.create_device(label).map_err(RedeemError::Internal)?;
-        self.audit.record(
-            "web.device_paired",
-            json!({"device_id": device.device_id, "paired_by": issuer}),
-        );
-        Ok((device, token))
+        self.add_device(label, issuer.as_deref())
+            .map_err(RedeemError::Internal)
     }
 
     /// Every device, oldest first.

@@ -1,5 +1,14 @@
 use super::*;
 
+/// Every audit entry `OwnerAuth` writes, in order.
+struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
+
+impl AuthAudit for Rec {
+    fn record(&self, e: &str, d: serde_json::Value) {
+        self.0.lock().unwrap().push((e.into(), d));
+    }
+}
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -118,12 +127,6 @@ fn an_ipv6_prefix_is_throttled_as_one_address() {
 
 #[test]
 fn check_throttles_before_comparing_and_audits_failures() {
-    struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
-    impl AuthAudit for Rec {
-        fn record(&self, e: &str, d: serde_json::Value) {
-            self.0.lock().unwrap().push((e.into(), d));
-        }
-    }
     let rec = Arc::new(Rec(Mutex::new(Vec::new())));
     let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
     let (dev, token) = auth.create_device("laptop").unwrap();
@@ -266,12 +269,6 @@ fn a_throttled_pairing_attempt_does_not_use_up_its_code() {
 /// address's 50 guesses.
 #[test]
 fn no_credential_is_neither_counted_nor_audited_and_loopback_is_one_address() {
-    struct Rec(Mutex<Vec<String>>);
-    impl AuthAudit for Rec {
-        fn record(&self, e: &str, _: serde_json::Value) {
-            self.0.lock().unwrap().push(e.into());
-        }
-    }
     let rec = Arc::new(Rec(Mutex::new(Vec::new())));
     let auth = OwnerAuth::new(
         Some("owner-chosen".into()),
@@ -309,7 +306,7 @@ fn no_credential_is_neither_counted_nor_audited_and_loopback_is_one_address() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|e| *e == "web.auth_failed")
+        .filter(|(e, _)| e == "web.auth_failed")
         .count();
     assert_eq!(failed, FAILED_AUTH_LIMIT);
 }
@@ -319,12 +316,6 @@ fn no_credential_is_neither_counted_nor_audited_and_loopback_is_one_address() {
 /// with it, and the audit names who asked for a code and who paired.
 #[test]
 fn a_revoked_devices_pairing_codes_go_with_it() {
-    struct Rec(Mutex<Vec<(String, serde_json::Value)>>);
-    impl AuthAudit for Rec {
-        fn record(&self, e: &str, d: serde_json::Value) {
-            self.0.lock().unwrap().push((e.into(), d));
-        }
-    }
     let rec = Arc::new(Rec(Mutex::new(Vec::new())));
     let auth = OwnerAuth::new(None, Arc::new(EphemeralDevices), rec.clone()).unwrap();
     let (stolen, _) = auth.create_device("laptop").unwrap();
@@ -358,7 +349,7 @@ fn a_revoked_devices_pairing_codes_go_with_it() {
     assert!(log.iter().any(|(e, d)| e == "web.device_revoked"
         && d["device_id"] == stolen.device_id.as_str()
         && d["pairing_codes_dropped"] == 1));
-    assert!(log.iter().any(|(e, d)| e == "web.device_paired"
+    assert!(log.iter().any(|(e, d)| e == "web.device_added"
         && d["device_id"] == paired.device_id.as_str()
         && d["paired_by"] == kept.device_id.as_str()));
 }
