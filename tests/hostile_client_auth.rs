@@ -115,6 +115,18 @@ async fn connect_from(from: &str, addr: &str, token: Option<&str>) -> Ws {
     handshake_from(from, addr, token).await.unwrap()
 }
 
+/// Pairs a browser with the link `silas start` printed: its device token.
+async fn paired_browser(addr: &str, banner: &[String]) -> String {
+    pair(addr, &code_of(&pairing_link(banner)))
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn start(dir: &std::path::Path) -> (support::Daemon, String, Vec<String>) {
     start_daemon(silas(dir), Stdio::null())
 }
@@ -274,14 +286,7 @@ async fn a_pairing_code_works_once_and_wrong_codes_get_401() {
 async fn a_browser_cannot_revoke_the_local_cli() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, addr, banner) = start(dir.path());
-    let token = pair(&addr, &code_of(&pairing_link(&banner)))
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = paired_browser(&addr, &banner).await;
     let client = http(None);
     let devices: Value = client
         .get(format!("http://{addr}/devices"))
@@ -324,14 +329,7 @@ async fn a_browser_cannot_revoke_the_local_cli() {
 async fn a_revoked_device_is_disconnected_and_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, addr, banner) = start(dir.path());
-    let token = pair(&addr, &code_of(&pairing_link(&banner)))
-        .await
-        .json::<Value>()
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = paired_browser(&addr, &banner).await;
     let (mut ws, _) = connect_with_token(&addr, &token, WITHIN).await;
 
     let url = format!("http://{addr}");

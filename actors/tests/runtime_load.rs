@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use silas_actors::stream::{RATE_LIMITED_MESSAGE, SubmitOutcome};
-use silas_core::config::Config;
+use silas_core::config::{Config, LimitsConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backpressure_busy_retry_at_21_pending_in_a_scope() {
@@ -46,17 +46,7 @@ async fn backpressure_busy_retry_at_21_pending_in_a_scope() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn customers_on_the_owners_address_cannot_use_up_its_allowance() {
     let (_d, store) = store();
-    let mut cfg = Config::default();
-    cfg.limits.ws_messages_per_minute_per_ip = 3;
-    let rt = start(
-        &store,
-        Opts {
-            cfg,
-            crash_once: false,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let rt = start_limited(&store, |l| l.ws_messages_per_minute_per_ip = 3).await;
     for c in ["cust-a", "cust-b", "cust-c"] {
         accept(&rt, c, "hello").await;
     }
@@ -89,17 +79,7 @@ async fn customers_on_the_owners_address_cannot_use_up_its_allowance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_rotating_through_its_ipv6_prefix_is_one_address() {
     let (_d, store) = store();
-    let mut cfg = Config::default();
-    cfg.limits.ws_messages_per_minute_per_ip = 3;
-    let rt = start(
-        &store,
-        Opts {
-            cfg,
-            crash_once: false,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let rt = start_limited(&store, |l| l.ws_messages_per_minute_per_ip = 3).await;
     // Each message from a scope of its own, so only the address limit
     // refuses: (address, accepted?).
     let sends = [
@@ -137,17 +117,7 @@ async fn a_host_rotating_through_its_ipv6_prefix_is_one_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_refusal_is_deterministic_and_audited() {
     let (_d, store) = store();
-    let mut cfg = Config::default();
-    cfg.limits.ws_messages_per_minute_per_scope = 2;
-    let rt = start(
-        &store,
-        Opts {
-            cfg,
-            crash_once: false,
-            ..Opts::default()
-        },
-    )
-    .await;
+    let rt = start_limited(&store, |l| l.ws_messages_per_minute_per_scope = 2).await;
     accept(&rt, "owner", "hello").await;
     accept(&rt, "owner", "hello").await;
     let refused = rt.stream.submit(msg("owner", "hello")).await.unwrap();
@@ -366,4 +336,20 @@ async fn global_queue_bound_sheds_non_owner_traffic_first() {
     assert_answered_exactly_once(&rt, &accepted);
     assert_eq!(rt.stream.status().await.unwrap().pending_total, 0);
     rt.stop().await;
+}
+
+/// A runtime (no crash injected) with the default configuration but for
+/// `set`'s limits.
+async fn start_limited(store: &silas_storage::Store, set: impl FnOnce(&mut LimitsConfig)) -> Rt {
+    let mut cfg = Config::default();
+    set(&mut cfg.limits);
+    start(
+        store,
+        Opts {
+            cfg,
+            crash_once: false,
+            ..Opts::default()
+        },
+    )
+    .await
 }

@@ -44,11 +44,6 @@ pub struct CustomerConnections {
     counts: Mutex<Counts>,
 }
 
-/// The address a connection counts under (`silas_core::address`).
-pub(crate) fn counted_as(ip: Option<IpAddr>) -> Option<IpAddr> {
-    ip.map(silas_core::address::counted_as)
-}
-
 impl CustomerConnections {
     pub fn new(per_address: u32, total: u32) -> Arc<Self> {
         Arc::new(CustomerConnections {
@@ -66,7 +61,8 @@ impl CustomerConnections {
 
     /// A slot for a customer connection from `ip`, held for its lifetime.
     pub fn acquire(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<CustomerSlot, CapRefusal> {
-        let key = counted_as(ip);
+        // The address a connection counts under (an IPv6 /64).
+        let key = ip.map(silas_core::address::counted_as);
         let mut c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         if c.total >= self.total {
             return Err(CapRefusal::Total);
